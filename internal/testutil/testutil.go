@@ -1,0 +1,166 @@
+// Package testutil holds the small helpers brig's tests share: skipping a test that
+// needs root or a kernel feature with the reason, and checking that a test left no
+// process, cgroup, mount or file descriptor behind.
+//
+// Typical use:
+//
+//	func TestJailMounts(t *testing.T) {
+//		testutil.RequireRoot(t)
+//		testutil.CheckLeaks(t)
+//		...
+//	}
+package testutil
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// RequireRoot skips tb unless the process runs as root. CI runs as root, so every
+// privileged test runs there; elsewhere the skip says why.
+func RequireRoot(tb testing.TB) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("needs root (CI runs the tests as root): run `sudo go test ./...`")
+	}
+}
+
+// Require skips tb with reason when ok is false. Use it for a kernel feature the host
+// lacks, naming the feature and the kernel version in reason.
+func Require(tb testing.TB, ok bool, reason string) {
+	tb.Helper()
+	if !ok {
+		tb.Skip(reason)
+	}
+}
+
+// CgroupRoots are the directories under which brig creates cgroups; CheckLeaks looks
+// there for anything a test left.
+var CgroupRoots = []string{
+	"/sys/fs/cgroup/memory/brig", "/sys/fs/cgroup/pids/brig", "/sys/fs/cgroup/cpu/brig",
+	"/sys/fs/cgroup/cpuacct/brig", "/sys/fs/cgroup/freezer/brig", "/sys/fs/cgroup/unified/brig",
+	"/sys/fs/cgroup/brig",
+}
+
+type snapshot struct {
+	children []string
+	cgroups  []string
+	mounts   []string
+	fds      int
+}
+
+func take() snapshot {
+	var s snapshot
+	s.children = childPIDs()
+	for _, root := range CgroupRoots {
+		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() && p != root {
+				s.cgroups = append(s.cgroups, p)
+			}
+			return nil
+		})
+	}
+	if f, err := os.Open("/proc/self/mountinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) > 4 {
+				s.mounts = append(s.mounts, fields[4])
+			}
+		}
+		f.Close()
+	}
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		s.fds = len(ents)
+	}
+	sort.Strings(s.cgroups)
+	sort.Strings(s.mounts)
+	return s
+}
+
+// childPIDs lists the live (non-zombie-reaped) children of this process.
+func childPIDs() []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	me := fmt.Sprint(os.Getpid())
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// comm may hold spaces; the fields after the last ')' are fixed.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == me {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// CheckLeaks registers a cleanup that fails tb if, once the test and its other
+// cleanups are done, there are more child processes, brig cgroups, mounts or open file
+// descriptors than when CheckLeaks was called. It waits up to two seconds for things
+// that go away asynchronously (a killed process being reaped).
+func CheckLeaks(tb testing.TB) {
+	tb.Helper()
+	before := take()
+	tb.Cleanup(func() {
+		var after snapshot
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			after = take()
+			if diff(before, after) == "" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if d := diff(before, after); d != "" {
+			tb.Errorf("test leaked: %s", d)
+		}
+	})
+}
+
+func diff(a, b snapshot) string {
+	var out []string
+	if extra := minus(b.children, a.children); len(extra) > 0 {
+		out = append(out, "child processes "+strings.Join(extra, ","))
+	}
+	if extra := minus(b.cgroups, a.cgroups); len(extra) > 0 {
+		out = append(out, "cgroups "+strings.Join(extra, ","))
+	}
+	if extra := minus(b.mounts, a.mounts); len(extra) > 0 {
+		out = append(out, "mounts "+strings.Join(extra, ","))
+	}
+	if b.fds > a.fds {
+		out = append(out, fmt.Sprintf("file descriptors (%d before, %d after)", a.fds, b.fds))
+	}
+	return strings.Join(out, "; ")
+}
+
+func minus(b, a []string) []string {
+	seen := map[string]int{}
+	for _, x := range a {
+		seen[x]++
+	}
+	var out []string
+	for _, x := range b {
+		if seen[x] > 0 {
+			seen[x]--
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
