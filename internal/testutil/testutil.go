@@ -40,12 +40,18 @@ func Require(tb testing.TB, ok bool, reason string) {
 	}
 }
 
-// CgroupRoots are the directories under which brig creates cgroups; CheckLeaks looks
-// there for anything a test left.
-var CgroupRoots = []string{
-	"/sys/fs/cgroup/memory/brig", "/sys/fs/cgroup/pids/brig", "/sys/fs/cgroup/cpu/brig",
-	"/sys/fs/cgroup/cpuacct/brig", "/sys/fs/cgroup/freezer/brig", "/sys/fs/cgroup/unified/brig",
-	"/sys/fs/cgroup/brig",
+// cgroupDirs returns, for a parent cgroup name such as "brig-test-jail", the
+// directories it has in every mounted hierarchy (v1 controllers, the unified
+// hierarchy of the hybrid layout, and a pure v2 root).
+func cgroupDirs(parent string) []string {
+	dirs := []string{filepath.Join("/sys/fs/cgroup", parent)}
+	ents, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, e := range ents {
+		if e.IsDir() {
+			dirs = append(dirs, filepath.Join("/sys/fs/cgroup", e.Name(), parent))
+		}
+	}
+	return dirs
 }
 
 type snapshot struct {
@@ -55,10 +61,14 @@ type snapshot struct {
 	fds      int
 }
 
-func take() snapshot {
+func take(cgroupParents []string) snapshot {
 	var s snapshot
 	s.children = childPIDs()
-	for _, root := range CgroupRoots {
+	var roots []string
+	for _, p := range cgroupParents {
+		roots = append(roots, cgroupDirs(p)...)
+	}
+	for _, root := range roots {
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() && p != root {
 				s.cgroups = append(s.cgroups, p)
@@ -110,17 +120,19 @@ func childPIDs() []string {
 }
 
 // CheckLeaks registers a cleanup that fails tb if, once the test and its other
-// cleanups are done, there are more child processes, brig cgroups, mounts or open file
-// descriptors than when CheckLeaks was called. It waits up to two seconds for things
-// that go away asynchronously (a killed process being reaped).
-func CheckLeaks(tb testing.TB) {
+// cleanups are done, there are more child processes, cgroups below the given parent
+// names (each test package uses its own parent, such as "brig-test-jail", since go
+// test runs packages in parallel), mounts or open file descriptors than when
+// CheckLeaks was called. It waits up to two seconds for things that go away
+// asynchronously (a killed process being reaped).
+func CheckLeaks(tb testing.TB, cgroupParents ...string) {
 	tb.Helper()
-	before := take()
+	before := take(cgroupParents)
 	tb.Cleanup(func() {
 		var after snapshot
 		deadline := time.Now().Add(2 * time.Second)
 		for {
-			after = take()
+			after = take(cgroupParents)
 			if diff(before, after) == "" || time.Now().After(deadline) {
 				break
 			}
