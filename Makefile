@@ -1,0 +1,47 @@
+# brig: the two commands a newcomer needs are `make serve` and `make test`; both
+# install what they need on a fresh Debian machine (as root).
+GO ?= go
+BIN := bin/brig
+
+.PHONY: build deps test serve bench check clean
+
+# deps installs the C library cgo links against, and the interpreters and tools the
+# tests use, when they are missing.
+deps:
+	@missing=""; \
+	for p in libseccomp-dev gcc python3 debootstrap iproute2; do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
+	done; \
+	[ -x /usr/bin/node ] || missing="$$missing nodejs"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+build: deps
+	$(GO) build -o $(BIN) ./cmd/brig
+
+# test runs every test; the privileged ones need root (CI runs as root).
+test: build
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+# serve: the service arrives with the supervisor; until then this checks the host
+# and runs the demo programs through the jail with the embedded defaults.
+serve: build
+	./$(BIN) check
+	./$(BIN) run --local --language python testdata/hello.py
+	./$(BIN) run --local --language javascript testdata/hello.js
+
+bench: build
+	./$(BIN) bench --local -n 200
+	./$(BIN) bench --local -n 200 --pool 2
+	./$(BIN) bench --local -n 100 --pool 2 --spacing 50ms
+	./$(BIN) bench --local -n 100 --spacing 50ms
+	./$(BIN) bench --local -n 100 --pool 2 --heap-mib 1024
+
+check: build
+	./$(BIN) check
+
+clean:
+	rm -rf bin

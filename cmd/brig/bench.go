@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/brig-sandbox/brig/bench"
+)
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "measure sandboxed runs against bare execution on this machine",
+		Flags: append([]cli.Flag{
+			&cli.BoolFlag{Name: "local", Usage: "measure the jail in this process (the service benchmark comes with `brig serve`)"},
+			&cli.IntFlag{Name: "n", Value: 100, Usage: "runs of each kind"},
+			&cli.DurationFlag{Name: "spacing", Usage: "pause between runs (e.g. 50ms); 0 runs back to back"},
+			&cli.IntFlag{Name: "heap-mib", Usage: "hold this much heap while measuring (spawn cost must not grow with it)"},
+		}, sandboxFlags()...),
+		Action: func(c *cli.Context) error {
+			if !c.Bool("local") {
+				return fmt.Errorf("only `brig bench --local` is available in this build")
+			}
+			lc, err := launcherConfigFrom(c, "brig-bench")
+			if err != nil {
+				return err
+			}
+			l, err := newLauncher(lc, true, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			p, err := newProvider(lc)
+			if err != nil {
+				return err
+			}
+			// Let the pool fill before the clock starts.
+			time.Sleep(time.Duration(lc.Pool) * 20 * time.Millisecond)
+			rep, err := bench.Local(c.Context, l, p, bench.LocalConfig{Runs: c.Int("n"), Spacing: c.Duration("spacing"), HeapMiB: c.Int("heap-mib")})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "pool=%d ", lc.Pool)
+			rep.Print(c.App.Writer)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/cgroup"
+	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+func checkCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "check",
+		Usage:  "check that this host can run brig; exits non-zero when it can't",
+		Flags:  sandboxFlags(),
+		Action: checkAction,
+	}
+}
+
+func checkAction(c *cli.Context) error {
+	checks := jail.CheckHost()
+	lc, err := launcherConfigFrom(c, "brig-check")
+	if err != nil {
+		return err
+	}
+	mode, err := cgroup.Detect(cgroup.DefaultMountRoot)
+	checks = append(checks, jail.Check{Name: "cgroup mode", OK: err == nil, Detail: fmt.Sprint(mode), Hint: fmt.Sprint("mount cgroup v2 (or v1 controllers) under /sys/fs/cgroup: ", err)})
+	if cg, err := cgroup.New(cgroup.Config{Parent: lc.CgroupParent}); err != nil {
+		checks = append(checks, jail.Check{Name: "cgroup controllers", Detail: err.Error(), Hint: "brig needs the memory, pids and cpu controllers"})
+	} else {
+		have := cg.Controllers()
+		var names, missing []string
+		for n, ok := range have {
+			if ok {
+				names = append(names, n)
+			}
+		}
+		for _, n := range []string{"memory", "pids", "cpu"} {
+			if !have[n] {
+				missing = append(missing, n)
+			}
+		}
+		sort.Strings(names)
+		checks = append(checks, jail.Check{Name: "cgroup controllers", OK: len(missing) == 0,
+			Detail: "usable: " + strings.Join(names, ", "), Hint: "enable the missing controllers: " + strings.Join(missing, ", ")})
+	}
+	p, perr := newProvider(lc)
+	for _, lang := range rootfs.Languages {
+		if perr != nil {
+			checks = append(checks, jail.Check{Name: "rootfs " + lang.String(), Detail: perr.Error(), Hint: "fix the rootfs configuration"})
+			continue
+		}
+		r, err := p.Root(lang)
+		if err != nil {
+			checks = append(checks, jail.Check{Name: "interpreter " + lang.String(), Detail: err.Error(), Hint: "install it, or build a rootfs: brig rootfs build " + lang.String()})
+			continue
+		}
+		checks = append(checks, jail.Check{Name: "interpreter " + lang.String(), OK: true, Detail: fmt.Sprintf("%s %s (%s rootfs)", r.Interpreter, r.Version, p.Name())})
+	}
+	if allOK(checks) {
+		checks = append(checks, smokeRuns(c.Context, lc)...)
+	}
+	return printChecks(c.App.Writer, checks)
+}
+
+// smokeRuns runs a one-line program of each language through a real sandbox: the
+// proof that every step works here.
+func smokeRuns(ctx context.Context, lc launcherConfig) []jail.Check {
+	l, err := newLauncher(lc, true, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return []jail.Check{{Name: "sandbox", Detail: err.Error(), Hint: "see the error"}}
+	}
+	defer l.Close()
+	var out []jail.Check
+	for _, lang := range rootfs.Languages {
+		code := map[rootfs.Language]string{rootfs.Python: "print('ok')", rootfs.JavaScript: "console.log('ok')"}[lang]
+		res, err := l.Run(ctx, jail.Spec{Language: lang, Code: code, Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20})
+		ch := jail.Check{Name: "sandboxed run " + lang.String(), Hint: "see the message; the sandbox can't be built on this host"}
+		switch {
+		case err != nil:
+			ch.Detail = err.Error()
+		case res.Outcome != api.OutcomeSucceeded || res.Stdout != "ok\n":
+			ch.Detail = fmt.Sprintf("outcome %s: %s %s", res.Outcome, res.Message, res.Stderr)
+		default:
+			ch.OK = true
+			ch.Detail = fmt.Sprintf("printed ok, started in %d ms", res.Timing.StartMS)
+		}
+		out = append(out, ch)
+	}
+	return out
+}
+
+func allOK(checks []jail.Check) bool {
+	for _, c := range checks {
+		if !c.OK {
+			return false
+		}
+	}
+	return true
+}
+
+func printChecks(w io.Writer, checks []jail.Check) error {
+	for _, c := range checks {
+		mark := "pass"
+		if !c.OK {
+			mark = "FAIL"
+		}
+		line := fmt.Sprintf("%s  %-24s %s", mark, c.Name, c.Detail)
+		if !c.OK && c.Hint != "" {
+			line += "  (hint: " + c.Hint + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+	if !allOK(checks) {
+		return exitError(1)
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/brig-sandbox/brig/cgroup"
+	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// sandboxFlags are the flags of every verb that builds sandboxes.
+func sandboxFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "state-dir", Value: jail.DefaultStateDir, Usage: "directory for brig's state (rootfs skeleton, scratch mount point)"},
+		&cli.StringFlag{Name: "cgroup-parent", Usage: "cgroup under which runs' groups are made (default \"brig\" for the service, \"brig-local\" for --local)"},
+		&cli.StringSliceFlag{Name: "rootfs", Usage: "a built rootfs for a language, as LANG=DIR (from `brig rootfs build`); languages without one use the host rootfs"},
+		&cli.Float64Flag{Name: "cpus", Value: jail.DefaultCPUs, Usage: "CPU limit of each run, in CPUs"},
+		&cli.Int64Flag{Name: "pids", Value: jail.DefaultPids, Usage: "limit on processes and threads of each run"},
+		&cli.IntFlag{Name: "pool", Usage: "sandboxes kept cloned and waiting for a run (0: clone each run's on demand)"},
+	}
+}
+
+// launcherConfig is what the flags of sandboxFlags become.
+type launcherConfig struct {
+	StateDir     string
+	CgroupParent string
+	Built        map[rootfs.Language]string
+	CPUs         float64
+	Pids         int64
+	Pool         int
+}
+
+func launcherConfigFrom(c *cli.Context, defaultParent string) (launcherConfig, error) {
+	lc := launcherConfig{
+		StateDir:     c.String("state-dir"),
+		CgroupParent: c.String("cgroup-parent"),
+		Built:        map[rootfs.Language]string{},
+		CPUs:         c.Float64("cpus"),
+		Pids:         c.Int64("pids"),
+		Pool:         c.Int("pool"),
+	}
+	if lc.CgroupParent == "" {
+		lc.CgroupParent = defaultParent
+	}
+	for _, kv := range c.StringSlice("rootfs") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return lc, fmt.Errorf("--rootfs %q: write it as LANG=DIR, e.g. python=/var/lib/brig/rootfs/python", kv)
+		}
+		lang, err := rootfs.ParseLanguage(k)
+		if err != nil {
+			return lc, fmt.Errorf("--rootfs %q: %w", kv, err)
+		}
+		lc.Built[lang] = v
+	}
+	return lc, nil
+}
+
+// mixedProvider gives a built root where one is configured and the host's
+// otherwise.
+type mixedProvider struct {
+	host  *rootfs.Host
+	built *rootfs.Built
+	langs map[rootfs.Language]bool
+}
+
+func (m *mixedProvider) Name() string {
+	if m.built == nil {
+		return "host"
+	}
+	if len(m.langs) == len(rootfs.Languages) {
+		return "built"
+	}
+	return "host+built"
+}
+
+func (m *mixedProvider) Root(lang rootfs.Language) (*rootfs.Root, error) {
+	if m.langs[lang] {
+		return m.built.Root(lang)
+	}
+	return m.host.Root(lang)
+}
+
+func newProvider(lc launcherConfig) (rootfs.Provider, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("brig builds sandboxes and must run as root (Hint: sudo)")
+	}
+	host, err := rootfs.NewHost(lc.StateDir, rootfs.HostConfig{})
+	if err != nil {
+		return nil, err
+	}
+	m := &mixedProvider{host: host, langs: map[rootfs.Language]bool{}}
+	if len(lc.Built) > 0 {
+		if m.built, err = rootfs.OpenBuilt(lc.Built); err != nil {
+			return nil, err
+		}
+		for l := range lc.Built {
+			m.langs[l] = true
+		}
+	}
+	return m, nil
+}
+
+// newLauncher builds everything a Launcher needs. sweep removes groups left under
+// the parent by an earlier process (only the service, which owns its parent, does).
+func newLauncher(lc launcherConfig, sweep bool, log *slog.Logger) (*jail.Launcher, error) {
+	p, err := newProvider(lc)
+	if err != nil {
+		return nil, err
+	}
+	cg, err := cgroup.New(cgroup.Config{Parent: lc.CgroupParent, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("opening cgroups: %w (Hint: run `brig check`)", err)
+	}
+	if sweep {
+		n, err := cg.Sweep()
+		if err != nil {
+			return nil, fmt.Errorf("removing leftover run cgroups: %w", err)
+		}
+		if n > 0 {
+			log.Info("removed leftover run cgroups", "count", n)
+		}
+	}
+	l, err := jail.NewLauncher(jail.Config{
+		StateDir: lc.StateDir,
+		Rootfs:   p,
+		Cgroups:  cg,
+		PoolSize: lc.Pool,
+		CPUs:     lc.CPUs,
+		Pids:     lc.Pids,
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}

@@ -1,0 +1,648 @@
+package jail
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/cgroup"
+	"github.com/brig-sandbox/brig/rootfs"
+	"github.com/brig-sandbox/brig/seccomp"
+)
+
+// Defaults of Config.
+const (
+	DefaultStateDir = "/var/lib/brig"
+	DefaultCPUs     = 1.0
+	DefaultPids     = 512
+	DefaultHostname = "sandbox"
+	// drainGrace bounds how long the output readers may take to reach EOF once the
+	// init is gone (every writer is dead by then; this only guards a defect).
+	drainGrace = 2 * time.Second
+)
+
+// cloneFlags are the namespaces every init is cloned into. The cgroup namespace is
+// made by the init itself (see initSteps). There is no user namespace: the
+// program runs as an unprivileged host uid with no capabilities, and without
+// CLONE_NEWUSER Go clones with vfork, whose cost does not grow with the
+// supervisor's memory.
+const cloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
+
+// Config configures a Launcher.
+type Config struct {
+	// StateDir holds the scratch mount point; zero means DefaultStateDir.
+	StateDir string
+	// Rootfs gives each language's root. Required.
+	Rootfs rootfs.Provider
+	// Cgroups creates the runs' cgroups. Required.
+	Cgroups *cgroup.Manager
+	// Filter is the compiled seccomp filter; nil means seccomp.Default() compiled.
+	Filter seccomp.Program
+	// PoolSize is how many sandboxes are kept cloned and waiting for a run; zero
+	// means none: each run clones its own when it starts.
+	PoolSize int
+	// CPUs is each run's CPU limit in CPUs; zero means DefaultCPUs.
+	CPUs float64
+	// Pids is each run's limit on processes and threads; zero means DefaultPids.
+	Pids int64
+	// UID and GID are the program's identity; zero means rootfs.SandboxUID/GID.
+	// Root is refused.
+	UID, GID int
+	// InitPath is the brig binary to re-execute as the init; zero means
+	// /proc/self/exe.
+	InitPath string
+	// Logger gets one line per pool failure; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Launcher starts runs. It is safe for concurrent use.
+type Launcher struct {
+	cfg     Config
+	filter  []byte
+	scratch string
+	log     *slog.Logger
+	seq     atomic.Uint64
+
+	// spawns is served by one goroutine locked to its own OS thread: an init's
+	// parent-death signal fires when the thread that cloned it exits, so every
+	// clone comes from a thread that lives as long as the Launcher.
+	spawns chan chan spawned
+	idle   chan *slot
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+type spawned struct {
+	s   *slot
+	err error
+}
+
+// slot is one cloned init, waiting in its namespaces and cgroup for a spec. Its
+// fields are the parent's ends of the pipes that cross to the child.
+type slot struct {
+	cmd   *exec.Cmd
+	group *cgroup.Group
+	// spec is the write end of the init's spec pipe (specFD in the child).
+	spec *os.File
+	// status is the read end of the init's status pipe (statusFD in the child).
+	status *os.File
+	// stdout and stderr are the read ends of the program's output pipes.
+	stdout, stderr *os.File
+}
+
+// NewLauncher checks cfg, compiles the filter and starts the pool.
+func NewLauncher(cfg Config) (*Launcher, error) {
+	if cfg.Rootfs == nil || cfg.Cgroups == nil {
+		return nil, errors.New("jail: Config.Rootfs and Config.Cgroups are required")
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = DefaultStateDir
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = DefaultCPUs
+	}
+	if cfg.Pids == 0 {
+		cfg.Pids = DefaultPids
+	}
+	if cfg.UID == 0 {
+		cfg.UID = rootfs.SandboxUID
+	}
+	if cfg.GID == 0 {
+		cfg.GID = rootfs.SandboxGID
+	}
+	if cfg.InitPath == "" {
+		cfg.InitPath = "/proc/self/exe"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := validateConfig(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Filter == nil {
+		prog, err := seccomp.Compile(seccomp.Default())
+		if err != nil {
+			return nil, fmt.Errorf("compiling the seccomp filter: %w", err)
+		}
+		cfg.Filter = prog
+	}
+	scratch := filepath.Join(cfg.StateDir, "jail", "scratch")
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the scratch mount point: %w", err)
+	}
+	l := &Launcher{
+		cfg:     cfg,
+		filter:  cfg.Filter.Marshal(),
+		scratch: scratch,
+		log:     cfg.Logger,
+		spawns:  make(chan chan spawned),
+		idle:    make(chan *slot, cfg.PoolSize),
+		done:    make(chan struct{}),
+	}
+	l.wg.Add(1)
+	go l.spawner()
+	if cfg.PoolSize > 0 {
+		l.wg.Add(1)
+		go l.fill()
+	}
+	return l, nil
+}
+
+// validateConfig is the list of checks made before anything privileged.
+func validateConfig(cfg Config) error {
+	for _, c := range []struct {
+		ok  bool
+		msg string
+	}{
+		{cfg.UID > 0 && cfg.GID > 0, "the sandbox uid and gid must not be 0"},
+		{cfg.PoolSize >= 0 && cfg.PoolSize <= 64, "the pool size must be 0 to 64"},
+		{cfg.CPUs > 0, "the CPU limit must be positive"},
+		{cfg.Pids > 0, "the pids limit must be positive"},
+		{!strings.ContainsAny(cfg.StateDir, ",:"), "the state directory may not contain ',' or ':' (they separate overlay options)"},
+		{filepath.IsAbs(cfg.StateDir), "the state directory must be an absolute path"},
+	} {
+		if !c.ok {
+			return fmt.Errorf("jail: invalid config: %s", c.msg)
+		}
+	}
+	return nil
+}
+
+// Close stops the pool and removes the sandboxes waiting in it. Runs under way
+// are not affected; callers stop them through their contexts.
+func (l *Launcher) Close() error {
+	close(l.done)
+	l.wg.Wait()
+	close(l.idle)
+	for s := range l.idle {
+		s.discard()
+	}
+	return nil
+}
+
+// spawner serves clone requests from a thread that never exits before the Launcher.
+func (l *Launcher) spawner() {
+	defer l.wg.Done()
+	runtime.LockOSThread()
+	// Left locked on purpose: the thread ends with the goroutine and takes nothing
+	// with it, since Close has waited for every clone.
+	for {
+		select {
+		case reply := <-l.spawns:
+			s, err := l.clone()
+			reply <- spawned{s, err}
+		case <-l.done:
+			return
+		}
+	}
+}
+
+// fill keeps the pool full.
+func (l *Launcher) fill() {
+	defer l.wg.Done()
+	backoff := 10 * time.Millisecond
+	for {
+		s, err := l.newSlot()
+		if err != nil {
+			l.log.Error("preparing a sandbox for the pool", "err", err)
+			select {
+			case <-time.After(backoff):
+				backoff = min(2*backoff, 5*time.Second)
+				continue
+			case <-l.done:
+				return
+			}
+		}
+		backoff = 10 * time.Millisecond
+		select {
+		case l.idle <- s:
+		case <-l.done:
+			s.discard()
+			return
+		}
+	}
+}
+
+// take returns a waiting sandbox from the pool, or makes one.
+func (l *Launcher) take() (*slot, error) {
+	select {
+	case s := <-l.idle:
+		return s, nil
+	default:
+		return l.newSlot()
+	}
+}
+
+// newSlot clones an init on the spawner thread and, on cgroup v1, moves it into the
+// run's cgroups (the move that may wait for an RCU grace period; it happens here,
+// off the spawner thread, so that it delays no other clone).
+func (l *Launcher) newSlot() (s *slot, retErr error) {
+	reply := make(chan spawned, 1)
+	select {
+	case l.spawns <- reply:
+	case <-l.done:
+		return nil, errors.New("jail: launcher closed")
+	}
+	r := <-reply
+	if r.err != nil {
+		return nil, r.err
+	}
+	defer func() {
+		if retErr != nil {
+			r.s.discard()
+		}
+	}()
+	if r.s.group.NeedsAttach() {
+		if err := r.s.group.Attach(r.s.cmd.Process.Pid); err != nil {
+			return nil, fmt.Errorf("moving the init into its cgroup: %w", err)
+		}
+	}
+	return r.s, nil
+}
+
+// clone creates the run's cgroup and clones the init into its namespaces (and, where
+// a cgroup2 directory exists, straight into the cgroup with CLONE_INTO_CGROUP).
+func (l *Launcher) clone() (s *slot, retErr error) {
+	name := fmt.Sprintf("run-%d-%d", os.Getpid(), l.seq.Add(1))
+	g, err := l.cfg.Cgroups.Create(name)
+	if err != nil {
+		return nil, fmt.Errorf("creating cgroup %s: %w", name, err)
+	}
+	s = &slot{group: g}
+	var childEnds []*os.File
+	defer func() {
+		for _, f := range childEnds {
+			f.Close()
+		}
+		if retErr != nil {
+			s.discard()
+		}
+	}()
+	pipe := func(parentReads bool) (*os.File, error) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		if parentReads {
+			childEnds = append(childEnds, w)
+			return r, nil
+		}
+		childEnds = append(childEnds, r)
+		return w, nil
+	}
+	for _, p := range []struct {
+		dst         **os.File
+		parentReads bool
+	}{{&s.spec, false}, {&s.status, true}, {&s.stdout, true}, {&s.stderr, true}} {
+		if *p.dst, err = pipe(p.parentReads); err != nil {
+			return nil, fmt.Errorf("making pipes: %w", err)
+		}
+	}
+	// childEnds: spec read end, status write end, stdout and stderr write ends.
+	sys := &syscall.SysProcAttr{Cloneflags: cloneFlags, Pdeathsig: syscall.SIGKILL}
+	if fd := g.CloneFD(); fd >= 0 {
+		sys.UseCgroupFD = true
+		sys.CgroupFD = fd
+	}
+	s.cmd = &exec.Cmd{
+		Path: l.cfg.InitPath,
+		Args: []string{"brig", InitArg},
+		// The init's own environment; the program's comes from the spec.
+		Env:         []string{"GOMAXPROCS=1"},
+		Stdout:      childEnds[2],
+		Stderr:      childEnds[3],
+		ExtraFiles:  []*os.File{childEnds[0], childEnds[1]}, // specFD, statusFD
+		SysProcAttr: sys,
+	}
+	if err := s.cmd.Start(); err != nil {
+		s.cmd = nil
+		return nil, fmt.Errorf("cloning the init into new namespaces: %w", err)
+	}
+	return s, nil
+}
+
+// discard kills a slot's init (and with it its pid namespace), closes its pipes and
+// removes its cgroup.
+func (s *slot) discard() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+	}
+	for _, f := range []*os.File{s.spec, s.status, s.stdout, s.stderr} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if s.group != nil {
+		s.group.Delete()
+	}
+}
+
+// ScratchBytes is the size of a run's writable space for a memory limit: half of
+// it, so that filling the disk ends in ENOSPC for the program while the
+// interpreter still has the other half, not in an OOM kill.
+func ScratchBytes(memoryBytes int64) int64 { return memoryBytes / 2 }
+
+func (l *Launcher) childSpec(spec Spec, root *rootfs.Root) *childSpec {
+	script := "/sandbox/" + spec.Language.ScriptName()
+	return &childSpec{
+		Scratch:      l.scratch,
+		ScratchBytes: ScratchBytes(spec.MemoryBytes),
+		Lower:        root.Lower,
+		Binds:        root.Binds,
+		ScriptPath:   script,
+		Code:         []byte(spec.Code),
+		Argv:         root.Argv(script),
+		Env:          Environ(spec.Env),
+		UID:          l.cfg.UID,
+		GID:          l.cfg.GID,
+		Hostname:     DefaultHostname,
+		Rlimits:      defaultRlimits(),
+		Seccomp:      l.filter,
+	}
+}
+
+// brigEnv are the names brig sets in every run; a request can't override them.
+var brigEnv = map[string]string{
+	"PATH":    "/usr/local/bin:/usr/bin:/bin",
+	"HOME":    "/sandbox",
+	"USER":    "sandbox",
+	"LOGNAME": "sandbox",
+	"TMPDIR":  "/tmp",
+	"LANG":    "C.UTF-8",
+}
+
+// ReservedEnv reports whether name is one brig sets itself.
+func ReservedEnv(name string) bool {
+	_, ok := brigEnv[name]
+	return ok
+}
+
+// Environ is the program's whole environment: the request's names plus brig's,
+// never anything of the host's.
+func Environ(req map[string]string) []string {
+	env := make([]string, 0, len(req)+len(brigEnv))
+	for k, v := range req {
+		if !ReservedEnv(k) {
+			env = append(env, k+"="+v)
+		}
+	}
+	for k, v := range brigEnv {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// Run runs spec in a fresh sandbox and returns its result. Every way the run can
+// end is in the result (a sandbox that could not be built is reason internal); the
+// error is for a spec that is not valid. Cancelling ctx stops the run (reason
+// stopped).
+func (l *Launcher) Run(ctx context.Context, spec Spec) (*api.Result, error) {
+	begin := time.Now()
+	if err := validateSpec(spec); err != nil {
+		return nil, err
+	}
+	res := &api.Result{
+		Language: string(spec.Language),
+		State:    api.StateFinished,
+		Packages: []api.PackageResult{},
+		Network:  api.NetworkReport{Mode: api.NetworkNone, Connections: []api.Connection{}},
+	}
+	internal := func(format string, args ...any) (*api.Result, error) {
+		res.Message = fmt.Sprintf(format, args...)
+		finish(res, api.ReasonInternal)
+		res.Timing.TotalMS = time.Since(begin).Milliseconds()
+		return res, nil
+	}
+	root, err := l.cfg.Rootfs.Root(spec.Language)
+	if err != nil {
+		return internal("the %s rootfs is not available: %v", spec.Language, err)
+	}
+	s, err := l.take()
+	if err != nil {
+		return internal("could not prepare a sandbox: %v", err)
+	}
+	defer s.discard()
+	if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: spec.MemoryBytes, Pids: l.cfg.Pids, CPUs: l.cfg.CPUs}); err != nil {
+		return internal("could not set the run's cgroup limits: %v", err)
+	}
+	b, err := json.Marshal(l.childSpec(spec, root))
+	if err != nil {
+		return internal("encoding the sandbox spec: %v", err)
+	}
+	// The init reads the whole spec before it does anything, so this write does
+	// not depend on the init making progress beyond reading.
+	_, err = s.spec.Write(b)
+	s.spec.Close()
+	s.spec = nil
+	if err != nil {
+		return internal("sending the spec to the sandbox init: %v", err)
+	}
+
+	stdout := NewOutput(api.MaxStdoutChars, spec.OnStdout)
+	stderr := NewOutput(api.MaxStderrChars, spec.OnStderr)
+	var drained sync.WaitGroup
+	drained.Add(2)
+	go func() { defer drained.Done(); stdout.Drain(s.stdout) }()
+	go func() { defer drained.Done(); stderr.Drain(s.stderr) }()
+	msgs := make(chan message, 4)
+	go readMessages(s.status, msgs)
+
+	ended := l.supervise(ctx, spec, s, msgs, res, begin)
+
+	// The init is gone, and with it every process of the run: the pipes reach EOF.
+	waitTimeout(&drained, drainGrace)
+	res.Stdout, res.StdoutTruncated = stdout.Text()
+	res.Stderr, res.StderrTruncated = stderr.Text()
+	usage, uerr := s.group.Usage()
+	if uerr == nil {
+		res.Usage.CPUMS = usage.CPU.Milliseconds()
+		res.Usage.PeakMemoryBytes = usage.PeakMemoryBytes
+	}
+	l.classify(res, ended, usage, spec)
+	res.Timing.TotalMS = time.Since(begin).Milliseconds()
+	return res, nil
+}
+
+// ending is how supervise saw the run end.
+type ending struct {
+	setupErr *message           // the init failed a step; nothing ran
+	ws       syscall.WaitStatus // the program's wait status, when exited
+	exited   bool
+	timedOut bool
+	stopped  bool
+	lost     bool // the init died without reporting (OOM-killed, or a defect)
+}
+
+// supervise waits for the program to start and end, enforcing the deadline, and
+// kills the sandbox (the init, which takes its pid namespace with it) when it
+// returns.
+func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, msgs <-chan message, res *api.Result, begin time.Time) (e ending) {
+	defer func() {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+		s.cmd.Process = nil
+		// The cgroup is killed too, as a second line: nothing can be left in it.
+		s.group.Kill()
+	}()
+	var deadline <-chan time.Time
+	var started time.Time
+	for {
+		select {
+		case m, ok := <-msgs:
+			switch {
+			case !ok:
+				e.lost = true
+				return e
+			case m.Kind == msgError:
+				e.setupErr = &m
+				return e
+			case m.Kind == msgStarted:
+				started = time.Now()
+				res.Timing.StartMS = started.Sub(begin).Milliseconds()
+				t := time.NewTimer(spec.Timeout)
+				defer t.Stop()
+				deadline = t.C
+				if spec.OnStart != nil {
+					spec.OnStart()
+				}
+			case m.Kind == msgExit:
+				res.Usage.WallMS = time.Since(started).Milliseconds()
+				e.exited, e.ws = true, syscall.WaitStatus(m.WaitStatus)
+				return e
+			}
+		case <-deadline:
+			res.Usage.WallMS = time.Since(started).Milliseconds()
+			e.timedOut = true
+			return e
+		case <-ctx.Done():
+			if !started.IsZero() {
+				res.Usage.WallMS = time.Since(started).Milliseconds()
+			}
+			e.stopped = true
+			return e
+		}
+	}
+}
+
+// classify turns how the run ended into exit code, signal, reason and message.
+func (l *Launcher) classify(res *api.Result, e ending, usage cgroup.Usage, spec Spec) {
+	oom := usage.OOMKills > 0
+	switch {
+	case e.setupErr != nil:
+		res.Message = fmt.Sprintf("the sandbox could not be built (step %q: %s); the program did not run", e.setupErr.Step, e.setupErr.Error)
+		finish(res, api.ReasonInternal)
+	case e.timedOut:
+		res.Signal = "SIGKILL"
+		res.Message = fmt.Sprintf("the program ran longer than its time limit of %s and was killed", spec.Timeout)
+		finish(res, api.ReasonTimeout)
+	case e.stopped:
+		res.Signal = "SIGKILL"
+		res.Message = "the run was stopped before the program ended"
+		finish(res, api.ReasonStopped)
+	case e.lost && oom:
+		res.Signal = "SIGKILL"
+		res.Message = memoryMessage(spec)
+		finish(res, api.ReasonMemory)
+	case e.lost:
+		res.Message = "the sandbox init ended without reporting the program's status"
+		finish(res, api.ReasonInternal)
+	case e.ws.Exited() && e.ws.ExitStatus() == 0:
+		code := 0
+		res.ExitCode = &code
+		finish(res, api.ReasonNone)
+	case e.ws.Exited():
+		code := e.ws.ExitStatus()
+		res.ExitCode = &code
+		if oom {
+			res.Message = memoryMessage(spec)
+			finish(res, api.ReasonMemory)
+			return
+		}
+		res.Message = fmt.Sprintf("the program exited with code %d", code)
+		finish(res, api.ReasonError)
+	default:
+		sig := e.ws.Signal()
+		res.Signal = unix.SignalName(sig)
+		if oom {
+			res.Message = memoryMessage(spec)
+			finish(res, api.ReasonMemory)
+			return
+		}
+		res.Message = fmt.Sprintf("the program was killed by %s", res.Signal)
+		finish(res, api.ReasonError)
+	}
+}
+
+func memoryMessage(spec Spec) string {
+	return fmt.Sprintf("the program used more than its memory limit of %d MiB and was killed (the cgroup reports an OOM kill)", spec.MemoryBytes>>20)
+}
+
+// finish sets status, reason and outcome for a run without network.
+func finish(res *api.Result, reason api.Reason) {
+	res.State = api.StateFinished
+	res.Reason = reason
+	res.Status = api.StatusFailed
+	if reason == api.ReasonNone {
+		res.Status = api.StatusCompleted
+	}
+	res.Outcome = api.OutcomeOf(reason, res.Network.Mode)
+}
+
+// readMessages decodes the init's status pipe into msgs and closes msgs at EOF.
+func readMessages(f *os.File, msgs chan<- message) {
+	defer close(msgs)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m message
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			msgs <- m
+		}
+	}
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}
+
+// ErrInvalidSpec is returned by Run for a spec outside the bounds of API.md.
+var ErrInvalidSpec = errors.New("invalid run spec")
+
+func validateSpec(s Spec) error {
+	for _, c := range []struct {
+		ok  bool
+		msg string
+	}{
+		{s.Language == rootfs.Python || s.Language == rootfs.JavaScript, fmt.Sprintf("language %q is not python or javascript", s.Language)},
+		{s.Code != "", "the code is empty"},
+		{utf8.RuneCountInString(s.Code) <= api.MaxCodeChars, fmt.Sprintf("the code is longer than %d characters", api.MaxCodeChars)},
+		{s.Timeout >= api.MinTimeoutSeconds*time.Second && s.Timeout <= api.MaxTimeoutSeconds*time.Second, fmt.Sprintf("the timeout %s is outside 1s to 300s", s.Timeout)},
+		{s.MemoryBytes >= api.MinMemoryMiB<<20 && s.MemoryBytes <= api.MaxMemoryMiB<<20, fmt.Sprintf("the memory limit %d MiB is outside 128 to 2048 MiB", s.MemoryBytes>>20)},
+	} {
+		if !c.ok {
+			return fmt.Errorf("%w: %s", ErrInvalidSpec, c.msg)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package jail
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/cgroup"
+	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// testCgroupParent is this package's own cgroup parent: go test runs packages in
+// parallel, and each checks only its own for leaks.
+const testCgroupParent = "brig-test-jail"
+
+// TestMain makes the test binary able to serve as a run's init: the Launcher
+// re-executes /proc/self/exe, which under go test is this binary.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Args[1] == InitArg && os.Getpid() == 1 {
+		os.Exit(Init())
+	}
+	os.Exit(m.Run())
+}
+
+// newTestLauncher returns a Launcher on the host rootfs with its own state
+// directory, closed (and checked for leaks) when the test ends.
+func newTestLauncher(tb testing.TB, pool int) *Launcher {
+	tb.Helper()
+	testutil.RequireRoot(tb)
+	testutil.CheckLeaks(tb, testCgroupParent)
+	state := tb.TempDir()
+	p, err := rootfs.NewHost(state, rootfs.HostConfig{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return newTestLauncherWith(tb, state, p, pool)
+}
+
+func newTestLauncherWith(tb testing.TB, state string, p rootfs.Provider, pool int) *Launcher {
+	tb.Helper()
+	cg, err := cgroup.New(cgroup.Config{Parent: testCgroupParent})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l, err := NewLauncher(Config{StateDir: state, Rootfs: p, Cgroups: cg, PoolSize: pool})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	return l
+}
+
+// run runs code with the API's default limits unless spec says otherwise.
+func run(tb testing.TB, l *Launcher, lang rootfs.Language, code string, opts ...func(*Spec)) *api.Result {
+	tb.Helper()
+	spec := Spec{Language: lang, Code: code, Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20}
+	for _, o := range opts {
+		o(&spec)
+	}
+	res, err := l.Run(context.Background(), spec)
+	if err != nil {
+		tb.Fatalf("Run: %v", err)
+	}
+	return res
+}
+
+func TestHelloBothLanguages(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	for _, tc := range []struct {
+		name string
+		lang rootfs.Language
+		code string
+		want string
+	}{
+		{"python", rootfs.Python, "print('hello')", "hello\n"},
+		{"javascript", rootfs.JavaScript, "console.log('hello')", "hello\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, l, tc.lang, tc.code)
+			if res.Outcome != api.OutcomeSucceeded || res.Stdout != tc.want {
+				t.Fatalf("got outcome %s stdout %q stderr %q message %q, want succeeded %q", res.Outcome, res.Stdout, res.Stderr, res.Message, tc.want)
+			}
+		})
+	}
+}
+
+var _ = filepath.Join

@@ -1,0 +1,191 @@
+package jail
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// The layout of the scratch tmpfs, relative to childSpec.Scratch. Everything the
+// run can write lives on it, so its size bounds all of it.
+const (
+	scratchUpper = "upper" // the overlay's upper layer
+	scratchWork  = "work"  // the overlay's work directory
+	scratchRoot  = "root"  // where the overlay is mounted and then pivoted into
+	scratchShm   = "shm"   // bound at /dev/shm
+)
+
+// maskedProcFiles are overmounted with /dev/null: kernel memory, key and timer
+// internals a program has no use for.
+var maskedProcFiles = []string{"kcore", "keys", "timer_list", "sched_debug", "kallsyms", "latency_stats", "sysrq-trigger"}
+
+// maskedProcDirs are overmounted with an empty read-only tmpfs.
+var maskedProcDirs = []string{"acpi", "scsi"}
+
+// readOnlyProc are rebound read-only: the kernel's tunables and hardware state.
+var readOnlyProc = []string{"sys", "irq", "bus", "fs"}
+
+// devNodes are the only devices a run has: character devices of the host's numbers.
+var devNodes = []struct {
+	name         string
+	major, minor uint32
+}{
+	{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0},
+}
+
+// makePrivate stops mount events propagating between this namespace and the host's,
+// in both directions, before anything is mounted.
+func makePrivate() error {
+	return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
+}
+
+func mountScratch(s *childSpec) error {
+	opts := fmt.Sprintf("size=%d,mode=0755", s.ScratchBytes)
+	if err := unix.Mount("tmpfs", s.Scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mounting tmpfs at %q: %w", s.Scratch, err)
+	}
+	for _, d := range []string{scratchUpper, scratchWork, scratchRoot} {
+		if err := os.Mkdir(filepath.Join(s.Scratch, d), 0o755); err != nil {
+			return err
+		}
+	}
+	shm := filepath.Join(s.Scratch, scratchShm)
+	if err := os.Mkdir(shm, 0o777); err != nil {
+		return err
+	}
+	return os.Chmod(shm, 0o1777)
+}
+
+func mountOverlay(s *childSpec) error {
+	root := filepath.Join(s.Scratch, scratchRoot)
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s",
+		s.Lower, filepath.Join(s.Scratch, scratchUpper), filepath.Join(s.Scratch, scratchWork))
+	if err := unix.Mount("overlay", root, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mounting overlay at %q (%s): %w", root, opts, err)
+	}
+	return nil
+}
+
+// bindReadOnly binds src at dst and makes the bind read-only, nosuid and nodev: a
+// bind takes its source's flags, so the second call is what applies them.
+func bindReadOnly(src, dst string, extra uintptr) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("binding %q at %q: %w", src, dst, err)
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
+	if err := unix.Mount("", dst, "", flags|extra, ""); err != nil {
+		return fmt.Errorf("making %q read-only: %w", dst, err)
+	}
+	return nil
+}
+
+func mountBinds(s *childSpec) error {
+	root := filepath.Join(s.Scratch, scratchRoot)
+	for _, b := range s.Binds {
+		if err := bindReadOnly(b.Source, filepath.Join(root, b.Target), 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mountProc mounts the proc of the run's own pid namespace (the init is its PID 1)
+// and masks or freezes what a program must not read or change.
+func mountProc(s *childSpec) error {
+	proc := filepath.Join(s.Scratch, scratchRoot, "proc")
+	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mounting proc at %q: %w", proc, err)
+	}
+	for _, f := range maskedProcFiles {
+		p := filepath.Join(proc, f)
+		if _, err := os.Lstat(p); err != nil {
+			continue // not in this kernel
+		}
+		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("masking %q: %w", p, err)
+		}
+	}
+	for _, d := range maskedProcDirs {
+		p := filepath.Join(proc, d)
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0"); err != nil {
+			return fmt.Errorf("masking %q: %w", p, err)
+		}
+	}
+	for _, d := range readOnlyProc {
+		p := filepath.Join(proc, d)
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := bindReadOnly(p, p, unix.MS_NOEXEC); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mountDev makes a minimal /dev: a small tmpfs with the device nodes of devNodes,
+// the usual symlinks, and /dev/shm bound from the scratch tmpfs so that shared memory
+// counts against the run's writable space.
+func mountDev(s *childSpec) error {
+	dev := filepath.Join(s.Scratch, scratchRoot, "dev")
+	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755"); err != nil {
+		return fmt.Errorf("mounting tmpfs at %q: %w", dev, err)
+	}
+	old := unix.Umask(0)
+	defer unix.Umask(old)
+	for _, n := range devNodes {
+		p := filepath.Join(dev, n.name)
+		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(n.major, n.minor))); err != nil {
+			return fmt.Errorf("making %q: %w", p, err)
+		}
+	}
+	for name, target := range map[string]string{
+		"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+		"stderr": "/proc/self/fd/2", "core": "/proc/kcore",
+	} {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return err
+		}
+	}
+	shm := filepath.Join(dev, "shm")
+	if err := os.Mkdir(shm, 0o1777); err != nil {
+		return err
+	}
+	if err := unix.Mount(filepath.Join(s.Scratch, scratchShm), shm, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("binding /dev/shm: %w", err)
+	}
+	// The device nodes are made; nothing else on /dev may be one.
+	return unix.Mount("", dev, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755")
+}
+
+// writeProgram writes the code where the interpreter will find it, owned by the
+// sandbox user, on the overlay's upper layer (so it counts against the run).
+func writeProgram(s *childSpec) error {
+	p := filepath.Join(s.Scratch, scratchRoot, s.ScriptPath)
+	if err := os.WriteFile(p, s.Code, 0o644); err != nil {
+		return err
+	}
+	return os.Chown(p, s.UID, s.GID)
+}
+
+// pivotRoot makes the overlay the root and detaches the host's tree. pivot_root(".",
+// ".") stacks the old root on top of the new one, so one lazy unmount removes every
+// host mount from this namespace without needing a directory to put it in.
+func pivotRoot(s *childSpec) error {
+	root := filepath.Join(s.Scratch, scratchRoot)
+	if err := unix.Chdir(root); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root into %q: %w", root, err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the host's root: %w", err)
+	}
+	return unix.Chdir("/")
+}

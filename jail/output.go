@@ -1,0 +1,111 @@
+package jail
+
+import (
+	"io"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// Output keeps what one stream of the program printed: at most Cap characters
+// (Unicode code points), with bytes that are not UTF-8 replaced by U+FFFD, one for
+// each byte. It is fed by a reader goroutine that keeps draining the pipe after the
+// cap, so the program never blocks on a full pipe; what is past the cap is counted
+// as truncated and dropped.
+type Output struct {
+	cap int
+	// onChunk, when set, gets each kept piece of text as it arrives. The pieces add
+	// up to the kept text exactly, so a stream of them never exceeds the cap.
+	onChunk func(string)
+
+	mu        sync.Mutex
+	buf       strings.Builder // guarded by mu
+	chars     int             // guarded by mu; code points in buf
+	truncated bool            // guarded by mu
+	pending   []byte          // guarded by mu; an incomplete UTF-8 sequence at a chunk's end
+}
+
+// NewOutput returns an Output that keeps capChars code points and calls onChunk (if
+// not nil) with each kept piece.
+func NewOutput(capChars int, onChunk func(string)) *Output {
+	return &Output{cap: capChars, onChunk: onChunk}
+}
+
+// Drain reads r to EOF (or a read error, such as the pipe being closed) and feeds
+// every byte to o.
+func (o *Output) Drain(r io.Reader) {
+	b := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(b)
+		if n > 0 {
+			o.Write(b[:n])
+		}
+		if err != nil {
+			o.flush()
+			return
+		}
+	}
+}
+
+// Write implements io.Writer; it never fails.
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	chunk := o.decodeLocked(p, false)
+	o.mu.Unlock()
+	if chunk != "" && o.onChunk != nil {
+		o.onChunk(chunk)
+	}
+	return len(p), nil
+}
+
+// flush decodes what is pending at the end of the stream: an incomplete sequence is
+// invalid there, one U+FFFD per byte.
+func (o *Output) flush() {
+	o.mu.Lock()
+	chunk := o.decodeLocked(nil, true)
+	o.mu.Unlock()
+	if chunk != "" && o.onChunk != nil {
+		o.onChunk(chunk)
+	}
+}
+
+// decodeLocked appends p to what is pending, keeps as many whole characters as the
+// cap allows and returns them.
+func (o *Output) decodeLocked(p []byte, atEOF bool) string {
+	if o.truncated {
+		return ""
+	}
+	if len(o.pending) > 0 {
+		p = append(o.pending, p...)
+		o.pending = nil
+	}
+	var out strings.Builder
+	for len(p) > 0 {
+		if !atEOF && !utf8.FullRune(p) {
+			o.pending = append([]byte(nil), p...)
+			break
+		}
+		if o.chars == o.cap {
+			o.truncated = true
+			break
+		}
+		r, size := utf8.DecodeRune(p)
+		if r == utf8.RuneError && size == 1 {
+			out.WriteRune(utf8.RuneError)
+		} else {
+			out.Write(p[:size])
+		}
+		o.chars++
+		p = p[size:]
+	}
+	s := out.String()
+	o.buf.WriteString(s)
+	return s
+}
+
+// Text returns what was kept and whether anything was dropped.
+func (o *Output) Text() (string, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String(), o.truncated
+}

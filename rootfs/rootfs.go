@@ -1,0 +1,113 @@
+// Package rootfs provides the read-only root filesystems that runs see: which
+// directory becomes the overlay's lower layer, which host folders are bound read-only
+// on top of it, and where the language's interpreter is.
+//
+// Two providers exist. Host (the embedded default) binds the host's system folders
+// (/usr and, on hosts without merged /usr, /bin, /lib, /lib64, /sbin) over a small
+// skeleton whose /etc is made up by brig: never the host's /etc, /root, /home, /var,
+// /run or /tmp. Built is a minimal Debian made with debootstrap by `brig rootfs
+// build`, with a manifest of interpreter versions.
+//
+// Typical use:
+//
+//	p, err := rootfs.NewHost(stateDir)
+//	root, err := p.Root(rootfs.Python)
+//	// root.Lower, root.Binds and root.Interpreter go into the jail's spec.
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Language is a language brig runs.
+type Language string
+
+// The languages of API.md.
+const (
+	Python     Language = "python"
+	JavaScript Language = "javascript"
+)
+
+// Languages lists every language, in the order brig reports them.
+var Languages = []Language{Python, JavaScript}
+
+// ErrUnknownLanguage is returned by ParseLanguage for a name brig does not run.
+var ErrUnknownLanguage = errors.New("unknown language")
+
+// ParseLanguage accepts exactly "python" or "javascript".
+func ParseLanguage(s string) (Language, error) {
+	switch Language(s) {
+	case Python, JavaScript:
+		return Language(s), nil
+	}
+	return "", fmt.Errorf("%w %q: use \"python\" or \"javascript\"", ErrUnknownLanguage, s)
+}
+
+func (l Language) String() string { return string(l) }
+
+// ScriptName is the file the code is written to, under /sandbox.
+func (l Language) ScriptName() string {
+	if l == JavaScript {
+		return "main.js"
+	}
+	return "main.py"
+}
+
+// Bind is a host directory mounted read-only at Target inside the root.
+type Bind struct {
+	Source string // absolute path on the host
+	Target string // absolute path inside the root
+}
+
+// Root is what the jail mounts for one language.
+type Root struct {
+	Language Language
+	// Lower is the directory used as the overlay's read-only lower layer. It holds
+	// every mount point the jail uses (/proc, /dev, /tmp, /sandbox, and Binds'
+	// targets), so that no run has to create one.
+	Lower string
+	// Binds are mounted read-only, nosuid and nodev on top of the overlay, in order.
+	Binds []Bind
+	// Interpreter is the interpreter's absolute path inside the root.
+	Interpreter string
+	// Args come between the interpreter and the script path.
+	Args []string
+	// Version is the interpreter's version, such as "3.11.2" or "20.20.2".
+	Version string
+}
+
+// Argv is the full command line that runs script (a path inside the root).
+func (r *Root) Argv(script string) []string {
+	argv := append([]string{r.Interpreter}, r.Args...)
+	return append(argv, script)
+}
+
+// Provider gives the Root of each language.
+type Provider interface {
+	// Name is "host" or "built", for `brig check` and /v1/health.
+	Name() string
+	// Root returns the root of lang, or an error saying what is missing.
+	Root(lang Language) (*Root, error)
+}
+
+// interpreterArgs are the arguments brig always passes. Python's -u makes the output
+// reach the supervisor as it is printed, as the API's stream promises; it is an
+// argument rather than PYTHONUNBUFFERED so that a request's env can't undo it.
+func interpreterArgs(lang Language) []string {
+	if lang == Python {
+		return []string{"-u"}
+	}
+	return nil
+}
+
+// parseVersion takes the version out of `python3 --version` ("Python 3.11.2") or
+// `node --version` ("v20.20.2").
+func parseVersion(out string) string {
+	out = strings.TrimSpace(out)
+	if i := strings.LastIndexByte(out, ' '); i >= 0 {
+		out = out[i+1:]
+	}
+	return strings.TrimPrefix(out, "v")
+}

@@ -1,0 +1,2 @@
+import sys
+print("hello from python", sys.version.split()[0])
