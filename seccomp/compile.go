@@ -1,0 +1,418 @@
+package seccomp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/bits"
+	"os"
+	"slices"
+	"unsafe"
+
+	libseccomp "github.com/seccomp/libseccomp-golang"
+	"golang.org/x/sys/unix"
+)
+
+// Program is a compiled filter: classic BPF over struct seccomp_data, as
+// seccomp(2) takes it.
+type Program []unix.SockFilter
+
+var (
+	// ErrInvalidPolicy is returned by Compile for a policy that breaks a rule of
+	// the Policy type.
+	ErrInvalidPolicy = errors.New("invalid seccomp policy")
+	// ErrInvalidProgram is returned by Unmarshal and Load for bytes or a program
+	// that cannot be a filter.
+	ErrInvalidProgram = errors.New("invalid seccomp program")
+)
+
+const (
+	// maxInstructions is the kernel's BPF_MAXINSNS.
+	maxInstructions = 4096
+	// instructionSize is sizeof(struct sock_filter).
+	instructionSize = int(unsafe.Sizeof(unix.SockFilter{}))
+	// maxBranchesPerCall bounds the libseccomp rules one call's conditions expand
+	// to, so that a careless Cond cannot blow the program past maxInstructions.
+	maxBranchesPerCall = 128
+	// optimizeBinaryTree is libseccomp's SCMP_FLTATR_CTL_OPTIMIZE level 2: the
+	// filter finds the call number by binary search instead of comparing it with
+	// every rule in turn, so a call costs about log2(#calls) jumps, not hundreds.
+	optimizeBinaryTree = 2
+)
+
+// Log field names.
+const (
+	logKeyLibseccomp = "libseccomp"
+	logKeyErr        = "err"
+)
+
+// Compile turns p into a filter for the native architecture (x86_64) with
+// libseccomp. Calls from any other architecture the CPU can run, i386 through
+// int 0x80 and x32 (call numbers with bit 0x40000000 set, which the kernel
+// reports as x86_64), kill the whole process: a program has no business switching
+// ABI, and the table's numbers mean other calls there.
+//
+// Compile needs cgo and libseccomp; the program it returns does not, so the
+// supervisor compiles and the sandbox's init only Loads.
+func Compile(p Policy) (Program, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	f, err := libseccomp.NewFilter(p.Default.libseccomp())
+	if err != nil {
+		return nil, fmt.Errorf("creating libseccomp filter: %w", err)
+	}
+	defer f.Release()
+	if err := f.SetBadArchAction(libseccomp.ActKillProcess); err != nil {
+		return nil, fmt.Errorf("setting the foreign-architecture action: %w", err)
+	}
+	// libseccomp never loads this filter (Load does), so it must not try to set
+	// no_new_privs either.
+	if err := f.SetNoNewPrivsBit(false); err != nil {
+		return nil, fmt.Errorf("clearing libseccomp's no_new_privs attribute: %w", err)
+	}
+	if err := f.SetOptimize(optimizeBinaryTree); err != nil {
+		// Still correct, only slower: say so rather than fail every run.
+		major, minor, micro := libseccomp.GetLibraryVersion()
+		slog.Warn("seccomp: libseccomp cannot build a binary-tree filter (needs 2.5); using a linear one",
+			logKeyLibseccomp, fmt.Sprintf("%d.%d.%d", major, minor, micro), logKeyErr, err)
+	}
+	for _, r := range p.Rules {
+		branches, err := r.branches()
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range r.Names {
+			call, err := libseccomp.GetSyscallFromName(name)
+			if err != nil {
+				return nil, fmt.Errorf("resolving system call %q: %w", name, errors.Join(ErrInvalidPolicy, err))
+			}
+			for _, b := range branches {
+				if b.action == p.Default {
+					// libseccomp refuses a rule that repeats the default
+					// action; the call falls through to it all the same.
+					continue
+				}
+				if err := b.add(f, call); err != nil {
+					return nil, fmt.Errorf("adding rule for %s: %w", name, err)
+				}
+			}
+		}
+	}
+	raw, err := exportBPF(f)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := Unmarshal(raw)
+	if err != nil {
+		return nil, fmt.Errorf("reading libseccomp's program: %w", err)
+	}
+	return prog, nil
+}
+
+// exportBPF has libseccomp write the program into a memfd and reads it back.
+// libseccomp 2.5 (Debian 12) has no export to memory.
+func exportBPF(f *libseccomp.ScmpFilter) ([]byte, error) {
+	fd, err := unix.MemfdCreate("brig-seccomp", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("creating memfd for the filter: %w", err)
+	}
+	file := os.NewFile(uintptr(fd), "brig-seccomp")
+	defer file.Close()
+	if err := f.ExportBPF(file); err != nil {
+		return nil, fmt.Errorf("exporting filter: %w", err)
+	}
+	if _, err := file.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("rewinding filter memfd: %w", err)
+	}
+	raw, err := io.ReadAll(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading filter memfd: %w", err)
+	}
+	return raw, nil
+}
+
+// Marshal encodes p as the kernel's array of struct sock_filter, in host byte
+// order: the bytes only travel to a process on the same machine.
+func (p Program) Marshal() []byte {
+	b := make([]byte, 0, len(p)*instructionSize)
+	for _, ins := range p {
+		b = binary.NativeEndian.AppendUint16(b, ins.Code)
+		b = append(b, ins.Jt, ins.Jf)
+		b = binary.NativeEndian.AppendUint32(b, ins.K)
+	}
+	return b
+}
+
+// Unmarshal decodes what Marshal encoded. It rejects an empty program, a length
+// that is not whole instructions and one over the kernel's 4096 instructions;
+// the kernel checks the rest when the program is loaded.
+func Unmarshal(b []byte) (Program, error) {
+	switch {
+	case len(b) == 0:
+		return nil, fmt.Errorf("decoding seccomp program: empty: %w", ErrInvalidProgram)
+	case len(b)%instructionSize != 0:
+		return nil, fmt.Errorf("decoding seccomp program: %d bytes is not a whole number of %d-byte instructions: %w",
+			len(b), instructionSize, ErrInvalidProgram)
+	case len(b)/instructionSize > maxInstructions:
+		return nil, fmt.Errorf("decoding seccomp program: %d instructions, the kernel takes at most %d: %w",
+			len(b)/instructionSize, maxInstructions, ErrInvalidProgram)
+	}
+	p := make(Program, 0, len(b)/instructionSize)
+	for ; len(b) > 0; b = b[instructionSize:] {
+		p = append(p, unix.SockFilter{
+			Code: binary.NativeEndian.Uint16(b[0:]),
+			Jt:   b[2],
+			Jf:   b[3],
+			K:    binary.NativeEndian.Uint32(b[4:]),
+		})
+	}
+	return p, nil
+}
+
+func (a Action) libseccomp() libseccomp.ScmpAction {
+	switch a {
+	case Allow:
+		return libseccomp.ActAllow
+	case Deny:
+		return libseccomp.ActErrno.SetReturnCode(int16(unix.EPERM))
+	case NoSys:
+		return libseccomp.ActErrno.SetReturnCode(int16(unix.ENOSYS))
+	}
+	// validate rejects every other value before libseccomp sees it.
+	panic(fmt.Sprintf("seccomp: unvalidated action %v", a))
+}
+
+// validate runs the small checks that make a policy compilable and unambiguous.
+func (p Policy) validate() error {
+	if !p.Default.valid() {
+		return fmt.Errorf("checking policy: default action %v: %w", p.Default, ErrInvalidPolicy)
+	}
+	seen := map[string]int{}
+	for i, r := range p.Rules {
+		if err := r.validate(); err != nil {
+			return fmt.Errorf("checking policy: rule %d %v: %w", i, r.Names, err)
+		}
+		for _, n := range r.Names {
+			if j, dup := seen[n]; dup {
+				return fmt.Errorf("checking policy: %s is in rules %d and %d, a call belongs in one: %w", n, j, i, ErrInvalidPolicy)
+			}
+			seen[n] = i
+		}
+	}
+	return nil
+}
+
+func (r Rule) validate() error {
+	switch {
+	case len(r.Names) == 0:
+		return fmt.Errorf("names no call: %w", ErrInvalidPolicy)
+	case !r.Action.valid():
+		return fmt.Errorf("action %v: %w", r.Action, ErrInvalidPolicy)
+	case len(r.When) == 0 && r.Else != actionUnset:
+		return fmt.Errorf("has Else %v but no When: %w", r.Else, ErrInvalidPolicy)
+	case len(r.When) > 0 && (!r.Else.valid() || r.Else == r.Action):
+		return fmt.Errorf("Else %v must be a valid action other than Action %v: %w", r.Else, r.Action, ErrInvalidPolicy)
+	}
+	var args [6]bool
+	for _, c := range r.When {
+		if c.Arg < 0 || c.Arg >= len(args) {
+			return fmt.Errorf("argument %d out of 0..5: %w", c.Arg, ErrInvalidPolicy)
+		}
+		if args[c.Arg] {
+			return fmt.Errorf("argument %d checked twice (libseccomp compares an argument once per rule): %w", c.Arg, ErrInvalidPolicy)
+		}
+		args[c.Arg] = true
+		if err := c.validate(); err != nil {
+			return fmt.Errorf("argument %d: %w", c.Arg, err)
+		}
+	}
+	return nil
+}
+
+func (c Cond) validate() error {
+	if c.Op != In && c.Op != NotIn {
+		return fmt.Errorf("op %v: %w", c.Op, ErrInvalidPolicy)
+	}
+	if len(c.Values) == 0 {
+		return fmt.Errorf("no values: %w", ErrInvalidPolicy)
+	}
+	for i, v := range c.Values {
+		if v&^c.mask() != 0 {
+			return fmt.Errorf("value %#x has bits outside mask %#x, so never matches: %w", v, c.mask(), ErrInvalidPolicy)
+		}
+		if slices.Contains(c.Values[:i], v) {
+			return fmt.Errorf("value %#x listed twice: %w", v, ErrInvalidPolicy)
+		}
+	}
+	return nil
+}
+
+// A comparison is one libseccomp check of one argument.
+type comparison struct {
+	arg   uint
+	op    libseccomp.ScmpCompareOp
+	mask  uint64 // for CompareMaskedEqual only
+	value uint64
+}
+
+// A branch is one libseccomp rule: the action when all its comparisons hold.
+type branch struct {
+	action Action
+	cmps   []comparison
+}
+
+func (b branch) add(f *libseccomp.ScmpFilter, call libseccomp.ScmpSyscall) error {
+	if len(b.cmps) == 0 {
+		return f.AddRuleExact(call, b.action.libseccomp())
+	}
+	conds := make([]libseccomp.ScmpCondition, 0, len(b.cmps))
+	for _, c := range b.cmps {
+		vals := []uint64{c.value}
+		if c.op == libseccomp.CompareMaskedEqual {
+			vals = []uint64{c.mask, c.value}
+		}
+		cond, err := libseccomp.MakeCondition(c.arg, c.op, vals...)
+		if err != nil {
+			return fmt.Errorf("making condition on argument %d: %w", c.arg, err)
+		}
+		conds = append(conds, cond)
+	}
+	return f.AddRuleConditionalExact(call, b.action.libseccomp(), conds)
+}
+
+// branches expands r into libseccomp rules that never overlap, so that no
+// argument values match two rules with different actions. libseccomp has no
+// "otherwise" and resolves overlaps by merging its decision tree, which is not a
+// semantics to review a sandbox by. With conditions C1..Cn the branches are:
+// Action when all of C1..Cn hold, and for each k, Else when C1..Ck-1 hold and
+// Ck fails. Each "holds" or "fails" is itself a set of disjoint single-argument
+// comparisons (see Cond.hits and Cond.misses), and the branches are their
+// cross products.
+func (r Rule) branches() ([]branch, error) {
+	if len(r.When) == 0 {
+		return []branch{{action: r.Action}}, nil
+	}
+	var out []branch
+	prefixes := [][]comparison{nil} // all ways for the conditions so far to hold
+	for _, c := range r.When {
+		holds, fails := c.hits(), c.misses()
+		if c.Op == NotIn {
+			holds, fails = fails, holds
+		}
+		for _, cmps := range cross(prefixes, fails) {
+			out = append(out, branch{action: r.Else, cmps: cmps})
+		}
+		prefixes = cross(prefixes, holds)
+		if len(out)+len(prefixes) > maxBranchesPerCall {
+			return nil, fmt.Errorf("rule %v: conditions expand to over %d libseccomp rules per call: %w",
+				r.Names, maxBranchesPerCall, ErrInvalidPolicy)
+		}
+	}
+	for _, cmps := range prefixes {
+		out = append(out, branch{action: r.Action, cmps: cmps})
+	}
+	return out, nil
+}
+
+func cross(prefixes [][]comparison, cmps []comparison) [][]comparison {
+	var out [][]comparison
+	for _, p := range prefixes {
+		for _, c := range cmps {
+			out = append(out, append(slices.Clip(p), c))
+		}
+	}
+	return out
+}
+
+// hits are disjoint comparisons that together match exactly the argument values
+// whose masked value is one of c.Values.
+func (c Cond) hits() []comparison {
+	out := make([]comparison, 0, len(c.Values))
+	for _, v := range c.Values {
+		out = append(out, c.block(c.mask(), v))
+	}
+	return out
+}
+
+// misses are disjoint comparisons that together match exactly the argument
+// values whose masked value is none of c.Values.
+func (c Cond) misses() []comparison {
+	vals := slices.Sorted(slices.Values(c.Values))
+	if c.mask() == ^uint64(0) {
+		return c.rangeMisses(vals)
+	}
+	// With a partial mask, walk the mask's bits from the top as a binary trie of
+	// the values: a subtree that holds no value is one masked comparison
+	// (arg & bits so far == prefix). That is at most popcount(mask) per value.
+	var out []comparison
+	var walk func(rest, known, prefix uint64, vals []uint64)
+	walk = func(rest, known, prefix uint64, vals []uint64) {
+		if len(vals) == 0 {
+			out = append(out, c.block(known, prefix))
+			return
+		}
+		if rest == 0 {
+			return // prefix is one of the values
+		}
+		bit := uint64(1) << (63 - bits.LeadingZeros64(rest))
+		var zero, one []uint64
+		for _, v := range vals {
+			if v&bit == 0 {
+				zero = append(zero, v)
+			} else {
+				one = append(one, v)
+			}
+		}
+		walk(rest&^bit, known|bit, prefix, zero)
+		walk(rest&^bit, known|bit, prefix|bit, one)
+	}
+	walk(c.mask(), 0, 0, vals)
+	return out
+}
+
+// rangeMisses covers the gaps around the sorted whole-register values: below the
+// first, above the last, and each gap between as aligned power-of-two blocks.
+func (c Cond) rangeMisses(vals []uint64) []comparison {
+	var out []comparison
+	if vals[0] > 0 {
+		out = append(out, comparison{arg: uint(c.Arg), op: libseccomp.CompareLess, value: vals[0]})
+	}
+	for i := 0; i+1 < len(vals); i++ {
+		if vals[i]+1 < vals[i+1] {
+			out = append(out, c.blocks(vals[i]+1, vals[i+1]-1)...)
+		}
+	}
+	if last := vals[len(vals)-1]; last < ^uint64(0) {
+		out = append(out, comparison{arg: uint(c.Arg), op: libseccomp.CompareGreater, value: last})
+	}
+	return out
+}
+
+// blocks covers lo..hi inclusive (lo > 0) with aligned power-of-two blocks, each
+// one masked comparison.
+func (c Cond) blocks(lo, hi uint64) []comparison {
+	var out []comparison
+	for {
+		size := lo & -lo // the largest block aligned at lo
+		for size-1 > hi-lo {
+			size >>= 1
+		}
+		out = append(out, c.block(^(size-1), lo))
+		if hi-lo == size-1 {
+			return out
+		}
+		lo += size
+	}
+}
+
+// block is the comparison arg & mask == value, written as plain equality when
+// mask is the whole register.
+func (c Cond) block(mask, value uint64) comparison {
+	if mask == ^uint64(0) {
+		return comparison{arg: uint(c.Arg), op: libseccomp.CompareEqual, value: value}
+	}
+	return comparison{arg: uint(c.Arg), op: libseccomp.CompareMaskedEqual, mask: mask, value: value}
+}

@@ -1,0 +1,68 @@
+package seccomp
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+var (
+	// ErrNoNewPrivs is returned by Load when the calling thread has not set
+	// no_new_privs.
+	ErrNoNewPrivs = errors.New("no_new_privs is not set on the calling thread")
+	// ErrThreadSync is returned by Load when the kernel could not put the filter
+	// on every thread, because some thread already runs a filter that is not an
+	// ancestor of the calling thread's.
+	ErrThreadSync = errors.New("a thread could not take the filter")
+)
+
+// Load installs prog on every thread of the calling process
+// (SECCOMP_FILTER_FLAG_TSYNC). The filter is then inherited by every child and
+// survives execve; nothing can remove it.
+//
+// The caller must have set no_new_privs (prctl PR_SET_NO_NEW_PRIVS) on the calling
+// thread and should hold runtime.LockOSThread from before that prctl until after
+// Load: both no_new_privs and the filter are per thread, and TSYNC copies both
+// from the thread that makes the call, so the Go scheduler must not move this
+// goroutine to a thread without no_new_privs in between. Load checks the flag
+// rather than rely on CAP_SYS_ADMIN, which would let a root init skip it and
+// leave setuid binaries live under the filter.
+//
+// Load uses the raw seccomp(2) system call and needs neither cgo nor libseccomp.
+func Load(prog Program) error {
+	if len(prog) == 0 || len(prog) > maxInstructions {
+		return fmt.Errorf("loading seccomp filter of %d instructions: %w", len(prog), ErrInvalidProgram)
+	}
+	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	if err != nil {
+		return fmt.Errorf("reading no_new_privs: %w", err)
+	}
+	if nnp != 1 {
+		return fmt.Errorf("loading seccomp filter: %w (Hint: prctl(PR_SET_NO_NEW_PRIVS, 1) on this thread, under runtime.LockOSThread)", ErrNoNewPrivs)
+	}
+	fprog := unix.SockFprog{
+		Len:    uint16(len(prog)),
+		Filter: &prog[0],
+	}
+	// The kernel copies the program during the call; fprog (and through it prog)
+	// must stay reachable until then, which the uintptr conversion in the call
+	// expression and the KeepAlive below guarantee.
+	tid, _, errno := unix.Syscall(unix.SYS_SECCOMP,
+		unix.SECCOMP_SET_MODE_FILTER,
+		unix.SECCOMP_FILTER_FLAG_TSYNC,
+		uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(&fprog)
+	runtime.KeepAlive(prog)
+	if errno != 0 {
+		return fmt.Errorf("loading seccomp filter: %w", errno)
+	}
+	if tid != 0 {
+		// With TSYNC a positive return is the id of a thread that kept its
+		// filter; the calling thread is then not filtered either.
+		return fmt.Errorf("loading seccomp filter: thread %d: %w", tid, ErrThreadSync)
+	}
+	return nil
+}
