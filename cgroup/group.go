@@ -1,0 +1,282 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// Group is one run's cgroup, present in every hierarchy the Manager uses. Its
+// methods are safe for concurrent use: a deadline may Kill while the run's
+// end reads Usage.
+type Group struct {
+	m    *Manager
+	name string
+	// path is the group's path inside each hierarchy, "/<parent>/<name>".
+	path string
+	// dir2 is the group's directory in the cgroup2 hierarchy (the group itself
+	// on ModeUnified, its twin on ModeHybrid); empty on ModeLegacy.
+	dir2 string
+
+	// mu guards the fields below and serialises Kill and Delete.
+	mu sync.Mutex
+	// v1 is the library's handle in the v1 hierarchies; nil on ModeUnified and
+	// for groups Sweep found.
+	v1 cgroup1.Cgroup
+	// v2 is the library's handle on dir2; nil when dir2 is empty and for
+	// groups Sweep found.
+	v2 *cgroup2.Manager
+	// fd2 is an open directory fd on dir2, for clone3's CLONE_INTO_CGROUP; -1
+	// when there is none or the group was deleted.
+	fd2     int
+	deleted bool
+}
+
+// Name is the name the group was created with.
+func (g *Group) Name() string { return g.name }
+
+// dirs lists the group's directories, one per distinct hierarchy, the cgroup2
+// one first.
+func (g *Group) dirs() []string {
+	var d []string
+	if g.dir2 != "" {
+		d = append(d, g.dir2)
+	}
+	for _, h := range g.m.v1Info.hierarchies {
+		d = append(d, filepath.Join(h.dir, g.path))
+	}
+	return d
+}
+
+// v1Dirs lists the group's directories in the v1 hierarchies.
+func (g *Group) v1Dirs() []string {
+	var d []string
+	for _, h := range g.m.v1Info.hierarchies {
+		d = append(d, filepath.Join(h.dir, g.path))
+	}
+	return d
+}
+
+// SetLimits writes l into the group. It may be called with processes already
+// inside. A zero field writes nothing, which leaves a new group unlimited in
+// that resource. A limit whose controller the host lacks is a
+// *ControllerError and nothing is written: the run must not start without it.
+func (g *Group) SetLimits(l Limits) error {
+	if err := l.validate(); err != nil {
+		return err
+	}
+	m := g.m
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.deleted {
+		return fmt.Errorf("setting limits on cgroup %q: %w", g.name, ErrDeleted)
+	}
+	need := map[string]bool{"memory": l.MemoryBytes > 0, "pids": l.Pids > 0, "cpu": l.CPUs > 0}
+	for _, c := range []string{"memory", "pids", "cpu"} {
+		if need[c] && !m.controllers[c] {
+			return fmt.Errorf("setting limits on cgroup %q: %w", g.name,
+				&ControllerError{Controller: c, Mode: m.mode, Root: m.limitRoot()})
+		}
+	}
+	if need["memory"] && !m.swapLimit() && m.hostSwaps {
+		return fmt.Errorf("setting limits on cgroup %q: %w", g.name, &ControllerError{
+			Controller: "memory swap accounting", Mode: m.mode, Root: m.limitRoot(),
+			Hint: "the host swaps and the kernel cannot limit a group's swap; boot with swapaccount=1 or turn swap off",
+		})
+	}
+
+	var err error
+	if m.mode == ModeUnified {
+		err = g.v2.Update(v2Resources(l, m.swapLimit()))
+	} else {
+		err = g.setV1Locked(l)
+	}
+	if err != nil {
+		return fmt.Errorf("setting limits %+v on cgroup %q: %w", l, g.name, err)
+	}
+	return nil
+}
+
+// setV1Locked writes l through the library's v1 Update. With swap accounted,
+// the kernel refuses a memory limit above memory.memsw.limit_in_bytes, so
+// raising the limit must write memsw first and lowering it must write memsw
+// last. The library means to order them but swaps the wrong pair of settings
+// (limit and soft limit), so the two are written in separate Updates here.
+func (g *Group) setV1Locked(l Limits) error {
+	res := v1Resources(l, g.m.swapLimit())
+	if res.Memory == nil || res.Memory.Swap == nil {
+		return g.v1.Update(res)
+	}
+	limitFile := filepath.Join(g.m.cfg.MountRoot, "memory", g.path, "memory.limit_in_bytes")
+	b, err := os.ReadFile(limitFile)
+	if err != nil {
+		return err
+	}
+	current, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return fmt.Errorf("parsing %q: %w", limitFile, err)
+	}
+	limitOnly := &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: res.Memory.Limit}}
+	swapOnly := &specs.LinuxResources{Memory: &specs.LinuxMemory{Swap: res.Memory.Swap}}
+	steps := []*specs.LinuxResources{limitOnly, swapOnly}
+	if *res.Memory.Limit > current {
+		steps = []*specs.LinuxResources{swapOnly, limitOnly}
+	}
+	res.Memory = nil
+	for _, s := range append(steps, res) {
+		if err := g.v1.Update(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CloneFD is a directory fd for clone3's CLONE_INTO_CGROUP
+// (syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}): the group itself on
+// ModeUnified, its twin in the unified hierarchy on ModeHybrid, and -1 on
+// ModeLegacy or once deleted. The Group owns the fd; Delete closes it.
+func (g *Group) CloneFD() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.fd2
+}
+
+// NeedsAttach says whether a process started with CloneFD still has to be
+// written into v1 hierarchies with Attach: true on ModeLegacy and ModeHybrid.
+func (g *Group) NeedsAttach() bool { return g.m.mode != ModeUnified }
+
+// Attach moves pid into the group in every hierarchy it is not in yet, reading
+// /proc/<pid>/cgroup to tell. On v1 a move can wait a whole RCU grace period
+// (about 11 ms), which is why the jail clones runs from a process already
+// inside; for such a child Attach writes nothing.
+func (g *Group) Attach(pid int) error {
+	if pid <= 0 {
+		return fmt.Errorf("attaching pid %d to cgroup %q: %w", pid, g.name, ErrInvalid)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.deleted {
+		return fmt.Errorf("attaching pid %d to cgroup %q: %w", pid, g.name, ErrDeleted)
+	}
+	v1Paths, v2Path, err := cgroups.ParseCgroupFileUnified("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return fmt.Errorf("attaching pid %d to cgroup %q: reading its cgroups: %w", pid, g.name, err)
+	}
+	if g.v2 != nil && v2Path != g.path {
+		if err := g.v2.AddProc(uint64(pid)); err != nil {
+			return fmt.Errorf("attaching pid %d to %q: %w", pid, g.dir2, err)
+		}
+	}
+	var move []cgroup1.Name
+	for _, h := range g.m.v1Info.hierarchies {
+		if v1Paths[string(h.name)] != g.path {
+			move = append(move, h.name)
+		}
+	}
+	if len(move) > 0 {
+		if err := g.v1.AddProc(uint64(pid), move...); err != nil {
+			return fmt.Errorf("attaching pid %d to v1 cgroup %q (%v): %w", pid, g.path, move, err)
+		}
+	}
+	return nil
+}
+
+// Usage reads the group's CPU time, memory high-water mark and OOM kill count
+// from the kernel's counters: on v1 cpuacct.usage, memory.max_usage_in_bytes
+// and the oom_kill line of memory.oom_control; on v2 usage_usec of cpu.stat,
+// memory.peak and the oom_kill line of memory.events. A counter whose
+// controller the host lacks reads as zero.
+func (g *Group) Usage() (Usage, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.deleted {
+		return Usage{}, fmt.Errorf("reading usage of cgroup %q: %w", g.name, ErrDeleted)
+	}
+	var u Usage
+	if g.v1 != nil {
+		st, err := g.v1.Stat(cgroup1.IgnoreNotExist)
+		if err != nil {
+			return Usage{}, fmt.Errorf("reading usage of cgroup %q: %w", g.path, err)
+		}
+		if st.CPU != nil && st.CPU.Usage != nil {
+			u.CPU = time.Duration(st.CPU.Usage.Total)
+		}
+		if st.Memory != nil && st.Memory.Usage != nil {
+			u.PeakMemoryBytes = int64(st.Memory.Usage.Max)
+		}
+		if st.MemoryOomControl != nil {
+			u.OOMKills = st.MemoryOomControl.OomKill
+		}
+		if g.m.controllers["cpuacct"] || g.v2 == nil {
+			return u, nil
+		}
+		// Hybrid without cpuacct: the twin's core cpu.stat still counts CPU.
+	}
+	mask := cgroup2.StatCPU
+	if g.m.mode == ModeUnified {
+		mask |= cgroup2.StatMemory | cgroup2.StatMemoryEvents
+	}
+	st, err := g.v2.StatFiltered(mask)
+	if err != nil {
+		return Usage{}, fmt.Errorf("reading usage of cgroup %q: %w", g.dir2, err)
+	}
+	if st.CPU != nil {
+		u.CPU = time.Duration(st.CPU.UsageUsec) * time.Microsecond
+	}
+	if g.m.mode == ModeUnified {
+		if st.Memory != nil {
+			u.PeakMemoryBytes = int64(st.Memory.MaxUsage)
+		}
+		if st.MemoryEvents != nil {
+			u.OOMKills = st.MemoryEvents.OomKill
+		}
+	}
+	return u, nil
+}
+
+// Delete kills whatever is still inside, waits (bounded by emptyTimeout) until
+// the group is empty, and removes it from every hierarchy. Deleting a deleted
+// group does nothing. If processes outlive the wait the group stays, Delete
+// returns ErrBusy and may be called again.
+func (g *Group) Delete() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.deleted {
+		return nil
+	}
+	if err := g.emptyLocked(); err != nil {
+		return fmt.Errorf("deleting cgroup %q: %w", g.name, err)
+	}
+	var errs []error
+	for _, d := range g.dirs() {
+		if err := rmdirTree(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("deleting cgroup %q: %w", g.name, err)
+	}
+	g.closeFDLocked()
+	g.deleted = true
+	g.m.release(g.name)
+	return nil
+}
+
+// closeFDLocked closes fd2 if it is open. Callers hold mu, or (Create) own g alone.
+func (g *Group) closeFDLocked() {
+	if g.fd2 >= 0 {
+		unix.Close(g.fd2)
+		g.fd2 = -1
+	}
+}

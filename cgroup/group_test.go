@@ -1,0 +1,465 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/cgroups/v3"
+
+	"github.com/brig-sandbox/brig/internal/testutil"
+)
+
+const mib = 1 << 20
+
+// limitFile is a control file SetLimits must have written, relative to the
+// group's directory in the hierarchy of controller (v1) or to its only
+// directory (v2).
+type limitFile struct {
+	controller string
+	file       string
+	want       string
+}
+
+func TestSetLimitsWritesFiles(t *testing.T) {
+	testutil.RequireRoot(t)
+	tests := []struct {
+		name   string
+		limits []Limits // applied in order; the files show the last
+		v1     []limitFile
+		v2     []limitFile
+	}{
+		{
+			name:   "memory without swap",
+			limits: []Limits{{MemoryBytes: 64 * mib}},
+			v1: []limitFile{
+				{"memory", "memory.limit_in_bytes", "67108864"},
+				{"memory", "memory.memsw.limit_in_bytes", "67108864"},
+			},
+			v2: []limitFile{
+				{"memory", "memory.max", "67108864"},
+				{"memory", "memory.swap.max", "0"},
+			},
+		},
+		{
+			// v1 needs memsw raised before the limit, and lowered after it.
+			name:   "memory raised then lowered",
+			limits: []Limits{{MemoryBytes: 64 * mib}, {MemoryBytes: 128 * mib}, {MemoryBytes: 32 * mib}},
+			v1: []limitFile{
+				{"memory", "memory.limit_in_bytes", "33554432"},
+				{"memory", "memory.memsw.limit_in_bytes", "33554432"},
+			},
+			v2: []limitFile{{"memory", "memory.max", "33554432"}},
+		},
+		{
+			name:   "pids",
+			limits: []Limits{{Pids: 5}},
+			v1:     []limitFile{{"pids", "pids.max", "5"}},
+			v2:     []limitFile{{"pids", "pids.max", "5"}},
+		},
+		{
+			name:   "half a cpu",
+			limits: []Limits{{CPUs: 0.5}},
+			v1: []limitFile{
+				{"cpu", "cpu.cfs_period_us", "100000"},
+				{"cpu", "cpu.cfs_quota_us", "50000"},
+			},
+			v2: []limitFile{{"cpu", "cpu.max", "50000 100000"}},
+		},
+		{
+			name:   "all at once",
+			limits: []Limits{{MemoryBytes: 256 * mib, Pids: 64, CPUs: 2}},
+			v1: []limitFile{
+				{"memory", "memory.limit_in_bytes", "268435456"},
+				{"pids", "pids.max", "64"},
+				{"cpu", "cpu.cfs_quota_us", "200000"},
+			},
+			v2: []limitFile{
+				{"memory", "memory.max", "268435456"},
+				{"pids", "pids.max", "64"},
+				{"cpu", "cpu.max", "200000 100000"},
+			},
+		},
+	}
+	for _, l := range hostLayouts(t) {
+		for _, tt := range tests {
+			t.Run(l.name+"/"+tt.name, func(t *testing.T) {
+				testutil.CheckLeaks(t, testParent)
+				m := newManager(t, l)
+				files := tt.v1
+				if l.mode == ModeUnified {
+					files = tt.v2
+				}
+				for _, f := range files {
+					testutil.Require(t, m.Controllers()[f.controller], fmt.Sprintf("no %s controller in the %s layout", f.controller, l.name))
+				}
+				g := newGroup(t, m)
+				// The jail pre-creates groups, so limits may come after the
+				// first process.
+				startInGroup(t, g, "sleep", "60")
+				for _, lim := range tt.limits {
+					if err := g.SetLimits(lim); err != nil {
+						t.Fatalf("SetLimits(%+v): %v", lim, err)
+					}
+				}
+				for _, f := range files {
+					dir := g.dir2
+					if l.mode != ModeUnified {
+						dir = filepath.Join(l.root, f.controller, g.path)
+					}
+					path := filepath.Join(dir, f.file)
+					if (strings.Contains(f.file, "swap") || strings.Contains(f.file, "memsw")) && !m.swapLimit() {
+						t.Logf("%s: swap accounting is off on this host; not checked", path)
+						continue
+					}
+					if got := readFile(t, path); got != f.want {
+						t.Errorf("%s: got %q, want %q", path, got, f.want)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestSetLimitsFailsClosed(t *testing.T) {
+	testutil.RequireRoot(t)
+	tests := []struct {
+		name       string
+		limits     Limits
+		controller string
+	}{
+		{name: "memory", limits: Limits{MemoryBytes: 64 * mib}, controller: "memory"},
+		{name: "pids", limits: Limits{Pids: 8}, controller: "pids"},
+		{name: "cpu", limits: Limits{CPUs: 1}, controller: "cpu"},
+		{name: "memory with others", limits: Limits{MemoryBytes: 64 * mib, Pids: 8, CPUs: 1}, controller: "memory"},
+	}
+	for _, l := range hostLayouts(t) {
+		for _, tt := range tests {
+			t.Run(l.name+"/"+tt.name, func(t *testing.T) {
+				testutil.CheckLeaks(t, testParent)
+				m := newManager(t, l)
+				testutil.Require(t, !m.Controllers()[tt.controller],
+					fmt.Sprintf("the %s layout has the %s controller", l.name, tt.controller))
+				g := newGroup(t, m)
+				err := g.SetLimits(tt.limits)
+				var ce *ControllerError
+				if !errors.As(err, &ce) || !errors.Is(err, ErrControllerUnavailable) {
+					t.Fatalf("SetLimits(%+v): got %v, want a ControllerError", tt.limits, err)
+				}
+				if ce.Controller != tt.controller {
+					t.Errorf("ControllerError.Controller: got %q, want %q", ce.Controller, tt.controller)
+				}
+				if !strings.Contains(err.Error(), strconv.Quote(tt.controller)) {
+					t.Errorf("error %q: want it to name %q", err, tt.controller)
+				}
+				for _, f := range []string{"memory.max", "pids.max", "cpu.max"} {
+					if _, err := os.Stat(filepath.Join(g.dir2, f)); err == nil {
+						t.Errorf("%s exists in %s, want no limit files written", f, g.dir2)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestAttach(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			m := newManager(t, l)
+			g := newGroup(t, m)
+			if got, want := g.NeedsAttach(), l.mode != ModeUnified; got != want {
+				t.Errorf("NeedsAttach: got %v, want %v", got, want)
+			}
+			if got, want := g.CloneFD() >= 0, l.mode != ModeLegacy; got != want {
+				t.Errorf("CloneFD usable: got %v, want %v", got, want)
+			}
+			v := startInGroup(t, g, "sleep", "60")
+			pid := v.cmd.Process.Pid
+			v1Paths, v2Path, err := cgroups.ParseCgroupFileUnified(fmt.Sprintf("/proc/%d/cgroup", pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.mode != ModeUnified {
+				for _, c := range v1Controllers {
+					if got := v1Paths[c]; got != g.path {
+						t.Errorf("%s cgroup of pid %d: got %q, want %q", c, pid, got, g.path)
+					}
+				}
+			}
+			if l.mode != ModeLegacy {
+				if v2Path != g.path {
+					t.Errorf("cgroup2 path of pid %d: got %q, want %q", pid, v2Path, g.path)
+				}
+			}
+			// Already inside everywhere: nothing to write.
+			if err := g.Attach(pid); err != nil {
+				t.Errorf("second Attach: got %v, want nil", err)
+			}
+			if err := g.Attach(0); !errors.Is(err, ErrInvalid) {
+				t.Errorf("Attach(0): got %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestKillTakesEverything(t *testing.T) {
+	testutil.RequireRoot(t)
+	tests := []struct {
+		name  string
+		argv  []string
+		procs int
+	}{
+		{name: "one process", argv: []string{"sleep", "60"}, procs: 1},
+		{
+			// Background children, and one in a new session that a kill of
+			// the process group would miss.
+			name:  "tree with a setsid child",
+			argv:  []string{"/bin/sh", "-c", "sleep 60 & sleep 60 & setsid sleep 60 & sleep 60; echo survived"},
+			procs: 5,
+		},
+	}
+	for _, l := range hostLayouts(t) {
+		for _, tt := range tests {
+			t.Run(l.name+"/"+tt.name, func(t *testing.T) {
+				testutil.CheckLeaks(t, testParent)
+				g := newGroup(t, newManager(t, l))
+				v := startInGroup(t, g, tt.argv...)
+				waitProcs(t, g, tt.procs)
+				if err := g.Kill(); err != nil {
+					t.Fatalf("Kill: %v", err)
+				}
+				if sig := v.wait(t); sig != syscall.SIGKILL {
+					t.Errorf("top process: got signal %v, want SIGKILL (output %q)", sig, v.out)
+				}
+				waitEmpty(t, g)
+				if strings.Contains(v.out.String(), "survived") {
+					t.Errorf("output %q: the shell outlived Kill", v.out)
+				}
+			})
+		}
+	}
+}
+
+func TestDeleteKillsWhatIsLeft(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			m := newManager(t, l)
+			g, err := m.Create("delete-populated")
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := startInGroup(t, g, "/bin/sh", "-c", "setsid sleep 60 & sleep 60")
+			waitProcs(t, g, 3)
+			start := time.Now()
+			if err := g.Delete(); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+			if sig := v.wait(t); sig != syscall.SIGKILL {
+				t.Errorf("got signal %v, want SIGKILL", sig)
+			}
+			t.Logf("Delete of a populated group took %v", time.Since(start))
+		})
+	}
+}
+
+func TestOOMKill(t *testing.T) {
+	testutil.RequireRoot(t)
+	const limit = 64 * mib
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			m := newManager(t, l)
+			testutil.Require(t, m.Controllers()["memory"], "no memory controller in the "+l.name+" layout")
+			g := newGroup(t, m)
+			if err := g.SetLimits(Limits{MemoryBytes: limit}); err != nil {
+				t.Fatal(err)
+			}
+			// bytes multiplication writes every page, unlike a calloc'd bytearray.
+			v := startInGroup(t, g, python, "-c", `b = b"x" * (200 << 20); print("allocated", len(b))`)
+			if sig := v.wait(t); sig != syscall.SIGKILL {
+				t.Errorf("hog: got signal %v, want SIGKILL (output %q)", sig, v.out)
+			}
+			u, err := g.Usage()
+			if err != nil {
+				t.Fatalf("Usage: %v", err)
+			}
+			if u.OOMKills < 1 {
+				t.Errorf("OOMKills: got %d, want >= 1", u.OOMKills)
+			}
+			if u.PeakMemoryBytes < limit*3/4 || u.PeakMemoryBytes > limit+mib {
+				t.Errorf("PeakMemoryBytes: got %d (%.1f MiB), want near the %d MiB limit",
+					u.PeakMemoryBytes, float64(u.PeakMemoryBytes)/mib, limit/mib)
+			}
+		})
+	}
+}
+
+func TestPidsLimitStopsFork(t *testing.T) {
+	testutil.RequireRoot(t)
+	const limit = 4
+	// The victim forks children that sleep until fork fails, then reports
+	// errno and how many it got.
+	const forker = `
+import os, time
+kids = []
+try:
+    for _ in range(64):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        kids.append(pid)
+    print("forked", len(kids))
+except OSError as e:
+    print("fork failed", e.errno, len(kids))
+for k in kids:
+    os.kill(k, 9)
+`
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			m := newManager(t, l)
+			testutil.Require(t, m.Controllers()["pids"], "no pids controller in the "+l.name+" layout")
+			g := newGroup(t, m)
+			if err := g.SetLimits(Limits{Pids: limit}); err != nil {
+				t.Fatal(err)
+			}
+			v := startInGroup(t, g, python, "-c", forker)
+			if sig := v.wait(t); sig != -1 {
+				t.Fatalf("forker: got signal %v, want a normal exit (output %q)", sig, v.out)
+			}
+			// The forker itself is one of the limit's tasks.
+			want := fmt.Sprintf("fork failed %d %d", syscall.EAGAIN, limit-1)
+			if got := strings.TrimSpace(v.out.String()); got != want {
+				t.Errorf("forker: got %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+func TestUsageCountsCPU(t *testing.T) {
+	testutil.RequireRoot(t)
+	const busy = 300 * time.Millisecond
+	spin := fmt.Sprintf("import time\nwhile time.process_time() < %g: pass", busy.Seconds())
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			g := newGroup(t, newManager(t, l))
+			v := startInGroup(t, g, python, "-c", spin)
+			if sig := v.wait(t); sig != -1 {
+				t.Fatalf("spinner: got signal %v, want a normal exit (output %q)", sig, v.out)
+			}
+			u, err := g.Usage()
+			if err != nil {
+				t.Fatalf("Usage: %v", err)
+			}
+			if u.CPU < busy || u.CPU > busy+2*time.Second {
+				t.Errorf("CPU: got %v, want at least %v", u.CPU, busy)
+			}
+			if u.OOMKills != 0 {
+				t.Errorf("OOMKills: got %d, want 0", u.OOMKills)
+			}
+		})
+	}
+}
+
+func TestCPULimitThrottles(t *testing.T) {
+	testutil.RequireRoot(t)
+	// The spinner burns CPU for 600 ms of wall time. At a fifth of a CPU it
+	// gets about 120 ms of it; unthrottled it would get all 600.
+	const wall, cpus = 600 * time.Millisecond, 0.2
+	spin := fmt.Sprintf("import time\nend = time.monotonic() + %g\nwhile time.monotonic() < end: pass", wall.Seconds())
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			m := newManager(t, l)
+			testutil.Require(t, m.Controllers()["cpu"], "no cpu controller in the "+l.name+" layout")
+			g := newGroup(t, m)
+			if err := g.SetLimits(Limits{CPUs: cpus}); err != nil {
+				t.Fatal(err)
+			}
+			v := startInGroup(t, g, python, "-c", spin)
+			if sig := v.wait(t); sig != -1 {
+				t.Fatalf("spinner: got signal %v, want a normal exit (output %q)", sig, v.out)
+			}
+			u, err := g.Usage()
+			if err != nil {
+				t.Fatalf("Usage: %v", err)
+			}
+			if max := wall / 2; u.CPU <= 0 || u.CPU > max {
+				t.Errorf("CPU at %v CPUs over %v: got %v, want at most %v", cpus, wall, u.CPU, max)
+			}
+		})
+	}
+}
+
+// TestV2CloneIntoCgroup drives the v2 backend on a cgroup2 hierarchy: a
+// process born in the group by clone3, seen in cgroup.procs and
+// cgroup.events, killed by cgroup.kill.
+func TestV2CloneIntoCgroup(t *testing.T) {
+	testutil.RequireRoot(t)
+	layouts := slices.DeleteFunc(hostLayouts(t), func(l layout) bool { return l.mode != ModeUnified })
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			m := newManager(t, l)
+			testutil.Require(t, m.v2Info.hasKill, "no cgroup.kill (Linux 5.14+)")
+			g, err := m.Create("clone-into")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fd := g.CloneFD(); fd < 0 {
+				t.Fatalf("CloneFD: got %d, want an open directory", fd)
+			}
+			if g.NeedsAttach() {
+				t.Errorf("NeedsAttach: got true, want false on v2")
+			}
+			events := filepath.Join(g.dir2, "cgroup.events")
+			if got := readFile(t, events); !strings.Contains(got, "populated 0") {
+				t.Errorf("%s before the process: got %q, want populated 0", events, got)
+			}
+
+			v := startInGroup(t, g, "sleep", "60")
+			pid := v.cmd.Process.Pid
+			procs := readFile(t, filepath.Join(g.dir2, "cgroup.procs"))
+			if !slices.Contains(strings.Fields(procs), strconv.Itoa(pid)) {
+				t.Errorf("cgroup.procs: got %q, want pid %d", procs, pid)
+			}
+			if got := readFile(t, events); !strings.Contains(got, "populated 1") {
+				t.Errorf("%s: got %q, want populated 1", events, got)
+			}
+			want := "0::" + g.path
+			if got := readFile(t, fmt.Sprintf("/proc/%d/cgroup", pid)); !slices.Contains(strings.Split(got, "\n"), want) {
+				t.Errorf("/proc/%d/cgroup: got %q, want a line %q", pid, got, want)
+			}
+
+			if err := g.Kill(); err != nil {
+				t.Fatalf("Kill: %v", err)
+			}
+			if sig := v.wait(t); sig != syscall.SIGKILL {
+				t.Errorf("got signal %v, want SIGKILL", sig)
+			}
+			waitEmpty(t, g)
+			if got := readFile(t, events); !strings.Contains(got, "populated 0") {
+				t.Errorf("%s after Kill: got %q, want populated 0", events, got)
+			}
+			if err := g.Delete(); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+			if _, err := os.Stat(g.dir2); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("after Delete: got %v, want %s gone", err, g.dir2)
+			}
+		})
+	}
+}

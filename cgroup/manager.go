@@ -1,0 +1,310 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	"golang.org/x/sys/unix"
+)
+
+// Log field names.
+const (
+	logKeyMode        = "mode"
+	logKeyRoot        = "root"
+	logKeyParent      = "parent"
+	logKeyGroup       = "cgroup"
+	logKeyKernel      = "kernel"
+	logKeyControllers = "controllers"
+	logKeyErr         = "err"
+)
+
+// Manager makes run groups under one parent cgroup. It is safe for concurrent
+// use.
+type Manager struct {
+	cfg    Config
+	mode   Mode
+	kernel string
+	// controllers is what Controllers reports; SetLimits checks it first.
+	controllers map[string]bool
+	// hostSwaps says /proc/swaps listed an active swap area when New ran.
+	hostSwaps bool
+
+	// v1 is the parent in the v1 hierarchies, nil on ModeUnified.
+	v1     cgroup1.Cgroup
+	v1Info v1Layout
+	// v2 is the parent in the cgroup2 hierarchy (ModeUnified) or the hybrid
+	// twin (ModeHybrid); nil on ModeLegacy.
+	v2     *cgroup2.Manager
+	v2Info v2Layout
+
+	// mu guards live.
+	mu sync.Mutex
+	// live holds the names of the groups this Manager created and has not yet
+	// deleted; Sweep leaves them alone.
+	live map[string]bool
+}
+
+// New validates cfg, detects or checks the layout, and creates the parent
+// group in every hierarchy brig uses. On ModeUnified it enables memory, pids
+// and cpu in the parent's subtree_control where the host delegates them; it
+// never writes to a cgroup above the parent. Fallbacks the host forces (no
+// cgroup.kill, no v1 freezer, swap that cannot be limited) are logged once here,
+// with the kernel version.
+func New(cfg Config) (*Manager, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	detected, err := Detect(cfg.MountRoot)
+	if err != nil {
+		return nil, err
+	}
+	mode := cfg.Mode
+	if mode == ModeDetect {
+		mode = detected
+	}
+	if !compatible(mode, detected) {
+		return nil, fmt.Errorf("cgroup mode %s was configured but %q holds the %s layout: %w", mode, cfg.MountRoot, detected, ErrNoCgroups)
+	}
+	m := &Manager{cfg: cfg, mode: mode, kernel: kernelRelease(), live: map[string]bool{}}
+	m.hostSwaps = hostSwaps()
+
+	// Order: v1 first so that on hybrid the limits' hierarchies exist before
+	// the twin that only serves kill, events and clone.
+	if mode == ModeLegacy || mode == ModeHybrid {
+		if m.v1Info, err = findV1(cfg.MountRoot); err != nil {
+			return nil, err
+		}
+		if m.v1, err = newV1Parent(m.v1Info, cfg.Parent); err != nil {
+			return nil, err
+		}
+	}
+	switch mode {
+	case ModeUnified:
+		m.v2Info, err = setupV2(cfg.MountRoot, cfg.Parent, true)
+	case ModeHybrid:
+		m.v2Info, err = setupV2(filepath.Join(cfg.MountRoot, unifiedDir), cfg.Parent, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.v2 = m.v2Info.parent
+	m.controllers = m.findControllers()
+	m.logFallbacks()
+	cfg.Logger.Info("cgroup manager ready", logKeyMode, mode.String(), logKeyRoot, cfg.MountRoot,
+		logKeyParent, cfg.Parent, logKeyControllers, m.controllers, logKeyKernel, m.kernel)
+	return m, nil
+}
+
+// findControllers says which of memory, pids, cpu, cpuacct and freezer run
+// groups can use.
+func (m *Manager) findControllers() map[string]bool {
+	c := map[string]bool{}
+	if m.mode == ModeUnified {
+		for _, name := range v2Controllers {
+			c[name] = m.v2Info.enabled[name]
+		}
+		// cpu.stat with usage_usec and cgroup.freeze are core files of every
+		// non-root cgroup2 group, whatever the controllers.
+		c["cpuacct"] = true
+		c["freezer"] = m.v2Info.hasFreeze
+		return c
+	}
+	for _, name := range v1Controllers {
+		c[name] = false
+	}
+	for _, s := range m.v1Info.subsystems {
+		c[string(s.Name())] = true
+	}
+	return c
+}
+
+func (m *Manager) logFallbacks() {
+	log := m.cfg.Logger.With(logKeyMode, m.mode.String(), logKeyKernel, m.kernel)
+	if m.v2 != nil && !m.v2Info.hasKill {
+		log.Warn("cgroup.kill is missing (Linux 5.14+): Kill falls back to freeze, SIGKILL every process, thaw")
+	}
+	if m.mode != ModeUnified && !m.controllers["freezer"] && (m.v2 == nil || !m.v2Info.hasKill) {
+		log.Warn("neither cgroup.kill nor the v1 freezer is available: Kill signals processes in a loop, which a fast forker can outrun until its pids limit")
+	}
+	if m.controllers["memory"] && !m.swapLimit() {
+		if m.hostSwaps {
+			log.Warn("swap is not accounted per cgroup (boot with swapaccount=1): memory limits will be refused rather than let runs swap")
+		} else {
+			log.Info("swap is not accounted per cgroup; the host has no active swap, so memory limits still hold")
+		}
+	}
+}
+
+// swapLimit says whether swap can be limited along with memory.
+func (m *Manager) swapLimit() bool {
+	if m.mode == ModeUnified {
+		return m.v2Info.swapLimit
+	}
+	return m.v1Info.swapLimit
+}
+
+// limitRoot is where limits are written, for error messages.
+func (m *Manager) limitRoot() string {
+	if m.mode == ModeUnified {
+		return m.cfg.MountRoot
+	}
+	return m.cfg.MountRoot + "/<controller>"
+}
+
+// Mode is the layout this Manager drives.
+func (m *Manager) Mode() Mode { return m.mode }
+
+// Controllers says which of memory, pids, cpu, cpuacct and freezer run groups
+// can use. On v2 "cpuacct" stands for cpu.stat and "freezer" for cgroup.freeze.
+// The map is the caller's.
+func (m *Manager) Controllers() map[string]bool { return maps.Clone(m.controllers) }
+
+// Create makes the group for one run, with no limits yet, in every hierarchy.
+// A name already in use, by this Manager or by a leftover in any hierarchy, is
+// ErrExists.
+func (m *Manager) Create(name string) (_ *Group, retErr error) {
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	if !m.claim(name) {
+		return nil, fmt.Errorf("creating cgroup %q: %w", name, ErrExists)
+	}
+	g := m.group(name)
+	var made []string
+	defer func() {
+		if retErr == nil {
+			return
+		}
+		g.closeFDLocked()
+		for _, d := range slices.Backward(made) {
+			if err := unix.Rmdir(d); err != nil {
+				m.cfg.Logger.Error("removing half-created cgroup", logKeyGroup, d, logKeyErr, err)
+			}
+		}
+		m.release(name)
+	}()
+
+	// mkdir, not mkdir -p: a group of that name left over from before a crash
+	// must not be adopted with whatever limits and processes it holds.
+	for _, d := range g.dirs() {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return nil, fmt.Errorf("creating cgroup %q: %w (a leftover? Sweep removes them)", d, ErrExists)
+			}
+			return nil, fmt.Errorf("creating cgroup %q: %w", d, err)
+		}
+		made = append(made, d)
+	}
+	var err error
+	if m.v1 != nil {
+		hierarchy := func() ([]cgroup1.Subsystem, error) { return m.v1Info.subsystems, nil }
+		if g.v1, err = cgroup1.Load(cgroup1.StaticPath(g.path), cgroup1.WithHierarchy(hierarchy)); err != nil {
+			return nil, fmt.Errorf("loading v1 cgroup %q: %w", g.path, err)
+		}
+	}
+	if m.v2 != nil {
+		if g.v2, err = cgroup2.Load(g.path, cgroup2.WithMountpoint(m.v2Info.root)); err != nil {
+			return nil, fmt.Errorf("loading cgroup2 group %q: %w", g.dir2, err)
+		}
+		if g.fd2, err = unix.Open(g.dir2, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			g.fd2 = -1
+			return nil, fmt.Errorf("opening cgroup2 group %q: %w", g.dir2, err)
+		}
+	}
+	return g, nil
+}
+
+// group is the handle on the run group called name, whether or not it exists.
+func (m *Manager) group(name string) *Group {
+	g := &Group{m: m, name: name, path: path.Join("/", m.cfg.Parent, name), fd2: -1}
+	if m.v2 != nil {
+		g.dir2 = filepath.Join(m.v2Info.root, g.path)
+	}
+	return g
+}
+
+// claim marks name as live, reporting false when it already was.
+func (m *Manager) claim(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.live[name] {
+		return false
+	}
+	m.live[name] = true
+	return true
+}
+
+func (m *Manager) release(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.live, name)
+}
+
+// Sweep kills the processes in, and removes, every group under the parent
+// that this Manager is not using: brig's own leftovers after a crash. It
+// reports how many it removed; the groups it could not remove are in the
+// error.
+func (m *Manager) Sweep() (int, error) {
+	var dirs []string
+	for _, h := range m.v1Info.hierarchies {
+		dirs = append(dirs, filepath.Join(h.dir, m.cfg.Parent))
+	}
+	if m.v2 != nil {
+		dirs = append(dirs, filepath.Join(m.v2Info.root, m.cfg.Parent))
+	}
+	names := map[string]bool{}
+	for _, d := range dirs {
+		subs, err := subgroups(d)
+		if err != nil {
+			return 0, fmt.Errorf("sweeping %q: %w", d, err)
+		}
+		for _, s := range subs {
+			names[s] = true
+		}
+	}
+	n := 0
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		if !m.claim(name) {
+			continue // a live run's group
+		}
+		err := m.group(name).Delete()
+		m.release(name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sweeping: %w", err))
+			continue
+		}
+		m.cfg.Logger.Info("removed leftover cgroup", logKeyGroup, name, logKeyParent, m.cfg.Parent)
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// hostSwaps says whether any swap area is active: /proc/swaps has a line past
+// its header.
+func hostSwaps() bool {
+	b, err := os.ReadFile("/proc/swaps")
+	if err != nil {
+		return true // unknown: assume the worst, so swap must be limitable
+	}
+	return len(strings.Split(strings.TrimSpace(string(b)), "\n")) > 1
+}

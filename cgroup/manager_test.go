@@ -1,0 +1,263 @@
+package cgroup
+
+import (
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/brig-sandbox/brig/internal/testutil"
+)
+
+func TestDetect(t *testing.T) {
+	tests := []struct {
+		name     string
+		root     string
+		want     Mode
+		wantErr  error
+		needsDir string // skip unless this exists: the case describes a hybrid host
+	}{
+		{name: "hybrid host", root: DefaultMountRoot, want: ModeHybrid, needsDir: "/sys/fs/cgroup/unified"},
+		{name: "its cgroup2 hierarchy", root: "/sys/fs/cgroup/unified", want: ModeUnified, needsDir: "/sys/fs/cgroup/unified"},
+		{name: "a v1 hierarchy is no mount root", root: "/sys/fs/cgroup/memory", wantErr: ErrNoCgroups, needsDir: "/sys/fs/cgroup/memory"},
+		{name: "plain directory", root: t.TempDir(), wantErr: ErrNoCgroups},
+		{name: "missing", root: "/nonexistent/cgroup", wantErr: os.ErrNotExist},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.needsDir != "" {
+				_, err := os.Stat(tt.needsDir)
+				testutil.Require(t, err == nil, tt.needsDir+" is missing: not a hybrid host")
+			}
+			got, err := Detect(tt.root)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Detect(%q) error: got %v, want %v", tt.root, err, tt.wantErr)
+			}
+			if err == nil && got != tt.want {
+				t.Errorf("Detect(%q): got %v, want %v", tt.root, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	testutil.RequireRoot(t)
+	requireHybridHost(t)
+	testutil.CheckLeaks(t, testParent)
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr error
+	}{
+		{name: "v2 forced on the hybrid root", cfg: Config{Mode: ModeUnified}, wantErr: ErrNoCgroups},
+		{name: "v1 forced on a cgroup2 mount", cfg: Config{MountRoot: "/sys/fs/cgroup/unified", Mode: ModeLegacy}, wantErr: ErrNoCgroups},
+		{name: "hybrid forced on a cgroup2 mount", cfg: Config{MountRoot: "/sys/fs/cgroup/unified", Mode: ModeHybrid}, wantErr: ErrNoCgroups},
+		{name: "invalid before touching anything", cfg: Config{Parent: "../escape"}, wantErr: ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.cfg.Parent == "" {
+				tt.cfg.Parent = testParent
+			}
+			tt.cfg.Logger = testLogger(t)
+			_, err := New(tt.cfg)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("New(%+v): got %v, want %v", tt.cfg, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestControllers(t *testing.T) {
+	testutil.RequireRoot(t)
+	requireHybridHost(t)
+	testutil.CheckLeaks(t, testParent)
+	all := map[string]bool{"memory": true, "pids": true, "cpu": true, "cpuacct": true, "freezer": true}
+	tests := []struct {
+		layout   layout
+		wantMode Mode
+		want     map[string]bool
+	}{
+		{layout: layout{"detected", ModeDetect, DefaultMountRoot}, wantMode: ModeHybrid, want: all},
+		{layout: layout{"hybrid", ModeHybrid, DefaultMountRoot}, wantMode: ModeHybrid, want: all},
+		{layout: layout{"v1", ModeLegacy, DefaultMountRoot}, wantMode: ModeLegacy, want: all},
+		// The development hosts' cgroup2 hierarchy holds only hugetlb; cpu.stat
+		// and cgroup.freeze are core files.
+		{layout: layout{"v2", ModeUnified, "/sys/fs/cgroup/unified"}, wantMode: ModeUnified,
+			want: map[string]bool{"memory": false, "pids": false, "cpu": false, "cpuacct": true, "freezer": true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.layout.name, func(t *testing.T) {
+			m := newManager(t, tt.layout)
+			if got := m.Mode(); got != tt.wantMode {
+				t.Errorf("Mode: got %v, want %v", got, tt.wantMode)
+			}
+			got := m.Controllers()
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("Controllers: got %v, want %v", got, tt.want)
+			}
+			got["memory"] = !got["memory"]
+			if m.Controllers()["memory"] == got["memory"] {
+				t.Errorf("Controllers: got the Manager's own map, want a copy")
+			}
+		})
+	}
+}
+
+// TestV1OnlyBrigHierarchies checks that the v1 backend makes groups in the
+// hierarchies brig uses and in no other (cpuset, devices, blkio, ...).
+func TestV1OnlyBrigHierarchies(t *testing.T) {
+	testutil.RequireRoot(t)
+	requireHybridHost(t)
+	testutil.CheckLeaks(t, testParent)
+	m := newManager(t, layout{"hybrid", ModeHybrid, DefaultMountRoot})
+	g := newGroup(t, m)
+	tests := []struct {
+		hierarchy string
+		want      bool
+	}{
+		{"memory", true}, {"pids", true}, {"cpu", true}, {"cpuacct", true}, {"freezer", true}, {"unified", true},
+		{"cpuset", false}, {"devices", false}, {"blkio", false}, {"systemd", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.hierarchy, func(t *testing.T) {
+			dir := filepath.Join(DefaultMountRoot, tt.hierarchy, g.path)
+			_, err := os.Stat(dir)
+			if got := err == nil; got != tt.want {
+				t.Errorf("%s exists: got %v, want %v", dir, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCreateDelete(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			m := newManager(t, l)
+			g, err := m.Create("create-delete")
+			if err != nil {
+				t.Fatalf("Create: %v", err)
+			}
+			for _, d := range g.dirs() {
+				if _, err := os.Stat(d); err != nil {
+					t.Errorf("after Create: got %v, want %s to exist", err, d)
+				}
+			}
+			if _, err := m.Create("create-delete"); !errors.Is(err, ErrExists) {
+				t.Errorf("Create of a live name: got %v, want ErrExists", err)
+			}
+			// A second Manager, as after a restart, must not adopt the group.
+			if _, err := newManager(t, l).Create("create-delete"); !errors.Is(err, ErrExists) {
+				t.Errorf("Create of a leftover: got %v, want ErrExists", err)
+			}
+			if _, err := m.Create("bad/name"); !errors.Is(err, ErrInvalid) {
+				t.Errorf("Create(bad/name): got %v, want ErrInvalid", err)
+			}
+
+			if err := g.Delete(); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+			for _, d := range g.dirs() {
+				if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("after Delete: got %v, want %s gone", err, d)
+				}
+			}
+			if got := g.CloneFD(); got != -1 {
+				t.Errorf("CloneFD after Delete: got %d, want -1", got)
+			}
+			if err := g.Delete(); err != nil {
+				t.Errorf("second Delete: got %v, want nil", err)
+			}
+			for name, op := range map[string]func() error{
+				"SetLimits": func() error { return g.SetLimits(Limits{Pids: 1}) },
+				"Attach":    func() error { return g.Attach(os.Getpid()) },
+				"Kill":      g.Kill,
+				"Usage":     func() error { _, err := g.Usage(); return err },
+			} {
+				if err := op(); !errors.Is(err, ErrDeleted) {
+					t.Errorf("%s after Delete: got %v, want ErrDeleted", name, err)
+				}
+			}
+
+			// The name is free again.
+			g2, err := m.Create("create-delete")
+			if err != nil {
+				t.Fatalf("Create after Delete: %v", err)
+			}
+			if err := g2.Delete(); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+		})
+	}
+}
+
+func TestSweep(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			// crashed stands for a brig that died with groups left behind, one of
+			// them still running a process.
+			crashed := newManager(t, l)
+			var left []*Group
+			for _, name := range []string{"left-idle", "left-running"} {
+				g, err := crashed.Create(name)
+				if err != nil {
+					t.Fatalf("Create(%q): %v", name, err)
+				}
+				left = append(left, g)
+			}
+			v := startInGroup(t, left[1], "sleep", "60")
+			waitProcs(t, left[1], 1)
+			want := len(left)
+			// A leftover present in only one hierarchy, as a crash in the middle
+			// of Create leaves it.
+			partial := filepath.Join(left[0].dirs()[len(left[0].dirs())-1], "..", "left-partial")
+			if err := os.Mkdir(partial, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			want++
+
+			m := newManager(t, l)
+			live := newGroup(t, m)
+			got, err := m.Sweep()
+			if err != nil {
+				t.Fatalf("Sweep: %v", err)
+			}
+			if got != want {
+				t.Errorf("Sweep removed: got %d, want %d", got, want)
+			}
+			if sig := v.wait(t); sig != syscall.SIGKILL {
+				t.Errorf("process in a leftover: got signal %v, want SIGKILL", sig)
+			}
+			for _, g := range left {
+				for _, d := range g.dirs() {
+					if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("after Sweep: got %v, want %s gone", err, d)
+					}
+				}
+			}
+			if _, err := os.Stat(partial); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("after Sweep: got %v, want %s gone", err, partial)
+			}
+			for _, d := range live.dirs() {
+				if _, err := os.Stat(d); err != nil {
+					t.Errorf("live group after Sweep: got %v, want %s kept", err, d)
+				}
+			}
+			// The crashed Manager's handles still delete cleanly.
+			for _, g := range left {
+				if err := g.Delete(); err != nil {
+					t.Errorf("Delete of a swept group: got %v, want nil", err)
+				}
+			}
+			if got, err := m.Sweep(); got != 0 || err != nil {
+				t.Errorf("second Sweep: got %d, %v; want 0, nil", got, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,155 @@
+package cgroup
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// v1Controllers are the only v1 hierarchies brig uses. The library's default
+// hierarchy would also make directories under cpuset, devices, blkio and the
+// rest, which brig neither limits nor cleans up.
+var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct", "freezer"}
+
+// v1Hierarchy is one mounted v1 hierarchy brig uses.
+type v1Hierarchy struct {
+	// name is the controller the hierarchy was found through.
+	name cgroup1.Name
+	// dir is the hierarchy's root directory, as reached from the mount root
+	// (it may be a symlink, /sys/fs/cgroup/cpu -> cpu,cpuacct).
+	dir string
+}
+
+// v1Layout is what New found of the v1 hierarchies.
+type v1Layout struct {
+	// subsystems are the library's controllers, one per available controller;
+	// cpu and cpuacct are both here even when they share a hierarchy.
+	subsystems []cgroup1.Subsystem
+	// hierarchies holds one entry per distinct mounted hierarchy, so that
+	// attaching, listing and removing touch each directory once.
+	hierarchies []v1Hierarchy
+	// swapLimit says memory.memsw.* exists, so swap can be limited with memory.
+	swapLimit bool
+}
+
+// findV1 looks up which of v1Controllers are mounted below mountRoot, as the
+// kernel reports them in /proc/self/mountinfo, and builds the library's
+// subsystems for them.
+func findV1(mountRoot string) (v1Layout, error) {
+	mounts, err := v1Mounts()
+	if err != nil {
+		return v1Layout{}, err
+	}
+	var l v1Layout
+	seen := map[string]bool{}
+	for _, c := range v1Controllers {
+		dir := filepath.Join(mountRoot, c)
+		real, err := filepath.EvalSymlinks(dir)
+		if err != nil || !mounts[real][c] {
+			continue
+		}
+		l.subsystems = append(l.subsystems, newV1Subsystem(mountRoot, c))
+		if !seen[real] {
+			seen[real] = true
+			l.hierarchies = append(l.hierarchies, v1Hierarchy{name: cgroup1.Name(c), dir: dir})
+		}
+		if c == "memory" {
+			_, err := os.Stat(filepath.Join(dir, "memory.memsw.limit_in_bytes"))
+			l.swapLimit = err == nil
+		}
+	}
+	if len(l.subsystems) == 0 {
+		return v1Layout{}, fmt.Errorf("finding v1 controllers %v below %q: none is mounted: %w", v1Controllers, mountRoot, ErrNoCgroups)
+	}
+	return l, nil
+}
+
+// newV1Subsystem is the library's controller for c, rooted at mountRoot.
+func newV1Subsystem(mountRoot, c string) cgroup1.Subsystem {
+	switch c {
+	case "memory":
+		// OptionalSwap keeps Stat working on hosts booted without swap
+		// accounting.
+		return cgroup1.NewMemory(mountRoot, cgroup1.OptionalSwap())
+	case "pids":
+		return cgroup1.NewPids(mountRoot)
+	case "cpu":
+		return cgroup1.NewCpu(mountRoot)
+	case "cpuacct":
+		return cgroup1.NewCpuacct(mountRoot)
+	case "freezer":
+		return cgroup1.NewFreezer(mountRoot)
+	}
+	panic("cgroup: no v1 subsystem for " + c) // v1Controllers and this switch disagree
+}
+
+// v1Mounts maps each v1 cgroup mount point to the controllers it holds, from
+// the super options of /proc/self/mountinfo ("rw,cpu,cpuacct").
+func v1Mounts() (map[string]map[string]bool, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("reading mounts: %w", err)
+	}
+	defer f.Close()
+	out := map[string]map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// 36 35 0:30 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup rw,memory
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		preF, postF := strings.Fields(pre), strings.Fields(post)
+		if len(preF) < 5 || len(postF) < 3 || postF[0] != "cgroup" {
+			continue
+		}
+		opts := map[string]bool{}
+		for _, o := range strings.Split(postF[2], ",") {
+			opts[o] = true
+		}
+		out[preF[4]] = opts
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading mounts: %w", err)
+	}
+	return out, nil
+}
+
+// newV1Parent makes the parent group in every hierarchy of l and returns the
+// library's handle on it. Nothing is written into the parent: limits belong to
+// the run groups.
+func newV1Parent(l v1Layout, parent string) (cgroup1.Cgroup, error) {
+	hierarchy := func() ([]cgroup1.Subsystem, error) { return l.subsystems, nil }
+	cg, err := cgroup1.New(cgroup1.StaticPath("/"+parent), &specs.LinuxResources{}, cgroup1.WithHierarchy(hierarchy))
+	if err != nil {
+		return nil, fmt.Errorf("creating v1 parent cgroup %q: %w", parent, err)
+	}
+	return cg, nil
+}
+
+// v1Resources turns Limits into the library's v1 resources. swapLimit says
+// memory.memsw.limit_in_bytes exists; setting it to the memory limit leaves no
+// room for swap.
+func v1Resources(l Limits, swapLimit bool) *specs.LinuxResources {
+	var r specs.LinuxResources
+	if l.MemoryBytes > 0 {
+		mem := l.MemoryBytes
+		r.Memory = &specs.LinuxMemory{Limit: &mem}
+		if swapLimit {
+			r.Memory.Swap = &mem
+		}
+	}
+	if l.Pids > 0 {
+		r.Pids = &specs.LinuxPids{Limit: &l.Pids}
+	}
+	if l.CPUs > 0 {
+		quota, period := l.cpuQuota(), uint64(cpuPeriod)
+		r.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+	}
+	return &r
+}

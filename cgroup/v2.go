@@ -1,0 +1,104 @@
+package cgroup
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/containerd/cgroups/v3/cgroup2"
+)
+
+// v2Controllers are the controllers brig enables for its run groups on v2.
+var v2Controllers = []string{"memory", "pids", "cpu"}
+
+// v2Layout is what New found of the cgroup2 hierarchy.
+type v2Layout struct {
+	// root is the cgroup2 mount: the mount root on ModeUnified, its "unified"
+	// directory on ModeHybrid.
+	root string
+	// parent is the library's handle on the parent group.
+	parent *cgroup2.Manager
+	// enabled holds the controllers run groups get: those of v2Controllers the
+	// parent's cgroup.subtree_control holds once New has enabled what it could.
+	enabled map[string]bool
+	// hasKill says cgroup.kill exists (Linux 5.14+).
+	hasKill bool
+	// hasFreeze says cgroup.freeze exists (Linux 5.2+).
+	hasFreeze bool
+	// swapLimit says memory.swap.max exists, so swap can be turned off.
+	swapLimit bool
+}
+
+// setupV2 makes the parent group in the cgroup2 hierarchy at root and, when
+// enableControllers is set (ModeUnified), enables in its subtree_control those
+// of v2Controllers that the parent was given. It writes nothing above the
+// parent: a controller the host does not delegate to the parent stays
+// unavailable, and a limit that needs it fails.
+func setupV2(root, parent string, enableControllers bool) (v2Layout, error) {
+	l := v2Layout{root: root, enabled: map[string]bool{}}
+	dir := filepath.Join(root, parent)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return l, fmt.Errorf("creating cgroup2 parent %q: %w", dir, err)
+	}
+	m, err := cgroup2.Load("/"+parent, cgroup2.WithMountpoint(root))
+	if err != nil {
+		return l, fmt.Errorf("loading cgroup2 parent %q: %w", dir, err)
+	}
+	l.parent = m
+	l.hasKill = exists(filepath.Join(dir, "cgroup.kill"))
+	l.hasFreeze = exists(filepath.Join(dir, "cgroup.freeze"))
+	if !enableControllers {
+		return l, nil
+	}
+
+	offered, err := m.Controllers()
+	if err != nil {
+		return l, fmt.Errorf("reading controllers of %q: %w", dir, err)
+	}
+	var enable []string
+	for _, c := range v2Controllers {
+		for _, o := range offered {
+			if c == o {
+				enable = append(enable, "+"+c)
+			}
+		}
+	}
+	subtree := filepath.Join(dir, "cgroup.subtree_control")
+	if len(enable) > 0 {
+		if err := os.WriteFile(subtree, []byte(strings.Join(enable, " ")), 0); err != nil {
+			return l, fmt.Errorf("enabling controllers %v in %q: %w", enable, subtree, err)
+		}
+	}
+	b, err := os.ReadFile(subtree)
+	if err != nil {
+		return l, fmt.Errorf("reading %q: %w", subtree, err)
+	}
+	for _, c := range strings.Fields(string(b)) {
+		l.enabled[c] = true
+	}
+	// The parent's own memory files exist when memory was delegated to it.
+	l.swapLimit = exists(filepath.Join(dir, "memory.swap.max"))
+	return l, nil
+}
+
+// v2Resources turns Limits into the library's v2 resources.
+func v2Resources(l Limits, swapLimit bool) *cgroup2.Resources {
+	var r cgroup2.Resources
+	if l.MemoryBytes > 0 {
+		mem := l.MemoryBytes
+		r.Memory = &cgroup2.Memory{Max: &mem}
+		if swapLimit {
+			var noSwap int64
+			r.Memory.Swap = &noSwap
+		}
+	}
+	if l.Pids > 0 {
+		r.Pids = &cgroup2.Pids{Max: l.Pids}
+	}
+	if l.CPUs > 0 {
+		quota, period := l.cpuQuota(), uint64(cpuPeriod)
+		r.CPU = &cgroup2.CPU{Max: cgroup2.NewCPUMax(&quota, &period)}
+	}
+	return &r
+}
