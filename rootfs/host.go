@@ -188,7 +188,7 @@ func writeLayout(root string) error {
 	}{
 		{"proc", 0o555, 0},
 		{"dev", 0o755, 0},
-		{"tmp", 0o1777, 0},
+		{"tmp", os.ModeSticky | 0o777, 0}, // os.FileMode has its own sticky bit; 0o1777 would drop it
 		{"sandbox", 0o755, SandboxUID},
 	} {
 		p := filepath.Join(root, d.path)
