@@ -98,15 +98,6 @@ func (v vm) run(tb testing.TB, arch, nr uint32, args [6]uint64) uint32 {
 	return uint32(r)
 }
 
-func compileDefault(tb testing.TB) Program {
-	tb.Helper()
-	prog, err := Compile(Default())
-	if err != nil {
-		tb.Fatalf("Compile(Default()): %v", err)
-	}
-	return prog
-}
-
 // deniedCalls are the calls the issue requires to fail with EPERM whatever their
 // arguments, spelled out here rather than read from the table.
 var deniedCalls = []struct {
@@ -342,17 +333,9 @@ func TestProgramMatchesTable(t *testing.T) {
 	}
 }
 
-// interestingValues are argument values on and around the edges of c: each value,
-// its neighbours, with high or low bits flipped, the extremes, and some random
-// ones.
+// interestingValues are boundaryValues plus random ones.
 func interestingValues(c Cond, rng *rand.Rand) []uint64 {
-	out := []uint64{0, 1, ^uint64(0), c.mask(), ^c.mask(), 0xffffffff, 1 << 32, 1 << 63}
-	for _, x := range c.Values {
-		out = append(out, x, x+1, x-1, x|0xffffffff00000000, x|1<<32, x|1<<31, x^0xf, ^x)
-		for bit := range 64 {
-			out = append(out, x^(1<<bit))
-		}
-	}
+	out := boundaryValues(c)
 	for range 32 {
 		out = append(out, rng.Uint64(), rng.Uint64()&0xff, rng.Uint64()&0xffffffff)
 	}

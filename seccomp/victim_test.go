@@ -1,0 +1,433 @@
+//go:build linux && amd64
+
+package seccomp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/seccomp/internal/victim"
+	"golang.org/x/sys/unix"
+)
+
+// The victim tests prove the kernel enforces the policy. The test binary re-runs
+// itself as a victim process: TestMain sees envVictim, and instead of running
+// tests the process reads the compiled program from fd 3 (as brig's init reads
+// it from its pipe), sets no_new_privs, Loads it, and tries the forbidden thing,
+// printing the outcome on stdout or dying. Seccomp with no_new_privs needs no
+// privilege, so these tests run everywhere and never skip for want of root.
+const (
+	// envVictim names the victim to run: victimSyscall, victimInt80, victimExec
+	// or victimInit.
+	envVictim = "BRIG_SECCOMP_VICTIM"
+	// envVictimArgs is the victim's argument, as JSON.
+	envVictimArgs = "BRIG_SECCOMP_VICTIM_ARGS"
+	// envNoFilter, when set, makes the victim skip loading the filter: the control
+	// run that shows the kernel allows the thing without it.
+	envNoFilter = "BRIG_SECCOMP_VICTIM_NO_FILTER"
+)
+
+const (
+	victimSyscall = "syscall" // makes the raw call in envVictimArgs (a rawCall), prints its errno
+	victimInt80   = "int80"   // calls getpid through int 0x80, prints the result
+	victimExec    = "exec"    // execs the argv in envVictimArgs
+	victimInit    = "init"    // does what brig's init does after the filter: threads, ForkExec, reap
+)
+
+// rawCall is a system call for victimSyscall.
+type rawCall struct {
+	Nr   uintptr
+	Args [6]uintptr
+}
+
+// programFD is where a victim finds the marshalled program.
+const programFD = 3
+
+const i386GetPID = 20 // __NR_getpid in the i386 table
+
+func TestMain(m *testing.M) {
+	if kind := os.Getenv(envVictim); kind != "" {
+		os.Exit(runVictim(kind))
+	}
+	os.Exit(m.Run())
+}
+
+// runVictim is the victim process's main. It returns the exit code.
+func runVictim(kind string) int {
+	// no_new_privs and the filter are per thread until TSYNC copies them: stay on
+	// one thread from the prctl to the exec.
+	runtime.LockOSThread()
+	// A victim that the filter kills must not leave a core file in the package
+	// directory.
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		fmt.Fprintln(os.Stderr, "victim: setting RLIMIT_CORE:", err)
+		return 2
+	}
+	if os.Getenv(envNoFilter) == "" {
+		if err := loadFromFD(programFD); err != nil {
+			fmt.Fprintln(os.Stderr, "victim:", err)
+			return 2
+		}
+	}
+	args := []byte(os.Getenv(envVictimArgs))
+	switch kind {
+	case victimSyscall:
+		var c rawCall
+		if err := json.Unmarshal(args, &c); err != nil {
+			fmt.Fprintln(os.Stderr, "victim: decoding call:", err)
+			return 2
+		}
+		_, _, errno := unix.RawSyscall6(c.Nr, c.Args[0], c.Args[1], c.Args[2], c.Args[3], c.Args[4], c.Args[5])
+		fmt.Println(errnoOutcome(errno))
+	case victimInt80:
+		r := victim.Int80(i386GetPID)
+		fmt.Printf("int 0x80 getpid returned %d, pid %d\n", int32(r), os.Getpid())
+	case victimExec:
+		var argv []string
+		if err := json.Unmarshal(args, &argv); err != nil || len(argv) == 0 {
+			fmt.Fprintln(os.Stderr, "victim: decoding argv:", argv, err)
+			return 2
+		}
+		env := []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + os.TempDir(), "TMPDIR=" + os.TempDir()}
+		err := syscall.Exec(argv[0], argv, env)
+		fmt.Fprintln(os.Stderr, "victim: exec:", err)
+		return 2
+	case victimInit:
+		if err := actAsInit(); err != nil {
+			fmt.Fprintln(os.Stderr, "victim:", err)
+			return 2
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "victim: unknown kind", kind)
+		return 2
+	}
+	return 0
+}
+
+func loadFromFD(fd uintptr) error {
+	f := os.NewFile(fd, "seccomp-program")
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Errorf("reading program: %w", err)
+	}
+	prog, err := Unmarshal(b)
+	if err != nil {
+		return err
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("setting no_new_privs: %w", err)
+	}
+	return Load(prog)
+}
+
+// actAsInit does, under the filter, what brig's init does after loading it: the
+// Go runtime starts threads, the init starts the payload with syscall.ForkExec
+// (clone with CLONE_VFORK|CLONE_VM) and reaps it with wait4. os/exec is run too,
+// since it waits through pidfd_open, pidfd_send_signal and waitid.
+func actAsInit() error {
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread() // a new OS thread: clone with the thread flags
+			defer runtime.UnlockOSThread()
+			time.Sleep(time.Millisecond)
+		}()
+	}
+	wg.Wait()
+
+	pid, err := syscall.ForkExec("/bin/sh", []string{"sh", "-c", "echo forkexec"}, &syscall.ProcAttr{
+		Files: []uintptr{0, 1, 2},
+	})
+	if err != nil {
+		return fmt.Errorf("ForkExec: %w", err)
+	}
+	var ws syscall.WaitStatus
+	for {
+		got, err := syscall.Wait4(pid, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil || got != pid || !ws.Exited() || ws.ExitStatus() != 0 {
+			return fmt.Errorf("wait4: pid %d status %v: %v", got, ws, err)
+		}
+		break
+	}
+	out, err := exec.Command("/bin/sh", "-c", "echo os/exec").Output()
+	if err != nil {
+		return fmt.Errorf("os/exec: %w", err)
+	}
+	fmt.Print(string(out))
+	return nil
+}
+
+func errnoOutcome(errno syscall.Errno) string {
+	if errno == 0 {
+		return "errno 0"
+	}
+	return "errno " + unix.ErrnoName(errno)
+}
+
+var (
+	sharedProgramOnce sync.Once
+	sharedProgramB    []byte
+	sharedProgramErr  error
+)
+
+// sharedProgram is the marshalled default program, compiled once for all victims.
+func sharedProgram(tb testing.TB) []byte {
+	tb.Helper()
+	sharedProgramOnce.Do(func() {
+		prog, err := Compile(Default())
+		sharedProgramB, sharedProgramErr = prog.Marshal(), err
+	})
+	if sharedProgramErr != nil {
+		tb.Fatalf("Compile(Default()): %v", sharedProgramErr)
+	}
+	return sharedProgramB
+}
+
+// victimRun runs a victim, with the default program on its fd 3 and loaded
+// unless filter is false, and returns its outcome: its stdout, trimmed, if it
+// exited 0, or "signal NAME" if a signal killed it. Anything else fails tb.
+func victimRun(tb testing.TB, kind string, arg any, filter bool) string {
+	tb.Helper()
+	prog := sharedProgram(tb)
+	argJSON, err := json.Marshal(arg)
+	if err != nil {
+		tb.Fatalf("encoding victim argument: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envVictim+"="+kind, envVictimArgs+"="+string(argJSON))
+	if !filter {
+		cmd.Env = append(cmd.Env, envNoFilter+"=1")
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	r, w, err := os.Pipe()
+	if err != nil {
+		tb.Fatalf("making program pipe: %v", err)
+	}
+	cmd.ExtraFiles = []*os.File{r} // fd 3 == programFD
+	if err := cmd.Start(); err != nil {
+		r.Close()
+		w.Close()
+		tb.Fatalf("starting victim: %v", err)
+	}
+	r.Close()
+	_, werr := w.Write(prog)
+	w.Close()
+	err = cmd.Wait()
+	if werr != nil && err == nil {
+		tb.Fatalf("writing program to victim: %v", werr)
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return strings.TrimSpace(stdout.String())
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "signal " + unix.SignalName(ws.Signal())
+		}
+	}
+	tb.Fatalf("victim %s: %v\nstdout:\n%s\nstderr:\n%s", kind, err, stdout.String(), stderr.String())
+	return ""
+}
+
+// harmless is an argument that is a bad pointer, a bad descriptor and invalid
+// flags at once, so that a call the filter wrongly let through would fail in the
+// kernel rather than act.
+const harmless = ^uintptr(0)
+
+func allHarmless() [6]uintptr {
+	return [6]uintptr{harmless, harmless, harmless, harmless, harmless, harmless}
+}
+
+func TestKernelEnforcesPolicy(t *testing.T) {
+	testutil.CheckLeaks(t)
+	type tc struct {
+		name string
+		call rawCall
+		want string
+	}
+	tests := []tc{
+		{name: "getpid allowed", call: rawCall{Nr: unix.SYS_GETPID}, want: "errno 0"},
+		{name: "clone3 ENOSYS", call: rawCall{Nr: unix.SYS_CLONE3}, want: "errno ENOSYS"},
+		{name: "unknown number ENOSYS", call: rawCall{Nr: 1000}, want: "errno ENOSYS"},
+		{name: "x32 getpid killed", call: rawCall{Nr: x32Bit | unix.SYS_GETPID}, want: "signal SIGSYS"},
+		{name: "ioctl TIOCSTI", call: rawCall{Nr: unix.SYS_IOCTL, Args: [6]uintptr{harmless, unix.TIOCSTI}}, want: "errno EPERM"},
+		{name: "ioctl TIOCSTI with high bits", call: rawCall{Nr: unix.SYS_IOCTL, Args: [6]uintptr{harmless, 0xffffffff00000000 | unix.TIOCSTI}}, want: "errno EPERM"},
+		{name: "ioctl TIOCLINUX", call: rawCall{Nr: unix.SYS_IOCTL, Args: [6]uintptr{harmless, unix.TIOCLINUX}}, want: "errno EPERM"},
+		// Let through, the kernel refuses the descriptor.
+		{name: "ioctl TCGETS reaches kernel", call: rawCall{Nr: unix.SYS_IOCTL, Args: [6]uintptr{harmless, unix.TCGETS}}, want: "errno EBADF"},
+		{name: "socket AF_INET raw", call: rawCall{Nr: unix.SYS_SOCKET, Args: [6]uintptr{unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP}}, want: "errno EPERM"},
+		{name: "socket AF_INET raw cloexec", call: rawCall{Nr: unix.SYS_SOCKET, Args: [6]uintptr{unix.AF_INET, unix.SOCK_RAW | unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP}}, want: "errno EPERM"},
+		{name: "socket AF_PACKET", call: rawCall{Nr: unix.SYS_SOCKET, Args: [6]uintptr{unix.AF_PACKET, unix.SOCK_RAW}}, want: "errno EPERM"},
+		{name: "socket AF_NETLINK", call: rawCall{Nr: unix.SYS_SOCKET, Args: [6]uintptr{unix.AF_NETLINK, unix.SOCK_RAW}}, want: "errno EPERM"},
+		{name: "socket AF_INET stream allowed", call: rawCall{Nr: unix.SYS_SOCKET, Args: [6]uintptr{unix.AF_INET, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}}, want: "errno 0"},
+		{name: "socketpair AF_INET", call: rawCall{Nr: unix.SYS_SOCKETPAIR, Args: [6]uintptr{unix.AF_INET, unix.SOCK_STREAM, 0, harmless}}, want: "errno EPERM"},
+		{name: "personality ADDR_NO_RANDOMIZE", call: rawCall{Nr: unix.SYS_PERSONALITY, Args: [6]uintptr{0x0040000}}, want: "errno EPERM"},
+		{name: "personality query allowed", call: rawCall{Nr: unix.SYS_PERSONALITY, Args: [6]uintptr{0xffffffff}}, want: "errno 0"},
+	}
+	for _, d := range deniedCalls {
+		tests = append(tests, tc{name: d.name, call: rawCall{Nr: uintptr(d.nr), Args: allHarmless()}, want: "errno EPERM"})
+	}
+	for _, f := range []struct {
+		name string
+		flag uintptr
+	}{
+		{"CLONE_NEWNS", unix.CLONE_NEWNS}, {"CLONE_NEWUTS", unix.CLONE_NEWUTS},
+		{"CLONE_NEWIPC", unix.CLONE_NEWIPC}, {"CLONE_NEWUSER", unix.CLONE_NEWUSER},
+		{"CLONE_NEWPID", unix.CLONE_NEWPID}, {"CLONE_NEWNET", unix.CLONE_NEWNET},
+		{"CLONE_NEWCGROUP", unix.CLONE_NEWCGROUP}, {"CLONE_NEWTIME", unix.CLONE_NEWTIME},
+	} {
+		// CLONE_THREAD without CLONE_SIGHAND is invalid, so the kernel would refuse
+		// the call (EINVAL) rather than fork a copy of the Go runtime.
+		tests = append(tests, tc{name: "clone " + f.name,
+			call: rawCall{Nr: unix.SYS_CLONE, Args: [6]uintptr{f.flag | unix.CLONE_THREAD}}, want: "errno EPERM"})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := victimRun(t, victimSyscall, tt.call, true); got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestKernelDenialsComeFromFilter is the control for the EPERM cases above: with
+// the same arguments and no filter, the kernel answers something else, so the
+// EPERM is the filter's. Unprivileged, the kernel itself answers EPERM to most of
+// these, hence root.
+func TestKernelDenialsComeFromFilter(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	for _, d := range deniedCalls {
+		t.Run(d.name, func(t *testing.T) {
+			if d.nr == unix.SYS_VHANGUP {
+				t.Skip("unfiltered, vhangup would hang up the terminal running the tests")
+			}
+			t.Parallel()
+			call := rawCall{Nr: uintptr(d.nr), Args: allHarmless()}
+			if got := victimRun(t, victimSyscall, call, false); got == "errno EPERM" {
+				t.Errorf("without the filter: got %s, want anything else", got)
+			}
+		})
+	}
+}
+
+func TestKernelKillsInt80(t *testing.T) {
+	testutil.CheckLeaks(t)
+	control := victimRun(t, victimInt80, nil, false)
+	var ret, pid int
+	_, err := fmt.Sscanf(control, "int 0x80 getpid returned %d, pid %d", &ret, &pid)
+	testutil.Require(t, err == nil && ret == pid,
+		fmt.Sprintf("the kernel runs no i386 calls (IA32 emulation off?): without a filter int 0x80 getpid gave %q", control))
+	if got, want := victimRun(t, victimInt80, nil, true), "signal SIGSYS"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+func TestKernelRunsInitUnderFilter(t *testing.T) {
+	testutil.CheckLeaks(t)
+	if got, want := victimRun(t, victimInit, nil, true), "forkexec\nos/exec"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestInterpretersUnderFilter(t *testing.T) {
+	testutil.CheckLeaks(t)
+	sum := sha256.Sum256([]byte("brig"))
+	hash := hex.EncodeToString(sum[:])
+	tests := []struct {
+		name   string
+		binary string
+		script string
+		want   string
+	}{
+		{
+			name:   "python3",
+			binary: "/usr/bin/python3", // not the first python3 on PATH: that may be a pyenv shim
+			script: "interp.py",
+			want: strings.Join([]string{
+				"threads 4",
+				"subprocess hi",
+				"inet PING",
+				"unix PING",
+				"socketpair pair",
+				`json {"a": null, "b": [1, 2]}`,
+				"sha256 " + hash,
+				"tempfile scratch",
+			}, "\n"),
+		},
+		{
+			name:   "node",
+			binary: "/usr/bin/node",
+			script: "interp.js",
+			want: strings.Join([]string{
+				"worker 42",
+				"exec hi",
+				"fs scratch",
+				"sha256 " + hash,
+				"randomBytes 16",
+				"net PING",
+				"timeout fired",
+			}, "\n"),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := os.Stat(tt.binary)
+			testutil.Require(t, err == nil, fmt.Sprintf("%s is not installed: %v", tt.binary, err))
+			script, err := filepath.Abs(filepath.Join("testdata", tt.script))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := victimRun(t, victimExec, []string{tt.binary, script}, true); got != tt.want {
+				t.Errorf("got:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadRequiresNoNewPrivs(t *testing.T) {
+	// Load checks the flag before it makes the seccomp call, so this is safe in
+	// the test process itself as long as no_new_privs is off here.
+	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	if err != nil {
+		t.Fatalf("reading no_new_privs: %v", err)
+	}
+	testutil.Require(t, nnp == 0, "the test process already runs with no_new_privs")
+	err = Load(Program{{Code: 0x06, K: unix.SECCOMP_RET_ALLOW}})
+	if !errors.Is(err, ErrNoNewPrivs) {
+		t.Errorf("got error %v, want ErrNoNewPrivs", err)
+	}
+}
+
+func TestLoadRejectsEmptyProgram(t *testing.T) {
+	if err := Load(nil); !errors.Is(err, ErrInvalidProgram) {
+		t.Errorf("got error %v, want ErrInvalidProgram", err)
+	}
+}
