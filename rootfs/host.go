@@ -168,15 +168,9 @@ func (h *Host) writeSkeleton() (retErr error) {
 	if err := writeEtc(filepath.Join(tmp, "etc"), hostEtcCopies); err != nil {
 		return err
 	}
-	old := h.dir + ".old"
-	os.RemoveAll(old)
-	if err := os.Rename(h.dir, old); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	if err := os.Rename(tmp, h.dir); err != nil {
-		return err
-	}
-	return os.RemoveAll(old)
+	// One exchange, so that a run starting now finds the old skeleton or the new
+	// one, never none.
+	return publish(tmp, h.dir)
 }
 
 // writeLayout creates the mount points and writable folders every root has.

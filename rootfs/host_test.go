@@ -1,0 +1,330 @@
+package rootfs
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/brig-sandbox/brig/internal/testutil"
+)
+
+func TestParseLanguage(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    Language
+		wantErr bool
+	}{
+		{"python", "python", Python, false},
+		{"javascript", "javascript", JavaScript, false},
+		{"empty", "", "", true},
+		{"capitalised", "Python", "", true},
+		{"alias", "js", "", true},
+		{"versioned", "python3", "", true},
+		{"padded", " python", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseLanguage(tt.in)
+			if tt.wantErr {
+				if !errors.Is(err, ErrUnknownLanguage) {
+					t.Errorf("got %q, %v; want ErrUnknownLanguage", got, err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("got %q, %v; want %q", got, err, tt.want)
+			}
+			if got.String() != tt.in {
+				t.Errorf("String: got %q, want %q", got.String(), tt.in)
+			}
+		})
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"python", "Python 3.11.2\n", "3.11.2"},
+		{"node", "v20.20.2\n", "20.20.2"},
+		{"bare", "18.20.4", "18.20.4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := parseVersion(tt.in); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRootArgv(t *testing.T) {
+	r := &Root{Interpreter: "/usr/bin/python3", Args: interpreterArgs(Python)}
+	if got, want := r.Argv("/sandbox/main.py"), []string{"/usr/bin/python3", "-u", "/sandbox/main.py"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if got, want := JavaScript.ScriptName(), "main.js"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// mergedUsr reports whether this host's /bin is a link into /usr.
+func mergedUsr() bool {
+	fi, err := os.Lstat("/bin")
+	return err == nil && fi.Mode()&os.ModeSymlink != 0
+}
+
+func TestHostSkeleton(t *testing.T) {
+	testutil.RequireRoot(t)
+	state := t.TempDir()
+	h, err := NewHost(state, HostConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Name() != "host" {
+		t.Errorf("got name %q, want host", h.Name())
+	}
+	if want := filepath.Join(state, "rootfs", "host"); h.Dir() != want {
+		t.Errorf("got dir %q, want %q", h.Dir(), want)
+	}
+	dir := h.Dir()
+
+	t.Run("top level", func(t *testing.T) {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range ents {
+			got = append(got, e.Name())
+		}
+		// Nothing of the host's /root, /home, /var, /run or /tmp.
+		want := []string{"dev", "etc", "proc", "sandbox", "tmp", "usr"}
+		for _, d := range []string{"bin", "sbin", "lib", "lib64"} {
+			if _, err := os.Lstat("/" + d); err == nil {
+				want = append(want, d)
+			}
+		}
+		sort.Strings(want)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	})
+
+	t.Run("merged usr links", func(t *testing.T) {
+		for _, d := range []string{"/bin", "/sbin", "/lib", "/lib64"} {
+			hostTarget, err := os.Readlink(d)
+			if err != nil {
+				continue // a real directory on this host; it is bound instead
+			}
+			got, err := os.Readlink(filepath.Join(dir, d))
+			if err != nil || got != hostTarget {
+				t.Errorf("%s: got link %q, %v; want %q as on the host", d, got, err, hostTarget)
+			}
+		}
+	})
+
+	t.Run("binds", func(t *testing.T) {
+		var want []Bind
+		for _, d := range systemDirs {
+			if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+				want = append(want, Bind{Source: d, Target: d})
+			}
+		}
+		if mergedUsr() && !reflect.DeepEqual(want, []Bind{{"/usr", "/usr"}}) {
+			t.Fatalf("on a merged-/usr host: want binds [/usr], computed %v", want)
+		}
+		r, err := h.Root(Python)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(r.Binds, want) {
+			t.Errorf("got %v, want %v", r.Binds, want)
+		}
+		for _, b := range r.Binds {
+			if fi, err := os.Lstat(filepath.Join(dir, b.Target)); err != nil || !fi.IsDir() {
+				t.Errorf("mount point %s: got %v, want a directory", b.Target, err)
+			}
+		}
+	})
+
+	t.Run("layout", func(t *testing.T) { checkLayout(t, dir) })
+
+	t.Run("made-up etc", func(t *testing.T) {
+		for name, want := range etcFiles {
+			b, err := os.ReadFile(filepath.Join(dir, "etc", name))
+			if err != nil || string(b) != want {
+				t.Errorf("etc/%s: got %q, %v; want brig's %q", name, b, err, want)
+			}
+		}
+		for _, f := range []string{"shadow", "gshadow", "sudoers", "ssh", "machine-id", "apt", "passwd-"} {
+			if _, err := os.Lstat(filepath.Join(dir, "etc", f)); !os.IsNotExist(err) {
+				t.Errorf("etc/%s: got %v, want it absent", f, err)
+			}
+		}
+		// No host account but the ones brig writes.
+		ours := map[string]bool{}
+		for _, l := range strings.Split(strings.TrimSpace(etcFiles["passwd"]), "\n") {
+			ours[strings.SplitN(l, ":", 2)[0]] = true
+		}
+		skel, _ := os.ReadFile(filepath.Join(dir, "etc/passwd"))
+		hostPasswd, err := os.Open("/etc/passwd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hostPasswd.Close()
+		sc := bufio.NewScanner(hostPasswd)
+		for sc.Scan() {
+			name := strings.SplitN(sc.Text(), ":", 2)[0]
+			if name != "" && !ours[name] && strings.Contains(string(skel), "\n"+name+":") {
+				t.Errorf("etc/passwd has the host's account %q", name)
+			}
+		}
+		// The copies are the host's files, byte for byte.
+		for _, rel := range []string{"ld.so.cache", "ssl/certs/ca-certificates.crt"} {
+			want, err := os.ReadFile(filepath.Join("/etc", rel))
+			if err != nil {
+				continue
+			}
+			if got, _ := os.ReadFile(filepath.Join(dir, "etc", rel)); !reflect.DeepEqual(got, want) {
+				t.Errorf("etc/%s: got %d bytes, want the host's %d", rel, len(got), len(want))
+			}
+		}
+	})
+}
+
+func TestHostRoot(t *testing.T) {
+	testutil.RequireRoot(t)
+	h, err := NewHost(t.TempDir(), HostConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		lang     Language
+		interp   string
+		args     []string
+		versionR string
+	}{
+		{Python, "/usr/bin/python3", []string{"-u"}, `^3\.\d+\.\d+`},
+		{JavaScript, "/usr/bin/node", nil, `^\d+\.\d+\.\d+$`},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.lang), func(t *testing.T) {
+			if _, err := os.Stat(tt.interp); err != nil {
+				t.Fatalf("this host has no %s: %v (Hint: apt-get install python3 nodejs)", tt.interp, err)
+			}
+			r, err := h.Root(tt.lang)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Interpreter != tt.interp || !reflect.DeepEqual(r.Args, tt.args) || r.Lower != h.Dir() || r.Language != tt.lang {
+				t.Errorf("got %+v, want interpreter %s, args %v, lower %s", r, tt.interp, tt.args, h.Dir())
+			}
+			if !regexp.MustCompile(tt.versionR).MatchString(r.Version) {
+				t.Errorf("got version %q, want one matching %s", r.Version, tt.versionR)
+			}
+			out, err := exec.Command(tt.interp, "--version").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := parseVersion(string(out)); r.Version != want {
+				t.Errorf("got version %q, want %q", r.Version, want)
+			}
+		})
+	}
+	if _, err := h.Root("ruby"); !errors.Is(err, ErrUnknownLanguage) {
+		t.Errorf("ruby: got %v, want ErrUnknownLanguage", err)
+	}
+}
+
+func TestHostRefusesInterpreterOutsideBinds(t *testing.T) {
+	tests := []struct {
+		name, path string
+		ok         bool
+	}{
+		{"under /usr", "/usr/bin/python3", true},
+		{"deep under /usr", "/usr/local/lib/py/bin/python3", true},
+		{"pyenv shim under /root", "/root/.pyenv/shims/python3", false},
+		{"/opt", "/opt/python/bin/python3", false},
+		{"climbs out of /usr", "/usr/../root/.pyenv/shims/python3", false},
+		{"sibling with /usr as prefix", "/usrlocal/bin/python3", false},
+		{"relative", "usr/bin/python3", false},
+		{"the bind itself", "/usr", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The check needs no skeleton, so it runs without root.
+			h := &Host{
+				binds:    []Bind{{Source: "/usr", Target: "/usr"}},
+				interp:   map[Language]string{Python: tt.path},
+				versions: map[Language]string{Python: "3.11.2"},
+			}
+			_, err := h.Root(Python)
+			if tt.ok != (err == nil) {
+				t.Errorf("got %v, want ok: %v", err, tt.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "outside the folders") {
+				t.Errorf("got %v, want it to say the interpreter is outside the bound folders", err)
+			}
+		})
+	}
+}
+
+func TestHostRewriteIsAtomic(t *testing.T) {
+	testutil.RequireRoot(t)
+	state := t.TempDir()
+	h, err := NewHost(state, HostConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray := filepath.Join(h.Dir(), "etc", "stray")
+	if err := os.WriteFile(stray, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Runs starting while the skeleton is rewritten must always find a whole one.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var missing int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := os.Stat(filepath.Join(h.Dir(), "etc", "passwd")); err != nil {
+				missing++
+			}
+		}
+	}()
+	for i := 0; i < 20; i++ {
+		if _, err := NewHost(state, HostConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if missing > 0 {
+		t.Errorf("a reader found no etc/passwd %d times while the skeleton was rewritten, want 0", missing)
+	}
+	if _, err := os.Stat(stray); !os.IsNotExist(err) {
+		t.Errorf("a file of the old skeleton: got %v, want it gone", err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(state, "rootfs"))
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if !reflect.DeepEqual(names, []string{"host"}) {
+		t.Errorf("got %v beside the skeleton, want only host (no .host- temp or .old dirs)", names)
+	}
+}
