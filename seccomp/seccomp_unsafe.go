@@ -31,6 +31,10 @@ var (
 // rather than rely on CAP_SYS_ADMIN, which would let a root init skip it and
 // leave setuid binaries live under the filter.
 //
+// Load may follow a thread-only load of the same program on the same thread (the
+// filter allows seccomp(2)): that thread then runs the program twice, which only
+// costs time, and every other thread gets both copies.
+//
 // Load uses the raw seccomp(2) system call and needs neither cgo nor libseccomp.
 func Load(prog Program) error {
 	if len(prog) == 0 || len(prog) > maxInstructions {

@@ -48,6 +48,9 @@ const (
 	victimInt80   = "int80"   // calls getpid through int 0x80, prints the result
 	victimExec    = "exec"    // execs the argv in envVictimArgs
 	victimInit    = "init"    // does what brig's init does after the filter: threads, ForkExec, reap
+	// victimThreads loads the filter itself while a second thread exists, and
+	// reports what a denied call gets on each thread.
+	victimThreads = "threads"
 )
 
 // rawCall is a system call for victimSyscall.
@@ -79,8 +82,8 @@ func runVictim(kind string) int {
 		fmt.Fprintln(os.Stderr, "victim: setting RLIMIT_CORE:", err)
 		return 2
 	}
-	if os.Getenv(envNoFilter) == "" {
-		if err := loadFromFD(programFD); err != nil {
+	if os.Getenv(envNoFilter) == "" && kind != victimThreads {
+		if err := loadFromFD(programFD, Load); err != nil {
 			fmt.Fprintln(os.Stderr, "victim:", err)
 			return 2
 		}
@@ -108,6 +111,11 @@ func runVictim(kind string) int {
 		err := syscall.Exec(argv[0], argv, env)
 		fmt.Fprintln(os.Stderr, "victim: exec:", err)
 		return 2
+	case victimThreads:
+		if err := loadBesideThread(); err != nil {
+			fmt.Fprintln(os.Stderr, "victim:", err)
+			return 2
+		}
 	case victimInit:
 		if err := actAsInit(); err != nil {
 			fmt.Fprintln(os.Stderr, "victim:", err)
@@ -120,7 +128,7 @@ func runVictim(kind string) int {
 	return 0
 }
 
-func loadFromFD(fd uintptr) error {
+func loadFromFD(fd uintptr, load func(Program) error) error {
 	f := os.NewFile(fd, "seccomp-program")
 	defer f.Close()
 	b, err := io.ReadAll(f)
@@ -134,7 +142,31 @@ func loadFromFD(fd uintptr) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("setting no_new_privs: %w", err)
 	}
-	return Load(prog)
+	return load(prog)
+}
+
+// loadBesideThread starts a second OS thread, loads the filter from this one,
+// then makes a denied call (unshare, with flags the kernel would reject as
+// EINVAL) on both threads and prints the two errnos.
+func loadBesideThread() error {
+	ready, call, result := make(chan struct{}), make(chan struct{}), make(chan syscall.Errno)
+	go func() {
+		// The caller holds the main thread, so this is another one, and it exists
+		// before the filter is loaded.
+		runtime.LockOSThread()
+		close(ready)
+		<-call
+		_, _, errno := unix.RawSyscall(unix.SYS_UNSHARE, harmless, 0, 0)
+		result <- errno
+	}()
+	<-ready
+	if err := loadFromFD(programFD, Load); err != nil {
+		return err
+	}
+	_, _, mine := unix.RawSyscall(unix.SYS_UNSHARE, harmless, 0, 0)
+	close(call)
+	fmt.Printf("caller %s, other thread %s\n", errnoOutcome(mine), errnoOutcome(<-result))
+	return nil
 }
 
 // actAsInit does, under the filter, what brig's init does after loading it: the
@@ -346,6 +378,15 @@ func TestKernelKillsInt80(t *testing.T) {
 		fmt.Sprintf("the kernel runs no i386 calls (IA32 emulation off?): without a filter int 0x80 getpid gave %q", control))
 	if got, want := victimRun(t, victimInt80, nil, true), "signal SIGSYS"; got != want {
 		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// TestLoadCoversThreads checks TSYNC: a thread that existed before Load is
+// filtered too.
+func TestLoadCoversThreads(t *testing.T) {
+	testutil.CheckLeaks(t)
+	if got, want := victimRun(t, victimThreads, nil, true), "caller errno EPERM, other thread errno EPERM"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
 
