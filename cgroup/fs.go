@@ -1,7 +1,6 @@
 package cgroup
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -15,19 +14,75 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Small helpers over cgroupfs files. They use os.ReadDir, which takes entry
-// types from getdents, rather than filepath.Walk, which would lstat every
-// control file of every group.
+// Small helpers over cgroupfs files, on the per-run path. They read and write
+// with plain open, read/write and close: os.Open would also register each
+// kernfs file with the runtime's epoll (kernfs files are pollable) and
+// deregister it on close, doubling the syscalls of a control file read. And
+// they look for groups below a group through the directory's link count
+// (kernfs keeps it at 2 + subdirectories) before listing it, since a run's
+// group has none.
 
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
 
+// readSmall reads a whole control file.
+func readSmall(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 512)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+// writeSmall writes data to a control file in one write, as cgroupfs wants.
+func writeSmall(path string, data string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte(data)); err != nil {
+		return &fs.PathError{Op: "write", Path: path, Err: err}
+	}
+	return nil
+}
+
+// readInt reads a control file holding one integer, such as cpuacct.usage.
+func readInt(path string) (int64, error) {
+	b, err := readSmall(path)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parsing %q: %w", path, err)
+	}
+	return v, nil
+}
+
 // readKey reads the value of key from a flat-keyed file such as cgroup.events
 // ("populated 1"). ok is false when the key is absent.
 func readKey(path, key string) (v int64, ok bool, err error) {
-	b, err := os.ReadFile(path)
+	b, err := readSmall(path)
 	if err != nil {
 		return 0, false, err
 	}
@@ -47,7 +102,7 @@ func readKey(path, key string) (v int64, ok bool, err error) {
 // procsTree lists the processes in the group at dir and in every group below
 // it. A group that does not exist holds none.
 func procsTree(dir string) ([]int, error) {
-	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
+	b, err := readSmall(filepath.Join(dir, "cgroup.procs"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -55,37 +110,40 @@ func procsTree(dir string) ([]int, error) {
 		return nil, err
 	}
 	var pids []int
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		pid, err := strconv.Atoi(sc.Text())
+	for f := range strings.FieldsSeq(string(b)) {
+		pid, err := strconv.Atoi(f)
 		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("parsing %q: %w", f.Name(), err)
+			return nil, fmt.Errorf("parsing %q: %w", filepath.Join(dir, "cgroup.procs"), err)
 		}
 		pids = append(pids, pid)
 	}
-	f.Close()
-	if err := sc.Err(); err != nil {
+	subs, err := subgroups(dir)
+	if err != nil {
 		return nil, err
 	}
-	ents, err := os.ReadDir(dir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	for _, e := range ents {
-		if e.IsDir() {
-			sub, err := procsTree(filepath.Join(dir, e.Name()))
-			if err != nil {
-				return nil, err
-			}
-			pids = append(pids, sub...)
+	for _, s := range subs {
+		sub, err := procsTree(filepath.Join(dir, s))
+		if err != nil {
+			return nil, err
 		}
+		pids = append(pids, sub...)
 	}
 	return pids, nil
 }
 
-// subgroups lists the names of the groups directly below dir.
+// subgroups lists the names of the groups directly below dir, none when dir
+// does not exist.
 func subgroups(dir string) ([]string, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, &fs.PathError{Op: "lstat", Path: dir, Err: err}
+	}
+	if st.Nlink <= 2 {
+		return nil, nil
+	}
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -104,19 +162,12 @@ func subgroups(dir string) ([]string, error) {
 
 // rmdirTree removes the group at dir and every group below it, deepest first.
 // cgroupfs removes a group's control files with it, so rmdir is all it takes
-// once the groups are empty. The kernel can answer EBUSY for a moment after the
-// last task left, so that is retried briefly. A group already gone is not an
-// error.
+// once the groups are empty. rmdir says EBUSY both for groups below and, for a
+// moment after the last task left, for the kernel still releasing it; so the
+// first rmdir is tried straight away, and on EBUSY the groups below are
+// removed or the call retried after a short sleep. A group already gone is not
+// an error.
 func rmdirTree(dir string) error {
-	subs, err := subgroups(dir)
-	if err != nil {
-		return fmt.Errorf("listing %q: %w", dir, err)
-	}
-	for _, s := range subs {
-		if err := rmdirTree(filepath.Join(dir, s)); err != nil {
-			return err
-		}
-	}
 	delay := time.Millisecond
 	for try := 0; ; try++ {
 		err := unix.Rmdir(dir)
@@ -126,8 +177,19 @@ func rmdirTree(dir string) error {
 		if !errors.Is(err, unix.EBUSY) || try == 6 {
 			return fmt.Errorf("removing cgroup %q: %w", dir, err)
 		}
-		time.Sleep(delay)
-		delay *= 2
+		subs, err := subgroups(dir)
+		if err != nil {
+			return fmt.Errorf("listing %q: %w", dir, err)
+		}
+		for _, s := range subs {
+			if err := rmdirTree(filepath.Join(dir, s)); err != nil {
+				return err
+			}
+		}
+		if len(subs) == 0 {
+			time.Sleep(delay)
+			delay *= 2
+		}
 	}
 }
 

@@ -35,7 +35,7 @@ func (g *Group) killLocked() error {
 	case g.dir2 != "" && m.v2Info.hasKill:
 		// The kernel walks the subtree and kills every task, including ones
 		// being forked as it goes.
-		return os.WriteFile(filepath.Join(g.dir2, "cgroup.kill"), []byte("1"), 0)
+		return writeSmall(filepath.Join(g.dir2, "cgroup.kill"), "1")
 	case m.mode == ModeUnified:
 		return g.freezeKillThaw(g.freezeV2, func() ([]int, error) { return procsTree(g.dir2) })
 	default:
@@ -99,10 +99,10 @@ func (g *Group) freezeV1(on bool, deadline time.Time) error {
 		want = "FROZEN"
 	}
 	done, err := pollUntil(deadline, func() (bool, error) {
-		if err := os.WriteFile(file, []byte(want), 0); err != nil {
+		if err := writeSmall(file, want); err != nil {
 			return false, err
 		}
-		b, err := os.ReadFile(file)
+		b, err := readSmall(file)
 		return strings.TrimSpace(string(b)) == want, err
 	})
 	if err != nil {
@@ -125,7 +125,7 @@ func (g *Group) freezeV2(on bool, deadline time.Time) error {
 		val, want = "1", 1
 	}
 	file := filepath.Join(g.dir2, "cgroup.freeze")
-	if err := os.WriteFile(file, []byte(val), 0); err != nil {
+	if err := writeSmall(file, val); err != nil {
 		return fmt.Errorf("writing %s to %q: %w", val, file, err)
 	}
 	events := filepath.Join(g.dir2, "cgroup.events")
