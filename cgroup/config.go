@@ -26,9 +26,9 @@ const (
 
 	// killTimeout bounds the freeze, SIGKILL, thaw fallback of Kill.
 	killTimeout = 2 * time.Second
-	// emptyTimeout bounds how long Delete waits for killed processes to leave
-	// the group before it gives up with ErrBusy.
-	emptyTimeout = 2 * time.Second
+	// defaultEmptyTimeout bounds how long Delete waits for killed processes to
+	// leave the group before it gives up with ErrBusy.
+	defaultEmptyTimeout = 5 * time.Second
 )
 
 // Config says where the cgroups are and where brig's groups go.

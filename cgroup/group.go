@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -157,7 +158,11 @@ func (g *Group) Attach(pid int) error {
 	if g.deleted {
 		return fmt.Errorf("attaching pid %d to cgroup %q: %w", pid, g.name, ErrDeleted)
 	}
-	v1Paths, v2Path, err := cgroups.ParseCgroupFileUnified("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	b, err := readSmall("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return fmt.Errorf("attaching pid %d to cgroup %q: reading its cgroups: %w", pid, g.name, err)
+	}
+	v1Paths, v2Path, err := cgroups.ParseCgroupFromReaderUnified(bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("attaching pid %d to cgroup %q: reading its cgroups: %w", pid, g.name, err)
 	}
@@ -251,7 +256,7 @@ func (g *Group) readUsageLocked(u *Usage) error {
 	return nil
 }
 
-// Delete kills whatever is still inside, waits (bounded by emptyTimeout) until
+// Delete kills whatever is still inside, waits (bounded, 5 s) until
 // the group is empty, and removes it from every hierarchy. Deleting a deleted
 // group does nothing. If processes outlive the wait the group stays, Delete
 // returns ErrBusy and may be called again.

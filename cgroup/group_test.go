@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -461,5 +462,39 @@ func TestV2CloneIntoCgroup(t *testing.T) {
 				t.Errorf("after Delete: got %v, want %s gone", err, g.dir2)
 			}
 		})
+	}
+}
+
+// TestDeleteHybridStray covers a process that sits in a group's v1
+// hierarchies but not in its unified twin, which cgroup.kill cannot reach:
+// Delete must notice and kill it through the v1 freezer.
+func TestDeleteHybridStray(t *testing.T) {
+	testutil.RequireRoot(t)
+	requireHybridHost(t)
+	testutil.CheckLeaks(t, testParent)
+	m := newManager(t, layout{"hybrid", ModeHybrid, DefaultMountRoot})
+	m.emptyTimeout = 200 * time.Millisecond
+	g, err := m.Create("stray")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	v := &victim{cmd: cmd}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	// Into the v1 hierarchies only, behind Attach's back.
+	if err := g.v1.AddProc(uint64(cmd.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Delete(); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if sig := v.wait(t); sig != syscall.SIGKILL {
+		t.Errorf("stray: got signal %v, want SIGKILL", sig)
 	}
 }

@@ -16,7 +16,10 @@ import (
 // hybrid twin) that is one write to cgroup.kill. Otherwise, logged once by
 // New, the group is frozen, every process in cgroup.procs is killed, and the
 // group is thawed, all bounded by killTimeout. Kill returns once the signals
-// are sent; Delete waits for the processes to be gone.
+// are sent; Delete waits for the processes to be gone. On hybrid, cgroup.kill
+// reaches every process in the twin, which is every process CloneFD or Attach
+// placed and their descendants; Delete also catches any that sit only in the
+// v1 groups.
 func (g *Group) Kill() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -188,7 +191,7 @@ func (g *Group) populated() (bool, error) {
 }
 
 // emptyLocked kills what is in the group, if anything, and waits for it to
-// leave, up to emptyTimeout. On hybrid, processes that somehow sit in the v1
+// leave, up to the Manager's emptyTimeout. On hybrid, processes that somehow sit in the v1
 // groups but not in the twin survive cgroup.kill; if any are left at the
 // deadline they get the v1 freeze, kill, thaw and one more wait.
 func (g *Group) emptyLocked() error {
@@ -203,7 +206,7 @@ func (g *Group) emptyLocked() error {
 		busy, err := g.populated()
 		return !busy, err
 	}
-	done, err := pollUntil(time.Now().Add(emptyTimeout), empty)
+	done, err := pollUntil(time.Now().Add(g.m.emptyTimeout), empty)
 	if err != nil {
 		return err
 	}
@@ -213,13 +216,13 @@ func (g *Group) emptyLocked() error {
 		if err := g.freezeKillThaw(g.freezeV1, g.v1Procs); err != nil {
 			return err
 		}
-		done, err = pollUntil(time.Now().Add(emptyTimeout), empty)
+		done, err = pollUntil(time.Now().Add(g.m.emptyTimeout), empty)
 		if err != nil {
 			return err
 		}
 	}
 	if !done {
-		return fmt.Errorf("processes still inside %v after SIGKILL: %w", emptyTimeout, ErrBusy)
+		return fmt.Errorf("processes still inside %v after SIGKILL: %w", g.m.emptyTimeout, ErrBusy)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/cgroups/v3/cgroup2"
@@ -38,9 +39,10 @@ type Manager struct {
 	controllers map[string]bool
 	// hostSwaps says /proc/swaps listed an active swap area when New ran.
 	hostSwaps bool
+	// emptyTimeout is defaultEmptyTimeout; tests shorten it.
+	emptyTimeout time.Duration
 
-	// v1 is the parent in the v1 hierarchies, nil on ModeUnified.
-	v1     cgroup1.Cgroup
+	// v1Info describes the v1 hierarchies; empty on ModeUnified.
 	v1Info v1Layout
 	// v2 is the parent in the cgroup2 hierarchy (ModeUnified) or the hybrid
 	// twin (ModeHybrid); nil on ModeLegacy.
@@ -76,7 +78,7 @@ func New(cfg Config) (*Manager, error) {
 	if !compatible(mode, detected) {
 		return nil, fmt.Errorf("cgroup mode %s was configured but %q holds the %s layout: %w", mode, cfg.MountRoot, detected, ErrNoCgroups)
 	}
-	m := &Manager{cfg: cfg, mode: mode, kernel: kernelRelease(), live: map[string]bool{}}
+	m := &Manager{cfg: cfg, mode: mode, kernel: kernelRelease(), emptyTimeout: defaultEmptyTimeout, live: map[string]bool{}}
 	m.hostSwaps = hostSwaps()
 
 	// Order: v1 first so that on hybrid the limits' hierarchies exist before
@@ -85,7 +87,7 @@ func New(cfg Config) (*Manager, error) {
 		if m.v1Info, err = findV1(cfg.MountRoot); err != nil {
 			return nil, err
 		}
-		if m.v1, err = newV1Parent(m.v1Info, cfg.Parent); err != nil {
+		if err = newV1Parent(m.v1Info, cfg.Parent); err != nil {
 			return nil, err
 		}
 	}
@@ -133,6 +135,9 @@ func (m *Manager) logFallbacks() {
 	log := m.cfg.Logger.With(logKeyMode, m.mode.String(), logKeyKernel, m.kernel)
 	if m.v2 != nil && !m.v2Info.hasKill {
 		log.Warn("cgroup.kill is missing (Linux 5.14+): Kill falls back to freeze, SIGKILL every process, thaw")
+	}
+	if m.mode == ModeLegacy {
+		log.Warn("no cgroup2 hierarchy in use, so no cgroup.kill: Kill freezes the group, SIGKILLs every process, thaws")
 	}
 	if m.mode != ModeUnified && !m.controllers["freezer"] && (m.v2 == nil || !m.v2Info.hasKill) {
 		log.Warn("neither cgroup.kill nor the v1 freezer is available: Kill signals processes in a loop, which a fast forker can outrun until its pids limit")
@@ -207,9 +212,8 @@ func (m *Manager) Create(name string) (_ *Group, retErr error) {
 		made = append(made, d)
 	}
 	var err error
-	if m.v1 != nil {
-		hierarchy := func() ([]cgroup1.Subsystem, error) { return m.v1Info.subsystems, nil }
-		if g.v1, err = cgroup1.Load(cgroup1.StaticPath(g.path), cgroup1.WithHierarchy(hierarchy)); err != nil {
+	if m.mode != ModeUnified {
+		if g.v1, err = cgroup1.Load(cgroup1.StaticPath(g.path), cgroup1.WithHierarchy(m.v1Info.hierarchy)); err != nil {
 			return nil, fmt.Errorf("loading v1 cgroup %q: %w", g.path, err)
 		}
 	}

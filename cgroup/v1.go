@@ -120,16 +120,18 @@ func v1Mounts() (map[string]map[string]bool, error) {
 	return out, nil
 }
 
-// newV1Parent makes the parent group in every hierarchy of l and returns the
-// library's handle on it. Nothing is written into the parent: limits belong to
-// the run groups.
-func newV1Parent(l v1Layout, parent string) (cgroup1.Cgroup, error) {
-	hierarchy := func() ([]cgroup1.Subsystem, error) { return l.subsystems, nil }
-	cg, err := cgroup1.New(cgroup1.StaticPath("/"+parent), &specs.LinuxResources{}, cgroup1.WithHierarchy(hierarchy))
+// hierarchy is the library's cgroup1.Hierarchy for l: only the controllers
+// brig uses.
+func (l v1Layout) hierarchy() ([]cgroup1.Subsystem, error) { return l.subsystems, nil }
+
+// newV1Parent makes the parent group in every hierarchy of l. Nothing is
+// written into the parent: limits belong to the run groups.
+func newV1Parent(l v1Layout, parent string) error {
+	_, err := cgroup1.New(cgroup1.StaticPath("/"+parent), &specs.LinuxResources{}, cgroup1.WithHierarchy(l.hierarchy))
 	if err != nil {
-		return nil, fmt.Errorf("creating v1 parent cgroup %q: %w", parent, err)
+		return fmt.Errorf("creating v1 parent cgroup %q: %w", parent, err)
 	}
-	return cg, nil
+	return nil
 }
 
 // v1Resources turns Limits into the library's v1 resources. swapLimit says
