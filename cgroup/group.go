@@ -49,14 +49,10 @@ func (g *Group) Name() string { return g.name }
 // dirs lists the group's directories, one per distinct hierarchy, the cgroup2
 // one first.
 func (g *Group) dirs() []string {
-	var d []string
-	if g.dir2 != "" {
-		d = append(d, g.dir2)
+	if g.dir2 == "" {
+		return g.v1Dirs()
 	}
-	for _, h := range g.m.v1Info.hierarchies {
-		d = append(d, filepath.Join(h.dir, g.path))
-	}
-	return d
+	return append([]string{g.dir2}, g.v1Dirs()...)
 }
 
 // v1Dirs lists the group's directories in the v1 hierarchies.
