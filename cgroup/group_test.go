@@ -295,6 +295,7 @@ func TestOOMKill(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Usage: %v", err)
 			}
+			t.Logf("usage after the OOM kill: %+v", u)
 			if u.OOMKills < 1 {
 				t.Errorf("OOMKills: got %d, want >= 1", u.OOMKills)
 			}
@@ -398,6 +399,7 @@ func TestCPULimitThrottles(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Usage: %v", err)
 			}
+			t.Logf("CPU at %v CPUs over %v of wall time: %v", cpus, wall, u.CPU)
 			if max := wall / 2; u.CPU <= 0 || u.CPU > max {
 				t.Errorf("CPU at %v CPUs over %v: got %v, want at most %v", cpus, wall, u.CPU, max)
 			}

@@ -42,9 +42,7 @@ type layout struct {
 func hostLayouts(t testing.TB) []layout {
 	t.Helper()
 	mode, err := Detect(DefaultMountRoot)
-	if err != nil {
-		t.Fatalf("Detect(%q): %v", DefaultMountRoot, err)
-	}
+	testutil.Require(t, err == nil, fmt.Sprintf("no cgroups to test at %s: %v", DefaultMountRoot, err))
 	switch mode {
 	case ModeHybrid:
 		return []layout{
