@@ -23,8 +23,8 @@ func defaultRlimits() []rlimit {
 	}
 }
 
-func setRlimits(s *childSpec) error {
-	for _, r := range s.Rlimits {
+func setRlimits(st *initState) error {
+	for _, r := range st.prep.Rlimits {
 		if err := unix.Setrlimit(r.Resource, &unix.Rlimit{Cur: r.Cur, Max: r.Max}); err != nil {
 			return fmt.Errorf("setting rlimit %d: %w", r.Resource, err)
 		}
@@ -34,13 +34,31 @@ func setRlimits(s *childSpec) error {
 
 // closeExtraFDs marks every descriptor above stderr close-on-exec, so that nothing
 // the init holds or inherited (the status pipe included) reaches the program.
-func closeExtraFDs(*childSpec) error {
+func closeExtraFDs(*initState) error {
 	return unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 }
 
-// dropBoundingSet empties this thread's capability bounding set; the interpreter is
-// forked from this thread and inherits it.
-func dropBoundingSet(*childSpec) error {
+// releaseOutput points the init's own stdout and stderr at /dev/null once the
+// program has them: the output pipes then reach EOF as soon as the program's
+// processes are gone, without waiting for the init's exit (whose teardown of the
+// mount namespace takes milliseconds).
+func releaseOutput(*initState) error {
+	null, err := unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(null)
+	for _, fd := range []int{1, 2} {
+		if err := unix.Dup3(null, fd, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropBoundingSet empties this thread's capability bounding, ambient and
+// inheritable sets; the interpreter is forked from this thread and inherits them.
+func dropBoundingSet(*initState) error {
 	last, err := lastCap()
 	if err != nil {
 		return err
@@ -50,7 +68,19 @@ func dropBoundingSet(*childSpec) error {
 			return fmt.Errorf("dropping capability %d: %w", c, err)
 		}
 	}
-	return unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clearing the ambient set: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("clearing the inheritable set: %w", err)
+	}
+	return nil
 }
 
 func lastCap() (int, error) {
@@ -63,7 +93,8 @@ func lastCap() (int, error) {
 
 // setIdentity makes every thread of the init the sandbox user. Leaving uid 0 for
 // good clears the permitted, effective and ambient capability sets.
-func setIdentity(s *childSpec) error {
+func setIdentity(st *initState) error {
+	s := &st.prep
 	// The syscall package's versions change every thread of the process (through
 	// libc's setxid broadcast, since brig links cgo); x/sys's Setgroups would change
 	// only this one.
@@ -81,7 +112,7 @@ func setIdentity(s *childSpec) error {
 
 // verifyNoCapabilities fails closed if any capability set of this thread is not
 // empty after setIdentity.
-func verifyNoCapabilities(*childSpec) error {
+func verifyNoCapabilities(*initState) error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
@@ -95,8 +126,21 @@ func verifyNoCapabilities(*childSpec) error {
 	return nil
 }
 
-func loadFilter(s *childSpec) error {
-	prog, err := seccomp.Unmarshal(s.Seccomp)
+// loadThreadFilter installs the filter on this thread only: no other thread has
+// to be synchronised, which keeps it off the cost of a run's start. The
+// interpreter, forked from this thread, inherits it.
+func loadThreadFilter(st *initState) error {
+	prog, err := seccomp.Unmarshal(st.prep.Seccomp)
+	if err != nil {
+		return err
+	}
+	return seccomp.LoadThread(prog)
+}
+
+// loadProcessFilter installs the filter on every thread of the init (this one
+// already has it; the kernel accepts the same filter stacked).
+func loadProcessFilter(st *initState) error {
+	prog, err := seccomp.Unmarshal(st.prep.Seccomp)
 	if err != nil {
 		return err
 	}

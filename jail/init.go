@@ -2,6 +2,7 @@ package jail
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,49 +17,78 @@ import (
 // cmd/brig calls Init when it sees it.
 const InitArg = "init"
 
-// step is one named stage of building the sandbox. The order of initSteps is the
-// order they run in; a comment says where it matters.
-type step struct {
-	name string
-	run  func(*childSpec) error
+// initState is what the init's steps share.
+type initState struct {
+	prep prepareSpec
+	run  runSpec
+	// scratchFS is the scratch tmpfs's filesystem context (fsopen), kept to resize
+	// it for the run after the root is pivoted into and the tmpfs is no longer
+	// reachable by path.
+	scratchFS int
 }
 
-var initSteps = []step{
-	// The cgroup namespace is made now, not at clone, because on cgroup v1 the init
-	// is moved into the run's cgroups after it was cloned: its namespace root must
-	// be the run's cgroup, not the supervisor's.
-	{"cgroup namespace", func(*childSpec) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
-	{"loopback", func(*childSpec) error { return loopbackUp() }},
-	// Mounts need root and the host's /dev/null, so they come before pivot_root and
-	// before the identity is dropped.
-	{"mount propagation", func(*childSpec) error { return makePrivate() }},
+// step is one named stage of building the sandbox. The order of a list of steps
+// is the order they run in; a comment says where it matters.
+type step struct {
+	name string
+	run  func(*initState) error
+}
+
+// prepareSteps build the root and drop what can be dropped before the run is
+// known; a pooled init runs them before a run takes it, so they cost a run nothing.
+// The last four act on this thread only, and the interpreter, forked from this
+// thread, inherits them.
+var prepareSteps = []step{
+	// The cgroup namespace is made now, not at clone: on cgroup v1 the init is
+	// moved into the run's cgroups after it was cloned (the parent sends the
+	// prepareSpec only after the move), and the namespace's root must be the run's
+	// cgroup, not the supervisor's.
+	{"cgroup namespace", func(*initState) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
+	{"loopback", func(*initState) error { return loopbackUp() }},
+	// Mounts need root and the host's /dev/null, so they come before pivot_root.
+	{"mount propagation", func(*initState) error { return makePrivate() }},
 	{"scratch tmpfs", mountScratch},
 	{"overlay root", mountOverlay},
 	{"read-only binds", mountBinds},
 	{"proc", mountProc},
 	{"dev", mountDev},
-	{"program", writeProgram},
 	{"pivot_root", pivotRoot},
-	{"hostname", func(s *childSpec) error { return unix.Sethostname([]byte(s.Hostname)) }},
+	{"hostname", func(st *initState) error { return unix.Sethostname([]byte(st.prep.Hostname)) }},
 	{"rlimits", setRlimits},
-	{"file descriptors", closeExtraFDs},
-	// The bounding set can only be dropped while CAP_SETPCAP is held, so before the
-	// uid changes; the uid change then clears every other set.
+	// The bounding set can only be dropped while CAP_SETPCAP is held; the
+	// interpreter's uid change (in the fork, see startProgram) then clears every
+	// other set.
 	{"capability bounding set", dropBoundingSet},
-	{"identity", setIdentity},
-	{"capabilities", verifyNoCapabilities},
-	// no_new_privs must be set before the filter: without CAP_SYS_ADMIN the kernel
-	// refuses a filter otherwise.
-	{"no_new_privs", func(*childSpec) error { return unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }},
-	{"seccomp", loadFilter},
+	// no_new_privs before the filter, as the kernel requires of a filter loaded
+	// without CAP_SYS_ADMIN (the init is still root here: belt and braces).
+	{"no_new_privs", func(*initState) error { return unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }},
+	// Last: every later step of this thread runs under the filter. Loading it on
+	// this thread alone needs no synchronisation with the others.
+	{"seccomp", loadThreadFilter},
 }
 
-// Init is the child half of a run: it reads the spec, runs initSteps, starts the
-// interpreter and reaps until it exits. It returns the exit code for cmd/brig to
+// runSteps put the run's program in place; startProgram then forks it.
+var runSteps = []step{
+	{"program", writeProgram},
+	{"file descriptors", closeExtraFDs},
+}
+
+// hardenSteps make the init itself as unprivileged and filtered as the program,
+// on every thread. They run once the program has started, off its start path.
+var hardenSteps = []step{
+	{"init output", releaseOutput},
+	{"init identity", setIdentity},
+	{"init capabilities", verifyNoCapabilities},
+	{"init seccomp", loadProcessFilter},
+}
+
+// Init is the child half of a run: it builds the root, waits for the run, starts
+// the interpreter and reaps until it exits. It returns the exit code for cmd/brig to
 // exit with; the parent learns everything from the status pipe, not from it.
 func Init() int {
-	// Namespaces, the capability bounding set and no_new_privs are per thread: every
-	// step and the fork of the interpreter happen on this one thread.
+	// Namespaces, the capability bounding set, no_new_privs and a filter loaded
+	// without TSYNC are per thread: every step and the fork of the interpreter
+	// happen on this one thread.
 	runtime.LockOSThread()
 	status := os.NewFile(statusFD, "status")
 	report := func(m message) {
@@ -69,49 +99,48 @@ func Init() int {
 		report(message{Kind: msgError, Step: stepName, Error: err.Error()})
 		return 1
 	}
-
-	var spec childSpec
-	specFile := os.NewFile(specFD, "spec")
-	b, err := io.ReadAll(specFile)
-	specFile.Close()
-	if err != nil {
-		return fail("reading spec", err)
-	}
-	if len(b) == 0 {
-		// The parent closed the pipe without a spec: the slot was discarded.
-		return 0
-	}
-	if err := json.Unmarshal(b, &spec); err != nil {
-		return fail("reading spec", err)
-	}
 	// Signals the program might send its init are caught (not ignored, which the
 	// interpreter would inherit) and dropped: the run ends when the program ends.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
 		syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGPIPE)
 
-	for _, st := range initSteps {
-		if err := st.run(&spec); err != nil {
-			return fail(st.name, err)
+	st := &initState{}
+	dec := json.NewDecoder(os.NewFile(specFD, "spec"))
+	if err := dec.Decode(&st.prep); err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0 // the parent discarded this init before preparing it
+		}
+		return fail("reading the prepare spec", err)
+	}
+	for _, s := range prepareSteps {
+		if err := s.run(st); err != nil {
+			return fail(s.name, err)
 		}
 	}
-
-	stdin, err := os.Open("/dev/null")
+	report(message{Kind: msgReady})
+	if err := dec.Decode(&st.run); err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0 // discarded from the pool
+		}
+		return fail("reading the run spec", err)
+	}
+	unix.Close(specFD)
+	for _, s := range runSteps {
+		if err := s.run(st); err != nil {
+			return fail(s.name, err)
+		}
+	}
+	pid, err := startProgram(st)
 	if err != nil {
 		return fail("exec", err)
 	}
-	pid, err := syscall.ForkExec(spec.Argv[0], spec.Argv, &syscall.ProcAttr{
-		Dir:   "/sandbox",
-		Env:   spec.Env,
-		Files: []uintptr{stdin.Fd(), 1, 2},
-		// Its own session and process group: kill(0, sig) from the program reaches
-		// its own processes only.
-		Sys: &syscall.SysProcAttr{Setsid: true},
-	})
-	stdin.Close()
-	if err != nil {
-		return fail("exec", fmt.Errorf("starting %s: %w", spec.Argv[0], err))
-	}
 	report(message{Kind: msgStarted})
+	for _, s := range hardenSteps {
+		if err := s.run(st); err != nil {
+			// Fail closed: the parent kills the run on an error message.
+			return fail(s.name, err)
+		}
+	}
 	for {
 		var ws syscall.WaitStatus
 		got, err := syscall.Wait4(-1, &ws, 0, nil)
@@ -128,4 +157,30 @@ func Init() int {
 			return 0
 		}
 	}
+}
+
+// startProgram forks the interpreter from this thread (inheriting its empty
+// bounding set, no_new_privs and filter) and execs it as the sandbox user. The uid
+// change from root in the fork clears the permitted, effective and ambient sets.
+func startProgram(st *initState) (int, error) {
+	stdin, err := os.Open("/dev/null")
+	if err != nil {
+		return 0, err
+	}
+	defer stdin.Close()
+	pid, err := syscall.ForkExec(st.run.Argv[0], st.run.Argv, &syscall.ProcAttr{
+		Dir:   "/sandbox",
+		Env:   st.run.Env,
+		Files: []uintptr{stdin.Fd(), 1, 2},
+		Sys: &syscall.SysProcAttr{
+			Credential: &syscall.Credential{Uid: uint32(st.prep.UID), Gid: uint32(st.prep.GID), Groups: []uint32{}},
+			// Its own session and process group: kill(0, sig) from the program
+			// reaches its own processes only.
+			Setsid: true,
+		},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("starting %s: %w", st.run.Argv[0], err)
+	}
+	return pid, nil
 }

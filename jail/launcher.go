@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -83,9 +84,13 @@ type Launcher struct {
 	// parent-death signal fires when the thread that cloned it exits, so every
 	// clone comes from a thread that lives as long as the Launcher.
 	spawns chan chan spawned
-	idle   chan *slot
-	done   chan struct{}
-	wg     sync.WaitGroup
+	// pools holds, for each distinct root the provider gives (the host rootfs
+	// serves both languages with one), the inits that have built it and wait.
+	pools map[string]chan *slot
+	done  chan struct{}
+	// wg counts the spawner, the fillers and the background removal of finished
+	// runs' cgroups; Close waits for all of them.
+	wg sync.WaitGroup
 }
 
 type spawned struct {
@@ -104,6 +109,11 @@ type slot struct {
 	status *os.File
 	// stdout and stderr are the read ends of the program's output pipes.
 	stdout, stderr *os.File
+	// msgs has the init's status messages, decoded from status by a goroutine.
+	msgs chan message
+	// memoryBytes is the memory limit the cgroup and the scratch size were
+	// prepared for.
+	memoryBytes int64
 }
 
 // NewLauncher checks cfg, compiles the filter and starts the pool.
@@ -152,14 +162,26 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		scratch: scratch,
 		log:     cfg.Logger,
 		spawns:  make(chan chan spawned),
-		idle:    make(chan *slot, cfg.PoolSize),
+		pools:   map[string]chan *slot{},
 		done:    make(chan struct{}),
 	}
 	l.wg.Add(1)
 	go l.spawner()
 	if cfg.PoolSize > 0 {
-		l.wg.Add(1)
-		go l.fill()
+		for _, lang := range rootfs.Languages {
+			root, err := cfg.Rootfs.Root(lang)
+			if err != nil {
+				l.log.Warn("no pool for a language whose rootfs is missing", "language", lang, "err", err)
+				continue
+			}
+			if _, ok := l.pools[rootKey(root)]; ok {
+				continue
+			}
+			pool := make(chan *slot, cfg.PoolSize)
+			l.pools[rootKey(root)] = pool
+			l.wg.Add(1)
+			go l.fill(root, pool)
+		}
 	}
 	return l, nil
 }
@@ -189,11 +211,22 @@ func validateConfig(cfg Config) error {
 func (l *Launcher) Close() error {
 	close(l.done)
 	l.wg.Wait()
-	close(l.idle)
-	for s := range l.idle {
-		s.discard()
+	for _, pool := range l.pools {
+		close(pool)
+		for s := range pool {
+			s.discard()
+		}
 	}
 	return nil
+}
+
+// rootKey identifies what prepareSteps build for a root.
+func rootKey(r *rootfs.Root) string {
+	k := r.Lower
+	for _, b := range r.Binds {
+		k += "\x00" + b.Source + "\x00" + b.Target
+	}
+	return k
 }
 
 // spawner serves clone requests from a thread that never exits before the Launcher.
@@ -213,12 +246,15 @@ func (l *Launcher) spawner() {
 	}
 }
 
-// fill keeps the pool full.
-func (l *Launcher) fill() {
+// fill keeps pool full of inits that have built root and wait for a run.
+func (l *Launcher) fill(root *rootfs.Root, pool chan *slot) {
 	defer l.wg.Done()
 	backoff := 10 * time.Millisecond
 	for {
-		s, err := l.newSlot()
+		s, err := l.newSlot(root, api.DefaultMemoryMiB<<20)
+		if err == nil {
+			err = s.waitReady()
+		}
 		if err != nil {
 			l.log.Error("preparing a sandbox for the pool", "err", err)
 			select {
@@ -231,7 +267,7 @@ func (l *Launcher) fill() {
 		}
 		backoff = 10 * time.Millisecond
 		select {
-		case l.idle <- s:
+		case pool <- s:
 		case <-l.done:
 			s.discard()
 			return
@@ -239,20 +275,56 @@ func (l *Launcher) fill() {
 	}
 }
 
-// take returns a waiting sandbox from the pool, or makes one.
-func (l *Launcher) take() (*slot, error) {
+// waitReady waits for a fresh init to report its root built.
+func (s *slot) waitReady() error {
+	m, ok := <-s.msgs
+	switch {
+	case !ok:
+		s.kill()
+		out := make([]byte, 4096)
+		n, _ := io.ReadFull(s.stderr, out)
+		s.discard()
+		return fmt.Errorf("the init exited before building the root (it printed %q)", out[:n])
+	case m.Kind == msgError:
+		s.discard()
+		return fmt.Errorf("building the root failed at step %q: %s", m.Step, m.Error)
+	case m.Kind != msgReady:
+		s.discard()
+		return fmt.Errorf("unexpected message %q from a preparing init", m.Kind)
+	}
+	return nil
+}
+
+// take returns an init that has built (or is building) root with the limits of a
+// run of memoryBytes: from the pool, resized where the pool's size differs, or a
+// new one.
+func (l *Launcher) take(root *rootfs.Root, memoryBytes int64) (s *slot, ready bool, err error) {
 	select {
-	case s := <-l.idle:
-		return s, nil
+	case s := <-l.pools[rootKey(root)]:
+		if s.memoryBytes != memoryBytes {
+			if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: memoryBytes}); err != nil {
+				s.discard()
+				return nil, false, fmt.Errorf("setting the run's memory limit: %w", err)
+			}
+			if err := resizeScratch(s.cmd.Process.Pid, ScratchBytes(memoryBytes)); err != nil {
+				s.discard()
+				return nil, false, err
+			}
+			s.memoryBytes = memoryBytes
+		}
+		return s, true, nil
 	default:
-		return l.newSlot()
+		s, err := l.newSlot(root, memoryBytes)
+		return s, false, err
 	}
 }
 
-// newSlot clones an init on the spawner thread and, on cgroup v1, moves it into the
-// run's cgroups (the move that may wait for an RCU grace period; it happens here,
-// off the spawner thread, so that it delays no other clone).
-func (l *Launcher) newSlot() (s *slot, retErr error) {
+// newSlot clones an init on the spawner thread, moves it into the run's cgroups
+// where the layout needs it (on cgroup v1, the move that may wait for an RCU grace
+// period; it happens here, off the spawner thread, so that it delays no other
+// clone), and only then sends it the prepareSpec: the init makes its cgroup
+// namespace first thing.
+func (l *Launcher) newSlot(root *rootfs.Root, memoryBytes int64) (s *slot, retErr error) {
 	reply := make(chan spawned, 1)
 	select {
 	case l.spawns <- reply:
@@ -263,17 +335,26 @@ func (l *Launcher) newSlot() (s *slot, retErr error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	s = r.s
 	defer func() {
 		if retErr != nil {
-			r.s.discard()
+			s.discard()
 		}
 	}()
-	if r.s.group.NeedsAttach() {
-		if err := r.s.group.Attach(r.s.cmd.Process.Pid); err != nil {
+	// Limits before the move: the init is never in a group without them.
+	s.memoryBytes = memoryBytes
+	if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: memoryBytes, Pids: l.cfg.Pids, CPUs: l.cfg.CPUs}); err != nil {
+		return nil, fmt.Errorf("setting the run's cgroup limits: %w", err)
+	}
+	if s.group.NeedsAttach() {
+		if err := s.group.Attach(s.cmd.Process.Pid); err != nil {
 			return nil, fmt.Errorf("moving the init into its cgroup: %w", err)
 		}
 	}
-	return r.s, nil
+	if err := json.NewEncoder(s.spec).Encode(l.prepareSpec(root, memoryBytes)); err != nil {
+		return nil, fmt.Errorf("sending the prepare spec: %w", err)
+	}
+	return s, nil
 }
 
 // clone creates the run's cgroup and clones the init into its namespaces (and, where
@@ -334,23 +415,44 @@ func (l *Launcher) clone() (s *slot, retErr error) {
 		s.cmd = nil
 		return nil, fmt.Errorf("cloning the init into new namespaces: %w", err)
 	}
+	s.msgs = make(chan message, 4)
+	go readMessages(s.status, s.msgs)
 	return s, nil
 }
 
 // discard kills a slot's init (and with it its pid namespace), closes its pipes and
-// removes its cgroup.
+// removes its cgroup. Idempotent.
 func (s *slot) discard() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
-	}
+	s.stop()
 	for _, f := range []*os.File{s.spec, s.status, s.stdout, s.stderr} {
 		if f != nil {
 			f.Close()
 		}
 	}
+	s.spec, s.status, s.stdout, s.stderr = nil, nil, nil, nil
 	if s.group != nil {
 		s.group.Delete()
+		s.group = nil
+	}
+}
+
+// kill kills every process of the run: the cgroup's, and the init (which takes
+// its pid namespace with it). It does not wait for them to be reaped.
+func (s *slot) kill() {
+	if s.group != nil {
+		s.group.Kill()
+	}
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Kill()
+	}
+}
+
+// stop kills the run's processes and reaps the init. Idempotent.
+func (s *slot) stop() {
+	s.kill()
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Wait()
+		s.cmd.Process = nil
 	}
 }
 
@@ -359,22 +461,27 @@ func (s *slot) discard() {
 // interpreter still has the other half, not in an OOM kill.
 func ScratchBytes(memoryBytes int64) int64 { return memoryBytes / 2 }
 
-func (l *Launcher) childSpec(spec Spec, root *rootfs.Root) *childSpec {
-	script := "/sandbox/" + spec.Language.ScriptName()
-	return &childSpec{
+func (l *Launcher) prepareSpec(root *rootfs.Root, memoryBytes int64) *prepareSpec {
+	return &prepareSpec{
 		Scratch:      l.scratch,
-		ScratchBytes: ScratchBytes(spec.MemoryBytes),
+		ScratchBytes: ScratchBytes(memoryBytes),
 		Lower:        root.Lower,
 		Binds:        root.Binds,
-		ScriptPath:   script,
-		Code:         []byte(spec.Code),
-		Argv:         root.Argv(script),
-		Env:          Environ(spec.Env),
 		UID:          l.cfg.UID,
 		GID:          l.cfg.GID,
 		Hostname:     DefaultHostname,
 		Rlimits:      defaultRlimits(),
 		Seccomp:      l.filter,
+	}
+}
+
+func runSpecOf(spec Spec, root *rootfs.Root) *runSpec {
+	script := "/sandbox/" + spec.Language.ScriptName()
+	return &runSpec{
+		ScriptPath:   script,
+		Code:         []byte(spec.Code),
+		Argv:         root.Argv(script),
+		Env:          Environ(spec.Env),
 	}
 }
 
@@ -434,21 +541,19 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*api.Result, error) {
 	if err != nil {
 		return internal("the %s rootfs is not available: %v", spec.Language, err)
 	}
-	s, err := l.take()
+	s, ready, err := l.take(root, spec.MemoryBytes)
 	if err != nil {
 		return internal("could not prepare a sandbox: %v", err)
 	}
-	defer s.discard()
-	if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: spec.MemoryBytes, Pids: l.cfg.Pids, CPUs: l.cfg.CPUs}); err != nil {
-		return internal("could not set the run's cgroup limits: %v", err)
-	}
-	b, err := json.Marshal(l.childSpec(spec, root))
+	defer l.release(s)
+	// The init's own start (and a pooled one's preparing) is not the run's CPU.
+	before, err := s.group.Usage()
 	if err != nil {
-		return internal("encoding the sandbox spec: %v", err)
+		return internal("reading the run's cgroup: %v", err)
 	}
-	// The init reads the whole spec before it does anything, so this write does
-	// not depend on the init making progress beyond reading.
-	_, err = s.spec.Write(b)
+	// The init reads the whole spec before it acts on it, so this write does not
+	// depend on the init making progress beyond reading.
+	err = json.NewEncoder(s.spec).Encode(runSpecOf(spec, root))
 	s.spec.Close()
 	s.spec = nil
 	if err != nil {
@@ -461,18 +566,19 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*api.Result, error) {
 	drained.Add(2)
 	go func() { defer drained.Done(); stdout.Drain(s.stdout) }()
 	go func() { defer drained.Done(); stderr.Drain(s.stderr) }()
-	msgs := make(chan message, 4)
-	go readMessages(s.status, msgs)
 
-	ended := l.supervise(ctx, spec, s, msgs, res, begin)
+	ended := l.supervise(ctx, spec, s, ready, res, begin)
 
-	// The init is gone, and with it every process of the run: the pipes reach EOF.
+	// Every process of the run is killed: the pipes reach EOF as they die.
 	waitTimeout(&drained, drainGrace)
 	res.Stdout, res.StdoutTruncated = stdout.Text()
 	res.Stderr, res.StderrTruncated = stderr.Text()
 	usage, uerr := s.group.Usage()
+	if uerr != nil {
+		l.log.Warn("reading the run's usage", "err", uerr)
+	}
 	if uerr == nil {
-		res.Usage.CPUMS = usage.CPU.Milliseconds()
+		res.Usage.CPUMS = (usage.CPU - before.CPU).Milliseconds()
 		res.Usage.PeakMemoryBytes = usage.PeakMemoryBytes
 	}
 	l.classify(res, ended, usage, spec)
@@ -493,20 +599,16 @@ type ending struct {
 // supervise waits for the program to start and end, enforcing the deadline, and
 // kills the sandbox (the init, which takes its pid namespace with it) when it
 // returns.
-func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, msgs <-chan message, res *api.Result, begin time.Time) (e ending) {
-	defer func() {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
-		s.cmd.Process = nil
-		// The cgroup is killed too, as a second line: nothing can be left in it.
-		s.group.Kill()
-	}()
+func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool, res *api.Result, begin time.Time) (e ending) {
+	defer s.kill()
 	var deadline <-chan time.Time
 	var started time.Time
 	for {
 		select {
-		case m, ok := <-msgs:
+		case m, ok := <-s.msgs:
 			switch {
+			case m.Kind == msgReady && !ready:
+				ready = true
 			case !ok:
 				e.lost = true
 				return e
@@ -603,6 +705,17 @@ func finish(res *api.Result, reason api.Reason) {
 		res.Status = api.StatusCompleted
 	}
 	res.Outcome = api.OutcomeOf(reason, res.Network.Mode)
+}
+
+// release removes a finished run's sandbox in the background: its processes are
+// already dead (supervise stopped it); what is left is closing pipes and removing
+// the cgroup, which the result does not wait for.
+func (l *Launcher) release(s *slot) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		s.discard()
+	}()
 }
 
 // readMessages decodes the init's status pipe into msgs and closes msgs at EOF.

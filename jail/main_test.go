@@ -23,6 +23,13 @@ func TestMain(m *testing.M) {
 	if len(os.Args) == 2 && os.Args[1] == InitArg && os.Getpid() == 1 {
 		os.Exit(Init())
 	}
+	// Remove what an interrupted earlier run of these tests left, so that the leak
+	// checks start from nothing.
+	if os.Geteuid() == 0 {
+		if cg, err := cgroup.New(cgroup.Config{Parent: testCgroupParent}); err == nil {
+			cg.Sweep()
+		}
+	}
 	os.Exit(m.Run())
 }
 

@@ -41,11 +41,40 @@ func makePrivate() error {
 	return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
 }
 
-func mountScratch(s *childSpec) error {
-	opts := fmt.Sprintf("size=%d,mode=0755", s.ScratchBytes)
-	if err := unix.Mount("tmpfs", s.Scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+// mountScratch mounts the run's tmpfs with the new mount API and leaves a
+// reconfiguration context of it at scratchFD, through which the parent can resize
+// it later, once the root is pivoted and the init filtered.
+func mountScratch(st *initState) error {
+	s := &st.prep
+	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsopen tmpfs: %w", err)
+	}
+	defer unix.Close(fsfd)
+	for _, kv := range [][2]string{{"size", fmt.Sprint(s.ScratchBytes)}, {"mode", "0755"}} {
+		if err := unix.FsconfigSetString(fsfd, kv[0], kv[1]); err != nil {
+			return fmt.Errorf("setting tmpfs %s=%s: %w", kv[0], kv[1], err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return fmt.Errorf("creating tmpfs: %w", err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return fmt.Errorf("fsmount tmpfs: %w", err)
+	}
+	defer unix.Close(mfd)
+	if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, s.Scratch, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("mounting tmpfs at %q: %w", s.Scratch, err)
 	}
+	ctx, err := unix.Fspick(unix.AT_FDCWD, s.Scratch, unix.FSPICK_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("fspick the scratch tmpfs: %w", err)
+	}
+	if err := unix.Dup3(ctx, scratchFD, unix.O_CLOEXEC); err != nil {
+		return err
+	}
+	unix.Close(ctx)
 	for _, d := range []string{scratchUpper, scratchWork, scratchRoot} {
 		if err := os.Mkdir(filepath.Join(s.Scratch, d), 0o755); err != nil {
 			return err
@@ -55,10 +84,34 @@ func mountScratch(s *childSpec) error {
 	if err := os.Mkdir(shm, 0o777); err != nil {
 		return err
 	}
-	return os.Chmod(shm, 0o1777)
+	return unix.Chmod(shm, 0o1777) // os.Chmod would drop the sticky bit
 }
 
-func mountOverlay(s *childSpec) error {
+// ResizeScratch sets the scratch tmpfs of the init pid to bytes, through a copy of
+// the init's scratchFD. It bounds all the run's writable space, so that filling it
+// ends in ENOSPC rather than an OOM kill.
+func resizeScratch(pid int, bytes int64) error {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	defer unix.Close(pidfd)
+	fd, err := unix.PidfdGetfd(pidfd, scratchFD, 0)
+	if err != nil {
+		return fmt.Errorf("taking the scratch context of init %d: %w", pid, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.FsconfigSetString(fd, "size", fmt.Sprint(bytes)); err != nil {
+		return fmt.Errorf("setting the scratch size to %d: %w", bytes, err)
+	}
+	if err := unix.FsconfigReconfigure(fd); err != nil {
+		return fmt.Errorf("resizing the scratch tmpfs to %d bytes: %w", bytes, err)
+	}
+	return nil
+}
+
+func mountOverlay(st *initState) error {
+	s := &st.prep
 	root := filepath.Join(s.Scratch, scratchRoot)
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s",
 		s.Lower, filepath.Join(s.Scratch, scratchUpper), filepath.Join(s.Scratch, scratchWork))
@@ -81,7 +134,8 @@ func bindReadOnly(src, dst string, extra uintptr) error {
 	return nil
 }
 
-func mountBinds(s *childSpec) error {
+func mountBinds(st *initState) error {
+	s := &st.prep
 	root := filepath.Join(s.Scratch, scratchRoot)
 	for _, b := range s.Binds {
 		if err := bindReadOnly(b.Source, filepath.Join(root, b.Target), 0); err != nil {
@@ -93,7 +147,8 @@ func mountBinds(s *childSpec) error {
 
 // mountProc mounts the proc of the run's own pid namespace (the init is its PID 1)
 // and masks or freezes what a program must not read or change.
-func mountProc(s *childSpec) error {
+func mountProc(st *initState) error {
+	s := &st.prep
 	proc := filepath.Join(s.Scratch, scratchRoot, "proc")
 	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mounting proc at %q: %w", proc, err)
@@ -131,7 +186,8 @@ func mountProc(s *childSpec) error {
 // mountDev makes a minimal /dev: a small tmpfs with the device nodes of devNodes,
 // the usual symlinks, and /dev/shm bound from the scratch tmpfs so that shared memory
 // counts against the run's writable space.
-func mountDev(s *childSpec) error {
+func mountDev(st *initState) error {
+	s := &st.prep
 	dev := filepath.Join(s.Scratch, scratchRoot, "dev")
 	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755"); err != nil {
 		return fmt.Errorf("mounting tmpfs at %q: %w", dev, err)
@@ -153,7 +209,7 @@ func mountDev(s *childSpec) error {
 		}
 	}
 	shm := filepath.Join(dev, "shm")
-	if err := os.Mkdir(shm, 0o1777); err != nil {
+	if err := os.Mkdir(shm, 0o755); err != nil {
 		return err
 	}
 	if err := unix.Mount(filepath.Join(s.Scratch, scratchShm), shm, "", unix.MS_BIND, ""); err != nil {
@@ -164,19 +220,20 @@ func mountDev(s *childSpec) error {
 }
 
 // writeProgram writes the code where the interpreter will find it, owned by the
-// sandbox user, on the overlay's upper layer (so it counts against the run).
-func writeProgram(s *childSpec) error {
-	p := filepath.Join(s.Scratch, scratchRoot, s.ScriptPath)
-	if err := os.WriteFile(p, s.Code, 0o644); err != nil {
+// sandbox user, on the overlay's upper layer (so it counts against the run). The
+// root is already pivoted into.
+func writeProgram(st *initState) error {
+	if err := os.WriteFile(st.run.ScriptPath, st.run.Code, 0o644); err != nil {
 		return err
 	}
-	return os.Chown(p, s.UID, s.GID)
+	return os.Chown(st.run.ScriptPath, st.prep.UID, st.prep.GID)
 }
 
 // pivotRoot makes the overlay the root and detaches the host's tree. pivot_root(".",
 // ".") stacks the old root on top of the new one, so one lazy unmount removes every
 // host mount from this namespace without needing a directory to put it in.
-func pivotRoot(s *childSpec) error {
+func pivotRoot(st *initState) error {
+	s := &st.prep
 	root := filepath.Join(s.Scratch, scratchRoot)
 	if err := unix.Chdir(root); err != nil {
 		return err

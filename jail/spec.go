@@ -24,28 +24,36 @@ type Spec struct {
 	OnStdout, OnStderr func(string)
 }
 
-// childSpec is what the parent sends the init over its spec pipe: everything the
-// child half needs, resolved and validated by the parent, so that the init only
-// performs steps and makes no decision.
-type childSpec struct {
+// prepareSpec is the first thing the parent sends an init over its spec pipe: what
+// the sandbox is built from, which does not depend on the run. The init builds the
+// whole root from it and pivots into it before any run is known, so a pooled init
+// has done that work before a run takes it.
+type prepareSpec struct {
 	// Scratch is the host directory the init mounts the run's tmpfs on, inside its
 	// own mount namespace (every run mounts on the same directory, privately).
 	Scratch string
-	// ScratchBytes is the tmpfs size: all the run's writable space (overlay upper,
-	// /tmp, /sandbox, /dev/shm).
+	// ScratchBytes is the tmpfs's size: all the run's writable space (overlay
+	// upper, /tmp, /sandbox, /dev/shm).
 	ScratchBytes int64
 	Lower        string
 	Binds        []rootfs.Bind
+	UID, GID     int
+	Hostname     string
+	Rlimits      []rlimit
+	// Seccomp is the compiled filter (seccomp.Program.Marshal).
+	Seccomp []byte
+}
+
+// runSpec is the second thing the parent sends: the run itself. (The run's
+// scratch size, when it differs from the prepared one, is set by the parent
+// through scratchFD before it sends the runSpec: the init's filter is loaded by
+// then and refuses the mount family.)
+type runSpec struct {
 	// ScriptPath and Code: the program, written inside the root.
 	ScriptPath string
 	Code       []byte
 	Argv       []string
 	Env        []string
-	UID, GID   int
-	Hostname   string
-	Rlimits    []rlimit
-	// Seccomp is the compiled filter (seccomp.Program.Marshal).
-	Seccomp []byte
 }
 
 type rlimit struct {
@@ -55,8 +63,10 @@ type rlimit struct {
 
 // message is what the init writes on its status pipe, one JSON object a line.
 type message struct {
-	// Kind is "started" (the interpreter was exec'd), "error" (a setup step
-	// failed; nothing ran) or "exit" (the program ended with WaitStatus).
+	// Kind is "ready" (the root is built; the init waits for the run),
+	// "started" (the interpreter was exec'd), "error" (a step failed; the program
+	// did not run, or is killed at once) or "exit" (the program ended with
+	// WaitStatus).
 	Kind       string `json:"kind"`
 	Step       string `json:"step,omitempty"`
 	Error      string `json:"error,omitempty"`
@@ -64,6 +74,7 @@ type message struct {
 }
 
 const (
+	msgReady   = "ready"
 	msgStarted = "started"
 	msgError   = "error"
 	msgExit    = "exit"
@@ -71,8 +82,14 @@ const (
 
 // The init's file descriptors, set by the parent through ExtraFiles.
 const (
-	// specFD is the read end of the spec pipe: the childSpec as JSON, then EOF.
+	// specFD is the read end of the spec pipe: a prepareSpec and a runSpec, each
+	// a JSON value.
 	specFD = 3
 	// statusFD is the write end of the status pipe: messages, one a line.
 	statusFD = 4
+	// scratchFD is, in the init, a reconfiguration context (fspick) of the scratch
+	// tmpfs, opened while preparing. The parent takes a copy with pidfd_getfd to
+	// resize the tmpfs for a run whose memory limit differs from the prepared one.
+	// Close-on-exec: the program never has it.
+	scratchFD = 5
 )
