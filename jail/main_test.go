@@ -38,7 +38,6 @@ func TestMain(m *testing.M) {
 func newTestLauncher(tb testing.TB, pool int) *Launcher {
 	tb.Helper()
 	testutil.RequireRoot(tb)
-	testutil.CheckLeaks(tb, testCgroupParent)
 	state := tb.TempDir()
 	p, err := rootfs.NewHost(state, rootfs.HostConfig{})
 	if err != nil {
@@ -47,8 +46,11 @@ func newTestLauncher(tb testing.TB, pool int) *Launcher {
 	return newTestLauncherWith(tb, state, p, pool)
 }
 
+// newTestLauncherWith is newTestLauncher with a rootfs provider of the test's.
 func newTestLauncherWith(tb testing.TB, state string, p rootfs.Provider, pool int) *Launcher {
 	tb.Helper()
+	testutil.RequireRoot(tb)
+	testutil.CheckLeaks(tb, testCgroupParent)
 	cg, err := cgroup.New(cgroup.Config{Parent: testCgroupParent})
 	if err != nil {
 		tb.Fatal(err)

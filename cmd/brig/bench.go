@@ -25,7 +25,7 @@ func benchCommand() *cli.Command {
 			if !c.Bool("local") {
 				return fmt.Errorf("only `brig bench --local` is available in this build")
 			}
-			lc, err := launcherConfigFrom(c, "brig-bench")
+			lc, err := launcherConfigFrom(c, "brig-local")
 			if err != nil {
 				return err
 			}

@@ -28,13 +28,13 @@ func checkCommand() *cli.Command {
 
 func checkAction(c *cli.Context) error {
 	checks := jail.CheckHost()
-	lc, err := launcherConfigFrom(c, "brig-check")
+	lc, err := launcherConfigFrom(c, "brig-local")
 	if err != nil {
 		return err
 	}
 	mode, err := cgroup.Detect(cgroup.DefaultMountRoot)
 	checks = append(checks, jail.Check{Name: "cgroup mode", OK: err == nil, Detail: fmt.Sprint(mode), Hint: fmt.Sprint("mount cgroup v2 (or v1 controllers) under /sys/fs/cgroup: ", err)})
-	if cg, err := cgroup.New(cgroup.Config{Parent: lc.CgroupParent}); err != nil {
+	if cg, err := cgroup.New(cgroup.Config{Parent: lc.CgroupParent, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
 		checks = append(checks, jail.Check{Name: "cgroup controllers", Detail: err.Error(), Hint: "brig needs the memory, pids and cpu controllers"})
 	} else {
 		have := cg.Controllers()
