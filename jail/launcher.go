@@ -588,7 +588,8 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*api.Result, error) {
 
 // ending is how supervise saw the run end.
 type ending struct {
-	setupErr *message           // the init failed a step; nothing ran
+	setupErr *message           // the init failed a step
+	started  bool               // the program was started
 	ws       syscall.WaitStatus // the program's wait status, when exited
 	exited   bool
 	timedOut bool
@@ -617,6 +618,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 				return e
 			case m.Kind == msgStarted:
 				started = time.Now()
+				e.started = true
 				res.Timing.StartMS = started.Sub(begin).Milliseconds()
 				t := time.NewTimer(spec.Timeout)
 				defer t.Stop()
@@ -647,6 +649,9 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 func (l *Launcher) classify(res *api.Result, e ending, usage cgroup.Usage, spec Spec) {
 	oom := usage.OOMKills > 0
 	switch {
+	case e.setupErr != nil && e.started:
+		res.Message = fmt.Sprintf("the sandbox's init failed (step %q: %s) after the program started; the run was killed", e.setupErr.Step, e.setupErr.Error)
+		finish(res, api.ReasonInternal)
 	case e.setupErr != nil:
 		res.Message = fmt.Sprintf("the sandbox could not be built (step %q: %s); the program did not run", e.setupErr.Step, e.setupErr.Error)
 		finish(res, api.ReasonInternal)

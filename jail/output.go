@@ -79,6 +79,22 @@ func (o *Output) decodeLocked(p []byte, atEOF bool) string {
 		p = append(o.pending, p...)
 		o.pending = nil
 	}
+	// Fast path, the common case: valid text that fits under the cap.
+	whole := len(p)
+	if !atEOF {
+		whole -= incompleteSuffix(p)
+	}
+	if utf8.Valid(p[:whole]) {
+		if n := utf8.RuneCount(p[:whole]); o.chars+n <= o.cap {
+			s := string(p[:whole])
+			o.buf.WriteString(s)
+			o.chars += n
+			if whole < len(p) {
+				o.pending = append([]byte(nil), p[whole:]...)
+			}
+			return s
+		}
+	}
 	var out strings.Builder
 	for len(p) > 0 {
 		if !atEOF && !utf8.FullRune(p) {
@@ -101,6 +117,24 @@ func (o *Output) decodeLocked(p []byte, atEOF bool) string {
 	s := out.String()
 	o.buf.WriteString(s)
 	return s
+}
+
+// incompleteSuffix is the length of a UTF-8 sequence cut short at the end of p
+// (0 to 3 bytes) that the next chunk may complete.
+func incompleteSuffix(p []byte) int {
+	for i := 1; i <= 3 && i <= len(p); i++ {
+		c := p[len(p)-i]
+		if c < 0x80 {
+			return 0 // ASCII: nothing pending
+		}
+		if utf8.RuneStart(c) {
+			if !utf8.FullRune(p[len(p)-i:]) {
+				return i
+			}
+			return 0
+		}
+	}
+	return 0
 }
 
 // Text returns what was kept and whether anything was dropped.
