@@ -422,11 +422,12 @@ func chrootVersion(ctx context.Context, root, interp string) (string, error) {
 		Chroot:     root,
 		Credential: &syscall.Credential{Uid: nobodyID, Gid: nobodyID, NoSetGroups: true},
 	}
-	var out bytes.Buffer
+	// Both interpreters print their version on stdout; stderr is only for errors.
+	var out, errOut bytes.Buffer
 	cmd.Stdout = &out
-	cmd.Stderr = &out
+	cmd.Stderr = &errOut
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("running chroot %s %s --version: %w: %s", root, interp, err, strings.TrimSpace(out.String()))
+		return "", fmt.Errorf("running chroot %s %s --version: %w: %s", root, interp, err, strings.TrimSpace(errOut.String()))
 	}
 	v := parseVersion(out.String())
 	if v == "" || v[0] < '0' || v[0] > '9' {

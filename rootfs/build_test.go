@@ -387,27 +387,26 @@ func TestEnsureBuiltReusesValidBuild(t *testing.T) {
 }
 
 // fakeDebootstrap puts a debootstrap on PATH that records its arguments in
-// <dir>/args, prints progress, and runs body with $target set to the target. The test
-// binary, copied in as an interpreter, prints a version (see TestMain).
+// <dir>/args, prints progress, and runs body with $target set to the target and $seed
+// to a tree holding a fake python3.11 (see seedInterpreter).
 func fakeDebootstrap(t *testing.T, body string) (argsFile string) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	requireStatic(t, self)
+	seed := seedInterpreter(t, self)
 	bin := t.TempDir()
 	argsFile = filepath.Join(bin, "args")
 	script := fmt.Sprintf(`#!/bin/sh
 set -e
 echo "$@" > %q
-for target; do :; done
 target=$(echo "$@" | awk '{print $(NF-1)}')
-self=%q
+seed=%q
 echo "I: Retrieving InRelease"
 echo "I: Checking Release signature" >&2
 %s
-`, argsFile, self, body)
+`, argsFile, seed, body)
 	if err := os.WriteFile(filepath.Join(bin, "debootstrap"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -415,26 +414,63 @@ echo "I: Checking Release signature" >&2
 	return argsFile
 }
 
-// requireStatic fails the test if the test binary needs a dynamic loader, which the
-// fake tree doesn't have; the rootfs tests import nothing that uses cgo.
-func requireStatic(t *testing.T, path string) {
+// seedInterpreter copies the test binary, which prints a version when run as python3
+// or node (see TestMain), into a seed tree at usr/bin/python3.11, with the loader and
+// libraries it needs when it is dynamically linked (as -race makes it), at the paths
+// the loader looks in without an ld.so.cache.
+func seedInterpreter(t *testing.T, self string) string {
 	t.Helper()
-	f, err := elf.Open(path)
+	seed := t.TempDir()
+	copyFile := func(src, dst string) {
+		t.Helper()
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Join(seed, filepath.Dir(dst)), 0o755)
+		if err := os.WriteFile(filepath.Join(seed, dst), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(self, "/usr/bin/python3.11")
+	f, err := elf.Open(self)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			t.Fatalf("the test binary %s is dynamically linked; it must be static to run as a fake interpreter in a chroot", path)
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err != nil {
+				t.Fatal(err)
+			}
+			loader := strings.TrimRight(string(b), "\x00")
+			copyFile(loader, loader)
 		}
 	}
+	libs, _ := f.ImportedLibraries()
+	dirs, _ := filepath.Glob("/usr/lib/*-linux-gnu")
+	dirs = append(dirs, "/usr/lib64", "/usr/lib")
+	for _, lib := range libs {
+		found := false
+		for _, d := range dirs {
+			if _, err := os.Stat(filepath.Join(d, lib)); err == nil {
+				copyFile(filepath.Join(d, lib), filepath.Join(d, lib))
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Fatalf("the test binary needs %s, found in none of %v", lib, dirs)
+		}
+	}
+	return seed
 }
 
 // fakePythonTree is the shell that makes a fake debootstrap's tree for Python.
 const fakePythonTree = `
 mkdir -p "$target/usr/bin" "$target/var/lib/dpkg" "$target/etc/ssh" "$target/root" "$target/var/cache/apt" "$target/var/lib/apt/lists" "$target/dev" "$target/proc" "$target/tmp"
-cp "$self" "$target/usr/bin/python3.11"
+cp -a "$seed/." "$target/"
 ln -s python3.11 "$target/usr/bin/python3"
 ln -s usr/bin "$target/bin"
 printf 'Package: python3\nStatus: install ok installed\n\n' > "$target/var/lib/dpkg/status"

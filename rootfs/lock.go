@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -18,6 +19,9 @@ const lockPoll = 250 * time.Millisecond
 // file is left in place: removing it would let a third builder lock a new file while
 // the second still holds the old one.
 func lockBuild(ctx context.Context, path string, progress func(string)) (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the folder of build lock %q: %w", path, err)
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening build lock %q: %w", path, err)
