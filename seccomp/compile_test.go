@@ -215,6 +215,16 @@ func TestParseAction(t *testing.T) {
 	}
 }
 
+// TestDefaultRulesExplained holds the table to its promise of a comment on every
+// non-obvious entry: every denial, every ENOSYS and every argument check.
+func TestDefaultRulesExplained(t *testing.T) {
+	for _, r := range Default().Rules {
+		if (r.Action != Allow || len(r.When) > 0) && r.Comment == "" {
+			t.Errorf("rule %v (%v): got no Comment, want one saying why", r.Names, r.Action)
+		}
+	}
+}
+
 func TestDefaultFitsKernel(t *testing.T) {
 	prog := compileDefault(t)
 	if len(prog) > maxInstructions {

@@ -2,6 +2,7 @@ package seccomp
 
 import (
 	"fmt"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -135,13 +136,7 @@ func (r Rule) action(args [6]uint64) Action {
 }
 
 func (c Cond) holds(arg uint64) bool {
-	found := false
-	for _, v := range c.Values {
-		if arg&c.mask() == v {
-			found = true
-		}
-	}
-	return found == (c.Op == In)
+	return slices.Contains(c.Values, arg&c.mask()) == (c.Op == In)
 }
 
 func (c Cond) mask() uint64 {

@@ -256,19 +256,26 @@ func victimRun(tb testing.TB, kind string, arg any, filter bool) string {
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	r, w, err := os.Pipe()
-	if err != nil {
-		tb.Fatalf("making program pipe: %v", err)
+	// Only a filtered victim gets the program: an unfiltered one never reads
+	// it, and writing to a pipe it has closed by exiting would fail.
+	var r, w *os.File
+	if filter {
+		if r, w, err = os.Pipe(); err != nil {
+			tb.Fatalf("making program pipe: %v", err)
+		}
+		defer r.Close()
+		defer w.Close()
+		cmd.ExtraFiles = []*os.File{r} // fd 3 == programFD
 	}
-	cmd.ExtraFiles = []*os.File{r} // fd 3 == programFD
 	if err := cmd.Start(); err != nil {
-		r.Close()
-		w.Close()
 		tb.Fatalf("starting victim: %v", err)
 	}
-	r.Close()
-	_, werr := w.Write(prog)
-	w.Close()
+	var werr error
+	if filter {
+		r.Close()
+		_, werr = w.Write(prog)
+		w.Close()
+	}
 	err = cmd.Wait()
 	if werr != nil && err == nil {
 		tb.Fatalf("writing program to victim: %v", werr)
