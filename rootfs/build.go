@@ -84,6 +84,11 @@ func (o *BuildOptions) validate() error {
 	if o.Dir == "/" {
 		return errors.New("the rootfs directory can't be /")
 	}
+	// The name makes the pattern that finds a killed build's leftovers; a glob
+	// character in it could match another directory's builds.
+	if strings.ContainsAny(filepath.Base(o.Dir), `*?[\`) {
+		return fmt.Errorf("the rootfs directory's name %q has a glob character", filepath.Base(o.Dir))
+	}
 	if o.Mirror != "" {
 		if err := validMirror(o.Mirror); err != nil {
 			return err

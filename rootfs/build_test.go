@@ -49,6 +49,7 @@ func TestBuildOptionsValidate(t *testing.T) {
 		{"unknown language", BuildOptions{Language: "ruby", Dir: "/x"}, "", "unknown language"},
 		{"no dir", BuildOptions{Language: Python}, "", "no rootfs directory"},
 		{"root dir", BuildOptions{Language: Python, Dir: "/../"}, "", "can't be /"},
+		{"glob in the name", BuildOptions{Language: Python, Dir: "/x/py*"}, "", "glob character"},
 		{"mirror scheme", BuildOptions{Language: Python, Dir: "/x", Mirror: "ftp://mirror.test/debian"}, "", "only http, https and file"},
 		{"mirror without host", BuildOptions{Language: Python, Dir: "/x", Mirror: "http:///debian"}, "", "no host"},
 		{"suite with a shell word", BuildOptions{Language: Python, Dir: "/x", Suite: "bookworm;reboot"}, "", "not a Debian release name"},

@@ -10,9 +10,18 @@
 //
 // Typical use:
 //
-//	p, err := rootfs.NewHost(stateDir)
+//	p, err := rootfs.NewHost(stateDir, rootfs.HostConfig{})
 //	root, err := p.Root(rootfs.Python)
 //	// root.Lower, root.Binds and root.Interpreter go into the jail's spec.
+//
+// A built rootfs is made once (as root, with the host's Debian mirror) and then
+// opened by the service:
+//
+//	m, err := rootfs.Build(ctx, rootfs.BuildOptions{Language: rootfs.Python, Dir: dir}, os.Stderr)
+//	p, err := rootfs.OpenBuilt(map[rootfs.Language]string{rootfs.Python: dir})
+//
+// EnsureBuilt is Build that keeps a valid existing build; tests get a shared one from
+// package rootfstest.
 package rootfs
 
 import (
