@@ -87,7 +87,7 @@ func Compile(p Policy) (Program, error) {
 		for _, name := range r.Names {
 			call, err := libseccomp.GetSyscallFromName(name)
 			if err != nil {
-				return nil, fmt.Errorf("resolving system call %q: %w", name, errors.Join(ErrInvalidPolicy, err))
+				return nil, fmt.Errorf("resolving system call %q (%v): %w", name, err, ErrInvalidPolicy)
 			}
 			for _, b := range branches {
 				if b.action == p.Default {

@@ -215,6 +215,35 @@ func TestParseAction(t *testing.T) {
 	}
 }
 
+func TestParseOp(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    Op
+		wantErr bool
+	}{
+		{"in", "in", In, false},
+		{"not in", "not in", NotIn, false},
+		{"unset is not an op", "unset", opUnset, true},
+		{"no space", "notin", opUnset, true},
+		{"empty", "", opUnset, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseOp(tt.in)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("got error %v, want error %v", err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+			if err == nil && got.String() != tt.in {
+				t.Errorf("String: got %q, want %q", got.String(), tt.in)
+			}
+		})
+	}
+}
+
 // TestDefaultRulesExplained holds the table to its promise of a comment on every
 // non-obvious entry: every denial, every ENOSYS and every argument check.
 func TestDefaultRulesExplained(t *testing.T) {
