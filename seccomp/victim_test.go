@@ -48,8 +48,9 @@ const (
 	victimInt80   = "int80"   // calls getpid through int 0x80, prints the result
 	victimExec    = "exec"    // execs the argv in envVictimArgs
 	victimInit    = "init"    // does what brig's init does after the filter: threads, ForkExec, reap
-	// victimThreads loads the filter itself while a second thread exists, and
-	// reports what a denied call gets on each thread.
+	// victimThreads loads the filter itself, with Load or LoadThread as
+	// envVictimArgs says, while a second thread exists, and reports what a denied
+	// call gets on each thread.
 	victimThreads = "threads"
 )
 
@@ -112,7 +113,12 @@ func runVictim(kind string) int {
 		fmt.Fprintln(os.Stderr, "victim: exec:", err)
 		return 2
 	case victimThreads:
-		if err := loadBesideThread(); err != nil {
+		var mode string
+		if err := json.Unmarshal(args, &mode); err != nil {
+			fmt.Fprintln(os.Stderr, "victim: decoding mode:", err)
+			return 2
+		}
+		if err := loadBesideThread(mode); err != nil {
 			fmt.Fprintln(os.Stderr, "victim:", err)
 			return 2
 		}
@@ -145,10 +151,15 @@ func loadFromFD(fd uintptr, load func(Program) error) error {
 	return load(prog)
 }
 
-// loadBesideThread starts a second OS thread, loads the filter from this one,
-// then makes a denied call (unshare, with flags the kernel would reject as
-// EINVAL) on both threads and prints the two errnos.
-func loadBesideThread() error {
+// loadBesideThread starts a second OS thread, loads the filter on this one with
+// Load (mode "process") or LoadThread (mode "thread"), then makes a denied call
+// (unshare, with flags the kernel would reject as EINVAL) on both threads and
+// prints the two errnos.
+func loadBesideThread(mode string) error {
+	load := map[string]func(Program) error{"process": Load, "thread": LoadThread}[mode]
+	if load == nil {
+		return fmt.Errorf("unknown mode %q", mode)
+	}
 	ready, call, result := make(chan struct{}), make(chan struct{}), make(chan syscall.Errno)
 	go func() {
 		// The caller holds the main thread, so this is another one, and it exists
@@ -160,7 +171,7 @@ func loadBesideThread() error {
 		result <- errno
 	}()
 	<-ready
-	if err := loadFromFD(programFD, Load); err != nil {
+	if err := loadFromFD(programFD, load); err != nil {
 		return err
 	}
 	_, _, mine := unix.RawSyscall(unix.SYS_UNSHARE, harmless, 0, 0)
@@ -388,12 +399,24 @@ func TestKernelKillsInt80(t *testing.T) {
 	}
 }
 
-// TestLoadCoversThreads checks TSYNC: a thread that existed before Load is
-// filtered too.
+// TestLoadCoversThreads checks TSYNC: Load filters a thread that existed before
+// it, LoadThread does not.
 func TestLoadCoversThreads(t *testing.T) {
 	testutil.CheckLeaks(t)
-	if got, want := victimRun(t, victimThreads, nil, true), "caller errno EPERM, other thread errno EPERM"; got != want {
-		t.Errorf("got %q, want %q", got, want)
+	tests := []struct {
+		name string
+		mode string
+		want string
+	}{
+		{"Load filters every thread", "process", "caller errno EPERM, other thread errno EPERM"},
+		{"LoadThread filters the caller only", "thread", "caller errno EPERM, other thread errno EINVAL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := victimRun(t, victimThreads, tt.mode, true); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -461,16 +484,27 @@ func TestInterpretersUnderFilter(t *testing.T) {
 }
 
 func TestLoadRequiresNoNewPrivs(t *testing.T) {
-	// Load checks the flag before it makes the seccomp call, so this is safe in
+	// Both check the flag before they make the seccomp call, so this is safe in
 	// the test process itself as long as no_new_privs is off here.
 	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
 	if err != nil {
 		t.Fatalf("reading no_new_privs: %v", err)
 	}
 	testutil.Require(t, nnp == 0, "the test process already runs with no_new_privs")
-	err = Load(Program{{Code: 0x06, K: unix.SECCOMP_RET_ALLOW}})
-	if !errors.Is(err, ErrNoNewPrivs) {
-		t.Errorf("got error %v, want ErrNoNewPrivs", err)
+	tests := []struct {
+		name string
+		load func(Program) error
+	}{
+		{"Load", Load},
+		{"LoadThread", LoadThread},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.load(Program{{Code: 0x06, K: unix.SECCOMP_RET_ALLOW}})
+			if !errors.Is(err, ErrNoNewPrivs) {
+				t.Errorf("got error %v, want ErrNoNewPrivs", err)
+			}
+		})
 	}
 }
 
