@@ -1,0 +1,141 @@
+package jail
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// TestPoolRunsAreFresh: runs taken from a pool, two at a time, with different
+// memory limits and languages, each get a sandbox of their own with its own size,
+// and Close (checked by newTestLauncher's leak check) leaves nothing behind.
+func TestPoolRunsAreFresh(t *testing.T) {
+	l := newTestLauncher(t, 2)
+	const runs = 10
+	type outcome struct {
+		got  map[string]string
+		want map[string]string
+	}
+	results := make([]outcome, runs)
+	var wg sync.WaitGroup
+	jobs := make(chan int)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				memMiB := []int64{512, 256, 128}[i%3]
+				mark := fmt.Sprintf("run-%d", i)
+				want := map[string]string{
+					"tmp":      mark,
+					"dev shm":  mark,
+					"sandbox":  "main.py " + mark,
+					"pids":     "2",
+					"scratch":  fmt.Sprint(ScratchBytes(memMiB << 20)),
+					"hostname": "sandbox",
+				}
+				code := pyTrial + fmt.Sprintf(`
+import socket
+for d in ['/tmp', '/dev/shm', '/sandbox']:
+    write(d + '/%[1]s')
+r['tmp'] = ' '.join(sorted(os.listdir('/tmp')))
+r['dev shm'] = ' '.join(sorted(os.listdir('/dev/shm')))
+r['sandbox'] = ' '.join(sorted(os.listdir('/sandbox')))
+r['pids'] = str(len([p for p in os.listdir('/proc') if p.isdigit()]))
+st = os.statvfs('/tmp')
+r['scratch'] = str(st.f_blocks * st.f_frsize)
+r['hostname'] = socket.gethostname()
+`, mark) + pyDump
+				lang := rootfs.Python
+				if i%4 == 3 {
+					lang = rootfs.JavaScript
+					code = fmt.Sprintf(`
+const fs = require('fs');
+for (const d of ['/tmp', '/dev/shm', '/sandbox']) fs.writeFileSync(d + '/%[1]s', 'x');
+const ls = d => fs.readdirSync(d).sort().join(' ');
+const st = fs.statfsSync('/tmp');
+console.log(JSON.stringify({tmp: ls('/tmp'), 'dev shm': ls('/dev/shm'), sandbox: ls('/sandbox').replace('main.js', 'main.py'),
+  pids: String(fs.readdirSync('/proc').filter(p => /^[0-9]+$/.test(p)).length), scratch: String(st.blocks * st.bsize),
+  hostname: require('os').hostname()}));
+`, mark)
+				}
+				got, err := tryProbe(l, lang, code, withMemoryMiB(memMiB))
+				if err != nil {
+					got = map[string]string{"error": err.Error()}
+				}
+				results[i] = outcome{got, want}
+			}
+		}()
+	}
+	for i := range runs {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	for i, r := range results {
+		if e := r.got["error"]; e != "" {
+			t.Errorf("run %d: %s", i, e)
+			continue
+		}
+		for _, k := range []string{"tmp", "dev shm", "sandbox", "pids", "scratch", "hostname"} {
+			if r.got[k] != r.want[k] {
+				t.Errorf("run %d %s: got %q, want %q", i, k, r.got[k], r.want[k])
+			}
+		}
+	}
+}
+
+// TestPoolRespectsEachRunsLimits: a pooled sandbox is prepared before its run's
+// memory limit is known; the run still gets exactly its own limit and scratch size,
+// smaller or larger than the pool's.
+func TestPoolRespectsEachRunsLimits(t *testing.T) {
+	l := newTestLauncher(t, 1)
+	fill := "import errno\nn = 0\ntry:\n    with open('/tmp/fill', 'wb', buffering=0) as f:\n        while True:\n            n += f.write(b'x' * (1 << 20))\nexcept OSError as e:\n    print(errno.errorcode[e.errno], n)\n"
+	for _, tc := range []struct {
+		name   string
+		memMiB int64
+		code   string
+		reason api.Reason
+		stdout string
+	}{
+		{"smaller memory", 128, pyHog(256), api.ReasonMemory, ""},
+		{"smaller scratch", 128, fill, api.ReasonNone, fmt.Sprint("ENOSPC ", ScratchBytes(128<<20))},
+		{"larger memory", 1024, pyHog(704), api.ReasonNone, "allocated 704\n"},
+		{"larger scratch", 1024, fill, api.ReasonNone, fmt.Sprint("ENOSPC ", ScratchBytes(1024<<20))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			time.Sleep(300 * time.Millisecond) // for the pool to refill
+			res := run(t, l, rootfs.Python, tc.code, withMemoryMiB(tc.memMiB))
+			if res.Reason != tc.reason {
+				t.Errorf("got reason %q (message %q, stdout %q, stderr %.300q), want %q", res.Reason, res.Message, res.Stdout, res.Stderr, tc.reason)
+			}
+			if res.Usage.PeakMemoryBytes > tc.memMiB<<20 {
+				t.Errorf("peak memory: got %d MiB, want at most %d", res.Usage.PeakMemoryBytes>>20, tc.memMiB)
+			}
+			if tc.stdout == "" {
+				return
+			}
+			if strings.HasPrefix(tc.stdout, "ENOSPC ") {
+				f := strings.Fields(res.Stdout)
+				want, _ := strconv.ParseInt(strings.TrimPrefix(tc.stdout, "ENOSPC "), 10, 64)
+				var n int64
+				if len(f) == 2 && f[0] == "ENOSPC" {
+					n, _ = strconv.ParseInt(f[1], 10, 64)
+				}
+				if n < want-8<<20 || n > want {
+					t.Errorf("got %q, want ENOSPC after about %d MiB", res.Stdout, want>>20)
+				}
+				return
+			}
+			if res.Stdout != tc.stdout {
+				t.Errorf("got %q, want %q", res.Stdout, tc.stdout)
+			}
+		})
+	}
+}

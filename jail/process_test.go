@@ -1,0 +1,357 @@
+package jail
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// timedRun runs code and returns the result and how long Run took.
+func timedRun(tb testing.TB, l *Launcher, lang rootfs.Language, code string, opts ...func(*Spec)) (*api.Result, time.Duration) {
+	tb.Helper()
+	begin := time.Now()
+	res := run(tb, l, lang, code, opts...)
+	return res, time.Since(begin)
+}
+
+// assertNoRunCgroups fails tb unless every run cgroup of this process is gone
+// within two seconds of Run returning (the Launcher may remove it in the
+// background). A cgroup is only removed once empty, so none left means no process
+// of the run survived.
+func assertNoRunCgroups(tb testing.TB) {
+	tb.Helper()
+	if left := waitGone(2*time.Second, func() []string { return runCgroups(tb) }); len(left) > 0 {
+		tb.Errorf("run cgroups 2s after Run: got %v, want none", left)
+	}
+}
+
+// assertNoHostProcs fails tb unless no host process has marker in its command line
+// within a second of Run returning (SIGKILLed processes take a moment to go).
+func assertNoHostProcs(tb testing.TB, marker string) {
+	tb.Helper()
+	if left := waitGone(time.Second, func() []string { return hostProcsWith(marker) }); len(left) > 0 {
+		tb.Errorf("processes 1s after Run: got %q, want none", left)
+	}
+}
+
+// waitGone polls list until it is empty or d has passed, and returns its last value.
+func waitGone(d time.Duration, list func() []string) []string {
+	deadline := time.Now().Add(d)
+	for {
+		left := list()
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestForkAndThreadBombs: the pids limit stops a bomb, the run ends in bounded
+// time and nothing of it survives.
+func TestForkAndThreadBombs(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	for _, tc := range []struct {
+		name    string
+		code    string
+		timeout time.Duration
+		// reasons the run may end with; the first for a program that stops itself.
+		reasons []api.Reason
+		// counted: the program prints how many it made before the limit refused one.
+		counted bool
+	}{
+		{
+			name: "fork until refused",
+			code: `
+import os, signal, errno
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError as e:
+        print(n, errno.errorcode[e.errno])
+        break
+    if pid == 0:
+        signal.pause()
+        os._exit(0)
+    n += 1
+`,
+			timeout: 20 * time.Second, reasons: []api.Reason{api.ReasonNone}, counted: true,
+		},
+		{
+			name: "threads until refused",
+			code: `
+import threading, os
+ev = threading.Event()
+n = 0
+while True:
+    try:
+        threading.Thread(target=ev.wait, daemon=True).start()
+    except RuntimeError as e:
+        print(n, 'EAGAIN')
+        break
+    n += 1
+sys.stdout.flush()
+os._exit(0)
+`,
+			timeout: 20 * time.Second, reasons: []api.Reason{api.ReasonNone}, counted: true,
+		},
+		{
+			name: "fork bomb",
+			code: `
+import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+`,
+			timeout: 2 * time.Second, reasons: []api.Reason{api.ReasonTimeout, api.ReasonMemory},
+		},
+		{
+			name: "thread bomb",
+			code: `
+import threading, time
+def spin():
+    while True:
+        try:
+            threading.Thread(target=spin, daemon=True).start()
+        except RuntimeError:
+            time.sleep(0.01)
+spin()
+`,
+			timeout: 2 * time.Second, reasons: []api.Reason{api.ReasonTimeout, api.ReasonMemory},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code := tc.code
+			if tc.counted {
+				code = "import sys\n" + code
+			}
+			res, took := timedRun(t, l, rootfs.Python, code, withTimeout(tc.timeout))
+			ok := false
+			for _, r := range tc.reasons {
+				ok = ok || res.Reason == r
+			}
+			if !ok {
+				t.Errorf("reason: got %q (message %q, stderr %.300q), want one of %q", res.Reason, res.Message, res.Stderr, tc.reasons)
+			}
+			if tc.counted {
+				f := strings.Fields(res.Stdout)
+				n := -1
+				if len(f) == 2 {
+					n, _ = strconv.Atoi(f[0])
+				}
+				if n < 100 || n >= DefaultPids || f[1] != "EAGAIN" {
+					t.Errorf("made before refused: got %q, want 100 to %d and EAGAIN", res.Stdout, DefaultPids-1)
+				}
+			}
+			if limit := tc.timeout + 3*time.Second; took > limit {
+				t.Errorf("Run took %v, want under %v", took, limit)
+			}
+			assertNoRunCgroups(t)
+		})
+	}
+}
+
+// TestBackgroundChildrenDoNotOutliveRun: whatever the program leaves running ends
+// with it, and does not keep the run going.
+func TestBackgroundChildrenDoNotOutliveRun(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	for _, tc := range []struct {
+		name   string
+		lang   rootfs.Language
+		marker string // in the leftover's command line
+		code   string
+	}{
+		{"new session", rootfs.Python, "1000.4242", `
+import subprocess
+subprocess.Popen(['/usr/bin/sleep', '1000.4242'], start_new_session=True)
+print('started')
+`},
+		{"ignores SIGTERM and SIGHUP", rootfs.Python, "1000.4343", `
+import subprocess, sys, time
+subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); signal.signal(signal.SIGHUP, signal.SIG_IGN); print("child", flush=True); time.sleep(1000.4343)'], start_new_session=True)
+time.sleep(0.3)
+print('started')
+`},
+		{"double-forked daemon", rootfs.Python, "1000.4444", `
+import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv('/usr/bin/sleep', ['sleep', '1000.4444'])
+    os._exit(0)
+os.wait()
+print('started')
+`},
+		{"shell nohup", rootfs.Python, "1000.4545", `
+import subprocess
+subprocess.run(['/bin/sh', '-c', 'nohup /usr/bin/sleep 1000.4545 >/dev/null 2>&1 &'], check=True)
+print('started')
+`},
+		{"node detached", rootfs.JavaScript, "1000.4646", `
+require('child_process').spawn('/usr/bin/sleep', ['1000.4646'], {detached: true, stdio: 'inherit'}).unref();
+console.log('started');
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, took := timedRun(t, l, tc.lang, tc.code)
+			if res.Outcome != api.OutcomeSucceeded || !strings.HasSuffix(res.Stdout, "started\n") {
+				t.Errorf("got outcome %s stdout %q stderr %q, want succeeded and started", res.Outcome, res.Stdout, res.Stderr)
+			}
+			assertNoHostProcs(t, tc.marker)
+			if res.Usage.WallMS > 1500 || took > 3*time.Second {
+				t.Errorf("run took %d ms (Run %v), want it to end right after the program (under 1500 ms)", res.Usage.WallMS, took)
+			}
+			assertNoRunCgroups(t)
+		})
+	}
+}
+
+// TestOrphansAreReaped: children whose parent died are adopted and reaped by the
+// init, not by the program and not left as zombies.
+func TestOrphansAreReaped(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	got := probe(t, l, rootfs.Python, pyTrial+`
+import time
+for i in range(20):
+    pid = os.fork()
+    if pid == 0:
+        if os.fork() == 0:
+            time.sleep(0.2)
+            write('/tmp/ppid-%d' % i, str(os.getppid()).encode())
+            os._exit(0)
+        os._exit(0)
+    os.waitpid(pid, 0)
+time.sleep(0.8)
+files = [f for f in os.listdir('/tmp') if f.startswith('ppid-')]
+r['written'] = str(len(files))
+r['orphan parents'] = ' '.join(sorted(set(open('/tmp/' + f).read() for f in files)))
+zombies = []
+for p in os.listdir('/proc'):
+    if p.isdigit():
+        try:
+            s = open('/proc/%s/stat' % p).read()
+        except OSError:
+            continue
+        if s[s.rindex(')') + 2] == 'Z':
+            zombies.append(p)
+r['zombies'] = ' '.join(zombies)
+r['pids'] = str(len([p for p in os.listdir('/proc') if p.isdigit()]))
+`+pyDump)
+	checkProbe(t, got, []check{
+		{name: "every orphan ran", key: "written", want: "20"},
+		{name: "adopted by the init", key: "orphan parents", want: "1"},
+		{name: "no zombies", key: "zombies", want: ""},
+		{name: "only init and program left", key: "pids", want: "2"},
+	})
+}
+
+// TestProgramDiesOfItsOwnSignal: the program is not PID 1, so the signals it sends
+// itself take their default action, and the result says which.
+func TestProgramDiesOfItsOwnSignal(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	for _, tc := range []struct {
+		name   string
+		lang   rootfs.Language
+		code   string
+		signal string
+	}{
+		{"SIGTERM", rootfs.Python, "import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(5)\nprint('survived')", "SIGTERM"},
+		{"SIGKILL", rootfs.Python, "import os, signal, time\nos.kill(os.getpid(), signal.SIGKILL)\ntime.sleep(5)\nprint('survived')", "SIGKILL"},
+		{"SIGUSR1", rootfs.Python, "import os, signal, time\nos.kill(os.getpid(), signal.SIGUSR1)\ntime.sleep(5)\nprint('survived')", "SIGUSR1"},
+		{"SIGINT", rootfs.Python, "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\nprint('survived')", "SIGINT"},
+		{"abort", rootfs.Python, "import os\nos.abort()", "SIGABRT"},
+		{"segfault", rootfs.Python, "import ctypes\nctypes.string_at(0)", "SIGSEGV"},
+		{"javascript SIGTERM", rootfs.JavaScript, "process.kill(process.pid, 'SIGTERM'); setTimeout(() => console.log('survived'), 5000)", "SIGTERM"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, l, tc.lang, tc.code)
+			if res.Signal != tc.signal || res.Reason != api.ReasonError || res.Outcome != api.OutcomeFailed || res.ExitCode != nil {
+				t.Errorf("got signal %q reason %q outcome %q exit code %v (stdout %q), want %s, error, failed, no exit code", res.Signal, res.Reason, res.Outcome, res.ExitCode, res.Stdout, tc.signal)
+			}
+			if res.Usage.WallMS > 3000 {
+				t.Errorf("wall: got %d ms, want the signal to end it at once", res.Usage.WallMS)
+			}
+		})
+	}
+}
+
+// TestKillEverythingFromInside: kill(-1) and kill(0) reach only the run's own
+// processes; the run reports whatever happened to the program.
+func TestKillEverythingFromInside(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	spawn := "import os, signal, subprocess, sys, time\nkids = [subprocess.Popen(['/usr/bin/sleep', '1000.5151']) for _ in range(3)]\ntime.sleep(0.1)\n"
+	for _, tc := range []struct {
+		name   string
+		code   string
+		stdout string
+		signal string // "" for a program that survives and exits 0
+	}{
+		{"kill(-1, SIGKILL) spares the caller", spawn + "os.kill(-1, signal.SIGKILL)\nprint(*[k.wait() for k in kids])\n", "-9 -9 -9\n", ""},
+		{"kill(-1, SIGTERM) spares the caller", spawn + "os.kill(-1, signal.SIGTERM)\nprint(*[k.wait() for k in kids])\n", "-15 -15 -15\n", ""},
+		{"shell kill -9 -1 kills the program", spawn + "print('before', flush=True)\nsubprocess.run(['/bin/sh', '-c', 'kill -9 -1'])\ntime.sleep(5)\nprint('after')\n", "before\n", "SIGKILL"},
+		{"kill(0, SIGKILL) kills the program's group", spawn + "print('before', flush=True)\nos.kill(0, signal.SIGKILL)\ntime.sleep(5)\n", "before\n", "SIGKILL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, took := timedRun(t, l, rootfs.Python, tc.code)
+			if res.Stdout != tc.stdout {
+				t.Errorf("stdout: got %q (stderr %q), want %q", res.Stdout, res.Stderr, tc.stdout)
+			}
+			if tc.signal == "" {
+				if res.Outcome != api.OutcomeSucceeded {
+					t.Errorf("got outcome %s reason %s message %q, want succeeded", res.Outcome, res.Reason, res.Message)
+				}
+			} else if res.Signal != tc.signal || res.Reason != api.ReasonError {
+				t.Errorf("got signal %q reason %q message %q, want %s and error", res.Signal, res.Reason, res.Message, tc.signal)
+			}
+			if took > 3*time.Second {
+				t.Errorf("Run took %v, want under 3s", took)
+			}
+			assertNoHostProcs(t, "1000.5151")
+		})
+	}
+}
+
+// TestSignalsToInit: the program runs as the same uid as its init and so may signal
+// it; no signal it sends may stop, kill or crash the init, or change the result.
+func TestSignalsToInit(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	for _, sig := range []unix.Signal{
+		unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGKILL, unix.SIGSTOP,
+		unix.SIGTSTP, unix.SIGTTIN, unix.SIGCONT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPIPE,
+		unix.SIGALRM, unix.SIGCHLD, unix.SIGXCPU, unix.SIGXFSZ, unix.SIGPROF, unix.SIGVTALRM,
+		unix.SIGIO, unix.SIGPWR, unix.SIGWINCH, unix.SIGURG, unix.SIGSEGV, unix.SIGBUS,
+		unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGABRT, unix.SIGSYS, unix.SIGSTKFLT,
+		unix.Signal(34), unix.Signal(64), // SIGRTMIN, SIGRTMAX
+	} {
+		t.Run(unix.SignalName(sig)+fmt.Sprint(" ", int(sig)), func(t *testing.T) {
+			code := fmt.Sprintf(`import os, time
+try:
+    os.kill(1, %d)
+    print('sent')
+except OSError as e:
+    print('refused', e.errno)
+time.sleep(0.1)
+print('alive')
+`, int(sig))
+			res, took := timedRun(t, l, rootfs.Python, code, withTimeout(5*time.Second))
+			if res.Outcome != api.OutcomeSucceeded || !strings.HasSuffix(res.Stdout, "alive\n") {
+				t.Errorf("got outcome %s reason %s message %q stdout %q stderr %.400q, want succeeded and alive", res.Outcome, res.Reason, res.Message, res.Stdout, res.Stderr)
+			}
+			if res.Stderr != "" {
+				t.Errorf("stderr: got %.400q, want nothing (the init must not print into the program's stderr)", res.Stderr)
+			}
+			if took > 3*time.Second {
+				t.Errorf("Run took %v, want under 3s", took)
+			}
+		})
+	}
+}
