@@ -103,6 +103,10 @@ func Local(ctx context.Context, l *jail.Launcher, roots rootfs.Provider, cfg Loc
 			t0 := time.Now()
 			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 			cmd.Dir = dir
+			// The sandbox's environment, not this process's: the host's may hold
+			// settings that change an interpreter's start (NODE_EXTRA_CA_CERTS
+			// costs node about 120 ms here).
+			cmd.Env = jail.Environ(nil)
 			if err := cmd.Run(); err != nil {
 				return nil, fmt.Errorf("bare %s run: %w", lang, err)
 			}

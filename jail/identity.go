@@ -91,21 +91,23 @@ func lastCap() (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
-// setIdentity makes every thread of the init the sandbox user. Leaving uid 0 for
-// good clears the permitted, effective and ambient capability sets.
+// setIdentity makes every thread of the init the init's own unprivileged user,
+// another uid than the program's so that the program can neither signal it nor
+// read its /proc. Leaving uid 0 for good clears the permitted, effective and
+// ambient capability sets.
 func setIdentity(st *initState) error {
-	s := &st.prep
+	uid, gid := st.prep.InitUID, st.prep.InitGID
 	// The syscall package's versions change every thread of the process (through
 	// libc's setxid broadcast, since brig links cgo); x/sys's Setgroups would change
 	// only this one.
 	if err := syscall.Setgroups([]int{}); err != nil {
 		return fmt.Errorf("clearing groups: %w", err)
 	}
-	if err := syscall.Setresgid(s.GID, s.GID, s.GID); err != nil {
-		return fmt.Errorf("setting gid %d: %w", s.GID, err)
+	if err := syscall.Setresgid(gid, gid, gid); err != nil {
+		return fmt.Errorf("setting gid %d: %w", gid, err)
 	}
-	if err := syscall.Setresuid(s.UID, s.UID, s.UID); err != nil {
-		return fmt.Errorf("setting uid %d: %w", s.UID, err)
+	if err := syscall.Setresuid(uid, uid, uid); err != nil {
+		return fmt.Errorf("setting uid %d: %w", uid, err)
 	}
 	return nil
 }

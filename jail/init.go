@@ -99,10 +99,11 @@ func Init() int {
 		report(message{Kind: msgError, Step: stepName, Error: err.Error()})
 		return 1
 	}
-	// Signals the program might send its init are caught (not ignored, which the
-	// interpreter would inherit) and dropped: the run ends when the program ends.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP,
-		syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGPIPE)
+	// Every signal that can reach the init is caught (not ignored, which the
+	// interpreter would inherit) and dropped: the run ends when the program ends,
+	// never because a signal crashed the Go runtime of its init. (The init also
+	// runs as another uid than the program, which may not signal it at all.)
+	signal.Notify(make(chan os.Signal, 1))
 
 	st := &initState{}
 	dec := json.NewDecoder(os.NewFile(specFD, "spec"))

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,11 @@ const (
 	DefaultCPUs     = 1.0
 	DefaultPids     = 512
 	DefaultHostname = "sandbox"
+	// DefaultInitUID is the uid the init drops to once the program has started:
+	// nobody, never the program's.
+	DefaultInitUID = 65534
+	// MaxEnv bounds a run's environment, as API.md does.
+	MaxEnv = 50
 	// drainGrace bounds how long the output readers may take to reach EOF once the
 	// init is gone (every writer is dead by then; this only guards a defect).
 	drainGrace = 2 * time.Second
@@ -65,6 +71,10 @@ type Config struct {
 	// UID and GID are the program's identity; zero means rootfs.SandboxUID/GID.
 	// Root is refused.
 	UID, GID int
+	// InitUID and InitGID are the identity the init drops to once the program
+	// has started; zero means DefaultInitUID for both. It must differ from UID,
+	// so that the program can't signal its init.
+	InitUID, InitGID int
 	// InitPath is the brig binary to re-execute as the init; zero means
 	// /proc/self/exe.
 	InitPath string
@@ -86,8 +96,9 @@ type Launcher struct {
 	spawns chan chan spawned
 	// pools holds, for each distinct root the provider gives (the host rootfs
 	// serves both languages with one), the inits that have built it and wait.
-	pools map[string]chan *slot
-	done  chan struct{}
+	pools     map[string]chan *slot
+	done      chan struct{}
+	closeOnce sync.Once
 	// wg counts the spawner, the fillers and the background removal of finished
 	// runs' cgroups; Close waits for all of them.
 	wg sync.WaitGroup
@@ -135,6 +146,12 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 	}
 	if cfg.GID == 0 {
 		cfg.GID = rootfs.SandboxGID
+	}
+	if cfg.InitUID == 0 {
+		cfg.InitUID = DefaultInitUID
+	}
+	if cfg.InitGID == 0 {
+		cfg.InitGID = DefaultInitUID
 	}
 	if cfg.InitPath == "" {
 		cfg.InitPath = "/proc/self/exe"
@@ -193,6 +210,7 @@ func validateConfig(cfg Config) error {
 		msg string
 	}{
 		{cfg.UID > 0 && cfg.GID > 0, "the sandbox uid and gid must not be 0"},
+		{cfg.InitUID > 0 && cfg.InitGID > 0 && cfg.InitUID != cfg.UID, "the init's uid must not be 0 nor the program's"},
 		{cfg.PoolSize >= 0 && cfg.PoolSize <= 64, "the pool size must be 0 to 64"},
 		{cfg.CPUs > 0, "the CPU limit must be positive"},
 		{cfg.Pids > 0, "the pids limit must be positive"},
@@ -209,6 +227,11 @@ func validateConfig(cfg Config) error {
 // Close stops the pool and removes the sandboxes waiting in it. Runs under way
 // are not affected; callers stop them through their contexts.
 func (l *Launcher) Close() error {
+	l.closeOnce.Do(l.close)
+	return nil
+}
+
+func (l *Launcher) close() {
 	close(l.done)
 	l.wg.Wait()
 	for _, pool := range l.pools {
@@ -217,7 +240,6 @@ func (l *Launcher) Close() error {
 			s.discard()
 		}
 	}
-	return nil
 }
 
 // rootKey identifies what prepareSteps build for a root.
@@ -469,6 +491,8 @@ func (l *Launcher) prepareSpec(root *rootfs.Root, memoryBytes int64) *prepareSpe
 		Binds:        root.Binds,
 		UID:          l.cfg.UID,
 		GID:          l.cfg.GID,
+		InitUID:      l.cfg.InitUID,
+		InitGID:      l.cfg.InitGID,
 		Hostname:     DefaultHostname,
 		Rlimits:      defaultRlimits(),
 		Seccomp:      l.filter,
@@ -478,10 +502,10 @@ func (l *Launcher) prepareSpec(root *rootfs.Root, memoryBytes int64) *prepareSpe
 func runSpecOf(spec Spec, root *rootfs.Root) *runSpec {
 	script := "/sandbox/" + spec.Language.ScriptName()
 	return &runSpec{
-		ScriptPath:   script,
-		Code:         []byte(spec.Code),
-		Argv:         root.Argv(script),
-		Env:          Environ(spec.Env),
+		ScriptPath: script,
+		Code:       []byte(spec.Code),
+		Argv:       root.Argv(script),
+		Env:        Environ(spec.Env),
 	}
 }
 
@@ -501,19 +525,64 @@ func ReservedEnv(name string) bool {
 	return ok
 }
 
-// Environ is the program's whole environment: the request's names plus brig's,
-// never anything of the host's.
+// Environ is the program's whole environment: brig's names, then the request's
+// (validated by ValidateEnv; a reserved one is dropped), never anything of the
+// host's. Brig's come first so that even a duplicate could never shadow them.
 func Environ(req map[string]string) []string {
 	env := make([]string, 0, len(req)+len(brigEnv))
+	for k, v := range brigEnv {
+		env = append(env, k+"="+v)
+	}
 	for k, v := range req {
 		if !ReservedEnv(k) {
 			env = append(env, k+"="+v)
 		}
 	}
-	for k, v := range brigEnv {
-		env = append(env, k+"="+v)
-	}
 	return env
+}
+
+// ValidateEnv checks a request's environment against API.md: at most MaxEnv
+// names of [A-Za-z_][A-Za-z0-9_]*, none of them brig's own, no NUL in a value.
+func ValidateEnv(env map[string]string) error {
+	if len(env) > MaxEnv {
+		return fmt.Errorf("%d environment variables; at most %d are allowed", len(env), MaxEnv)
+	}
+	for k, v := range env {
+		if !validEnvName(k) {
+			return fmt.Errorf("environment variable name %q: use letters, digits and '_', not starting with a digit", k)
+		}
+		if ReservedEnv(k) {
+			return fmt.Errorf("environment variable %s is set by brig itself; the reserved names are %s", k, strings.Join(reservedNames(), ", "))
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("environment variable %s: the value may not contain a NUL character", k)
+		}
+	}
+	return nil
+}
+
+func validEnvName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, c := range k {
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func reservedNames() []string {
+	names := make([]string, 0, len(brigEnv))
+	for k := range brigEnv {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // Run runs spec in a fresh sandbox and returns its result. Every way the run can
@@ -761,6 +830,9 @@ func validateSpec(s Spec) error {
 		if !c.ok {
 			return fmt.Errorf("%w: %s", ErrInvalidSpec, c.msg)
 		}
+	}
+	if err := ValidateEnv(s.Env); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidSpec, err)
 	}
 	return nil
 }

@@ -19,13 +19,14 @@ const (
 
 // maskedProcFiles are overmounted with /dev/null: kernel memory, key and timer
 // internals a program has no use for.
-var maskedProcFiles = []string{"kcore", "keys", "timer_list", "sched_debug", "kallsyms", "latency_stats", "sysrq-trigger"}
+var maskedProcFiles = []string{"kcore", "keys", "timer_list", "sched_debug", "kallsyms", "latency_stats"}
 
 // maskedProcDirs are overmounted with an empty read-only tmpfs.
 var maskedProcDirs = []string{"acpi", "scsi"}
 
-// readOnlyProc are rebound read-only: the kernel's tunables and hardware state.
-var readOnlyProc = []string{"sys", "irq", "bus", "fs"}
+// readOnlyProc are rebound read-only: the kernel's tunables, hardware state and
+// the magic SysRq trigger.
+var readOnlyProc = []string{"sys", "irq", "bus", "fs", "sysrq-trigger"}
 
 // devNodes are the only devices a run has: character devices of the host's numbers.
 var devNodes = []struct {
@@ -121,14 +122,16 @@ func mountOverlay(st *initState) error {
 	return nil
 }
 
-// bindReadOnly binds src at dst and makes the bind read-only, nosuid and nodev: a
-// bind takes its source's flags, so the second call is what applies them.
-func bindReadOnly(src, dst string, extra uintptr) error {
+// bindReadOnly binds src, with every mount below it, at dst and makes the whole
+// tree read-only, nosuid and nodev (plus extra, MOUNT_ATTR_* flags): a bind takes
+// its source's flags, and mount_setattr with AT_RECURSIVE is what applies them to
+// the submounts too in one call.
+func bindReadOnly(src, dst string, extra uint64) error {
 	if err := unix.Mount(src, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("binding %q at %q: %w", src, dst, err)
 	}
-	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
-	if err := unix.Mount("", dst, "", flags|extra, ""); err != nil {
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | extra}
+	if err := unix.MountSetattr(unix.AT_FDCWD, dst, unix.AT_RECURSIVE, attr); err != nil {
 		return fmt.Errorf("making %q read-only: %w", dst, err)
 	}
 	return nil
@@ -176,7 +179,7 @@ func mountProc(st *initState) error {
 		if _, err := os.Lstat(p); err != nil {
 			continue
 		}
-		if err := bindReadOnly(p, p, unix.MS_NOEXEC); err != nil {
+		if err := bindReadOnly(p, p, unix.MOUNT_ATTR_NOEXEC); err != nil {
 			return err
 		}
 	}

@@ -37,9 +37,12 @@ type prepareSpec struct {
 	ScratchBytes int64
 	Lower        string
 	Binds        []rootfs.Bind
-	UID, GID     int
-	Hostname     string
-	Rlimits      []rlimit
+	// UID and GID are the program's identity; InitUID and InitGID the init's
+	// once the program has started.
+	UID, GID         int
+	InitUID, InitGID int
+	Hostname         string
+	Rlimits          []rlimit
 	// Seccomp is the compiled filter (seccomp.Program.Marshal).
 	Seccomp []byte
 }

@@ -67,10 +67,10 @@ func runAction(c *cli.Context) error {
 		if !ok || k == "" {
 			return fmt.Errorf("--env %q: write it as NAME=VALUE", kv)
 		}
-		if jail.ReservedEnv(k) {
-			return fmt.Errorf("--env %s: brig sets %s itself; choose another name", k, k)
-		}
 		env[k] = v
+	}
+	if err := jail.ValidateEnv(env); err != nil {
+		return fmt.Errorf("--env: %w", err)
 	}
 	if !c.Bool("local") {
 		return fmt.Errorf("running through the service is not available in this build; use --local (as root)")
