@@ -357,12 +357,13 @@ func (l *Launcher) newSlot(root *rootfs.Root, memoryBytes int64) (s *slot, retEr
 	if r.err != nil {
 		return nil, r.err
 	}
-	s = r.s
+	made := r.s
 	defer func() {
 		if retErr != nil {
-			s.discard()
+			made.discard()
 		}
 	}()
+	s = made
 	// Limits before the move: the init is never in a group without them.
 	s.memoryBytes = memoryBytes
 	if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: memoryBytes, Pids: l.cfg.Pids, CPUs: l.cfg.CPUs}); err != nil {

@@ -3,6 +3,7 @@ package rootfs
 import (
 	"bytes"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,9 +169,67 @@ func (h *Host) writeSkeleton() (retErr error) {
 	if err := writeEtc(filepath.Join(tmp, "etc"), hostEtcCopies); err != nil {
 		return err
 	}
+	// An identical skeleton stays: another brig process (the service, a `brig run
+	// --local`) may be mounting it right now.
+	if same, err := sameTree(tmp, h.dir); err == nil && same {
+		return os.RemoveAll(tmp)
+	}
 	// One exchange, so that a run starting now finds the old skeleton or the new
 	// one, never none.
 	return publish(tmp, h.dir)
+}
+
+// sameTree reports whether two small trees hold the same names, modes, owners,
+// link targets and file contents.
+func sameTree(a, b string) (bool, error) {
+	describe := func(root string) (map[string]string, error) {
+		m := map[string]string{}
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			var st unix.Stat_t
+			if err := unix.Lstat(p, &st); err != nil {
+				return err
+			}
+			desc := fmt.Sprintf("%o %d:%d", st.Mode, st.Uid, st.Gid)
+			switch {
+			case d.Type()&os.ModeSymlink != 0:
+				t, err := os.Readlink(p)
+				if err != nil {
+					return err
+				}
+				desc += " -> " + t
+			case d.Type().IsRegular():
+				body, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				desc += " " + string(body)
+			}
+			m[rel] = desc
+			return nil
+		})
+		return m, err
+	}
+	ma, err := describe(a)
+	if err != nil {
+		return false, err
+	}
+	mb, err := describe(b)
+	if err != nil {
+		return false, err
+	}
+	if len(ma) != len(mb) {
+		return false, nil
+	}
+	for k, v := range ma {
+		if mb[k] != v {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // writeLayout creates the mount points and writable folders every root has.

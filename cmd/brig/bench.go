@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"io"
+	"os"
 	"log/slog"
 	"time"
 
@@ -29,15 +29,12 @@ func benchCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			l, err := newLauncher(lc, true, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			l, p, err := newLauncher(lc, false, log)
 			if err != nil {
 				return err
 			}
 			defer l.Close()
-			p, err := newProvider(lc)
-			if err != nil {
-				return err
-			}
 			// Let the pool fill before the clock starts.
 			time.Sleep(time.Duration(lc.Pool) * 20 * time.Millisecond)
 			rep, err := bench.Local(c.Context, l, p, bench.LocalConfig{Runs: c.Int("n"), Spacing: c.Duration("spacing"), HeapMiB: c.Int("heap-mib")})

@@ -75,7 +75,7 @@ func checkAction(c *cli.Context) error {
 // smokeRuns runs a one-line program of each language through a real sandbox: the
 // proof that every step works here.
 func smokeRuns(ctx context.Context, lc launcherConfig) []jail.Check {
-	l, err := newLauncher(lc, true, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l, _, err := newLauncher(lc, false, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return []jail.Check{{Name: "sandbox", Detail: err.Error(), Hint: "see the error"}}
 	}

@@ -108,19 +108,19 @@ func newProvider(lc launcherConfig) (rootfs.Provider, error) {
 
 // newLauncher builds everything a Launcher needs. sweep removes groups left under
 // the parent by an earlier process (only the service, which owns its parent, does).
-func newLauncher(lc launcherConfig, sweep bool, log *slog.Logger) (*jail.Launcher, error) {
+func newLauncher(lc launcherConfig, sweep bool, log *slog.Logger) (*jail.Launcher, rootfs.Provider, error) {
 	p, err := newProvider(lc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cg, err := cgroup.New(cgroup.Config{Parent: lc.CgroupParent, Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("opening cgroups: %w (Hint: run `brig check`)", err)
+		return nil, nil, fmt.Errorf("opening cgroups: %w (Hint: run `brig check`)", err)
 	}
 	if sweep {
 		n, err := cg.Sweep()
 		if err != nil {
-			return nil, fmt.Errorf("removing leftover run cgroups: %w", err)
+			return nil, nil, fmt.Errorf("removing leftover run cgroups: %w", err)
 		}
 		if n > 0 {
 			log.Info("removed leftover run cgroups", "count", n)
@@ -136,7 +136,7 @@ func newLauncher(lc launcherConfig, sweep bool, log *slog.Logger) (*jail.Launche
 		Logger:   log,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return l, nil
+	return l, p, nil
 }

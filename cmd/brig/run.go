@@ -83,7 +83,7 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	l, err := newLauncher(lc, false, log)
+	l, _, err := newLauncher(lc, false, log)
 	if err != nil {
 		return err
 	}
