@@ -53,6 +53,9 @@ var prepareSteps = []step{
 	{"proc", mountProc},
 	{"dev", mountDev},
 	{"pivot_root", pivotRoot},
+	// Copy /sandbox up to the overlay's upper layer now, so that writing the
+	// program later only creates a file.
+	{"sandbox dir", func(st *initState) error { return os.Chown("/sandbox", st.prep.UID, st.prep.GID) }},
 	{"hostname", func(st *initState) error { return unix.Sethostname([]byte(st.prep.Hostname)) }},
 	{"rlimits", setRlimits},
 	// The bounding set can only be dropped while CAP_SETPCAP is held; the
