@@ -125,6 +125,9 @@ type slot struct {
 	// memoryBytes is the memory limit the cgroup and the scratch size were
 	// prepared for.
 	memoryBytes int64
+	// baseline is the cgroup's usage before the run (the init's own start and
+	// preparing), subtracted from the run's CPU time.
+	baseline cgroup.Usage
 }
 
 // NewLauncher checks cfg, compiles the filter and starts the pool.
@@ -314,6 +317,13 @@ func (s *slot) waitReady() error {
 		s.discard()
 		return fmt.Errorf("unexpected message %q from a preparing init", m.Kind)
 	}
+	// Read now, off the run's path: the init waits and uses no CPU until then.
+	u, err := s.group.Usage()
+	if err != nil {
+		s.discard()
+		return fmt.Errorf("reading the cgroup's usage: %w", err)
+	}
+	s.baseline = u
 	return nil
 }
 
@@ -616,10 +626,12 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*api.Result, error) {
 		return internal("could not prepare a sandbox: %v", err)
 	}
 	defer l.release(s)
-	// The init's own start (and a pooled one's preparing) is not the run's CPU.
-	before, err := s.group.Usage()
-	if err != nil {
-		return internal("reading the run's cgroup: %v", err)
+	if !ready {
+		// The init's own start is not the run's CPU (a pooled init's baseline
+		// was read when it became ready).
+		if s.baseline, err = s.group.Usage(); err != nil {
+			return internal("reading the run's cgroup: %v", err)
+		}
 	}
 	// The init reads the whole spec before it acts on it, so this write does not
 	// depend on the init making progress beyond reading.
@@ -648,7 +660,7 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*api.Result, error) {
 		l.log.Warn("reading the run's usage", "err", uerr)
 	}
 	if uerr == nil {
-		res.Usage.CPUMS = (usage.CPU - before.CPU).Milliseconds()
+		res.Usage.CPUMS = (usage.CPU - s.baseline.CPU).Milliseconds()
 		res.Usage.PeakMemoryBytes = usage.PeakMemoryBytes
 	}
 	l.classify(res, ended, usage, spec)
