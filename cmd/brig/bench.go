@@ -2,8 +2,8 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/internal/testutil"
+)
+
+// TestMain lets the test binary be brig itself: the CLI tests run it with
+// BRIG_CLI=1, and the jail re-executes it as a run's init.
+func TestMain(m *testing.M) {
+	if os.Getenv("BRIG_CLI") == "1" || (len(os.Args) == 2 && os.Args[1] == "init") {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+const cliCgroupParent = "brig-test-cli"
+
+// brig runs the CLI with args and stdin, and returns its stdout, stderr and exit
+// status.
+func brig(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func localFlags(t *testing.T) []string {
+	return []string{"--local", "--state-dir", t.TempDir(), "--cgroup-parent", cliCgroupParent}
+}
+
+func TestRunLocal(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliCgroupParent)
+	dir := t.TempDir()
+	script := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		stdin      string
+		wantOut    string
+		wantErr    string
+		wantStatus int
+	}{
+		{"python file", []string{"--language", "python", script("a.py", "print('hi')")}, "", "hi\n", "", 0},
+		{"program's exit status", []string{"-l", "python", script("b.py", "import sys; print('x'); sys.exit(3)")}, "", "x\n", "", 3},
+		{"stdin", []string{"-l", "python", "-"}, "print(6*7)", "42\n", "", 0},
+		{"javascript", []string{"-l", "javascript", script("c.js", "console.log('js'); process.exit(4)")}, "", "js\n", "", 4},
+		{"stderr", []string{"-l", "python", script("d.py", "import sys; sys.stderr.write('oops\\n')")}, "", "", "oops\n", 0},
+		{"env", []string{"-l", "python", "--env", "GREETING=hello", script("e.py", "import os; print(os.environ['GREETING'])")}, "", "hello\n", "", 0},
+		{"death by signal", []string{"-l", "python", script("f.py", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")}, "", "", "", 128 + 15},
+		{"timeout", []string{"-l", "python", "--timeout", "1", script("g.py", "import time; time.sleep(30)")}, "", "", "time limit", exitTimeout},
+		{"memory", []string{"-l", "python", "--memory", "128", script("h.py", "b = bytearray(1 << 30)")}, "", "", "memory limit", exitMemory},
+		{"reserved env", []string{"-l", "python", "--env", "PATH=/x", script("i.py", "pass")}, "", "", "set by brig itself", 2},
+		{"memory out of bounds", []string{"-l", "python", "--memory", "64", script("j.py", "pass")}, "", "", "outside 128 to 2048", 2},
+		{"no file", []string{"-l", "python", filepath.Join(dir, "missing.py")}, "", "", "reading the program", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"run"}, localFlags(t)...)
+			out, errs, status := brig(t, tc.stdin, append(args, tc.args...)...)
+			if status != tc.wantStatus {
+				t.Errorf("exit status: got %d, want %d (stderr %q)", status, tc.wantStatus, errs)
+			}
+			if out != tc.wantOut {
+				t.Errorf("stdout: got %q, want %q", out, tc.wantOut)
+			}
+			if !strings.Contains(errs, tc.wantErr) {
+				t.Errorf("stderr: got %q, want it to contain %q", errs, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestRunLocalJSON(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliCgroupParent)
+	args := append([]string{"run"}, localFlags(t)...)
+	out, errs, status := brig(t, "print('é' * 3)\nraise SystemExit(2)", append(args, "-l", "python", "--json", "--id", "run-1", "-")...)
+	if status != 2 {
+		t.Fatalf("exit status: got %d, want 2 (stderr %q)", status, errs)
+	}
+	var res api.Result
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&res); err != nil {
+		t.Fatalf("decoding the result %q: %v", out, err)
+	}
+	for _, c := range []struct{ what, got, want string }{
+		{"id", res.ID, "run-1"},
+		{"language", res.Language, "python"},
+		{"state", res.State, api.StateFinished},
+		{"status", res.Status, api.StatusFailed},
+		{"reason", string(res.Reason), string(api.ReasonError)},
+		{"outcome", string(res.Outcome), string(api.OutcomeFailed)},
+		{"stdout", res.Stdout, "ééé\n"},
+		{"network mode", res.Network.Mode, api.NetworkNone},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: got %q, want %q", c.what, c.got, c.want)
+		}
+	}
+	if res.ExitCode == nil || *res.ExitCode != 2 {
+		t.Errorf("exit_code: got %v, want 2", res.ExitCode)
+	}
+	if res.Usage.WallMS <= 0 || res.Usage.PeakMemoryBytes <= 0 || res.Timing.TotalMS < res.Timing.StartMS {
+		t.Errorf("usage %+v timing %+v: want a positive wall time and peak, total >= start", res.Usage, res.Timing)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliCgroupParent)
+	out, errs, status := brig(t, "", "check", "--state-dir", t.TempDir(), "--cgroup-parent", cliCgroupParent)
+	if status != 0 {
+		t.Fatalf("brig check: got exit status %d, want 0\n%s%s", status, out, errs)
+	}
+	for _, want := range []string{"pass  kernel", "pass  seccomp", "pass  cgroup controllers", "pass  sandboxed run python", "pass  sandboxed run javascript"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("brig check output lacks %q:\n%s", want, out)
+		}
+	}
+}
