@@ -99,9 +99,15 @@ type Launcher struct {
 	pools     map[string]chan *slot
 	done      chan struct{}
 	closeOnce sync.Once
-	// wg counts the spawner, the fillers and the background removal of finished
-	// runs' cgroups; Close waits for all of them.
+	// wg counts the spawner and the fillers; Close waits for them.
 	wg sync.WaitGroup
+
+	mu sync.Mutex
+	// closed is set by Close; Run refuses to start once it is. Guarded by mu.
+	closed bool
+	// active counts runs under way and the background release of finished
+	// ones; Close waits for it before it stops the spawner. Add under mu.
+	active sync.WaitGroup
 }
 
 type spawned struct {
@@ -227,14 +233,24 @@ func validateConfig(cfg Config) error {
 	return nil
 }
 
-// Close stops the pool and removes the sandboxes waiting in it. Runs under way
-// are not affected; callers stop them through their contexts.
+// Close refuses new runs, waits for the runs under way (callers stop them through
+// their contexts) and their cleanup, then stops the pool and removes the sandboxes
+// waiting in it.
 func (l *Launcher) Close() error {
 	l.closeOnce.Do(l.close)
 	return nil
 }
 
+// ErrClosed is returned by Run after Close.
+var ErrClosed = errors.New("jail: launcher closed")
+
 func (l *Launcher) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	l.active.Wait()
+	// The spawner's thread exits now, and an init's parent-death signal with it:
+	// only after every run is over.
 	close(l.done)
 	l.wg.Wait()
 	for _, pool := range l.pools {
@@ -332,7 +348,7 @@ func (s *slot) waitReady() error {
 // new one.
 func (l *Launcher) take(root *rootfs.Root, memoryBytes int64) (s *slot, ready bool, err error) {
 	select {
-	case s := <-l.pools[rootKey(root)]:
+	case s := <-l.pools[rootKey(root)]: // never closed while runs are active
 		if s.memoryBytes != memoryBytes {
 			if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: memoryBytes}); err != nil {
 				s.discard()
@@ -361,7 +377,7 @@ func (l *Launcher) newSlot(root *rootfs.Root, memoryBytes int64) (s *slot, retEr
 	select {
 	case l.spawns <- reply:
 	case <-l.done:
-		return nil, errors.New("jail: launcher closed")
+		return nil, ErrClosed
 	}
 	r := <-reply
 	if r.err != nil {
@@ -605,6 +621,14 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*api.Result, error) {
 	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, ErrClosed
+	}
+	l.active.Add(1)
+	l.mu.Unlock()
+	defer l.active.Done()
 	res := &api.Result{
 		Language: string(spec.Language),
 		State:    api.StateFinished,
@@ -798,9 +822,9 @@ func finish(res *api.Result, reason api.Reason) {
 // already dead (supervise stopped it); what is left is closing pipes and removing
 // the cgroup, which the result does not wait for.
 func (l *Launcher) release(s *slot) {
-	l.wg.Add(1)
+	l.active.Add(1) // within Run's own count, so never from zero during Close
 	go func() {
-		defer l.wg.Done()
+		defer l.active.Done()
 		s.discard()
 	}()
 }

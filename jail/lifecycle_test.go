@@ -1,0 +1,47 @@
+package jail
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// TestCloseWaitsForRunsAndRefusesNew: Close returns only after a run under way has
+// ended and been cleaned up (the leak check proves the cleanup), a Run after it is
+// ErrClosed, and a second Close is harmless.
+func TestCloseWaitsForRunsAndRefusesNew(t *testing.T) {
+	l := newTestLauncher(t, 1)
+	started := make(chan struct{})
+	done := make(chan *api.Result)
+	go func() {
+		res, err := l.Run(context.Background(), Spec{
+			Language: rootfs.Python, Code: "import time; time.sleep(0.5); print('done')",
+			Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20,
+			OnStart: func() { close(started) },
+		})
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		done <- res
+	}()
+	<-started
+	closed := make(chan struct{})
+	go func() { l.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a run was under way")
+	case res := <-done:
+		if res.Outcome != api.OutcomeSucceeded || res.Stdout != "done\n" {
+			t.Errorf("the run under Close: got %s %q (%s), want succeeded \"done\\n\"", res.Outcome, res.Stdout, res.Message)
+		}
+	}
+	<-closed
+	if _, err := l.Run(context.Background(), Spec{Language: rootfs.Python, Code: "pass", Timeout: time.Second, MemoryBytes: api.DefaultMemoryMiB << 20}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Run after Close: got %v, want ErrClosed", err)
+	}
+	l.Close()
+}
