@@ -42,6 +42,9 @@ const (
 	// drainGrace bounds how long the output readers may take to reach EOF once the
 	// init is gone (every writer is dead by then; this only guards a defect).
 	drainGrace = 2 * time.Second
+	// setupTimeout bounds how long a sandbox may take to start its program (it
+	// takes milliseconds; this only guards a defect or a wedged host).
+	setupTimeout = 30 * time.Second
 )
 
 // cloneFlags are the namespaces every init is cloned into. The cgroup namespace is
@@ -708,6 +711,8 @@ type ending struct {
 // returns.
 func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool, res *api.Result, begin time.Time) (e ending) {
 	defer s.kill()
+	setup := time.NewTimer(setupTimeout)
+	defer setup.Stop()
 	var deadline <-chan time.Time
 	var started time.Time
 	for {
@@ -725,6 +730,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			case m.Kind == msgStarted:
 				started = time.Now()
 				e.started = true
+				setup.Stop()
 				res.Timing.StartMS = started.Sub(begin).Milliseconds()
 				t := time.NewTimer(spec.Timeout)
 				defer t.Stop()
@@ -740,6 +746,9 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 		case <-deadline:
 			res.Usage.WallMS = time.Since(started).Milliseconds()
 			e.timedOut = true
+			return e
+		case <-setup.C:
+			e.setupErr = &message{Kind: msgError, Step: "start", Error: fmt.Sprintf("the program had not started after %s", setupTimeout)}
 			return e
 		case <-ctx.Done():
 			if !started.IsZero() {
