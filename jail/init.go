@@ -21,10 +21,10 @@ const InitArg = "init"
 type initState struct {
 	prep prepareSpec
 	run  runSpec
-	// scratchFS is the scratch tmpfs's filesystem context (fsopen), kept to resize
-	// it for the run after the root is pivoted into and the tmpfs is no longer
-	// reachable by path.
-	scratchFS int
+	// scratchFD is a reconfiguration context (fspick) of the scratch tmpfs, kept
+	// so that the parent can resize it once the tmpfs has no path (after
+	// pivot_root) and the init is filtered.
+	scratchFD int
 }
 
 // step is one named stage of building the sandbox. The order of a list of steps
@@ -121,7 +121,7 @@ func Init() int {
 			return fail(s.name, err)
 		}
 	}
-	report(message{Kind: msgReady})
+	report(message{Kind: msgReady, ScratchFD: st.scratchFD})
 	if err := dec.Decode(&st.run); err != nil {
 		if errors.Is(err, io.EOF) {
 			return 0 // discarded from the pool

@@ -134,6 +134,9 @@ type slot struct {
 	// memoryBytes is the memory limit the cgroup and the scratch size were
 	// prepared for.
 	memoryBytes int64
+	// scratchFD is the init's descriptor of its scratch tmpfs's reconfiguration
+	// context, from its ready message.
+	scratchFD int
 	// baseline is the cgroup's usage before the run (the init's own start and
 	// preparing), subtracted from the run's CPU time.
 	baseline cgroup.Usage
@@ -336,6 +339,7 @@ func (s *slot) waitReady() error {
 		s.discard()
 		return fmt.Errorf("unexpected message %q from a preparing init", m.Kind)
 	}
+	s.scratchFD = m.ScratchFD
 	// Read now, off the run's path: the init waits and uses no CPU until then.
 	u, err := s.group.Usage()
 	if err != nil {
@@ -357,7 +361,7 @@ func (l *Launcher) take(root *rootfs.Root, memoryBytes int64) (s *slot, ready bo
 				s.discard()
 				return nil, false, fmt.Errorf("setting the run's memory limit: %w", err)
 			}
-			if err := resizeScratch(s.cmd.Process.Pid, ScratchBytes(memoryBytes)); err != nil {
+			if err := resizeScratch(s.cmd.Process.Pid, s.scratchFD, ScratchBytes(memoryBytes)); err != nil {
 				s.discard()
 				return nil, false, err
 			}

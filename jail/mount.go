@@ -42,9 +42,10 @@ func makePrivate() error {
 	return unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
 }
 
-// mountScratch mounts the run's tmpfs with the new mount API and leaves a
-// reconfiguration context of it at scratchFD, through which the parent can resize
-// it later, once the root is pivoted and the init filtered.
+// mountScratch mounts the run's tmpfs with the new mount API and keeps a
+// reconfiguration context of it (st.scratchFD, reported to the parent in the ready
+// message), through which the parent can resize it later, once the root is
+// pivoted and the init filtered. Close-on-exec: the program never has it.
 func mountScratch(st *initState) error {
 	s := &st.prep
 	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
@@ -68,14 +69,9 @@ func mountScratch(st *initState) error {
 	if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, s.Scratch, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("mounting tmpfs at %q: %w", s.Scratch, err)
 	}
-	ctx, err := unix.Fspick(unix.AT_FDCWD, s.Scratch, unix.FSPICK_CLOEXEC)
-	if err != nil {
+	if st.scratchFD, err = unix.Fspick(unix.AT_FDCWD, s.Scratch, unix.FSPICK_CLOEXEC); err != nil {
 		return fmt.Errorf("fspick the scratch tmpfs: %w", err)
 	}
-	if err := unix.Dup3(ctx, scratchFD, unix.O_CLOEXEC); err != nil {
-		return err
-	}
-	unix.Close(ctx)
 	for _, d := range []string{scratchUpper, scratchWork, scratchRoot} {
 		if err := os.Mkdir(filepath.Join(s.Scratch, d), 0o755); err != nil {
 			return err
@@ -88,16 +84,16 @@ func mountScratch(st *initState) error {
 	return unix.Chmod(shm, 0o1777) // os.Chmod would drop the sticky bit
 }
 
-// ResizeScratch sets the scratch tmpfs of the init pid to bytes, through a copy of
-// the init's scratchFD. It bounds all the run's writable space, so that filling it
-// ends in ENOSPC rather than an OOM kill.
-func resizeScratch(pid int, bytes int64) error {
+// resizeScratch sets the scratch tmpfs of the init pid to bytes, through a copy
+// of the init's descriptor ctxFD (its fspick context). It bounds all the run's
+// writable space, so that filling it ends in ENOSPC rather than an OOM kill.
+func resizeScratch(pid, ctxFD int, bytes int64) error {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return fmt.Errorf("pidfd_open %d: %w", pid, err)
 	}
 	defer unix.Close(pidfd)
-	fd, err := unix.PidfdGetfd(pidfd, scratchFD, 0)
+	fd, err := unix.PidfdGetfd(pidfd, ctxFD, 0)
 	if err != nil {
 		return fmt.Errorf("taking the scratch context of init %d: %w", pid, err)
 	}

@@ -49,8 +49,8 @@ type prepareSpec struct {
 
 // runSpec is the second thing the parent sends: the run itself. (The run's
 // scratch size, when it differs from the prepared one, is set by the parent
-// through scratchFD before it sends the runSpec: the init's filter is loaded by
-// then and refuses the mount family.)
+// through the init's scratch context, message.ScratchFD, before it sends the
+// runSpec: the init's filter is loaded by then and refuses the mount family.)
 type runSpec struct {
 	// ScriptPath and Code: the program, written inside the root.
 	ScriptPath string
@@ -74,6 +74,9 @@ type message struct {
 	Step       string `json:"step,omitempty"`
 	Error      string `json:"error,omitempty"`
 	WaitStatus uint32 `json:"wait_status,omitempty"`
+	// ScratchFD, in "ready", is the init's descriptor of its scratch tmpfs's
+	// reconfiguration context, for the parent's pidfd_getfd.
+	ScratchFD int `json:"scratch_fd,omitempty"`
 }
 
 const (
@@ -90,9 +93,4 @@ const (
 	specFD = 3
 	// statusFD is the write end of the status pipe: messages, one a line.
 	statusFD = 4
-	// scratchFD is, in the init, a reconfiguration context (fspick) of the scratch
-	// tmpfs, opened while preparing. The parent takes a copy with pidfd_getfd to
-	// resize the tmpfs for a run whose memory limit differs from the prepared one.
-	// Close-on-exec: the program never has it.
-	scratchFD = 5
 )
