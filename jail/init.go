@@ -109,7 +109,8 @@ func Init() int {
 	signal.Notify(make(chan os.Signal, 1))
 
 	st := &initState{}
-	dec := json.NewDecoder(os.NewFile(specFD, "spec"))
+	specFile := os.NewFile(specFD, "spec")
+	dec := json.NewDecoder(specFile)
 	if err := dec.Decode(&st.prep); err != nil {
 		if errors.Is(err, io.EOF) {
 			return 0 // the parent discarded this init before preparing it
@@ -128,7 +129,9 @@ func Init() int {
 		}
 		return fail("reading the run spec", err)
 	}
-	unix.Close(specFD)
+	// Through the os.File, not the number: its finalizer would otherwise close
+	// whatever later reuses descriptor 3.
+	specFile.Close()
 	for _, s := range runSteps {
 		if err := s.run(st); err != nil {
 			return fail(s.name, err)
