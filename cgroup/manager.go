@@ -260,6 +260,12 @@ func (m *Manager) release(name string) {
 // reports how many it removed; the groups it could not remove are in the
 // error.
 func (m *Manager) Sweep() (int, error) {
+	return m.SweepIf(func(string) bool { return true })
+}
+
+// SweepIf is Sweep limited to the groups whose name leftover accepts: for a
+// parent that several processes share, each removing only what a dead one left.
+func (m *Manager) SweepIf(leftover func(name string) bool) (int, error) {
 	var dirs []string
 	for _, h := range m.v1Info.hierarchies {
 		dirs = append(dirs, filepath.Join(h.dir, m.cfg.Parent))
@@ -280,7 +286,7 @@ func (m *Manager) Sweep() (int, error) {
 	n := 0
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(names)) {
-		if !m.claim(name) {
+		if !leftover(name) || !m.claim(name) {
 			continue // a live run's group
 		}
 		err := m.group(name).Delete()

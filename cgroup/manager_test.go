@@ -261,3 +261,40 @@ func TestSweep(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepIf removes only the leftovers the filter accepts: on a parent that
+// several processes share, another process's groups stay.
+func TestSweepIf(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			other := newManager(t, l)
+			theirs, err := other.Create("theirs")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { theirs.Delete() })
+			mine, err := other.Create("mine-left")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { mine.Delete() }) // closes its descriptor once swept
+			m := newManager(t, l)
+			got, err := m.SweepIf(func(name string) bool { return name == "mine-left" })
+			if err != nil || got != 1 {
+				t.Fatalf("SweepIf: got %d, %v; want 1, nil", got, err)
+			}
+			for _, d := range mine.dirs() {
+				if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("accepted leftover: got %v, want %s gone", err, d)
+				}
+			}
+			for _, d := range theirs.dirs() {
+				if _, err := os.Stat(d); err != nil {
+					t.Errorf("refused group: got %v, want %s kept", err, d)
+				}
+			}
+		})
+	}
+}

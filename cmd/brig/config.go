@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/jail"
@@ -106,8 +107,20 @@ func newProvider(lc launcherConfig) (rootfs.Provider, error) {
 	return m, nil
 }
 
-// newLauncher builds everything a Launcher needs. sweep removes groups left under
-// the parent by an earlier process (only the service, which owns its parent, does).
+// leftoverOfDeadProcess accepts the groups of the local parent, which several
+// brig processes share, that a process no longer alive made: their names are
+// run-<pid>-<n> (see jail). A live or reused pid keeps its groups.
+func leftoverOfDeadProcess(name string) bool {
+	var pid, n int
+	if _, err := fmt.Sscanf(name, "run-%d-%d", &pid, &n); err != nil || pid <= 0 {
+		return false
+	}
+	return unix.Kill(pid, 0) == unix.ESRCH
+}
+
+// newLauncher builds everything a Launcher needs. sweep removes every group left
+// under the parent (the service, which owns its parent, does that); otherwise only
+// those of brig processes that are gone are removed.
 func newLauncher(lc launcherConfig, sweep bool, log *slog.Logger) (*jail.Launcher, rootfs.Provider, error) {
 	p, err := newProvider(lc)
 	if err != nil {
@@ -117,14 +130,16 @@ func newLauncher(lc launcherConfig, sweep bool, log *slog.Logger) (*jail.Launche
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening cgroups: %w (Hint: run `brig check`)", err)
 	}
+	leftover := leftoverOfDeadProcess
 	if sweep {
-		n, err := cg.Sweep()
-		if err != nil {
-			return nil, nil, fmt.Errorf("removing leftover run cgroups: %w", err)
-		}
-		if n > 0 {
-			log.Info("removed leftover run cgroups", "count", n)
-		}
+		leftover = func(string) bool { return true }
+	}
+	n, err := cg.SweepIf(leftover)
+	if err != nil {
+		return nil, nil, fmt.Errorf("removing leftover run cgroups: %w", err)
+	}
+	if n > 0 {
+		log.Info("removed leftover run cgroups", "count", n)
 	}
 	l, err := jail.NewLauncher(jail.Config{
 		StateDir: lc.StateDir,
