@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,10 @@ const (
 	// drainGrace bounds how long the output readers may take to reach EOF once the
 	// init is gone (every writer is dead by then; this only guards a defect).
 	drainGrace = 2 * time.Second
+	// prepareNice is the nice value of inits while they prepare and wait in the
+	// pool (they inherit it from the spawner's thread), so that refilling the pool
+	// takes CPU from no run; a run's init is set back to 0 when the run takes it.
+	prepareNice = 19
 	// setupTimeout bounds how long a sandbox may take to start its program (it
 	// takes milliseconds; this only guards a defect or a wedged host).
 	setupTimeout = 30 * time.Second
@@ -280,6 +285,10 @@ func rootKey(r *rootfs.Root) string {
 func (l *Launcher) spawner() {
 	defer l.wg.Done()
 	runtime.LockOSThread()
+	// Per thread on Linux: only this thread, and the inits it clones, run nice.
+	if err := unix.Setpriority(unix.PRIO_PROCESS, 0, prepareNice); err != nil {
+		l.log.Warn("could not lower the priority of pool preparation", "err", err)
+	}
 	// Left locked on purpose: the thread ends with the goroutine and takes nothing
 	// with it, since Close has waited for every clone.
 	for {
@@ -354,6 +363,14 @@ func (s *slot) waitReady() error {
 // run of memoryBytes: from the pool, resized where the pool's size differs, or a
 // new one.
 func (l *Launcher) take(root *rootfs.Root, memoryBytes int64) (s *slot, ready bool, err error) {
+	s, ready, err = l.takeSlot(root, memoryBytes)
+	if err == nil {
+		s.setNice(0)
+	}
+	return s, ready, err
+}
+
+func (l *Launcher) takeSlot(root *rootfs.Root, memoryBytes int64) (s *slot, ready bool, err error) {
 	select {
 	case s := <-l.pools[rootKey(root)]: // never closed while runs are active
 		if s.memoryBytes != memoryBytes {
@@ -489,6 +506,21 @@ func (s *slot) discard() {
 	if s.group != nil {
 		s.group.Delete()
 		s.group = nil
+	}
+}
+
+// setNice sets the nice value of every thread of the init (the program, forked
+// later from its main thread, inherits it). Best effort: a thread that exits
+// meanwhile is no error, and a failure only costs speed.
+func (s *slot) setNice(nice int) {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", s.cmd.Process.Pid))
+	for _, t := range tasks {
+		if tid, err := strconv.Atoi(t.Name()); err == nil {
+			unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
+		}
 	}
 }
 
