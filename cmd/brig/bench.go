@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/brig-sandbox/brig/bench"
+	"github.com/brig-sandbox/brig/rootfs"
 )
 
 func benchCommand() *cli.Command {
@@ -20,6 +21,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "n", Value: 100, Usage: "runs of each kind"},
 			&cli.DurationFlag{Name: "spacing", Usage: "pause between runs (e.g. 50ms); 0 runs back to back"},
 			&cli.IntFlag{Name: "heap-mib", Usage: "hold this much heap while measuring (spawn cost must not grow with it)"},
+			&cli.StringSliceFlag{Name: "language", Usage: "measure only this language (repeatable; default both)"},
 		}, sandboxFlags()...),
 		Action: func(c *cli.Context) error {
 			if !c.Bool("local") {
@@ -37,7 +39,15 @@ func benchCommand() *cli.Command {
 			defer l.Close()
 			// Let the pool fill before the clock starts.
 			time.Sleep(time.Duration(lc.Pool) * 20 * time.Millisecond)
-			rep, err := bench.Local(c.Context, l, p, bench.LocalConfig{Runs: c.Int("n"), Spacing: c.Duration("spacing"), HeapMiB: c.Int("heap-mib")})
+			var langs []rootfs.Language
+			for _, name := range c.StringSlice("language") {
+				lang, err := rootfs.ParseLanguage(name)
+				if err != nil {
+					return err
+				}
+				langs = append(langs, lang)
+			}
+			rep, err := bench.Local(c.Context, l, p, bench.LocalConfig{Runs: c.Int("n"), Spacing: c.Duration("spacing"), HeapMiB: c.Int("heap-mib"), Languages: langs})
 			if err != nil {
 				return err
 			}
