@@ -17,9 +17,10 @@ type Check struct {
 	Hint   string // what to do when !OK
 }
 
-// minKernel is the oldest kernel with everything the jail uses: CLONE_INTO_CGROUP
-// (5.7), close_range with CLOSE_RANGE_CLOEXEC (5.11).
-var minKernel = [2]int{5, 11}
+// minKernel is the oldest kernel with everything the jail uses: the new mount API
+// (fsopen, fspick: 5.2), pidfd_getfd (5.6), CLONE_INTO_CGROUP (5.7), close_range
+// with CLOSE_RANGE_CLOEXEC (5.11), mount_setattr (5.12).
+var minKernel = [2]int{5, 12}
 
 // CheckHost checks the kernel features the jail needs. It reads /proc and uname and
 // changes nothing.
