@@ -3,7 +3,8 @@
 // on a read-only language rootfs, an unprivileged identity with no capabilities,
 // no_new_privs and a seccomp filter.
 //
-// The parent half (Launcher, in launcher.go) lives in the supervisor or in `brig run
+// The parent half (Launcher: launcher.go, the pool of prepared inits in pool.go,
+// the end of a run in result.go) lives in the supervisor or in `brig run
 // --local`. It clones a re-executed `brig init` into new namespaces and into the run's
 // cgroup, hands it the run's spec over a pipe, streams the program's output through
 // capped readers, enforces the deadline and reads usage and OOM kills from the

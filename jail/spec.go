@@ -1,8 +1,14 @@
 package jail
 
 import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -94,3 +100,134 @@ const (
 	// statusFD is the write end of the status pipe: messages, one a line.
 	statusFD = 4
 )
+
+// ScratchBytes is the size of a run's writable space for a memory limit: half of
+// it, so that filling the disk ends in ENOSPC for the program while the
+// interpreter still has the other half, not in an OOM kill.
+func ScratchBytes(memoryBytes int64) int64 { return memoryBytes / 2 }
+
+func (l *Launcher) prepareSpec(root *rootfs.Root, memoryBytes int64) *prepareSpec {
+	return &prepareSpec{
+		Scratch:      l.scratch,
+		ScratchBytes: ScratchBytes(memoryBytes),
+		Lower:        root.Lower,
+		Binds:        root.Binds,
+		UID:          l.cfg.UID,
+		GID:          l.cfg.GID,
+		InitUID:      l.cfg.InitUID,
+		InitGID:      l.cfg.InitGID,
+		Hostname:     DefaultHostname,
+		Rlimits:      defaultRlimits(),
+		Seccomp:      l.filter,
+	}
+}
+
+func runSpecOf(spec Spec, root *rootfs.Root) *runSpec {
+	script := "/sandbox/" + spec.Language.ScriptName()
+	return &runSpec{
+		ScriptPath: script,
+		Code:       []byte(spec.Code),
+		Argv:       root.Argv(script),
+		Env:        Environ(spec.Env),
+	}
+}
+
+// brigEnv are the names brig sets in every run; a request can't override them.
+var brigEnv = map[string]string{
+	"PATH":    "/usr/local/bin:/usr/bin:/bin",
+	"HOME":    "/sandbox",
+	"USER":    "sandbox",
+	"LOGNAME": "sandbox",
+	"TMPDIR":  "/tmp",
+	"LANG":    "C.UTF-8",
+}
+
+// ReservedEnv reports whether name is one brig sets itself.
+func ReservedEnv(name string) bool {
+	_, ok := brigEnv[name]
+	return ok
+}
+
+// Environ is the program's whole environment: brig's names, then the request's
+// (validated by ValidateEnv; a reserved one is dropped), never anything of the
+// host's. Brig's come first so that even a duplicate could never shadow them.
+func Environ(req map[string]string) []string {
+	env := make([]string, 0, len(req)+len(brigEnv))
+	for k, v := range brigEnv {
+		env = append(env, k+"="+v)
+	}
+	for k, v := range req {
+		if !ReservedEnv(k) {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// ValidateEnv checks a request's environment against API.md: at most MaxEnv
+// names of [A-Za-z_][A-Za-z0-9_]*, none of them brig's own, no NUL in a value.
+func ValidateEnv(env map[string]string) error {
+	if len(env) > MaxEnv {
+		return fmt.Errorf("%d environment variables; at most %d are allowed", len(env), MaxEnv)
+	}
+	for k, v := range env {
+		if !validEnvName(k) {
+			return fmt.Errorf("environment variable name %q: use letters, digits and '_', not starting with a digit", k)
+		}
+		if ReservedEnv(k) {
+			return fmt.Errorf("environment variable %s is set by brig itself; the reserved names are %s", k, strings.Join(reservedNames(), ", "))
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("environment variable %s: the value may not contain a NUL character", k)
+		}
+	}
+	return nil
+}
+
+func validEnvName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, c := range k {
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func reservedNames() []string {
+	names := make([]string, 0, len(brigEnv))
+	for k := range brigEnv {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ErrInvalidSpec is returned by Run for a spec outside the bounds of API.md.
+var ErrInvalidSpec = errors.New("invalid run spec")
+
+func validateSpec(s Spec) error {
+	for _, c := range []struct {
+		ok  bool
+		msg string
+	}{
+		{s.Language == rootfs.Python || s.Language == rootfs.JavaScript, fmt.Sprintf("language %q is not python or javascript", s.Language)},
+		{s.Code != "", "the code is empty"},
+		{utf8.RuneCountInString(s.Code) <= api.MaxCodeChars, fmt.Sprintf("the code is longer than %d characters", api.MaxCodeChars)},
+		{s.Timeout >= api.MinTimeoutSeconds*time.Second && s.Timeout <= api.MaxTimeoutSeconds*time.Second, fmt.Sprintf("the timeout %s is outside 1s to 300s", s.Timeout)},
+		{s.MemoryBytes >= api.MinMemoryMiB<<20 && s.MemoryBytes <= api.MaxMemoryMiB<<20, fmt.Sprintf("the memory limit %d MiB is outside 128 to 2048 MiB", s.MemoryBytes>>20)},
+	} {
+		if !c.ok {
+			return fmt.Errorf("%w: %s", ErrInvalidSpec, c.msg)
+		}
+	}
+	if err := ValidateEnv(s.Env); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidSpec, err)
+	}
+	return nil
+}

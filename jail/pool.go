@@ -1,0 +1,333 @@
+package jail
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/cgroup"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+type spawned struct {
+	s   *slot
+	err error
+}
+
+// slot is one cloned init, waiting in its namespaces and cgroup for a spec. Its
+// fields are the parent's ends of the pipes that cross to the child.
+type slot struct {
+	cmd   *exec.Cmd
+	group *cgroup.Group
+	// spec is the write end of the init's spec pipe (specFD in the child).
+	spec *os.File
+	// status is the read end of the init's status pipe (statusFD in the child).
+	status *os.File
+	// stdout and stderr are the read ends of the program's output pipes.
+	stdout, stderr *os.File
+	// msgs has the init's status messages, decoded from status by a goroutine.
+	msgs chan message
+	// memoryBytes is the memory limit the cgroup and the scratch size were
+	// prepared for.
+	memoryBytes int64
+	// scratchFD is the init's descriptor of its scratch tmpfs's reconfiguration
+	// context, from its ready message.
+	scratchFD int
+	// baseline is the cgroup's usage before the run (the init's own start and
+	// preparing), subtracted from the run's CPU time.
+	baseline cgroup.Usage
+}
+
+// rootKey identifies what prepareSteps build for a root.
+func rootKey(r *rootfs.Root) string {
+	k := r.Lower
+	for _, b := range r.Binds {
+		k += "\x00" + b.Source + "\x00" + b.Target
+	}
+	return k
+}
+
+// spawner serves clone requests from a thread that never exits before the Launcher.
+func (l *Launcher) spawner() {
+	defer l.wg.Done()
+	runtime.LockOSThread()
+	// Per thread on Linux: only this thread, and the inits it clones, run nice.
+	if err := unix.Setpriority(unix.PRIO_PROCESS, 0, prepareNice); err != nil {
+		l.log.Warn("could not lower the priority of pool preparation", "err", err)
+	}
+	// Left locked on purpose: the thread ends with the goroutine and takes nothing
+	// with it, since Close has waited for every clone.
+	for {
+		select {
+		case reply := <-l.spawns:
+			s, err := l.clone()
+			reply <- spawned{s, err}
+		case <-l.done:
+			return
+		}
+	}
+}
+
+// fill keeps pool full of inits that have built root and wait for a run.
+func (l *Launcher) fill(root *rootfs.Root, pool chan *slot) {
+	defer l.wg.Done()
+	backoff := 10 * time.Millisecond
+	for {
+		s, err := l.newSlot(root, api.DefaultMemoryMiB<<20)
+		if err == nil {
+			err = s.waitReady()
+		}
+		if err != nil {
+			l.log.Error("preparing a sandbox for the pool", "err", err)
+			select {
+			case <-time.After(backoff):
+				backoff = min(2*backoff, 5*time.Second)
+				continue
+			case <-l.done:
+				return
+			}
+		}
+		backoff = 10 * time.Millisecond
+		select {
+		case pool <- s:
+		case <-l.done:
+			s.discard()
+			return
+		}
+	}
+}
+
+// waitReady waits for a fresh init to report its root built.
+func (s *slot) waitReady() error {
+	m, ok := <-s.msgs
+	switch {
+	case !ok:
+		s.kill()
+		out := make([]byte, 4096)
+		n, _ := io.ReadFull(s.stderr, out)
+		s.discard()
+		return fmt.Errorf("the init exited before building the root (it printed %q)", out[:n])
+	case m.Kind == msgError:
+		s.discard()
+		return fmt.Errorf("building the root failed at step %q: %s", m.Step, m.Error)
+	case m.Kind != msgReady:
+		s.discard()
+		return fmt.Errorf("unexpected message %q from a preparing init", m.Kind)
+	}
+	s.scratchFD = m.ScratchFD
+	// Read now, off the run's path: the init waits and uses no CPU until then.
+	u, err := s.group.Usage()
+	if err != nil {
+		s.discard()
+		return fmt.Errorf("reading the cgroup's usage: %w", err)
+	}
+	s.baseline = u
+	return nil
+}
+
+// take returns an init that has built (or is building) root with the limits of a
+// run of memoryBytes: from the pool, resized where the pool's size differs, or a
+// new one.
+func (l *Launcher) take(root *rootfs.Root, memoryBytes int64) (s *slot, ready bool, err error) {
+	s, ready, err = l.takeSlot(root, memoryBytes)
+	if err == nil {
+		s.setNice(0)
+	}
+	return s, ready, err
+}
+
+func (l *Launcher) takeSlot(root *rootfs.Root, memoryBytes int64) (s *slot, ready bool, err error) {
+	select {
+	case s := <-l.pools[rootKey(root)]: // never closed while runs are active
+		if s.memoryBytes != memoryBytes {
+			if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: memoryBytes}); err != nil {
+				s.discard()
+				return nil, false, fmt.Errorf("setting the run's memory limit: %w", err)
+			}
+			if err := resizeScratch(s.cmd.Process.Pid, s.scratchFD, ScratchBytes(memoryBytes)); err != nil {
+				s.discard()
+				return nil, false, err
+			}
+			s.memoryBytes = memoryBytes
+		}
+		return s, true, nil
+	default:
+		s, err := l.newSlot(root, memoryBytes)
+		return s, false, err
+	}
+}
+
+// newSlot clones an init on the spawner thread, moves it into the run's cgroups
+// where the layout needs it (on cgroup v1, the move that may wait for an RCU grace
+// period; it happens here, off the spawner thread, so that it delays no other
+// clone), and only then sends it the prepareSpec: the init makes its cgroup
+// namespace first thing.
+func (l *Launcher) newSlot(root *rootfs.Root, memoryBytes int64) (s *slot, retErr error) {
+	reply := make(chan spawned, 1)
+	select {
+	case l.spawns <- reply:
+	case <-l.done:
+		return nil, ErrClosed
+	}
+	r := <-reply
+	if r.err != nil {
+		return nil, r.err
+	}
+	made := r.s
+	defer func() {
+		if retErr != nil {
+			made.discard()
+		}
+	}()
+	s = made
+	// Limits before the move: the init is never in a group without them.
+	s.memoryBytes = memoryBytes
+	if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: memoryBytes, Pids: l.cfg.Pids, CPUs: l.cfg.CPUs}); err != nil {
+		return nil, fmt.Errorf("setting the run's cgroup limits: %w", err)
+	}
+	if s.group.NeedsAttach() {
+		if err := s.group.Attach(s.cmd.Process.Pid); err != nil {
+			return nil, fmt.Errorf("moving the init into its cgroup: %w", err)
+		}
+	}
+	if err := json.NewEncoder(s.spec).Encode(l.prepareSpec(root, memoryBytes)); err != nil {
+		return nil, fmt.Errorf("sending the prepare spec: %w", err)
+	}
+	return s, nil
+}
+
+// clone creates the run's cgroup and clones the init into its namespaces (and, where
+// a cgroup2 directory exists, straight into the cgroup with CLONE_INTO_CGROUP).
+func (l *Launcher) clone() (s *slot, retErr error) {
+	name := fmt.Sprintf("run-%d-%d", os.Getpid(), l.seq.Add(1))
+	g, err := l.cfg.Cgroups.Create(name)
+	if err != nil {
+		return nil, fmt.Errorf("creating cgroup %s: %w", name, err)
+	}
+	s = &slot{group: g}
+	var childEnds []*os.File
+	defer func() {
+		for _, f := range childEnds {
+			f.Close()
+		}
+		if retErr != nil {
+			s.discard()
+		}
+	}()
+	pipe := func(parentReads bool) (*os.File, error) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		if parentReads {
+			childEnds = append(childEnds, w)
+			return r, nil
+		}
+		childEnds = append(childEnds, r)
+		return w, nil
+	}
+	for _, p := range []struct {
+		dst         **os.File
+		parentReads bool
+	}{{&s.spec, false}, {&s.status, true}, {&s.stdout, true}, {&s.stderr, true}} {
+		if *p.dst, err = pipe(p.parentReads); err != nil {
+			return nil, fmt.Errorf("making pipes: %w", err)
+		}
+	}
+	// childEnds: spec read end, status write end, stdout and stderr write ends.
+	sys := &syscall.SysProcAttr{Cloneflags: cloneFlags, Pdeathsig: syscall.SIGKILL}
+	if fd := g.CloneFD(); fd >= 0 {
+		sys.UseCgroupFD = true
+		sys.CgroupFD = fd
+	}
+	s.cmd = &exec.Cmd{
+		Path: l.cfg.InitPath,
+		Args: []string{"brig", InitArg},
+		// The init's own environment; the program's comes from the spec.
+		Env:         []string{"GOMAXPROCS=1"},
+		Stdout:      childEnds[2],
+		Stderr:      childEnds[3],
+		ExtraFiles:  []*os.File{childEnds[0], childEnds[1]}, // specFD, statusFD
+		SysProcAttr: sys,
+	}
+	if err := s.cmd.Start(); err != nil {
+		s.cmd = nil
+		return nil, fmt.Errorf("cloning the init into new namespaces: %w", err)
+	}
+	s.msgs = make(chan message, 4)
+	go readMessages(s.status, s.msgs)
+	return s, nil
+}
+
+// discard kills a slot's init (and with it its pid namespace), closes its pipes and
+// removes its cgroup. Idempotent.
+func (s *slot) discard() {
+	s.stop()
+	for _, f := range []*os.File{s.spec, s.status, s.stdout, s.stderr} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	s.spec, s.status, s.stdout, s.stderr = nil, nil, nil, nil
+	if s.group != nil {
+		s.group.Delete()
+		s.group = nil
+	}
+}
+
+// setNice sets the nice value of every thread of the init (the program, forked
+// later from its main thread, inherits it). Best effort: a thread that exits
+// meanwhile is no error, and a failure only costs speed.
+func (s *slot) setNice(nice int) {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", s.cmd.Process.Pid))
+	for _, t := range tasks {
+		if tid, err := strconv.Atoi(t.Name()); err == nil {
+			unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
+		}
+	}
+}
+
+// kill kills every process of the run: the cgroup's, and the init (which takes
+// its pid namespace with it). It does not wait for them to be reaped.
+func (s *slot) kill() {
+	if s.group != nil {
+		s.group.Kill()
+	}
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Kill()
+	}
+}
+
+// stop kills the run's processes and reaps the init. Idempotent.
+func (s *slot) stop() {
+	s.kill()
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Wait()
+		s.cmd.Process = nil
+	}
+}
+
+// readMessages decodes the init's status pipe into msgs and closes msgs at EOF.
+func readMessages(f *os.File, msgs chan<- message) {
+	defer close(msgs)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m message
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			msgs <- m
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package jail
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/cgroup"
+)
+
+// ending is how supervise saw the run end.
+type ending struct {
+	setupErr *message           // the init failed a step
+	started  bool               // the program was started
+	ws       syscall.WaitStatus // the program's wait status, when exited
+	exited   bool
+	timedOut bool
+	stopped  bool
+	lost     bool // the init died without reporting (OOM-killed, or a defect)
+}
+
+// supervise waits for the program to start and end, enforcing the deadline, and
+// kills the sandbox (the init, which takes its pid namespace with it) when it
+// returns.
+func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool, res *api.Result, begin time.Time) (e ending) {
+	defer s.kill()
+	setup := time.NewTimer(setupTimeout)
+	defer setup.Stop()
+	var deadline <-chan time.Time
+	var started time.Time
+	for {
+		select {
+		case m, ok := <-s.msgs:
+			switch {
+			case m.Kind == msgReady && !ready:
+				ready = true
+			case !ok:
+				e.lost = true
+				return e
+			case m.Kind == msgError:
+				e.setupErr = &m
+				return e
+			case m.Kind == msgStarted:
+				started = time.Now()
+				e.started = true
+				setup.Stop()
+				res.Timing.StartMS = started.Sub(begin).Milliseconds()
+				t := time.NewTimer(spec.Timeout)
+				defer t.Stop()
+				deadline = t.C
+				if spec.OnStart != nil {
+					spec.OnStart()
+				}
+			case m.Kind == msgExit:
+				res.Usage.WallMS = time.Since(started).Milliseconds()
+				e.exited, e.ws = true, syscall.WaitStatus(m.WaitStatus)
+				return e
+			}
+		case <-deadline:
+			res.Usage.WallMS = time.Since(started).Milliseconds()
+			e.timedOut = true
+			return e
+		case <-setup.C:
+			e.setupErr = &message{Kind: msgError, Step: "start", Error: fmt.Sprintf("the program had not started after %s", setupTimeout)}
+			return e
+		case <-ctx.Done():
+			if !started.IsZero() {
+				res.Usage.WallMS = time.Since(started).Milliseconds()
+			}
+			e.stopped = true
+			return e
+		}
+	}
+}
+
+// classify turns how the run ended into exit code, signal, reason and message.
+func (l *Launcher) classify(res *api.Result, e ending, usage cgroup.Usage, spec Spec) {
+	oom := usage.OOMKills > 0
+	switch {
+	case e.setupErr != nil && e.started:
+		res.Message = fmt.Sprintf("the sandbox's init failed (step %q: %s) after the program started; the run was killed", e.setupErr.Step, e.setupErr.Error)
+		finish(res, api.ReasonInternal)
+	case e.setupErr != nil:
+		res.Message = fmt.Sprintf("the sandbox could not be built (step %q: %s); the program did not run", e.setupErr.Step, e.setupErr.Error)
+		finish(res, api.ReasonInternal)
+	case e.timedOut:
+		res.Signal = "SIGKILL"
+		res.Message = fmt.Sprintf("the program ran longer than its time limit of %s and was killed", spec.Timeout)
+		finish(res, api.ReasonTimeout)
+	case e.stopped:
+		res.Signal = "SIGKILL"
+		res.Message = "the run was stopped before the program ended"
+		finish(res, api.ReasonStopped)
+	case e.lost && oom:
+		res.Signal = "SIGKILL"
+		res.Message = memoryMessage(spec)
+		finish(res, api.ReasonMemory)
+	case e.lost:
+		res.Message = "the sandbox init ended without reporting the program's status"
+		finish(res, api.ReasonInternal)
+	case e.ws.Exited() && e.ws.ExitStatus() == 0:
+		code := 0
+		res.ExitCode = &code
+		finish(res, api.ReasonNone)
+	case e.ws.Exited():
+		code := e.ws.ExitStatus()
+		res.ExitCode = &code
+		if oom {
+			res.Message = memoryMessage(spec)
+			finish(res, api.ReasonMemory)
+			return
+		}
+		res.Message = fmt.Sprintf("the program exited with code %d", code)
+		finish(res, api.ReasonError)
+	default:
+		sig := e.ws.Signal()
+		res.Signal = unix.SignalName(sig)
+		if oom {
+			res.Message = memoryMessage(spec)
+			finish(res, api.ReasonMemory)
+			return
+		}
+		res.Message = fmt.Sprintf("the program was killed by %s", res.Signal)
+		finish(res, api.ReasonError)
+	}
+}
+
+func memoryMessage(spec Spec) string {
+	return fmt.Sprintf("the program used more than its memory limit of %d MiB and was killed (the cgroup reports an OOM kill)", spec.MemoryBytes>>20)
+}
+
+// finish sets status, reason and outcome for a run without network.
+func finish(res *api.Result, reason api.Reason) {
+	res.State = api.StateFinished
+	res.Reason = reason
+	res.Status = api.StatusFailed
+	if reason == api.ReasonNone {
+		res.Status = api.StatusCompleted
+	}
+	res.Outcome = api.OutcomeOf(reason, res.Network.Mode)
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}
