@@ -45,7 +45,7 @@ const (
 )
 
 // cloneFlags are the namespaces every init is cloned into. The cgroup namespace is
-// made by the init itself (see initSteps). There is no user namespace: the
+// made by the init itself (see prepareSteps). There is no user namespace: the
 // program runs as an unprivileged host uid with no capabilities, and without
 // CLONE_NEWUSER Go clones with vfork, whose cost does not grow with the
 // supervisor's memory.
