@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The layout of the scratch tmpfs, relative to childSpec.Scratch. Everything the
+// The layout of the scratch tmpfs, relative to prepareSpec.Scratch. Everything the
 // run can write lives on it, so its size bounds all of it.
 const (
 	scratchUpper = "upper" // the overlay's upper layer
