@@ -36,7 +36,7 @@ func main() {
 		},
 		HideHelpCommand: true,
 	}
-	if err := app.Run(os.Args); err != nil {
+	if err := app.Run(interspersed(app.Commands, os.Args)); err != nil {
 		var code exitError
 		if errors.As(err, &code) {
 			os.Exit(int(code))

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/internal/testutil"
 )
@@ -167,6 +169,32 @@ func TestLeftoverOfDeadProcess(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := leftoverOfDeadProcess(tc.name); got != tc.want {
 				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestInterspersed(t *testing.T) {
+	cmds := []*cli.Command{runCommand(), rootfsCommand(), checkCommand()}
+	for _, tc := range []struct {
+		name string
+		in   string
+		want string
+	}{
+		{"flag after positional", "brig rootfs build python --dir /x", "brig rootfs build --dir /x -- python"},
+		{"flags first already", "brig run --local -l python f.py", "brig run --local -l python -- f.py"},
+		{"file first", "brig run f.py --local --timeout 5 -l python", "brig run --local --timeout 5 -l python -- f.py"},
+		{"stdin dash", "brig run - --local -l python", "brig run --local -l python -- -"},
+		{"value with equals", "brig run f.py --timeout=5", "brig run --timeout=5 -- f.py"},
+		{"bool flag does not take the next", "brig run --json f.py", "brig run --json -- f.py"},
+		{"double dash", "brig run -l python -- --weird-name.py", "brig run -l python -- --weird-name.py"},
+		{"no positional", "brig check --pool 2", "brig check --pool 2"},
+		{"unknown verb untouched", "brig nope a --b", "brig nope a --b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := strings.Join(interspersed(cmds, strings.Fields(tc.in)), " ")
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
 	}
