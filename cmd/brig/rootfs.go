@@ -43,7 +43,7 @@ func rootfsCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Printf("built %s rootfs at %s: %s %s\nuse it with: brig serve --rootfs %s=%s\n", lang, dir, m.Interpreter, m.Version, lang, dir)
+				fmt.Printf("built %s rootfs at %s: %s %s\nuse it with: --rootfs %s=%s\n", lang, dir, m.Interpreter, m.Version, lang, dir)
 				return nil
 			},
 		}},
