@@ -9,27 +9,44 @@ import (
 	"github.com/brig-sandbox/brig/rootfs/rootfstest"
 )
 
-// TestBuiltRootfsHasOnlyItsLanguage runs Python on a debootstrapped Python rootfs:
-// the program works, and no node, no host /usr and no host /etc are visible.
+// TestBuiltRootfsHasOnlyItsLanguage runs each language on its debootstrapped
+// rootfs: the program works, and the other interpreter, the host's /usr and the
+// host's /etc are not there.
 func TestBuiltRootfsHasOnlyItsLanguage(t *testing.T) {
-	rootfstest.Ensure(t, rootfs.Python)
-	built, err := rootfs.OpenBuilt(map[rootfs.Language]string{rootfs.Python: rootfstest.Dir(rootfs.Python)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newTestLauncherWith(t, t.TempDir(), built, 0)
-	res := run(t, l, rootfs.Python, `
+	for _, tc := range []struct {
+		lang rootfs.Language
+		code string
+		want []string
+	}{
+		{rootfs.Python, `
 import os, shutil, sys
-print("node", shutil.which("node"), os.path.exists("/usr/bin/node"), os.path.exists("/usr/local/go"))
+print("other", shutil.which("node"), os.path.exists("/usr/bin/node"), os.path.exists("/usr/local/go"))
 print("passwd", open("/etc/passwd").read().count("\n"))
 print("version", sys.version.split()[0])
-`)
-	if res.Outcome != api.OutcomeSucceeded {
-		t.Fatalf("got outcome %s (%s, stderr %q), want succeeded", res.Outcome, res.Message, res.Stderr)
-	}
-	for _, want := range []string{"node None False False\n", "passwd 3\n", "version 3."} {
-		if !strings.Contains(res.Stdout, want) {
-			t.Errorf("got stdout %q, want it to contain %q", res.Stdout, want)
-		}
+`, []string{"other None False False\n", "passwd 3\n", "version 3."}},
+		{rootfs.JavaScript, `
+const fs = require("fs");
+console.log("other", fs.existsSync("/usr/bin/python3"), fs.existsSync("/usr/local/go"));
+console.log("passwd", fs.readFileSync("/etc/passwd", "utf8").split("\n").length - 1);
+console.log("version", process.version);
+`, []string{"other false false\n", "passwd 3\n", "version v"}},
+	} {
+		t.Run(tc.lang.String(), func(t *testing.T) {
+			rootfstest.Ensure(t, tc.lang)
+			built, err := rootfs.OpenBuilt(map[rootfs.Language]string{tc.lang: rootfstest.Dir(tc.lang)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := newTestLauncherWith(t, t.TempDir(), built, 0)
+			res := run(t, l, tc.lang, tc.code)
+			if res.Outcome != api.OutcomeSucceeded {
+				t.Fatalf("got outcome %s (%s, stderr %q), want succeeded", res.Outcome, res.Message, res.Stderr)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(res.Stdout, want) {
+					t.Errorf("got stdout %q, want it to contain %q", res.Stdout, want)
+				}
+			}
+		})
 	}
 }
