@@ -141,7 +141,7 @@ func Init() int {
 	if err != nil {
 		return fail("exec", err)
 	}
-	report(message{Kind: msgStarted})
+	report(message{Kind: msgStarted, Mono: monotonic().Nanoseconds()})
 	for _, s := range hardenSteps {
 		if err := s.run(st); err != nil {
 			// Fail closed: the parent kills the run on an error message.
@@ -158,7 +158,7 @@ func Init() int {
 			return fail("wait", err)
 		}
 		if got == pid {
-			report(message{Kind: msgExit, WaitStatus: uint32(ws)})
+			report(message{Kind: msgExit, WaitStatus: uint32(ws), Mono: monotonic().Nanoseconds()})
 			// Returning makes the init exit, and the kernel kills whatever the
 			// program left in the pid namespace.
 			return 0

@@ -32,7 +32,10 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 	setup := time.NewTimer(setupTimeout)
 	defer setup.Stop()
 	var deadline <-chan time.Time
-	var started time.Time
+	// startedAt is the init's CLOCK_MONOTONIC reading when the interpreter was
+	// exec'd; the clock is the host's (there is no time namespace), so the deadline
+	// and the wall time count from the exec, however late its message arrives.
+	var startedAt time.Duration
 	for {
 		select {
 		case m, ok := <-s.msgs:
@@ -46,31 +49,31 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 				e.setupErr = &m
 				return e
 			case m.Kind == msgStarted:
-				started = time.Now()
+				startedAt = time.Duration(m.Mono)
 				e.started = true
 				setup.Stop()
-				res.Timing.StartMS = started.Sub(begin).Milliseconds()
-				t := time.NewTimer(spec.Timeout)
+				res.Timing.StartMS = time.Since(begin).Milliseconds() - (monotonic() - startedAt).Milliseconds()
+				t := time.NewTimer(spec.Timeout - (monotonic() - startedAt))
 				defer t.Stop()
 				deadline = t.C
 				if spec.OnStart != nil {
 					spec.OnStart()
 				}
 			case m.Kind == msgExit:
-				res.Usage.WallMS = time.Since(started).Milliseconds()
+				res.Usage.WallMS = (time.Duration(m.Mono) - startedAt).Milliseconds()
 				e.exited, e.ws = true, syscall.WaitStatus(m.WaitStatus)
 				return e
 			}
 		case <-deadline:
-			res.Usage.WallMS = time.Since(started).Milliseconds()
+			res.Usage.WallMS = (monotonic() - startedAt).Milliseconds()
 			e.timedOut = true
 			return e
 		case <-setup.C:
 			e.setupErr = &message{Kind: msgError, Step: "start", Error: fmt.Sprintf("the program had not started after %s", setupTimeout)}
 			return e
 		case <-ctx.Done():
-			if !started.IsZero() {
-				res.Usage.WallMS = time.Since(started).Milliseconds()
+			if e.started {
+				res.Usage.WallMS = (monotonic() - startedAt).Milliseconds()
 			}
 			e.stopped = true
 			return e
@@ -152,4 +155,11 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
 	case <-done:
 	case <-time.After(d):
 	}
+}
+
+// monotonic reads CLOCK_MONOTONIC, the clock the init stamps its messages with.
+func monotonic() time.Duration {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return time.Duration(ts.Nano())
 }

@@ -80,6 +80,9 @@ type message struct {
 	Step       string `json:"step,omitempty"`
 	Error      string `json:"error,omitempty"`
 	WaitStatus uint32 `json:"wait_status,omitempty"`
+	// Mono, in "started" and "exit", is the init's CLOCK_MONOTONIC reading, in
+	// nanoseconds, when the interpreter was exec'd or reaped.
+	Mono int64 `json:"mono,omitempty"`
 	// ScratchFD, in "ready", is the init's descriptor of its scratch tmpfs's
 	// reconfiguration context, for the parent's pidfd_getfd.
 	ScratchFD int `json:"scratch_fd,omitempty"`
