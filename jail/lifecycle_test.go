@@ -3,6 +3,7 @@ package jail
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -44,4 +45,19 @@ func TestCloseWaitsForRunsAndRefusesNew(t *testing.T) {
 		t.Errorf("Run after Close: got %v, want ErrClosed", err)
 	}
 	l.Close()
+}
+
+// TestProgramRunsAtNormalPriority: pooled inits prepare at nice 19, but a run's
+// program must not inherit it, pooled or not.
+func TestProgramRunsAtNormalPriority(t *testing.T) {
+	for _, pool := range []int{0, 1} {
+		t.Run(fmt.Sprintf("pool=%d", pool), func(t *testing.T) {
+			l := newTestLauncher(t, pool)
+			time.Sleep(100 * time.Millisecond) // let a pooled init prepare
+			res := run(t, l, rootfs.Python, "import os; print(os.nice(0))")
+			if res.Stdout != "0\n" {
+				t.Errorf("the program's nice value: got %q (%s), want 0", res.Stdout, res.Message)
+			}
+		})
+	}
 }
