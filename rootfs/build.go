@@ -150,11 +150,7 @@ func debootstrapArgs(o BuildOptions, target string) []string {
 // mirror's network, and takes a minute or more. On failure opts.Dir is unchanged and
 // nothing of the attempt is left.
 func Build(ctx context.Context, opts BuildOptions, progress io.Writer) (*Manifest, error) {
-	if err := opts.validate(); err != nil {
-		return nil, fmt.Errorf("building the %s rootfs: %w", opts.Language, err)
-	}
-	say := sayer(progress)
-	unlock, err := lockBuild(ctx, opts.Dir+".lock", say)
+	unlock, _, err := startBuild(ctx, opts, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -162,15 +158,25 @@ func Build(ctx context.Context, opts BuildOptions, progress io.Writer) (*Manifes
 	return buildLocked(ctx, opts, progress)
 }
 
+// startBuild validates opts and takes the build lock of opts.Dir; the caller
+// runs unlock when done.
+func startBuild(ctx context.Context, opts BuildOptions, progress io.Writer) (unlock func(), say func(string), err error) {
+	if err := opts.validate(); err != nil {
+		return nil, nil, fmt.Errorf("building the %s rootfs: %w", opts.Language, err)
+	}
+	say = sayer(progress)
+	unlock, err = lockBuild(ctx, opts.Dir+".lock", say)
+	if err != nil {
+		return nil, nil, err
+	}
+	return unlock, say, nil
+}
+
 // EnsureBuilt returns the manifest of the build at opts.Dir when it is a valid
 // opts.Language rootfs (of opts.Suite, when set), and otherwise builds it as Build
 // does. Concurrent callers, in this process or others, wait for one build.
 func EnsureBuilt(ctx context.Context, opts BuildOptions, progress io.Writer) (*Manifest, error) {
-	if err := opts.validate(); err != nil {
-		return nil, fmt.Errorf("building the %s rootfs: %w", opts.Language, err)
-	}
-	say := sayer(progress)
-	unlock, err := lockBuild(ctx, opts.Dir+".lock", say)
+	unlock, say, err := startBuild(ctx, opts, progress)
 	if err != nil {
 		return nil, err
 	}
