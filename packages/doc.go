@@ -1,0 +1,18 @@
+// Package packages owns a run's package requests: parsing them, the policy that
+// admits or blocks them, the installer and the cache of installed layers. Today it
+// holds parsing: a request as API.md writes it ("numpy==1.26.4", "lodash@^4.17.0")
+// becomes a Request with a normalised name and its constraint, or a RequestError
+// whose message tells the caller (often a language model) how to write it.
+//
+// Parsing is pure: no I/O, no registry look-ups. It checks that a request can name a
+// package of the registry and carries a version constraint; whether that package and
+// version exist is the installer's to find out.
+//
+// Typical use:
+//
+//	reqs, err := packages.ParseRequests(run.Language, run.Packages)
+//	var rerr *packages.RequestError
+//	if errors.As(err, &rerr) {
+//		// 400, field fmt.Sprintf("packages[%d]", rerr.Index), message rerr.Message
+//	}
+package packages
