@@ -3,7 +3,8 @@ package jail
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -145,11 +146,41 @@ var brigEnv = map[string]string{
 	"LANG":    "C.UTF-8",
 }
 
-// ReservedEnv reports whether name is one brig sets itself.
-func ReservedEnv(name string) bool {
-	_, ok := brigEnv[name]
-	return ok
+// brigOnlyEnv are names a request can't set because brig gives them meaning
+// inside the sandbox: the proxy variables of networked runs and the package
+// paths of runs with packages. They are reserved in every run, so that what a
+// request may set does not depend on its network mode or packages.
+var brigOnlyEnv = []string{
+	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+	"http_proxy", "https_proxy", "all_proxy", "no_proxy",
+	"PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL",
+	"NODE_PATH", "NPM_CONFIG_REGISTRY", "npm_config_registry",
 }
+
+// ReservedEnv reports whether name is one brig sets itself or reserves.
+func ReservedEnv(name string) bool {
+	if _, ok := brigEnv[name]; ok {
+		return true
+	}
+	return slices.Contains(brigOnlyEnv, name)
+}
+
+// ReservedEnvNames lists the reserved names, sorted.
+func ReservedEnvNames() []string {
+	names := slices.Collect(maps.Keys(brigEnv))
+	names = append(names, brigOnlyEnv...)
+	slices.Sort(names)
+	return names
+}
+
+// EnvError is ValidateEnv's refusal: Name is the variable at fault, empty when
+// the environment as a whole is (too many names).
+type EnvError struct {
+	Name    string
+	Message string
+}
+
+func (e *EnvError) Error() string { return e.Message }
 
 // Environ is the program's whole environment: brig's names, then the request's
 // (validated by ValidateEnv; a reserved one is dropped), never anything of the
@@ -171,17 +202,17 @@ func Environ(req map[string]string) []string {
 // names of [A-Za-z_][A-Za-z0-9_]*, none of them brig's own, no NUL in a value.
 func ValidateEnv(env map[string]string) error {
 	if len(env) > MaxEnv {
-		return fmt.Errorf("%d environment variables; at most %d are allowed", len(env), MaxEnv)
+		return &EnvError{Message: fmt.Sprintf("%d environment variables; at most %d are allowed", len(env), MaxEnv)}
 	}
-	for k, v := range env {
-		if !validEnvName(k) {
-			return fmt.Errorf("environment variable name %q: use letters, digits and '_', not starting with a digit", k)
-		}
-		if ReservedEnv(k) {
-			return fmt.Errorf("environment variable %s is set by brig itself; the reserved names are %s", k, strings.Join(reservedNames(), ", "))
-		}
-		if strings.IndexByte(v, 0) >= 0 {
-			return fmt.Errorf("environment variable %s: the value may not contain a NUL character", k)
+	// Sorted, so that the same environment always gets the same refusal.
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		switch {
+		case !validEnvName(k):
+			return &EnvError{Name: k, Message: fmt.Sprintf("environment variable name %q: use letters, digits and '_', not starting with a digit", k)}
+		case ReservedEnv(k):
+			return &EnvError{Name: k, Message: fmt.Sprintf("environment variable %s is reserved by brig; leave it out (the reserved names are %s)", k, strings.Join(ReservedEnvNames(), ", "))}
+		case strings.IndexByte(env[k], 0) >= 0:
+			return &EnvError{Name: k, Message: fmt.Sprintf("environment variable %s: the value may not contain a NUL character", k)}
 		}
 	}
 	return nil
@@ -200,15 +231,6 @@ func validEnvName(k string) bool {
 		}
 	}
 	return true
-}
-
-func reservedNames() []string {
-	names := make([]string, 0, len(brigEnv))
-	for k := range brigEnv {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // ErrInvalidSpec is returned by Run for a spec outside the bounds of API.md.

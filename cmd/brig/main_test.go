@@ -81,7 +81,7 @@ func TestRunLocal(t *testing.T) {
 		{"death by signal", []string{"-l", "python", script("f.py", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")}, "", "", "", 128 + 15},
 		{"timeout", []string{"-l", "python", "--timeout", "1", script("g.py", "import time; time.sleep(30)")}, "", "", "time limit", exitTimeout},
 		{"memory", []string{"-l", "python", "--memory", "128", script("h.py", "b = bytearray(1 << 30)")}, "", "", "memory limit", exitMemory},
-		{"reserved env", []string{"-l", "python", "--env", "PATH=/x", script("i.py", "pass")}, "", "", "set by brig itself", 2},
+		{"reserved env", []string{"-l", "python", "--env", "PATH=/x", script("i.py", "pass")}, "", "", "reserved by brig", 2},
 		{"memory out of bounds", []string{"-l", "python", "--memory", "64", script("j.py", "pass")}, "", "", "outside 128 to 2048", 2},
 		{"no file", []string{"-l", "python", filepath.Join(dir, "missing.py")}, "", "", "reading the program", 2},
 	} {
