@@ -318,3 +318,32 @@ func hostSwaps() bool {
 	}
 	return len(strings.Split(strings.TrimSpace(string(b)), "\n")) > 1
 }
+
+// RemoveParent sweeps every group under the parent and removes the parent
+// itself, in every hierarchy: what a service that owns its parent does when it
+// stops, and tests when they end. It fails while a group is in use.
+func (m *Manager) RemoveParent() error {
+	if _, err := m.Sweep(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	live := len(m.live)
+	m.mu.Unlock()
+	if live > 0 {
+		return fmt.Errorf("removing the cgroup parent %q: %d groups are in use", m.cfg.Parent, live)
+	}
+	var dirs []string
+	for _, h := range m.v1Info.hierarchies {
+		dirs = append(dirs, filepath.Join(h.dir, m.cfg.Parent))
+	}
+	if m.v2 != nil {
+		dirs = append(dirs, filepath.Join(m.v2Info.root, m.cfg.Parent))
+	}
+	var errs []error
+	for _, d := range dirs {
+		if err := unix.Rmdir(d); err != nil && err != unix.ENOENT {
+			errs = append(errs, fmt.Errorf("removing the cgroup parent %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
