@@ -140,3 +140,156 @@ type Timing struct {
 	StartMS   int64 `json:"start_ms"`
 	TotalMS   int64 `json:"total_ms"`
 }
+
+// Request is the body of POST /v1/runs. Pointer fields are those whose absence
+// differs from their zero value; Defaults fills them.
+type Request struct {
+	ID             string            `json:"id,omitempty"`
+	Language       string            `json:"language"`
+	Code           string            `json:"code"`
+	TimeoutSeconds *int              `json:"timeout_seconds,omitempty"`
+	MemoryMiB      *int              `json:"memory_mib,omitempty"`
+	Packages       []string          `json:"packages,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	Network        *Network          `json:"network,omitempty"`
+}
+
+// Network is a request's network: a mode, and with mode domains the allowed
+// host names (each admitting its subdomains).
+type Network struct {
+	Mode    string   `json:"mode"`
+	Domains []string `json:"domains,omitempty"`
+}
+
+// WithDefaults returns a copy of r with every absent field set to its default of
+// API.md, so that two requests that mean the same run compare equal.
+func (r Request) WithDefaults() Request {
+	if r.TimeoutSeconds == nil {
+		t := DefaultTimeoutSeconds
+		r.TimeoutSeconds = &t
+	}
+	if r.MemoryMiB == nil {
+		m := DefaultMemoryMiB
+		r.MemoryMiB = &m
+	}
+	if r.Packages == nil {
+		r.Packages = []string{}
+	}
+	if r.Env == nil {
+		r.Env = map[string]string{}
+	}
+	if r.Network == nil || r.Network.Mode == "" {
+		n := Network{Mode: NetworkNone}
+		if r.Network != nil {
+			n.Domains = r.Network.Domains
+		}
+		r.Network = &n
+	}
+	return r
+}
+
+// Event kinds of the NDJSON stream.
+const (
+	EventAccepted = "accepted"
+	EventPackage  = "package"
+	EventStarted  = "started"
+	EventStdout   = "stdout"
+	EventStderr   = "stderr"
+	EventEgress   = "egress"
+	EventResult   = "result"
+)
+
+// Event is one line of a run's NDJSON stream. Which fields are set depends on
+// Event: ID for accepted, Data for stdout and stderr, Host, Port and Allowed for
+// egress, Package and Message for package, Result for result.
+type Event struct {
+	Event   string  `json:"event"`
+	ID      string  `json:"id,omitempty"`
+	Data    string  `json:"data,omitempty"`
+	Host    string  `json:"host,omitempty"`
+	Port    int     `json:"port,omitempty"`
+	Allowed *bool   `json:"allowed,omitempty"`
+	Package string  `json:"package,omitempty"`
+	Message string  `json:"message,omitempty"`
+	Result  *Result `json:"result,omitempty"`
+}
+
+// Error codes of the API's one error shape.
+const (
+	ErrorInvalidRequest   = "invalid_request"
+	ErrorForbidden        = "forbidden"
+	ErrorNotFound         = "not_found"
+	ErrorConflict         = "conflict"
+	ErrorTooLarge         = "too_large"
+	ErrorQueueFull        = "queue_full"
+	ErrorUnavailable      = "unavailable"
+	ErrorMethodNotAllowed = "method_not_allowed"
+	ErrorInternal         = "internal"
+)
+
+// ErrorBody is the body of every error response: {"error": {...}}.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// Error is one API error: a code from the list above, the first bad field of an
+// invalid request, and a sentence that says what to do.
+type Error struct {
+	Code    string `json:"code"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return e.Field + ": " + e.Message
+	}
+	return e.Message
+}
+
+// Limits is the body of GET /v1/limits: the bounds and defaults of a request.
+type Limits struct {
+	TimeoutSeconds Bound    `json:"timeout_seconds"`
+	MemoryMiB      Bound    `json:"memory_mib"`
+	CodeChars      Bound    `json:"code_chars"`
+	Packages       Bound    `json:"packages"`
+	PackageChars   Bound    `json:"package_chars"`
+	EnvEntries     Bound    `json:"env_entries"`
+	Domains        Bound    `json:"domains"`
+	IDChars        Bound    `json:"id_chars"`
+	StdoutChars    int      `json:"stdout_chars"`
+	StderrChars    int      `json:"stderr_chars"`
+	BodyBytes      int      `json:"body_bytes"`
+	Languages      []string `json:"languages"`
+	NetworkModes   []string `json:"network_modes"`
+	ReservedEnv    []string `json:"reserved_env"`
+}
+
+// Bound is a range and, where the field has one, its default.
+type Bound struct {
+	Min     int  `json:"min"`
+	Max     int  `json:"max"`
+	Default *int `json:"default,omitempty"`
+}
+
+// Health is the body of GET /v1/health.
+type Health struct {
+	Status       string            `json:"status"`
+	Languages    map[string]string `json:"languages"`
+	CgroupMode   string            `json:"cgroup_mode"`
+	NetworkModes []string          `json:"network_modes"`
+	Rootfs       string            `json:"rootfs"`
+	Running      int               `json:"running"`
+	Queued       int               `json:"queued"`
+}
+
+// More bounds of API.md.
+const (
+	MaxIDChars      = 128
+	MaxPackages     = 50
+	MinPackageChars = 3
+	MaxPackageChars = 214
+	MaxEnvEntries   = 50
+	MaxDomains      = 100
+	MaxBodyBytes    = 4 << 20
+)

@@ -344,3 +344,14 @@ func copyTree(src, dst string) error {
 	}
 	return nil
 }
+
+// HostArgv is the command line that runs script with the host's own interpreter
+// for lang, as the host rootfs runs it by default: what a bare run of the same
+// program executes, for benchmarks.
+func HostArgv(lang Language, script string) []string {
+	r := Root{Interpreter: DefaultPythonPath, Args: interpreterArgs(lang)}
+	if lang == JavaScript {
+		r.Interpreter = DefaultNodePath
+	}
+	return r.Argv(script)
+}
