@@ -1,0 +1,134 @@
+package supervisor
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+)
+
+// admission bounds how many runs execute at once and how much memory they may
+// reserve together, with a bounded FIFO queue of runs waiting for both. A run
+// is admitted in arrival order: a large one at the head is not overtaken by
+// small ones, so it can't starve.
+type admission struct {
+	slots     int
+	budgetMiB int
+	queueCap  int
+
+	mu sync.Mutex
+	// running and usedMiB are what executing runs hold. Guarded by mu.
+	running int
+	usedMiB int
+	// queue holds the waiting tickets in arrival order. Guarded by mu.
+	queue []*ticket
+	// avgRun is a moving average of how long a run holds its slot, for
+	// Retry-After. Guarded by mu.
+	avgRun time.Duration
+}
+
+// ticket is one run's place: ready is closed when it holds a slot.
+type ticket struct {
+	mib   int
+	ready chan struct{}
+	// granted is set (under admission.mu) when ready is closed.
+	granted bool
+	since   time.Time
+}
+
+func newAdmission(slots, budgetMiB, queueCap int) *admission {
+	return &admission{slots: slots, budgetMiB: budgetMiB, queueCap: queueCap, avgRun: time.Second}
+}
+
+// enter takes a slot for a run of mib MiB, or a place in the queue. It returns
+// nil when the queue is full.
+func (a *admission) enter(mib int) *ticket {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := &ticket{mib: mib, ready: make(chan struct{}), since: time.Now()}
+	if len(a.queue) == 0 && a.fitsLocked(mib) {
+		a.grantLocked(t)
+		return t
+	}
+	if len(a.queue) >= a.queueCap {
+		return nil
+	}
+	a.queue = append(a.queue, t)
+	return t
+}
+
+func (a *admission) fitsLocked(mib int) bool {
+	return a.running < a.slots && a.usedMiB+mib <= a.budgetMiB
+}
+
+func (a *admission) grantLocked(t *ticket) {
+	a.running++
+	a.usedMiB += t.mib
+	t.granted = true
+	t.since = time.Now()
+	close(t.ready)
+}
+
+// wait blocks until t holds a slot, or ctx ends (the run was stopped while it
+// waited); then t leaves the queue and holds nothing.
+func (a *admission) wait(ctx context.Context, t *ticket) error {
+	select {
+	case <-t.ready:
+		return nil
+	case <-ctx.Done():
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t.granted {
+		// Granted while ctx ended: give the slot back.
+		a.leaveLocked(t)
+		return ctx.Err()
+	}
+	for i, q := range a.queue {
+		if q == t {
+			a.queue = append(a.queue[:i], a.queue[i+1:]...)
+			break
+		}
+	}
+	a.admitLocked()
+	return ctx.Err()
+}
+
+// leave gives back the slot t holds.
+func (a *admission) leave(t *ticket) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.leaveLocked(t)
+}
+
+func (a *admission) leaveLocked(t *ticket) {
+	a.running--
+	a.usedMiB -= t.mib
+	a.avgRun = (a.avgRun*7 + time.Since(t.since)) / 8
+	a.admitLocked()
+}
+
+// admitLocked grants slots to the head of the queue while it fits.
+func (a *admission) admitLocked() {
+	for len(a.queue) > 0 && a.fitsLocked(a.queue[0].mib) {
+		t := a.queue[0]
+		a.queue = a.queue[1:]
+		a.grantLocked(t)
+	}
+}
+
+// counts returns how many runs execute and how many wait.
+func (a *admission) counts() (running, queued int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.running, len(a.queue)
+}
+
+// retryAfter estimates, in whole seconds (at least 1), when the queue will have
+// room: the time for the runs ahead to go through the slots.
+func (a *admission) retryAfter() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	waves := float64(len(a.queue)+1) / float64(a.slots)
+	return max(1, int(math.Ceil(waves*a.avgRun.Seconds())))
+}

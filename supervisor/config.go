@@ -1,0 +1,136 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Defaults of Config. deploy/brig.toml writes each of them down.
+const (
+	DefaultSocket    = "/run/brig/brig.sock"
+	DefaultStateDir  = "/var/lib/brig"
+	DefaultQueueSize = 64
+	DefaultRetention = 24 * time.Hour
+	DefaultGrace     = 30 * time.Second
+	// MinRetention is API.md's promise: results are kept at least an hour.
+	MinRetention = time.Hour
+	// memoryShare is the part of the host's memory that runs may reserve when
+	// Config.MaxConcurrent is zero; the rest is the host's and brig's.
+	memoryShare = 0.75
+	// runsPerCore bounds the default concurrency by CPU: each run gets one CPU
+	// of quota, and runs spend part of their life waiting (start, I/O, sleep).
+	runsPerCore = 4
+)
+
+// Config configures a Service. Zero values mean the defaults above.
+type Config struct {
+	// StateDir holds the journal (journal.db); zero means DefaultStateDir.
+	StateDir string
+	// AllowUIDs and AllowGIDs are the peers (by SO_PEERCRED) that may use the
+	// API: a peer whose uid or primary gid is listed. Both empty means root only.
+	AllowUIDs []int
+	AllowGIDs []int
+	// MaxConcurrent is how many runs execute at once; zero means a default from
+	// the host: runsPerCore per core, and no more than memoryShare of the host's
+	// memory holds at the default memory limit.
+	MaxConcurrent int
+	// MemoryBudgetMiB bounds the sum of memory_mib of the runs executing at once;
+	// zero means memoryShare of the host's memory. A run waits in the queue until
+	// its memory fits.
+	MemoryBudgetMiB int
+	// QueueSize is how many admitted runs may wait for a slot; beyond it a
+	// request gets 429. Zero means DefaultQueueSize; negative means no queue.
+	QueueSize int
+	// Retention is how long finished results are kept; zero means
+	// DefaultRetention. Less than MinRetention is refused.
+	Retention time.Duration
+	// Grace is how long Shutdown lets runs finish before it stops them; zero
+	// means DefaultGrace.
+	Grace time.Duration
+	// NetworkModes are the modes this host can give a run; empty means none
+	// only (the egress proxy is not part of this build).
+	NetworkModes []string
+	// Logger gets one line per request and one per run; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// withDefaults fills the zero fields of cfg.
+func (cfg Config) withDefaults() Config {
+	if cfg.StateDir == "" {
+		cfg.StateDir = DefaultStateDir
+	}
+	if len(cfg.AllowUIDs) == 0 && len(cfg.AllowGIDs) == 0 {
+		cfg.AllowUIDs = []int{0}
+	}
+	hostMiB := hostMemoryMiB()
+	if cfg.MemoryBudgetMiB == 0 {
+		cfg.MemoryBudgetMiB = int(float64(hostMiB) * memoryShare)
+	}
+	if cfg.MaxConcurrent == 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent(runtime.NumCPU(), hostMiB)
+	}
+	if cfg.QueueSize == 0 {
+		cfg.QueueSize = DefaultQueueSize
+	} else if cfg.QueueSize < 0 {
+		cfg.QueueSize = 0
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.Grace == 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if len(cfg.NetworkModes) == 0 {
+		cfg.NetworkModes = []string{"none"}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+// DefaultMaxConcurrent is the concurrency a host of cpus cores and memMiB of
+// memory gets when none is configured.
+func DefaultMaxConcurrent(cpus, memMiB int) int {
+	n := cpus * runsPerCore
+	if byMem := int(float64(memMiB)*memoryShare) / 512; byMem < n {
+		n = byMem
+	}
+	return max(n, 1)
+}
+
+// validate runs the checks of a filled Config before anything is opened.
+func (cfg Config) validate() error {
+	var errs []error
+	if cfg.MaxConcurrent < 1 {
+		errs = append(errs, fmt.Errorf("max_concurrent %d: give at least 1", cfg.MaxConcurrent))
+	}
+	if cfg.MemoryBudgetMiB < 2048 {
+		errs = append(errs, fmt.Errorf("memory_budget_mib %d: give at least 2048, so that a run of the largest memory limit fits", cfg.MemoryBudgetMiB))
+	}
+	if cfg.Retention < MinRetention {
+		errs = append(errs, fmt.Errorf("retention %s: results must be kept at least %s (API.md)", cfg.Retention, MinRetention))
+	}
+	if cfg.Grace < 0 {
+		errs = append(errs, fmt.Errorf("grace %s: give zero or more", cfg.Grace))
+	}
+	for _, m := range cfg.NetworkModes {
+		if m != "none" {
+			errs = append(errs, fmt.Errorf("network mode %q: this build has no egress proxy; only \"none\" is available", m))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func hostMemoryMiB() int {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return 4096
+	}
+	return int(uint64(si.Totalram) * uint64(si.Unit) >> 20)
+}

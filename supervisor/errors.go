@@ -1,0 +1,77 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/brig-sandbox/brig/api"
+)
+
+// apiError is an error the API reports to its caller: a class (api.Error.Code)
+// that statusOf maps to the HTTP status, and for 429 how long to wait.
+type apiError struct {
+	body       api.Error
+	retryAfter int // seconds; for queue_full
+}
+
+func (e *apiError) Error() string { return e.body.Error() }
+
+func invalid(field, format string, args ...any) *apiError {
+	return &apiError{body: api.Error{Code: api.ErrorInvalidRequest, Field: field, Message: sprintf(format, args...)}}
+}
+
+func newError(code, format string, args ...any) *apiError {
+	return &apiError{body: api.Error{Code: code, Message: sprintf(format, args...)}}
+}
+
+// statusOf is the one place an error class becomes an HTTP status.
+func statusOf(code string) int {
+	switch code {
+	case api.ErrorInvalidRequest:
+		return http.StatusBadRequest
+	case api.ErrorForbidden:
+		return http.StatusForbidden
+	case api.ErrorNotFound:
+		return http.StatusNotFound
+	case api.ErrorConflict:
+		return http.StatusConflict
+	case api.ErrorTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case api.ErrorQueueFull:
+		return http.StatusTooManyRequests
+	case api.ErrorMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case api.ErrorUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// writeError writes err in the API's one error shape. An error that is not an
+// *apiError is a defect: 500, with the error's text.
+func writeError(w http.ResponseWriter, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = newError(api.ErrorInternal, "internal error: %v", err)
+	}
+	if ae.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
+	}
+	writeJSON(w, statusOf(ae.body.Code), api.ErrorBody{Error: ae.body})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func sprintf(format string, args ...any) string {
+	if len(args) == 0 {
+		return format
+	}
+	return fmt.Sprintf(format, args...)
+}

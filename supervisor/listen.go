@@ -1,0 +1,85 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// SocketMode is the API socket's file mode: owner root and the configured group.
+const SocketMode = 0o660
+
+// Listen makes the API socket at path, mode 0660, owned by root and by group
+// (a name or a number; empty keeps root's group). A socket left by a service
+// that is gone is replaced; one that still answers is an error, as is any other
+// file at path.
+func Listen(path, group string) (_ net.Listener, retErr error) {
+	gid := -1
+	if group != "" {
+		var err error
+		if gid, err = lookupGroup(group); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the socket's directory: %w", err)
+	}
+	if err := removeStaleSocket(path); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	defer func() {
+		if retErr != nil {
+			ln.Close()
+		}
+	}()
+	if err := os.Chmod(path, SocketMode); err != nil {
+		return nil, fmt.Errorf("setting the mode of %s: %w", path, err)
+	}
+	if err := os.Lchown(path, 0, gid); err != nil {
+		return nil, fmt.Errorf("setting the owner of %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+func lookupGroup(group string) (int, error) {
+	if n, err := strconv.Atoi(group); err == nil && n >= 0 {
+		return n, nil
+	}
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		return 0, fmt.Errorf("socket group %q: %w (create it, or give a gid)", group, err)
+	}
+	return strconv.Atoi(g.Gid)
+}
+
+func removeStaleSocket(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("%s exists and is not a socket; remove it or choose another --socket", path)
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("%s answers: another brig serve is running there", path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("checking whether %s is in use: %w", path, err)
+	}
+	return os.Remove(path)
+}

@@ -1,0 +1,88 @@
+package supervisor
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/brig-sandbox/brig/api"
+)
+
+// metrics are the service's Prometheus metrics, on a registry of its own (no
+// global state: tests make many services in one process).
+type metrics struct {
+	reg      *prometheus.Registry
+	runs     *prometheus.CounterVec
+	requests *prometheus.CounterVec
+	refused  *prometheus.CounterVec
+	queue    *prometheus.HistogramVec
+	start    *prometheus.HistogramVec
+	total    *prometheus.HistogramVec
+	peak     *prometheus.HistogramVec
+}
+
+// latencyBuckets run from 1 ms to 5 min: a run's start takes milliseconds and
+// its whole life up to its time limit.
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+func newMetrics(adm *admission) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brig_runs_total", Help: "Finished runs by language, outcome and reason (empty for runs that succeeded).",
+		}, []string{"language", "outcome", "reason"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brig_http_requests_total", Help: "API requests by route and status code.",
+		}, []string{"route", "code"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brig_runs_refused_total", Help: "Run requests refused before they ran, by error code (invalid_request, queue_full, conflict, forbidden...).",
+		}, []string{"code"}),
+		queue: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "brig_run_queue_seconds", Help: "Time from a run's acceptance to its admission to a slot.", Buckets: latencyBuckets,
+		}, []string{"language"}),
+		start: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "brig_run_start_seconds", Help: "Time from a run's request to its interpreter's start (timing.start_ms).", Buckets: latencyBuckets,
+		}, []string{"language"}),
+		total: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "brig_run_total_seconds", Help: "Time from a run's request to its result (timing.total_ms).", Buckets: latencyBuckets,
+		}, []string{"language"}),
+		peak: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "brig_run_peak_memory_bytes", Help: "Peak memory of finished runs.", Buckets: prometheus.ExponentialBuckets(8<<20, 2, 9),
+		}, []string{"language"}),
+	}
+	m.reg.MustRegister(m.runs, m.requests, m.refused, m.queue, m.start, m.total, m.peak,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "brig_queue_depth", Help: "Runs accepted and waiting for a slot.",
+		}, func() float64 { _, q := adm.counts(); return float64(q) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "brig_runs_in_flight", Help: "Runs executing now.",
+		}, func() float64 { r, _ := adm.counts(); return float64(r) }),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+func (m *metrics) observe(res *api.Result) {
+	lang := res.Language
+	m.runs.WithLabelValues(lang, string(res.Outcome), string(res.Reason)).Inc()
+	m.queue.WithLabelValues(lang).Observe(float64(res.Timing.QueuedMS) / 1e3)
+	if res.Timing.StartMS > 0 {
+		m.start.WithLabelValues(lang).Observe(float64(res.Timing.StartMS) / 1e3)
+	}
+	m.total.WithLabelValues(lang).Observe(float64(res.Timing.TotalMS) / 1e3)
+	if res.Usage.PeakMemoryBytes > 0 {
+		m.peak.WithLabelValues(lang).Observe(float64(res.Usage.PeakMemoryBytes))
+	}
+}
+
+func (m *metrics) request(route string, code int) {
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}

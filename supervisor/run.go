@@ -1,0 +1,175 @@
+package supervisor
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+)
+
+// run is one accepted run while it is queued or executing: its request, its
+// events so far (which a stream replays and follows) and, once it ends, its
+// result. Appending an event never waits for a reader, so a slow or vanished
+// client never holds a run back.
+type run struct {
+	id       string
+	key      string // requestKey of the request
+	req      api.Request
+	peerUID  int
+	accepted time.Time
+	// stop cancels the run's context: DELETE, and Shutdown after its grace.
+	ctx  context.Context
+	stop context.CancelFunc
+	// done is closed once result is set.
+	done chan struct{}
+
+	mu sync.Mutex
+	// state is the run's API state. Guarded by mu.
+	state string
+	// events is every event so far, accepted first and result last. Guarded by mu.
+	events []api.Event
+	// changed is closed and replaced each time events grows. Guarded by mu.
+	changed chan struct{}
+	// started is set when the program has started. Guarded by mu.
+	started bool
+	// result is set when the run has finished. Guarded by mu.
+	result *api.Result
+}
+
+func newRun(id, key string, req api.Request, peerUID int, now time.Time) *run {
+	ctx, stop := context.WithCancel(context.Background())
+	return &run{
+		id:       id,
+		key:      key,
+		req:      req,
+		peerUID:  peerUID,
+		accepted: now,
+		ctx:      ctx,
+		stop:     stop,
+		done:     make(chan struct{}),
+		state:    api.StateQueued,
+		events:   []api.Event{{Event: api.EventAccepted, ID: id}},
+		changed:  make(chan struct{}),
+	}
+}
+
+// appendLocked adds ev and wakes every follower.
+func (r *run) appendLocked(ev api.Event) {
+	r.events = append(r.events, ev)
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+func (r *run) setState(state string) {
+	r.mu.Lock()
+	r.state = state
+	r.mu.Unlock()
+}
+
+// onStart and onOutput are the jail's callbacks.
+func (r *run) onStart() {
+	r.mu.Lock()
+	r.started = true
+	r.appendLocked(api.Event{Event: api.EventStarted})
+	r.mu.Unlock()
+}
+
+func (r *run) onOutput(kind string) func(string) {
+	return func(s string) {
+		r.mu.Lock()
+		r.appendLocked(api.Event{Event: kind, Data: s})
+		r.mu.Unlock()
+	}
+}
+
+// finish sets the run's result and ends its stream.
+func (r *run) finish(res *api.Result) {
+	r.mu.Lock()
+	r.result = res
+	r.state = api.StateFinished
+	r.appendLocked(api.Event{Event: api.EventResult, Result: res})
+	r.mu.Unlock()
+	r.stop() // releases the context's resources; the run is over
+	close(r.done)
+}
+
+// snapshot is the run's Result as of now: its result once finished, otherwise
+// its state and the output printed so far.
+func (r *run) snapshot() *api.Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.result != nil {
+		return r.result
+	}
+	var stdout, stderr strings.Builder
+	for _, ev := range r.events {
+		switch ev.Event {
+		case api.EventStdout:
+			stdout.WriteString(ev.Data)
+		case api.EventStderr:
+			stderr.WriteString(ev.Data)
+		}
+	}
+	res := pendingResult(r.id, r.req)
+	res.State = r.state
+	res.Stdout, res.Stderr = stdout.String(), stderr.String()
+	res.Timing.TotalMS = time.Since(r.accepted).Milliseconds()
+	return res
+}
+
+// pendingResult is the Result of a run that has not finished.
+func pendingResult(id string, req api.Request) *api.Result {
+	return &api.Result{
+		ID:       id,
+		Language: req.Language,
+		State:    api.StateQueued,
+		Packages: []api.PackageResult{},
+		Network:  api.NetworkReport{Mode: req.Network.Mode, Connections: []api.Connection{}},
+	}
+}
+
+// follow calls emit with each of the run's events from the first, waiting for
+// new ones, until it has emitted the result event (nil) or ctx ends or emit
+// fails (their error).
+func (r *run) follow(ctx context.Context, emit func(api.Event) error) error {
+	next := 0
+	for {
+		r.mu.Lock()
+		batch := r.events[next:]
+		changed := r.changed
+		r.mu.Unlock()
+		for _, ev := range batch {
+			if err := emit(ev); err != nil {
+				return err
+			}
+			if ev.Event == api.EventResult {
+				return nil
+			}
+		}
+		next += len(batch)
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// replay is the event stream of a finished run known only from the journal: its
+// output in one event per stream (the interleaving of the two is not kept).
+func replay(rec *record) []api.Event {
+	res := rec.Result
+	evs := []api.Event{{Event: api.EventAccepted, ID: res.ID}}
+	if rec.Started {
+		evs = append(evs, api.Event{Event: api.EventStarted})
+	}
+	if res.Stdout != "" {
+		evs = append(evs, api.Event{Event: api.EventStdout, Data: res.Stdout})
+	}
+	if res.Stderr != "" {
+		evs = append(evs, api.Event{Event: api.EventStderr, Data: res.Stderr})
+	}
+	return append(evs, api.Event{Event: api.EventResult, Result: res})
+}

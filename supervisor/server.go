@@ -1,0 +1,330 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/jail"
+)
+
+// ndjson is the media type of event streams.
+const ndjson = "application/x-ndjson"
+
+// streamWriteTimeout bounds each write of a stream: a client that stops reading
+// loses its stream (the run goes on, and can be reattached) instead of holding
+// a goroutine forever.
+const streamWriteTimeout = 30 * time.Second
+
+// peerKey is the context key of a connection's peer credentials.
+type peerKey struct{}
+
+// peer is who is on the other end of a connection, by SO_PEERCRED.
+type peer struct {
+	ok       bool // the credentials could be read
+	uid, gid int
+	pid      int
+}
+
+// withPeer reads a connection's peer credentials when it is accepted; every
+// request on it is checked against them.
+func withPeer(ctx context.Context, c net.Conn) context.Context {
+	p := peer{uid: -1, gid: -1}
+	if uc, ok := c.(*net.UnixConn); ok {
+		if raw, err := uc.SyscallConn(); err == nil {
+			raw.Control(func(fd uintptr) {
+				cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+				if err == nil {
+					p = peer{ok: true, uid: int(cred.Uid), gid: int(cred.Gid), pid: int(cred.Pid)}
+				}
+			})
+		}
+	}
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+func peerOf(ctx context.Context) peer {
+	p, _ := ctx.Value(peerKey{}).(peer)
+	return p
+}
+
+func (s *Service) allowed(p peer) bool {
+	return p.ok && (slices.Contains(s.cfg.AllowUIDs, p.uid) || slices.Contains(s.cfg.AllowGIDs, p.gid))
+}
+
+// routes is the API. Every path also has a method-less pattern, so that a wrong
+// method gets 405 in the API's error shape, and "/" answers the rest with 404.
+func (s *Service) routes() http.Handler {
+	mux := http.NewServeMux()
+	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
+		mux.Handle(pattern, s.guard(pattern, h))
+	}
+	handle("POST /v1/runs", s.postRun)
+	handle("GET /v1/runs/{id}", s.getRun)
+	handle("GET /v1/runs/{id}/events", s.getEvents)
+	handle("DELETE /v1/runs/{id}", s.deleteRun)
+	handle("GET /v1/limits", s.getLimits)
+	handle("GET /v1/health", s.getHealth)
+	handle("GET /metrics", func(w http.ResponseWriter, r *http.Request) error {
+		s.metrics.handler().ServeHTTP(w, r)
+		return nil
+	})
+	handle("GET /openapi.yaml", func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, err := w.Write(api.OpenAPI)
+		return err
+	})
+	for _, p := range []string{"/v1/runs", "/v1/runs/{id}", "/v1/runs/{id}/events", "/v1/limits", "/v1/health", "/metrics"} {
+		handle(p, func(w http.ResponseWriter, r *http.Request) error {
+			return newError(api.ErrorMethodNotAllowed, "%s does not take %s", r.URL.Path, r.Method)
+		})
+	}
+	handle("/", func(w http.ResponseWriter, r *http.Request) error {
+		return newError(api.ErrorNotFound, "no such endpoint %s %s; the API is described at GET /openapi.yaml", r.Method, r.URL.Path)
+	})
+	return mux
+}
+
+// guard checks the peer, runs h, writes its error in the API's shape, and logs
+// one line per request.
+func (s *Service) guard(route string, h func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		begin := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		p := peerOf(r.Context())
+		var err error
+		if !s.allowed(p) {
+			err = newError(api.ErrorForbidden, "this service serves only its configured users and groups; uid %d (gid %d) is not one of them: ask the operator to add it to allow_uids or allow_gids", p.uid, p.gid)
+			if route == "POST /v1/runs" {
+				s.metrics.refused.WithLabelValues(api.ErrorForbidden).Inc()
+			}
+		} else {
+			err = h(rec, r)
+		}
+		if err != nil {
+			var ae *apiError
+			if errors.As(err, &ae) && route == "POST /v1/runs" {
+				s.metrics.refused.WithLabelValues(ae.body.Code).Inc()
+			}
+			if !rec.wrote {
+				writeError(rec, err)
+			}
+		}
+		s.metrics.request(route, rec.statusCode())
+		attrs := []any{logMethod, r.Method, logPath, r.URL.Path, logStatus, rec.statusCode(),
+			logDuration, time.Since(begin).Milliseconds(), logPeerUID, p.uid}
+		var ae *apiError
+		if errors.As(err, &ae) {
+			attrs = append(attrs, logErrCode, ae.body.Code, "message", ae.body.Message)
+		} else if err != nil {
+			attrs = append(attrs, "err", err)
+		}
+		s.log.Info("request", attrs...)
+	})
+}
+
+// recorder notes the status a handler wrote, for the request's log line.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if !r.wrote {
+		r.status, r.wrote = http.StatusOK, true
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (Flush, deadlines).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (r *recorder) statusCode() int {
+	if !r.wrote {
+		return http.StatusOK
+	}
+	return r.status
+}
+
+func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return newError(api.ErrorTooLarge, "the request body is over %d bytes; shorten the code (at most %d characters)", api.MaxBodyBytes, api.MaxCodeChars)
+		}
+		return invalid("", "the request body could not be read: %v", err)
+	}
+	req, aerr := decodeRequest(body)
+	if aerr != nil {
+		return aerr
+	}
+	run, rec, err := s.submit(req, peerOf(r.Context()).uid)
+	if err != nil {
+		return err
+	}
+	if wantsStream(r) {
+		return s.stream(w, r, run, rec)
+	}
+	if run != nil {
+		select {
+		case <-run.done:
+		case <-r.Context().Done():
+			// The client went away; the run goes on and can be fetched later.
+			return nil
+		}
+		return respond(w, run.snapshot())
+	}
+	return respond(w, resultOf(rec))
+}
+
+// wantsStream reports whether the client asked for NDJSON events.
+func wantsStream(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(mt), ndjson) {
+			return true
+		}
+	}
+	return false
+}
+
+func respond(w http.ResponseWriter, res *api.Result) error {
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// resultOf is the Result of a journal record.
+func resultOf(rec *record) *api.Result {
+	if rec.Result != nil {
+		return rec.Result
+	}
+	return pendingResult("", api.Request{Language: rec.Language, Network: &api.Network{Mode: rec.Network}})
+}
+
+// stream writes a run's events as NDJSON, from the first, until its result.
+func (s *Service) stream(w http.ResponseWriter, r *http.Request, run *run, rec *record) error {
+	w.Header().Set("Content-Type", ndjson)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	enc := json.NewEncoder(w)
+	emit := func(ev api.Event) error {
+		rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		if err := enc.Encode(ev); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	rc.Flush()
+	if run == nil {
+		for _, ev := range replay(rec) {
+			if err := emit(ev); err != nil {
+				return nil // the client is gone; nothing to report to it
+			}
+		}
+		return nil
+	}
+	run.follow(r.Context(), emit) // an error is the client's going: the run goes on
+	return nil
+}
+
+func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
+	run, rec, err := s.lookup(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if run != nil {
+		return respond(w, run.snapshot())
+	}
+	return respond(w, resultOf(rec))
+}
+
+func (s *Service) getEvents(w http.ResponseWriter, r *http.Request) error {
+	run, rec, err := s.lookup(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return s.stream(w, r, run, rec)
+}
+
+// deleteRun stops a run and answers with its result; a run that has already
+// finished keeps its result.
+func (s *Service) deleteRun(w http.ResponseWriter, r *http.Request) error {
+	run, rec, err := s.lookup(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if run == nil {
+		return respond(w, resultOf(rec))
+	}
+	run.stop()
+	select {
+	case <-run.done:
+	case <-r.Context().Done():
+		return nil
+	}
+	return respond(w, run.snapshot())
+}
+
+func (s *Service) getLimits(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, s.limits())
+	return nil
+}
+
+func (s *Service) limits() api.Limits {
+	def := func(v int) *int { return &v }
+	return api.Limits{
+		TimeoutSeconds: api.Bound{Min: api.MinTimeoutSeconds, Max: api.MaxTimeoutSeconds, Default: def(api.DefaultTimeoutSeconds)},
+		MemoryMiB:      api.Bound{Min: api.MinMemoryMiB, Max: api.MaxMemoryMiB, Default: def(api.DefaultMemoryMiB)},
+		CodeChars:      api.Bound{Min: 1, Max: api.MaxCodeChars},
+		Packages:       api.Bound{Min: 0, Max: api.MaxPackages, Default: def(0)},
+		PackageChars:   api.Bound{Min: api.MinPackageChars, Max: api.MaxPackageChars},
+		EnvEntries:     api.Bound{Min: 0, Max: api.MaxEnvEntries, Default: def(0)},
+		Domains:        api.Bound{Min: 1, Max: api.MaxDomains},
+		IDChars:        api.Bound{Min: 1, Max: api.MaxIDChars},
+		StdoutChars:    api.MaxStdoutChars,
+		StderrChars:    api.MaxStderrChars,
+		BodyBytes:      api.MaxBodyBytes,
+		Languages:      []string{"python", "javascript"},
+		NetworkModes:   s.cfg.NetworkModes,
+		ReservedEnv:    jail.ReservedEnvNames(),
+	}
+}
+
+func (s *Service) getHealth(w http.ResponseWriter, r *http.Request) error {
+	running, queued := s.adm.counts()
+	s.mu.Lock()
+	status := "ok"
+	if s.draining {
+		status = "draining"
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, api.Health{
+		Status:       status,
+		Languages:    s.host.Languages,
+		CgroupMode:   s.host.CgroupMode,
+		NetworkModes: s.cfg.NetworkModes,
+		Rootfs:       s.host.Rootfs,
+		Running:      running,
+		Queued:       queued,
+	})
+	return nil
+}

@@ -1,0 +1,407 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// Launcher runs one sandbox; *jail.Launcher is the one brig uses.
+type Launcher interface {
+	Run(ctx context.Context, spec jail.Spec) (*api.Result, error)
+}
+
+// HostInfo is what GET /v1/health reports of the host besides the service's own
+// state.
+type HostInfo struct {
+	// Languages maps each language to its interpreter's version.
+	Languages map[string]string
+	// CgroupMode is the cgroup layout runs are limited through.
+	CgroupMode string
+	// Rootfs names the root filesystems runs get (host, built or host+built).
+	Rootfs string
+}
+
+// Log field names of the canonical lines.
+const (
+	logID       = "id"
+	logLanguage = "language"
+	logOutcome  = "outcome"
+	logReason   = "reason"
+	logExitCode = "exit_code"
+	logPeerUID  = "peer_uid"
+	logNetwork  = "network"
+	logQueued   = "queued_ms"
+	logStart    = "start_ms"
+	logTotal    = "total_ms"
+	logWall     = "wall_ms"
+	logCPU      = "cpu_ms"
+	logPeak     = "peak_memory_bytes"
+	logMethod   = "method"
+	logPath     = "path"
+	logStatus   = "status"
+	logDuration = "duration_ms"
+	logErrCode  = "error_code"
+)
+
+// pruneEvery is how often expired results leave the journal.
+const pruneEvery = time.Minute
+
+// Service is brig's run API. Make one with New, serve it with Serve and stop it
+// with Shutdown.
+type Service struct {
+	cfg      Config
+	host     HostInfo
+	launcher Launcher
+	journal  *journal
+	adm      *admission
+	metrics  *metrics
+	log      *slog.Logger
+	server   *http.Server
+	// runsWG counts run goroutines; Shutdown waits for them.
+	runsWG sync.WaitGroup
+	// stopPrune ends the pruning goroutine; pruned is closed when it has.
+	stopPrune chan struct{}
+	pruned    chan struct{}
+
+	mu sync.Mutex
+	// runs holds the runs not finished, and finished ones until their result is
+	// in the journal. Guarded by mu.
+	runs map[string]*run
+	// draining is set by Shutdown: no new run is accepted. Guarded by mu.
+	draining bool
+}
+
+// New opens the journal in cfg.StateDir, finishes the runs that were in flight
+// when the service last stopped, and returns a Service ready to Serve.
+func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	j, err := openJournal(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			j.close()
+		}
+	}()
+	s := &Service{
+		cfg:       cfg,
+		host:      host,
+		launcher:  l,
+		journal:   j,
+		adm:       newAdmission(cfg.MaxConcurrent, cfg.MemoryBudgetMiB, cfg.QueueSize),
+		log:       cfg.Logger,
+		runs:      map[string]*run{},
+		stopPrune: make(chan struct{}),
+		pruned:    make(chan struct{}),
+	}
+	s.metrics = newMetrics(s.adm)
+	ids, err := j.recover(interruptedResult, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("finishing the runs interrupted by the last stop: %w", err)
+	}
+	for _, id := range ids {
+		s.log.Warn("run interrupted by the service's last stop, finished as stopped", logID, id)
+	}
+	if _, err := j.prune(time.Now().Add(-cfg.Retention)); err != nil {
+		return nil, fmt.Errorf("pruning the journal: %w", err)
+	}
+	s.server = &http.Server{
+		Handler:           s.routes(),
+		ConnContext:       withPeer,
+		ReadHeaderTimeout: 10 * time.Second,
+		// A request body is at most 4 MiB; streams are written for as long as a
+		// run lasts, so there is no write timeout (each write has its own).
+		ReadTimeout: time.Minute,
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	go s.pruneLoop()
+	return s, nil
+}
+
+// interruptedResult is the result of a run that was in flight when the service
+// stopped without finishing it (a crash, a kill): stopped, with the outcome its
+// network mode implies. Its processes died with the service (each sandbox's
+// init has a parent-death signal) and its cgroup is swept when the jail starts.
+func interruptedResult(id string, rec *record) *api.Result {
+	res := pendingResult(id, api.Request{Language: rec.Language, Network: &api.Network{Mode: rec.Network}})
+	res.State = api.StateFinished
+	res.Status = api.StatusFailed
+	res.Reason = api.ReasonStopped
+	res.Outcome = api.OutcomeOf(api.ReasonStopped, rec.Network)
+	res.Message = "the service stopped (it was restarted or crashed) before the run finished; its processes were killed and its output was lost"
+	res.Timing.TotalMS = time.Since(rec.AcceptedAt).Milliseconds()
+	return res
+}
+
+// Serve answers the API on ln until Shutdown; it returns http.ErrServerClosed
+// then.
+func (s *Service) Serve(ln net.Listener) error {
+	return s.server.Serve(ln)
+}
+
+// Metrics gives the service's metrics registry's handler (also at /metrics).
+func (s *Service) Metrics() http.Handler { return s.metrics.handler() }
+
+// Shutdown stops accepting runs, lets those accepted finish within the
+// configured grace (or until ctx ends), stops the rest (reason stopped), waits
+// until every result is in the journal, and closes the server and the journal.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+
+	finished := make(chan struct{})
+	go func() { s.runsWG.Wait(); close(finished) }()
+	grace := time.NewTimer(s.cfg.Grace)
+	defer grace.Stop()
+	select {
+	case <-finished:
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	left := len(s.runs)
+	for _, r := range s.runs {
+		r.stop()
+	}
+	s.mu.Unlock()
+	if left > 0 {
+		s.log.Warn("stopping the runs that did not finish within the grace period", "runs", left, "grace", s.cfg.Grace)
+	}
+	<-finished
+
+	// Every stream has its result event by now; give the handlers a moment to
+	// write it, then close whatever is left.
+	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.server.Shutdown(closeCtx)
+	if err != nil {
+		s.server.Close()
+	}
+	close(s.stopPrune)
+	<-s.pruned
+	return errors.Join(err, s.journal.close())
+}
+
+func (s *Service) pruneLoop() {
+	defer close(s.pruned)
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopPrune:
+			return
+		case <-t.C:
+			if n, err := s.journal.prune(time.Now().Add(-s.cfg.Retention)); err != nil {
+				s.log.Error("pruning the journal", "err", err)
+			} else if n > 0 {
+				s.log.Debug("pruned expired results", "count", n)
+			}
+		}
+	}
+}
+
+// submit accepts a validated request: the existing run for a retry of an id,
+// 409 for an id reused with another request, 429 when the queue is full, 503
+// when shutting down; otherwise a new run, journaled and started.
+func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
+	if err := s.available(req); err != nil {
+		return nil, nil, err
+	}
+	key := requestKey(req)
+	id := req.ID
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return nil, nil, newError(api.ErrorUnavailable, "the service is shutting down and accepts no new runs; retry once it is back")
+	}
+	if id != "" {
+		if r, ok := s.runs[id]; ok {
+			s.mu.Unlock()
+			if r.key != key {
+				return nil, nil, conflict(id)
+			}
+			return r, nil, nil
+		}
+		rec, err := s.journal.get(id)
+		switch {
+		case err == nil && rec.Key != key:
+			s.mu.Unlock()
+			return nil, nil, conflict(id)
+		case err == nil:
+			s.mu.Unlock()
+			return nil, rec, nil
+		case !errors.Is(err, errNoRecord):
+			s.mu.Unlock()
+			return nil, nil, fmt.Errorf("reading the journal: %w", err)
+		}
+	} else {
+		id = ulid.Make().String()
+	}
+	t := s.adm.enter(*req.MemoryMiB)
+	if t == nil {
+		s.mu.Unlock()
+		e := newError(api.ErrorQueueFull, "the service is running %d runs and its queue of %d is full; retry after the Retry-After seconds", s.cfg.MaxConcurrent, s.cfg.QueueSize)
+		e.retryAfter = s.adm.retryAfter()
+		return nil, nil, e
+	}
+	req.ID = id
+	r := newRun(id, key, req, peerUID, time.Now())
+	s.runs[id] = r
+	s.mu.Unlock()
+
+	err := s.journal.accept(id, &record{Key: key, Language: req.Language, Network: req.Network.Mode, PeerUID: peerUID, AcceptedAt: r.accepted})
+	if err != nil {
+		s.mu.Lock()
+		delete(s.runs, id)
+		s.mu.Unlock()
+		s.adm.wait(canceled, t)
+		return nil, nil, fmt.Errorf("recording the run in the journal: %w", err)
+	}
+	s.runsWG.Add(1)
+	go s.execute(r, t)
+	return r, nil, nil
+}
+
+// canceled is a context that has ended, to give back a ticket at once.
+var canceled = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+func conflict(id string) error {
+	return newError(api.ErrorConflict, "the id %q belongs to a run with a different request; send the same request to get that run, or use a new id", id)
+}
+
+// available refuses what this host can't give, rather than run with less than
+// was asked.
+func (s *Service) available(req api.Request) error {
+	if !slices.Contains(s.cfg.NetworkModes, req.Network.Mode) {
+		return invalid("network.mode", "%q is not available on this host; the modes it offers are %v (GET /v1/health lists them): use one of those", req.Network.Mode, s.cfg.NetworkModes)
+	}
+	if len(req.Packages) > 0 {
+		return invalid("packages", "this host installs no packages yet: leave packages out and use only the language's standard library")
+	}
+	return nil
+}
+
+// execute is a run's life after it was accepted: wait for a slot, run the
+// sandbox, record the result.
+func (s *Service) execute(r *run, t *ticket) {
+	defer s.runsWG.Done()
+	if err := s.adm.wait(r.ctx, t); err != nil {
+		res := pendingResult(r.id, r.req)
+		res.State = api.StateFinished
+		res.Status = api.StatusFailed
+		res.Reason = api.ReasonStopped
+		res.Outcome = api.OutcomeOf(api.ReasonStopped, r.req.Network.Mode)
+		res.Message = "the run was stopped while it waited in the queue; the program did not run"
+		res.Timing.QueuedMS = time.Since(r.accepted).Milliseconds()
+		res.Timing.TotalMS = res.Timing.QueuedMS
+		s.finish(r, res)
+		return
+	}
+	queued := time.Since(r.accepted)
+	r.setState(api.StateRunning)
+	res, err := s.launcher.Run(r.ctx, jail.Spec{
+		Language:    rootfs.Language(r.req.Language),
+		Code:        r.req.Code,
+		Timeout:     time.Duration(*r.req.TimeoutSeconds) * time.Second,
+		MemoryBytes: int64(*r.req.MemoryMiB) << 20,
+		Env:         r.req.Env,
+		OnStart:     r.onStart,
+		OnStdout:    r.onOutput(api.EventStdout),
+		OnStderr:    r.onOutput(api.EventStderr),
+	})
+	s.adm.leave(t)
+	if err != nil {
+		res = pendingResult(r.id, r.req)
+		res.State = api.StateFinished
+		res.Status = api.StatusFailed
+		res.Reason = api.ReasonInternal
+		res.Outcome = api.OutcomeFailed
+		res.Message = fmt.Sprintf("the sandbox could not be started: %v", err)
+	}
+	res.ID = r.id
+	res.Language = r.req.Language
+	res.Network.Mode = r.req.Network.Mode
+	if res.Status == api.StatusFailed {
+		res.Outcome = api.OutcomeOf(res.Reason, r.req.Network.Mode)
+	}
+	// The jail counts from its own call; the API counts from the request.
+	res.Timing.QueuedMS = queued.Milliseconds()
+	if res.Timing.StartMS > 0 || r.started {
+		res.Timing.StartMS += queued.Milliseconds()
+	}
+	res.Timing.TotalMS = time.Since(r.accepted).Milliseconds()
+	s.finish(r, res)
+}
+
+// finish ends a run: its stream gets the result, the journal keeps it, and it
+// leaves memory once the journal has it.
+func (s *Service) finish(r *run, res *api.Result) {
+	r.finish(res)
+	r.mu.Lock()
+	started := r.started
+	r.mu.Unlock()
+	now := time.Now()
+	err := s.journal.finish(r.id, &record{
+		Key: r.key, Language: r.req.Language, Network: r.req.Network.Mode, PeerUID: r.peerUID,
+		AcceptedAt: r.accepted, Started: started, FinishedAt: now, Result: res,
+	})
+	if err != nil {
+		// The run stays in memory, so it is still answered until a restart.
+		s.log.Error("recording a result in the journal", logID, r.id, "err", err)
+	} else {
+		s.mu.Lock()
+		delete(s.runs, r.id)
+		s.mu.Unlock()
+	}
+	s.metrics.observe(res)
+	exit := -1
+	if res.ExitCode != nil {
+		exit = *res.ExitCode
+	}
+	s.log.Info("run finished",
+		logID, r.id, logLanguage, res.Language, logOutcome, res.Outcome, logReason, res.Reason,
+		logExitCode, exit, "signal", res.Signal, logNetwork, res.Network.Mode, logPeerUID, r.peerUID,
+		logQueued, res.Timing.QueuedMS, logStart, res.Timing.StartMS, logTotal, res.Timing.TotalMS,
+		logWall, res.Usage.WallMS, logCPU, res.Usage.CPUMS, logPeak, res.Usage.PeakMemoryBytes)
+}
+
+// lookup finds a run in memory or its record in the journal.
+func (s *Service) lookup(id string) (*run, *record, error) {
+	s.mu.Lock()
+	r, ok := s.runs[id]
+	s.mu.Unlock()
+	if ok {
+		return r, nil, nil
+	}
+	rec, err := s.journal.get(id)
+	if errors.Is(err, errNoRecord) {
+		return nil, nil, newError(api.ErrorNotFound, "no run has the id %q (results are kept for %s)", id, s.cfg.Retention)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the journal: %w", err)
+	}
+	return nil, rec, nil
+}

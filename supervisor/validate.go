@@ -1,0 +1,249 @@
+package supervisor
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/egress"
+	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/packages"
+)
+
+// requestFields are the fields of a request in API.md's order, which is the
+// order they are checked in: an error names the first bad one.
+var requestFields = []string{"id", "language", "code", "timeout_seconds", "memory_mib", "packages", "env", "network"}
+
+var networkFields = []string{"mode", "domains"}
+
+// decodeRequest decodes and validates a POST /v1/runs body against API.md. It
+// refuses unknown fields and wrong types, and names the first bad field in words
+// a model can act on. The request it returns has every default filled in.
+func decodeRequest(body []byte) (api.Request, *apiError) {
+	var req api.Request
+	fields, err := decodeObject(body, "", requestFields)
+	if err != nil {
+		return req, err
+	}
+	for _, f := range requestFields {
+		raw, ok := fields[f]
+		if !ok {
+			continue
+		}
+		var derr error
+		switch f {
+		case "id":
+			if derr = json.Unmarshal(raw, &req.ID); derr == nil && req.ID == "" {
+				return req, invalid("id", "is empty; give 1 to %d of A-Z a-z 0-9 . _ : -, or leave it out to get a generated id", api.MaxIDChars)
+			}
+		case "language":
+			derr = json.Unmarshal(raw, &req.Language)
+		case "code":
+			derr = json.Unmarshal(raw, &req.Code)
+		case "timeout_seconds":
+			derr = json.Unmarshal(raw, &req.TimeoutSeconds)
+		case "memory_mib":
+			derr = json.Unmarshal(raw, &req.MemoryMiB)
+		case "packages":
+			derr = json.Unmarshal(raw, &req.Packages)
+		case "env":
+			derr = json.Unmarshal(raw, &req.Env)
+		case "network":
+			req.Network, err = decodeNetwork(raw)
+			if err != nil {
+				return req, err
+			}
+		}
+		if derr != nil {
+			return req, invalid(f, "%s", typeHint[f])
+		}
+	}
+	if err := validateRequest(req); err != nil {
+		return req, err
+	}
+	return req.WithDefaults(), nil
+}
+
+// typeHint says what a field must look like, for a value of the wrong type.
+var typeHint = map[string]string{
+	"id":              "must be a string of 1 to 128 characters from A-Z a-z 0-9 . _ : -, or left out to get a generated id",
+	"language":        `must be the string "python" or "javascript"`,
+	"code":            "must be a string: the program's source, 1 to 100000 characters",
+	"timeout_seconds": "must be a whole number of seconds from 1 to 300 (leave it out for 30)",
+	"memory_mib":      "must be a whole number of MiB from 128 to 2048 (leave it out for 512)",
+	"packages":        `must be an array of strings, each a package with a version constraint, such as ["numpy==1.26.4"] or ["lodash@4.17.21"]`,
+	"env":             `must be an object whose values are strings, such as {"DEBUG": "1"}`,
+	"network":         `must be an object such as {"mode": "none"} or {"mode": "domains", "domains": ["example.com"]}`,
+	"network.mode":    `must be one of the strings "none", "registries", "domains" or "any"`,
+	"network.domains": `must be an array of host names, such as ["example.com"]`,
+}
+
+// decodeObject decodes body as one JSON object whose keys are all in known, and
+// returns its members.
+func decodeObject(body []byte, prefix string, known []string) (map[string]json.RawMessage, *apiError) {
+	what := "the body"
+	if prefix != "" {
+		what = prefix
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var fields map[string]json.RawMessage
+	if err := dec.Decode(&fields); err != nil || fields == nil {
+		if prefix != "" {
+			return nil, invalid(prefix, "%s", typeHint[prefix])
+		}
+		msg := "must be one JSON object"
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			msg += fmt.Sprintf(" (invalid JSON at byte %d: %v)", se.Offset, se)
+		}
+		return nil, invalid("", "%s %s, such as {\"language\": \"python\", \"code\": \"print(1)\"}", what, msg)
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, invalid(prefix, "%s must be one JSON object with nothing after it", what)
+	}
+	var unknown []string
+	for k := range fields {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return nil, invalid(join(prefix, unknown[0]), "is not a field of %s; the fields are %s", what, strings.Join(known, ", "))
+	}
+	// null is not a value of any field: leave a field out to get its default.
+	for _, k := range known {
+		if v, ok := fields[k]; ok && bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			if prefix == "" && (k == "language" || k == "code") {
+				return nil, invalid(k, "is null; it is required and %s", typeHint[k])
+			}
+			return nil, invalid(join(prefix, k), "is null; it %s, or leave it out for its default", typeHint[join(prefix, k)])
+		}
+	}
+	return fields, nil
+}
+
+func decodeNetwork(raw json.RawMessage) (*api.Network, *apiError) {
+	fields, err := decodeObject(raw, "network", networkFields)
+	if err != nil {
+		return nil, err
+	}
+	n := &api.Network{}
+	if v, ok := fields["mode"]; ok && json.Unmarshal(v, &n.Mode) != nil {
+		return nil, invalid("network.mode", "%s", typeHint["network.mode"])
+	}
+	if v, ok := fields["domains"]; ok && json.Unmarshal(v, &n.Domains) != nil {
+		return nil, invalid("network.domains", "%s", typeHint["network.domains"])
+	}
+	return n, nil
+}
+
+func join(prefix, field string) string {
+	if prefix == "" {
+		return field
+	}
+	return prefix + "." + field
+}
+
+// validateRequest checks every field of a decoded request against its bound, in
+// API.md's order.
+func validateRequest(req api.Request) *apiError {
+	if req.ID != "" {
+		if err := validateID(req.ID); err != nil {
+			return err
+		}
+	}
+	switch req.Language {
+	case "python", "javascript":
+	case "":
+		return invalid("language", `is required: "python" or "javascript"`)
+	default:
+		return invalid("language", `%q is not a language brig runs: use "python" or "javascript"`, req.Language)
+	}
+	switch n := utf8.RuneCountInString(req.Code); {
+	case n == 0:
+		return invalid("code", "is required: the program's source, 1 to %d characters", api.MaxCodeChars)
+	case n > api.MaxCodeChars:
+		return invalid("code", "has %d characters; at most %d are allowed (characters are Unicode code points): shorten the program", n, api.MaxCodeChars)
+	}
+	if t := req.TimeoutSeconds; t != nil && (*t < api.MinTimeoutSeconds || *t > api.MaxTimeoutSeconds) {
+		return invalid("timeout_seconds", "is %d; give a whole number of seconds from %d to %d (leave it out for %d)", *t, api.MinTimeoutSeconds, api.MaxTimeoutSeconds, api.DefaultTimeoutSeconds)
+	}
+	if m := req.MemoryMiB; m != nil && (*m < api.MinMemoryMiB || *m > api.MaxMemoryMiB) {
+		return invalid("memory_mib", "is %d; give a whole number of MiB from %d to %d (leave it out for %d)", *m, api.MinMemoryMiB, api.MaxMemoryMiB, api.DefaultMemoryMiB)
+	}
+	if len(req.Packages) > api.MaxPackages {
+		return invalid("packages", "has %d entries; at most %d packages are allowed in one run", len(req.Packages), api.MaxPackages)
+	}
+	if _, err := packages.ParseRequests(req.Language, req.Packages); err != nil {
+		var re *packages.RequestError
+		if errors.As(err, &re) && re.Index >= 0 {
+			return invalid(fmt.Sprintf("packages[%d]", re.Index), "%s", re.Message)
+		}
+		return invalid("packages", "%v", err)
+	}
+	if err := jail.ValidateEnv(req.Env); err != nil {
+		var ee *jail.EnvError
+		if errors.As(err, &ee) && ee.Name != "" {
+			return invalid("env."+ee.Name, "%s", ee.Message)
+		}
+		return invalid("env", "%v", err)
+	}
+	if n := req.Network; n != nil {
+		if err := validateNetwork(*n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateID(id string) *apiError {
+	if len(id) > api.MaxIDChars {
+		return invalid("id", "has %d characters; give 1 to %d of A-Z a-z 0-9 . _ : -, or leave it out to get a generated id", len(id), api.MaxIDChars)
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._:-", c)) {
+			return invalid("id", "contains %q; use only A-Z a-z 0-9 . _ : - (1 to %d characters), or leave it out to get a generated id", c, api.MaxIDChars)
+		}
+	}
+	return nil
+}
+
+func validateNetwork(n api.Network) *apiError {
+	switch n.Mode {
+	case api.NetworkNone, api.NetworkRegistries, api.NetworkAny, "":
+		if len(n.Domains) > 0 {
+			return invalid("network.domains", "apply only with mode \"domains\": drop them, or set network.mode to \"domains\"")
+		}
+	case api.NetworkDomains:
+		if len(n.Domains) == 0 || len(n.Domains) > api.MaxDomains {
+			return invalid("network.domains", "has %d entries; mode \"domains\" needs 1 to %d host names, such as [\"example.com\"] (each admits its subdomains)", len(n.Domains), api.MaxDomains)
+		}
+		for i, d := range n.Domains {
+			if _, err := egress.ParseDomain(d); err != nil {
+				return invalid(fmt.Sprintf("network.domains[%d]", i), "%v", err)
+			}
+		}
+	default:
+		return invalid("network.mode", "%q is not a network mode: use \"none\", \"registries\", \"domains\" or \"any\"", n.Mode)
+	}
+	return nil
+}
+
+// requestKey identifies what a request asks for, apart from its id: two requests
+// with one id and the same key are the same run (a retry), with different keys a
+// conflict. req has its defaults filled, so that leaving a field out and giving
+// its default are the same request.
+func requestKey(req api.Request) string {
+	req.ID = ""
+	b, _ := json.Marshal(req) // a Request always marshals; map keys are sorted
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
