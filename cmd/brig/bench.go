@@ -32,11 +32,11 @@ func benchCommand() *cli.Command {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			l, p, err := newLauncher(lc, false, log)
+			sb, err := newSandbox(lc, false, log)
 			if err != nil {
 				return err
 			}
-			defer l.Close()
+			defer sb.Close()
 			// Let the pool fill before the clock starts.
 			time.Sleep(time.Duration(lc.Pool) * 20 * time.Millisecond)
 			var langs []rootfs.Language
@@ -47,7 +47,7 @@ func benchCommand() *cli.Command {
 				}
 				langs = append(langs, lang)
 			}
-			rep, err := bench.Local(c.Context, l, p, bench.LocalConfig{Runs: c.Int("n"), Spacing: c.Duration("spacing"), HeapMiB: c.Int("heap-mib"), Languages: langs})
+			rep, err := bench.Local(c.Context, sb.Launcher, sb.provider, bench.LocalConfig{Runs: c.Int("n"), Spacing: c.Duration("spacing"), HeapMiB: c.Int("heap-mib"), Languages: langs})
 			if err != nil {
 				return err
 			}

@@ -75,15 +75,15 @@ func checkAction(c *cli.Context) error {
 // smokeRuns runs a one-line program of each language through a real sandbox: the
 // proof that every step works here.
 func smokeRuns(ctx context.Context, lc launcherConfig) []jail.Check {
-	l, _, err := newLauncher(lc, false, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sb, err := newSandbox(lc, false, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return []jail.Check{{Name: "sandbox", Detail: err.Error(), Hint: "see the error"}}
 	}
-	defer l.Close()
+	defer sb.Close()
 	var out []jail.Check
 	for _, lang := range rootfs.Languages {
 		code := map[rootfs.Language]string{rootfs.Python: "print('ok')", rootfs.JavaScript: "console.log('ok')"}[lang]
-		res, err := l.Run(ctx, jail.Spec{Language: lang, Code: code, Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20})
+		res, err := sb.Run(ctx, jail.Spec{Language: lang, Code: code, Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20})
 		ch := jail.Check{Name: "sandboxed run " + lang.String(), Hint: "see the message; the sandbox can't be built on this host"}
 		switch {
 		case err != nil:

@@ -118,17 +118,24 @@ func leftoverOfDeadProcess(name string) bool {
 	return unix.Kill(pid, 0) == unix.ESRCH
 }
 
-// newLauncher builds everything a Launcher needs. sweep removes every group left
+// sandbox is a Launcher and what it was built from.
+type sandbox struct {
+	*jail.Launcher
+	provider rootfs.Provider
+	cgroups  *cgroup.Manager
+}
+
+// newSandbox builds everything a Launcher needs. sweep removes every group left
 // under the parent (the service, which owns its parent, does that); otherwise only
 // those of brig processes that are gone are removed.
-func newLauncher(lc launcherConfig, sweep bool, log *slog.Logger) (*jail.Launcher, rootfs.Provider, error) {
+func newSandbox(lc launcherConfig, sweep bool, log *slog.Logger) (*sandbox, error) {
 	p, err := newProvider(lc)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cg, err := cgroup.New(cgroup.Config{Parent: lc.CgroupParent, Logger: log})
 	if err != nil {
-		return nil, nil, fmt.Errorf("opening cgroups: %w (Hint: run `brig check`)", err)
+		return nil, fmt.Errorf("opening cgroups: %w (Hint: run `brig check`)", err)
 	}
 	leftover := leftoverOfDeadProcess
 	if sweep {
@@ -136,7 +143,7 @@ func newLauncher(lc launcherConfig, sweep bool, log *slog.Logger) (*jail.Launche
 	}
 	n, err := cg.SweepIf(leftover)
 	if err != nil {
-		return nil, nil, fmt.Errorf("removing leftover run cgroups: %w", err)
+		return nil, fmt.Errorf("removing leftover run cgroups: %w", err)
 	}
 	if n > 0 {
 		log.Info("removed leftover run cgroups", "count", n)
@@ -151,7 +158,7 @@ func newLauncher(lc launcherConfig, sweep bool, log *slog.Logger) (*jail.Launche
 		Logger:   log,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return l, p, nil
+	return &sandbox{Launcher: l, provider: p, cgroups: cg}, nil
 }

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/client"
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/rootfs"
 )
@@ -25,6 +29,7 @@ const (
 	exitInternal = 125 // the sandbox could not be built; the program did not run
 	exitStopped  = 130 // as after SIGINT
 	exitMemory   = 137 // as a SIGKILLed process
+	exitBlocked  = 126 // the package policy refused a package; the program did not run
 )
 
 func runCommand() *cli.Command {
@@ -72,41 +77,91 @@ func runAction(c *cli.Context) error {
 	if err := jail.ValidateEnv(env); err != nil {
 		return fmt.Errorf("--env: %w", err)
 	}
-	if !c.Bool("local") {
-		return fmt.Errorf("running through the service is not available in this build; use --local (as root)")
+	if c.Bool("local") {
+		return runLocal(c, lang, code, env)
 	}
-	if len(c.StringSlice("package")) > 0 || c.String("network") != api.NetworkNone {
-		return fmt.Errorf("--local runs have no packages and no network yet; drop --package and --network")
+	timeout, memory := c.Int("timeout"), c.Int("memory")
+	req := api.Request{
+		ID:             c.String("id"),
+		Language:       string(lang),
+		Code:           code,
+		TimeoutSeconds: &timeout,
+		MemoryMiB:      &memory,
+		Packages:       c.StringSlice("package"),
+		Env:            env,
+		Network:        &api.Network{Mode: c.String("network"), Domains: c.StringSlice("domain")},
 	}
-	lc, err := launcherConfigFrom(c, "brig-local")
-	if err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	l, _, err := newLauncher(lc, false, log)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
+	return runRemote(c, req)
+}
 
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	spec := jail.Spec{
-		Language:    lang,
-		Code:        code,
-		Timeout:     time.Duration(c.Int("timeout")) * time.Second,
-		MemoryBytes: int64(c.Int("memory")) << 20,
-		Env:         env,
-	}
-	if !c.Bool("json") {
-		spec.OnStdout = func(s string) { io.WriteString(os.Stdout, s) }
-		spec.OnStderr = func(s string) { io.WriteString(os.Stderr, s) }
-	}
-	res, err := l.Run(ctx, spec)
+// runRemote runs req through the service: output streams live (or the Result is
+// printed with --json), and SIGINT or SIGTERM stops the run (DELETE) rather than
+// leave it going.
+func runRemote(c *cli.Context, req api.Request) error {
+	cl := client.New(c.String("socket"))
+	ctx, cancel := context.WithCancel(c.Context)
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	var id atomic.Value // the run's id, once accepted
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+			return
+		}
+		defer close(stopped)
+		if v, ok := id.Load().(string); ok {
+			cl.Stop(context.Background(), v) // the stream then ends with the result
+			return
+		}
+		cancel()
+	}()
+	jsonOut := c.Bool("json")
+	res, err := cl.Stream(ctx, req, func(ev api.Event) error {
+		switch ev.Event {
+		case api.EventAccepted:
+			id.Store(ev.ID)
+		case api.EventStdout:
+			if !jsonOut {
+				io.WriteString(os.Stdout, ev.Data)
+			}
+		case api.EventStderr:
+			if !jsonOut {
+				io.WriteString(os.Stderr, ev.Data)
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return err
+		var ce *client.Error
+		switch {
+		case errors.As(err, &ce):
+			return fmt.Errorf("the service refused the run: %s", describeAPIError(ce))
+		case ctx.Err() != nil:
+			return exitError(exitStopped)
+		}
+		return fmt.Errorf("talking to the service at %s: %w (is `brig serve` running? Hint: sudo make serve)", c.String("socket"), err)
 	}
-	res.ID = c.String("id")
+	return finishRun(c, res)
+}
+
+func describeAPIError(e *client.Error) string {
+	msg := e.API.Message
+	if e.API.Field != "" {
+		msg = e.API.Field + " " + msg
+	}
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf(" (retry after %s)", e.RetryAfter)
+	}
+	return fmt.Sprintf("%d %s: %s", e.Status, e.API.Code, msg)
+}
+
+// finishRun prints what is left of a result and exits with its status.
+func finishRun(c *cli.Context, res *api.Result) error {
 	if c.Bool("json") {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -122,6 +177,43 @@ func runAction(c *cli.Context) error {
 	return nil
 }
 
+// runLocal runs the program in this process, without the service.
+func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]string) error {
+	if len(c.StringSlice("package")) > 0 || c.String("network") != api.NetworkNone {
+		return fmt.Errorf("--local runs have no packages and no network yet; drop --package and --network")
+	}
+	lc, err := launcherConfigFrom(c, "brig-local")
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	sb, err := newSandbox(lc, false, log)
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	spec := jail.Spec{
+		Language:    lang,
+		Code:        code,
+		Timeout:     time.Duration(c.Int("timeout")) * time.Second,
+		MemoryBytes: int64(c.Int("memory")) << 20,
+		Env:         env,
+	}
+	if !c.Bool("json") {
+		spec.OnStdout = func(s string) { io.WriteString(os.Stdout, s) }
+		spec.OnStderr = func(s string) { io.WriteString(os.Stderr, s) }
+	}
+	res, err := sb.Run(ctx, spec)
+	if err != nil {
+		return err
+	}
+	res.ID = c.String("id")
+	return finishRun(c, res)
+}
+
 // exitStatus is the status `brig run` exits with for a result: the program's own
 // where it has one.
 func exitStatus(res *api.Result) int {
@@ -132,6 +224,8 @@ func exitStatus(res *api.Result) int {
 		return exitMemory
 	case api.ReasonStopped:
 		return exitStopped
+	case api.ReasonPackageBlocked:
+		return exitBlocked
 	case api.ReasonNone, api.ReasonError:
 		if res.ExitCode != nil {
 			return *res.ExitCode

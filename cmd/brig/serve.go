@@ -1,20 +1,313 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/urfave/cli/v2"
+
+	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/rootfs"
+	"github.com/brig-sandbox/brig/supervisor"
 )
+
+// serveConfig is the service's config file (TOML; deploy/brig.toml lists every
+// key with its default). Flags override it.
+type serveConfig struct {
+	// Socket is the API socket's path.
+	Socket string `toml:"socket"`
+	// SocketGroup owns the socket with root (mode 0660); empty: root's group.
+	SocketGroup string `toml:"socket_group"`
+	// StateDir holds the journal, the rootfs skeleton and the scratch mount point.
+	StateDir string `toml:"state_dir"`
+	// AllowUIDs and AllowGIDs are the peers that may use the API; both empty: root only.
+	AllowUIDs []int `toml:"allow_uids"`
+	AllowGIDs []int `toml:"allow_gids"`
+	// MaxConcurrent runs execute at once; 0: from the host's cores and memory.
+	MaxConcurrent int `toml:"max_concurrent"`
+	// MemoryBudgetMiB bounds the sum of executing runs' memory_mib; 0: 75% of the host's memory.
+	MemoryBudgetMiB int `toml:"memory_budget_mib"`
+	// QueueSize runs may wait for a slot; beyond that, 429.
+	QueueSize int `toml:"queue_size"`
+	// Retention keeps finished results this long (at least 1h).
+	Retention duration `toml:"retention"`
+	// Grace lets runs finish this long on SIGTERM before they are stopped.
+	Grace duration `toml:"grace"`
+	// LogFormat is json or text; LogLevel debug, info, warn or error.
+	LogFormat string `toml:"log_format"`
+	LogLevel  string `toml:"log_level"`
+	Sandbox   struct {
+		// CgroupParent is the cgroup (under each hierarchy) runs' groups are made in.
+		CgroupParent string `toml:"cgroup_parent"`
+		// Pool is how many prepared sandboxes wait for runs, per rootfs.
+		Pool int `toml:"pool"`
+		// CPUs is each run's CPU limit; Pids its limit on processes and threads.
+		CPUs float64 `toml:"cpus"`
+		Pids int64   `toml:"pids"`
+		// Rootfs maps a language to a built rootfs directory; others use the host's.
+		Rootfs map[string]string `toml:"rootfs"`
+	} `toml:"sandbox"`
+}
+
+// duration is a time.Duration written as "30s" or "24h" in the config file.
+type duration time.Duration
+
+func (d *duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	*d = duration(v)
+	return err
+}
+
+// Defaults of the service; deploy/brig.toml writes each down (a test checks).
+const (
+	defaultServePool   = 4
+	defaultLogFormat   = "json"
+	defaultLogLevel    = "info"
+	defaultServeParent = "brig"
+)
+
+func defaultServeConfig() serveConfig {
+	var sc serveConfig
+	sc.Socket = supervisor.DefaultSocket
+	sc.StateDir = supervisor.DefaultStateDir
+	sc.AllowUIDs = []int{0}
+	sc.AllowGIDs = []int{}
+	sc.QueueSize = supervisor.DefaultQueueSize
+	sc.Retention = duration(supervisor.DefaultRetention)
+	sc.Grace = duration(supervisor.DefaultGrace)
+	sc.LogFormat = defaultLogFormat
+	sc.LogLevel = defaultLogLevel
+	sc.Sandbox.CgroupParent = defaultServeParent
+	sc.Sandbox.Pool = defaultServePool
+	sc.Sandbox.CPUs = jail.DefaultCPUs
+	sc.Sandbox.Pids = jail.DefaultPids
+	sc.Sandbox.Rootfs = map[string]string{}
+	return sc
+}
+
+// loadServeConfig reads path over the defaults; unknown keys are refused.
+func loadServeConfig(path string) (serveConfig, error) {
+	sc := defaultServeConfig()
+	if path == "" {
+		return sc, nil
+	}
+	md, err := toml.DecodeFile(path, &sc)
+	if err != nil {
+		return sc, fmt.Errorf("reading the config %s: %w", path, err)
+	}
+	if un := md.Undecoded(); len(un) > 0 {
+		keys := make([]string, len(un))
+		for i, k := range un {
+			keys[i] = k.String()
+		}
+		return sc, fmt.Errorf("the config %s has unknown keys: %s (deploy/brig.toml lists the keys)", path, strings.Join(keys, ", "))
+	}
+	return sc, nil
+}
 
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
-		Usage: "run the service on its Unix socket (foreground)",
+		Usage: "run the service on its Unix socket, in the foreground, until SIGTERM or SIGINT",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "config"}, &cli.StringFlag{Name: "socket"}, &cli.StringFlag{Name: "state-dir"},
+			&cli.StringFlag{Name: "config", Usage: "a TOML config file (see deploy/brig.toml); flags override it"},
+			&cli.StringFlag{Name: "socket", Usage: "the API socket (default " + supervisor.DefaultSocket + ")"},
+			&cli.StringFlag{Name: "socket-group", Usage: "group that owns the socket with root (mode 0660)"},
+			&cli.StringFlag{Name: "state-dir", Usage: "directory of the journal and the sandboxes' state (default " + supervisor.DefaultStateDir + ")"},
+			&cli.IntSliceFlag{Name: "allow-uid", Usage: "a uid allowed to use the API (repeatable; default root only)"},
+			&cli.IntSliceFlag{Name: "allow-gid", Usage: "a gid allowed to use the API (repeatable)"},
+			&cli.IntFlag{Name: "max-concurrent", Usage: "runs executing at once (default: from the host's cores and memory)"},
+			&cli.IntFlag{Name: "queue", Usage: "runs that may wait for a slot before requests get 429"},
+			&cli.DurationFlag{Name: "retention", Usage: "how long finished results are kept (at least 1h)"},
+			&cli.DurationFlag{Name: "grace", Usage: "how long runs may finish on SIGTERM before they are stopped"},
+			&cli.StringFlag{Name: "log-format", Usage: "json or text"},
+			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error"},
+			&cli.StringFlag{Name: "cgroup-parent", Usage: "cgroup under which runs' groups are made (default brig)"},
+			&cli.IntFlag{Name: "pool", Usage: "prepared sandboxes kept waiting per rootfs"},
+			&cli.Float64Flag{Name: "cpus", Usage: "CPU limit of each run, in CPUs"},
+			&cli.Int64Flag{Name: "pids", Usage: "limit on processes and threads of each run"},
+			&cli.StringSliceFlag{Name: "rootfs", Usage: "a built rootfs for a language, as LANG=DIR"},
 		},
-		Action: func(c *cli.Context) error {
-			return fmt.Errorf("the service is not in this build yet: use `brig run --local` and `brig check`")
-		},
+		Action: serveAction,
 	}
+}
+
+// serveConfigFrom is the config file with the flags that were given over it.
+func serveConfigFrom(c *cli.Context) (serveConfig, error) {
+	sc, err := loadServeConfig(c.String("config"))
+	if err != nil {
+		return sc, err
+	}
+	str := func(name string, dst *string) {
+		if c.IsSet(name) {
+			*dst = c.String(name)
+		}
+	}
+	str("socket", &sc.Socket)
+	str("socket-group", &sc.SocketGroup)
+	str("state-dir", &sc.StateDir)
+	str("log-format", &sc.LogFormat)
+	str("log-level", &sc.LogLevel)
+	str("cgroup-parent", &sc.Sandbox.CgroupParent)
+	if c.IsSet("allow-uid") {
+		sc.AllowUIDs = c.IntSlice("allow-uid")
+	}
+	if c.IsSet("allow-gid") {
+		sc.AllowGIDs = c.IntSlice("allow-gid")
+	}
+	if c.IsSet("max-concurrent") {
+		sc.MaxConcurrent = c.Int("max-concurrent")
+	}
+	if c.IsSet("queue") {
+		sc.QueueSize = c.Int("queue")
+	}
+	if c.IsSet("retention") {
+		sc.Retention = duration(c.Duration("retention"))
+	}
+	if c.IsSet("grace") {
+		sc.Grace = duration(c.Duration("grace"))
+	}
+	if c.IsSet("pool") {
+		sc.Sandbox.Pool = c.Int("pool")
+	}
+	if c.IsSet("cpus") {
+		sc.Sandbox.CPUs = c.Float64("cpus")
+	}
+	if c.IsSet("pids") {
+		sc.Sandbox.Pids = c.Int64("pids")
+	}
+	for _, kv := range c.StringSlice("rootfs") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return sc, fmt.Errorf("--rootfs %q: write it as LANG=DIR", kv)
+		}
+		sc.Sandbox.Rootfs[k] = v
+	}
+	return sc, nil
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: use json or text", format)
+}
+
+func serveAction(c *cli.Context) error {
+	sc, err := serveConfigFrom(c)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(os.Stderr, sc.LogFormat, sc.LogLevel)
+	if err != nil {
+		return err
+	}
+	for _, ch := range jail.CheckHost() {
+		if !ch.OK {
+			return fmt.Errorf("this host can't run brig: %s: %s (%s; Hint: run `brig check`)", ch.Name, ch.Detail, ch.Hint)
+		}
+	}
+	lc := launcherConfig{
+		StateDir:     sc.StateDir,
+		CgroupParent: sc.Sandbox.CgroupParent,
+		Built:        map[rootfs.Language]string{},
+		CPUs:         sc.Sandbox.CPUs,
+		Pids:         sc.Sandbox.Pids,
+		Pool:         sc.Sandbox.Pool,
+	}
+	for k, v := range sc.Sandbox.Rootfs {
+		lang, err := rootfs.ParseLanguage(k)
+		if err != nil {
+			return fmt.Errorf("sandbox.rootfs %q: %w", k, err)
+		}
+		lc.Built[lang] = v
+	}
+	// The service owns its cgroup parent: whatever a previous instance left
+	// there (after a crash) is removed before anything runs.
+	sb, err := newSandbox(lc, true, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sb.Close()
+		if err := sb.cgroups.RemoveParent(); err != nil {
+			log.Warn("removing the cgroup parent", "err", err)
+		}
+	}()
+	host := supervisor.HostInfo{Languages: map[string]string{}, CgroupMode: sb.cgroups.Mode().String(), Rootfs: sb.provider.Name()}
+	for _, lang := range rootfs.Languages {
+		root, err := sb.provider.Root(lang)
+		if err != nil {
+			return fmt.Errorf("the %s rootfs: %w", lang, err)
+		}
+		host.Languages[string(lang)] = root.Version
+	}
+	svc, err := supervisor.New(supervisor.Config{
+		StateDir:        sc.StateDir,
+		AllowUIDs:       sc.AllowUIDs,
+		AllowGIDs:       sc.AllowGIDs,
+		MaxConcurrent:   sc.MaxConcurrent,
+		MemoryBudgetMiB: sc.MemoryBudgetMiB,
+		QueueSize:       sc.QueueSize,
+		Retention:       time.Duration(sc.Retention),
+		Grace:           time.Duration(sc.Grace),
+		Logger:          log,
+	}, host, sb.Launcher)
+	if err != nil {
+		return err
+	}
+	ln, err := supervisor.Listen(sc.Socket, sc.SocketGroup)
+	if err != nil {
+		svc.Shutdown(context.Background())
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- svc.Serve(ln) }()
+	log.Info("serving", "socket", sc.Socket, "state_dir", sc.StateDir, "cgroup_mode", host.CgroupMode,
+		"rootfs", host.Rootfs, "pool", sc.Sandbox.Pool, "config", c.String("config"))
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	select {
+	case sig := <-sigs:
+		log.Info("shutting down", "signal", sig.String(), "grace", time.Duration(sc.Grace).String())
+	case err := <-served:
+		return fmt.Errorf("serving: %w", err)
+	}
+	// A second signal cuts the grace period short.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-sigs:
+			log.Warn("second signal: stopping the runs now")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err = svc.Shutdown(ctx)
+	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	log.Info("stopped")
+	return err
 }

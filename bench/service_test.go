@@ -1,0 +1,240 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/client"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+func msList(v ...int) []time.Duration {
+	d := make([]time.Duration, len(v))
+	for i, x := range v {
+		d[i] = time.Duration(x) * time.Millisecond
+	}
+	return d
+}
+
+func TestPhaseMath(t *testing.T) {
+	lat := msList(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+	tests := []struct {
+		name    string
+		phase   Phase
+		wantRPS float64
+		q       float64
+		wantQ   time.Duration
+	}{
+		{name: "p0", phase: Phase{Runs: 10, Elapsed: 2 * time.Second, Latencies: lat}, wantRPS: 5, q: 0, wantQ: 1 * time.Millisecond},
+		{name: "p50", phase: Phase{Runs: 10, Elapsed: 2 * time.Second, Latencies: lat}, wantRPS: 5, q: 0.5, wantQ: 5 * time.Millisecond},
+		{name: "p90", phase: Phase{Runs: 10, Elapsed: 2 * time.Second, Latencies: lat}, wantRPS: 5, q: 0.9, wantQ: 9 * time.Millisecond},
+		{name: "p100", phase: Phase{Runs: 10, Elapsed: 2 * time.Second, Latencies: lat}, wantRPS: 5, q: 1, wantQ: 10 * time.Millisecond},
+		{name: "failed runs are not throughput", phase: Phase{Runs: 12, Failed: 2, Elapsed: 2 * time.Second, Latencies: lat}, wantRPS: 5, q: 0.5, wantQ: 5 * time.Millisecond},
+		{name: "empty", phase: Phase{}, wantRPS: 0, q: 0.5, wantQ: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.phase.RunsPerSecond(); got != tt.wantRPS {
+				t.Errorf("RunsPerSecond: got %v, want %v", got, tt.wantRPS)
+			}
+			if got := tt.phase.Quantile(tt.q); got != tt.wantQ {
+				t.Errorf("Quantile(%v): got %v, want %v", tt.q, got, tt.wantQ)
+			}
+		})
+	}
+}
+
+func TestParseRSS(t *testing.T) {
+	tests := []struct {
+		name    string
+		text    string
+		want    int64
+		wantErr error
+	}{
+		{
+			name: "integer",
+			text: "# HELP process_resident_memory_bytes Resident memory size in bytes.\n" +
+				"# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 26214400\n",
+			want: 26214400,
+		},
+		{
+			name: "exponent",
+			text: "brig_runs_total{outcome=\"succeeded\"} 3\nprocess_resident_memory_bytes 2.5e+07\nbrig_queue_depth 0\n",
+			want: 25000000,
+		},
+		{
+			name: "with timestamp",
+			text: "process_resident_memory_bytes 1.048576e+06 1700000000000\n",
+			want: 1 << 20,
+		},
+		{
+			name: "similar names are not it",
+			text: "process_resident_memory_bytes_max 9\nprocess_resident_memory_bytes 4096\n",
+			want: 4096,
+		},
+		{
+			name:    "missing",
+			text:    "process_virtual_memory_bytes 1e+09\n# process_resident_memory_bytes 5\n",
+			wantErr: errNoRSS,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseRSS(strings.NewReader(tt.text))
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("error: got %v, want %v", err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("got %d, want %d", got, tt.want)
+			}
+		})
+	}
+	if _, err := parseRSS(strings.NewReader("process_resident_memory_bytes lots\n")); err == nil {
+		t.Errorf("unparsable value: got no error, want one")
+	}
+}
+
+// phaseAt is a phase of rps runs in one second whose latencies are all p50.
+func phaseAt(rps int, p50ms int) Phase {
+	lat := make([]time.Duration, rps)
+	for i := range lat {
+		lat[i] = time.Duration(p50ms) * time.Millisecond
+	}
+	return Phase{Runs: rps, Elapsed: time.Second, Latencies: lat}
+}
+
+func TestServicePrintGoals(t *testing.T) {
+	bare := phaseAt(100, 20)
+	tests := []struct {
+		name string
+		brig Phase
+		want []string
+	}{
+		{
+			name: "both pass",
+			brig: phaseAt(75, 22),
+			want: []string{"python throughput ≥ 70% of bare: PASS (75.0%)", "python p50 ≤ bare + 3 ms: PASS (+2.00ms)"},
+		},
+		{
+			name: "both miss",
+			brig: phaseAt(60, 25),
+			want: []string{"python throughput ≥ 70% of bare: MISS (60.0%)", "python p50 ≤ bare + 3 ms: MISS (+5.00ms)"},
+		},
+		{
+			name: "exactly at the goals",
+			brig: phaseAt(70, 23),
+			want: []string{"python throughput ≥ 70% of bare: PASS (70.0%)", "python p50 ≤ bare + 3 ms: PASS (+3.00ms)"},
+		},
+		{
+			name: "faster than bare",
+			brig: phaseAt(110, 18),
+			want: []string{"python throughput ≥ 70% of bare: PASS (110.0%)", "python p50 ≤ bare + 3 ms: PASS (-2.00ms)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := &ServiceReport{
+				Config:      ServiceConfig{Concurrency: 4, Runs: 100},
+				Concurrency: 4,
+				Rows:        []ServiceRow{{Language: rootfs.Python, Bare: bare, Brig: tt.brig}},
+			}
+			var buf bytes.Buffer
+			rep.Print(&buf)
+			out := buf.String()
+			for _, w := range append(tt.want, "concurrency=4, each phase 100 runs", "checked here at concurrency 4") {
+				if !strings.Contains(out, w) {
+					t.Errorf("got output\n%s\nwant it to contain %q", out, w)
+				}
+			}
+			if strings.Contains(out, "supervisor RSS") {
+				t.Errorf("got an RSS line without an RSS phase, want none:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestServicePrintRSS(t *testing.T) {
+	rep := &ServiceReport{Concurrency: 2, RSSBefore: 20 << 20, RSSPeak: 52<<20 + 1<<19, RSSConcurrency: 64}
+	var buf bytes.Buffer
+	rep.Print(&buf)
+	want := "supervisor RSS: 20.0 MiB before, 52.5 MiB peak with 64 runs in flight"
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("got\n%s\nwant it to contain %q", buf.String(), want)
+	}
+}
+
+func TestRunPhaseLimits(t *testing.T) {
+	failEvery := func(n int64) runFunc {
+		var i atomic.Int64
+		return func(context.Context) (time.Duration, error, error) {
+			if i.Add(1)%n == 0 {
+				return 0, errors.New("boom"), nil
+			}
+			return time.Millisecond, nil, nil
+		}
+	}
+	tests := []struct {
+		name       string
+		lim        phaseLimit
+		run        runFunc
+		wantRuns   int
+		wantFailed int
+		wantFirst  string
+	}{
+		{name: "run limit", lim: phaseLimit{runs: 50}, run: failEvery(1 << 40), wantRuns: 50},
+		{name: "failures counted, not latencies", lim: phaseLimit{runs: 40}, run: failEvery(4), wantRuns: 40, wantFailed: 10, wantFirst: "boom"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, first, err := runPhase(context.Background(), 3, tt.lim, tt.run)
+			if err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			if p.Runs != tt.wantRuns || p.Failed != tt.wantFailed || len(p.Latencies) != tt.wantRuns-tt.wantFailed {
+				t.Errorf("got runs=%d failed=%d latencies=%d, want %d %d %d",
+					p.Runs, p.Failed, len(p.Latencies), tt.wantRuns, tt.wantFailed, tt.wantRuns-tt.wantFailed)
+			}
+			if first != tt.wantFirst {
+				t.Errorf("first failure: got %q, want %q", first, tt.wantFirst)
+			}
+		})
+	}
+	t.Run("duration limit", func(t *testing.T) {
+		p, _, err := runPhase(context.Background(), 2, phaseLimit{duration: 30 * time.Millisecond},
+			func(context.Context) (time.Duration, error, error) {
+				time.Sleep(time.Millisecond)
+				return time.Millisecond, nil, nil
+			})
+		if err != nil || p.Runs == 0 || p.Elapsed < 30*time.Millisecond || p.Elapsed > time.Second {
+			t.Errorf("got runs=%d elapsed=%s err=%v, want some runs in about 30ms", p.Runs, p.Elapsed, err)
+		}
+	})
+}
+
+func TestRetryAfter(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		want   time.Duration
+		wantOK bool
+	}{
+		{name: "429 with Retry-After", err: &client.Error{Status: 429, RetryAfter: time.Second}, want: time.Second, wantOK: true},
+		{name: "429 without Retry-After", err: &client.Error{Status: 429}, want: minRetryAfter, wantOK: true},
+		{name: "503", err: &client.Error{Status: 503, RetryAfter: time.Second}},
+		{name: "transport error", err: errors.New("connection refused")},
+		{name: "nil", err: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := retryAfter(tt.err)
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("got %s %v, want %s %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
