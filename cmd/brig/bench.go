@@ -9,7 +9,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/brig-sandbox/brig/bench"
+	"github.com/brig-sandbox/brig/client"
 	"github.com/brig-sandbox/brig/rootfs"
+	"github.com/brig-sandbox/brig/supervisor"
 )
 
 func benchCommand() *cli.Command {
@@ -17,15 +19,35 @@ func benchCommand() *cli.Command {
 		Name:  "bench",
 		Usage: "measure sandboxed runs against bare execution on this machine",
 		Flags: append([]cli.Flag{
-			&cli.BoolFlag{Name: "local", Usage: "measure the jail in this process (the service benchmark comes with `brig serve`)"},
+			&cli.BoolFlag{Name: "local", Usage: "measure the jail in this process instead of the service"},
+			&cli.StringFlag{Name: "socket", Value: supervisor.DefaultSocket, Usage: "the service's socket"},
+			&cli.IntFlag{Name: "c", Aliases: []string{"concurrency"}, Value: bench.DefaultServiceConcurrency, Usage: "concurrent clients (service benchmark)"},
+			&cli.DurationFlag{Name: "d", Aliases: []string{"duration"}, Usage: "run each phase this long instead of -n runs (service benchmark)"},
+			&cli.IntFlag{Name: "rss-runs", Usage: "also hold this many runs in flight and report the service's peak RSS (service benchmark)"},
 			&cli.IntFlag{Name: "n", Value: 100, Usage: "runs of each kind"},
 			&cli.DurationFlag{Name: "spacing", Usage: "pause between runs (e.g. 50ms); 0 runs back to back"},
 			&cli.IntFlag{Name: "heap-mib", Usage: "hold this much heap while measuring (spawn cost must not grow with it)"},
 			&cli.StringSliceFlag{Name: "language", Usage: "measure only this language (repeatable; default both)"},
 		}, sandboxFlags()...),
 		Action: func(c *cli.Context) error {
+			var langs []rootfs.Language
+			for _, name := range c.StringSlice("language") {
+				lang, err := rootfs.ParseLanguage(name)
+				if err != nil {
+					return err
+				}
+				langs = append(langs, lang)
+			}
 			if !c.Bool("local") {
-				return fmt.Errorf("only `brig bench --local` is available in this build")
+				cfg := bench.ServiceConfig{Concurrency: c.Int("c"), Duration: c.Duration("d"), Languages: langs, RSSConcurrency: c.Int("rss-runs")}
+				if cfg.Duration == 0 {
+					cfg.Runs = c.Int("n")
+				}
+				rep, err := bench.Service(c.Context, client.New(c.String("socket")), cfg)
+				if rep != nil {
+					rep.Print(c.App.Writer)
+				}
+				return err
 			}
 			lc, err := launcherConfigFrom(c, "brig-local")
 			if err != nil {
@@ -39,14 +61,6 @@ func benchCommand() *cli.Command {
 			defer sb.Close()
 			// Let the pool fill before the clock starts.
 			time.Sleep(time.Duration(lc.Pool) * 20 * time.Millisecond)
-			var langs []rootfs.Language
-			for _, name := range c.StringSlice("language") {
-				lang, err := rootfs.ParseLanguage(name)
-				if err != nil {
-					return err
-				}
-				langs = append(langs, lang)
-			}
 			rep, err := bench.Local(c.Context, sb.Launcher, sb.provider, bench.LocalConfig{Runs: c.Int("n"), Spacing: c.Duration("spacing"), HeapMiB: c.Int("heap-mib"), Languages: langs})
 			if err != nil {
 				return err

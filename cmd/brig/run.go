@@ -21,6 +21,7 @@ import (
 	"github.com/brig-sandbox/brig/client"
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/rootfs"
+	"github.com/brig-sandbox/brig/supervisor"
 )
 
 // Exit statuses of `brig run` when the program's own can't be given.
@@ -38,7 +39,7 @@ func runCommand() *cli.Command {
 		Usage:     "run one program (FILE, or - for stdin) and exit with its exit status",
 		ArgsUsage: "FILE|-",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "socket", Value: "/run/brig/brig.sock", Usage: "the service's socket"},
+			&cli.StringFlag{Name: "socket", Value: supervisor.DefaultSocket, Usage: "the service's socket"},
 			&cli.BoolFlag{Name: "local", Usage: "run in this process, without the service (root only)"},
 			&cli.StringFlag{Name: "language", Aliases: []string{"l"}, Required: true, Usage: "python or javascript"},
 			&cli.IntFlag{Name: "timeout", Value: api.DefaultTimeoutSeconds, Usage: "wall-clock limit in seconds (1-300), from the interpreter's start"},
