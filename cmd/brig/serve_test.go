@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/client"
+	"github.com/brig-sandbox/brig/internal/testutil"
+)
+
+// The example config is the defaults, written down: a default changed in one
+// place and not the other fails here.
+func TestExampleConfigIsTheDefaults(t *testing.T) {
+	got, err := loadServeConfig("../../deploy/brig.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := defaultServeConfig(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("deploy/brig.toml gives\n%+v\nwant the defaults\n%+v", got, want)
+	}
+}
+
+func TestServeConfigRefusesUnknownKeys(t *testing.T) {
+	for _, tc := range []struct{ name, body, want string }{
+		{"unknown key", "sockett = \"/x\"\n", "sockett"},
+		{"unknown sandbox key", "[sandbox]\npoool = 3\n", "sandbox.poool"},
+		{"bad duration", "grace = \"soon\"\n", "grace"},
+		{"wrong type", "queue_size = \"many\"\n", "queue_size"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "brig.toml")
+			os.WriteFile(p, []byte(tc.body), 0o644)
+			_, err := loadServeConfig(p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// startServe runs `brig serve` (this test binary) on a socket of its own and
+// returns the socket and the process; the test stops it with SIGTERM.
+func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "brig-cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "brig.sock")
+	cmd := exec.Command(os.Args[0], append([]string{"serve", "--socket", socket, "--state-dir", filepath.Join(dir, "state"),
+		"--cgroup-parent", cliServeParent, "--pool", "1", "--log-format", "text"}, args...)...)
+	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
+	logs := &bytes.Buffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	c := client.New(socket)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := c.Health(context.Background()); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("brig serve did not answer within 10 s; it logged:\n%s", logs)
+		}
+	}
+	return socket, cmd, logs
+}
+
+const cliServeParent = "brig-test-cli-serve"
+
+func TestRunThroughService(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliServeParent)
+	socket, serve, logs := startServe(t)
+	dir := t.TempDir()
+	script := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o644)
+		return p
+	}
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		stdin      string
+		wantOut    string
+		wantErr    string
+		wantStatus int
+	}{
+		{"python", []string{"-l", "python", script("a.py", "print('hi')")}, "", "hi\n", "", 0},
+		{"exit status", []string{"-l", "python", script("b.py", "import sys; print('x'); sys.exit(3)")}, "", "x\n", "", 3},
+		{"stdin", []string{"-l", "python", "-"}, "print(6*7)", "42\n", "", 0},
+		{"javascript", []string{"-l", "javascript", script("c.js", "console.log('js'); process.exit(4)")}, "", "js\n", "", 4},
+		{"stderr", []string{"-l", "python", script("d.py", "import sys; sys.stderr.write('oops\\n')")}, "", "", "oops\n", 0},
+		{"env", []string{"-l", "python", "--env", "G=hello", script("e.py", "import os; print(os.environ['G'])")}, "", "hello\n", "", 0},
+		{"timeout", []string{"-l", "python", "--timeout", "1", script("f.py", "while True: pass")}, "", "", "time limit", exitTimeout},
+		{"memory", []string{"-l", "python", "--memory", "128", script("g.py", "x = bytearray(400 << 20)")}, "", "", "memory limit", exitMemory},
+		{"signal", []string{"-l", "python", script("h.py", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")}, "", "", "", 128 + int(syscall.SIGTERM)},
+		{"refused", []string{"-l", "python", "--timeout", "301", script("i.py", "pass")}, "", "", "timeout_seconds", 2},
+		{"network not offered", []string{"-l", "python", "--network", "any", script("j.py", "pass")}, "", "", "network.mode", 2},
+		{"flags after FILE", []string{"-l", "python", script("k.py", "print(1)"), "--id", "after-file"}, "", "1\n", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, status := brig(t, tc.stdin, append([]string{"run", "--socket", socket}, tc.args...)...)
+			if status != tc.wantStatus || out != tc.wantOut || !strings.Contains(errOut, tc.wantErr) {
+				t.Fatalf("got status %d stdout %q stderr %q, want %d %q and stderr with %q", status, out, errOut, tc.wantStatus, tc.wantOut, tc.wantErr)
+			}
+		})
+	}
+	t.Run("json", func(t *testing.T) {
+		out, _, status := brig(t, "", "run", "--socket", socket, "--json", "-l", "python", "--id", "json-1", script("j.py", "print('j')"))
+		var res api.Result
+		if err := json.Unmarshal([]byte(out), &res); err != nil || status != 0 {
+			t.Fatalf("got status %d and %q (%v), want 0 and a Result", status, out, err)
+		}
+		if res.ID != "json-1" || res.Stdout != "j\n" || res.Outcome != api.OutcomeSucceeded {
+			t.Fatalf("got %+v, want id json-1, stdout j, succeeded", res)
+		}
+		// The same id with another program is a conflict, told in words.
+		_, errOut, status := brig(t, "", "run", "--socket", socket, "-l", "python", "--id", "json-1", script("j2.py", "print('other')"))
+		if status != 2 || !strings.Contains(errOut, "409 conflict") {
+			t.Fatalf("got status %d stderr %q, want 2 and a 409 conflict", status, errOut)
+		}
+	})
+	t.Run("no service", func(t *testing.T) {
+		_, errOut, status := brig(t, "", "run", "--socket", filepath.Join(dir, "none.sock"), "-l", "python", script("n.py", "pass"))
+		if status != 2 || !strings.Contains(errOut, "brig serve") {
+			t.Fatalf("got status %d stderr %q, want 2 and a hint to start brig serve", status, errOut)
+		}
+	})
+
+	// SIGTERM: a clean stop that leaves no cgroup parent behind.
+	serve.Process.Signal(syscall.SIGTERM)
+	if err := serve.Wait(); err != nil {
+		t.Fatalf("brig serve exited with %v after SIGTERM; it logged:\n%s", err, logs)
+	}
+	if _, err := os.Stat(socket); !os.IsNotExist(err) {
+		t.Errorf("got the socket still there after the stop (%v), want it removed", err)
+	}
+	for _, h := range []string{"memory", "pids", "cpu", "freezer"} {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, cliServeParent)); err == nil {
+			t.Errorf("got the cgroup parent left in %s after a clean stop, want it removed", h)
+		}
+	}
+	if !strings.Contains(logs.String(), "run finished") {
+		t.Errorf("got no canonical run line in the log:\n%s", logs)
+	}
+}
