@@ -29,14 +29,24 @@ test: build
 	$(GO) vet -tags $(TAGS) ./...
 	$(GO) test -tags $(TAGS) -count=1 -timeout 20m ./...
 
-# serve: the service arrives with the supervisor; until then this checks the host
-# and runs the demo programs through the jail with the embedded defaults.
+# serve checks the host, then runs the service in the foreground with its embedded
+# defaults (deploy/brig.toml lists them) on /run/brig/brig.sock. From another
+# terminal: sudo ./bin/brig run --language python testdata/hello.py
 serve: build
 	./$(BIN) check
-	./$(BIN) run --local --language python testdata/hello.py
-	./$(BIN) run --local --language javascript testdata/hello.js
+	exec ./$(BIN) serve
 
+# bench starts a service of its own on a scratch socket for the service benchmark.
+BENCH_DIR := /tmp/brig-bench
 bench: build
+	rm -rf $(BENCH_DIR) && mkdir -p $(BENCH_DIR)
+	./$(BIN) serve --socket $(BENCH_DIR)/brig.sock --state-dir $(BENCH_DIR)/state --cgroup-parent brig-bench \
+	  --max-concurrent 32 --log-level warn & pid=$$!; \
+	  for i in $$(seq 100); do [ -S $(BENCH_DIR)/brig.sock ] && break; sleep 0.1; done; \
+	  ./$(BIN) bench --socket $(BENCH_DIR)/brig.sock -c 1 -n 200; \
+	  ./$(BIN) bench --socket $(BENCH_DIR)/brig.sock -c 2 -n 300 --rss-runs 32; \
+	  ./$(BIN) bench --socket $(BENCH_DIR)/brig.sock -c 8 -n 300; \
+	  kill -TERM $$pid; wait $$pid
 	./$(BIN) bench --local -n 200
 	./$(BIN) bench --local -n 200 --pool 2
 	./$(BIN) bench --local -n 100 --pool 2 --spacing 50ms

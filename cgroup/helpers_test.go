@@ -24,6 +24,18 @@ import (
 // since go test runs packages in parallel.
 const testParent = "brig-test-cgroup"
 
+// TestMain removes the test parent from every hierarchy once the tests are done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if os.Geteuid() == 0 {
+		if err := testutil.RemoveCgroupParent(testParent); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
 // python is the interpreter victims run with: the python3 on PATH may be a
 // pyenv shim that forks a shell first.
 const python = "/usr/bin/python3"

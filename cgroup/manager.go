@@ -266,15 +266,8 @@ func (m *Manager) Sweep() (int, error) {
 // SweepIf is Sweep limited to the groups whose name leftover accepts: for a
 // parent that several processes share, each removing only what a dead one left.
 func (m *Manager) SweepIf(leftover func(name string) bool) (int, error) {
-	var dirs []string
-	for _, h := range m.v1Info.hierarchies {
-		dirs = append(dirs, filepath.Join(h.dir, m.cfg.Parent))
-	}
-	if m.v2 != nil {
-		dirs = append(dirs, filepath.Join(m.v2Info.root, m.cfg.Parent))
-	}
 	names := map[string]bool{}
-	for _, d := range dirs {
+	for _, d := range m.parentDirs() {
 		subs, err := subgroups(d)
 		if err != nil {
 			return 0, fmt.Errorf("sweeping %q: %w", d, err)
@@ -332,6 +325,28 @@ func (m *Manager) RemoveParent() error {
 	if live > 0 {
 		return fmt.Errorf("removing the cgroup parent %q: %d groups are in use", m.cfg.Parent, live)
 	}
+	return m.removeParentDirs(false)
+}
+
+// RemoveParentIfEmpty removes the parent where no group is left under it: for a
+// parent that several processes share, whichever stops last removes it.
+func (m *Manager) RemoveParentIfEmpty() error {
+	return m.removeParentDirs(true)
+}
+
+func (m *Manager) removeParentDirs(busyOK bool) error {
+	var errs []error
+	for _, d := range m.parentDirs() {
+		err := unix.Rmdir(d)
+		if err != nil && err != unix.ENOENT && !(busyOK && err == unix.EBUSY) {
+			errs = append(errs, fmt.Errorf("removing the cgroup parent %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// parentDirs is the parent's directory in every hierarchy.
+func (m *Manager) parentDirs() []string {
 	var dirs []string
 	for _, h := range m.v1Info.hierarchies {
 		dirs = append(dirs, filepath.Join(h.dir, m.cfg.Parent))
@@ -339,11 +354,5 @@ func (m *Manager) RemoveParent() error {
 	if m.v2 != nil {
 		dirs = append(dirs, filepath.Join(m.v2Info.root, m.cfg.Parent))
 	}
-	var errs []error
-	for _, d := range dirs {
-		if err := unix.Rmdir(d); err != nil && err != unix.ENOENT {
-			errs = append(errs, fmt.Errorf("removing the cgroup parent %s: %w", d, err))
-		}
-	}
-	return errors.Join(errs...)
+	return dirs
 }

@@ -2,6 +2,7 @@ package jail
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -30,7 +31,14 @@ func TestMain(m *testing.M) {
 			cg.Sweep()
 		}
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if os.Geteuid() == 0 {
+		if err := testutil.RemoveCgroupParent(testCgroupParent); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // newTestLauncher returns a Launcher on the host rootfs with its own state

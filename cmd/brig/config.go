@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -123,6 +124,19 @@ type sandbox struct {
 	*jail.Launcher
 	provider rootfs.Provider
 	cgroups  *cgroup.Manager
+	// owned is whether this process owns the cgroup parent (the service).
+	owned bool
+}
+
+// Close stops the launcher and removes the cgroup parent: the service's own,
+// or a shared local one when no other brig process has groups in it.
+func (sb *sandbox) Close() error {
+	err := sb.Launcher.Close()
+	rm := sb.cgroups.RemoveParentIfEmpty
+	if sb.owned {
+		rm = sb.cgroups.RemoveParent
+	}
+	return errors.Join(err, rm())
 }
 
 // newSandbox builds everything a Launcher needs. sweep removes every group left
@@ -160,5 +174,5 @@ func newSandbox(lc launcherConfig, sweep bool, log *slog.Logger) (*sandbox, erro
 	if err != nil {
 		return nil, err
 	}
-	return &sandbox{Launcher: l, provider: p, cgroups: cg}, nil
+	return &sandbox{Launcher: l, provider: p, cgroups: cg, owned: sweep}, nil
 }

@@ -24,7 +24,16 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if os.Geteuid() == 0 {
+		for _, p := range []string{cliCgroupParent, cliServeParent} {
+			if err := testutil.RemoveCgroupParent(p); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
 }
 
 const cliCgroupParent = "brig-test-cli"

@@ -247,9 +247,8 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	defer func() {
-		sb.Close()
-		if err := sb.cgroups.RemoveParent(); err != nil {
-			log.Warn("removing the cgroup parent", "err", err)
+		if err := sb.Close(); err != nil {
+			log.Warn("closing the sandboxes", "err", err)
 		}
 	}()
 	host := supervisor.HostInfo{Languages: map[string]string{}, CgroupMode: sb.cgroups.Mode().String(), Rootfs: sb.provider.Name()}
