@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -32,43 +34,72 @@ func decodeRequest(body []byte) (api.Request, *apiError) {
 	if err != nil {
 		return req, err
 	}
+	// One pass in API.md's order, each field decoded then checked, so that the
+	// error names the first bad field whatever is wrong with the later ones.
 	for _, f := range requestFields {
-		raw, ok := fields[f]
-		if !ok {
-			continue
-		}
-		var derr error
-		switch f {
-		case "id":
-			if derr = json.Unmarshal(raw, &req.ID); derr == nil && req.ID == "" {
-				return req, invalid("id", "is empty; give 1 to %d of A-Z a-z 0-9 . _ : -, or leave it out to get a generated id", api.MaxIDChars)
-			}
-		case "language":
-			derr = json.Unmarshal(raw, &req.Language)
-		case "code":
-			derr = json.Unmarshal(raw, &req.Code)
-		case "timeout_seconds":
-			derr = json.Unmarshal(raw, &req.TimeoutSeconds)
-		case "memory_mib":
-			derr = json.Unmarshal(raw, &req.MemoryMiB)
-		case "packages":
-			derr = json.Unmarshal(raw, &req.Packages)
-		case "env":
-			derr = json.Unmarshal(raw, &req.Env)
-		case "network":
-			req.Network, err = decodeNetwork(raw)
-			if err != nil {
+		if raw, ok := fields[f]; ok {
+			if err := decodeField(&req, f, raw); err != nil {
 				return req, err
 			}
 		}
-		if derr != nil {
-			return req, invalid(f, "%s", typeHint[f])
+		if err := checkField(req, f); err != nil {
+			return req, err
 		}
 	}
-	if err := validateRequest(req); err != nil {
-		return req, err
-	}
 	return req.WithDefaults(), nil
+}
+
+// decodeField decodes one member of the body into req, refusing a wrong type.
+func decodeField(req *api.Request, f string, raw json.RawMessage) *apiError {
+	if err := refuseNull("", f, raw); err != nil {
+		return err
+	}
+	var err error
+	switch f {
+	case "id":
+		if err = json.Unmarshal(raw, &req.ID); err == nil && req.ID == "" {
+			return invalid("id", "is empty; give 1 to %d of A-Z a-z 0-9 . _ : -, or leave it out to get a generated id", api.MaxIDChars)
+		}
+	case "language":
+		err = json.Unmarshal(raw, &req.Language)
+	case "code":
+		err = json.Unmarshal(raw, &req.Code)
+	case "timeout_seconds":
+		err = json.Unmarshal(raw, &req.TimeoutSeconds)
+	case "memory_mib":
+		err = json.Unmarshal(raw, &req.MemoryMiB)
+	case "packages":
+		err = json.Unmarshal(raw, &req.Packages)
+	case "env":
+		return decodeEnv(req, raw)
+	case "network":
+		var aerr *apiError
+		req.Network, aerr = decodeNetwork(raw)
+		return aerr
+	}
+	if err != nil {
+		return invalid(f, "%s", typeHint[f])
+	}
+	return nil
+}
+
+// decodeEnv decodes env, refusing any value that is not a string (null too,
+// which encoding/json would make "").
+func decodeEnv(req *api.Request, raw json.RawMessage) *apiError {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil {
+		return invalid("env", "%s", typeHint["env"])
+	}
+	req.Env = make(map[string]string, len(members))
+	for _, k := range slices.Sorted(maps.Keys(members)) {
+		v := members[k]
+		var s string
+		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) || json.Unmarshal(v, &s) != nil {
+			return invalid("env."+k, "must be a string; %s", typeHint["env"])
+		}
+		req.Env[k] = s
+	}
+	return nil
 }
 
 // typeHint says what a field must look like, for a value of the wrong type.
@@ -105,7 +136,7 @@ func decodeObject(body []byte, prefix string, known []string) (map[string]json.R
 		}
 		return nil, invalid("", "%s %s, such as {\"language\": \"python\", \"code\": \"print(1)\"}", what, msg)
 	}
-	if _, err := dec.Token(); err == nil {
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, invalid(prefix, "%s must be one JSON object with nothing after it", what)
 	}
 	var unknown []string
@@ -118,15 +149,6 @@ func decodeObject(body []byte, prefix string, known []string) (map[string]json.R
 		slices.Sort(unknown)
 		return nil, invalid(join(prefix, unknown[0]), "is not a field of %s; the fields are %s", what, strings.Join(known, ", "))
 	}
-	// null is not a value of any field: leave a field out to get its default.
-	for _, k := range known {
-		if v, ok := fields[k]; ok && bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			if prefix == "" && (k == "language" || k == "code") {
-				return nil, invalid(k, "is null; it is required and %s", typeHint[k])
-			}
-			return nil, invalid(join(prefix, k), "is null; it %s, or leave it out for its default", typeHint[join(prefix, k)])
-		}
-	}
 	return fields, nil
 }
 
@@ -135,14 +157,31 @@ func decodeNetwork(raw json.RawMessage) (*api.Network, *apiError) {
 	if err != nil {
 		return nil, err
 	}
+	for _, k := range networkFields {
+		if err := refuseNull("network", k, fields[k]); err != nil {
+			return nil, err
+		}
+	}
 	n := &api.Network{}
-	if v, ok := fields["mode"]; ok && json.Unmarshal(v, &n.Mode) != nil {
+	if v, ok := fields["mode"]; ok && (json.Unmarshal(v, &n.Mode) != nil || n.Mode == "") {
 		return nil, invalid("network.mode", "%s", typeHint["network.mode"])
 	}
 	if v, ok := fields["domains"]; ok && json.Unmarshal(v, &n.Domains) != nil {
 		return nil, invalid("network.domains", "%s", typeHint["network.domains"])
 	}
 	return n, nil
+}
+
+// refuseNull refuses a member whose value is null: null is not a value of any
+// field; leaving a field out gives its default.
+func refuseNull(prefix, k string, raw json.RawMessage) *apiError {
+	if !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return nil
+	}
+	if prefix == "" && (k == "language" || k == "code") {
+		return invalid(k, "is null; it is required and %s", typeHint[k])
+	}
+	return invalid(join(prefix, k), "is null; it %s, or leave it out for its default", typeHint[join(prefix, k)])
 }
 
 func join(prefix, field string) string {
@@ -152,53 +191,59 @@ func join(prefix, field string) string {
 	return prefix + "." + field
 }
 
-// validateRequest checks every field of a decoded request against its bound, in
-// API.md's order.
-func validateRequest(req api.Request) *apiError {
-	if req.ID != "" {
-		if err := validateID(req.ID); err != nil {
-			return err
+// checkField checks the value of field f of a decoded request against its bound.
+// Fields before f in API.md's order have been checked.
+func checkField(req api.Request, f string) *apiError {
+	switch f {
+	case "id":
+		if req.ID != "" {
+			return validateID(req.ID)
 		}
-	}
-	switch req.Language {
-	case "python", "javascript":
-	case "":
-		return invalid("language", `is required: "python" or "javascript"`)
-	default:
-		return invalid("language", `%q is not a language brig runs: use "python" or "javascript"`, req.Language)
-	}
-	switch n := utf8.RuneCountInString(req.Code); {
-	case n == 0:
-		return invalid("code", "is required: the program's source, 1 to %d characters", api.MaxCodeChars)
-	case n > api.MaxCodeChars:
-		return invalid("code", "has %d characters; at most %d are allowed (characters are Unicode code points): shorten the program", n, api.MaxCodeChars)
-	}
-	if t := req.TimeoutSeconds; t != nil && (*t < api.MinTimeoutSeconds || *t > api.MaxTimeoutSeconds) {
-		return invalid("timeout_seconds", "is %d; give a whole number of seconds from %d to %d (leave it out for %d)", *t, api.MinTimeoutSeconds, api.MaxTimeoutSeconds, api.DefaultTimeoutSeconds)
-	}
-	if m := req.MemoryMiB; m != nil && (*m < api.MinMemoryMiB || *m > api.MaxMemoryMiB) {
-		return invalid("memory_mib", "is %d; give a whole number of MiB from %d to %d (leave it out for %d)", *m, api.MinMemoryMiB, api.MaxMemoryMiB, api.DefaultMemoryMiB)
-	}
-	if len(req.Packages) > api.MaxPackages {
-		return invalid("packages", "has %d entries; at most %d packages are allowed in one run", len(req.Packages), api.MaxPackages)
-	}
-	if _, err := packages.ParseRequests(req.Language, req.Packages); err != nil {
-		var re *packages.RequestError
-		if errors.As(err, &re) && re.Index >= 0 {
-			return invalid(fmt.Sprintf("packages[%d]", re.Index), "%s", re.Message)
+	case "language":
+		switch req.Language {
+		case "python", "javascript":
+		case "":
+			return invalid("language", `is required: "python" or "javascript"`)
+		default:
+			return invalid("language", `%q is not a language brig runs: use "python" or "javascript"`, req.Language)
 		}
-		return invalid("packages", "%v", err)
-	}
-	if err := jail.ValidateEnv(req.Env); err != nil {
-		var ee *jail.EnvError
-		if errors.As(err, &ee) && ee.Name != "" {
-			return invalid("env."+ee.Name, "%s", ee.Message)
+	case "code":
+		switch n := utf8.RuneCountInString(req.Code); {
+		case n == 0:
+			return invalid("code", "is required: the program's source, 1 to %d characters", api.MaxCodeChars)
+		case n > api.MaxCodeChars:
+			return invalid("code", "has %d characters; at most %d are allowed (characters are Unicode code points): shorten the program", n, api.MaxCodeChars)
 		}
-		return invalid("env", "%v", err)
-	}
-	if n := req.Network; n != nil {
-		if err := validateNetwork(*n); err != nil {
-			return err
+	case "timeout_seconds":
+		if t := req.TimeoutSeconds; t != nil && (*t < api.MinTimeoutSeconds || *t > api.MaxTimeoutSeconds) {
+			return invalid("timeout_seconds", "is %d; give a whole number of seconds from %d to %d (leave it out for %d)", *t, api.MinTimeoutSeconds, api.MaxTimeoutSeconds, api.DefaultTimeoutSeconds)
+		}
+	case "memory_mib":
+		if m := req.MemoryMiB; m != nil && (*m < api.MinMemoryMiB || *m > api.MaxMemoryMiB) {
+			return invalid("memory_mib", "is %d; give a whole number of MiB from %d to %d (leave it out for %d)", *m, api.MinMemoryMiB, api.MaxMemoryMiB, api.DefaultMemoryMiB)
+		}
+	case "packages":
+		if len(req.Packages) > api.MaxPackages {
+			return invalid("packages", "has %d entries; at most %d packages are allowed in one run", len(req.Packages), api.MaxPackages)
+		}
+		if _, err := packages.ParseRequests(req.Language, req.Packages); err != nil {
+			var re *packages.RequestError
+			if errors.As(err, &re) && re.Index >= 0 {
+				return invalid(fmt.Sprintf("packages[%d]", re.Index), "%s", re.Message)
+			}
+			return invalid("packages", "%v", err)
+		}
+	case "env":
+		if err := jail.ValidateEnv(req.Env); err != nil {
+			var ee *jail.EnvError
+			if errors.As(err, &ee) && ee.Name != "" {
+				return invalid("env."+ee.Name, "%s", ee.Message)
+			}
+			return invalid("env", "%v", err)
+		}
+	case "network":
+		if n := req.Network; n != nil {
+			return validateNetwork(*n)
 		}
 	}
 	return nil
@@ -218,7 +263,7 @@ func validateID(id string) *apiError {
 
 func validateNetwork(n api.Network) *apiError {
 	switch n.Mode {
-	case api.NetworkNone, api.NetworkRegistries, api.NetworkAny, "":
+	case api.NetworkNone, api.NetworkRegistries, api.NetworkAny, "": // "": left out, so none
 		if len(n.Domains) > 0 {
 			return invalid("network.domains", "apply only with mode \"domains\": drop them, or set network.mode to \"domains\"")
 		}

@@ -1,0 +1,557 @@
+package supervisor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+)
+
+// rawAPIRequest sends one plain HTTP request to ts over its socket (through the
+// client's checking transport) and returns the response and its whole body.
+func rawAPIRequest(t *testing.T, ts *testService, method, path string, body []byte, header ...string) (*http.Response, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, "http://brig"+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := ts.client.HTTP.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the body: %v", method, path, err)
+	}
+	return resp, b
+}
+
+// checkAPIErrorShape checks that resp is the API's one error shape,
+// {"error": {"code": ..., "field": ..., "message": ...}} and nothing else, of
+// status and code; it returns the error.
+func checkAPIErrorShape(t *testing.T, resp *http.Response, b []byte, status int, code string) map[string]any {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("got status %d (%s), want %d", resp.StatusCode, b, status)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("got Content-Type %q, want application/json", ct)
+	}
+	var top map[string]any
+	if err := json.Unmarshal(b, &top); err != nil {
+		t.Fatalf("got body %q, want JSON: %v", b, err)
+	}
+	e, ok := top["error"].(map[string]any)
+	if !ok || len(top) != 1 {
+		t.Fatalf("got body %s, want exactly {\"error\": {...}}", b)
+	}
+	for k := range e {
+		if k != "code" && k != "field" && k != "message" {
+			t.Errorf("got error member %q in %s, want only code, field and message", k, b)
+		}
+	}
+	if e["code"] != code {
+		t.Errorf("got code %v, want %q", e["code"], code)
+	}
+	if m, _ := e["message"].(string); strings.TrimSpace(m) == "" {
+		t.Errorf("got message %v, want a sentence", e["message"])
+	}
+	if f, ok := e["field"]; ok {
+		if _, isString := f.(string); !isString {
+			t.Errorf("got field %v, want a string", f)
+		}
+	}
+	return e
+}
+
+// metricSum sums the samples of metric name whose labels hold every one of
+// labels (`key="value"`); found is whether there was any.
+func metricSum(text, name string, labels ...string) (sum float64, found bool) {
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		series, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		metric, labelSet, _ := strings.Cut(series, "{")
+		if metric != name {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			if !strings.Contains(labelSet, l) {
+				match = false
+			}
+		}
+		if !match {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
+		if err != nil {
+			continue
+		}
+		sum, found = sum+v, true
+	}
+	return sum, found
+}
+
+// scrapeMetrics reads svc's metrics without the socket (so a peer that is not
+// allowed can still be checked on).
+func scrapeMetrics(svc *Service) string {
+	rec := httptest.NewRecorder()
+	svc.Metrics().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
+}
+
+func TestAPIStatusCodes(t *testing.T) {
+	ts := newTestService(t)
+	ctx := context.Background()
+
+	t.Run("200 for a run that fails", func(t *testing.T) {
+		res := ts.mustRun(t, request("python", "raise SystemExit(3)"))
+		if res.State != api.StateFinished || res.Status != api.StatusFailed || res.Reason != api.ReasonError || res.Outcome != api.OutcomeFailed {
+			t.Fatalf("got %s/%s/%s/%s (%s), want finished/failed/error/failed", res.State, res.Status, res.Reason, res.Outcome, res.Message)
+		}
+		if res.ExitCode == nil || *res.ExitCode != 3 {
+			t.Fatalf("got exit code %s, want 3", intPtrString(res.ExitCode))
+		}
+	})
+
+	t.Run("200 for a run that succeeds", func(t *testing.T) {
+		res := ts.mustRun(t, request("python", "print(6*7)"))
+		if res.Outcome != api.OutcomeSucceeded || res.Status != api.StatusCompleted || res.Stdout != "42\n" {
+			t.Fatalf("got %s/%s stdout %q (%s), want completed/succeeded \"42\\n\"", res.Status, res.Outcome, res.Stdout, res.Message)
+		}
+		if res.ExitCode == nil || *res.ExitCode != 0 {
+			t.Fatalf("got exit code %s, want 0", intPtrString(res.ExitCode))
+		}
+	})
+
+	t.Run("400 through the client", func(t *testing.T) {
+		_, err := ts.client.Run(ctx, request("ruby", "puts 1"))
+		ce := apiErr(t, err, http.StatusBadRequest, "language")
+		if ce.API.Code != api.ErrorInvalidRequest {
+			t.Fatalf("got code %q, want %q", ce.API.Code, api.ErrorInvalidRequest)
+		}
+	})
+
+	t.Run("400 raw shape", func(t *testing.T) {
+		resp, b := rawAPIRequest(t, ts, http.MethodPost, "/v1/runs", []byte(`{"language": "ruby", "code": "puts 1"}`), "Content-Type", "application/json")
+		e := checkAPIErrorShape(t, resp, b, http.StatusBadRequest, api.ErrorInvalidRequest)
+		if e["field"] != "language" {
+			t.Fatalf("got field %v, want \"language\"", e["field"])
+		}
+	})
+
+	t.Run("400 for a body that is not an object", func(t *testing.T) {
+		resp, b := rawAPIRequest(t, ts, http.MethodPost, "/v1/runs", []byte(`[]`), "Content-Type", "application/json")
+		e := checkAPIErrorShape(t, resp, b, http.StatusBadRequest, api.ErrorInvalidRequest)
+		if f, _ := e["field"].(string); f != "" {
+			t.Fatalf("got field %q, want none", f)
+		}
+	})
+
+	t.Run("400 for network other than none", func(t *testing.T) {
+		_, err := ts.client.Run(ctx, request("python", "print(1)", func(r *api.Request) { r.Network = &api.Network{Mode: api.NetworkAny} }))
+		apiErr(t, err, http.StatusBadRequest, "network.mode")
+	})
+
+	t.Run("400 for packages", func(t *testing.T) {
+		_, err := ts.client.Run(ctx, request("python", "print(1)", func(r *api.Request) { r.Packages = []string{"requests==2.32.3"} }))
+		apiErr(t, err, http.StatusBadRequest, "packages")
+	})
+
+	t.Run("404 for an unknown id", func(t *testing.T) {
+		_, err := ts.client.Get(ctx, "no-such-run")
+		if ce := apiErr(t, err, http.StatusNotFound, ""); ce.API.Code != api.ErrorNotFound {
+			t.Errorf("GET: got code %q, want %q", ce.API.Code, api.ErrorNotFound)
+		}
+		_, err = ts.client.Stop(ctx, "no-such-run")
+		if ce := apiErr(t, err, http.StatusNotFound, ""); ce.API.Code != api.ErrorNotFound {
+			t.Errorf("DELETE: got code %q, want %q", ce.API.Code, api.ErrorNotFound)
+		}
+		_, err = ts.client.Events(ctx, "no-such-run", nil)
+		if ce := apiErr(t, err, http.StatusNotFound, ""); ce.API.Code != api.ErrorNotFound {
+			t.Errorf("events: got code %q, want %q", ce.API.Code, api.ErrorNotFound)
+		}
+	})
+
+	t.Run("404 for an unknown path", func(t *testing.T) {
+		for _, p := range []string{"/v2/runs", "/v1/nothing", "/v1/runs/x/y/z"} {
+			resp, b := rawAPIRequest(t, ts, http.MethodGet, p, nil)
+			checkAPIErrorShape(t, resp, b, http.StatusNotFound, api.ErrorNotFound)
+		}
+	})
+
+	t.Run("405 for a wrong method", func(t *testing.T) {
+		for _, tc := range []struct{ method, path string }{
+			{http.MethodPut, "/v1/runs"},
+			{http.MethodPost, "/v1/limits"},
+			{http.MethodDelete, "/v1/health"},
+			{http.MethodPost, "/v1/runs/some-id"},
+		} {
+			resp, b := rawAPIRequest(t, ts, tc.method, tc.path, []byte(`{}`), "Content-Type", "application/json")
+			checkAPIErrorShape(t, resp, b, http.StatusMethodNotAllowed, api.ErrorMethodNotAllowed)
+		}
+	})
+
+	t.Run("409 for an id reused with another request", func(t *testing.T) {
+		ts.mustRun(t, request("python", "print(1)", func(r *api.Request) { r.ID = "reused-1" }))
+		_, err := ts.client.Run(ctx, request("python", "print(2)", func(r *api.Request) { r.ID = "reused-1" }))
+		if ce := apiErr(t, err, http.StatusConflict, ""); ce.API.Code != api.ErrorConflict {
+			t.Fatalf("got code %q, want %q", ce.API.Code, api.ErrorConflict)
+		}
+		body, _ := json.Marshal(request("python", "print(1)", func(r *api.Request) { r.ID = "reused-1"; r.Env = map[string]string{"A": "1"} }))
+		resp, b := rawAPIRequest(t, ts, http.MethodPost, "/v1/runs", body, "Content-Type", "application/json")
+		checkAPIErrorShape(t, resp, b, http.StatusConflict, api.ErrorConflict)
+	})
+
+	t.Run("413 only past 4 MiB", func(t *testing.T) {
+		// A body of exactly 4 MiB is read and validated (its code is too long);
+		// one byte more is too large.
+		for _, tc := range []struct {
+			name   string
+			size   int
+			status int
+			code   string
+		}{
+			{"exactly 4 MiB", api.MaxBodyBytes, http.StatusBadRequest, api.ErrorInvalidRequest},
+			{"4 MiB and a byte", api.MaxBodyBytes + 1, http.StatusRequestEntityTooLarge, api.ErrorTooLarge},
+		} {
+			head, tail := `{"language": "python", "code": "`, `"}`
+			b := []byte(head + strings.Repeat("x", tc.size-len(head)-len(tail)) + tail)
+			resp, rb := rawAPIRequest(t, ts, http.MethodPost, "/v1/runs", b, "Content-Type", "application/json")
+			e := checkAPIErrorShape(t, resp, rb, tc.status, tc.code)
+			if tc.status == http.StatusBadRequest && e["field"] != "code" {
+				t.Errorf("%s: got field %v, want \"code\"", tc.name, e["field"])
+			}
+		}
+	})
+
+	t.Run("405 says which methods are allowed", func(t *testing.T) {
+		// RFC 9110 15.5.6: a 405 response MUST have an Allow header.
+		for _, tc := range []struct{ method, path, allow string }{
+			{http.MethodPut, "/v1/runs", http.MethodPost},
+			{http.MethodPost, "/v1/limits", http.MethodGet},
+		} {
+			resp, _ := rawAPIRequest(t, ts, tc.method, tc.path, nil)
+			if got := resp.Header.Get("Allow"); !strings.Contains(got, tc.allow) {
+				t.Errorf("%s %s: got Allow %q, want it to name %s", tc.method, tc.path, got, tc.allow)
+			}
+		}
+	})
+
+	t.Run("413 for a body over 4 MiB", func(t *testing.T) {
+		big := make([]byte, 0, 5<<20+64)
+		big = append(big, `{"language": "python", "code": "`...)
+		big = append(big, bytes.Repeat([]byte("x"), 5<<20)...)
+		big = append(big, `"}`...)
+		resp, b := rawAPIRequest(t, ts, http.MethodPost, "/v1/runs", big, "Content-Type", "application/json")
+		checkAPIErrorShape(t, resp, b, http.StatusRequestEntityTooLarge, api.ErrorTooLarge)
+	})
+
+	t.Run("no run for any refusal", func(t *testing.T) {
+		// Only the three runs above that were accepted ran (two 200s and the
+		// first of reused-1). Shutdown waits for every run to be counted.
+		svc := ts.Service
+		ts.stop(t)
+		if got, _ := metricSum(scrapeMetrics(svc), "brig_runs_total"); got != 3 {
+			t.Errorf("got brig_runs_total %v, want 3", got)
+		}
+		if n := len(ts.logs.lines("run finished")); n != 3 {
+			t.Errorf("got %d runs finished, want 3", n)
+		}
+	})
+}
+
+// TestAPIRetrySameIDRunsOnce shows that a retry (one id, one body) gets the
+// first run's result without running the code again.
+func TestAPIRetrySameIDRunsOnce(t *testing.T) {
+	ts := newTestService(t)
+	req := request("python", "import random; print(random.random())", func(r *api.Request) { r.ID = "retry-random" })
+	first := ts.mustRun(t, req)
+	if first.Outcome != api.OutcomeSucceeded || first.Stdout == "" {
+		t.Fatalf("got %s stdout %q (%s), want a succeeded run that printed", first.Outcome, first.Stdout, first.Message)
+	}
+	second := ts.mustRun(t, req)
+	if second.ID != first.ID || second.ID != "retry-random" {
+		t.Errorf("got ids %q and %q, want both %q", first.ID, second.ID, "retry-random")
+	}
+	if second.Stdout != first.Stdout {
+		t.Errorf("got stdout %q then %q, want the same (the code ran once)", first.Stdout, second.Stdout)
+	}
+	// The same request with its defaults written out is the same request.
+	explicit := req
+	timeout, memory := *req.TimeoutSeconds, api.DefaultMemoryMiB
+	explicit.TimeoutSeconds, explicit.MemoryMiB = &timeout, &memory
+	explicit.Network = &api.Network{Mode: api.NetworkNone}
+	third := ts.mustRun(t, explicit)
+	if third.Stdout != first.Stdout {
+		t.Errorf("got stdout %q for the request with explicit defaults, want %q", third.Stdout, first.Stdout)
+	}
+	ts.stop(t)
+	if n := len(ts.logs.lines("run finished")); n != 1 {
+		t.Fatalf("got %d runs finished, want 1", n)
+	}
+}
+
+func TestAPIForbidden(t *testing.T) {
+	ts := newTestService(t, func(c *Config) { c.AllowUIDs = []int{12345} })
+	svc := ts.Service
+	ctx := context.Background()
+
+	t.Run("POST gets 403", func(t *testing.T) {
+		_, err := ts.client.Run(ctx, request("python", "open('/tmp/ran','w')"))
+		if ce := apiErr(t, err, http.StatusForbidden, ""); ce.API.Code != api.ErrorForbidden {
+			t.Fatalf("got code %q, want %q", ce.API.Code, api.ErrorForbidden)
+		}
+	})
+	t.Run("every endpoint gets 403", func(t *testing.T) {
+		for _, p := range []string{"/v1/limits", "/v1/health", "/metrics", "/v1/runs/x"} {
+			resp, b := rawAPIRequest(t, ts, http.MethodGet, p, nil)
+			checkAPIErrorShape(t, resp, b, http.StatusForbidden, api.ErrorForbidden)
+		}
+	})
+	t.Run("the refusal is counted once", func(t *testing.T) {
+		got, _ := metricSum(scrapeMetrics(svc), "brig_runs_refused_total", `code="forbidden"`)
+		if got != 1 {
+			t.Fatalf("got brig_runs_refused_total{code=\"forbidden\"} %v after one refused POST, want 1", got)
+		}
+	})
+	t.Run("nothing ran", func(t *testing.T) {
+		ts.stop(t)
+		if n := len(ts.logs.lines("run finished")); n != 0 {
+			t.Errorf("got %d runs finished, want none", n)
+		}
+		if got, _ := metricSum(scrapeMetrics(svc), "brig_runs_total"); got != 0 {
+			t.Errorf("got brig_runs_total %v, want 0", got)
+		}
+	})
+}
+
+func TestAPIAllowedByGID(t *testing.T) {
+	ts := newTestService(t, func(c *Config) { c.AllowUIDs = []int{12345}; c.AllowGIDs = []int{0} })
+	res := ts.mustRun(t, request("python", "print('by gid')"))
+	if res.Outcome != api.OutcomeSucceeded || res.Stdout != "by gid\n" {
+		t.Fatalf("got %s stdout %q (%s), want succeeded \"by gid\\n\"", res.Outcome, res.Stdout, res.Message)
+	}
+}
+
+func TestAPIQueueFull(t *testing.T) {
+	ts := newTestService(t, func(c *Config) { c.MaxConcurrent = 1; c.QueueSize = 1 })
+	ctx := context.Background()
+	long := []string{"long-running", "long-queued"}
+	var wg sync.WaitGroup
+	results := make([]*api.Result, len(long))
+	errs := make([]error, len(long))
+	for i, id := range long {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = ts.client.Run(ctx, request("python", "import time; time.sleep(3)", func(r *api.Request) { r.ID = id }))
+		}()
+		// The second must arrive after the first has its slot.
+		waitUntilAPI(t, func() bool { h, err := ts.client.Health(ctx); return err == nil && h.Running+h.Queued == i+1 })
+	}
+	if h, err := ts.client.Health(ctx); err != nil || h.Running != 1 || h.Queued != 1 {
+		t.Fatalf("got health %+v, %v, want 1 running and 1 queued", h, err)
+	}
+	_, err := ts.client.Run(ctx, request("python", "print(3)"))
+	ce := apiErr(t, err, http.StatusTooManyRequests, "")
+	if ce.API.Code != api.ErrorQueueFull {
+		t.Errorf("got code %q, want %q", ce.API.Code, api.ErrorQueueFull)
+	}
+	if ce.RetryAfter < time.Second {
+		t.Errorf("got Retry-After %s, want at least 1s", ce.RetryAfter)
+	}
+	if got, _ := ts.client.Get(ctx, "long-queued"); got == nil || got.State != api.StateQueued {
+		t.Errorf("got the queued run's result %+v, want state queued", got)
+	}
+	for _, id := range []string{"long-queued", "long-running"} {
+		res, err := ts.client.Stop(ctx, id)
+		if err != nil {
+			t.Fatalf("DELETE %s: %v", id, err)
+		}
+		if res.Reason != api.ReasonStopped {
+			t.Errorf("%s: got reason %q, want stopped", id, res.Reason)
+		}
+	}
+	wg.Wait()
+	for i, id := range long {
+		if errs[i] != nil || results[i].Reason != api.ReasonStopped {
+			t.Errorf("%s: got %+v, %v, want a result with reason stopped", id, results[i], errs[i])
+		}
+	}
+}
+
+// waitUntilAPI polls cond until it holds, for up to 10 s.
+func waitUntilAPI(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("got no change in 10s, want the condition to hold")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestAPIServiceEndpoints covers limits, health, metrics and the per-request
+// log line on one service.
+func TestAPIServiceEndpoints(t *testing.T) {
+	ts := newTestService(t)
+	ctx := context.Background()
+
+	t.Run("Limits", func(t *testing.T) {
+		l, err := ts.client.Limits(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name          string
+			got           api.Bound
+			min, max, def int
+			hasDef        bool
+		}{
+			{"timeout_seconds", l.TimeoutSeconds, 1, 300, 30, true},
+			{"memory_mib", l.MemoryMiB, 128, 2048, 512, true},
+			{"code_chars", l.CodeChars, 1, 100000, 0, false},
+			{"packages", l.Packages, 0, 50, 0, true},
+			{"package_chars", l.PackageChars, 3, 214, 0, false},
+			{"env_entries", l.EnvEntries, 0, 50, 0, true},
+			{"domains", l.Domains, 1, 100, 0, false},
+			{"id_chars", l.IDChars, 1, 128, 0, false},
+		} {
+			if tc.got.Min != tc.min || tc.got.Max != tc.max {
+				t.Errorf("%s: got %d..%d, want %d..%d", tc.name, tc.got.Min, tc.got.Max, tc.min, tc.max)
+			}
+			if tc.hasDef && (tc.got.Default == nil || *tc.got.Default != tc.def) {
+				t.Errorf("%s: got default %s, want %d", tc.name, intPtrString(tc.got.Default), tc.def)
+			}
+		}
+		if l.StdoutChars != 1_000_000 || l.StderrChars != 100_000 {
+			t.Errorf("got stdout %d, stderr %d characters, want 1000000 and 100000", l.StdoutChars, l.StderrChars)
+		}
+		if l.BodyBytes != 4<<20 {
+			t.Errorf("got body_bytes %d, want %d", l.BodyBytes, 4<<20)
+		}
+		if !slices.Equal(l.Languages, []string{"python", "javascript"}) {
+			t.Errorf("got languages %v, want [python javascript]", l.Languages)
+		}
+		if !slices.Equal(l.NetworkModes, []string{"none"}) {
+			t.Errorf("got network modes %v, want [none]", l.NetworkModes)
+		}
+		for _, name := range []string{"PATH", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "PYTHONPATH", "NODE_PATH"} {
+			if !slices.Contains(l.ReservedEnv, name) {
+				t.Errorf("got reserved_env %v, want it to hold %s", l.ReservedEnv, name)
+			}
+		}
+	})
+
+	t.Run("Health", func(t *testing.T) {
+		h, err := ts.client.Health(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Status != "ok" {
+			t.Errorf("got status %q, want ok", h.Status)
+		}
+		if h.Languages["python"] == "" || h.Languages["javascript"] == "" {
+			t.Errorf("got languages %v, want python and javascript with versions", h.Languages)
+		}
+		if h.CgroupMode == "" {
+			t.Errorf("got cgroup_mode %q, want one", h.CgroupMode)
+		}
+		if !slices.Equal(h.NetworkModes, []string{"none"}) {
+			t.Errorf("got network_modes %v, want [none]", h.NetworkModes)
+		}
+		if h.Running != 0 || h.Queued != 0 {
+			t.Errorf("got %d running, %d queued, want none", h.Running, h.Queued)
+		}
+	})
+
+	t.Run("Metrics", func(t *testing.T) {
+		ts.mustRun(t, request("python", "print(1)"))
+		// The run is counted just after its result is sent (service.go finish):
+		// give it a moment.
+		waitUntilAPI(t, func() bool {
+			_, ok := metricSum(scrapeMetrics(ts.Service), "brig_runs_total", `outcome="succeeded"`)
+			return ok
+		})
+		resp, b := rawAPIRequest(t, ts, http.MethodGet, "/metrics", nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("got status %d, want 200", resp.StatusCode)
+		}
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+			t.Errorf("got Content-Type %q, want text/plain (Prometheus text format)", ct)
+		}
+		text := string(b)
+		if v, ok := metricSum(text, "brig_runs_total", `outcome="succeeded"`, `language="python"`); !ok || v < 1 {
+			t.Errorf("got brig_runs_total{outcome=\"succeeded\"} %v (found %v), want at least 1", v, ok)
+		}
+		for _, name := range []string{"brig_queue_depth", "brig_runs_in_flight", "brig_run_total_seconds_bucket"} {
+			if _, ok := metricSum(text, name); !ok {
+				t.Errorf("got no %s sample, want one", name)
+			}
+		}
+		if v, _ := metricSum(text, "brig_run_total_seconds_count", `language="python"`); v < 1 {
+			t.Errorf("got brig_run_total_seconds_count %v, want at least 1", v)
+		}
+	})
+
+	t.Run("Request log line", func(t *testing.T) {
+		rawAPIRequest(t, ts, http.MethodGet, "/v1/limits", nil)
+		rawAPIRequest(t, ts, http.MethodPost, "/v1/runs", []byte(`{"language": "ruby", "code": "x"}`), "Content-Type", "application/json")
+		lines := ts.logs.lines("request")
+		find := func(method, path string, status int) map[string]any {
+			for _, l := range lines {
+				if l["method"] == method && l["path"] == path && l["status"] == float64(status) {
+					return l
+				}
+			}
+			return nil
+		}
+		for _, tc := range []struct {
+			method, path string
+			status       int
+		}{
+			{http.MethodGet, "/v1/limits", http.StatusOK},
+			{http.MethodPost, "/v1/runs", http.StatusBadRequest},
+		} {
+			l := find(tc.method, tc.path, tc.status)
+			if l == nil {
+				t.Errorf("got request lines %v, want one for %s %s with status %d", lines, tc.method, tc.path, tc.status)
+				continue
+			}
+			if d, ok := l["duration_ms"].(float64); !ok || d < 0 {
+				t.Errorf("got duration_ms %v in %v, want a number of milliseconds", l["duration_ms"], l)
+			}
+		}
+		if l := find(http.MethodPost, "/v1/runs", http.StatusBadRequest); l != nil && l["error_code"] != api.ErrorInvalidRequest {
+			t.Errorf("got error_code %v for the 400, want %q", l["error_code"], api.ErrorInvalidRequest)
+		}
+	})
+}
