@@ -83,9 +83,13 @@ func (s *Service) routes() http.Handler {
 		_, err := w.Write(api.OpenAPI)
 		return err
 	})
-	for _, p := range []string{"/v1/runs", "/v1/runs/{id}", "/v1/runs/{id}/events", "/v1/limits", "/v1/health", "/metrics"} {
+	for p, allow := range map[string]string{
+		"/v1/runs": "POST", "/v1/runs/{id}": "GET, DELETE", "/v1/runs/{id}/events": "GET",
+		"/v1/limits": "GET", "/v1/health": "GET", "/metrics": "GET", "/openapi.yaml": "GET",
+	} {
 		handle(p, func(w http.ResponseWriter, r *http.Request) error {
-			return newError(api.ErrorMethodNotAllowed, "%s does not take %s", r.URL.Path, r.Method)
+			w.Header().Set("Allow", allow)
+			return newError(api.ErrorMethodNotAllowed, "%s takes %s, not %s", r.URL.Path, allow, r.Method)
 		})
 	}
 	handle("/", func(w http.ResponseWriter, r *http.Request) error {
@@ -104,9 +108,6 @@ func (s *Service) guard(route string, h func(http.ResponseWriter, *http.Request)
 		var err error
 		if !s.allowed(p) {
 			err = newError(api.ErrorForbidden, "this service serves only its configured users and groups; uid %d (gid %d) is not one of them: ask the operator to add it to allow_uids or allow_gids", p.uid, p.gid)
-			if route == "POST /v1/runs" {
-				s.metrics.refused.WithLabelValues(api.ErrorForbidden).Inc()
-			}
 		} else {
 			err = h(rec, r)
 		}

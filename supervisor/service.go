@@ -359,6 +359,9 @@ func (s *Service) execute(r *run, t *ticket) {
 // finish ends a run: its stream gets the result, the journal keeps it, and it
 // leaves memory once the journal has it.
 func (s *Service) finish(r *run, res *api.Result) {
+	// Counted before anyone sees the result, so that a scrape after a response
+	// always includes its run.
+	s.metrics.observe(res)
 	r.finish(res)
 	r.mu.Lock()
 	started := r.started
@@ -376,7 +379,6 @@ func (s *Service) finish(r *run, res *api.Result) {
 		delete(s.runs, r.id)
 		s.mu.Unlock()
 	}
-	s.metrics.observe(res)
 	exit := -1
 	if res.ExitCode != nil {
 		exit = *res.ExitCode

@@ -106,7 +106,18 @@ func loadSpec(ctx context.Context) (*spec, error) {
 
 // route finds the operation of req, routed as if sent to the document's server.
 func (s *spec) route(req *http.Request) (*routers.Route, map[string]string, error) {
-	return s.router.FindRoute(normalize(req))
+	route, params, err := s.router.FindRoute(normalize(req))
+	if err != nil {
+		return nil, nil, err
+	}
+	// The legacy router matches /v1/runs/{id} with an empty id for /v1/runs: no
+	// path of the document has an empty segment.
+	for name, v := range params {
+		if v == "" {
+			return nil, nil, fmt.Errorf("%s %s: empty path parameter %q: %w", req.Method, req.URL.Path, name, routers.ErrPathNotFound)
+		}
+	}
+	return route, params, nil
 }
 
 // normalize returns a copy of req whose URL has the document's scheme and
