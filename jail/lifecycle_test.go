@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -57,6 +59,29 @@ func TestProgramRunsAtNormalPriority(t *testing.T) {
 			res := run(t, l, rootfs.Python, "import os; print(os.nice(0))")
 			if res.Stdout != "0\n" {
 				t.Errorf("the program's nice value: got %q (%s), want 0", res.Stdout, res.Message)
+			}
+		})
+	}
+}
+
+func TestLeftoverOfDeadProcess(t *testing.T) {
+	dead := exec.Command("/bin/true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{fmt.Sprintf("run-%d-1", os.Getpid()), false},
+		{fmt.Sprintf("run-%d-7", dead.Process.Pid), true},
+		{"run-x-1", false},
+		{"something-else", false},
+		{"run-0-1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := LeftoverOfDeadProcess(tc.name); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -206,6 +206,17 @@ func (l *Launcher) newSlot(root *rootfs.Root, memoryBytes int64) (s *slot, retEr
 	return s, nil
 }
 
+// LeftoverOfDeadProcess reports whether a group named name under a parent that
+// several brig processes share was made by a process that is gone: their names
+// are run-<pid>-<n> (see clone). A live or reused pid keeps its groups.
+func LeftoverOfDeadProcess(name string) bool {
+	var pid, n int
+	if _, err := fmt.Sscanf(name, "run-%d-%d", &pid, &n); err != nil || pid <= 0 {
+		return false
+	}
+	return unix.Kill(pid, 0) == unix.ESRCH
+}
+
 // clone creates the run's cgroup and clones the init into its namespaces (and, where
 // a cgroup2 directory exists, straight into the cgroup with CLONE_INTO_CGROUP).
 func (l *Launcher) clone() (s *slot, retErr error) {

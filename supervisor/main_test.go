@@ -43,20 +43,20 @@ func TestMain(m *testing.M) {
 	if v := os.Getenv(serveEnv); v != "" {
 		os.Exit(serveForTest(v))
 	}
-	var parents []*cgroup.Manager
+	// Remove what an interrupted earlier run left, but never the groups of a
+	// test binary running beside this one (a fuzz worker runs TestMain too).
 	if os.Geteuid() == 0 {
-		for _, p := range []string{testCgroupParent, crashCgroupParent} {
-			if cg, err := cgroup.New(cgroup.Config{Parent: p}); err == nil {
-				cg.Sweep()
-				parents = append(parents, cg)
-			}
+		if cg, err := cgroup.New(cgroup.Config{Parent: testCgroupParent}); err == nil {
+			cg.SweepIf(jail.LeftoverOfDeadProcess)
 		}
 	}
 	code := m.Run()
-	for _, cg := range parents {
-		if err := cg.RemoveParent(); err != nil {
-			fmt.Fprintln(os.Stderr, "removing the test cgroup parent:", err)
-			code = 1
+	if os.Geteuid() == 0 {
+		for _, p := range []string{testCgroupParent, crashCgroupParent} {
+			if err := testutil.RemoveCgroupParent(p); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				code = 1
+			}
 		}
 	}
 	os.Exit(code)

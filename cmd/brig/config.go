@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/jail"
@@ -108,17 +107,6 @@ func newProvider(lc launcherConfig) (rootfs.Provider, error) {
 	return m, nil
 }
 
-// leftoverOfDeadProcess accepts the groups of the local parent, which several
-// brig processes share, that a process no longer alive made: their names are
-// run-<pid>-<n> (see jail). A live or reused pid keeps its groups.
-func leftoverOfDeadProcess(name string) bool {
-	var pid, n int
-	if _, err := fmt.Sscanf(name, "run-%d-%d", &pid, &n); err != nil || pid <= 0 {
-		return false
-	}
-	return unix.Kill(pid, 0) == unix.ESRCH
-}
-
 // sandbox is a Launcher and what it was built from.
 type sandbox struct {
 	*jail.Launcher
@@ -151,7 +139,7 @@ func newSandbox(lc launcherConfig, sweep bool, log *slog.Logger) (*sandbox, erro
 	if err != nil {
 		return nil, fmt.Errorf("opening cgroups: %w (Hint: run `brig check`)", err)
 	}
-	leftover := leftoverOfDeadProcess
+	leftover := jail.LeftoverOfDeadProcess
 	if sweep {
 		leftover = func(string) bool { return true }
 	}

@@ -160,29 +160,6 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-func TestLeftoverOfDeadProcess(t *testing.T) {
-	dead := exec.Command("/bin/true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name string
-		want bool
-	}{
-		{fmt.Sprintf("run-%d-1", os.Getpid()), false},
-		{fmt.Sprintf("run-%d-7", dead.Process.Pid), true},
-		{"run-x-1", false},
-		{"something-else", false},
-		{"run-0-1", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := leftoverOfDeadProcess(tc.name); got != tc.want {
-				t.Errorf("got %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestInterspersed(t *testing.T) {
 	cmds := []*cli.Command{runCommand(), rootfsCommand(), checkCommand()}
 	for _, tc := range []struct {
