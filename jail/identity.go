@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -108,6 +109,25 @@ func setIdentity(st *initState) error {
 	}
 	if err := syscall.Setresuid(uid, uid, uid); err != nil {
 		return fmt.Errorf("setting uid %d: %w", uid, err)
+	}
+	return nil
+}
+
+// rearmParentDeathSignal sets the parent-death signal again (prctl(2): a change
+// of uid or gid clears it) and then checks that the parent is still there, since
+// it may have died before the signal was set: the status pipe's write end reports
+// POLLERR once its read end, which only the parent holds, is closed. (getppid
+// can't tell: in a new pid namespace it is always 0.)
+func rearmParentDeathSignal(*initState) error {
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("setting the parent-death signal: %w", err)
+	}
+	fds := []unix.PollFd{{Fd: statusFD, Events: unix.POLLOUT}}
+	if _, err := unix.Poll(fds, 0); err != nil {
+		return fmt.Errorf("polling the status pipe: %w", err)
+	}
+	if fds[0].Revents&unix.POLLERR != 0 {
+		return errors.New("the supervisor is gone")
 	}
 	return nil
 }

@@ -81,6 +81,10 @@ var runSteps = []step{
 var hardenSteps = []step{
 	{"init output", releaseOutput},
 	{"init identity", setIdentity},
+	// After the identity change, which clears the parent-death signal: without
+	// it an init whose supervisor crashed would go on running its program with
+	// no one to enforce the time limit.
+	{"parent-death signal", rearmParentDeathSignal},
 	{"init capabilities", verifyNoCapabilities},
 	{"init seccomp", loadProcessFilter},
 }
