@@ -100,6 +100,9 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 			j.close()
 		}
 	}()
+	if host.Languages == nil {
+		host.Languages = map[string]string{}
+	}
 	s := &Service{
 		cfg:       cfg,
 		host:      host,
@@ -266,6 +269,9 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 	req.ID = id
 	r := newRun(id, key, req, peerUID, time.Now())
 	s.runs[id] = r
+	// Counted under mu, with draining unset: a Shutdown that starts now waits
+	// for this run and gives it its grace.
+	s.runsWG.Add(1)
 	s.mu.Unlock()
 
 	err := s.journal.accept(id, &record{Key: key, Language: req.Language, Network: req.Network.Mode, PeerUID: peerUID, AcceptedAt: r.accepted})
@@ -274,9 +280,9 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		delete(s.runs, id)
 		s.mu.Unlock()
 		s.adm.wait(canceled, t)
+		s.runsWG.Done()
 		return nil, nil, fmt.Errorf("recording the run in the journal: %w", err)
 	}
-	s.runsWG.Add(1)
 	go s.execute(r, t)
 	return r, nil, nil
 }
