@@ -1,0 +1,370 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/client"
+	"github.com/brig-sandbox/brig/internal/testutil"
+)
+
+// serveProcess is the test binary running as a whole service (serveForTest), so
+// that a test can kill it as a crash would.
+type serveProcess struct {
+	cmd    *exec.Cmd
+	log    string // its stderr
+	exited chan struct{}
+	err    error // cmd.Wait's, set before exited is closed
+}
+
+// startServeProcess starts the service process on socket and state, logging to
+// logPath, and waits until it answers GET /v1/health. It is killed when tb ends
+// if it is still running.
+func startServeProcess(tb testing.TB, socket, state, logPath string) *serveProcess {
+	tb.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	logf, err := os.Create(logPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), serveEnv+"="+socket+" "+state)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("starting the service process: %v", err)
+	}
+	p := &serveProcess{cmd: cmd, log: logPath, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	tb.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			cmd.Process.Kill()
+			<-p.exited
+		}
+		if tb.Failed() {
+			b, _ := os.ReadFile(logPath)
+			tb.Logf("service process %d log:\n%s", cmd.Process.Pid, b)
+		}
+	})
+
+	c := client.New(socket)
+	defer c.HTTP.Transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.Health(ctx)
+		cancel()
+		if err == nil {
+			return p
+		}
+		select {
+		case <-p.exited:
+			tb.Fatalf("the service process exited (%v) before it answered: %v", p.err, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the service process did not answer GET /v1/health within 20s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kill kills the process as a crash would, and reaps it.
+func (p *serveProcess) kill(tb testing.TB) {
+	tb.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		tb.Fatalf("killing the service process: %v", err)
+	}
+	<-p.exited
+}
+
+// terminate stops the process as an operator would (SIGTERM) and returns how
+// it exited.
+func (p *serveProcess) terminate(tb testing.TB, timeout time.Duration) error {
+	tb.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		tb.Fatalf("signalling the service process: %v", err)
+	}
+	select {
+	case <-p.exited:
+		return p.err
+	case <-time.After(timeout):
+		tb.Fatalf("the service process did not exit within %s of SIGTERM", timeout)
+		return nil
+	}
+}
+
+// processesInCgroup lists the live processes (pid, command, state, uid and
+// parent) whose cgroups name parent. A zombie is dead: whether it is reaped is
+// up to whoever it was reparented to (this host's pid 1), so it is not listed.
+func processesInCgroup(parent string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err != nil || !bytes.Contains(b, []byte("/"+parent+"/")) {
+			continue
+		}
+		status, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		fields := map[string]string{}
+		for _, l := range strings.Split(string(status), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok {
+				fields[k] = strings.Join(strings.Fields(v), " ")
+			}
+		}
+		if strings.HasPrefix(fields["State"], "Z") || fields["State"] == "" {
+			continue
+		}
+		out = append(out, fmt.Sprintf("pid %s %s (state %s, uid %s, ppid %s)", e.Name(), fields["Name"],
+			fields["State"], strings.Fields(fields["Uid"] + " ?")[0], fields["PPid"]))
+	}
+	return out
+}
+
+// childProcesses lists this process's live children.
+func childProcesses() []string {
+	var out []string
+	me := fmt.Sprint(os.Getpid())
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == me {
+			out = append(out, e.Name()+" "+s[:i+1])
+		}
+	}
+	return out
+}
+
+// cgroupsUnder lists the groups below parent in every mounted hierarchy.
+func cgroupsUnder(parent string) []string {
+	roots := []string{filepath.Join("/sys/fs/cgroup", parent)}
+	ents, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, e := range ents {
+		if e.IsDir() {
+			roots = append(roots, filepath.Join("/sys/fs/cgroup", e.Name(), parent))
+		}
+	}
+	var out []string
+	for _, root := range roots {
+		subs, _ := os.ReadDir(root)
+		for _, s := range subs {
+			if s.IsDir() {
+				out = append(out, filepath.Join(root, s.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// TestCrashRecovery kills the service process (SIGKILL) with runs in flight:
+// nothing of theirs is left running, and the restarted service answers every
+// id: the finished run with its result, the interrupted ones as stopped.
+func TestCrashRecovery(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, crashCgroupParent)
+	// A socket's path must fit in 108 bytes: t.TempDir's can be too long.
+	dir, err := os.MkdirTemp("", "brig-cr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket, state := filepath.Join(dir, "s.sock"), filepath.Join(dir, "state")
+	ctx := context.Background()
+
+	first := startServeProcess(t, socket, state, filepath.Join(dir, "serve1.log"))
+	c := newCheckedClient(t, socket)
+	quick, err := c.Run(ctx, request("python", "print(\"quick\")\n", withRunID("crash-quick")))
+	if err != nil {
+		t.Fatalf("the quick run: %v", err)
+	}
+	checkSucceeded(t, quick, "quick\n")
+
+	const inFlight = 4
+	var ids []string
+	var streams []*liveStream
+	for i := range inFlight {
+		id := fmt.Sprintf("crash-run-%d", i)
+		ids = append(ids, id)
+		streams = append(streams, openLiveStream(t, c, request("python", "import time\nprint(\"x\", flush=True)\ntime.sleep(30)\n", withRunID(id))))
+	}
+	for _, s := range streams {
+		s.waitEvent(t, api.EventStarted, 20*time.Second)
+		s.waitUntil(t, 10*time.Second, "stdout x", func(evs []timedEvent) bool {
+			_, ok := firstLineAt(evs, api.EventStdout, "x\n")
+			return ok
+		})
+	}
+
+	// The init finishes setting itself up (its identity, its filter) just after
+	// the program started; a run in flight for real is past that.
+	time.Sleep(300 * time.Millisecond)
+	first.kill(t)
+	for i, s := range streams {
+		res, err := s.wait(t, 10*time.Second)
+		if res != nil || err == nil {
+			t.Errorf("stream %s: got result %+v, %v, want the stream cut without a result", ids[i], res, err)
+		}
+	}
+
+	// Each sandbox's init dies by its parent-death signal, and its programs
+	// with its pid namespace.
+	var left []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if left = processesInCgroup(crashCgroupParent); len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("5s after the kill got processes still in %s: %q, want none", crashCgroupParent, left)
+	}
+	if kids := childProcesses(); len(kids) > 0 {
+		t.Errorf("got child processes %q after the kill, want none", kids)
+	}
+
+	// The restart replaces the stale socket and sweeps the dead runs' groups.
+	second := startServeProcess(t, socket, state, filepath.Join(dir, "serve2.log"))
+	c = newCheckedClient(t, socket)
+	got, err := c.Get(ctx, "crash-quick")
+	if err != nil || !reflect.DeepEqual(got, quick) {
+		t.Errorf("GET crash-quick after the restart: got %+v, %v, want the original result %+v", got, err, quick)
+	}
+	for _, id := range ids {
+		t.Run(id, func(t *testing.T) {
+			res, err := c.Get(ctx, id)
+			if err != nil {
+				t.Fatalf("GET after the restart: %v", err)
+			}
+			checkStopped(t, res)
+			if res.ID != id || res.Language != "python" || res.ExitCode != nil {
+				t.Errorf("got id %q language %q exit %s, want %q python and no exit code", res.ID, res.Language, exitCodeString(res.ExitCode), id)
+			}
+			evs, last := collectEvents(t, c, id)
+			if len(evs) < 2 || evs[0].Event != api.EventAccepted || evs[0].ID != id {
+				t.Errorf("got events %s, want accepted %s first", eventKinds(timedEvents(evs)), id)
+			}
+			if !reflect.DeepEqual(last, res) {
+				t.Errorf("got the replay's result %+v, want GET's %+v", last, res)
+			}
+		})
+	}
+	// Not through the checked client: serveForTest's HostInfo has no languages,
+	// which GET /v1/health gives as null (TestHealthWithoutLanguagesMatchesSchema).
+	plain := client.New(socket)
+	if h, err := plain.Health(ctx); err != nil || h.Running != 0 || h.Queued != 0 {
+		t.Errorf("got health %+v, %v, want nothing running or queued", h, err)
+	}
+	plain.HTTP.Transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+
+	if err := second.terminate(t, 30*time.Second); err != nil {
+		t.Errorf("the restarted service process exited with %v after SIGTERM, want 0", err)
+	}
+	if groups := cgroupsUnder(crashCgroupParent); len(groups) > 0 {
+		t.Errorf("got cgroups %q left under %s, want none", groups, crashCgroupParent)
+	}
+	if left := processesInCgroup(crashCgroupParent); len(left) > 0 {
+		t.Errorf("got processes %q in %s after the service stopped, want none", left, crashCgroupParent)
+	}
+	if kids := childProcesses(); len(kids) > 0 {
+		t.Errorf("got child processes %q after the service stopped, want none", kids)
+	}
+}
+
+// TestCrashRecoverySocketInUse: a second service on a socket that still
+// answers refuses to start instead of taking the socket over.
+func TestCrashRecoverySocketInUse(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir, err := os.MkdirTemp("", "brig-cr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "s.sock")
+	ln, err := Listen(socket, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	_, err = Listen(socket, "")
+	if err == nil {
+		t.Errorf("got %v listening on a socket in use, want an error saying another service answers there", err)
+	}
+	ln.Close()
+	wg.Wait()
+}
+
+// TestHealthWithoutLanguagesMatchesSchema: a service whose HostInfo has no
+// languages (serveForTest's, or a host where no rootfs is ready) still answers
+// GET /v1/health as api/openapi.yaml says: languages is an object, never null.
+func TestHealthWithoutLanguagesMatchesSchema(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir, err := os.MkdirTemp("", "brig-cr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "s.sock")
+	svc, err := New(Config{StateDir: filepath.Join(dir, "state"), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}, HostInfo{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := Listen(socket, "")
+	if err != nil {
+		svc.Shutdown(context.Background())
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- svc.Serve(ln) }()
+	defer func() {
+		svc.Shutdown(context.Background())
+		<-served
+	}()
+	c := newCheckedClient(t, socket) // reports a body that does not match the schema
+	h, err := c.Health(context.Background())
+	if err != nil {
+		t.Fatalf("Health: %v", err)
+	}
+	if h.Languages == nil {
+		t.Errorf("got languages null, want an object (empty when the host has none)")
+	}
+}
