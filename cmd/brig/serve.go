@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/BurntSushi/toml"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/rootfs"
@@ -242,6 +244,9 @@ func serveAction(c *cli.Context) error {
 	}
 	// The service owns its cgroup parent: whatever a previous instance left
 	// there (after a crash) is removed before anything runs.
+	if err := lockCgroupParent(lc.CgroupParent); err != nil {
+		return err
+	}
 	sb, err := newSandbox(lc, true, log)
 	if err != nil {
 		return err
@@ -309,4 +314,29 @@ func serveAction(c *cli.Context) error {
 	}
 	log.Info("stopped")
 	return err
+}
+
+// lockCgroupParent takes, for the life of this process, the lock that makes
+// this service the only owner of its cgroup parent: a second service on the
+// same parent would sweep the first's runs at its start, and remove the parent
+// under it at its stop. The lock is released when the process exits.
+func lockCgroupParent(parent string) error {
+	dir := "/run/lock"
+	if _, err := os.Stat(dir); err != nil {
+		dir = os.TempDir()
+	}
+	path := filepath.Join(dir, "brig-cgroup-"+strings.ReplaceAll(parent, "/", "_")+".lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening the lock %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("another brig serve owns the cgroup parent %q (lock %s): stop it first, or give this one another --cgroup-parent", parent, path)
+		}
+		return fmt.Errorf("locking %s: %w", path, err)
+	}
+	// f stays open (and locked) until the process exits.
+	return nil
 }

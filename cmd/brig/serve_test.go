@@ -146,6 +146,13 @@ func TestRunThroughService(t *testing.T) {
 		}
 	})
 
+	t.Run("second service on the same cgroup parent", func(t *testing.T) {
+		_, errOut, status := brig(t, "", "serve", "--socket", filepath.Join(dir, "other.sock"), "--state-dir", filepath.Join(dir, "other"), "--cgroup-parent", cliServeParent)
+		if status != 2 || !strings.Contains(errOut, "owns the cgroup parent") {
+			t.Fatalf("got status %d stderr %q, want 2 and a refusal: it would sweep the first one's runs", status, errOut)
+		}
+	})
+
 	// SIGTERM: a clean stop that leaves no cgroup parent behind.
 	serve.Process.Signal(syscall.SIGTERM)
 	if err := serve.Wait(); err != nil {
