@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -42,7 +44,19 @@ const cliCgroupParent = "brig-test-cli"
 // status.
 func brig(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	return brigCmd(t, exec.Command(os.Args[0], args...), stdin)
+}
+
+// brigWithin is brig without stdin, killed after d.
+func brigWithin(t *testing.T, d time.Duration, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return brigCmd(t, exec.CommandContext(ctx, os.Args[0], args...), "")
+}
+
+func brigCmd(t *testing.T, cmd *exec.Cmd, stdin string) (string, string, int) {
+	t.Helper()
 	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer

@@ -244,9 +244,11 @@ func serveAction(c *cli.Context) error {
 	}
 	// The service owns its cgroup parent: whatever a previous instance left
 	// there (after a crash) is removed before anything runs.
-	if err := lockCgroupParent(lc.CgroupParent); err != nil {
+	lock, err := lockCgroupParent(lc.CgroupParent)
+	if err != nil {
 		return err
 	}
+	defer lock.Close() // also keeps the file, and with it the lock, from the GC
 	sb, err := newSandbox(lc, true, log)
 	if err != nil {
 		return err
@@ -319,8 +321,9 @@ func serveAction(c *cli.Context) error {
 // lockCgroupParent takes, for the life of this process, the lock that makes
 // this service the only owner of its cgroup parent: a second service on the
 // same parent would sweep the first's runs at its start, and remove the parent
-// under it at its stop. The lock is released when the process exits.
-func lockCgroupParent(parent string) error {
+// under it at its stop. The lock lasts while the returned file is open: the
+// caller keeps it until it exits (a file the GC finalises is closed).
+func lockCgroupParent(parent string) (*os.File, error) {
 	dir := "/run/lock"
 	if _, err := os.Stat(dir); err != nil {
 		dir = os.TempDir()
@@ -328,15 +331,14 @@ func lockCgroupParent(parent string) error {
 	path := filepath.Join(dir, "brig-cgroup-"+strings.ReplaceAll(parent, "/", "_")+".lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("opening the lock %s: %w", path, err)
+		return nil, fmt.Errorf("opening the lock %s: %w", path, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return fmt.Errorf("another brig serve owns the cgroup parent %q (lock %s): stop it first, or give this one another --cgroup-parent", parent, path)
+			return nil, fmt.Errorf("another brig serve owns the cgroup parent %q (lock %s): stop it first, or give this one another --cgroup-parent", parent, path)
 		}
-		return fmt.Errorf("locking %s: %w", path, err)
+		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
-	// f stays open (and locked) until the process exits.
-	return nil
+	return f, nil
 }

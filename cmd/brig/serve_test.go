@@ -147,7 +147,8 @@ func TestRunThroughService(t *testing.T) {
 	})
 
 	t.Run("second service on the same cgroup parent", func(t *testing.T) {
-		_, errOut, status := brig(t, "", "serve", "--socket", filepath.Join(dir, "other.sock"), "--state-dir", filepath.Join(dir, "other"), "--cgroup-parent", cliServeParent)
+		// A second service that starts anyway would serve forever: bound it.
+		_, errOut, status := brigWithin(t, 20*time.Second, "serve", "--socket", filepath.Join(dir, "other.sock"), "--state-dir", filepath.Join(dir, "other"), "--cgroup-parent", cliServeParent)
 		if status != 2 || !strings.Contains(errOut, "owns the cgroup parent") {
 			t.Fatalf("got status %d stderr %q, want 2 and a refusal: it would sweep the first one's runs", status, errOut)
 		}
