@@ -20,6 +20,9 @@ import (
 // ndjson is the media type of event streams.
 const ndjson = "application/x-ndjson"
 
+// bodyReadTimeout bounds the reading of a request, body included (at most 4 MiB).
+var bodyReadTimeout = time.Minute
+
 // streamWriteTimeout bounds each write of a stream: a client that stops reading
 // loses its stream (the run goes on, and can be reattached) instead of holding
 // a goroutine forever.

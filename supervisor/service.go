@@ -129,9 +129,11 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 		Handler:           s.routes(),
 		ConnContext:       withPeer,
 		ReadHeaderTimeout: 10 * time.Second,
-		// A request body is at most 4 MiB; streams are written for as long as a
-		// run lasts, so there is no write timeout (each write has its own).
-		ReadTimeout: time.Minute,
+		// A request body is at most 4 MiB. (net/http clears the read deadline
+		// once the handler runs, so a long run's stream is not cut.) Streams are
+		// written for as long as a run lasts, so there is no write timeout:
+		// each write has its own.
+		ReadTimeout: bodyReadTimeout,
 		IdleTimeout: 2 * time.Minute,
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}

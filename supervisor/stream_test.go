@@ -579,3 +579,25 @@ func TestGetRunningRunShowsOutputSoFar(t *testing.T) {
 		t.Errorf("got the stopped run's stdout %q, want %q (output is kept for failed runs)", res.Stdout, "partial\n")
 	}
 }
+
+// A run that lasts longer than the server's read timeout keeps its blocking POST
+// and its stream: the timeout bounds reading the request, not the run.
+func TestLongRunOutlivesBodyReadTimeout(t *testing.T) {
+	old := bodyReadTimeout
+	bodyReadTimeout = 500 * time.Millisecond
+	t.Cleanup(func() { bodyReadTimeout = old })
+	ts := newTestService(t)
+	code := "import time\ntime.sleep(1.5)\nprint('late')"
+	t.Run("blocking", func(t *testing.T) {
+		res := ts.mustRun(t, request("python", code))
+		if res.Stdout != "late\n" || res.Outcome != api.OutcomeSucceeded {
+			t.Fatalf("got %s stdout %q (%s), want succeeded with late", res.Outcome, res.Stdout, res.Message)
+		}
+	})
+	t.Run("stream", func(t *testing.T) {
+		res, err := ts.client.Stream(context.Background(), request("python", code), nil)
+		if err != nil || res.Stdout != "late\n" {
+			t.Fatalf("got %+v, %v, want the result with late", res, err)
+		}
+	})
+}
