@@ -142,28 +142,6 @@ func processesInCgroup(parent string) []string {
 	return out
 }
 
-// childProcesses lists this process's live children.
-func childProcesses() []string {
-	var out []string
-	me := fmt.Sprint(os.Getpid())
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == me {
-			out = append(out, e.Name()+" "+s[:i+1])
-		}
-	}
-	return out
-}
-
 // cgroupsUnder lists the groups below parent in every mounted hierarchy.
 func cgroupsUnder(parent string) []string {
 	roots := []string{filepath.Join("/sys/fs/cgroup", parent)}
@@ -246,7 +224,7 @@ func TestCrashRecovery(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("5s after the kill got processes still in %s: %q, want none", crashCgroupParent, left)
 	}
-	if kids := childProcesses(); len(kids) > 0 {
+	if kids := testutil.ChildPIDs(); len(kids) > 0 {
 		t.Errorf("got child processes %q after the kill, want none", kids)
 	}
 
@@ -293,7 +271,7 @@ func TestCrashRecovery(t *testing.T) {
 	if left := processesInCgroup(crashCgroupParent); len(left) > 0 {
 		t.Errorf("got processes %q in %s after the service stopped, want none", left, crashCgroupParent)
 	}
-	if kids := childProcesses(); len(kids) > 0 {
+	if kids := testutil.ChildPIDs(); len(kids) > 0 {
 		t.Errorf("got child processes %q after the service stopped, want none", kids)
 	}
 }

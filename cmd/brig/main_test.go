@@ -76,25 +76,33 @@ func localFlags(t *testing.T) []string {
 	return []string{"--local", "--state-dir", t.TempDir(), "--cgroup-parent", cliCgroupParent}
 }
 
-func TestRunLocal(t *testing.T) {
-	testutil.RequireRoot(t)
-	testutil.CheckLeaks(t, cliCgroupParent)
-	dir := t.TempDir()
-	script := func(name, body string) string {
+// runCase is one `brig run` and what it must print and exit with.
+type runCase struct {
+	name       string
+	args       []string
+	stdin      string
+	wantOut    string
+	wantErr    string
+	wantStatus int
+}
+
+// scriptWriter returns a function that writes a program into dir and gives its
+// path.
+func scriptWriter(t *testing.T, dir string) func(name, body string) string {
+	return func(name, body string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	for _, tc := range []struct {
-		name       string
-		args       []string
-		stdin      string
-		wantOut    string
-		wantErr    string
-		wantStatus int
-	}{
+}
+
+// commonRunCases hold whichever way brig run runs a program, in this process
+// or through the service: output streams to the terminal, and the exit status is
+// the program's own or the documented one.
+func commonRunCases(script func(name, body string) string) []runCase {
+	return []runCase{
 		{"python file", []string{"--language", "python", script("a.py", "print('hi')")}, "", "hi\n", "", 0},
 		{"program's exit status", []string{"-l", "python", script("b.py", "import sys; print('x'); sys.exit(3)")}, "", "x\n", "", 3},
 		{"stdin", []string{"-l", "python", "-"}, "print(6*7)", "42\n", "", 0},
@@ -105,12 +113,17 @@ func TestRunLocal(t *testing.T) {
 		{"timeout", []string{"-l", "python", "--timeout", "1", script("g.py", "import time; time.sleep(30)")}, "", "", "time limit", exitTimeout},
 		{"memory", []string{"-l", "python", "--memory", "128", script("h.py", "b = bytearray(1 << 30)")}, "", "", "memory limit", exitMemory},
 		{"reserved env", []string{"-l", "python", "--env", "PATH=/x", script("i.py", "pass")}, "", "", "reserved by brig", 2},
-		{"memory out of bounds", []string{"-l", "python", "--memory", "64", script("j.py", "pass")}, "", "", "outside 128 to 2048", 2},
-		{"no file", []string{"-l", "python", filepath.Join(dir, "missing.py")}, "", "", "reading the program", 2},
-	} {
+		{"no file", []string{"-l", "python", "/nonexistent/missing.py"}, "", "", "reading the program", 2},
+		{"flags after FILE", []string{script("k.py", "print(1)"), "-l", "python", "--timeout", "5"}, "", "1\n", "", 0},
+	}
+}
+
+// checkRunCases runs each case as brig run with prefix before its arguments.
+func checkRunCases(t *testing.T, prefix []string, cases []runCase) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"run"}, localFlags(t)...)
-			out, errs, status := brig(t, tc.stdin, append(args, tc.args...)...)
+			out, errs, status := brig(t, tc.stdin, append(append([]string{"run"}, prefix...), tc.args...)...)
 			if status != tc.wantStatus {
 				t.Errorf("exit status: got %d, want %d (stderr %q)", status, tc.wantStatus, errs)
 			}
@@ -122,6 +135,15 @@ func TestRunLocal(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestRunLocal(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliCgroupParent)
+	script := scriptWriter(t, t.TempDir())
+	cases := append(commonRunCases(script),
+		runCase{"memory out of bounds", []string{"-l", "python", "--memory", "64", script("j.py", "pass")}, "", "", "outside 128 to 2048", 2})
+	checkRunCases(t, localFlags(t), cases)
 }
 
 func TestRunLocalJSON(t *testing.T) {

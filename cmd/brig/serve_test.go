@@ -91,39 +91,12 @@ func TestRunThroughService(t *testing.T) {
 	testutil.CheckLeaks(t, cliServeParent)
 	socket, serve, logs := startServe(t)
 	dir := t.TempDir()
-	script := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		os.WriteFile(p, []byte(body), 0o644)
-		return p
-	}
-	for _, tc := range []struct {
-		name       string
-		args       []string
-		stdin      string
-		wantOut    string
-		wantErr    string
-		wantStatus int
-	}{
-		{"python", []string{"-l", "python", script("a.py", "print('hi')")}, "", "hi\n", "", 0},
-		{"exit status", []string{"-l", "python", script("b.py", "import sys; print('x'); sys.exit(3)")}, "", "x\n", "", 3},
-		{"stdin", []string{"-l", "python", "-"}, "print(6*7)", "42\n", "", 0},
-		{"javascript", []string{"-l", "javascript", script("c.js", "console.log('js'); process.exit(4)")}, "", "js\n", "", 4},
-		{"stderr", []string{"-l", "python", script("d.py", "import sys; sys.stderr.write('oops\\n')")}, "", "", "oops\n", 0},
-		{"env", []string{"-l", "python", "--env", "G=hello", script("e.py", "import os; print(os.environ['G'])")}, "", "hello\n", "", 0},
-		{"timeout", []string{"-l", "python", "--timeout", "1", script("f.py", "while True: pass")}, "", "", "time limit", exitTimeout},
-		{"memory", []string{"-l", "python", "--memory", "128", script("g.py", "x = bytearray(400 << 20)")}, "", "", "memory limit", exitMemory},
-		{"signal", []string{"-l", "python", script("h.py", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")}, "", "", "", 128 + int(syscall.SIGTERM)},
-		{"refused", []string{"-l", "python", "--timeout", "301", script("i.py", "pass")}, "", "", "timeout_seconds", 2},
-		{"network not offered", []string{"-l", "python", "--network", "any", script("j.py", "pass")}, "", "", "network.mode", 2},
-		{"flags after FILE", []string{"-l", "python", script("k.py", "print(1)"), "--id", "after-file"}, "", "1\n", "", 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			out, errOut, status := brig(t, tc.stdin, append([]string{"run", "--socket", socket}, tc.args...)...)
-			if status != tc.wantStatus || out != tc.wantOut || !strings.Contains(errOut, tc.wantErr) {
-				t.Fatalf("got status %d stdout %q stderr %q, want %d %q and stderr with %q", status, out, errOut, tc.wantStatus, tc.wantOut, tc.wantErr)
-			}
-		})
-	}
+	script := scriptWriter(t, dir)
+	cases := append(commonRunCases(script),
+		runCase{"refused", []string{"-l", "python", "--timeout", "301", script("r.py", "pass")}, "", "", "timeout_seconds", 2},
+		runCase{"network not offered", []string{"-l", "python", "--network", "any", script("n.py", "pass")}, "", "", "network.mode", 2},
+		runCase{"id after FILE", []string{"-l", "python", script("m.py", "print(1)"), "--id", "after-file"}, "", "1\n", "", 0})
+	checkRunCases(t, []string{"--socket", socket}, cases)
 	t.Run("json", func(t *testing.T) {
 		out, _, status := brig(t, "", "run", "--socket", socket, "--json", "-l", "python", "--id", "json-1", script("j.py", "print('j')"))
 		var res api.Result

@@ -65,7 +65,7 @@ type snapshot struct {
 
 func take(cgroupParents []string) snapshot {
 	var s snapshot
-	s.children = childPIDs()
+	s.children = ChildPIDs()
 	var roots []string
 	for _, p := range cgroupParents {
 		roots = append(roots, cgroupDirs(p)...)
@@ -96,8 +96,8 @@ func take(cgroupParents []string) snapshot {
 	return s
 }
 
-// childPIDs lists the live (non-zombie-reaped) children of this process.
-func childPIDs() []string {
+// ChildPIDs lists the pids of this process's live (not yet reaped) children.
+func ChildPIDs() []string {
 	var out []string
 	ents, _ := os.ReadDir("/proc")
 	me := fmt.Sprint(os.Getpid())
