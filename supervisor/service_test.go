@@ -2,8 +2,12 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/brig-sandbox/brig/api"
 )
@@ -40,4 +44,56 @@ func TestValidationRefusesBeforeRunning(t *testing.T) {
 	ts := newTestService(t)
 	_, err := ts.client.Run(context.Background(), request("ruby", "puts 1"))
 	apiErr(t, err, http.StatusBadRequest, "language")
+}
+
+// A client that asks for a stream and never reads it holds back neither its run
+// nor anyone else's: events are appended without waiting for readers.
+func TestStalledReaderBlocksNothing(t *testing.T) {
+	ts := newTestService(t)
+	conn, err := net.Dial("unix", ts.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A program that prints far more than a socket buffer holds.
+	body := `{"id":"stalled","language":"python","code":"import sys\nfor i in range(20000): print('x' * 49)"}`
+	fmt.Fprintf(conn, "POST /v1/runs HTTP/1.1\r\nHost: brig\r\nAccept: application/x-ndjson\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+
+	// Another client is served meanwhile.
+	res := ts.mustRun(t, request("python", "print('other')"))
+	if res.Stdout != "other\n" {
+		t.Fatalf("got %q from the other client's run, want other", res.Stdout)
+	}
+	// The stalled run finishes on its own, with all its output kept.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got, err := ts.client.Get(context.Background(), "stalled")
+		if err == nil && got.State == api.StateFinished {
+			if got.Outcome != api.OutcomeSucceeded || len(got.Stdout) != 1_000_000 {
+				t.Fatalf("got %s with %d characters of stdout, want succeeded with 1000000", got.Outcome, len(got.Stdout))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got the stalled reader's run still %v after 15 s (err %v), want it finished", got, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A defect answers 500 in the API's error shape, never a dropped connection:
+// here the journal can't be written.
+func TestJournalFailureIs500(t *testing.T) {
+	ts := newTestService(t)
+	if err := ts.journal.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ts.client.Run(context.Background(), request("python", "print(1)"))
+	ce := apiErr(t, err, http.StatusInternalServerError, "")
+	if ce.API.Code != api.ErrorInternal || !strings.Contains(ce.API.Message, "journal") {
+		t.Fatalf("got %+v, want code internal naming the journal", ce.API)
+	}
+	if running, queued := ts.adm.counts(); running != 0 || queued != 0 {
+		t.Fatalf("got %d running and %d queued after the refusal, want the slot given back", running, queued)
+	}
 }
