@@ -146,13 +146,21 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 // network mode implies. Its processes died with the service (each sandbox's
 // init has a parent-death signal) and its cgroup is swept when the jail starts.
 func interruptedResult(id string, rec *record) *api.Result {
-	res := pendingResult(id, api.Request{Language: rec.Language, Network: &api.Network{Mode: rec.Network}})
+	res := failedResult(id, api.Request{Language: rec.Language, Network: &api.Network{Mode: rec.Network}}, api.ReasonStopped,
+		"the service stopped (it was restarted or crashed) before the run finished; its processes were killed and its output was lost")
+	res.Timing.TotalMS = time.Since(rec.AcceptedAt).Milliseconds()
+	return res
+}
+
+// failedResult is the result of a run that ended for reason before the jail
+// could give one, with the outcome its network mode implies.
+func failedResult(id string, req api.Request, reason api.Reason, message string) *api.Result {
+	res := pendingResult(id, req)
 	res.State = api.StateFinished
 	res.Status = api.StatusFailed
-	res.Reason = api.ReasonStopped
-	res.Outcome = api.OutcomeOf(api.ReasonStopped, rec.Network)
-	res.Message = "the service stopped (it was restarted or crashed) before the run finished; its processes were killed and its output was lost"
-	res.Timing.TotalMS = time.Since(rec.AcceptedAt).Milliseconds()
+	res.Reason = reason
+	res.Outcome = api.OutcomeOf(reason, req.Network.Mode)
+	res.Message = message
 	return res
 }
 
@@ -317,12 +325,7 @@ func (s *Service) available(req api.Request) error {
 func (s *Service) execute(r *run, t *ticket) {
 	defer s.runsWG.Done()
 	if err := s.adm.wait(r.ctx, t); err != nil {
-		res := pendingResult(r.id, r.req)
-		res.State = api.StateFinished
-		res.Status = api.StatusFailed
-		res.Reason = api.ReasonStopped
-		res.Outcome = api.OutcomeOf(api.ReasonStopped, r.req.Network.Mode)
-		res.Message = "the run was stopped while it waited in the queue; the program did not run"
+		res := failedResult(r.id, r.req, api.ReasonStopped, "the run was stopped while it waited in the queue; the program did not run")
 		res.Timing.QueuedMS = time.Since(r.accepted).Milliseconds()
 		res.Timing.TotalMS = res.Timing.QueuedMS
 		s.finish(r, res)
@@ -342,12 +345,7 @@ func (s *Service) execute(r *run, t *ticket) {
 	})
 	s.adm.leave(t)
 	if err != nil {
-		res = pendingResult(r.id, r.req)
-		res.State = api.StateFinished
-		res.Status = api.StatusFailed
-		res.Reason = api.ReasonInternal
-		res.Outcome = api.OutcomeFailed
-		res.Message = fmt.Sprintf("the sandbox could not be started: %v", err)
+		res = failedResult(r.id, r.req, api.ReasonInternal, fmt.Sprintf("the sandbox could not be started: %v", err))
 	}
 	res.ID = r.id
 	res.Language = r.req.Language
