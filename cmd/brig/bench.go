@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
-	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -49,12 +47,7 @@ func benchCommand() *cli.Command {
 				}
 				return err
 			}
-			lc, err := launcherConfigFrom(c, "brig-local")
-			if err != nil {
-				return err
-			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			sb, err := newSandbox(lc, false, log)
+			sb, lc, err := localSandbox(c)
 			if err != nil {
 				return err
 			}

@@ -164,3 +164,15 @@ func newSandbox(lc launcherConfig, sweep bool, log *slog.Logger) (*sandbox, erro
 	}
 	return &sandbox{Launcher: l, provider: p, cgroups: cg, owned: sweep}, nil
 }
+
+// localSandbox is the sandbox of a verb that runs in this process (run --local,
+// bench --local): the shared local cgroup parent, warnings on stderr.
+func localSandbox(c *cli.Context) (*sandbox, launcherConfig, error) {
+	lc, err := launcherConfigFrom(c, "brig-local")
+	if err != nil {
+		return nil, lc, err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	sb, err := newSandbox(lc, false, log)
+	return sb, lc, err
+}

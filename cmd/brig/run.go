@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -183,12 +182,7 @@ func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]
 	if len(c.StringSlice("package")) > 0 || c.String("network") != api.NetworkNone {
 		return fmt.Errorf("--local runs have no packages and no network yet; drop --package and --network")
 	}
-	lc, err := launcherConfigFrom(c, "brig-local")
-	if err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sb, err := newSandbox(lc, false, log)
+	sb, _, err := localSandbox(c)
 	if err != nil {
 		return err
 	}

@@ -380,7 +380,7 @@ func TestEvents(t *testing.T) {
 		{"started", api.Event{Event: api.EventStarted}, true},
 		{"stdout", api.Event{Event: api.EventStdout, Data: "hello\n"}, true},
 		{"stderr", api.Event{Event: api.EventStderr, Data: "warning\n"}, true},
-		{"egress allowed", api.Event{Event: api.EventEgress, Host: "pypi.org", Port: 443, Allowed: boolp(true)}, true},
+		{"egress allowed", api.Event{Event: api.EventEgress, Host: "example.com", Port: 443, Allowed: boolp(true)}, true},
 		{"egress denied", api.Event{Event: api.EventEgress, Host: "evil.test", Port: 80, Allowed: boolp(false)}, true},
 		{"result finished", api.Event{Event: api.EventResult, Result: func() *api.Result { r := finishedResult(); return &r }()}, true},
 		{"result queued", api.Event{Event: api.EventResult, Result: func() *api.Result { r := queuedResult(); return &r }()}, true},
