@@ -88,6 +88,11 @@ func (l *Launcher) fill(root *rootfs.Root, pool chan *slot) {
 			err = s.waitReady()
 		}
 		if err != nil {
+			select {
+			case <-l.done:
+				return // Close killed it: not a failure
+			default:
+			}
 			l.log.Error("preparing a sandbox for the pool", "err", err)
 			select {
 			case <-time.After(backoff):

@@ -70,19 +70,24 @@ func (a *admission) grantLocked(t *ticket) {
 }
 
 // wait blocks until t holds a slot, or ctx ends (the run was stopped while it
-// waited); then t leaves the queue and holds nothing.
+// waited); then t gives up its place or its slot and holds nothing.
 func (a *admission) wait(ctx context.Context, t *ticket) error {
 	select {
 	case <-t.ready:
 		return nil
 	case <-ctx.Done():
+		a.cancel(t)
+		return ctx.Err()
 	}
+}
+
+// cancel gives up t, whether it holds a slot or waits in the queue.
+func (a *admission) cancel(t *ticket) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if t.granted {
-		// Granted while ctx ended: give the slot back.
 		a.leaveLocked(t)
-		return ctx.Err()
+		return
 	}
 	for i, q := range a.queue {
 		if q == t {
@@ -91,7 +96,6 @@ func (a *admission) wait(ctx context.Context, t *ticket) error {
 		}
 	}
 	a.admitLocked()
-	return ctx.Err()
 }
 
 // leave gives back the slot t holds.

@@ -289,20 +289,13 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		s.mu.Lock()
 		delete(s.runs, id)
 		s.mu.Unlock()
-		s.adm.wait(canceled, t)
+		s.adm.cancel(t)
 		s.runsWG.Done()
 		return nil, nil, fmt.Errorf("recording the run in the journal: %w", err)
 	}
 	go s.execute(r, t)
 	return r, nil, nil
 }
-
-// canceled is a context that has ended, to give back a ticket at once.
-var canceled = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}()
 
 func conflict(id string) error {
 	return newError(api.ErrorConflict, "the id %q belongs to a run with a different request; send the same request to get that run, or use a new id", id)
