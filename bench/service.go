@@ -59,6 +59,9 @@ var SleepPrograms = map[rootfs.Language]string{
 
 // ServiceConfig configures Service.
 type ServiceConfig struct {
+	// ServicePID, when set, is the service's process, whose own CPU each brig
+	// phase reports (see client.ServicePID).
+	ServicePID int
 	// Concurrency is how many clients run at once in every phase; zero means
 	// DefaultServiceConcurrency.
 	Concurrency int
@@ -138,6 +141,22 @@ type Phase struct {
 	Elapsed time.Duration
 	// Latencies are of the successful runs, request to result, sorted.
 	Latencies []time.Duration
+	// CPU is the whole machine's CPU time (not idle, not waiting for I/O) from
+	// the phase's start until its work has settled (a brig run's pool
+	// replacement is prepared after its result); it includes this process.
+	CPU time.Duration
+	// ServiceCPU is the service process's own CPU over the same span (zero for
+	// bare phases, or when its pid is not known), and RunCPU the sum of the
+	// runs' usage.cpu_ms: what their cgroups counted.
+	ServiceCPU, RunCPU time.Duration
+}
+
+// CPUPerRun divides a total by the phase's runs.
+func (p Phase) CPUPerRun(total time.Duration) time.Duration {
+	if p.Runs == 0 {
+		return 0
+	}
+	return total / time.Duration(p.Runs)
 }
 
 // RunsPerSecond is the phase's throughput: successful runs per second.
@@ -182,7 +201,12 @@ func Service(ctx context.Context, c *client.Client, cfg ServiceConfig) (*Service
 		if err := os.WriteFile(script, []byte(code), 0o644); err != nil {
 			return nil, fmt.Errorf("writing %s: %w", script, err)
 		}
-		bare, first, err := runPhase(ctx, cfg.Concurrency, lim, bareRun(rootfs.HostArgv(lang, script), dir))
+		var bare Phase
+		var first string
+		bare.CPU, _, err = measureCPU(0, func() error {
+			bare, first, err = runPhase(ctx, cfg.Concurrency, lim, bareRun(rootfs.HostArgv(lang, script), dir))
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("bare %s phase: %w", lang, err)
 		}
@@ -192,13 +216,19 @@ func Service(ctx context.Context, c *client.Client, cfg ServiceConfig) (*Service
 
 		req := api.Request{Language: lang.String(), Code: code}
 		warm := phaseLimit{runs: cfg.Concurrency * serviceWarmupPerClient}
-		if _, _, err := runPhase(ctx, cfg.Concurrency, warm, brigRun(c, req)); err != nil {
+		if _, _, err := runPhase(ctx, cfg.Concurrency, warm, brigRun(c, req, nil)); err != nil {
 			return nil, fmt.Errorf("warming up brig %s: %w", lang, err)
 		}
-		brig, first, err := runPhase(ctx, cfg.Concurrency, lim, brigRun(c, req))
+		var brig Phase
+		var runCPU atomic.Int64
+		sys, svc, err := measureCPU(cfg.ServicePID, func() error {
+			brig, first, err = runPhase(ctx, cfg.Concurrency, lim, brigRun(c, req, &runCPU))
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("brig %s phase: %w", lang, err)
 		}
+		brig.CPU, brig.ServiceCPU, brig.RunCPU = sys, svc, time.Duration(runCPU.Load())*time.Millisecond
 		if brig.Failed > 0 {
 			failures = append(failures, fmt.Errorf("brig %s: %d of %d runs failed; first: %s", lang, brig.Failed, brig.Runs, first))
 		}
@@ -320,7 +350,7 @@ func bareRun(argv []string, dir string) runFunc {
 
 // brigRun makes one run through the service. A 429 is not a run: it waits
 // Retry-After and asks again, and the latency is of the accepted request.
-func brigRun(c *client.Client, req api.Request) runFunc {
+func brigRun(c *client.Client, req api.Request, runCPU *atomic.Int64) runFunc {
 	return func(ctx context.Context) (time.Duration, error, error) {
 		for {
 			t0 := time.Now()
@@ -337,6 +367,9 @@ func brigRun(c *client.Client, req api.Request) runFunc {
 			}
 			if err != nil {
 				return 0, err, nil
+			}
+			if runCPU != nil {
+				runCPU.Add(res.Usage.CPUMS)
 			}
 			if res.Outcome != api.OutcomeSucceeded {
 				return 0, resultFailure(res), nil
@@ -396,7 +429,7 @@ func rssPhase(ctx context.Context, c *client.Client, n int, langs []rootfs.Langu
 	)
 	for i := range n {
 		lang := langs[i%len(langs)]
-		run := brigRun(c, api.Request{Language: lang.String(), Code: SleepPrograms[lang]})
+		run := brigRun(c, api.Request{Language: lang.String(), Code: SleepPrograms[lang]}, nil)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -499,6 +532,13 @@ func (r *ServiceReport) Print(w io.Writer) {
 			j.Runs, j.Failed, j.RunsPerSecond(), ms(j.Quantile(0.5)), ms(j.Quantile(0.9)), ms(j.Quantile(0.99)),
 			percentOf(j.RunsPerSecond(), b.RunsPerSecond()), signedMS(j.Quantile(0.5)-b.Quantile(0.5)))
 	}
+	fmt.Fprintf(w, "CPU per run (whole machine; for brig also the service process, the run's cgroup, and the rest: the sandbox's making and unmaking):\n")
+	for _, row := range r.Rows {
+		b, j := row.Bare, row.Brig
+		fmt.Fprintf(w, "  %-11s bare %s, brig %s (%s): service %s, run %s, rest %s\n", row.Language,
+			ms(b.CPUPerRun(b.CPU)), ms(j.CPUPerRun(j.CPU)), signedMS(j.CPUPerRun(j.CPU)-b.CPUPerRun(b.CPU)),
+			ms(j.CPUPerRun(j.ServiceCPU)), ms(j.CPUPerRun(j.RunCPU)), ms(j.CPUPerRun(j.CPU-j.ServiceCPU-j.RunCPU)))
+	}
 	if r.RSSConcurrency > 0 {
 		fmt.Fprintf(w, "supervisor RSS: %.1f MiB before, %.1f MiB peak with %d runs in flight\n",
 			mib(r.RSSBefore), mib(r.RSSPeak), r.RSSConcurrency)
@@ -553,3 +593,60 @@ func signedMS(d time.Duration) string {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// settle is how long a phase's CPU keeps being counted after its last run:
+// the service prepares each run's replacement sandbox after the result.
+const settle = 300 * time.Millisecond
+
+// measureCPU runs f and returns the machine's CPU time and process pid's (if
+// not zero) over it and the settle after it.
+func measureCPU(pid int, f func() error) (machine, process time.Duration, err error) {
+	m0, p0 := machineCPU(), processCPU(pid)
+	if err := f(); err != nil {
+		return 0, 0, err
+	}
+	time.Sleep(settle)
+	return machineCPU() - m0, processCPU(pid) - p0, nil
+}
+
+// machineCPU is the CPU time all CPUs spent, idle and iowait left out, from the
+// first line of /proc/stat (in USER_HZ ticks).
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	var total int64
+	for i, f := range strings.Fields(line)[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.ParseInt(f, 10, 64)
+		total += n
+	}
+	return time.Duration(total) * time.Second / clockTicks
+}
+
+// processCPU is pid's user and system time, from /proc/<pid>/stat; zero for
+// pid 0.
+func processCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on Linux.
+const clockTicks = 100

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/brig-sandbox/brig/api"
+	"golang.org/x/sys/unix"
 )
 
 // base is the URL every request goes to; the socket, not the host, decides
@@ -218,4 +219,30 @@ func readEvents(resp *http.Response, onEvent func(api.Event) error) (*api.Result
 		return nil, fmt.Errorf("%w: %v", ErrNoResult, err)
 	}
 	return nil, ErrNoResult
+}
+
+// ServicePID returns the process id of the service listening on socket, from
+// the credentials the kernel gives a Unix socket's peer (SO_PEERCRED): for
+// benchmarks that account for the service's own CPU.
+func ServicePID(socket string) (int, error) {
+	c, err := net.DialTimeout("unix", socket, 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	raw, err := c.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	return int(cred.Pid), nil
 }

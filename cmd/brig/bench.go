@@ -41,6 +41,11 @@ func benchCommand() *cli.Command {
 				if cfg.Duration == 0 {
 					cfg.Runs = c.Int("n")
 				}
+				// The service's own CPU is reported when its process can be read
+				// (the same host; root, or the same user).
+				if pid, err := client.ServicePID(c.String("socket")); err == nil {
+					cfg.ServicePID = pid
+				}
 				rep, err := bench.Service(c.Context, client.New(c.String("socket")), cfg)
 				if rep != nil {
 					rep.Print(c.App.Writer)
