@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -236,5 +237,27 @@ func TestRetryAfter(t *testing.T) {
 				t.Errorf("got %s %v, want %s %v", got, ok, tt.want, tt.wantOK)
 			}
 		})
+	}
+}
+
+func TestCPUAccounting(t *testing.T) {
+	busy := func() {
+		for end := time.Now().Add(120 * time.Millisecond); time.Now().Before(end); {
+		}
+	}
+	machine, process, err := measureCPU(os.Getpid(), func() error { busy(); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// /proc counts in 10 ms ticks: 120 ms of spinning is at least 100 ms.
+	if process < 100*time.Millisecond || machine < process {
+		t.Fatalf("got machine %v and process %v for 120 ms of spinning, want process ≥ 100ms and machine ≥ process", machine, process)
+	}
+	if got := processCPU(0); got != 0 {
+		t.Errorf("got %v for pid 0, want 0 (no process to account)", got)
+	}
+	p := Phase{Runs: 4}
+	if got := p.CPUPerRun(40 * time.Millisecond); got != 10*time.Millisecond {
+		t.Errorf("got %v per run, want 10ms", got)
 	}
 }
