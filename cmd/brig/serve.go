@@ -318,17 +318,23 @@ func serveAction(c *cli.Context) error {
 	return err
 }
 
+// cgroupLockPath is the lock file of a cgroup parent. It is left in place when
+// the service stops: removing it could let two services lock two inodes.
+func cgroupLockPath(parent string) string {
+	dir := "/run/lock"
+	if _, err := os.Stat(dir); err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "brig-cgroup-"+strings.ReplaceAll(parent, "/", "_")+".lock")
+}
+
 // lockCgroupParent takes, for the life of this process, the lock that makes
 // this service the only owner of its cgroup parent: a second service on the
 // same parent would sweep the first's runs at its start, and remove the parent
 // under it at its stop. The lock lasts while the returned file is open: the
 // caller keeps it until it exits (a file the GC finalises is closed).
 func lockCgroupParent(parent string) (*os.File, error) {
-	dir := "/run/lock"
-	if _, err := os.Stat(dir); err != nil {
-		dir = os.TempDir()
-	}
-	path := filepath.Join(dir, "brig-cgroup-"+strings.ReplaceAll(parent, "/", "_")+".lock")
+	path := cgroupLockPath(parent)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening the lock %s: %w", path, err)
