@@ -1,0 +1,100 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+)
+
+// serve answers on a Unix socket of the test's with h, as the service would.
+func serve(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "brig-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "s.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return socket
+}
+
+func TestErrorsCarryTheAPIError(t *testing.T) {
+	socket := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "3")
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprint(w, `{"error":{"code":"queue_full","message":"the queue is full"}}`)
+	})
+	_, err := New(socket).Run(context.Background(), api.Request{Language: "python", Code: "pass"})
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("got %v, want an *Error", err)
+	}
+	if ce.Status != 429 || ce.API.Code != api.ErrorQueueFull || ce.RetryAfter != 3*time.Second || ce.API.Message != "the queue is full" {
+		t.Fatalf("got %+v, want 429 queue_full with Retry-After 3s and the message", ce)
+	}
+}
+
+func TestErrorWithoutTheAPIShape(t *testing.T) {
+	socket := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "bad gateway", http.StatusBadGateway)
+	})
+	_, err := New(socket).Get(context.Background(), "x")
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Status != 502 || ce.API.Code != "http_502" {
+		t.Fatalf("got %v, want an *Error with status 502 and code http_502", err)
+	}
+}
+
+func TestStreamEndingBeforeTheResult(t *testing.T) {
+	socket := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		fmt.Fprintln(w, `{"event":"accepted","id":"a"}`)
+		fmt.Fprintln(w, `{"event":"stdout","data":"hi\n"}`)
+	})
+	var got []string
+	_, err := New(socket).Events(context.Background(), "a", func(ev api.Event) error {
+		got = append(got, ev.Event)
+		return nil
+	})
+	if !errors.Is(err, ErrNoResult) || len(got) != 2 {
+		t.Fatalf("got %v after events %v, want ErrNoResult after accepted and stdout", err, got)
+	}
+}
+
+func TestStreamReturnsTheResult(t *testing.T) {
+	socket := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") != "application/x-ndjson" || r.URL.Path != "/v1/runs" {
+			http.Error(w, "unexpected request", 400)
+			return
+		}
+		fmt.Fprintln(w, `{"event":"accepted","id":"a"}`)
+		fmt.Fprintln(w, `{"event":"result","result":{"id":"a","language":"python","state":"finished","stdout":"x"}}`)
+	})
+	res, err := New(socket).Stream(context.Background(), api.Request{Language: "python", Code: "pass"}, nil)
+	if err != nil || res.ID != "a" || res.Stdout != "x" {
+		t.Fatalf("got %+v, %v, want the result event's result", res, err)
+	}
+}
+
+func TestServicePID(t *testing.T) {
+	socket := serve(t, func(http.ResponseWriter, *http.Request) {})
+	pid, err := ServicePID(socket)
+	if err != nil || pid != os.Getpid() {
+		t.Fatalf("got pid %d, %v, want this process's %d (it serves the socket)", pid, err, os.Getpid())
+	}
+}
