@@ -150,44 +150,21 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 	if err != nil {
 		return sc, err
 	}
-	str := func(name string, dst *string) {
-		if c.IsSet(name) {
-			*dst = c.String(name)
-		}
-	}
-	str("socket", &sc.Socket)
-	str("socket-group", &sc.SocketGroup)
-	str("state-dir", &sc.StateDir)
-	str("log-format", &sc.LogFormat)
-	str("log-level", &sc.LogLevel)
-	str("cgroup-parent", &sc.Sandbox.CgroupParent)
-	if c.IsSet("allow-uid") {
-		sc.AllowUIDs = c.IntSlice("allow-uid")
-	}
-	if c.IsSet("allow-gid") {
-		sc.AllowGIDs = c.IntSlice("allow-gid")
-	}
-	if c.IsSet("max-concurrent") {
-		sc.MaxConcurrent = c.Int("max-concurrent")
-	}
-	if c.IsSet("queue") {
-		sc.QueueSize = c.Int("queue")
-	}
-	if c.IsSet("retention") {
-		sc.Retention = duration(c.Duration("retention"))
-	}
-	if c.IsSet("grace") {
-		sc.Grace = duration(c.Duration("grace"))
-	}
-	if c.IsSet("pool") {
-		sc.Sandbox.Pool = c.Int("pool")
-	}
-	if c.IsSet("cpus") {
-		sc.Sandbox.CPUs = c.Float64("cpus")
-	}
-	if c.IsSet("pids") {
-		sc.Sandbox.Pids = c.Int64("pids")
-	}
+	override(c, "socket", &sc.Socket, c.String)
+	override(c, "socket-group", &sc.SocketGroup, c.String)
+	override(c, "state-dir", &sc.StateDir, c.String)
+	override(c, "log-format", &sc.LogFormat, c.String)
+	override(c, "log-level", &sc.LogLevel, c.String)
+	override(c, "cgroup-parent", &sc.Sandbox.CgroupParent, c.String)
+	override(c, "allow-uid", &sc.AllowUIDs, c.IntSlice)
+	override(c, "allow-gid", &sc.AllowGIDs, c.IntSlice)
+	override(c, "max-concurrent", &sc.MaxConcurrent, c.Int)
+	override(c, "queue", &sc.QueueSize, c.Int)
+	override(c, "retention", &sc.Retention, func(n string) duration { return duration(c.Duration(n)) })
+	override(c, "grace", &sc.Grace, func(n string) duration { return duration(c.Duration(n)) })
+	override(c, "pool", &sc.Sandbox.Pool, c.Int)
+	override(c, "cpus", &sc.Sandbox.CPUs, c.Float64)
+	override(c, "pids", &sc.Sandbox.Pids, c.Int64)
 	for _, kv := range c.StringSlice("rootfs") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
@@ -196,6 +173,13 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 		sc.Sandbox.Rootfs[k] = v
 	}
 	return sc, nil
+}
+
+// override sets *dst to the flag's value when the flag was given.
+func override[T any](c *cli.Context, name string, dst *T, get func(string) T) {
+	if c.IsSet(name) {
+		*dst = get(name)
+	}
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/client"
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/urfave/cli/v2"
 )
 
 // The example config is the defaults, written down: a default changed in one
@@ -143,5 +144,29 @@ func TestRunThroughService(t *testing.T) {
 	os.Remove(cgroupLockPath(cliServeParent)) // the test's own; nothing holds it now
 	if !strings.Contains(logs.String(), "run finished") {
 		t.Errorf("got no canonical run line in the log:\n%s", logs)
+	}
+}
+
+// Flags given override the file; flags not given leave it alone.
+func TestServeFlagsOverrideTheFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "brig.toml")
+	os.WriteFile(p, []byte("queue_size = 7\ngrace = \"5s\"\n[sandbox]\npool = 2\n"), 0o644)
+	var got serveConfig
+	cmd := serveCommand()
+	cmd.Action = func(c *cli.Context) error {
+		var err error
+		got, err = serveConfigFrom(c)
+		return err
+	}
+	app := &cli.App{Commands: []*cli.Command{cmd}}
+	if err := app.Run([]string{"brig", "serve", "--config", p, "--grace", "9s", "--allow-uid", "5", "--allow-uid", "6", "--cpus", "0.5", "--rootfs", "python=/r"}); err != nil {
+		t.Fatal(err)
+	}
+	want := defaultServeConfig()
+	want.QueueSize, want.Sandbox.Pool = 7, 2                                                  // from the file
+	want.Grace, want.AllowUIDs, want.Sandbox.CPUs = duration(9*time.Second), []int{5, 6}, 0.5 // from flags
+	want.Sandbox.Rootfs = map[string]string{"python": "/r"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got\n%+v\nwant\n%+v", got, want)
 	}
 }
