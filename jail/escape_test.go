@@ -168,7 +168,7 @@ func TestFilesystemFromInside(t *testing.T) {
 	}
 	hostEtcHostname, _ := os.ReadFile("/etc/hostname")
 	absent := []string{"/root", "/home", "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/var", "/run", "/sys", "/work", "/boot", "/mnt", "/opt", "/srv",
-		hostTmp, filepath.Join(hostTmp, "secret"), l.cfg.StateDir, l.scratch, "/dev/pts", "/dev/mqueue", "/dev/mem", "/dev/kmsg", "/proc/1/root/work"}
+		hostTmp, filepath.Join(hostTmp, "secret"), l.cfg.StateDir, l.scratch, "/dev/mqueue", "/dev/mem", "/dev/kmsg", "/proc/1/root/work"}
 	var paths []string
 	for _, p := range absent {
 		paths = append(paths, pyString(p))
@@ -223,7 +223,7 @@ r['sandbox owner'] = '%d:%d' % (os.stat('/sandbox').st_uid, os.stat('/sandbox').
 		{name: "kcore masked", key: "read /proc/kcore", wantAny: ifHostHas(t, "/proc/kcore", "b''")},
 		{name: "keys masked", key: "read /proc/keys", wantAny: ifHostHas(t, "/proc/keys", "b''")},
 		{name: "sysrq-trigger not writable", key: "write /proc/sysrq-trigger", wantAny: ifHostHas(t, "/proc/sysrq-trigger", "EROFS", "EACCES", "EPERM")},
-		{name: "dev entries", key: "dev", want: "core fd full null random shm stderr stdin stdout tty urandom zero"},
+		{name: "dev entries", key: "dev", want: "core fd full null ptmx pts random shm stderr stdin stdout tty urandom zero"},
 		{name: "null", key: "node null", want: "c 1:3"},
 		{name: "zero", key: "node zero", want: "c 1:5"},
 		{name: "full", key: "node full", want: "c 1:7"},
@@ -419,7 +419,7 @@ r['stdin node'] = '%d:%d' % (os.major(st.st_rdev), os.minor(st.st_rdev)) if stat
 r['stdin read'] = repr(sys.stdin.read())
 `+pyDump, withEnv(env))
 	checkProbe(t, got, []check{
-		{name: "RLIMIT_CORE", key: "rlimit CORE", want: "0 0"},
+		{name: "RLIMIT_CORE (1: no pipe or file dumps)", key: "rlimit CORE", want: "1 1"},
 		{name: "RLIMIT_NOFILE", key: "rlimit NOFILE", want: "4096 4096"},
 		{name: "RLIMIT_STACK", key: "rlimit STACK", want: fmt.Sprintf("%d %d", 8<<20, 8<<20)},
 		{name: "environment", key: "env", want: wantJSON},

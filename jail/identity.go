@@ -13,11 +13,18 @@ import (
 	"github.com/brig-sandbox/brig/seccomp"
 )
 
-// defaultRlimits are set on every run. There is no RLIMIT_NPROC: it counts per host
-// uid, which all runs share; the pids cgroup bounds processes per run instead.
+// defaultRlimits are set on every run. There is no RLIMIT_NPROC: the pids cgroup
+// bounds processes per run instead.
+//
+// RLIMIT_CORE is 1, not 0: for a core_pattern that pipes to a program (which the
+// kernel starts as host root), 0 does not stop the dump, while 1 is the kernel's
+// own "skip pipe dumps" value (it is what it gives the helper itself, against
+// recursion), and 1 byte is below the smallest ELF core, so no core file is
+// written either. The filter keeps a program from changing it.
 func defaultRlimits() []rlimit {
 	return []rlimit{
-		{unix.RLIMIT_CORE, 0, 0},
+		{unix.RLIMIT_CORE, 1, 1},
+		{unix.RLIMIT_RTPRIO, 0, 0},
 		{unix.RLIMIT_NOFILE, 4096, 4096},
 		{unix.RLIMIT_STACK, 8 << 20, 8 << 20},
 		{unix.RLIMIT_MEMLOCK, 64 << 10, 64 << 10},
@@ -92,9 +99,9 @@ func lastCap() (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
-// setIdentity makes every thread of the init the init's own unprivileged user,
-// another uid than the program's so that the program can neither signal it nor
-// read its /proc. Leaving uid 0 for good clears the permitted, effective and
+// setIdentity makes every thread of the init the init's own unprivileged user, a
+// host id of the run's own (never the program's), so that neither the program nor
+// anything else on the host can signal it or read its /proc. Leaving uid 0 for good clears the permitted, effective and
 // ambient capability sets.
 func setIdentity(st *initState) error {
 	uid, gid := st.prep.InitUID, st.prep.InitGID
@@ -148,19 +155,19 @@ func verifyNoCapabilities(*initState) error {
 	return nil
 }
 
-// loadThreadFilter installs the filter on this thread only: no other thread has
-// to be synchronised, which keeps it off the cost of a run's start. The
-// interpreter, forked from this thread, inherits it.
+// loadThreadFilter installs the spawner's filter on this thread only: no other
+// thread has to be synchronised, which keeps it off the cost of a run's start.
+// The interpreter, cloned from this thread, inherits it beneath its own.
 func loadThreadFilter(st *initState) error {
-	prog, err := seccomp.Unmarshal(st.prep.Seccomp)
+	prog, err := seccomp.Unmarshal(st.prep.SpawnSeccomp)
 	if err != nil {
 		return err
 	}
 	return seccomp.LoadThread(prog)
 }
 
-// loadProcessFilter installs the filter on every thread of the init (this one
-// already has it; the kernel accepts the same filter stacked).
+// loadProcessFilter installs the program's filter on every thread of the init
+// (this one already has the spawner's; the two stack, and the stricter wins).
 func loadProcessFilter(st *initState) error {
 	prog, err := seccomp.Unmarshal(st.prep.Seccomp)
 	if err != nil {

@@ -3,7 +3,6 @@ package jail
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -36,7 +35,7 @@ type step struct {
 
 // prepareSteps build the root and drop what can be dropped before the run is
 // known; a pooled init runs them before a run takes it, so they cost a run nothing.
-// The last four act on this thread only, and the interpreter, forked from this
+// The last four act on this thread only, and the interpreter, cloned from this
 // thread, inherits them.
 var prepareSteps = []step{
 	// The cgroup namespace is made now, not at clone: on cgroup v1 the init is
@@ -50,12 +49,13 @@ var prepareSteps = []step{
 	{"scratch tmpfs", mountScratch},
 	{"overlay root", mountOverlay},
 	{"read-only binds", mountBinds},
-	{"proc", mountProc},
+	// dev before proc: proc's masks are binds of the run's own /dev/null.
 	{"dev", mountDev},
+	{"proc", mountProc},
 	{"pivot_root", pivotRoot},
 	// Copy /sandbox up to the overlay's upper layer now, so that writing the
 	// program later only creates a file.
-	{"sandbox dir", func(st *initState) error { return os.Chown("/sandbox", st.prep.UID, st.prep.GID) }},
+	{"sandbox dir", func(st *initState) error { return os.Chown("/sandbox", st.prep.HostUID, st.prep.HostGID) }},
 	{"hostname", func(st *initState) error { return unix.Sethostname([]byte(st.prep.Hostname)) }},
 	{"rlimits", setRlimits},
 	// The bounding set can only be dropped while CAP_SETPCAP is held; the
@@ -65,8 +65,10 @@ var prepareSteps = []step{
 	// no_new_privs before the filter, as the kernel requires of a filter loaded
 	// without CAP_SYS_ADMIN (the init is still root here: belt and braces).
 	{"no_new_privs", func(*initState) error { return unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }},
-	// Last: every later step of this thread runs under the filter. Loading it on
-	// this thread alone needs no synchronisation with the others.
+	// Last: every later step of this thread runs under a filter. Loading it on
+	// this thread alone needs no synchronisation with the others. It is the
+	// program's policy but for one thing, a clone into a new user namespace, which
+	// startProgram makes; the program loads its own, full filter on top.
 	{"seccomp", loadThreadFilter},
 }
 
@@ -170,28 +172,31 @@ func Init() int {
 	}
 }
 
-// startProgram forks the interpreter from this thread (inheriting its empty
-// bounding set, no_new_privs and filter) and execs it as the sandbox user. The uid
-// change from root in the fork clears the permitted, effective and ambient sets.
+// startProgram starts the interpreter from this thread (inheriting its empty
+// bounding set, no_new_privs and descriptors) in a user namespace of its own,
+// as uid and gid rootfs.SandboxUID mapped to the run's host ids, with no
+// capabilities and the program's filter loaded: see spawnInUserNS.
 func startProgram(st *initState) (int, error) {
 	stdin, err := os.Open("/dev/null")
 	if err != nil {
 		return 0, err
 	}
 	defer stdin.Close()
-	pid, err := syscall.ForkExec(st.run.Argv[0], st.run.Argv, &syscall.ProcAttr{
-		Dir:   "/sandbox",
-		Env:   st.run.Env,
-		Files: []uintptr{stdin.Fd(), 1, 2},
-		Sys: &syscall.SysProcAttr{
-			Credential: &syscall.Credential{Uid: uint32(st.prep.UID), Gid: uint32(st.prep.GID), Groups: []uint32{}},
-			// Its own session and process group: kill(0, sig) from the program
-			// reaches its own processes only.
-			Setsid: true,
-		},
-	})
+	last, err := lastCap()
 	if err != nil {
-		return 0, fmt.Errorf("starting %s: %w", st.run.Argv[0], err)
+		return 0, err
 	}
-	return pid, nil
+	return spawnInUserNS(spawnArgs{
+		LastCap:   last,
+		Path:      st.run.Argv[0],
+		Argv:      st.run.Argv,
+		Env:       st.run.Env,
+		Dir:       "/sandbox",
+		StdinFD:   int(stdin.Fd()),
+		UID:       st.prep.UID,
+		GID:       st.prep.GID,
+		HostUID:   st.prep.HostUID,
+		HostGID:   st.prep.HostGID,
+		FilterBPF: st.prep.Seccomp,
+	})
 }

@@ -27,9 +27,6 @@ const (
 	DefaultCPUs     = 1.0
 	DefaultPids     = 512
 	DefaultHostname = "sandbox"
-	// DefaultInitUID is the uid the init drops to once the program has started:
-	// nobody, never the program's.
-	DefaultInitUID = 65534
 	// MaxEnv bounds a run's environment, as API.md does.
 	MaxEnv = 50
 	// drainGrace bounds how long the output readers may take to reach EOF once the
@@ -45,10 +42,11 @@ const (
 )
 
 // cloneFlags are the namespaces every init is cloned into. The cgroup namespace is
-// made by the init itself (see prepareSteps). There is no user namespace: the
-// program runs as an unprivileged host uid with no capabilities, and without
-// CLONE_NEWUSER Go clones with vfork, whose cost does not grow with the
-// supervisor's memory.
+// made by the init itself (see prepareSteps), and the user namespace by the init
+// when it starts the program (see spawnInUserNS): the init stays host root while
+// it builds the root, and without CLONE_NEWUSER Go clones it with vfork, whose
+// cost does not grow with the supervisor's memory. The program's clone copies
+// only the init, a small process whatever the supervisor's size.
 const cloneFlags = unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
 
 // Config configures a Launcher.
@@ -68,13 +66,12 @@ type Config struct {
 	CPUs float64
 	// Pids is each run's limit on processes and threads; zero means DefaultPids.
 	Pids int64
-	// UID and GID are the program's identity; zero means rootfs.SandboxUID/GID.
-	// Root is refused.
-	UID, GID int
-	// InitUID and InitGID are the identity the init drops to once the program
-	// has started; zero means DefaultInitUID for both. It must differ from UID,
-	// so that the program can't signal its init.
-	InitUID, InitGID int
+	// IDs is the range of host ids the runs' programs and inits are mapped to,
+	// two per sandbox; zero means DefaultIDFirst and DefaultIDCount.
+	IDs IDRange
+	// IDLockDir is where brig processes lock the blocks of IDs they use; zero
+	// means IDLockDir.
+	IDLockDir string
 	// InitPath is the brig binary to re-execute as the init; zero means
 	// /proc/self/exe.
 	InitPath string
@@ -84,11 +81,15 @@ type Config struct {
 
 // Launcher starts runs. It is safe for concurrent use.
 type Launcher struct {
-	cfg     Config
-	filter  []byte
-	scratch string
-	log     *slog.Logger
-	seq     atomic.Uint64
+	cfg    Config
+	filter []byte
+	// spawnFilter is the init thread's filter until the program starts: see
+	// prepareSpec.SpawnSeccomp.
+	spawnFilter []byte
+	ids         *idAllocator
+	scratch     string
+	log         *slog.Logger
+	seq         atomic.Uint64
 
 	// spawns is served by one goroutine locked to its own OS thread: an init's
 	// parent-death signal fires when the thread that cloned it exits, so every
@@ -124,17 +125,9 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 	if cfg.Pids == 0 {
 		cfg.Pids = DefaultPids
 	}
-	if cfg.UID == 0 {
-		cfg.UID = rootfs.SandboxUID
-	}
-	if cfg.GID == 0 {
-		cfg.GID = rootfs.SandboxGID
-	}
-	if cfg.InitUID == 0 {
-		cfg.InitUID = DefaultInitUID
-	}
-	if cfg.InitGID == 0 {
-		cfg.InitGID = DefaultInitUID
+	cfg.IDs = cfg.IDs.withDefaults()
+	if cfg.IDLockDir == "" {
+		cfg.IDLockDir = IDLockDir
 	}
 	if cfg.InitPath == "" {
 		cfg.InitPath = "/proc/self/exe"
@@ -152,18 +145,28 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		}
 		cfg.Filter = prog
 	}
+	spawn, err := seccomp.Compile(seccomp.Spawner())
+	if err != nil {
+		return nil, fmt.Errorf("compiling the init's seccomp filter: %w", err)
+	}
+	ids, err := newIDAllocator(cfg.IDs, cfg.IDLockDir)
+	if err != nil {
+		return nil, err
+	}
 	scratch := filepath.Join(cfg.StateDir, "jail", "scratch")
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the scratch mount point: %w", err)
 	}
 	l := &Launcher{
-		cfg:     cfg,
-		filter:  cfg.Filter.Marshal(),
-		scratch: scratch,
-		log:     cfg.Logger,
-		spawns:  make(chan chan spawned),
-		pools:   map[string]chan *slot{},
-		done:    make(chan struct{}),
+		cfg:         cfg,
+		filter:      cfg.Filter.Marshal(),
+		spawnFilter: spawn.Marshal(),
+		ids:         ids,
+		scratch:     scratch,
+		log:         cfg.Logger,
+		spawns:      make(chan chan spawned),
+		pools:       map[string]chan *slot{},
+		done:        make(chan struct{}),
 	}
 	l.wg.Add(1)
 	go l.spawner()
@@ -192,8 +195,6 @@ func validateConfig(cfg Config) error {
 		ok  bool
 		msg string
 	}{
-		{cfg.UID > 0 && cfg.GID > 0, "the sandbox uid and gid must not be 0"},
-		{cfg.InitUID > 0 && cfg.InitGID > 0 && cfg.InitUID != cfg.UID, "the init's uid must not be 0 nor the program's"},
 		{cfg.PoolSize >= 0 && cfg.PoolSize <= 64, "the pool size must be 0 to 64"},
 		{cfg.CPUs > 0, "the CPU limit must be positive"},
 		{cfg.Pids > 0, "the pids limit must be positive"},
@@ -203,6 +204,9 @@ func validateConfig(cfg Config) error {
 		if !c.ok {
 			return fmt.Errorf("jail: invalid config: %s", c.msg)
 		}
+	}
+	if err := cfg.IDs.validate(); err != nil {
+		return fmt.Errorf("jail: invalid config: %w", err)
 	}
 	return nil
 }
@@ -233,6 +237,7 @@ func (l *Launcher) close() {
 			s.discard()
 		}
 	}
+	l.ids.close()
 }
 
 // Run runs spec in a fresh sandbox and returns its result. Every way the run can
@@ -289,14 +294,36 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*api.Result, error) {
 		return internal("sending the spec to the sandbox init: %v", err)
 	}
 
-	stdout := NewOutput(api.MaxStdoutChars, spec.OnStdout)
-	stderr := NewOutput(api.MaxStderrChars, spec.OnStderr)
+	// The program's output reaches the callbacks only after OnStart: its pipes
+	// and the init's "started" message race, and a caller (the event stream)
+	// must never see output before the run has started. Until then the pipes
+	// hold the output (the program blocks once one is full, for microseconds).
+	started := make(chan struct{})
+	var startOnce sync.Once
+	markStarted := func() { startOnce.Do(func() { close(started) }) }
+	defer markStarted()
+	afterStart := func(f func(string)) func(string) {
+		if f == nil {
+			return nil
+		}
+		return func(s string) { <-started; f(s) }
+	}
+	onStart := spec.OnStart
+	spec.OnStart = func() {
+		if onStart != nil {
+			onStart()
+		}
+		markStarted()
+	}
+	stdout := NewOutput(api.MaxStdoutChars, afterStart(spec.OnStdout))
+	stderr := NewOutput(api.MaxStderrChars, afterStart(spec.OnStderr))
 	var drained sync.WaitGroup
 	drained.Add(2)
 	go func() { defer drained.Done(); stdout.Drain(s.stdout) }()
 	go func() { defer drained.Done(); stderr.Drain(s.stderr) }()
 
 	ended := l.supervise(ctx, spec, s, ready, res, begin)
+	markStarted() // a run that ended without starting has no more to wait for
 
 	// Every process of the run is killed: the pipes reach EOF as they die.
 	waitTimeout(&drained, drainGrace)

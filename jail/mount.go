@@ -15,18 +15,28 @@ const (
 	scratchWork  = "work"  // the overlay's work directory
 	scratchRoot  = "root"  // where the overlay is mounted and then pivoted into
 	scratchShm   = "shm"   // bound at /dev/shm
+	// scratchLower is where the rootfs is bound before the overlay is mounted,
+	// so that the overlay's options (which /proc/self/mountinfo shows the run)
+	// name only these relative paths, never the host's state directory.
+	scratchLower = "lower"
 )
 
-// maskedProcFiles are overmounted with /dev/null: kernel memory, key and timer
-// internals a program has no use for.
-var maskedProcFiles = []string{"kcore", "keys", "timer_list", "sched_debug", "kallsyms", "latency_stats"}
+// maskedProcFiles are overmounted with the run's /dev/null: kernel memory, key,
+// timer and scheduler internals a program has no use for (runc's and Docker's
+// masked files under /proc), the kernel's symbol addresses, and the host's
+// per-CPU interrupt counts, a side channel on what other tenants do.
+var maskedProcFiles = []string{"kcore", "keys", "timer_list", "timer_stats", "sched_debug", "kallsyms", "latency_stats", "interrupts"}
 
-// maskedProcDirs are overmounted with an empty read-only tmpfs.
-var maskedProcDirs = []string{"acpi", "scsi"}
+// maskedProcDirs are overmounted with an empty read-only tmpfs: the sound,
+// ACPI and SCSI hardware trees (runc's and Docker's masked directories).
+var maskedProcDirs = []string{"asound", "acpi", "scsi"}
 
 // readOnlyProc are rebound read-only: the kernel's tunables, hardware state and
 // the magic SysRq trigger.
 var readOnlyProc = []string{"sys", "irq", "bus", "fs", "sysrq-trigger"}
+
+// devptsMax bounds the ptys a run may open.
+const devptsMax = 64
 
 // devNodes are the only devices a run has: character devices of the host's numbers.
 var devNodes = []struct {
@@ -72,7 +82,7 @@ func mountScratch(st *initState) error {
 	if st.scratchFD, err = unix.Fspick(unix.AT_FDCWD, s.Scratch, unix.FSPICK_CLOEXEC); err != nil {
 		return fmt.Errorf("fspick the scratch tmpfs: %w", err)
 	}
-	for _, d := range []string{scratchUpper, scratchWork, scratchRoot} {
+	for _, d := range []string{scratchUpper, scratchWork, scratchRoot, scratchLower} {
 		if err := os.Mkdir(filepath.Join(s.Scratch, d), 0o755); err != nil {
 			return err
 		}
@@ -107,13 +117,21 @@ func resizeScratch(pid, ctxFD int, bytes int64) error {
 	return nil
 }
 
+// mountOverlay mounts the root: the rootfs, bound into the scratch tmpfs, under
+// the tmpfs's upper layer. The options name the layers relative to the scratch
+// directory (the init's working directory for the call), so that the mount
+// table a run reads says nothing about where the host keeps them.
 func mountOverlay(st *initState) error {
 	s := &st.prep
-	root := filepath.Join(s.Scratch, scratchRoot)
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s",
-		s.Lower, filepath.Join(s.Scratch, scratchUpper), filepath.Join(s.Scratch, scratchWork))
-	if err := unix.Mount("overlay", root, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("mounting overlay at %q (%s): %w", root, opts, err)
+	if err := unix.Mount(s.Lower, filepath.Join(s.Scratch, scratchLower), "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("binding the rootfs %q into the scratch tmpfs: %w", s.Lower, err)
+	}
+	if err := unix.Chdir(s.Scratch); err != nil {
+		return err
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", scratchLower, scratchUpper, scratchWork)
+	if err := unix.Mount("overlay", scratchRoot, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mounting overlay at %q (%s, from %q): %w", filepath.Join(s.Scratch, scratchRoot), opts, s.Lower, err)
 	}
 	return nil
 }
@@ -152,12 +170,15 @@ func mountProc(st *initState) error {
 	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mounting proc at %q: %w", proc, err)
 	}
+	// The run's own /dev/null (mountDev comes first), not the host's, whose
+	// devtmpfs options would tell the run the host's memory size.
+	null := filepath.Join(s.Scratch, scratchRoot, "dev", "null")
 	for _, f := range maskedProcFiles {
 		p := filepath.Join(proc, f)
 		if _, err := os.Lstat(p); err != nil {
 			continue // not in this kernel
 		}
-		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+		if err := unix.Mount(null, p, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("masking %q: %w", p, err)
 		}
 	}
@@ -201,7 +222,7 @@ func mountDev(st *initState) error {
 	}
 	for name, target := range map[string]string{
 		"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
-		"stderr": "/proc/self/fd/2", "core": "/proc/kcore",
+		"stderr": "/proc/self/fd/2", "core": "/proc/kcore", "ptmx": "pts/ptmx",
 	} {
 		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
 			return err
@@ -214,6 +235,18 @@ func mountDev(st *initState) error {
 	if err := unix.Mount(filepath.Join(s.Scratch, scratchShm), shm, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("binding /dev/shm: %w", err)
 	}
+	// A devpts instance of the run's own, so that pty and os.openpty work: its
+	// ptys are numbered and counted apart from the host's, at most devptsMax of
+	// them (the host-wide kernel.pty.max is shared by everyone). The filter
+	// still refuses TIOCSTI and TIOCLINUX.
+	pts := filepath.Join(dev, "pts")
+	if err := os.Mkdir(pts, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC,
+		fmt.Sprintf("newinstance,ptmxmode=0666,mode=0620,max=%d", devptsMax)); err != nil {
+		return fmt.Errorf("mounting devpts at %q: %w", pts, err)
+	}
 	// The device nodes are made; nothing else on /dev may be one.
 	return unix.Mount("", dev, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755")
 }
@@ -225,7 +258,7 @@ func writeProgram(st *initState) error {
 	if err := os.WriteFile(st.run.ScriptPath, st.run.Code, 0o644); err != nil {
 		return err
 	}
-	return os.Chown(st.run.ScriptPath, st.prep.UID, st.prep.GID)
+	return os.Chown(st.run.ScriptPath, st.prep.HostUID, st.prep.HostGID)
 }
 
 // pivotRoot makes the overlay the root and detaches the host's tree. pivot_root(".",

@@ -29,6 +29,9 @@ type spawned struct {
 type slot struct {
 	cmd   *exec.Cmd
 	group *cgroup.Group
+	// ids are the sandbox's host ids, given back to ids when it is discarded.
+	ids      runIDs
+	released func(runIDs)
 	// spec is the write end of the init's spec pipe (specFD in the child).
 	spec *os.File
 	// status is the read end of the init's status pipe (statusFD in the child).
@@ -205,7 +208,7 @@ func (l *Launcher) newSlot(root *rootfs.Root, memoryBytes int64) (s *slot, retEr
 			return nil, fmt.Errorf("moving the init into its cgroup: %w", err)
 		}
 	}
-	if err := json.NewEncoder(s.spec).Encode(l.prepareSpec(root, memoryBytes)); err != nil {
+	if err := json.NewEncoder(s.spec).Encode(l.prepareSpec(root, memoryBytes, s.ids)); err != nil {
 		return nil, fmt.Errorf("sending the prepare spec: %w", err)
 	}
 	return s, nil
@@ -231,6 +234,11 @@ func (l *Launcher) clone() (s *slot, retErr error) {
 		return nil, fmt.Errorf("creating cgroup %s: %w", name, err)
 	}
 	s = &slot{group: g}
+	if s.ids, err = l.ids.get(); err != nil {
+		g.Delete()
+		return nil, fmt.Errorf("taking host ids for a sandbox: %w", err)
+	}
+	s.released = l.ids.put
 	var childEnds []*os.File
 	defer func() {
 		for _, f := range childEnds {
@@ -298,6 +306,12 @@ func (s *slot) discard() {
 	if s.group != nil {
 		s.group.Delete()
 		s.group = nil
+	}
+	// Every process of the sandbox is dead and reaped by now (stop killed its
+	// cgroup and its init, whose pid namespace took the rest): its ids are free.
+	if s.released != nil {
+		s.released(s.ids)
+		s.released = nil
 	}
 }
 

@@ -44,14 +44,20 @@ type prepareSpec struct {
 	ScratchBytes int64
 	Lower        string
 	Binds        []rootfs.Bind
-	// UID and GID are the program's identity; InitUID and InitGID the init's
-	// once the program has started.
+	// UID and GID are the program's identity inside its user namespace;
+	// HostUID and HostGID what they map to, the run's own host ids. InitUID and
+	// InitGID are the init's host ids once the program has started.
 	UID, GID         int
+	HostUID, HostGID int
 	InitUID, InitGID int
 	Hostname         string
 	Rlimits          []rlimit
-	// Seccomp is the compiled filter (seccomp.Program.Marshal).
+	// Seccomp is the program's compiled filter (seccomp.Program.Marshal), which
+	// the init also loads on all its threads once the program has started.
 	Seccomp []byte
+	// SpawnSeccomp is the filter of the init's thread from the end of the
+	// preparation: Seccomp but for the clone into the program's user namespace.
+	SpawnSeccomp []byte
 }
 
 // runSpec is the second thing the parent sends: the run itself. (The run's
@@ -110,19 +116,22 @@ const (
 // interpreter still has the other half, not in an OOM kill.
 func ScratchBytes(memoryBytes int64) int64 { return memoryBytes / 2 }
 
-func (l *Launcher) prepareSpec(root *rootfs.Root, memoryBytes int64) *prepareSpec {
+func (l *Launcher) prepareSpec(root *rootfs.Root, memoryBytes int64, ids runIDs) *prepareSpec {
 	return &prepareSpec{
 		Scratch:      l.scratch,
 		ScratchBytes: ScratchBytes(memoryBytes),
 		Lower:        root.Lower,
 		Binds:        root.Binds,
-		UID:          l.cfg.UID,
-		GID:          l.cfg.GID,
-		InitUID:      l.cfg.InitUID,
-		InitGID:      l.cfg.InitGID,
+		UID:          rootfs.SandboxUID,
+		GID:          rootfs.SandboxGID,
+		HostUID:      ids.UID,
+		HostGID:      ids.GID,
+		InitUID:      ids.InitUID,
+		InitGID:      ids.InitGID,
 		Hostname:     DefaultHostname,
 		Rlimits:      defaultRlimits(),
 		Seccomp:      l.filter,
+		SpawnSeccomp: l.spawnFilter,
 	}
 }
 

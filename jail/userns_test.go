@@ -1,0 +1,382 @@
+package jail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// hostIDOf reads the host id a run's uid_map or gid_map line maps 1000 to.
+func hostIDOf(tb testing.TB, mapLine string) uint32 {
+	tb.Helper()
+	f := strings.Fields(mapLine)
+	if len(f) != 3 || f[0] != "1000" || f[2] != "1" {
+		tb.Fatalf("id map %q: want exactly one line mapping 1000 to one host id", mapLine)
+	}
+	id, err := strconv.ParseUint(f[1], 10, 32)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return uint32(id)
+}
+
+// TestUserNamespaceIDs: the program is 1000 inside a user namespace of its own
+// whose only mapping is to host ids of the configured range, which no other
+// sandbox alive at the same time has, and its init holds another id of the range.
+func TestUserNamespaceIDs(t *testing.T) {
+	l := newTestLauncher(t, 2)
+	r := IDRange{}.withDefaults()
+	code := pyTrial + `
+r['ids'] = '%d %d %d %d' % (os.getuid(), os.geteuid(), os.getgid(), os.getegid())
+r['groups'] = repr(os.getgroups())
+r['uid_map'] = open('/proc/self/uid_map').read().strip()
+r['gid_map'] = open('/proc/self/gid_map').read().strip()
+r['setgroups'] = open('/proc/self/setgroups').read().strip()
+r['userns'] = os.readlink('/proc/self/ns/user')
+r['init uid'] = [l.split()[1] for l in open('/proc/1/status') if l.startswith('Uid:')][0]
+r['sandbox owner'] = str(os.stat('/sandbox').st_uid)
+r['main owner'] = str(os.stat('/sandbox/main.py').st_uid)
+r['setuid 0'] = trial(lambda: os.setuid(0))
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def unshare_user():
+    if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+        raise OSError(ctypes.get_errno(), 'unshare')
+r['unshare user'] = trial(unshare_user)
+` + pyDump
+	const n = 3
+	gots := make([]map[string]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Each run holds its sandbox for a moment, so that the runs overlap.
+			gots[i] = probe(t, l, rootfs.Python, "import time; time.sleep(0.3)\n"+code)
+		}()
+	}
+	wg.Wait()
+	seen := map[uint32]int{}
+	for i, got := range gots {
+		checkProbe(t, got, []check{
+			{name: "ids inside", key: "ids", want: "1000 1000 1000 1000"},
+			{name: "no groups", key: "groups", want: "[]"},
+			{name: "sandbox dir is the program's", key: "sandbox owner", want: "1000"},
+			{name: "program file is the program's", key: "main owner", want: "1000"},
+			{name: "cannot become root", key: "setuid 0", wantAny: []string{"EPERM", "EINVAL"}},
+			{name: "no nested user namespace", key: "unshare user", want: "EPERM"},
+		})
+		uid, gid := hostIDOf(t, got["uid_map"]), hostIDOf(t, got["gid_map"])
+		if !r.Contains(uid) || uid != gid {
+			t.Errorf("run %d: host uid %d gid %d, want one id of the range %s for both", i, uid, gid, r)
+		}
+		initUID, err := strconv.ParseUint(got["init uid"], 10, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The init's uid, as the program's namespace sees it, is unmapped: it is
+		// no id of the program's.
+		if initUID != 65534 {
+			t.Errorf("run %d: init uid seen from inside %d, want 65534 (unmapped)", i, initUID)
+		}
+		seen[uid]++
+	}
+	for id, c := range seen {
+		if c > 1 {
+			t.Errorf("host id %d was given to %d sandboxes alive at once, want 1", id, c)
+		}
+	}
+	if gots[0]["userns"] == gots[1]["userns"] {
+		t.Errorf("two runs share the user namespace %s", gots[0]["userns"])
+	}
+}
+
+// runningProgram starts code (which must print "ready" once it is set up) and
+// returns the program's host pid and host uid once it has; stop ends the run.
+func runningProgram(t *testing.T, l *Launcher, code string) (pid int, uid uint32, stop func() *api.Result) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	var out strings.Builder
+	var mu sync.Mutex
+	done := make(chan *api.Result, 1)
+	go func() {
+		res, err := l.Run(ctx, Spec{Language: rootfs.Python, Code: code, Timeout: 60 * time.Second,
+			MemoryBytes: api.DefaultMemoryMiB << 20, OnStdout: func(s string) {
+				mu.Lock()
+				defer mu.Unlock()
+				out.WriteString(s)
+				if i := strings.Index(out.String(), "ready "); i >= 0 && strings.HasSuffix(out.String(), "\n") {
+					select {
+					case ready <- strings.TrimSpace(out.String()[i+len("ready "):]):
+					default:
+					}
+				}
+			}})
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		done <- res
+	}()
+	stop = func() *api.Result { cancel(); return <-done }
+	var line string
+	select {
+	case line = <-ready:
+	case res := <-done:
+		t.Fatalf("the run ended before it was ready: %+v", res)
+	case <-time.After(30 * time.Second):
+		stop()
+		t.Fatal("the run did not get ready in 30 s")
+	}
+	uid = hostIDOf(t, line)
+	// The program's host pid: the process of that host uid running the script.
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(filepath.Join("/proc", e.Name()), &st) == nil && st.Uid == uid {
+			pid = p
+			break
+		}
+	}
+	if pid == 0 {
+		stop()
+		t.Fatalf("no host process of uid %d", uid)
+	}
+	return pid, uid, stop
+}
+
+// TestHostUserCannotReachRun: a host process of the account that used to share
+// the program's uid (1000) can neither signal, trace nor read a run.
+func TestHostUserCannotReachRun(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	pid, _, stop := runningProgram(t, l, `import os, time
+print('ready', open('/proc/self/uid_map').read().strip(), flush=True)
+time.sleep(60)
+`)
+	defer stop()
+	attacker := `
+import ctypes, errno, os, sys
+pid = int(sys.argv[1])
+def trial(f):
+    try:
+        f()
+        return 'ok'
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+libc = ctypes.CDLL(None, use_errno=True)
+def ptrace_attach():
+    if libc.ptrace(16, pid, None, None) != 0:  # PTRACE_ATTACH
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+r = {
+    'kill': trial(lambda: os.kill(pid, 0)),
+    'environ': trial(lambda: open('/proc/%d/environ' % pid, 'rb').read()),
+    'mem': trial(lambda: open('/proc/%d/mem' % pid, 'rb').read(1)),
+    'cwd': trial(lambda: os.listdir('/proc/%d/cwd/' % pid)),
+    'root': trial(lambda: os.listdir('/proc/%d/root/' % pid)),
+    'fd': trial(lambda: os.listdir('/proc/%d/fd' % pid)),
+    'ptrace': trial(ptrace_attach),
+}
+print(' '.join('%s=%s' % kv for kv in sorted(r.items())))
+`
+	cmd := exec.Command("/usr/bin/python3", "-c", attacker, strconv.Itoa(pid))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the attacker failed: %v: %s", err, out)
+	}
+	for _, kv := range strings.Fields(string(out)) {
+		k, v, _ := strings.Cut(kv, "=")
+		if v != "EPERM" && v != "EACCES" {
+			t.Errorf("host uid 1000 on the run's program: %s got %s, want EPERM or EACCES", k, v)
+		}
+	}
+	if !strings.Contains(string(out), "ptrace=") {
+		t.Fatalf("attacker output %q has no ptrace result", out)
+	}
+}
+
+// TestRunsDoNotShareUIDCounters: a run that fills its uid's count of file
+// descriptors in flight over Unix sockets (RLIMIT_NOFILE of them) leaves a run
+// alive at the same time able to pass descriptors.
+func TestRunsDoNotShareUIDCounters(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	const pass = `
+import array, errno, os, socket
+def send(sock, n):
+    fds = array.array('i', [sock.fileno()] * n)
+    sock.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+`
+	_, _, stop := runningProgram(t, l, pass+`
+import time
+a, b = socket.socketpair()
+a.setblocking(False)
+sent, err = 0, 'none'
+while sent < 100000:
+    try:
+        send(a, 253)
+        sent += 253
+    except OSError as e:
+        err = errno.errorcode.get(e.errno, str(e.errno))
+        break
+print('filled', sent, err, flush=True)
+print('ready', open('/proc/self/uid_map').read().strip(), flush=True)
+time.sleep(60)
+`)
+	other := run(t, l, rootfs.Python, pass+`
+a, b = socket.socketpair()
+for _ in range(4):
+    send(a, 253)
+print('passed', 4*253)
+`)
+	first := stop()
+	if !strings.Contains(first.Stdout, "ETOOMANYREFS") {
+		t.Fatalf("the first run did not reach its in-flight limit: %q %q", first.Stdout, first.Stderr)
+	}
+	if other.Outcome != api.OutcomeSucceeded || !strings.Contains(other.Stdout, "passed 1012") {
+		t.Errorf("the concurrent run: got %s %q (stderr %q), want it to pass descriptors", other.Outcome, other.Stdout, other.Stderr)
+	}
+}
+
+// TestMountTableRevealsNoHostPath: the run's mount table names no directory of
+// the host's state directory, and /proc's masked entries read as nothing.
+func TestMountTableRevealsNoHostPath(t *testing.T) {
+	state := t.TempDir()
+	p, err := rootfs.NewHost(state, rootfs.HostConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newTestLauncherWith(t, state, p, 0)
+	res := run(t, l, rootfs.Python, `print(open('/proc/self/mountinfo').read()); print(open('/proc/mounts').read())`)
+	if res.Outcome != api.OutcomeSucceeded {
+		t.Fatalf("got %s %q", res.Outcome, res.Stderr)
+	}
+	for _, leak := range []string{state, filepath.Base(state), "/var/lib/brig", "scratch"} {
+		if strings.Contains(res.Stdout, leak) {
+			t.Errorf("the mount table names %q:\n%s", leak, res.Stdout)
+		}
+	}
+	var checks []check
+	code := pyTrial
+	for _, f := range maskedProcFiles {
+		if _, err := os.Stat(filepath.Join("/proc", f)); err != nil {
+			continue
+		}
+		code += fmt.Sprintf("r[%q] = trial(lambda: len(open('/proc/%s', 'rb').read()))\n", f, f)
+		checks = append(checks, check{name: f, key: f, wantAny: []string{"0", "EACCES"}})
+	}
+	for _, d := range maskedProcDirs {
+		if _, err := os.Stat(filepath.Join("/proc", d)); err != nil {
+			continue
+		}
+		code += fmt.Sprintf("r[%q] = trial(lambda: len(os.listdir('/proc/%s')))\n", d, d)
+		checks = append(checks, check{name: d, key: d, want: "0"})
+	}
+	if len(checks) == 0 {
+		t.Fatal("no masked /proc entry exists on this host")
+	}
+	checkProbe(t, probe(t, l, rootfs.Python, code+pyDump), checks)
+}
+
+// TestPty: each run has a devpts of its own, so pty and os.openpty work, numbered
+// from 0 whatever the host has open; TIOCSTI stays refused on it.
+func TestPty(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	got := probe(t, l, rootfs.Python, pyTrial+`
+import fcntl, pty, termios
+m, s = os.openpty()
+r['name'] = os.ttyname(s)
+os.write(m, b'hi\n')
+r['echo'] = os.read(s, 10).decode().strip()
+r['tiocsti'] = trial(lambda: fcntl.ioctl(s, termios.TIOCSTI, b'x'))
+pid, fd = pty.fork()
+if pid == 0:
+    os.write(1, b'child')
+    os._exit(0)
+r['pty.fork'] = os.read(fd, 10).decode()
+os.waitpid(pid, 0)
+`+pyDump)
+	checkProbe(t, got, []check{
+		{name: "openpty", key: "name", want: "/dev/pts/0"},
+		{name: "round trip", key: "echo", want: "hi"},
+		{name: "TIOCSTI refused", key: "tiocsti", want: "EPERM"},
+		{name: "pty.fork", key: "pty.fork", want: "child"},
+	})
+}
+
+// TestIDAllocator: ids are unique while held, freed ids are reused last, and a
+// second allocator (another brig process) never gets a block the first holds.
+func TestIDAllocator(t *testing.T) {
+	dir := t.TempDir()
+	r := IDRange{First: 1 << 20, Count: 4 * 2 * idBlockSlots} // four blocks
+	a, err := newIDAllocator(r, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	b, err := newIDAllocator(r, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	seen := map[int]bool{}
+	var held []runIDs
+	for range idBlockSlots + 1 { // one more than a block: a second block is claimed
+		ids, err := a.get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []int{ids.UID, ids.InitUID} {
+			if seen[id] || !r.Contains(uint32(id)) {
+				t.Fatalf("id %d: given twice or outside %s", id, r)
+			}
+			seen[id] = true
+		}
+		held = append(held, ids)
+	}
+	if !IDsInUse(r, dir, uint32(held[0].UID)) {
+		t.Errorf("IDsInUse(%d): got false, want true while its block is held", held[0].UID)
+	}
+	// b gets the two blocks a does not hold, then none.
+	for range 2 * idBlockSlots {
+		ids, err := b.get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[ids.UID] {
+			t.Fatalf("the second allocator got id %d, which the first holds", ids.UID)
+		}
+		seen[ids.UID] = true
+	}
+	if _, err := b.get(); !errors.Is(err, ErrNoIDs) {
+		t.Fatalf("a full range: got %v, want ErrNoIDs", err)
+	}
+	a.put(held[0])
+	next, err := a.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.UID == held[0].UID {
+		t.Errorf("a freed id was handed out again at once (%d); want it reused last", next.UID)
+	}
+	a.close()
+	if IDsInUse(r, dir, uint32(held[0].UID)) {
+		t.Errorf("IDsInUse after the allocator closed: got true, want false")
+	}
+}
