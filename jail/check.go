@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -44,7 +46,7 @@ func CheckHost() []Check {
 		Hint:   "brig creates namespaces, mounts and cgroups: run it as root",
 	})
 	var missing []string
-	for _, ns := range []string{"mnt", "pid", "net", "ipc", "uts", "cgroup"} {
+	for _, ns := range []string{"mnt", "pid", "net", "ipc", "uts", "cgroup", "user"} {
 		if _, err := os.Stat("/proc/self/ns/" + ns); err != nil {
 			missing = append(missing, ns)
 		}
@@ -52,8 +54,16 @@ func CheckHost() []Check {
 	out = append(out, Check{
 		Name:   "namespaces",
 		OK:     len(missing) == 0,
-		Detail: orNone("mount, pid, net, ipc, uts and cgroup namespaces available", "missing: "+strings.Join(missing, ", "), len(missing) == 0),
+		Detail: orNone("mount, pid, net, ipc, uts, cgroup and user namespaces available", "missing: "+strings.Join(missing, ", "), len(missing) == 0),
 		Hint:   "enable CONFIG_*_NS in the kernel",
+	})
+	maxUserNS, _ := os.ReadFile("/proc/sys/user/max_user_namespaces")
+	n, _ := strconv.Atoi(strings.TrimSpace(string(maxUserNS)))
+	out = append(out, Check{
+		Name:   "user namespaces",
+		OK:     n > 0,
+		Detail: fmt.Sprintf("user.max_user_namespaces = %d", n),
+		Hint:   "each run's program lives in a user namespace of its own: sysctl -w user.max_user_namespaces=15000",
 	})
 	actions, _ := os.ReadFile("/proc/sys/kernel/seccomp/actions_avail")
 	okSeccomp := strings.Contains(string(actions), "kill_process") && strings.Contains(string(actions), "errno")
@@ -97,4 +107,115 @@ func filesystems() map[string]bool {
 		}
 	}
 	return m
+}
+
+// CheckIDRange checks that nothing on the host but brig's own runs uses an id of
+// r: no account or group in /etc/passwd and /etc/group, no subordinate range in
+// /etc/subuid and /etc/subgid, no process (other than those of ids a brig
+// process holds now), and no owner of a file under roots (the rootfs layers and
+// binds a run sees, and the state directory). A run mapped to such an id would
+// share it with whatever already has it.
+func CheckIDRange(r IDRange, lockDir string, roots []string) []Check {
+	return checkIDRange(r, lockDir, roots, []string{"/etc/passwd", "/etc/group"}, []string{"/etc/subuid", "/etc/subgid"})
+}
+
+func checkIDRange(r IDRange, lockDir string, roots, accountFiles, subIDFiles []string) []Check {
+	r = r.withDefaults()
+	if lockDir == "" {
+		lockDir = IDLockDir
+	}
+	if err := r.validate(); err != nil {
+		return []Check{{Name: "id range", Detail: err.Error(), Hint: "configure a range of unused ids above 65535"}}
+	}
+	var out []Check
+	var found []string
+	for _, f := range accountFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			fields := strings.Split(line, ":")
+			if len(fields) < 3 {
+				continue
+			}
+			if id, err := strconv.ParseUint(fields[2], 10, 32); err == nil && r.Contains(uint32(id)) {
+				found = append(found, fmt.Sprintf("%s %s (%d)", filepath.Base(f), fields[0], id))
+			}
+		}
+	}
+	for _, f := range subIDFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			fields := strings.Split(line, ":")
+			if len(fields) != 3 {
+				continue
+			}
+			first, err1 := strconv.ParseUint(fields[1], 10, 32)
+			n, err2 := strconv.ParseUint(fields[2], 10, 32)
+			if err1 == nil && err2 == nil && n > 0 && first <= uint64(r.Last()) && first+n-1 >= uint64(r.First) {
+				found = append(found, fmt.Sprintf("%s %s (%d+%d)", filepath.Base(f), fields[0], first, n))
+			}
+		}
+	}
+	out = append(out, Check{Name: "id range: accounts", OK: len(found) == 0,
+		Detail: orNone(fmt.Sprintf("no account, group or subordinate range in %s", r), "in the range: "+strings.Join(found, ", "), len(found) == 0),
+		Hint:   "choose another id range (id_range_first, id_range_count) or move those ids out of it"})
+
+	found = found[:0]
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "status"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, _ := strings.Cut(line, ":")
+			if k != "Uid" && k != "Gid" {
+				continue
+			}
+			for _, f := range strings.Fields(v) {
+				id, err := strconv.ParseUint(f, 10, 32)
+				if err == nil && r.Contains(uint32(id)) && !IDsInUse(r, lockDir, uint32(id)) {
+					found = append(found, fmt.Sprintf("pid %s (%s %d)", p.Name(), strings.ToLower(k), id))
+				}
+			}
+		}
+	}
+	out = append(out, Check{Name: "id range: processes", OK: len(found) == 0,
+		Detail: orNone("no process of the range's ids but brig's runs", "in the range: "+strings.Join(uniqueFirst(found, 5), ", "), len(found) == 0),
+		Hint:   "a process brig did not start runs as an id of the range: choose another range"})
+
+	found = found[:0]
+	for _, root := range roots {
+		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return nil // unreadable or gone: not ours to judge
+			}
+			var st unix.Stat_t
+			if unix.Lstat(p, &st) == nil && (r.Contains(st.Uid) || r.Contains(st.Gid)) {
+				found = append(found, fmt.Sprintf("%s (%d:%d)", p, st.Uid, st.Gid))
+			}
+			return nil
+		})
+	}
+	out = append(out, Check{Name: "id range: files", OK: len(found) == 0,
+		Detail: orNone(fmt.Sprintf("no file a run sees is owned by the range (%s)", strings.Join(roots, ", ")),
+			"owned by the range: "+strings.Join(uniqueFirst(found, 5), ", "), len(found) == 0),
+		Hint: "a run mapped to that id would own the file: chown it to root, or choose another range"})
+	return out
+}
+
+// uniqueFirst is the first n of ss, and how many more there are.
+func uniqueFirst(ss []string, n int) []string {
+	if len(ss) <= n {
+		return ss
+	}
+	return append(ss[:n:n], fmt.Sprintf("and %d more", len(ss)-n))
 }

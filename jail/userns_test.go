@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -379,4 +380,94 @@ func TestIDAllocator(t *testing.T) {
 	if IDsInUse(r, dir, uint32(held[0].UID)) {
 		t.Errorf("IDsInUse after the allocator closed: got true, want false")
 	}
+}
+
+// TestCheckIDRange: `brig check` fails on an account, a subordinate range, a
+// process or a file owner in the range, and not on the ids a brig process holds.
+func TestCheckIDRange(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	r := IDRange{First: 3 << 20, Count: 2 * 2 * idBlockSlots} // two blocks
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	clean := []string{write("passwd", "root:x:0:0::/root:/bin/sh\n"), write("group", "root:x:0:\n")}
+	noSub := []string{write("subuid", "alice:100000:65536\n")}
+	files := filepath.Join(dir, "files")
+	if err := os.Mkdir(files, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lockDir := filepath.Join(dir, "locks")
+	a, err := newIDAllocator(r, lockDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	held, err := a.get() // the first block is a brig process's now
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing := func(checks []Check) []string {
+		var names []string
+		for _, c := range checks {
+			if !c.OK {
+				names = append(names, c.Name)
+			}
+		}
+		return names
+	}
+	if got := failing(checkIDRange(r, lockDir, []string{files}, clean, noSub)); len(got) != 0 {
+		t.Fatalf("a clean host: got failures %v, want none", got)
+	}
+	stranger := int(r.First) + 2*2*idBlockSlots - 1 // in the second block, which no one holds
+
+	t.Run("account", func(t *testing.T) {
+		p := write("passwd2", fmt.Sprintf("svc:x:%d:0::/:/bin/sh\n", stranger))
+		if got := failing(checkIDRange(r, lockDir, nil, []string{p}, noSub)); len(got) != 1 || got[0] != "id range: accounts" {
+			t.Errorf("got failures %v, want the accounts check", got)
+		}
+	})
+	t.Run("subordinate range", func(t *testing.T) {
+		p := write("subuid2", fmt.Sprintf("bob:%d:10\n", int(r.First)-5))
+		if got := failing(checkIDRange(r, lockDir, nil, clean, []string{p})); len(got) != 1 || got[0] != "id range: accounts" {
+			t.Errorf("got failures %v, want the accounts check", got)
+		}
+	})
+	t.Run("file owner", func(t *testing.T) {
+		p := filepath.Join(files, "owned")
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(p)
+		if err := os.Chown(p, held.UID, 0); err != nil { // even a held id: a file outlives the run
+			t.Fatal(err)
+		}
+		checks := checkIDRange(r, lockDir, []string{files}, clean, noSub)
+		if got := failing(checks); len(got) != 1 || got[0] != "id range: files" {
+			t.Errorf("got failures %v, want the files check", got)
+		}
+	})
+	t.Run("process", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			uid  int
+			want int
+		}{{"a stranger's", stranger, 1}, {"a held id's", held.UID, 0}} {
+			cmd := exec.Command("/bin/sleep", "30")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(tc.uid), Gid: uint32(tc.uid)}}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			got := failing(checkIDRange(r, lockDir, nil, clean, noSub))
+			cmd.Process.Kill()
+			cmd.Wait()
+			if len(got) != tc.want {
+				t.Errorf("%s process: got failures %v, want %d", tc.name, got, tc.want)
+			}
+		}
+	})
 }

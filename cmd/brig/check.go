@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -54,6 +55,7 @@ func checkAction(c *cli.Context) error {
 			Detail: "usable: " + strings.Join(names, ", "), Hint: "enable the missing controllers: " + strings.Join(missing, ", ")})
 	}
 	p, perr := newProvider(lc)
+	seen := []string{lc.StateDir}
 	for _, lang := range rootfs.Languages {
 		if perr != nil {
 			checks = append(checks, jail.Check{Name: "rootfs " + lang.String(), Detail: perr.Error(), Hint: "fix the rootfs configuration"})
@@ -65,7 +67,17 @@ func checkAction(c *cli.Context) error {
 			continue
 		}
 		checks = append(checks, jail.Check{Name: "interpreter " + lang.String(), OK: true, Detail: fmt.Sprintf("%s %s (%s rootfs)", r.Interpreter, r.Version, p.Name())})
+		dirs := []string{r.Lower}
+		for _, b := range r.Binds {
+			dirs = append(dirs, b.Source)
+		}
+		for _, d := range dirs {
+			if !slices.Contains(seen, d) {
+				seen = append(seen, d)
+			}
+		}
 	}
+	checks = append(checks, jail.CheckIDRange(lc.IDs, "", seen)...)
 	if allOK(checks) {
 		checks = append(checks, smokeRuns(c.Context, lc)...)
 	}

@@ -34,6 +34,8 @@ type launcherConfig struct {
 	CPUs         float64
 	Pids         int64
 	Pool         int
+	// IDs is the host id range of the runs; zero is jail's default.
+	IDs jail.IDRange
 }
 
 func launcherConfigFrom(c *cli.Context, defaultParent string) (launcherConfig, error) {
@@ -157,6 +159,7 @@ func newSandbox(lc launcherConfig, sweep bool, log *slog.Logger) (*sandbox, erro
 		PoolSize: lc.Pool,
 		CPUs:     lc.CPUs,
 		Pids:     lc.Pids,
+		IDs:      lc.IDs,
 		Logger:   log,
 	})
 	if err != nil {
