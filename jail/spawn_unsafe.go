@@ -26,6 +26,8 @@ struct brig_spawn_args {
 	char *const *envp;
 	const char *dir;
 	int stdin_fd;
+	// host_uid is what uid maps to, and the new namespace's owner.
+	unsigned int host_uid;
 	// uid_map and gid_map are written to the child's /proc files as they are.
 	const char *uid_map;
 	const char *gid_map;
@@ -133,6 +135,19 @@ static int brig_spawn(const struct brig_spawn_args *a, int *step, int *err) {
 	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	// The namespace is created with this thread's effective uid as its owner,
+	// and the kernel charges what is counted per user inside it (pending
+	// signals, inotify instances, processes, further namespaces) to its owner
+	// too, up the chain: so the owner is the run's own host id, not root, which
+	// every run would otherwise share. Only this thread's euid changes (a raw
+	// call); its real and saved uids stay 0, so it regains its capabilities with
+	// the euid just after the clone.
+	if (syscall(SYS_setresuid, -1, a->host_uid, -1) < 0) {
+		*err = errno;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		close(sync_pipe[0]); close(sync_pipe[1]); close(report_pipe[0]); close(report_pipe[1]);
+		return -1;
+	}
 	// A fork-style clone: the child gets a copy of this (small) process's
 	// memory, never the supervisor's. CLONE_VFORK can't be used, since the
 	// child must wait for its maps, which this thread writes.
@@ -143,6 +158,20 @@ static int brig_spawn(const struct brig_spawn_args *a, int *step, int *err) {
 		brig_spawn_child(a, sync_pipe[0], report_pipe[1]);
 	}
 	int clone_err = errno;
+	if (syscall(SYS_setresuid, -1, 0, -1) < 0) {
+		// Not root again: this thread can't write the maps; the child, waiting
+		// for them, reads EOF and exits.
+		clone_err = errno;
+		if (pid > 0) {
+			close(sync_pipe[0]); close(sync_pipe[1]); close(report_pipe[1]);
+			close(report_pipe[0]);
+			int status;
+			while (waitpid((pid_t)pid, &status, __WALL) < 0 && errno == EINTR) {}
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+			*err = clone_err;
+			return -1;
+		}
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	close(sync_pipe[0]);
 	close(report_pipe[1]);
@@ -245,6 +274,7 @@ func spawnInUserNS(a spawnArgs) (int, error) {
 		uid_map:    cstr(fmt.Sprintf("%d %d 1\n", a.UID, a.HostUID)),
 		gid_map:    cstr(fmt.Sprintf("%d %d 1\n", a.GID, a.HostGID)),
 		uid:        C.uint(a.UID),
+		host_uid:   C.uint(a.HostUID),
 		gid:        C.uint(a.GID),
 		last_cap:   C.int(a.LastCap),
 		filter:     (*C.struct_sock_filter)(filter),

@@ -213,45 +213,72 @@ print(' '.join('%s=%s' % kv for kv in sorted(r.items())))
 	}
 }
 
-// TestRunsDoNotShareUIDCounters: a run that fills its uid's count of file
-// descriptors in flight over Unix sockets (RLIMIT_NOFILE of them) leaves a run
-// alive at the same time able to pass descriptors.
+// TestRunsDoNotShareUIDCounters: a run that fills its count of file
+// descriptors in flight over Unix sockets (RLIMIT_NOFILE of them) and of queued
+// signals (RLIMIT_SIGPENDING) leaves a run alive at the same time able to do both.
+// Pending signals are also charged to the owner of each run's user namespace, up
+// the chain, and kill(2) queues past the limit: the run's own host id owns its
+// namespace, so that one run's flood counts against no one else.
 func TestRunsDoNotShareUIDCounters(t *testing.T) {
 	l := newTestLauncher(t, 0)
-	const pass = `
-import array, errno, os, socket
+	const fill = `
+import array, errno, os, signal, socket
 def send(sock, n):
     fds = array.array('i', [sock.fileno()] * n)
     sock.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+def fds_in_flight(limit, per_msg=253):
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    sent = 0
+    while sent < limit:
+        try:
+            send(a, per_msg)
+        except OSError as e:
+            return sent, errno.errorcode.get(e.errno, str(e.errno)), (a, b)
+        sent += per_msg
+    return sent, 'none', (a, b)
+def queue_signals(limit, send):
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+    n = 0
+    while n < limit:
+        try:
+            send(signal.SIGRTMIN)
+        except OSError as e:
+            return n, errno.errorcode.get(e.errno, str(e.errno))
+        n += 1
+    return n, 'none'
+# kill(2) queues past RLIMIT_SIGPENDING (the kernel counts, but does not
+# limit, signals of kill's kind); pthread_kill (tgkill) stops at the limit.
+by_kill = lambda sig: os.kill(os.getpid(), sig)
+by_tgkill = lambda sig: signal.pthread_kill(threading.get_ident(), sig)
+import threading
 `
-	_, _, stop := runningProgram(t, l, pass+`
+	_, _, stop := runningProgram(t, l, fill+`
 import time
-a, b = socket.socketpair()
-a.setblocking(False)
-sent, err = 0, 'none'
-while sent < 100000:
-    try:
-        send(a, 253)
-        sent += 253
-    except OSError as e:
-        err = errno.errorcode.get(e.errno, str(e.errno))
-        break
-print('filled', sent, err, flush=True)
+fds, fds_err, keep = fds_in_flight(100000)
+flood, _ = queue_signals(100000, by_kill)
+sigs, sigs_err = queue_signals(200000, by_tgkill)
+print('filled', fds, fds_err, sigs, sigs_err, flood, flush=True)
 print('ready', open('/proc/self/uid_map').read().strip(), flush=True)
 time.sleep(60)
 `)
-	other := run(t, l, rootfs.Python, pass+`
-a, b = socket.socketpair()
-for _ in range(4):
-    send(a, 253)
-print('passed', 4*253)
+	other := run(t, l, rootfs.Python, fill+`
+fds, fds_err, keep = fds_in_flight(4 * 253)
+sigs, sigs_err = queue_signals(500, by_tgkill)
+print('other', fds, fds_err, sigs, sigs_err)
 `)
 	first := stop()
-	if !strings.Contains(first.Stdout, "ETOOMANYREFS") {
-		t.Fatalf("the first run did not reach its in-flight limit: %q %q", first.Stdout, first.Stderr)
+	var fds, sigs, flood int
+	var fdsErr, sigsErr string
+	if _, err := fmt.Sscanf(first.Stdout, "filled %d %s %d %s %d", &fds, &fdsErr, &sigs, &sigsErr, &flood); err != nil {
+		t.Fatalf("first run's output %q (stderr %q): %v", first.Stdout, first.Stderr, err)
 	}
-	if other.Outcome != api.OutcomeSucceeded || !strings.Contains(other.Stdout, "passed 1012") {
-		t.Errorf("the concurrent run: got %s %q (stderr %q), want it to pass descriptors", other.Outcome, other.Stdout, other.Stderr)
+	if fdsErr != "ETOOMANYREFS" || sigsErr != "EAGAIN" || flood != 100000 {
+		t.Fatalf("the first run: %d fds in flight (%s), %d signals queued by kill, %d more by tgkill (%s); want ETOOMANYREFS, 100000 and EAGAIN",
+			fds, fdsErr, flood, sigs, sigsErr)
+	}
+	if want := "other 1012 none 500 none\n"; other.Stdout != want {
+		t.Errorf("the concurrent run: got %q (stderr %q), want %q", other.Stdout, other.Stderr, want)
 	}
 }
 
