@@ -577,6 +577,8 @@ func TestAPINoRedirects(t *testing.T) {
 		{"encoded dot-dot as the id", http.MethodGet, "/v1/runs/%2e%2e"},
 		{"encoded dot as the id", http.MethodGet, "/v1/runs/%2E"},
 		{"encoded slashes", http.MethodGet, "/v1/runs/a%2f..%2fb"},
+		{"encoded slash in an id", http.MethodGet, "/v1/runs/b%2f0"},
+		{"encoded slash in an id's events", http.MethodGet, "/v1/runs/b%2F0/events"},
 		{"trailing slash", http.MethodGet, "/v1/health/"},
 		{"trailing slash on a run", http.MethodGet, "/v1/runs/b/"},
 		{"trailing slash on events", http.MethodGet, "/v1/runs/b/events/"},

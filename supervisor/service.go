@@ -407,6 +407,11 @@ const ownerParam = "uid"
 // them, to be named with ?uid=).
 func (s *Service) lookup(p peer, id string, owner *int) (*run, *record, error) {
 	notFound := newError(api.ErrorNotFound, "no run has the id %q (results are kept for %s)", id, s.cfg.Retention)
+	if id == "" || validateID(id) != nil {
+		// No run has it; and an id with a "/" (written %2F in the path) must
+		// never reach the journal, whose keys are "id/uid".
+		return nil, nil, notFound
+	}
 	admin := s.admin(p)
 	uid := p.uid
 	if owner != nil {
