@@ -555,3 +555,63 @@ func TestAPIServiceEndpoints(t *testing.T) {
 		}
 	})
 }
+
+// TestAPINoRedirects: a path that is not a route is 404 in the error shape,
+// never a redirect to a cleaned path (ServeMux's habit), whatever dots,
+// slashes or encodings it is written with.
+func TestAPINoRedirects(t *testing.T) {
+	ts := newTestService(t)
+	ts.mustRun(t, request("python", "print(1)", withRunID("b")))
+	// Not following redirects: a 3xx must show as itself.
+	hc := &http.Client{Transport: ts.client.HTTP.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct{ name, method, path string }{
+		{"dot-dot to the host's files", http.MethodGet, "/v1/runs/../../etc/passwd"},
+		{"dot-dot onto a route", http.MethodGet, "/v1/runs/../health"},
+		{"dot-dot onto a run", http.MethodGet, "/v1/runs/a/../b"},
+		{"dot-dot onto a run's events", http.MethodGet, "/v1/runs/a/../b/events"},
+		{"dot-dot DELETE", http.MethodDelete, "/v1/runs/a/../b"},
+		{"dot segment", http.MethodGet, "/v1/./health"},
+		{"double slash in front", http.MethodGet, "//v1/health"},
+		{"double slash inside", http.MethodGet, "/v1//health"},
+		{"encoded dot-dot", http.MethodGet, "/v1/runs/%2e%2e/%2e%2e/etc/passwd"},
+		{"encoded dot-dot as the id", http.MethodGet, "/v1/runs/%2e%2e"},
+		{"encoded dot as the id", http.MethodGet, "/v1/runs/%2E"},
+		{"encoded slashes", http.MethodGet, "/v1/runs/a%2f..%2fb"},
+		{"encoded slash in an id", http.MethodGet, "/v1/runs/b%2f0"},
+		{"encoded slash in an id's events", http.MethodGet, "/v1/runs/b%2F0/events"},
+		{"trailing slash", http.MethodGet, "/v1/health/"},
+		{"trailing slash on a run", http.MethodGet, "/v1/runs/b/"},
+		{"trailing slash on events", http.MethodGet, "/v1/runs/b/events/"},
+		{"trailing slash on runs", http.MethodGet, "/v1/runs/"},
+		{"trailing slash on POST", http.MethodPost, "/v1/runs/"},
+		{"trailing slash on metrics", http.MethodGet, "/metrics/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, "http://brig"+tc.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if loc := resp.Header.Get("Location"); loc != "" {
+				t.Errorf("got Location %q, want no redirect", loc)
+			}
+			checkAPIErrorShape(t, resp, b, http.StatusNotFound, api.ErrorNotFound)
+		})
+	}
+	// The canonical paths still answer.
+	for _, p := range []string{"/v1/runs/b", "/v1/runs/b/events", "/v1/health", "/"} {
+		resp, b := rawAPIRequest(t, ts, http.MethodGet, p, nil)
+		want := http.StatusOK
+		if p == "/" {
+			want = http.StatusNotFound
+		}
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: got %d (%s), want %d", p, resp.StatusCode, b, want)
+		}
+	}
+}

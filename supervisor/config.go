@@ -38,6 +38,12 @@ type Config struct {
 	// API: a peer whose uid or primary gid is listed. Both empty means root only.
 	AllowUIDs []int
 	AllowGIDs []int
+	// AdminGIDs are groups whose members see and stop every uid's runs, as root
+	// does; a peer is a member by its primary gid or a supplementary group
+	// (SO_PEERGROUPS). Others see only the runs their own uid created. Empty
+	// means root alone. Being an admin does not admit a peer: it must also be
+	// allowed by AllowUIDs or AllowGIDs.
+	AdminGIDs []int
 	// MaxConcurrent is how many runs execute at once; zero means a default from
 	// the host: runsPerCore per core, and no more than memoryShare of the host's
 	// memory holds at the default memory limit.
@@ -118,6 +124,11 @@ func (cfg Config) validate() error {
 	}
 	if cfg.Retention < MinRetention {
 		errs = append(errs, fmt.Errorf("retention %s: results must be kept at least %s (API.md)", cfg.Retention, MinRetention))
+	}
+	for _, g := range cfg.AdminGIDs {
+		if g < 0 {
+			errs = append(errs, fmt.Errorf("admin gid %d: give a group id, zero or more", g))
+		}
 	}
 	if cfg.Grace < 0 {
 		errs = append(errs, fmt.Errorf("grace %s: give zero or more", cfg.Grace))

@@ -1,12 +1,14 @@
 package supervisor
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -18,16 +20,52 @@ import (
 // directory, so that a restarted service answers for every id it accepted. Each
 // write is one fsynced transaction (about 0.2 ms here): a run is in the journal
 // before it starts, and its result is before its id leaves memory.
+//
+// A run is keyed by its id and the uid of the peer that created it (API.md:
+// ids are scoped to the peer uid), written "id/uid": an id never holds a "/",
+// so the runs of one id under every uid share the prefix "id/", which is how an
+// admin finds them.
 var (
-	// bucketRuns maps a run id to its record (JSON).
+	// bucketRuns maps a run's key to its record (JSON).
 	bucketRuns = []byte("runs")
-	// bucketInflight holds the ids of runs accepted and not finished: what a
+	// bucketInflight holds the keys of runs accepted and not finished: what a
 	// restart must finish as stopped.
 	bucketInflight = []byte("inflight")
-	// bucketExpiry holds finished-at (8 bytes, big-endian Unix ns) + id: the
+	// bucketExpiry holds finished-at (8 bytes, big-endian Unix ns) + key: the
 	// order in which results expire.
 	bucketExpiry = []byte("expiry")
+	// bucketMeta holds the journal's layout version (metaVersion).
+	bucketMeta  = []byte("meta")
+	metaVersion = []byte("version")
 )
+
+// journalVersion is the layout this code writes. Version 1 (no meta bucket)
+// keyed runs by id alone; openJournal migrates it in place.
+const journalVersion = 2
+
+// runKey names a run: its id within the uid of the peer that created it.
+type runKey struct {
+	uid int
+	id  string
+}
+
+// bytes is the key's form in the journal, "id/uid".
+func (k runKey) bytes() []byte {
+	return []byte(k.id + "/" + strconv.Itoa(k.uid))
+}
+
+// parseRunKey reads a key written by runKey.bytes.
+func parseRunKey(b []byte) (runKey, error) {
+	i := bytes.LastIndexByte(b, '/')
+	if i < 0 {
+		return runKey{}, fmt.Errorf("journal key %q has no uid", b)
+	}
+	uid, err := strconv.Atoi(string(b[i+1:]))
+	if err != nil || uid < 0 {
+		return runKey{}, fmt.Errorf("journal key %q has no uid", b)
+	}
+	return runKey{uid: uid, id: string(b[:i])}, nil
+}
 
 // journalFile is the journal's name in the state directory.
 const journalFile = "journal.db"
@@ -65,12 +103,12 @@ func openJournal(stateDir string) (*journal, error) {
 		return nil, fmt.Errorf("opening the journal %s: %w (is another brig serve using this state directory?)", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketRuns, bucketInflight, bucketExpiry} {
+		for _, b := range [][]byte{bucketRuns, bucketInflight, bucketExpiry, bucketMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		return nil
+		return migrateLocked(tx)
 	})
 	if err != nil {
 		db.Close()
@@ -79,46 +117,121 @@ func openJournal(stateDir string) (*journal, error) {
 	return &journal{db: db}, nil
 }
 
+// migrateLocked brings the journal to journalVersion within tx. Version 1
+// keyed each bucket by the run id alone; every record of it holds the uid of
+// the peer that created the run (peer_uid), so each entry is rekeyed to
+// "id/uid" and nothing is lost. An entry whose record can't be read is dropped:
+// it could not be answered anyway. A journal of a later version is refused
+// rather than misread.
+func migrateLocked(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	version := 1
+	if v := meta.Get(metaVersion); v != nil {
+		n, err := strconv.Atoi(string(v))
+		if err != nil {
+			return fmt.Errorf("reading the journal's version %q: %w", v, err)
+		}
+		version = n
+	}
+	switch {
+	case version == journalVersion:
+		return nil
+	case version > journalVersion:
+		return fmt.Errorf("the journal is of version %d, written by a later brig; this one reads up to %d (use that brig, or move the state directory's journal.db away)", version, journalVersion)
+	}
+	runs, inflight, expiry := tx.Bucket(bucketRuns), tx.Bucket(bucketInflight), tx.Bucket(bucketExpiry)
+	// Keys are collected first: writing under a bbolt cursor can skip keys.
+	owner := map[string]int{}
+	var oldRuns [][]byte
+	runs.ForEach(func(k, v []byte) error {
+		oldRuns = append(oldRuns, append([]byte(nil), k...))
+		var rec record
+		if json.Unmarshal(v, &rec) == nil {
+			owner[string(k)] = rec.PeerUID
+		}
+		return nil
+	})
+	for _, k := range oldRuns {
+		v := append([]byte(nil), runs.Get(k)...)
+		if err := runs.Delete(k); err != nil {
+			return err
+		}
+		if uid, ok := owner[string(k)]; ok {
+			if err := runs.Put(runKey{uid: uid, id: string(k)}.bytes(), v); err != nil {
+				return err
+			}
+		}
+	}
+	var oldInflight, oldExpiry [][]byte
+	inflight.ForEach(func(k, _ []byte) error { oldInflight = append(oldInflight, append([]byte(nil), k...)); return nil })
+	expiry.ForEach(func(k, _ []byte) error { oldExpiry = append(oldExpiry, append([]byte(nil), k...)); return nil })
+	for _, k := range oldInflight {
+		if err := inflight.Delete(k); err != nil {
+			return err
+		}
+		if uid, ok := owner[string(k)]; ok {
+			if err := inflight.Put(runKey{uid: uid, id: string(k)}.bytes(), nil); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range oldExpiry {
+		if err := expiry.Delete(k); err != nil {
+			return err
+		}
+		if len(k) < 8 {
+			continue
+		}
+		if uid, ok := owner[string(k[8:])]; ok {
+			nk := append(append([]byte(nil), k[:8]...), runKey{uid: uid, id: string(k[8:])}.bytes()...)
+			if err := expiry.Put(nk, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return meta.Put(metaVersion, []byte(strconv.Itoa(journalVersion)))
+}
+
 func (j *journal) close() error { return j.db.Close() }
 
 // accept records a run that was just accepted.
-func (j *journal) accept(id string, rec *record) error {
+func (j *journal) accept(k runKey, rec *record) error {
 	return j.db.Update(func(tx *bolt.Tx) error {
-		if err := putRecord(tx, id, rec); err != nil {
+		if err := putRecord(tx, k, rec); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketInflight).Put([]byte(id), nil)
+		return tx.Bucket(bucketInflight).Put(k.bytes(), nil)
 	})
 }
 
 // finish records a run's result.
-func (j *journal) finish(id string, rec *record) error {
-	return j.db.Update(func(tx *bolt.Tx) error { return finishLocked(tx, id, rec) })
+func (j *journal) finish(k runKey, rec *record) error {
+	return j.db.Update(func(tx *bolt.Tx) error { return finishLocked(tx, k, rec) })
 }
 
-func finishLocked(tx *bolt.Tx, id string, rec *record) error {
-	if err := putRecord(tx, id, rec); err != nil {
+func finishLocked(tx *bolt.Tx, k runKey, rec *record) error {
+	if err := putRecord(tx, k, rec); err != nil {
 		return err
 	}
-	if err := tx.Bucket(bucketInflight).Delete([]byte(id)); err != nil {
+	if err := tx.Bucket(bucketInflight).Delete(k.bytes()); err != nil {
 		return err
 	}
-	return tx.Bucket(bucketExpiry).Put(expiryKey(rec.FinishedAt, id), nil)
+	return tx.Bucket(bucketExpiry).Put(expiryKey(rec.FinishedAt, k), nil)
 }
 
-func putRecord(tx *bolt.Tx, id string, rec *record) error {
+func putRecord(tx *bolt.Tx, k runKey, rec *record) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	return tx.Bucket(bucketRuns).Put([]byte(id), b)
+	return tx.Bucket(bucketRuns).Put(k.bytes(), b)
 }
 
-// get returns the record of id, or errNoRecord.
-func (j *journal) get(id string) (*record, error) {
+// get returns the record of k, or errNoRecord.
+func (j *journal) get(k runKey) (*record, error) {
 	var rec *record
 	err := j.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketRuns).Get([]byte(id))
+		b := tx.Bucket(bucketRuns).Get(k.bytes())
 		if b == nil {
 			return errNoRecord
 		}
@@ -128,35 +241,53 @@ func (j *journal) get(id string) (*record, error) {
 	return rec, err
 }
 
+// owners returns the uids that have a run of id in the journal, in ascending
+// key order.
+func (j *journal) owners(id string) ([]int, error) {
+	var uids []int
+	err := j.db.View(func(tx *bolt.Tx) error {
+		prefix := []byte(id + "/")
+		c := tx.Bucket(bucketRuns).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			if rk, err := parseRunKey(k); err == nil {
+				uids = append(uids, rk.uid)
+			}
+		}
+		return nil
+	})
+	return uids, err
+}
+
 // recover finishes every run that was in flight when the service last stopped,
-// with the result stop gives it, and returns their ids.
-func (j *journal) recover(stop func(id string, rec *record) *api.Result, now time.Time) ([]string, error) {
-	var ids []string
+// with the result stop gives it, and returns their keys.
+func (j *journal) recover(stop func(id string, rec *record) *api.Result, now time.Time) ([]runKey, error) {
+	var keys []runKey
 	err := j.db.Update(func(tx *bolt.Tx) error {
-		var pending []string
+		var pending [][]byte
 		tx.Bucket(bucketInflight).ForEach(func(k, _ []byte) error {
-			pending = append(pending, string(k))
+			pending = append(pending, append([]byte(nil), k...))
 			return nil
 		})
-		for _, id := range pending {
+		for _, kb := range pending {
 			var rec record
-			if b := tx.Bucket(bucketRuns).Get([]byte(id)); b == nil || json.Unmarshal(b, &rec) != nil {
+			k, kerr := parseRunKey(kb)
+			if b := tx.Bucket(bucketRuns).Get(kb); kerr != nil || b == nil || json.Unmarshal(b, &rec) != nil {
 				// Nothing to answer with: drop the dangling entry.
-				if err := tx.Bucket(bucketInflight).Delete([]byte(id)); err != nil {
+				if err := tx.Bucket(bucketInflight).Delete(kb); err != nil {
 					return err
 				}
 				continue
 			}
-			rec.Result = stop(id, &rec)
+			rec.Result = stop(k.id, &rec)
 			rec.FinishedAt = now
-			if err := finishLocked(tx, id, &rec); err != nil {
+			if err := finishLocked(tx, k, &rec); err != nil {
 				return err
 			}
-			ids = append(ids, id)
+			keys = append(keys, k)
 		}
 		return nil
 	})
-	return ids, err
+	return keys, err
 }
 
 // prune removes the results that finished before cutoff and returns how many.
@@ -166,7 +297,7 @@ func (j *journal) prune(cutoff time.Time) (int, error) {
 		// Keys are collected first: deleting under a bbolt cursor can skip the
 		// next key.
 		var expired [][]byte
-		end := string(expiryKey(cutoff, ""))
+		end := string(expiryKey(cutoff, runKey{}))
 		c := tx.Bucket(bucketExpiry).Cursor()
 		for k, _ := c.First(); k != nil && string(k) < end; k, _ = c.Next() {
 			expired = append(expired, append([]byte(nil), k...))
@@ -185,8 +316,11 @@ func (j *journal) prune(cutoff time.Time) (int, error) {
 	return n, err
 }
 
-func expiryKey(t time.Time, id string) []byte {
-	k := make([]byte, 8, 8+len(id))
+func expiryKey(t time.Time, rk runKey) []byte {
+	k := make([]byte, 8, 8+len(rk.id)+12)
 	binary.BigEndian.PutUint64(k, uint64(t.UnixNano()))
-	return append(k, id...)
+	if rk == (runKey{}) {
+		return k // the bound of a range: sorts before every key of its time
+	}
+	return append(k, rk.bytes()...)
 }

@@ -35,13 +35,17 @@ const (
 const serveEnv = "BRIG_TEST_SERVE"
 
 // TestMain makes the test binary able to serve as a run's init (the Launcher
-// re-executes /proc/self/exe) and as a whole service process (serveEnv).
+// re-executes /proc/self/exe), as a whole service process (serveEnv) and as a
+// peer of another uid (dialEnv).
 func TestMain(m *testing.M) {
 	if len(os.Args) == 2 && os.Args[1] == jail.InitArg && os.Getpid() == 1 {
 		os.Exit(jail.Init())
 	}
 	if v := os.Getenv(serveEnv); v != "" {
 		os.Exit(serveForTest(v))
+	}
+	if v := os.Getenv(dialEnv); v != "" {
+		os.Exit(dialForTest(v))
 	}
 	// Remove what an interrupted earlier run left, but never the groups of a
 	// test binary running beside this one (a fuzz worker runs TestMain too).

@@ -55,6 +55,9 @@ func newRun(id, key string, req api.Request, peerUID int, now time.Time) *run {
 	}
 }
 
+// runKey is the run's key: its id within its owner's uid.
+func (r *run) runKey() runKey { return runKey{uid: r.peerUID, id: r.id} }
+
 // appendLocked adds ev and wakes every follower.
 func (r *run) appendLocked(ev api.Event) {
 	r.events = append(r.events, ev)

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,25 +34,42 @@ const streamWriteTimeout = 30 * time.Second
 // peerKey is the context key of a connection's peer credentials.
 type peerKey struct{}
 
-// peer is who is on the other end of a connection, by SO_PEERCRED.
+// peer is who is on the other end of a connection, by SO_PEERCRED and
+// SO_PEERGROUPS.
 type peer struct {
 	ok       bool // the credentials could be read
 	uid, gid int
 	pid      int
+	// groups are the peer's supplementary groups when it connected; nil when
+	// the kernel could not tell them (the peer is then judged by its primary gid
+	// alone, which can only give it less).
+	groups []int
 }
 
 // withPeer reads a connection's peer credentials when it is accepted; every
 // request on it is checked against them.
-func withPeer(ctx context.Context, c net.Conn) context.Context {
+//
+// The supplementary groups come from SO_PEERGROUPS (Linux 4.13), not from
+// /proc/<pid>/status nor the user database: the kernel records them at
+// connect(2), with the uid and gid of SO_PEERCRED, so they are the groups the
+// peer process really held then. The pid may have exited and been reused by
+// the time /proc is read, and the user database tells what a login would get,
+// not what this process has (it may have dropped or gained groups since).
+func (s *Service) withPeer(ctx context.Context, c net.Conn) context.Context {
 	p := peer{uid: -1, gid: -1}
 	if uc, ok := c.(*net.UnixConn); ok {
 		if raw, err := uc.SyscallConn(); err == nil {
+			var gerr error
 			raw.Control(func(fd uintptr) {
 				cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 				if err == nil {
 					p = peer{ok: true, uid: int(cred.Uid), gid: int(cred.Gid), pid: int(cred.Pid)}
+					p.groups, gerr = peerGroups(int(fd))
 				}
 			})
+			if gerr != nil {
+				s.log.Warn("reading the peer's supplementary groups (SO_PEERGROUPS); only its uid and primary gid count", logPeerUID, p.uid, "err", gerr)
+			}
 		}
 	}
 	return context.WithValue(ctx, peerKey{}, p)
@@ -64,8 +84,36 @@ func (s *Service) allowed(p peer) bool {
 	return p.ok && (slices.Contains(s.cfg.AllowUIDs, p.uid) || slices.Contains(s.cfg.AllowGIDs, p.gid))
 }
 
+// admin reports whether p sees every uid's runs: root, or a member (by primary
+// or supplementary group) of a configured admin group.
+func (s *Service) admin(p peer) bool {
+	if !p.ok {
+		return false
+	}
+	if p.uid == 0 || slices.Contains(s.cfg.AdminGIDs, p.gid) {
+		return true
+	}
+	for _, g := range p.groups {
+		if slices.Contains(s.cfg.AdminGIDs, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// canonicalPath reports whether p is a path as the routes write it: absolute,
+// without empty, "." or ".." segments and without a trailing slash. ServeMux
+// answers any other path with a redirect to its cleaned form, and a redirect
+// for /v1/runs/../../etc/passwd invites a client to follow it somewhere else.
+func canonicalPath(p string) bool {
+	return p == "/" || (strings.HasPrefix(p, "/") && path.Clean(p) == p)
+}
+
 // routes is the API. Every path also has a method-less pattern, so that a wrong
 // method gets 405 in the API's error shape, and "/" answers the rest with 404.
+// A path that is not canonical never reaches the mux (it would redirect): it is
+// no route, so it gets the same 404. r.URL.Path is the decoded path, so %2e%2e
+// and %2f are judged as the dots and slashes they stand for.
 func (s *Service) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
@@ -95,10 +143,18 @@ func (s *Service) routes() http.Handler {
 			return newError(api.ErrorMethodNotAllowed, "%s takes %s, not %s", r.URL.Path, allow, r.Method)
 		})
 	}
-	handle("/", func(w http.ResponseWriter, r *http.Request) error {
+	notFound := func(w http.ResponseWriter, r *http.Request) error {
 		return newError(api.ErrorNotFound, "no such endpoint %s %s; the API is described at GET /openapi.yaml", r.Method, r.URL.Path)
+	}
+	handle("/", notFound)
+	noRoute := s.guard("/", notFound)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !canonicalPath(r.URL.Path) {
+			noRoute.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
 	})
-	return mux
 }
 
 // guard checks the peer, runs h, writes its error in the API's shape, and logs
@@ -250,8 +306,23 @@ func (s *Service) stream(w http.ResponseWriter, r *http.Request, run *run, rec *
 	return nil
 }
 
+// lookupRequest finds the run that r's path names, as its peer may see it.
+func (s *Service) lookupRequest(r *http.Request) (*run, *record, error) {
+	var owner *int
+	if q := r.URL.Query(); q.Has(ownerParam) {
+		v := q.Get(ownerParam)
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == math.MaxUint32 {
+			return nil, nil, invalid(ownerParam, "%q is not a uid; give the decimal uid of the peer that created the run", v)
+		}
+		uid := int(n)
+		owner = &uid
+	}
+	return s.lookup(peerOf(r.Context()), r.PathValue("id"), owner)
+}
+
 func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
-	run, rec, err := s.lookup(r.PathValue("id"))
+	run, rec, err := s.lookupRequest(r)
 	if err != nil {
 		return err
 	}
@@ -262,7 +333,7 @@ func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Service) getEvents(w http.ResponseWriter, r *http.Request) error {
-	run, rec, err := s.lookup(r.PathValue("id"))
+	run, rec, err := s.lookupRequest(r)
 	if err != nil {
 		return err
 	}
@@ -272,7 +343,7 @@ func (s *Service) getEvents(w http.ResponseWriter, r *http.Request) error {
 // deleteRun stops a run and answers with its result; a run that has already
 // finished keeps its result.
 func (s *Service) deleteRun(w http.ResponseWriter, r *http.Request) error {
-	run, rec, err := s.lookup(r.PathValue("id"))
+	run, rec, err := s.lookupRequest(r)
 	if err != nil {
 		return err
 	}

@@ -78,8 +78,8 @@ type Service struct {
 
 	mu sync.Mutex
 	// runs holds the runs not finished, and finished ones until their result is
-	// in the journal. Guarded by mu.
-	runs map[string]*run
+	// in the journal, by id and owner. Guarded by mu.
+	runs map[runKey]*run
 	// draining is set by Shutdown: no new run is accepted. Guarded by mu.
 	draining bool
 }
@@ -110,24 +110,24 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 		journal:   j,
 		adm:       newAdmission(cfg.MaxConcurrent, cfg.MemoryBudgetMiB, cfg.QueueSize),
 		log:       cfg.Logger,
-		runs:      map[string]*run{},
+		runs:      map[runKey]*run{},
 		stopPrune: make(chan struct{}),
 		pruned:    make(chan struct{}),
 	}
 	s.metrics = newMetrics(s.adm)
-	ids, err := j.recover(interruptedResult, time.Now())
+	keys, err := j.recover(interruptedResult, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("finishing the runs interrupted by the last stop: %w", err)
 	}
-	for _, id := range ids {
-		s.log.Warn("run interrupted by the service's last stop, finished as stopped", logID, id)
+	for _, k := range keys {
+		s.log.Warn("run interrupted by the service's last stop, finished as stopped", logID, k.id, logPeerUID, k.uid)
 	}
 	if _, err := j.prune(time.Now().Add(-cfg.Retention)); err != nil {
 		return nil, fmt.Errorf("pruning the journal: %w", err)
 	}
 	s.server = &http.Server{
 		Handler:           s.routes(),
-		ConnContext:       withPeer,
+		ConnContext:       s.withPeer,
 		ReadHeaderTimeout: 10 * time.Second,
 		// A request body is at most 4 MiB. (net/http clears the read deadline
 		// once the handler runs, so a long run's stream is not cut.) Streams are
@@ -232,9 +232,11 @@ func (s *Service) pruneLoop() {
 	}
 }
 
-// submit accepts a validated request: the existing run for a retry of an id,
-// 409 for an id reused with another request, 429 when the queue is full, 503
-// when shutting down; otherwise a new run, journaled and started.
+// submit accepts a validated request from a peer of uid peerUID: the existing
+// run for a retry of an id, 409 for an id reused with another request, 429 when
+// the queue is full, 503 when shutting down; otherwise a new run, journaled and
+// started. An id is scoped to the peer's uid (API.md, Retries): the same id
+// from another uid is another run, never a conflict.
 func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 	if err := s.available(req); err != nil {
 		return nil, nil, err
@@ -247,14 +249,15 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		return nil, nil, newError(api.ErrorUnavailable, "the service is shutting down and accepts no new runs; retry once it is back")
 	}
 	if id != "" {
-		if r, ok := s.runs[id]; ok {
+		rk := runKey{uid: peerUID, id: id}
+		if r, ok := s.runs[rk]; ok {
 			s.mu.Unlock()
 			if r.key != key {
 				return nil, nil, conflict(id)
 			}
 			return r, nil, nil
 		}
-		rec, err := s.journal.get(id)
+		rec, err := s.journal.get(rk)
 		switch {
 		case err == nil && rec.Key != key:
 			s.mu.Unlock()
@@ -278,16 +281,16 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 	}
 	req.ID = id
 	r := newRun(id, key, req, peerUID, time.Now())
-	s.runs[id] = r
+	s.runs[r.runKey()] = r
 	// Counted under mu, with draining unset: a Shutdown that starts now waits
 	// for this run and gives it its grace.
 	s.runsWG.Add(1)
 	s.mu.Unlock()
 
-	err := s.journal.accept(id, &record{Key: key, Language: req.Language, Network: req.Network.Mode, PeerUID: peerUID, AcceptedAt: r.accepted})
+	err := s.journal.accept(r.runKey(), &record{Key: key, Language: req.Language, Network: req.Network.Mode, PeerUID: peerUID, AcceptedAt: r.accepted})
 	if err != nil {
 		s.mu.Lock()
-		delete(s.runs, id)
+		delete(s.runs, r.runKey())
 		s.mu.Unlock()
 		s.adm.cancel(t)
 		s.runsWG.Done()
@@ -366,7 +369,7 @@ func (s *Service) finish(r *run, res *api.Result) {
 	started := r.started
 	r.mu.Unlock()
 	now := time.Now()
-	err := s.journal.finish(r.id, &record{
+	err := s.journal.finish(r.runKey(), &record{
 		Key: r.key, Language: r.req.Language, Network: r.req.Network.Mode, PeerUID: r.peerUID,
 		AcceptedAt: r.accepted, Started: started, FinishedAt: now, Result: res,
 	})
@@ -375,7 +378,7 @@ func (s *Service) finish(r *run, res *api.Result) {
 		s.log.Error("recording a result in the journal", logID, r.id, "err", err)
 	} else {
 		s.mu.Lock()
-		delete(s.runs, r.id)
+		delete(s.runs, r.runKey())
 		s.mu.Unlock()
 	}
 	exit := -1
@@ -389,20 +392,93 @@ func (s *Service) finish(r *run, res *api.Result) {
 		logWall, res.Usage.WallMS, logCPU, res.Usage.CPUMS, logPeak, res.Usage.PeakMemoryBytes)
 }
 
-// lookup finds a run in memory or its record in the journal.
-func (s *Service) lookup(id string) (*run, *record, error) {
+// ownerParam is the query parameter with which root and the admin group name
+// the uid whose run they mean, when several uids used one client-chosen id.
+const ownerParam = "uid"
+
+// lookup finds the run id that peer p may see, in memory or in the journal. A
+// peer sees the runs of its own uid; root and the admin group see every run.
+// Another uid's run is answered exactly as an unknown id (404, never 403), so
+// that a peer learns nothing of other uids' ids.
+//
+// Which uid's run an id names: owner (the ?uid= parameter) when given; else the
+// peer's own run; else, for root and the admin group only, the one run of that
+// id whatever its uid, and 409 when several uids have one (the message lists
+// them, to be named with ?uid=).
+func (s *Service) lookup(p peer, id string, owner *int) (*run, *record, error) {
+	notFound := newError(api.ErrorNotFound, "no run has the id %q (results are kept for %s)", id, s.cfg.Retention)
+	if id == "" || validateID(id) != nil {
+		// No run has it; and an id with a "/" (written %2F in the path) must
+		// never reach the journal, whose keys are "id/uid".
+		return nil, nil, notFound
+	}
+	admin := s.admin(p)
+	uid := p.uid
+	if owner != nil {
+		if *owner != p.uid && !admin {
+			return nil, nil, notFound
+		}
+		uid = *owner
+	}
+	r, rec, err := s.find(runKey{uid: uid, id: id})
+	if !errors.Is(err, errNoRecord) {
+		return r, rec, err
+	}
+	if owner != nil || !admin {
+		return nil, nil, notFound
+	}
+	uids, err := s.owners(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch len(uids) {
+	case 0:
+		return nil, nil, notFound
+	case 1:
+		r, rec, err := s.find(runKey{uid: uids[0], id: id})
+		if errors.Is(err, errNoRecord) { // pruned in between
+			return nil, nil, notFound
+		}
+		return r, rec, err
+	}
+	return nil, nil, newError(api.ErrorConflict, "the id %q names runs of the uids %v; add ?%s=UID to say which", id, uids, ownerParam)
+}
+
+// find returns the run of k from memory or its record from the journal, or
+// errNoRecord.
+func (s *Service) find(k runKey) (*run, *record, error) {
 	s.mu.Lock()
-	r, ok := s.runs[id]
+	r, ok := s.runs[k]
 	s.mu.Unlock()
 	if ok {
 		return r, nil, nil
 	}
-	rec, err := s.journal.get(id)
+	rec, err := s.journal.get(k)
 	if errors.Is(err, errNoRecord) {
-		return nil, nil, newError(api.ErrorNotFound, "no run has the id %q (results are kept for %s)", id, s.cfg.Retention)
+		return nil, nil, err
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the journal: %w", err)
 	}
 	return nil, rec, nil
+}
+
+// owners returns the uids that have a run of id, in memory or in the journal,
+// ascending.
+func (s *Service) owners(id string) ([]int, error) {
+	s.mu.Lock()
+	var uids []int
+	for k := range s.runs {
+		if k.id == id {
+			uids = append(uids, k.uid)
+		}
+	}
+	s.mu.Unlock()
+	inJournal, err := s.journal.owners(id)
+	if err != nil {
+		return nil, fmt.Errorf("reading the journal: %w", err)
+	}
+	uids = append(uids, inJournal...)
+	slices.Sort(uids)
+	return slices.Compact(uids), nil
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -49,6 +50,7 @@ func runCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "domain", Usage: "an allowed domain, with --network domains (repeatable)"},
 			&cli.StringFlag{Name: "id", Usage: "the run's id (an idempotency key)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the whole Result as JSON instead of streaming the output"},
+			&cli.BoolFlag{Name: "raw", Usage: "write the program's control characters to a terminal as they are; by default a terminal shows them escaped (ESC as \\x1b, a backslash as \\\\), so that a program can't drive it. Pipes and files always get the exact output"},
 		}, sandboxFlags()...),
 		Action: runAction,
 	}
@@ -121,17 +123,18 @@ func runRemote(c *cli.Context, req api.Request) error {
 		cancel()
 	}()
 	jsonOut := c.Bool("json")
+	stdout, stderr := outputTo(os.Stdout, c.Bool("raw")), outputTo(os.Stderr, c.Bool("raw"))
 	res, err := cl.Stream(ctx, req, func(ev api.Event) error {
 		switch ev.Event {
 		case api.EventAccepted:
 			id.Store(ev.ID)
 		case api.EventStdout:
 			if !jsonOut {
-				io.WriteString(os.Stdout, ev.Data)
+				stdout(ev.Data)
 			}
 		case api.EventStderr:
 			if !jsonOut {
-				io.WriteString(os.Stderr, ev.Data)
+				stderr(ev.Data)
 			}
 		}
 		return nil
@@ -163,9 +166,16 @@ func describeAPIError(e *client.Error) string {
 // finishRun prints what is left of a result and exits with its status.
 func finishRun(c *cli.Context, res *api.Result) error {
 	if c.Bool("json") {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		// JSON escapes the C0 controls but not DEL nor C1 (U+0080-U+009F); on
+		// a terminal those are escaped too, which leaves the JSON's meaning as is.
+		if !c.Bool("raw") && isTerminal(os.Stdout) {
+			b = []byte(escapeJSONControls(string(b)))
+		}
+		if _, err := os.Stdout.Write(append(b, '\n')); err != nil {
 			return err
 		}
 	} else if res.Reason != api.ReasonNone && res.Reason != api.ReasonError {
@@ -198,8 +208,8 @@ func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]
 		Env:         env,
 	}
 	if !c.Bool("json") {
-		spec.OnStdout = func(s string) { io.WriteString(os.Stdout, s) }
-		spec.OnStderr = func(s string) { io.WriteString(os.Stderr, s) }
+		spec.OnStdout = outputTo(os.Stdout, c.Bool("raw"))
+		spec.OnStderr = outputTo(os.Stderr, c.Bool("raw"))
 	}
 	res, err := sb.Run(ctx, spec)
 	if err != nil {
@@ -207,6 +217,76 @@ func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]
 	}
 	res.ID = c.String("id")
 	return finishRun(c, res)
+}
+
+// outputTo returns what writes the program's output to f: escaped by
+// escapeControls when f is a terminal, unless raw; as it is otherwise. Each
+// stream is judged on its own, so `brig run f.py 2>log` still escapes stdout.
+func outputTo(f *os.File, raw bool) func(string) {
+	if raw || !isTerminal(f) {
+		return func(s string) { io.WriteString(f, s) }
+	}
+	return func(s string) { io.WriteString(f, escapeControls(s)) }
+}
+
+// isTerminal reports whether f is a terminal: whether it answers TCGETS.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// escapeControls returns s as brig run shows a program's output on a terminal,
+// where control characters would be commands to the terminal (an OSC 52 write to
+// the operator's clipboard, a title, a cursor move that hides a line) rather
+// than text. Newline and tab are kept. Every other C0 control and DEL become
+// \xHH, C1 controls (U+0080-U+009F, which terminals may take as 8-bit ESC
+// sequences) \u00HH, a byte that is not UTF-8 \xHH, and a backslash \\, as
+// in a Go or Python string literal: so the text "\x1b" a program prints is
+// told apart from an ESC it sends. Everything else, all printable Unicode
+// included, is kept. Each chunk stands alone: the form needs no state across
+// chunks, and the service's chunks hold whole characters.
+func escapeControls(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, needsEscape) < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case !needsEscape(r):
+			b.WriteString(s[i : i+size])
+		case r == '\\':
+			b.WriteString("\\\\")
+		case r >= 0x80: // C1
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default: // C0 or DEL
+			fmt.Fprintf(&b, "\\x%02x", r)
+		}
+		i += size
+	}
+	return b.String()
+}
+
+func needsEscape(r rune) bool {
+	return (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == '\\'
+}
+
+// escapeJSONControls writes each DEL and C1 control in JSON text (where they
+// can only be inside strings) as its \u00HH escape, which decodes to the same
+// string.
+func escapeJSONControls(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r == 0x7f || (r >= 0x80 && r <= 0x9f) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // exitStatus is the status `brig run` exits with for a result: the program's own

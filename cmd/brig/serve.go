@@ -35,6 +35,8 @@ type serveConfig struct {
 	// AllowUIDs and AllowGIDs are the peers that may use the API; both empty: root only.
 	AllowUIDs []int `toml:"allow_uids"`
 	AllowGIDs []int `toml:"allow_gids"`
+	// AdminGIDs are groups whose members see every uid's runs, as root does; empty: root alone.
+	AdminGIDs []int `toml:"admin_gids"`
 	// MaxConcurrent runs execute at once; 0: from the host's cores and memory.
 	MaxConcurrent int `toml:"max_concurrent"`
 	// MemoryBudgetMiB bounds the sum of executing runs' memory_mib; 0: 75% of the host's memory.
@@ -84,6 +86,7 @@ func defaultServeConfig() serveConfig {
 	sc.StateDir = supervisor.DefaultStateDir
 	sc.AllowUIDs = []int{0}
 	sc.AllowGIDs = []int{}
+	sc.AdminGIDs = []int{}
 	sc.QueueSize = supervisor.DefaultQueueSize
 	sc.Retention = duration(supervisor.DefaultRetention)
 	sc.Grace = duration(supervisor.DefaultGrace)
@@ -128,6 +131,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "state-dir", Usage: "directory of the journal and the sandboxes' state (default " + supervisor.DefaultStateDir + ")"},
 			&cli.IntSliceFlag{Name: "allow-uid", Usage: "a uid allowed to use the API (repeatable; default root only)"},
 			&cli.IntSliceFlag{Name: "allow-gid", Usage: "a gid allowed to use the API (repeatable)"},
+			&cli.IntSliceFlag{Name: "admin-gid", Usage: "a gid whose members see and stop every uid's runs, as root does (repeatable; default none)"},
 			&cli.IntFlag{Name: "max-concurrent", Usage: "runs executing at once (default: from the host's cores and memory)"},
 			&cli.IntFlag{Name: "queue", Usage: "runs that may wait for a slot before requests get 429"},
 			&cli.DurationFlag{Name: "retention", Usage: "how long finished results are kept (at least 1h)"},
@@ -158,6 +162,7 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 	override(c, "cgroup-parent", &sc.Sandbox.CgroupParent, c.String)
 	override(c, "allow-uid", &sc.AllowUIDs, c.IntSlice)
 	override(c, "allow-gid", &sc.AllowGIDs, c.IntSlice)
+	override(c, "admin-gid", &sc.AdminGIDs, c.IntSlice)
 	override(c, "max-concurrent", &sc.MaxConcurrent, c.Int)
 	override(c, "queue", &sc.QueueSize, c.Int)
 	override(c, "retention", &sc.Retention, func(n string) duration { return duration(c.Duration(n)) })
@@ -254,6 +259,7 @@ func serveAction(c *cli.Context) error {
 		StateDir:        sc.StateDir,
 		AllowUIDs:       sc.AllowUIDs,
 		AllowGIDs:       sc.AllowGIDs,
+		AdminGIDs:       sc.AdminGIDs,
 		MaxConcurrent:   sc.MaxConcurrent,
 		MemoryBudgetMiB: sc.MemoryBudgetMiB,
 		QueueSize:       sc.QueueSize,

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/client"
 	"github.com/brig-sandbox/brig/internal/testutil"
@@ -159,14 +160,47 @@ func TestServeFlagsOverrideTheFile(t *testing.T) {
 		return err
 	}
 	app := &cli.App{Commands: []*cli.Command{cmd}}
-	if err := app.Run([]string{"brig", "serve", "--config", p, "--grace", "9s", "--allow-uid", "5", "--allow-uid", "6", "--cpus", "0.5", "--rootfs", "python=/r"}); err != nil {
+	if err := app.Run([]string{"brig", "serve", "--config", p, "--grace", "9s", "--allow-uid", "5", "--allow-uid", "6", "--admin-gid", "9", "--cpus", "0.5", "--rootfs", "python=/r"}); err != nil {
 		t.Fatal(err)
 	}
 	want := defaultServeConfig()
 	want.QueueSize, want.Sandbox.Pool = 7, 2                                                  // from the file
 	want.Grace, want.AllowUIDs, want.Sandbox.CPUs = duration(9*time.Second), []int{5, 6}, 0.5 // from flags
+	want.AdminGIDs = []int{9}
 	want.Sandbox.Rootfs = map[string]string{"python": "/r"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got\n%+v\nwant\n%+v", got, want)
 	}
+}
+
+// Every key of the config file is written down in deploy/brig.toml, with the
+// comment that says what it does: a key added to serveConfig alone fails here
+// (TestExampleConfigIsTheDefaults can't tell, since an absent key keeps its
+// default).
+func TestExampleConfigNamesEveryKey(t *testing.T) {
+	var sc serveConfig
+	md, err := toml.DecodeFile("../../deploy/brig.toml", &sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := map[string]bool{}
+	for _, k := range md.Keys() {
+		written[k.String()] = true
+	}
+	var walk func(prefix string, typ reflect.Type)
+	walk = func(prefix string, typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			key := prefix + f.Tag.Get("toml")
+			t.Run(key, func(t *testing.T) {
+				if !written[key] {
+					t.Errorf("got no %s in deploy/brig.toml, want it there with its default and a comment", key)
+				}
+			})
+			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(duration(0)) {
+				walk(key+".", f.Type)
+			}
+		}
+	}
+	walk("", reflect.TypeOf(sc))
 }

@@ -117,6 +117,16 @@ func (s *spec) route(req *http.Request) (*routers.Route, map[string]string, erro
 			return nil, nil, fmt.Errorf("%s %s: empty path parameter %q: %w", req.Method, req.URL.Path, name, routers.ErrPathNotFound)
 		}
 	}
+	// It also forgives a trailing slash (/v1/health/ routes as /v1/health). A
+	// path of the document is exactly its template with the parameters put in;
+	// the service answers anything else with 404.
+	exact := route.Path
+	for name, v := range params {
+		exact = strings.ReplaceAll(exact, "{"+name+"}", v)
+	}
+	if exact != req.URL.Path && exact != req.URL.EscapedPath() {
+		return nil, nil, fmt.Errorf("%s %s: the document's path is %s: %w", req.Method, req.URL.Path, route.Path, routers.ErrPathNotFound)
+	}
 	return route, params, nil
 }
 
