@@ -132,28 +132,61 @@ func TestHostSkeleton(t *testing.T) {
 	})
 
 	t.Run("binds", func(t *testing.T) {
-		var want []Bind
-		for _, d := range systemDirs {
-			if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
-				want = append(want, Bind{Source: d, Target: d})
-			}
-		}
-		if mergedUsr() && !reflect.DeepEqual(want, []Bind{{"/usr", "/usr"}}) {
-			t.Fatalf("on a merged-/usr host: want binds [/usr], computed %v", want)
-		}
 		r, err := h.Root(Python)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(r.Binds, want) {
-			t.Errorf("got %v, want %v", r.Binds, want)
-		}
+		got := map[string]bool{}
 		for _, b := range r.Binds {
+			if b.Source != b.Target {
+				t.Errorf("bind %v: want the host folder at its own path", b)
+			}
+			got[b.Target] = true
 			if fi, err := os.Lstat(filepath.Join(dir, b.Target)); err != nil || !fi.IsDir() {
 				t.Errorf("mount point %s: got %v, want a directory", b.Target, err)
 			}
+			for _, o := range r.Binds {
+				if o != b && strings.HasPrefix(b.Target+"/", o.Target+"/") {
+					t.Errorf("bind %s lies inside bind %s: each must be its own mount point on the lower layer", b.Target, o.Target)
+				}
+			}
+		}
+		// What a host keeps of its own never shows; /usr is never bound whole.
+		for _, never := range []string{"/usr", "/usr/local", "/usr/src", "/usr/include", "/usr/games", "/usr/libexec", "/usr/lib", "/usr/share"} {
+			if got[never] {
+				t.Errorf("%s is bound, want it left out", never)
+			}
+			for _, b := range r.Binds {
+				if strings.HasPrefix(b.Target, "/usr/local/") {
+					t.Errorf("%s is bound, want nothing of /usr/local", b.Target)
+				}
+			}
+		}
+		if _, err := os.Lstat(filepath.Join(dir, "usr/local")); !os.IsNotExist(err) {
+			t.Errorf("usr/local in the skeleton: got %v, want it absent", err)
+		}
+		// What the interpreters need, where this host has it.
+		for _, want := range []string{"/usr/bin", "/usr/lib/python3", "/usr/lib/python3.11", "/usr/lib/ssl", "/usr/share/zoneinfo", "/usr/lib/node_modules"} {
+			if fi, err := os.Lstat(want); err == nil && fi.IsDir() && !got[want] {
+				t.Errorf("%s: not bound, want it (binds %v)", want, r.Binds)
+			}
+		}
+		if mergedUsr() {
+			for _, d := range []string{"/bin", "/sbin", "/lib", "/lib64"} {
+				if got[d] {
+					t.Errorf("%s is bound on a merged-/usr host, want a link", d)
+				}
+			}
+		}
+		// A folder of links only is copied, not bound: the loader's link stays.
+		if target, err := os.Readlink("/usr/lib64/ld-linux-x86-64.so.2"); err == nil {
+			if got, err := os.Readlink(filepath.Join(dir, "usr/lib64/ld-linux-x86-64.so.2")); err != nil || got != target {
+				t.Errorf("usr/lib64/ld-linux-x86-64.so.2: got %q, %v; want a link to %q", got, err, target)
+			}
 		}
 	})
+
+	t.Run("lower layer is root's", func(t *testing.T) { checkRootsOnly(t, dir) })
 
 	t.Run("layout", func(t *testing.T) { checkLayout(t, dir) })
 
@@ -249,20 +282,21 @@ func TestHostRefusesInterpreterOutsideBinds(t *testing.T) {
 		name, path string
 		ok         bool
 	}{
-		{"under /usr", "/usr/bin/python3", true},
-		{"deep under /usr", "/usr/local/lib/py/bin/python3", true},
+		{"under /usr/bin", "/usr/bin/python3", true},
+		{"under /usr/local", "/usr/local/bin/python3", false},
+		{"/usr itself is not bound", "/usr/python3", false},
 		{"pyenv shim under /root", "/root/.pyenv/shims/python3", false},
 		{"/opt", "/opt/python/bin/python3", false},
-		{"climbs out of /usr", "/usr/../root/.pyenv/shims/python3", false},
-		{"sibling with /usr as prefix", "/usrlocal/bin/python3", false},
+		{"climbs out of /usr/bin", "/usr/bin/../local/bin/python3", false},
+		{"sibling with /usr/bin as prefix", "/usr/binx/python3", false},
 		{"relative", "usr/bin/python3", false},
-		{"the bind itself", "/usr", true},
+		{"the bind itself", "/usr/bin", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// The check needs no skeleton, so it runs without root.
 			h := &Host{
-				binds:    []Bind{{Source: "/usr", Target: "/usr"}},
+				binds:    []Bind{{Source: "/usr/bin", Target: "/usr/bin"}, {Source: "/usr/lib/python3", Target: "/usr/lib/python3"}},
 				interp:   map[Language]string{Python: tt.path},
 				versions: map[Language]string{Python: "3.11.2"},
 			}
