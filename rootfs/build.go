@@ -233,6 +233,9 @@ func buildLocked(ctx context.Context, opts BuildOptions, progress io.Writer) (_ 
 	if err := mkdirRoot(parent); err != nil {
 		return nil, err
 	}
+	if err := checkAboveDir(opts.Dir); err != nil {
+		return nil, err
+	}
 	tmpPattern := "." + base + ".build-"
 	if old, _ := filepath.Glob(filepath.Join(parent, tmpPattern+"*")); len(old) > 0 {
 		for _, o := range old {

@@ -118,20 +118,8 @@ func CheckLower(dir string) error {
 	if err != nil {
 		return fmt.Errorf("checking lower layer %q: %w", dir, err)
 	}
-	for a := filepath.Dir(abs); ; a = filepath.Dir(a) {
-		var st unix.Stat_t
-		if err := unix.Stat(a, &st); err != nil {
-			return fmt.Errorf("checking lower layer %q: %w", dir, err)
-		}
-		switch {
-		case st.Uid != 0:
-			add(a, fmt.Sprintf("a folder above it is owned by uid %d", st.Uid))
-		case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
-			add(a, fmt.Sprintf("a folder above it is writable by others (mode %o)", st.Mode&0o7777))
-		}
-		if a == "/" {
-			break
-		}
+	if err := checkAbove(abs, add); err != nil {
+		return fmt.Errorf("checking lower layer %q: %w", dir, err)
 	}
 	err = filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -162,6 +150,46 @@ func CheckLower(dir string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("checking lower layer %q: %w", dir, err)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w %q: %s", ErrUnsafeLower, dir, strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// checkAbove calls add for each folder above the absolute path abs that is not
+// root's, or that others may write without the sticky bit (which would let them
+// rename abs away and put a tree of theirs in its place).
+func checkAbove(abs string, add func(p, why string)) error {
+	for a := filepath.Dir(abs); ; a = filepath.Dir(a) {
+		var st unix.Stat_t
+		if err := unix.Stat(a, &st); err != nil {
+			return err
+		}
+		switch {
+		case st.Uid != 0:
+			add(a, fmt.Sprintf("a folder above it is owned by uid %d", st.Uid))
+		case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
+			add(a, fmt.Sprintf("a folder above it is writable by others (mode %o)", st.Mode&0o7777))
+		}
+		if a == "/" {
+			break
+		}
+	}
+	return nil
+}
+
+// checkAboveDir reports, as ErrUnsafeLower,, the folders above dir that CheckLower would:
+// Build runs it before debootstrap, so that a build that could not be published
+// fails at once.
+func checkAboveDir(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	var bad []string
+	if err := checkAbove(abs, func(p, why string) { bad = append(bad, p+": "+why) }); err != nil {
+		return fmt.Errorf("checking the folders above %q: %w", dir, err)
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%w %q: %s", ErrUnsafeLower, dir, strings.Join(bad, "; "))

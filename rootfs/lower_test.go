@@ -1,6 +1,7 @@
 package rootfs
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -292,5 +293,27 @@ func chmod(t *testing.T, p string, mode uint32) {
 	t.Helper()
 	if err := syscall.Chmod(p, mode); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestCheckAboveDir(t *testing.T) {
+	testutil.RequireRoot(t)
+	base := t.TempDir()
+	dir := filepath.Join(base, "open", "python")
+	if err := mkdirRoot(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkAboveDir(dir); err != nil {
+		t.Errorf("under root's folders: got %v, want no error", err)
+	}
+	chmod(t, filepath.Join(base, "open"), 0o777)
+	if err := checkAboveDir(dir); !errors.Is(err, ErrUnsafeLower) || !strings.Contains(err.Error(), "/open: a folder above it is writable by others") {
+		t.Errorf("under a 0777 folder: got %v, want ErrUnsafeLower naming it", err)
+	}
+	// A build there fails before debootstrap (which would fail otherwise) runs.
+	fakeDebootstrap(t, `echo "E: ran" >&2; exit 1`)
+	_, err := Build(context.Background(), BuildOptions{Language: Python, Dir: dir, Suite: "bookworm", Mirror: "http://mirror.test/debian"}, nil)
+	if !errors.Is(err, ErrUnsafeLower) {
+		t.Errorf("Build: got %v, want ErrUnsafeLower", err)
 	}
 }
