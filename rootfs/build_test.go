@@ -160,6 +160,7 @@ func debianTree(t *testing.T, root string) {
 }
 
 func TestPrune(t *testing.T) {
+	testutil.RequireRoot(t) // writeBuiltEtc makes its files root's
 	root := t.TempDir()
 	debianTree(t, root)
 	if err := prune(root); err != nil {
@@ -240,6 +241,7 @@ func TestPruneStaysInTheTree(t *testing.T) {
 }
 
 func TestWriteBuiltEtcReplacesLinks(t *testing.T) {
+	testutil.RequireRoot(t) // writeBuiltEtc makes its files root's
 	root, outside := t.TempDir(), t.TempDir()
 	writeFiles(t, outside, [][2]string{{"passwd", "host's\n"}})
 	os.MkdirAll(filepath.Join(root, "etc"), 0o755)
