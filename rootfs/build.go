@@ -189,6 +189,11 @@ func EnsureBuilt(ctx context.Context, opts BuildOptions, progress io.Writer) (*M
 		err = fmt.Errorf("it is of suite %q, not %q", m.Suite, opts.Suite)
 	}
 	if err == nil {
+		// A build by an older brig may have a /sandbox owned by the sandbox id, or
+		// Debian's group-writable and setuid files.
+		err = CheckLower(opts.Dir)
+	}
+	if err == nil {
 		return m, nil
 	}
 	if !errors.Is(err, ErrNotBuilt) {
@@ -225,7 +230,10 @@ func buildLocked(ctx context.Context, opts BuildOptions, progress io.Writer) (_ 
 	// system. Leftovers of builds killed before their cleanup ran go first; the
 	// lock says no other build of Dir is running.
 	parent, base := filepath.Split(opts.Dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := mkdirRoot(parent); err != nil {
+		return nil, err
+	}
+	if err := checkAboveDir(opts.Dir); err != nil {
 		return nil, err
 	}
 	tmpPattern := "." + base + ".build-"
@@ -248,7 +256,8 @@ func buildLocked(ctx context.Context, opts BuildOptions, progress io.Writer) (_ 
 			}
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	// MkdirTemp made it 0700; it becomes the root folder of every run.
+	if err := setOwnerMode(tmp, dirMode); err != nil {
 		return nil, err
 	}
 
@@ -283,6 +292,14 @@ func buildLocked(ctx context.Context, opts BuildOptions, progress io.Writer) (_ 
 		return nil, fmt.Errorf("creating mount points: %w", err)
 	}
 	if err := noPrivateKeys(tmp); err != nil {
+		return nil, err
+	}
+	// Nothing in the tree may be a run's to change, nor setuid; the check after
+	// the hardening fails the build on anything it missed.
+	if err := hardenTree(tmp); err != nil {
+		return nil, err
+	}
+	if err := CheckLower(tmp); err != nil {
 		return nil, err
 	}
 

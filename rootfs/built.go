@@ -13,8 +13,8 @@ type Built struct {
 
 // OpenBuilt reads and checks the manifest of each language's directory. A language
 // missing from dirs (or with an empty directory) is not an error here; Root says how
-// to build it. A directory that holds no build, a build of another language, or a
-// manifest whose interpreter is missing is.
+// to build it. A directory that holds no build, a build of another language, a
+// manifest whose interpreter is missing, or a tree CheckLower refuses is.
 func OpenBuilt(dirs map[Language]string) (*Built, error) {
 	b := &Built{roots: map[Language]*Root{}}
 	for lang, dir := range dirs {
@@ -31,6 +31,11 @@ func OpenBuilt(dirs map[Language]string) (*Built, error) {
 		m, err := ReadManifest(abs)
 		if err == nil {
 			err = m.check(abs, lang)
+		}
+		if err == nil {
+			// A build by an older brig has a /sandbox of the sandbox id, which is a
+			// host account's: it could plant a module every run would import.
+			err = CheckLower(abs)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("opening the built %s rootfs %q: %w (Hint: %s)", lang, abs, err, buildHint(lang, abs))

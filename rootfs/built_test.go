@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/brig-sandbox/brig/internal/testutil"
 )
 
 // fakeBuilt makes a tree that looks like a built lang rootfs: an executable
@@ -58,6 +60,8 @@ func TestManifestRoundTrip(t *testing.T) {
 }
 
 func TestOpenBuilt(t *testing.T) {
+	// A valid build is root's alone (CheckLower), which only root can make.
+	testutil.RequireRoot(t)
 	py, js := fakeBuilt(t, Python), fakeBuilt(t, JavaScript)
 	b, err := OpenBuilt(map[Language]string{Python: py, JavaScript: js})
 	if err != nil {
@@ -93,6 +97,7 @@ func TestOpenBuilt(t *testing.T) {
 }
 
 func TestBuiltRootNotConfigured(t *testing.T) {
+	testutil.RequireRoot(t)
 	b, err := OpenBuilt(map[Language]string{Python: fakeBuilt(t, Python), JavaScript: ""})
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +199,33 @@ func TestOpenBuiltFailures(t *testing.T) {
 			lang:    Python,
 			setup:   func(t *testing.T, dir string) { editManifest(t, dir, `"/usr/bin/python3"`, `"usr/bin/python3"`) },
 			wantErr: ErrInvalidManifest,
+		},
+		{
+			name: "sandbox of the sandbox id",
+			lang: Python,
+			setup: func(t *testing.T, dir string) {
+				testutil.RequireRoot(t)
+				if err := os.Mkdir(filepath.Join(dir, "sandbox"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chown(filepath.Join(dir, "sandbox"), SandboxUID, SandboxGID); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantErr: ErrUnsafeLower,
+			wantIn:  "/sandbox: owned by 1000:1000",
+		},
+		{
+			name: "group-writable folder",
+			lang: Python,
+			setup: func(t *testing.T, dir string) {
+				testutil.RequireRoot(t)
+				if err := os.Chmod(filepath.Join(dir, "usr/bin"), 0o775); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantErr: ErrUnsafeLower,
+			wantIn:  "brig rootfs build python --dir",
 		},
 		{
 			name: "oversized manifest",

@@ -19,7 +19,7 @@ const lockPoll = 250 * time.Millisecond
 // file is left in place: removing it would let a third builder lock a new file while
 // the second still holds the old one.
 func lockBuild(ctx context.Context, path string, progress func(string)) (unlock func(), err error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := mkdirRoot(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("creating the folder of build lock %q: %w", path, err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)

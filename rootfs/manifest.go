@@ -127,7 +127,12 @@ func writeManifest(dir string, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, ManifestName), append(b, '\n'), 0o644)
+	p := filepath.Join(dir, ManifestName)
+	if err := os.WriteFile(p, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Chmod(p, 0o644) // readable by runs whatever the umask
+
 }
 
 // resolveIn returns the host path of p, a path inside the tree at root, following

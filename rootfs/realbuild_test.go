@@ -161,11 +161,18 @@ console.log(JSON.stringify({cas: tls.rootCertificates.length > 100, user: os.use
 					}
 				}
 				fi, err := os.Stat(filepath.Join(dir, "sandbox"))
-				if err != nil || fi.Sys().(*syscall.Stat_t).Uid != rootfs.SandboxUID {
-					t.Errorf("sandbox: got %v, want it owned by %d", err, rootfs.SandboxUID)
+				if err != nil || fi.Sys().(*syscall.Stat_t).Uid != 0 || fi.Mode().Perm() != 0o755 {
+					t.Errorf("sandbox: got %v, want it root's, 0755 (the init gives each run's copy to the run)", err)
 				}
 				if fi, err := os.Stat(filepath.Join(dir, "tmp")); err != nil || fi.Mode()&os.ModeSticky == 0 {
 					t.Errorf("tmp: got %v, want it sticky", err)
+				}
+			})
+
+			t.Run("lower layer is root's", func(t *testing.T) {
+				rootfs.CheckRootsOnly(t, dir)
+				if err := rootfs.CheckLower(dir); err != nil {
+					t.Error(err)
 				}
 			})
 

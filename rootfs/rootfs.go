@@ -2,10 +2,10 @@
 // directory becomes the overlay's lower layer, which host folders are bound read-only
 // on top of it, and where the language's interpreter is.
 //
-// Two providers exist. Host (the embedded default) binds the host's system folders
-// (/usr and, on hosts without merged /usr, /bin, /lib, /lib64, /sbin) over a small
-// skeleton whose /etc is made up by brig: never the host's /etc, /root, /home, /var,
-// /run or /tmp. Built is a minimal Debian made with debootstrap by `brig rootfs
+// Two providers exist. Host (the embedded default) binds the parts of the host's /usr
+// the interpreters need (and, on hosts without merged /usr, /bin, /lib, /lib64, /sbin)
+// over a small skeleton whose /etc is made up by brig: never the host's /etc, /root,
+// /home, /var, /run, /tmp or /usr/local. Built is a minimal Debian made with debootstrap by `brig rootfs
 // build`, with a manifest of interpreter versions.
 //
 // Typical use:
@@ -22,6 +22,9 @@
 //
 // EnsureBuilt is Build that keeps a valid existing build; tests get a shared one from
 // package rootfstest.
+//
+// Every lower layer either provider gives is root's alone: CheckLower fails on any
+// entry a run's id (or any host account) could write, own or use to gain a privilege.
 package rootfs
 
 import (
