@@ -349,6 +349,8 @@ func (l *Launcher) release(s *slot) {
 	l.active.Add(1) // within Run's own count, so never from zero during Close
 	go func() {
 		defer l.active.Done()
-		s.discard()
+		if err := s.discard(); err != nil {
+			l.log.Warn("removing a finished run's sandbox", "err", err)
+		}
 	}()
 }

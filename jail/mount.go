@@ -129,7 +129,10 @@ func mountOverlay(st *initState) error {
 	if err := unix.Chdir(s.Scratch); err != nil {
 		return err
 	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", scratchLower, scratchUpper, scratchWork)
+	// xino=on: the layers are on different filesystems (the rootfs's and the
+	// tmpfs), and without it a directory's st_ino from stat differs from the
+	// d_ino readdir gives (CPython's test_os.TestScandir.test_attributes fails).
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,xino=on", scratchLower, scratchUpper, scratchWork)
 	if err := unix.Mount("overlay", scratchRoot, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mounting overlay at %q (%s, from %q): %w", filepath.Join(s.Scratch, scratchRoot), opts, s.Lower, err)
 	}

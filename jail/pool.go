@@ -294,8 +294,11 @@ func (l *Launcher) clone() (s *slot, retErr error) {
 }
 
 // discard kills a slot's init (and with it its pid namespace), closes its pipes and
-// removes its cgroup. Idempotent.
-func (s *slot) discard() {
+// removes its cgroup. Idempotent. Its error is the cgroup's removal's: the group
+// stays behind (a later sweep removes it), and the ids are given back all the same,
+// since no process of the sandbox is left.
+func (s *slot) discard() error {
+	var err error
 	s.stop()
 	for _, f := range []*os.File{s.spec, s.status, s.stdout, s.stderr} {
 		if f != nil {
@@ -304,7 +307,7 @@ func (s *slot) discard() {
 	}
 	s.spec, s.status, s.stdout, s.stderr = nil, nil, nil, nil
 	if s.group != nil {
-		s.group.Delete()
+		err = s.group.Delete()
 		s.group = nil
 	}
 	// Every process of the sandbox is dead and reaped by now (stop killed its
@@ -313,6 +316,7 @@ func (s *slot) discard() {
 		s.released(s.ids)
 		s.released = nil
 	}
+	return err
 }
 
 // setNice sets the nice value of every thread of the init (the program, forked

@@ -498,3 +498,38 @@ func TestCheckIDRange(t *testing.T) {
 		}
 	})
 }
+
+// TestWhatProgramsExpect: what the host rootfs binds of /usr is enough for
+// certificates, a shell and the usual tools, /usr/local and the like are not
+// there, and directory entries agree with stat (CPython's scandir test).
+func TestWhatProgramsExpect(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	for _, tc := range []struct {
+		name string
+		lang rootfs.Language
+		code string
+	}{
+		{"python", rootfs.Python, `
+import os, ssl, subprocess
+assert ssl.create_default_context().cert_store_stats()["x509_ca"] > 100
+assert "python3" in subprocess.run(["ls", "/usr/bin"], capture_output=True, text=True, check=True).stdout
+assert subprocess.run(["/bin/sh", "-c", "echo sh"], capture_output=True, text=True, check=True).stdout == "sh\n"
+for p in ["/usr/local", "/usr/src", "/usr/include"]:
+    assert not os.path.lexists(p), p
+for d in ["/tmp", "/sandbox"]:
+    os.mkdir(d + "/dir")
+    open(d + "/file", "w").close()
+    for e in os.scandir(d):
+        assert e.inode() == os.stat(e.path, follow_symlinks=False).st_ino, (e.path, e.inode(), os.stat(e.path).st_ino)
+print("ok")
+`},
+		{"javascript", rootfs.JavaScript, `require("assert")(require("tls").rootCertificates.length > 100); require("child_process").execSync("ls /"); console.log("ok")`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, l, tc.lang, tc.code)
+			if res.Outcome != api.OutcomeSucceeded || res.Stdout != "ok\n" {
+				t.Errorf("got %s %q (stderr %q), want ok", res.Outcome, res.Stdout, res.Stderr)
+			}
+		})
+	}
+}
