@@ -23,6 +23,8 @@ func sandboxFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "cpus", Value: jail.DefaultCPUs, Usage: "CPU limit of each run, in CPUs"},
 		&cli.Int64Flag{Name: "pids", Value: jail.DefaultPids, Usage: "limit on processes and threads of each run"},
 		&cli.IntFlag{Name: "pool", Usage: "sandboxes kept cloned and waiting for a run (0: clone each run's on demand)"},
+		&cli.UintFlag{Name: "id-first", Value: jail.DefaultIDFirst, Usage: "first host id of the range runs are mapped to (every brig process of a host must use the same range)"},
+		&cli.UintFlag{Name: "id-count", Value: jail.DefaultIDCount, Usage: "how many host ids the range holds (two per sandbox)"},
 	}
 }
 
@@ -46,6 +48,7 @@ func launcherConfigFrom(c *cli.Context, defaultParent string) (launcherConfig, e
 		CPUs:         c.Float64("cpus"),
 		Pids:         c.Int64("pids"),
 		Pool:         c.Int("pool"),
+		IDs:          jail.IDRange{First: uint32(c.Uint("id-first")), Count: uint32(c.Uint("id-count"))},
 	}
 	if lc.CgroupParent == "" {
 		lc.CgroupParent = defaultParent

@@ -58,6 +58,10 @@ type serveConfig struct {
 		// CPUs is each run's CPU limit; Pids its limit on processes and threads.
 		CPUs float64 `toml:"cpus"`
 		Pids int64   `toml:"pids"`
+		// IDFirst and IDCount are the range of host ids runs are mapped to, two
+		// per sandbox; no account, process or file may use them.
+		IDFirst uint32 `toml:"id_first"`
+		IDCount uint32 `toml:"id_count"`
 		// Rootfs maps a language to a built rootfs directory; others use the host's.
 		Rootfs map[string]string `toml:"rootfs"`
 	} `toml:"sandbox"`
@@ -96,6 +100,8 @@ func defaultServeConfig() serveConfig {
 	sc.Sandbox.Pool = defaultServePool
 	sc.Sandbox.CPUs = jail.DefaultCPUs
 	sc.Sandbox.Pids = jail.DefaultPids
+	sc.Sandbox.IDFirst = jail.DefaultIDFirst
+	sc.Sandbox.IDCount = jail.DefaultIDCount
 	sc.Sandbox.Rootfs = map[string]string{}
 	return sc
 }
@@ -142,6 +148,8 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "pool", Usage: "prepared sandboxes kept waiting per rootfs"},
 			&cli.Float64Flag{Name: "cpus", Usage: "CPU limit of each run, in CPUs"},
 			&cli.Int64Flag{Name: "pids", Usage: "limit on processes and threads of each run"},
+			&cli.UintFlag{Name: "id-first", Usage: "first host id of the range runs are mapped to (see brig check)"},
+			&cli.UintFlag{Name: "id-count", Usage: "how many host ids the range holds (two per sandbox)"},
 			&cli.StringSliceFlag{Name: "rootfs", Usage: "a built rootfs for a language, as LANG=DIR"},
 		},
 		Action: serveAction,
@@ -170,6 +178,8 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 	override(c, "pool", &sc.Sandbox.Pool, c.Int)
 	override(c, "cpus", &sc.Sandbox.CPUs, c.Float64)
 	override(c, "pids", &sc.Sandbox.Pids, c.Int64)
+	override(c, "id-first", &sc.Sandbox.IDFirst, func(n string) uint32 { return uint32(c.Uint(n)) })
+	override(c, "id-count", &sc.Sandbox.IDCount, func(n string) uint32 { return uint32(c.Uint(n)) })
 	for _, kv := range c.StringSlice("rootfs") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
@@ -223,6 +233,7 @@ func serveAction(c *cli.Context) error {
 		CPUs:         sc.Sandbox.CPUs,
 		Pids:         sc.Sandbox.Pids,
 		Pool:         sc.Sandbox.Pool,
+		IDs:          jail.IDRange{First: sc.Sandbox.IDFirst, Count: sc.Sandbox.IDCount},
 	}
 	for k, v := range sc.Sandbox.Rootfs {
 		lang, err := rootfs.ParseLanguage(k)
