@@ -1,8 +1,9 @@
 // Package cgroup owns brig's control groups: one group per run under a parent
 // group, with a memory limit that leaves no room for swap, a pids limit and a
 // CPU quota; placing the run's processes in it; reading what it used and
-// whether the kernel OOM-killed anything; killing everything inside; removing
-// it; and sweeping leftovers after a crash.
+// whether the kernel OOM-killed anything; killing everything inside, on demand
+// and on the first OOM kill, so that a run is one unit; removing it; and
+// sweeping leftovers after a crash.
 //
 // One API covers the three layouts hosts have. Pure cgroup v2 (ModeUnified)
 // is the common case. cgroup v1 (ModeLegacy) keeps one hierarchy per
@@ -35,7 +36,11 @@
 //	if g.NeedsAttach() {
 //		err = g.Attach(pid) // v1 hierarchies
 //	}
-//	... wait for the run or its deadline ...
+//	select { // the run's end, its deadline, or an OOM kill, which took the whole group
+//	case <-exited:
+//	case <-deadline:
+//	case <-g.OOMKilled():
+//	}
 //	g.Kill()
 //	u, err := g.Usage() // CPU, peak memory, OOM kills
 package cgroup

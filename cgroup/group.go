@@ -39,8 +39,14 @@ type Group struct {
 	v2 *cgroup2.Manager
 	// fd2 is an open directory fd on dir2, for clone3's CLONE_INTO_CGROUP; -1
 	// when there is none or the group was deleted.
-	fd2     int
+	fd2 int
+	// watch waits for the kernel's OOM notification (oom.go); nil without the
+	// memory controller, for groups Sweep found, and once deleted.
+	watch   *oomWatch
 	deleted bool
+
+	// oom is closed by the watch once an OOM kill took the group; see OOMKilled.
+	oom chan struct{}
 }
 
 // Name is the name the group was created with.
@@ -253,12 +259,27 @@ func (g *Group) readUsageLocked(u *Usage) error {
 }
 
 // Delete kills whatever is still inside, waits (bounded, 5 s) until
-// the group is empty, and removes it from every hierarchy. Deleting a deleted
-// group does nothing. If processes outlive the wait the group stays, Delete
-// returns ErrBusy and may be called again.
+// the group is empty, and removes it from every hierarchy, ending its OOM watch.
+// Deleting a deleted group does nothing. If processes outlive the wait the group
+// stays, watched still, Delete returns ErrBusy and may be called again.
 func (g *Group) Delete() error {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	err := g.deleteLocked()
+	w := g.watch
+	if g.deleted {
+		g.watch = nil
+	} else {
+		w = nil
+	}
+	g.mu.Unlock()
+	// Outside mu: the watch's goroutine may be waiting for it to kill the group.
+	if w != nil {
+		w.stop()
+	}
+	return err
+}
+
+func (g *Group) deleteLocked() error {
 	if g.deleted {
 		return nil
 	}

@@ -142,6 +142,9 @@ func (m *Manager) logFallbacks() {
 	if m.mode != ModeUnified && !m.controllers["freezer"] && (m.v2 == nil || !m.v2Info.hasKill) {
 		log.Warn("neither cgroup.kill nor the v1 freezer is available: Kill signals processes in a loop, which a fast forker can outrun until its pids limit")
 	}
+	if m.mode == ModeUnified && m.controllers["memory"] && !m.v2Info.oomGroup {
+		log.Warn("memory.oom.group is missing (Linux 4.19+): after an OOM kill brig kills the rest of the run's cgroup on the memory.events notification, a moment later than the kernel would")
+	}
 	if m.controllers["memory"] && !m.swapLimit() {
 		if m.hostSwaps {
 			log.Warn("swap is not accounted per cgroup (boot with swapaccount=1): memory limits will be refused rather than let runs swap")
@@ -175,7 +178,9 @@ func (m *Manager) Mode() Mode { return m.mode }
 // The map is the caller's.
 func (m *Manager) Controllers() map[string]bool { return maps.Clone(m.controllers) }
 
-// Create makes the group for one run, with no limits yet, in every hierarchy.
+// Create makes the group for one run, with no limits yet, in every hierarchy,
+// and arms it so that an OOM kill of any of its processes takes all of them
+// (see OOMKilled).
 // A name already in use, by this Manager or by a leftover in any hierarchy, is
 // ErrExists.
 func (m *Manager) Create(name string) (_ *Group, retErr error) {
@@ -226,12 +231,17 @@ func (m *Manager) Create(name string) (_ *Group, retErr error) {
 			return nil, fmt.Errorf("opening cgroup2 group %q: %w", g.dir2, err)
 		}
 	}
+	// Last, so that nothing fails after the watch has started; and before any
+	// process enters, so that no OOM kill goes unseen.
+	if err := g.armOOMLocked(); err != nil {
+		return nil, fmt.Errorf("arming the OOM watch of cgroup %q: %w", g.name, err)
+	}
 	return g, nil
 }
 
 // group is the handle on the run group called name, whether or not it exists.
 func (m *Manager) group(name string) *Group {
-	g := &Group{m: m, name: name, path: path.Join("/", m.cfg.Parent, name), fd2: -1}
+	g := &Group{m: m, name: name, path: path.Join("/", m.cfg.Parent, name), fd2: -1, oom: make(chan struct{})}
 	if m.v2 != nil {
 		g.dir2 = filepath.Join(m.v2Info.root, g.path)
 	}

@@ -28,6 +28,9 @@ type v2Layout struct {
 	hasFreeze bool
 	// swapLimit says memory.swap.max exists, so swap can be turned off.
 	swapLimit bool
+	// oomGroup says memory.oom.group exists (Linux 4.19+), so the kernel can
+	// OOM-kill a whole group at once.
+	oomGroup bool
 }
 
 // setupV2 makes the parent group in the cgroup2 hierarchy at root and, when
@@ -79,6 +82,7 @@ func setupV2(root, parent string, enableControllers bool) (v2Layout, error) {
 	}
 	// The parent's own memory files exist when memory was delegated to it.
 	l.swapLimit = exists(filepath.Join(dir, "memory.swap.max"))
+	l.oomGroup = exists(filepath.Join(dir, "memory.oom.group"))
 	return l, nil
 }
 

@@ -22,13 +22,17 @@ type ending struct {
 	timedOut bool
 	stopped  bool
 	lost     bool // the init died without reporting (OOM-killed, or a defect)
+	// oomKilled: the cgroup reported an OOM kill, after which every process of
+	// the run was killed (a run is one unit: see cgroup.Group.OOMKilled).
+	oomKilled bool
 }
 
-// supervise waits for the program to start and end, enforcing the deadline, and
-// kills the sandbox (the init, which takes its pid namespace with it) when it
-// returns.
+// supervise waits for the program to start and end, enforcing the deadline and
+// ending the run at the first OOM kill of any of its processes, and kills the
+// sandbox (the init, which takes its pid namespace with it) when it returns.
 func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool, res *api.Result, begin time.Time) (e ending) {
 	defer s.kill()
+	oom := s.group.OOMKilled()
 	setup := time.NewTimer(setupTimeout)
 	defer setup.Stop()
 	var deadline <-chan time.Time
@@ -68,6 +72,14 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			res.Usage.WallMS = (monotonic() - startedAt).Milliseconds()
 			e.timedOut = true
 			return e
+		case <-oom:
+			// The cgroup has killed every process of the run already; the
+			// program's exit, if it is on its way, is not waited for.
+			if e.started {
+				res.Usage.WallMS = (monotonic() - startedAt).Milliseconds()
+			}
+			e.oomKilled = true
+			return e
 		case <-setup.C:
 			e.setupErr = &message{Kind: msgError, Step: "start", Error: fmt.Sprintf("the program had not started after %s", setupTimeout)}
 			return e
@@ -82,8 +94,23 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 }
 
 // classify turns how the run ended into exit code, signal, reason and message.
+//
+// The first of these that holds decides the reason:
+//   - the init failed a step: internal;
+//   - the deadline or a stop came first (supervise returns at the first end it
+//     sees): timeout or stopped, even if an OOM kill followed as the run was
+//     being killed;
+//   - any OOM kill in the run (the cgroup's signal, or its count above zero):
+//     memory, whatever the program's own exit. A parent that caught its child's
+//     OOM kill and exited 0 did not complete: the run went over memory_mib, and
+//     the whole of it was stopped;
+//   - the init ended without reporting: internal;
+//   - the program's exit: none for 0, else error.
+//
+// exit_code and signal are the program's own, as observed: a program that exited
+// before the run was stopped keeps its code; one the stop killed has SIGKILL.
 func (l *Launcher) classify(res *api.Result, e ending, usage cgroup.Usage, spec Spec) {
-	oom := usage.OOMKills > 0
+	oom := e.oomKilled || usage.OOMKills > 0
 	switch {
 	case e.setupErr != nil && e.started:
 		res.Message = fmt.Sprintf("the sandbox's init failed (step %q: %s) after the program started; the run was killed", e.setupErr.Step, e.setupErr.Error)
@@ -99,9 +126,17 @@ func (l *Launcher) classify(res *api.Result, e ending, usage cgroup.Usage, spec 
 		res.Signal = "SIGKILL"
 		res.Message = "the run was stopped before the program ended"
 		finish(res, api.ReasonStopped)
-	case e.lost && oom:
-		res.Signal = "SIGKILL"
-		res.Message = memoryMessage(spec)
+	case oom:
+		switch {
+		case e.exited && e.ws.Exited():
+			code := e.ws.ExitStatus()
+			res.ExitCode = &code
+		case e.exited:
+			res.Signal = unix.SignalName(e.ws.Signal())
+		default: // the OOM kill, or the stop it caused, came before the program's exit
+			res.Signal = "SIGKILL"
+		}
+		res.Message = memoryMessage(spec, usage)
 		finish(res, api.ReasonMemory)
 	case e.lost:
 		res.Message = "the sandbox init ended without reporting the program's status"
@@ -113,28 +148,23 @@ func (l *Launcher) classify(res *api.Result, e ending, usage cgroup.Usage, spec 
 	case e.ws.Exited():
 		code := e.ws.ExitStatus()
 		res.ExitCode = &code
-		if oom {
-			res.Message = memoryMessage(spec)
-			finish(res, api.ReasonMemory)
-			return
-		}
 		res.Message = fmt.Sprintf("the program exited with code %d", code)
 		finish(res, api.ReasonError)
 	default:
-		sig := e.ws.Signal()
-		res.Signal = unix.SignalName(sig)
-		if oom {
-			res.Message = memoryMessage(spec)
-			finish(res, api.ReasonMemory)
-			return
-		}
+		res.Signal = unix.SignalName(e.ws.Signal())
 		res.Message = fmt.Sprintf("the program was killed by %s", res.Signal)
 		finish(res, api.ReasonError)
 	}
 }
 
-func memoryMessage(spec Spec) string {
-	return fmt.Sprintf("the program used more than its memory limit of %d MiB and was killed (the cgroup reports an OOM kill)", spec.MemoryBytes>>20)
+// memoryMessage says which limit was hit and what it cost the run.
+func memoryMessage(spec Spec, usage cgroup.Usage) string {
+	kills := "an OOM kill"
+	if usage.OOMKills > 1 {
+		kills = fmt.Sprintf("%d OOM kills", usage.OOMKills)
+	}
+	return fmt.Sprintf("the run went over its memory limit of %d MiB: the kernel's OOM killer killed one of its processes, and the whole run was stopped (the cgroup reports %s)",
+		spec.MemoryBytes>>20, kills)
 }
 
 // finish sets status, reason and outcome for a run without network.

@@ -1,0 +1,136 @@
+package jail
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/cgroup"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// TestOOMEndsWholeRun: a run is one unit. When the kernel OOM-kills any of its
+// processes, the whole run ends with reason memory, whatever the others would
+// have done: a parent that catches its child's death and exits 0 does not make
+// the run completed, and one that would sleep on does not keep it going.
+func TestOOMEndsWholeRun(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	const (
+		memMiB = 128
+		// marker is in the command line of a detached process the program
+		// starts first: it must not outlive the run either.
+		marker = "1000.7171"
+		// timeout is far above what any case takes, so that only the OOM kill
+		// can end the sleeping ones.
+		timeout = 120 * time.Second
+		// promptly bounds a run that would sleep 60 s. It is no measure of
+		// speed: the OOM kill ends the run in well under a second.
+		promptly = 30 * time.Second
+	)
+	// pyHogChild is a Python child that touches 400 MiB, past the run's limit.
+	pyHogChild := "b = bytearray(400 << 20)\\nfor i in range(0, len(b), 4096): b[i] = 1\\nprint('child allocated')"
+	pyDetached := fmt.Sprintf("subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(100) # %s'], start_new_session=True)\n", marker)
+	for _, tc := range []struct {
+		name string
+		lang rootfs.Language
+		code string
+	}{
+		{"python parent exits 0", rootfs.Python, "import subprocess, sys\n" + pyDetached +
+			"p = subprocess.run([sys.executable, '-c', \"" + pyHogChild + "\"])\n" +
+			"print('child returned', p.returncode, flush=True)\nsys.exit(0)\n"},
+		{"python parent sleeps", rootfs.Python, "import subprocess, sys, time\n" + pyDetached +
+			"p = subprocess.run([sys.executable, '-c', \"" + pyHogChild + "\"])\n" +
+			"print('child returned', p.returncode, flush=True)\ntime.sleep(60)\n"},
+		{"python parent sleeps while the child allocates", rootfs.Python, "import subprocess, sys, time\n" + pyDetached +
+			"subprocess.Popen([sys.executable, '-c', \"" + pyHogChild + "\"])\ntime.sleep(60)\n"},
+		{"javascript parent sleeps", rootfs.JavaScript, `
+const { spawn, spawnSync } = require('child_process');
+spawn('sleep', ['100', '` + marker + `'], { detached: true, stdio: 'ignore' });
+const r = spawnSync(process.execPath, ['-e', 'const b = Buffer.alloc(400 << 20, 1); console.log(b.length)']);
+console.log('child', r.status, r.signal);
+setTimeout(() => {}, 60000);
+`},
+		{"javascript parent exits 0", rootfs.JavaScript, `
+const { spawnSync } = require('child_process');
+const r = spawnSync(process.execPath, ['-e', 'const b = Buffer.alloc(400 << 20, 1); console.log(b.length)']);
+console.log('child', r.status, r.signal);
+process.exit(0);
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			begin := time.Now()
+			res := run(t, l, tc.lang, tc.code, withMemoryMiB(memMiB), withTimeout(timeout))
+			took := time.Since(begin)
+			t.Logf("Run took %v (wall %d ms); exit code %v signal %q; message %q; stdout %q",
+				took, res.Usage.WallMS, exitCode(res), res.Signal, res.Message, res.Stdout)
+			if res.Reason != api.ReasonMemory || res.Status != api.StatusFailed || res.Outcome != api.OutcomeFailed {
+				t.Errorf("got reason %q status %q outcome %q (message %q, stdout %q, stderr %.300q), want memory, failed, failed",
+					res.Reason, res.Status, res.Outcome, res.Message, res.Stdout, res.Stderr)
+			}
+			if want := fmt.Sprintf("memory limit of %d MiB", memMiB); !strings.Contains(res.Message, want) {
+				t.Errorf("message: got %q, want it to name the limit (%q)", res.Message, want)
+			}
+			if took > promptly || time.Duration(res.Usage.WallMS)*time.Millisecond > promptly {
+				t.Errorf("Run took %v, wall %d ms: want both under %v, which an OOM-killed run takes (the program would run 60 s)",
+					took, res.Usage.WallMS, promptly)
+			}
+			assertNoHostProcs(t, marker)
+			assertNoRunCgroups(t)
+		})
+	}
+}
+
+func exitCode(res *api.Result) string {
+	if res.ExitCode == nil {
+		return "none"
+	}
+	return fmt.Sprint(*res.ExitCode)
+}
+
+// TestClassifyOOM: the reason and the program's own exit code and signal for
+// each way a run can end around an OOM kill. Any OOM kill makes it memory, unless
+// the deadline or a stop ended the run first.
+func TestClassifyOOM(t *testing.T) {
+	const (
+		exited0   = syscall.WaitStatus(0)
+		exited3   = syscall.WaitStatus(3 << 8)
+		killedBy9 = syscall.WaitStatus(syscall.SIGKILL)
+	)
+	oomKill := cgroup.Usage{OOMKills: 1}
+	tests := []struct {
+		name       string
+		e          ending
+		usage      cgroup.Usage
+		wantReason api.Reason
+		wantCode   string // "none" when there is no exit code
+		wantSignal string
+	}{
+		{"the parent caught its child's OOM kill and exited 0", ending{started: true, exited: true, ws: exited0}, oomKill, api.ReasonMemory, "0", ""},
+		{"the parent exited 3", ending{started: true, exited: true, ws: exited3}, oomKill, api.ReasonMemory, "3", ""},
+		{"the program itself was OOM-killed", ending{started: true, exited: true, ws: killedBy9}, oomKill, api.ReasonMemory, "none", "SIGKILL"},
+		{"the OOM signal came before the program's exit", ending{started: true, oomKilled: true}, oomKill, api.ReasonMemory, "none", "SIGKILL"},
+		{"the OOM signal without a count (usage unreadable)", ending{started: true, oomKilled: true}, cgroup.Usage{}, api.ReasonMemory, "none", "SIGKILL"},
+		{"the init was OOM-killed", ending{started: true, lost: true}, oomKill, api.ReasonMemory, "none", "SIGKILL"},
+		{"the deadline came first", ending{started: true, timedOut: true}, oomKill, api.ReasonTimeout, "none", "SIGKILL"},
+		{"a stop came first", ending{started: true, stopped: true}, oomKill, api.ReasonStopped, "none", "SIGKILL"},
+		{"no OOM kill, exit 0", ending{started: true, exited: true, ws: exited0}, cgroup.Usage{}, api.ReasonNone, "0", ""},
+		{"no OOM kill, killed by a signal", ending{started: true, exited: true, ws: killedBy9}, cgroup.Usage{}, api.ReasonError, "none", "SIGKILL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := &api.Result{Network: api.NetworkReport{Mode: api.NetworkNone}}
+			spec := Spec{MemoryBytes: 256 << 20, Timeout: time.Second}
+			(&Launcher{}).classify(res, tt.e, tt.usage, spec)
+			if res.Reason != tt.wantReason || exitCode(res) != tt.wantCode || res.Signal != tt.wantSignal {
+				t.Errorf("got reason %q exit code %s signal %q, want %q %s %q (message %q)",
+					res.Reason, exitCode(res), res.Signal, tt.wantReason, tt.wantCode, tt.wantSignal, res.Message)
+			}
+			if tt.wantReason == api.ReasonMemory && !strings.Contains(res.Message, "memory limit of 256 MiB") {
+				t.Errorf("message: got %q, want it to name the 256 MiB limit", res.Message)
+			}
+		})
+	}
+}
