@@ -256,18 +256,21 @@ const (
 
 // Default returns the policy every run gets: an allowlist of what CPython, Node
 // and a shell need, and what brig's own init needs once the filter is on (fork,
-// exec and wait as a reaper), with unknown calls failing as ENOSYS and the
-// dangerous known ones as EPERM.
+// exec and wait as a reaper). Calls the table denies on purpose fail with
+// EPERM, so a program reports a refusal rather than take an old-kernel path;
+// sync, syncfs and changes of RLIMIT_CORE succeed without acting (Ignore).
 //
-// Left out on purpose, so ENOSYS: Linux AIO (io_setup and friends; callers fall
-// back to threads), NUMA placement (mbind, get_mempolicy, set_mempolicy,
-// migrate_pages, move_pages), modify_ldt and set_thread_area, real-time
-// scheduling (sched_setparam, sched_setscheduler, sched_setattr), ioprio_get and
-// ioprio_set, process_mrelease, memfd_secret, cachestat, map_shadow_stack, and
-// the obsolete (uselib, ustat, sysfs, _sysctl, remap_file_pages). A call newer
-// than the libseccomp that compiles the table (2.5.4 knows up to futex_requeue,
-// Linux 6.7) cannot be named at all and also gets ENOSYS, so its callers take
-// their older path.
+// ENOSYS is kept for three kinds of call: clone3, so that glibc falls back to
+// clone(2), whose flags the filter reads; the calls Linux declares on x86_64
+// but never implemented (tuxcall, security, vserver, afs_syscall, getpmsg,
+// putpmsg, create_module, get_kernel_syms, query_module, epoll_ctl_old,
+// epoll_wait_old), for which the kernel itself answers ENOSYS; and unknown
+// numbers. A call newer than the libseccomp that compiles the table (2.5.4
+// knows up to futex_requeue, Linux 6.7) cannot be named at all and so is
+// unknown, and its callers take their older path.
+//
+// The differences from Docker's default profile, and why, are listed above
+// defaultRules.
 func Default() Policy {
 	return Policy{
 		// ENOSYS rather than EPERM for unknown calls: a program probing a call that
@@ -318,6 +321,65 @@ func spawnerClone() Rule {
 			"never reach the program, which loads Default before it execs."}
 }
 
+// Differences from Docker's default seccomp profile (moby's
+// profiles/seccomp/default.json as of 2026, for amd64 and Docker's default
+// capability set; calls only i386 or other architectures have are left out).
+// Where Docker gates a call on a capability its default set lacks, it answers
+// EPERM like brig, and that is no difference.
+//
+// Docker allows, brig denies (EPERM):
+//   - ptrace, process_vm_readv, process_vm_writev: Docker allows them on
+//     4.8+ kernels, where ptrace can no longer bypass seccomp. brig denies
+//     them: all of a run's processes share one uid and filter, so there is
+//     nothing a run needs to trace, and debuggers are not its business.
+//   - inotify_*, fanotify_mark, mq_*: per-uid limits and whole-mount watches
+//     (see their rules).
+//   - shm*, sem*, msg*: System V IPC objects outlive their creator.
+//   - name_to_handle_at: only useful with open_by_handle_at, which both deny.
+//   - chroot: Docker's default capabilities include CAP_SYS_CHROOT, a run has
+//     no capability at all; denied rather than left to fail in the kernel.
+//   - adjtimex, clock_adjtime: Docker allows the read-only forms (modes 0);
+//     brig denies the calls whole, the clock is the host's.
+//   - modify_ldt, get_thread_area, set_thread_area: i386 segment calls.
+//   - memfd_secret, cachestat, process_mrelease, map_shadow_stack: see their
+//     rule; cachestat in particular shows what other runs read.
+//   - remap_file_pages: obsolete and emulated.
+//   - socket beyond AF_UNIX, AF_INET and AF_INET6 with the stream, datagram
+//     and seqpacket types and the protocols of their rule (Docker allows
+//     every family but AF_ALG and AF_VSOCK, raw sockets included, since its
+//     CAP_NET_RAW governs them); socketpair beyond AF_UNIX.
+//   - setsockopt(SOL_TCP, TCP_ULP): loads kernel TLS.
+//   - ioctl TIOCSTI and TIOCLINUX: reach the terminal of whoever started brig.
+//   - personality beyond PER_LINUX and the query: Docker also allows
+//     PER_LINUX32 and UNAME26, which only 32-bit or old programs want.
+//   - sched_setscheduler with a real-time policy or SCHED_RESET_ON_FORK:
+//     Docker leaves it to CAP_SYS_NICE and RLIMIT_RTPRIO; brig checks the
+//     argument too, so a raised RLIMIT_RTPRIO could not undo it.
+//   - prlimit64 setting RLIMIT_CORE while reading the old value (below).
+//
+// Docker allows, brig succeeds without acting (Ignore):
+//   - sync, syncfs: host-wide writeback.
+//   - setrlimit and prlimit64 changing RLIMIT_CORE: the jail's RLIMIT_CORE of
+//     1 keeps a crash from starting the host's core_pattern pipe.
+//
+// Docker allows, brig answers ENOSYS:
+//   - epoll_ctl_old, epoll_wait_old: never implemented on x86_64; the kernel
+//     answers ENOSYS too.
+//   - listmount, statmount, mseal, the *xattrat calls, uretprobe: newer than
+//     libseccomp 2.5.4, so unknown to the table; their callers fall back.
+//
+// Docker denies (EPERM), brig allows:
+//   - get_mempolicy, set_mempolicy, set_mempolicy_home_node, mbind: Docker
+//     allows them only with CAP_SYS_NICE. brig allows them for numeric
+//     libraries; they place only the caller's memory, within its cpuset.
+//
+// Docker denies (EPERM), brig answers ENOSYS:
+//   - calls Linux never implemented on x86_64 (tuxcall, security, vserver,
+//     and the like) and unknown numbers: Docker's default action is EPERM,
+//     brig's is ENOSYS, so that a probe of a call newer than the table takes
+//     its old-kernel path.
+//
+// Both answer ENOSYS to clone3, and both deny new namespaces through clone.
 func defaultRules() []Rule {
 	return []Rule{
 		// ---- Files, directories and descriptors.
