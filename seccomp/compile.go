@@ -35,9 +35,9 @@ const (
 	instructionSize = int(unsafe.Sizeof(unix.SockFilter{}))
 	// maxBranchesPerCall bounds the libseccomp rules one call's conditions expand
 	// to, so that a careless Cond cannot blow the program past maxInstructions.
-	// Default's largest is socket, whose per-family protocols expand to 158
-	// (about 590 instructions, reached only by socket(2) calls).
-	maxBranchesPerCall = 256
+	// Default's largest is socket, whose per-family protocols expand to 97
+	// (about 310 instructions, reached only by socket(2) calls).
+	maxBranchesPerCall = 128
 	// optimizeBinaryTree is libseccomp's SCMP_FLTATR_CTL_OPTIMIZE level 2: the
 	// filter finds the call number by binary search instead of comparing it with
 	// every rule in turn, so a call costs about log2(#calls) jumps, not hundreds.
@@ -442,8 +442,13 @@ func intersect(a, b comparison) ([]comparison, error) {
 		return []comparison{block(a.arg, a.mask|b.mask, a.value|b.value)}, nil
 	case ranged(a) && ranged(b):
 		lo, hi := max(a.lowest(), b.lowest()), min(a.highest(), b.highest())
-		if lo > hi {
+		switch {
+		case lo > hi:
 			return nil, nil
+		case lo == 0: // a or b is Less and the other no tighter
+			return []comparison{{arg: a.arg, op: libseccomp.CompareLess, value: hi + 1}}, nil
+		case hi == ^uint64(0):
+			return []comparison{{arg: a.arg, op: libseccomp.CompareGreater, value: lo - 1}}, nil
 		}
 		return blocks(a.arg, lo, hi), nil
 	case ranged(a) && b.op == libseccomp.CompareMaskedEqual, ranged(b) && a.op == libseccomp.CompareMaskedEqual:

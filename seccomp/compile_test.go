@@ -54,7 +54,7 @@ func TestCompileRejectsInvalidPolicy(t *testing.T) {
 		{"every case is else", Policy{Default: NoSys, Rules: []Rule{{Names: []string{"read"}, Else: Deny,
 			Cases: []Case{{Action: Deny, When: []Cond{{Arg: 1, Op: In, Values: []uint64{0}}}}}}}}},
 		{"too many branches", Policy{Default: NoSys, Rules: []Rule{{Names: []string{"read"}, Action: Allow, Else: Deny,
-			When: []Cond{{Arg: 0, Mask: 0xffffffff, Op: NotIn, Values: []uint64{0x12345678, 0x87654321, 0x0f0f0f0f, 0xf0f0f0f0, 0x55aa55aa, 0xaa55aa55, 0x01010101, 0x10101010, 0x3c3c3c3c, 0xc3c3c3c3}}}}}}},
+			When: []Cond{{Arg: 0, Mask: 0xffffffff, Op: NotIn, Values: []uint64{0x12345678, 0x87654321, 0x0f0f0f0f, 0xf0f0f0f0, 0x55aa55aa}}}}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

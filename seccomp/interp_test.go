@@ -531,3 +531,58 @@ func TestSpawnerClone(t *testing.T) {
 		})
 	}
 }
+
+// TestCasesFirstMatchWins checks the semantics of a rule's Cases, in the table
+// and in the compiled program: the first case that holds decides, so an earlier
+// case carves an exception out of a later one, and cases that compare the same
+// argument in different ways compile without overlaps.
+func TestCasesFirstMatchWins(t *testing.T) {
+	p := Policy{Default: NoSys, Rules: []Rule{{
+		Names: []string{"getpid"},
+		Cases: []Case{
+			{Action: Deny, When: []Cond{{Arg: 0, Op: In, Values: []uint64{5}}}},
+			{Action: Ignore, When: []Cond{{Arg: 0, Op: In, Values: []uint64{4, 5, 6}}, {Arg: 1, Mask: 0xff, Op: NotIn, Values: []uint64{9}}}},
+			{Action: Allow, When: []Cond{{Arg: 1, Mask: 0xff, Op: In, Values: []uint64{9}}}},
+		},
+		Else:    Deny,
+		Comment: "test",
+	}}}
+	prog, err := Compile(p)
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	v := newVM(t, prog)
+	tests := []struct {
+		name string
+		args [6]uint64
+		want Action
+	}{
+		{"carved out before the second case", [6]uint64{5, 0}, Deny},
+		{"second case", [6]uint64{4, 0}, Ignore},
+		{"second case, high bits on arg 1", [6]uint64{6, 1 << 32}, Ignore},
+		{"second case fails on arg 1, third holds", [6]uint64{4, 9}, Allow},
+		{"second case fails on arg 1 with high bits, third holds", [6]uint64{4, 1<<32 | 9}, Allow},
+		{"first case before the third", [6]uint64{5, 9}, Deny},
+		{"third case alone", [6]uint64{0x13, 0xffffffff00000009}, Allow},
+		{"no case", [6]uint64{7, 0}, Deny},
+		{"no case, arg 1 near", [6]uint64{7, 8}, Deny},
+		{"no case, zero", [6]uint64{0, 0}, Deny},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := p.action("getpid", tt.args); got != tt.want {
+				t.Errorf("table: got %v, want %v", got, tt.want)
+			}
+			if got, want := v.run(t, unix.AUDIT_ARCH_X86_64, unix.SYS_GETPID, tt.args), actionRet(tt.want); got != want {
+				t.Errorf("program: got %s, want %s", retName(got), retName(want))
+			}
+		})
+	}
+	// And everywhere around the boundaries, the program agrees with the table.
+	for _, args := range ruleArgSets(p.Rules[0], rand.New(rand.NewPCG(3, 4))) {
+		want := actionRet(p.action("getpid", args))
+		if got := v.run(t, unix.AUDIT_ARCH_X86_64, unix.SYS_GETPID, args); got != want {
+			t.Errorf("getpid%#x: got %s, want %s", args, retName(got), retName(want))
+		}
+	}
+}
