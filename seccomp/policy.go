@@ -402,10 +402,10 @@ func defaultRules() []Rule {
 			"lremovexattr", "fremovexattr",
 		}},
 		{Action: Ignore, Names: []string{"sync", "syncfs"},
-			Comment: "sync writes back every dirty page of the host and syncfs every " +
-				"dirty page of a filesystem the run shares with the host (the overlay " +
-				"pushes it to the host's upper filesystem): one run could make the " +
-				"whole machine wait on its disks. A run's files are scratch that dies " +
+			Comment: "sync writes back every dirty page of the host, and syncfs " +
+				"every dirty page of the filesystem a descriptor lies on, which can " +
+				"be the host's own (a file of the read-only /usr binds): one run " +
+				"could make the whole machine wait on its disks. A run's files are scratch that dies " +
 				"with it, so there is nothing it needs made durable: both return 0 " +
 				"and do nothing. fsync and fdatasync, which flush one file of the " +
 				"caller's, stay allowed."},
