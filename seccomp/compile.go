@@ -35,6 +35,8 @@ const (
 	instructionSize = int(unsafe.Sizeof(unix.SockFilter{}))
 	// maxBranchesPerCall bounds the libseccomp rules one call's conditions expand
 	// to, so that a careless Cond cannot blow the program past maxInstructions.
+	// Default's largest is socket, whose per-family protocols expand to 97
+	// (about 310 instructions, reached only by socket(2) calls).
 	maxBranchesPerCall = 128
 	// optimizeBinaryTree is libseccomp's SCMP_FLTATR_CTL_OPTIMIZE level 2: the
 	// filter finds the call number by binary search instead of comparing it with
@@ -180,6 +182,9 @@ func (a Action) libseccomp() libseccomp.ScmpAction {
 		return libseccomp.ActErrno.SetReturnCode(int16(unix.EPERM))
 	case NoSys:
 		return libseccomp.ActErrno.SetReturnCode(int16(unix.ENOSYS))
+	case Ignore:
+		// The kernel skips the call and returns -0: success, nothing done.
+		return libseccomp.ActErrno.SetReturnCode(0)
 	}
 	// validate rejects every other value before libseccomp sees it.
 	panic(fmt.Sprintf("seccomp: unvalidated action %v", a))
@@ -209,6 +214,10 @@ func (r Rule) validate() error {
 	switch {
 	case len(r.Names) == 0:
 		return fmt.Errorf("names no call: %w", ErrInvalidPolicy)
+	case len(r.When) > 0 && len(r.Cases) > 0:
+		return fmt.Errorf("has both When and Cases: %w", ErrInvalidPolicy)
+	case len(r.Cases) > 0:
+		return r.validateCases()
 	case !r.Action.valid():
 		return fmt.Errorf("action %v: %w", r.Action, ErrInvalidPolicy)
 	case len(r.When) == 0 && r.Else != actionUnset:
@@ -216,8 +225,40 @@ func (r Rule) validate() error {
 	case len(r.When) > 0 && (!r.Else.valid() || r.Else == r.Action):
 		return fmt.Errorf("Else %v must be a valid action other than Action %v: %w", r.Else, r.Action, ErrInvalidPolicy)
 	}
+	return validateConds(r.When)
+}
+
+func (r Rule) validateCases() error {
+	if r.Action != actionUnset {
+		return fmt.Errorf("has Action %v and Cases (each case has its action): %w", r.Action, ErrInvalidPolicy)
+	}
+	if !r.Else.valid() {
+		return fmt.Errorf("Else %v with Cases: %w", r.Else, ErrInvalidPolicy)
+	}
+	differs := false
+	for i, c := range r.Cases {
+		if !c.Action.valid() {
+			return fmt.Errorf("case %d: action %v: %w", i, c.Action, ErrInvalidPolicy)
+		}
+		if len(c.When) == 0 {
+			return fmt.Errorf("case %d: no conditions (a case that always holds is Else): %w", i, ErrInvalidPolicy)
+		}
+		if err := validateConds(c.When); err != nil {
+			return fmt.Errorf("case %d: %w", i, err)
+		}
+		// A case with Else's action is an exception carved out of a later
+		// case; but if every case has it, the rule is unconditional.
+		differs = differs || c.Action != r.Else
+	}
+	if !differs {
+		return fmt.Errorf("every case has Else's action %v: %w", r.Else, ErrInvalidPolicy)
+	}
+	return nil
+}
+
+func validateConds(when []Cond) error {
 	var args [6]bool
-	for _, c := range r.When {
+	for _, c := range when {
 		if c.Arg < 0 || c.Arg >= len(args) {
 			return fmt.Errorf("argument %d out of 0..5: %w", c.Arg, ErrInvalidPolicy)
 		}
@@ -286,45 +327,177 @@ func (b branch) add(f *libseccomp.ScmpFilter, call libseccomp.ScmpSyscall) error
 // branches expands r into libseccomp rules that never overlap, so that no
 // argument values match two rules with different actions. libseccomp has no
 // "otherwise" and resolves overlaps by merging its decision tree, which is not a
-// semantics to review a sandbox by. With conditions C1..Cn the branches are:
-// Action when all of C1..Cn hold, and for each k, Else when C1..Ck-1 hold and
-// Ck fails. Each "holds" or "fails" is itself a set of disjoint single-argument
-// comparisons (see Cond.hits and Cond.misses), and the branches are their
-// cross products.
+// semantics to review a sandbox by.
+//
+// The expansion keeps a list of open conjunctions: disjoint sets of comparisons
+// that together match exactly the calls no earlier case took (at first, one
+// empty conjunction: every call). A case with conditions C1..Cn splits each
+// open conjunction into the part where all of C1..Cn hold, which gets the
+// case's action, and for each k the part where C1..Ck-1 hold and Ck fails,
+// which stays open for the next case. What is open after the last case gets
+// Else. Each "holds" or "fails" is itself a set of disjoint single-argument
+// comparisons (see Cond.hits and Cond.misses); adding one to a conjunction that
+// already compares the same argument intersects the two (see intersect), since
+// libseccomp compares an argument once per rule.
 func (r Rule) branches() ([]branch, error) {
-	if len(r.When) == 0 {
+	cases := r.cases()
+	if len(cases) == 0 {
 		return []branch{{action: r.Action}}, nil
 	}
 	var out []branch
-	prefixes := [][]comparison{nil} // all ways for the conditions so far to hold
-	for _, c := range r.When {
-		holds, fails := c.hits(), c.misses()
-		if c.Op == NotIn {
-			holds, fails = fails, holds
+	open := [][]comparison{nil}
+	for _, c := range cases {
+		var next [][]comparison
+		for _, conj := range open {
+			holds := [][]comparison{conj} // all ways for the conditions so far to hold
+			for _, cond := range c.When {
+				hits, misses := cond.hits(), cond.misses()
+				if cond.Op == NotIn {
+					hits, misses = misses, hits
+				}
+				fails, err := cross(holds, misses)
+				if err != nil {
+					return nil, fmt.Errorf("rule %v: %w", r.Names, err)
+				}
+				next = append(next, fails...)
+				if holds, err = cross(holds, hits); err != nil {
+					return nil, fmt.Errorf("rule %v: %w", r.Names, err)
+				}
+			}
+			for _, cmps := range holds {
+				out = append(out, branch{action: c.Action, cmps: cmps})
+			}
+			if len(out)+len(next) > maxBranchesPerCall {
+				return nil, fmt.Errorf("rule %v: conditions expand to over %d libseccomp rules per call: %w",
+					r.Names, maxBranchesPerCall, ErrInvalidPolicy)
+			}
 		}
-		for _, cmps := range cross(prefixes, fails) {
-			out = append(out, branch{action: r.Else, cmps: cmps})
-		}
-		prefixes = cross(prefixes, holds)
-		if len(out)+len(prefixes) > maxBranchesPerCall {
-			return nil, fmt.Errorf("rule %v: conditions expand to over %d libseccomp rules per call: %w",
-				r.Names, maxBranchesPerCall, ErrInvalidPolicy)
-		}
+		open = next
 	}
-	for _, cmps := range prefixes {
-		out = append(out, branch{action: r.Action, cmps: cmps})
+	for _, cmps := range open {
+		out = append(out, branch{action: r.Else, cmps: cmps})
 	}
 	return out, nil
 }
 
-func cross(prefixes [][]comparison, cmps []comparison) [][]comparison {
+// cross is every conjunction of prefixes extended with every one of cmps, the
+// empty ones (an argument that cannot meet both comparisons) left out.
+func cross(prefixes [][]comparison, cmps []comparison) ([][]comparison, error) {
 	var out [][]comparison
 	for _, p := range prefixes {
 		for _, c := range cmps {
-			out = append(out, append(slices.Clip(p), c))
+			ext, err := and(p, c)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ext...)
 		}
 	}
-	return out
+	return out, nil
+}
+
+// and is the conjunction conj ∧ c as disjoint conjunctions, each comparing an
+// argument at most once.
+func and(conj []comparison, c comparison) ([][]comparison, error) {
+	i := slices.IndexFunc(conj, func(x comparison) bool { return x.arg == c.arg })
+	if i < 0 {
+		return [][]comparison{append(slices.Clip(conj), c)}, nil
+	}
+	parts, err := intersect(conj[i], c)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]comparison, 0, len(parts))
+	for _, p := range parts {
+		ext := slices.Clone(conj)
+		ext[i] = p
+		out = append(out, ext)
+	}
+	return out, nil
+}
+
+// intersect is the set of argument values both a and b (on the same argument)
+// match, as disjoint comparisons: none if they share no value. A less-than or
+// greater-than meeting a partial mask is first cut into aligned blocks, each a
+// masked comparison, since two masked comparisons always meet in one.
+func intersect(a, b comparison) ([]comparison, error) {
+	if a.op == libseccomp.CompareEqual || b.op == libseccomp.CompareEqual {
+		eq, other := a, b
+		if eq.op != libseccomp.CompareEqual {
+			eq, other = b, a
+		}
+		if other.matches(eq.value) {
+			return []comparison{eq}, nil
+		}
+		return nil, nil
+	}
+	ranged := func(c comparison) bool {
+		return c.op == libseccomp.CompareLess || c.op == libseccomp.CompareGreater
+	}
+	switch {
+	case a.op == libseccomp.CompareMaskedEqual && b.op == libseccomp.CompareMaskedEqual:
+		if (a.value^b.value)&a.mask&b.mask != 0 {
+			return nil, nil
+		}
+		return []comparison{block(a.arg, a.mask|b.mask, a.value|b.value)}, nil
+	case ranged(a) && ranged(b):
+		lo, hi := max(a.lowest(), b.lowest()), min(a.highest(), b.highest())
+		switch {
+		case lo > hi:
+			return nil, nil
+		case lo == 0: // a or b is Less and the other no tighter
+			return []comparison{{arg: a.arg, op: libseccomp.CompareLess, value: hi + 1}}, nil
+		case hi == ^uint64(0):
+			return []comparison{{arg: a.arg, op: libseccomp.CompareGreater, value: lo - 1}}, nil
+		}
+		return blocks(a.arg, lo, hi), nil
+	case ranged(a) && b.op == libseccomp.CompareMaskedEqual, ranged(b) && a.op == libseccomp.CompareMaskedEqual:
+		r, m := a, b
+		if !ranged(r) {
+			r, m = b, a
+		}
+		var out []comparison
+		for _, blk := range blocks(r.arg, r.lowest(), r.highest()) {
+			parts, err := intersect(blk, m)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, parts...)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("intersecting comparisons %v and %v of argument %d: %w", a.op, b.op, a.arg, ErrInvalidPolicy)
+}
+
+// lowest and highest bound the values a less-than or greater-than comparison
+// matches.
+func (c comparison) lowest() uint64 {
+	if c.op == libseccomp.CompareGreater {
+		return c.value + 1
+	}
+	return 0
+}
+
+func (c comparison) highest() uint64 {
+	if c.op == libseccomp.CompareLess {
+		return c.value - 1
+	}
+	return ^uint64(0)
+}
+
+// matches evaluates a comparison the way the compiled filter does.
+func (c comparison) matches(x uint64) bool {
+	switch c.op {
+	case libseccomp.CompareEqual:
+		return x == c.value
+	case libseccomp.CompareLess:
+		return x < c.value
+	case libseccomp.CompareGreater:
+		return x > c.value
+	case libseccomp.CompareMaskedEqual:
+		return x&c.mask == c.value
+	}
+	panic("comparison op the expansion never emits: " + c.op.String())
 }
 
 // hits are disjoint comparisons that together match exactly the argument values
@@ -376,31 +549,36 @@ func (c Cond) misses() []comparison {
 // rangeMisses covers the gaps around the sorted whole-register values: below the
 // first, above the last, and each gap between as aligned power-of-two blocks.
 func (c Cond) rangeMisses(vals []uint64) []comparison {
+	arg := uint(c.Arg)
 	var out []comparison
 	if vals[0] > 0 {
-		out = append(out, comparison{arg: uint(c.Arg), op: libseccomp.CompareLess, value: vals[0]})
+		out = append(out, comparison{arg: arg, op: libseccomp.CompareLess, value: vals[0]})
 	}
 	for i := 0; i+1 < len(vals); i++ {
 		if vals[i]+1 < vals[i+1] {
-			out = append(out, c.blocks(vals[i]+1, vals[i+1]-1)...)
+			out = append(out, blocks(arg, vals[i]+1, vals[i+1]-1)...)
 		}
 	}
 	if last := vals[len(vals)-1]; last < ^uint64(0) {
-		out = append(out, comparison{arg: uint(c.Arg), op: libseccomp.CompareGreater, value: last})
+		out = append(out, comparison{arg: arg, op: libseccomp.CompareGreater, value: last})
 	}
 	return out
 }
 
-// blocks covers lo..hi inclusive (lo > 0) with aligned power-of-two blocks, each
-// one masked comparison.
-func (c Cond) blocks(lo, hi uint64) []comparison {
+// blocks covers lo..hi inclusive with aligned power-of-two blocks, each one
+// masked comparison: at most two per bit of the register.
+func blocks(arg uint, lo, hi uint64) []comparison {
 	var out []comparison
 	for {
-		size := lo & -lo // the largest block aligned at lo
-		for size-1 > hi-lo {
-			size >>= 1
+		size := lo & -lo // the largest block aligned at lo; zero means 2^64
+		for size-1 > hi-lo || size == 0 && hi-lo != ^uint64(0) {
+			if size == 0 {
+				size = 1 << 63
+			} else {
+				size >>= 1
+			}
 		}
-		out = append(out, c.block(^(size-1), lo))
+		out = append(out, block(arg, ^(size-1), lo))
 		if hi-lo == size-1 {
 			return out
 		}
@@ -410,9 +588,11 @@ func (c Cond) blocks(lo, hi uint64) []comparison {
 
 // block is the comparison arg & mask == value, written as plain equality when
 // mask is the whole register.
-func (c Cond) block(mask, value uint64) comparison {
+func (c Cond) block(mask, value uint64) comparison { return block(uint(c.Arg), mask, value) }
+
+func block(arg uint, mask, value uint64) comparison {
 	if mask == ^uint64(0) {
-		return comparison{arg: uint(c.Arg), op: libseccomp.CompareEqual, value: value}
+		return comparison{arg: arg, op: libseccomp.CompareEqual, value: value}
 	}
-	return comparison{arg: uint(c.Arg), op: libseccomp.CompareMaskedEqual, mask: mask, value: value}
+	return comparison{arg: arg, op: libseccomp.CompareMaskedEqual, mask: mask, value: value}
 }

@@ -38,6 +38,21 @@ func TestCompileRejectsInvalidPolicy(t *testing.T) {
 			When: []Cond{{Arg: 0, Mask: 0xff, Op: In, Values: []uint64{0x100}}}}}}},
 		{"value twice", Policy{Default: NoSys, Rules: []Rule{{Names: []string{"read"}, Action: Allow, Else: Deny,
 			When: []Cond{{Arg: 0, Op: In, Values: []uint64{3, 3}}}}}}},
+		{"when and cases", Policy{Default: NoSys, Rules: []Rule{{Names: []string{"read"}, Else: Deny,
+			When:  []Cond{{Arg: 0, Op: In, Values: []uint64{0}}},
+			Cases: []Case{{Action: Allow, When: []Cond{{Arg: 1, Op: In, Values: []uint64{0}}}}}}}}},
+		{"cases with action", Policy{Default: NoSys, Rules: []Rule{{Names: []string{"read"}, Action: Allow, Else: Deny,
+			Cases: []Case{{Action: Allow, When: []Cond{{Arg: 1, Op: In, Values: []uint64{0}}}}}}}}},
+		{"cases without else", Policy{Default: NoSys, Rules: []Rule{{Names: []string{"read"},
+			Cases: []Case{{Action: Allow, When: []Cond{{Arg: 1, Op: In, Values: []uint64{0}}}}}}}}},
+		{"case without conditions", Policy{Default: NoSys, Rules: []Rule{{Names: []string{"read"}, Else: Deny,
+			Cases: []Case{{Action: Allow}}}}}},
+		{"case without action", Policy{Default: NoSys, Rules: []Rule{{Names: []string{"read"}, Else: Deny,
+			Cases: []Case{{When: []Cond{{Arg: 1, Op: In, Values: []uint64{0}}}}}}}}},
+		{"case checks an argument twice", Policy{Default: NoSys, Rules: []Rule{{Names: []string{"read"}, Else: Deny,
+			Cases: []Case{{Action: Allow, When: []Cond{{Arg: 1, Op: In, Values: []uint64{0}}, {Arg: 1, Op: In, Values: []uint64{1}}}}}}}}},
+		{"every case is else", Policy{Default: NoSys, Rules: []Rule{{Names: []string{"read"}, Else: Deny,
+			Cases: []Case{{Action: Deny, When: []Cond{{Arg: 1, Op: In, Values: []uint64{0}}}}}}}}},
 		{"too many branches", Policy{Default: NoSys, Rules: []Rule{{Names: []string{"read"}, Action: Allow, Else: Deny,
 			When: []Cond{{Arg: 0, Mask: 0xffffffff, Op: NotIn, Values: []uint64{0x12345678, 0x87654321, 0x0f0f0f0f, 0xf0f0f0f0, 0x55aa55aa}}}}}}},
 	}
@@ -97,19 +112,61 @@ func TestCondExpansion(t *testing.T) {
 	}
 }
 
-// matches evaluates a comparison the way the compiled filter does.
-func (c comparison) matches(x uint64) bool {
-	switch c.op {
-	case libseccomp.CompareEqual:
-		return x == c.value
-	case libseccomp.CompareLess:
-		return x < c.value
-	case libseccomp.CompareGreater:
-		return x > c.value
-	case libseccomp.CompareMaskedEqual:
-		return x&c.mask == c.value
+// TestIntersect checks the other claim the expansion rests on: intersect(a, b)
+// is disjoint comparisons that together match exactly the values both a and b
+// match.
+func TestIntersect(t *testing.T) {
+	eq := func(v uint64) comparison { return comparison{op: libseccomp.CompareEqual, value: v} }
+	lt := func(v uint64) comparison { return comparison{op: libseccomp.CompareLess, value: v} }
+	gt := func(v uint64) comparison { return comparison{op: libseccomp.CompareGreater, value: v} }
+	masked := func(m, v uint64) comparison { return comparison{op: libseccomp.CompareMaskedEqual, mask: m, value: v} }
+	tests := []struct {
+		name string
+		a, b comparison
+	}{
+		{"equal, equal same", eq(2), eq(2)},
+		{"equal, equal other", eq(2), eq(10)},
+		{"equal, less", eq(2), lt(10)},
+		{"equal below greater", eq(2), gt(10)},
+		{"equal, masked", eq(0x105), masked(0xf, 5)},
+		{"less, less", lt(10), lt(3)},
+		{"greater, greater", gt(1), gt(2)},
+		{"greater, less, a gap", gt(2), lt(10)},
+		{"greater, less, adjacent", gt(1), lt(2)},
+		{"greater, less, top", gt(0xffff), lt(^uint64(0))},
+		{"less, masked", lt(0x30), masked(0xf, 5)},
+		{"greater, masked high bit", gt(7), masked(1<<63, 1<<63)},
+		{"masked, masked agree", masked(0xf, 5), masked(0xf0, 0x30)},
+		{"masked, masked overlap agree", masked(0xff, 0x35), masked(0xf0f, 0x5)},
+		{"masked, masked disagree", masked(0xf, 5), masked(0x3, 2)},
 	}
-	panic("comparison op the expansion never emits: " + c.op.String())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parts, err := intersect(tt.a, tt.b)
+			if err != nil {
+				t.Fatalf("intersect: %v", err)
+			}
+			var xs []uint64
+			for _, c := range []comparison{tt.a, tt.b} {
+				xs = append(xs, boundaryValues(Cond{Op: In, Values: []uint64{c.value}, Mask: c.mask})...)
+			}
+			for _, x := range xs {
+				n := 0
+				for _, p := range parts {
+					if p.matches(x) {
+						n++
+					}
+				}
+				want := 0
+				if tt.a.matches(x) && tt.b.matches(x) {
+					want = 1
+				}
+				if n != want {
+					t.Errorf("value %#x: got %d of %d parts matching, want %d", x, n, len(parts), want)
+				}
+			}
+		})
+	}
 }
 
 // boundaryValues are argument values on and around the edges of c: each value, its
@@ -195,6 +252,7 @@ func TestParseAction(t *testing.T) {
 		{"allow", "allow", Allow, false},
 		{"deny", "deny", Deny, false},
 		{"nosys", "nosys", NoSys, false},
+		{"ignore", "ignore", Ignore, false},
 		{"unset is not an action", "unset", actionUnset, true},
 		{"capitalised", "Allow", actionUnset, true},
 		{"empty", "", actionUnset, true},
@@ -244,13 +302,43 @@ func TestParseOp(t *testing.T) {
 	}
 }
 
-// TestDefaultRulesExplained holds the table to its promise of a comment on every
-// non-obvious entry: every denial, every ENOSYS and every argument check.
+// TestDefaultRulesExplained holds the tables to their promise of a comment on
+// every non-obvious entry: every denial, every ENOSYS, every ignored call and
+// every argument check or list of cases.
 func TestDefaultRulesExplained(t *testing.T) {
-	for _, r := range Default().Rules {
-		if (r.Action != Allow || len(r.When) > 0) && r.Comment == "" {
-			t.Errorf("rule %v (%v): got no Comment, want one saying why", r.Names, r.Action)
+	for name, p := range map[string]Policy{"Default": Default(), "Spawner": Spawner()} {
+		for _, r := range p.Rules {
+			if !explained(r) {
+				t.Errorf("%s rule %v (%v): got no Comment, want one saying why", name, r.Names, r.Action)
+			}
 		}
+	}
+}
+
+func explained(r Rule) bool {
+	return r.Comment != "" || r.Action == Allow && len(r.When) == 0 && len(r.Cases) == 0
+}
+
+// TestExplainedCatchesBareRules checks the check: a bare rule of each
+// non-obvious shape fails it.
+func TestExplainedCatchesBareRules(t *testing.T) {
+	cond := []Cond{{Arg: 0, Op: In, Values: []uint64{0}}}
+	tests := []struct {
+		name string
+		rule Rule
+	}{
+		{"deny", Rule{Names: []string{"read"}, Action: Deny}},
+		{"nosys", Rule{Names: []string{"read"}, Action: NoSys}},
+		{"ignore", Rule{Names: []string{"read"}, Action: Ignore}},
+		{"argument check", Rule{Names: []string{"read"}, Action: Allow, When: cond, Else: Deny}},
+		{"cases", Rule{Names: []string{"read"}, Cases: []Case{{Action: Allow, When: cond}}, Else: Deny}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if explained(tt.rule) {
+				t.Errorf("got explained, want a missing comment caught")
+			}
+		})
 	}
 }
 

@@ -3,10 +3,15 @@
 // to a classic BPF seccomp filter, and the loading of that filter.
 //
 // The policy is an allowlist. A call the table does not name fails with ENOSYS,
-// as on a kernel without it; a call the table denies fails with EPERM; a call
-// from a foreign ABI (i386 through int 0x80, x32) kills the process. Calls whose
-// danger depends on their arguments (clone, socket, ioctl, personality) are
-// allowed or denied by argument. Default documents the choices.
+// as on a kernel without it; a call the table denies fails with EPERM; a few
+// succeed without acting (sync, and changes of RLIMIT_CORE); a call from a
+// foreign ABI (i386 through int 0x80, x32) kills the process. Calls whose danger
+// depends on their arguments (clone, socket, setsockopt, ioctl, personality,
+// sched_setscheduler, setrlimit, prlimit64) are decided by argument, where
+// needed through an ordered list of cases. Default documents the choices and
+// how they differ from Docker's default profile. Spawner is Default with one
+// more clone, into a new user namespace, for the init thread that starts the
+// program.
 //
 // Compiling needs cgo and libseccomp, so it happens once in the supervisor;
 // libseccomp lays the call numbers out as a binary tree (optimize level 2) so a

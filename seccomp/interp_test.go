@@ -5,7 +5,9 @@ package seccomp
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	libseccomp "github.com/seccomp/libseccomp-golang"
@@ -21,6 +23,7 @@ const (
 	retAllow       = unix.SECCOMP_RET_ALLOW
 	retEPERM       = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
 	retENOSYS      = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	retIgnore      = unix.SECCOMP_RET_ERRNO // errno 0: the call returns 0 unrun
 	retKillProcess = unix.SECCOMP_RET_KILL_PROCESS
 )
 
@@ -34,6 +37,8 @@ func retName(r uint32) string {
 		return "ERRNO(EPERM)"
 	case retENOSYS:
 		return "ERRNO(ENOSYS)"
+	case retIgnore:
+		return "ERRNO(0)"
 	case retKillProcess:
 		return "KILL_PROCESS"
 	}
@@ -48,6 +53,8 @@ func actionRet(a Action) uint32 {
 		return retEPERM
 	case NoSys:
 		return retENOSYS
+	case Ignore:
+		return retIgnore
 	}
 	panic(fmt.Sprintf("no return value for %v", a))
 }
@@ -163,6 +170,20 @@ var deniedCalls = []struct {
 	{"mq_getsetattr", unix.SYS_MQ_GETSETATTR},
 	{"fanotify_init", unix.SYS_FANOTIFY_INIT},
 	{"nfsservctl", unix.SYS_NFSSERVCTL},
+	{"modify_ldt", unix.SYS_MODIFY_LDT},
+	{"set_thread_area", unix.SYS_SET_THREAD_AREA},
+	{"get_thread_area", unix.SYS_GET_THREAD_AREA},
+	{"migrate_pages", unix.SYS_MIGRATE_PAGES},
+	{"move_pages", unix.SYS_MOVE_PAGES},
+	{"memfd_secret", unix.SYS_MEMFD_SECRET},
+	{"cachestat", unix.SYS_CACHESTAT},
+	{"process_mrelease", unix.SYS_PROCESS_MRELEASE},
+	{"map_shadow_stack", unix.SYS_MAP_SHADOW_STACK},
+	{"uselib", unix.SYS_USELIB},
+	{"ustat", unix.SYS_USTAT},
+	{"sysfs", unix.SYS_SYSFS},
+	{"_sysctl", unix.SYS__SYSCTL},
+	{"remap_file_pages", unix.SYS_REMAP_FILE_PAGES},
 }
 
 func TestProgramInVM(t *testing.T) {
@@ -195,7 +216,8 @@ func TestProgramInVM(t *testing.T) {
 		{name: "epoll_pwait allowed", nr: unix.SYS_EPOLL_PWAIT, want: retAllow},
 
 		{name: "unknown number 1000", nr: 1000, want: retENOSYS},
-		{name: "unlisted modify_ldt", nr: unix.SYS_MODIFY_LDT, want: retENOSYS},
+		{name: "unimplemented tuxcall", nr: unix.SYS_TUXCALL, want: retENOSYS},
+		{name: "unimplemented epoll_wait_old", nr: unix.SYS_EPOLL_WAIT_OLD, want: retENOSYS},
 		{name: "clone3", nr: unix.SYS_CLONE3, want: retENOSYS},
 
 		{name: "clone go thread", nr: unix.SYS_CLONE, args: [6]uint64{goThread}, want: retAllow},
@@ -219,6 +241,21 @@ func TestProgramInVM(t *testing.T) {
 		{name: "socket AF_VSOCK", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_VSOCK, unix.SOCK_STREAM}, want: retEPERM},
 		{name: "socket AF_UNSPEC", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_UNSPEC, unix.SOCK_STREAM}, want: retEPERM},
 		{name: "socket AF_INET with high bits", nr: unix.SYS_SOCKET, args: [6]uint64{1<<32 | unix.AF_INET, unix.SOCK_STREAM}, want: retEPERM},
+		{name: "socket AF_INET TCP", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_TCP}, want: retAllow},
+		{name: "socket AF_INET UDP", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_UDP}, want: retAllow},
+		{name: "socket AF_INET ICMP ping", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP}, want: retAllow},
+		{name: "socket AF_INET6 TCP", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET6, unix.SOCK_STREAM | unix.SOCK_CLOEXEC, unix.IPPROTO_TCP}, want: retAllow},
+		{name: "socket AF_INET6 UDP", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET6, unix.SOCK_DGRAM, unix.IPPROTO_UDP}, want: retAllow},
+		{name: "socket AF_INET6 ICMPv6 ping", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET6, unix.SOCK_DGRAM, unix.IPPROTO_ICMPV6}, want: retAllow},
+		{name: "socket AF_INET MPTCP", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_MPTCP}, want: retEPERM},
+		{name: "socket AF_INET6 MPTCP", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_MPTCP}, want: retEPERM},
+		{name: "socket AF_INET UDP-Lite", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_UDPLITE}, want: retEPERM},
+		{name: "socket AF_INET6 UDP-Lite", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET6, unix.SOCK_DGRAM, unix.IPPROTO_UDPLITE}, want: retEPERM},
+		{name: "socket AF_INET SCTP", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET, unix.SOCK_SEQPACKET, unix.IPPROTO_SCTP}, want: retEPERM},
+		{name: "socket AF_INET with ICMPv6", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMPV6}, want: retEPERM},
+		{name: "socket AF_INET6 with ICMP", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET6, unix.SOCK_DGRAM, unix.IPPROTO_ICMP}, want: retEPERM},
+		{name: "socket AF_UNIX protocol 1", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_UNIX, unix.SOCK_STREAM, 1}, want: retEPERM},
+		{name: "socket AF_INET TCP with high bits", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET, unix.SOCK_STREAM, 1<<32 | unix.IPPROTO_TCP}, want: retEPERM},
 		{name: "socketpair AF_UNIX", nr: unix.SYS_SOCKETPAIR, args: [6]uint64{unix.AF_UNIX, unix.SOCK_STREAM}, want: retAllow},
 		{name: "socketpair AF_INET", nr: unix.SYS_SOCKETPAIR, args: [6]uint64{unix.AF_INET, unix.SOCK_STREAM}, want: retEPERM},
 
@@ -230,6 +267,50 @@ func TestProgramInVM(t *testing.T) {
 		{name: "ioctl TIOCLINUX", nr: unix.SYS_IOCTL, args: [6]uint64{0, unix.TIOCLINUX}, want: retEPERM},
 		{name: "ioctl TIOCLINUX with high bits", nr: unix.SYS_IOCTL, args: [6]uint64{0, 0xffffffff00000000 | unix.TIOCLINUX}, want: retEPERM},
 		{name: "ioctl TCGETS with high bits", nr: unix.SYS_IOCTL, args: [6]uint64{0, 0xffffffff00000000 | unix.TCGETS}, want: retAllow},
+
+		{name: "setsockopt TCP_ULP", nr: unix.SYS_SETSOCKOPT, args: [6]uint64{3, unix.SOL_TCP, unix.TCP_ULP}, want: retEPERM},
+		{name: "setsockopt TCP_ULP with high bits", nr: unix.SYS_SETSOCKOPT, args: [6]uint64{3, 0xffffffff00000000 | unix.SOL_TCP, 1<<32 | unix.TCP_ULP}, want: retEPERM},
+		{name: "setsockopt TCP_NODELAY", nr: unix.SYS_SETSOCKOPT, args: [6]uint64{3, unix.SOL_TCP, unix.TCP_NODELAY}, want: retAllow},
+		{name: "setsockopt SOL_SOCKET option 31", nr: unix.SYS_SETSOCKOPT, args: [6]uint64{3, unix.SOL_SOCKET, unix.TCP_ULP}, want: retAllow},
+		{name: "setsockopt SO_REUSEADDR", nr: unix.SYS_SETSOCKOPT, args: [6]uint64{3, unix.SOL_SOCKET, unix.SO_REUSEADDR}, want: retAllow},
+
+		{name: "sync ignored", nr: unix.SYS_SYNC, want: retIgnore},
+		{name: "syncfs ignored", nr: unix.SYS_SYNCFS, args: [6]uint64{3}, want: retIgnore},
+		{name: "fsync allowed", nr: unix.SYS_FSYNC, args: [6]uint64{3}, want: retAllow},
+		{name: "fdatasync allowed", nr: unix.SYS_FDATASYNC, args: [6]uint64{3}, want: retAllow},
+
+		{name: "sched_setscheduler SCHED_OTHER", nr: unix.SYS_SCHED_SETSCHEDULER, args: [6]uint64{0, unix.SCHED_NORMAL}, want: retAllow},
+		{name: "sched_setscheduler SCHED_BATCH", nr: unix.SYS_SCHED_SETSCHEDULER, args: [6]uint64{0, unix.SCHED_BATCH}, want: retAllow},
+		{name: "sched_setscheduler SCHED_IDLE", nr: unix.SYS_SCHED_SETSCHEDULER, args: [6]uint64{0, unix.SCHED_IDLE}, want: retAllow},
+		{name: "sched_setscheduler SCHED_FIFO", nr: unix.SYS_SCHED_SETSCHEDULER, args: [6]uint64{0, unix.SCHED_FIFO}, want: retEPERM},
+		{name: "sched_setscheduler SCHED_RR", nr: unix.SYS_SCHED_SETSCHEDULER, args: [6]uint64{0, unix.SCHED_RR}, want: retEPERM},
+		{name: "sched_setscheduler SCHED_DEADLINE", nr: unix.SYS_SCHED_SETSCHEDULER, args: [6]uint64{0, unix.SCHED_DEADLINE}, want: retEPERM},
+		{name: "sched_setscheduler SCHED_FIFO with high bits", nr: unix.SYS_SCHED_SETSCHEDULER, args: [6]uint64{0, 1<<32 | unix.SCHED_FIFO}, want: retEPERM},
+		{name: "sched_setscheduler SCHED_BATCH reset on fork", nr: unix.SYS_SCHED_SETSCHEDULER, args: [6]uint64{0, unix.SCHED_BATCH | unix.SCHED_RESET_ON_FORK}, want: retEPERM},
+		{name: "sched_setparam allowed", nr: unix.SYS_SCHED_SETPARAM, want: retAllow},
+		{name: "sched_setattr allowed", nr: unix.SYS_SCHED_SETATTR, want: retAllow},
+		{name: "ioprio_get allowed", nr: unix.SYS_IOPRIO_GET, want: retAllow},
+		{name: "ioprio_set allowed", nr: unix.SYS_IOPRIO_SET, want: retAllow},
+		{name: "io_setup allowed", nr: unix.SYS_IO_SETUP, want: retAllow},
+		{name: "io_submit allowed", nr: unix.SYS_IO_SUBMIT, want: retAllow},
+		{name: "io_getevents allowed", nr: unix.SYS_IO_GETEVENTS, want: retAllow},
+		{name: "io_pgetevents allowed", nr: unix.SYS_IO_PGETEVENTS, want: retAllow},
+		{name: "io_cancel allowed", nr: unix.SYS_IO_CANCEL, want: retAllow},
+		{name: "io_destroy allowed", nr: unix.SYS_IO_DESTROY, want: retAllow},
+		{name: "get_mempolicy allowed", nr: unix.SYS_GET_MEMPOLICY, want: retAllow},
+		{name: "set_mempolicy allowed", nr: unix.SYS_SET_MEMPOLICY, want: retAllow},
+		{name: "mbind allowed", nr: unix.SYS_MBIND, want: retAllow},
+
+		{name: "setrlimit RLIMIT_CORE ignored", nr: unix.SYS_SETRLIMIT, args: [6]uint64{unix.RLIMIT_CORE, 0x7000}, want: retIgnore},
+		{name: "setrlimit RLIMIT_CORE with high bits ignored", nr: unix.SYS_SETRLIMIT, args: [6]uint64{1<<32 | unix.RLIMIT_CORE, 0x7000}, want: retIgnore},
+		{name: "setrlimit RLIMIT_NOFILE", nr: unix.SYS_SETRLIMIT, args: [6]uint64{unix.RLIMIT_NOFILE, 0x7000}, want: retAllow},
+		{name: "getrlimit RLIMIT_CORE", nr: unix.SYS_GETRLIMIT, args: [6]uint64{unix.RLIMIT_CORE, 0x7000}, want: retAllow},
+		{name: "prlimit64 set RLIMIT_CORE ignored", nr: unix.SYS_PRLIMIT64, args: [6]uint64{0, unix.RLIMIT_CORE, 0x7000, 0}, want: retIgnore},
+		{name: "prlimit64 set RLIMIT_CORE of another pid ignored", nr: unix.SYS_PRLIMIT64, args: [6]uint64{123, unix.RLIMIT_CORE, 0x7000, 0}, want: retIgnore},
+		{name: "prlimit64 set RLIMIT_CORE with high bits ignored", nr: unix.SYS_PRLIMIT64, args: [6]uint64{0, 0xffffffff00000000 | unix.RLIMIT_CORE, 0x7000, 0}, want: retIgnore},
+		{name: "prlimit64 read RLIMIT_CORE", nr: unix.SYS_PRLIMIT64, args: [6]uint64{0, unix.RLIMIT_CORE, 0, 0x7000}, want: retAllow},
+		{name: "prlimit64 set and read RLIMIT_CORE", nr: unix.SYS_PRLIMIT64, args: [6]uint64{0, unix.RLIMIT_CORE, 0x7000, 0x8000}, want: retEPERM},
+		{name: "prlimit64 set and read RLIMIT_NOFILE", nr: unix.SYS_PRLIMIT64, args: [6]uint64{0, unix.RLIMIT_NOFILE, 0x7000, 0x8000}, want: retAllow},
 
 		{name: "personality query", nr: unix.SYS_PERSONALITY, args: [6]uint64{0xffffffff}, want: retAllow},
 		{name: "personality PER_LINUX", nr: unix.SYS_PERSONALITY, args: [6]uint64{0}, want: retAllow},
@@ -283,8 +364,22 @@ func TestProgramInVM(t *testing.T) {
 // draw: this is what proves the expansion into libseccomp rules leaves no gaps
 // and no overlaps.
 func TestProgramMatchesTable(t *testing.T) {
-	p := Default()
-	v := newVM(t, compileDefault(t))
+	for _, pol := range []struct {
+		name   string
+		policy Policy
+	}{{"Default", Default()}, {"Spawner", Spawner()}} {
+		t.Run(pol.name, func(t *testing.T) {
+			programMatchesTable(t, pol.policy)
+		})
+	}
+}
+
+func programMatchesTable(t *testing.T, p Policy) {
+	prog, err := Compile(p)
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	v := newVM(t, prog)
 
 	t.Run("every call number", func(t *testing.T) {
 		for nr := range uint32(1024) {
@@ -301,26 +396,15 @@ func TestProgramMatchesTable(t *testing.T) {
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, r := range p.Rules {
-		if len(r.When) == 0 {
+		if len(r.cases()) == 0 {
 			continue
 		}
+		argSets := ruleArgSets(r, rng)
 		for _, name := range r.Names {
 			t.Run(name, func(t *testing.T) {
 				call, err := libseccomp.GetSyscallFromName(name)
 				if err != nil {
 					t.Fatalf("resolving %s: %v", name, err)
-				}
-				// The cross product of interesting values for each checked argument.
-				argSets := [][6]uint64{{}}
-				for _, c := range r.When {
-					var next [][6]uint64
-					for _, args := range argSets {
-						for _, x := range interestingValues(c, rng) {
-							args[c.Arg] = x
-							next = append(next, args)
-						}
-					}
-					argSets = next
 				}
 				for _, args := range argSets {
 					want := actionRet(p.action(name, args))
@@ -333,6 +417,71 @@ func TestProgramMatchesTable(t *testing.T) {
 	}
 }
 
+// ruleArgSets are the argument registers to try a conditional rule with. Each
+// checked argument takes its interesting values (the union over every Cond on
+// it). With one or two checked arguments that is their whole cross product; with
+// more, the product would run to billions, so it is the cross product of each
+// argument's key values (the listed ones, their neighbours, high bits set), and
+// each argument's every interesting value with the others at each case's key
+// values.
+func ruleArgSets(r Rule, rng *rand.Rand) [][6]uint64 {
+	full := map[int][]uint64{}
+	key := map[int][]uint64{}
+	for _, c := range r.cases() {
+		for _, cond := range c.When {
+			full[cond.Arg] = append(full[cond.Arg], interestingValues(cond, rng)...)
+			key[cond.Arg] = append(key[cond.Arg], keyValues(cond)...)
+		}
+	}
+	args := slices.Sorted(maps.Keys(full))
+	product := func(vals map[int][]uint64) [][6]uint64 {
+		sets := [][6]uint64{{}}
+		for _, a := range args {
+			var next [][6]uint64
+			for _, set := range sets {
+				for _, x := range dedup(vals[a]) {
+					set[a] = x
+					next = append(next, set)
+				}
+			}
+			sets = next
+		}
+		return sets
+	}
+	if len(args) <= 2 {
+		return product(full)
+	}
+	sets := product(key)
+	for _, a := range args {
+		for _, base := range product(key) {
+			if base[a] != key[a][0] {
+				continue // vary a once per combination of the others
+			}
+			for _, x := range dedup(full[a]) {
+				set := base
+				set[a] = x
+				sets = append(sets, set)
+			}
+		}
+	}
+	return sets
+}
+
+// keyValues are the values of c, their neighbours and the register's edges.
+func keyValues(c Cond) []uint64 {
+	out := []uint64{0, ^uint64(0), 1 << 32}
+	for _, x := range c.Values {
+		out = append(out, x, x+1, x-1, x|1<<32, x|0xffffffff00000000)
+	}
+	return out
+}
+
+func dedup(xs []uint64) []uint64 {
+	out := slices.Clone(xs)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // interestingValues are boundaryValues plus random ones.
 func interestingValues(c Cond, rng *rand.Rand) []uint64 {
 	out := boundaryValues(c)
@@ -340,4 +489,100 @@ func interestingValues(c Cond, rng *rand.Rand) []uint64 {
 		out = append(out, rng.Uint64(), rng.Uint64()&0xff, rng.Uint64()&0xffffffff)
 	}
 	return out
+}
+
+// TestSpawnerClone checks the one difference between Spawner and Default: clone
+// with CLONE_NEWUSER and no other namespace flag.
+func TestSpawnerClone(t *testing.T) {
+	spawner, err := Compile(Spawner())
+	if err != nil {
+		t.Fatalf("Compile(Spawner()): %v", err)
+	}
+	vms := map[string]vm{"Default": newVM(t, compileDefault(t)), "Spawner": newVM(t, spawner)}
+	const sigchld = uint64(unix.SIGCHLD)
+	tests := []struct {
+		name        string
+		flags       uint64
+		wantDefault uint32
+		wantSpawner uint32
+	}{
+		{"fork", sigchld, retAllow, retAllow},
+		{"NEWUSER", unix.CLONE_NEWUSER | sigchld, retEPERM, retAllow},
+		{"NEWUSER with pidfd", unix.CLONE_NEWUSER | unix.CLONE_PIDFD | sigchld, retEPERM, retAllow},
+		{"NEWUSER and NEWNS", unix.CLONE_NEWUSER | unix.CLONE_NEWNS | sigchld, retEPERM, retEPERM},
+		{"NEWUSER and NEWPID", unix.CLONE_NEWUSER | unix.CLONE_NEWPID | sigchld, retEPERM, retEPERM},
+		{"NEWUSER and NEWNET", unix.CLONE_NEWUSER | unix.CLONE_NEWNET | sigchld, retEPERM, retEPERM},
+		{"NEWUSER and NEWTIME", unix.CLONE_NEWUSER | unix.CLONE_NEWTIME, retEPERM, retEPERM},
+		{"NEWNS alone", unix.CLONE_NEWNS | sigchld, retEPERM, retEPERM},
+		{"all namespace flags", namespaceFlags | sigchld, retEPERM, retEPERM},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for name, want := range map[string]uint32{"Default": tt.wantDefault, "Spawner": tt.wantSpawner} {
+				if got := vms[name].run(t, unix.AUDIT_ARCH_X86_64, unix.SYS_CLONE, [6]uint64{tt.flags}); got != want {
+					t.Errorf("%s: got %s, want %s", name, retName(got), retName(want))
+				}
+			}
+			for _, nr := range []uint32{unix.SYS_UNSHARE, unix.SYS_SETNS} {
+				if got := vms["Spawner"].run(t, unix.AUDIT_ARCH_X86_64, nr, [6]uint64{tt.flags}); got != retEPERM {
+					t.Errorf("Spawner call %d: got %s, want %s", nr, retName(got), retName(retEPERM))
+				}
+			}
+		})
+	}
+}
+
+// TestCasesFirstMatchWins checks the semantics of a rule's Cases, in the table
+// and in the compiled program: the first case that holds decides, so an earlier
+// case carves an exception out of a later one, and cases that compare the same
+// argument in different ways compile without overlaps.
+func TestCasesFirstMatchWins(t *testing.T) {
+	p := Policy{Default: NoSys, Rules: []Rule{{
+		Names: []string{"getpid"},
+		Cases: []Case{
+			{Action: Deny, When: []Cond{{Arg: 0, Op: In, Values: []uint64{5}}}},
+			{Action: Ignore, When: []Cond{{Arg: 0, Op: In, Values: []uint64{4, 5, 6}}, {Arg: 1, Mask: 0xff, Op: NotIn, Values: []uint64{9}}}},
+			{Action: Allow, When: []Cond{{Arg: 1, Mask: 0xff, Op: In, Values: []uint64{9}}}},
+		},
+		Else:    Deny,
+		Comment: "test",
+	}}}
+	prog, err := Compile(p)
+	if err != nil {
+		t.Fatalf("Compile: %v", err)
+	}
+	v := newVM(t, prog)
+	tests := []struct {
+		name string
+		args [6]uint64
+		want Action
+	}{
+		{"carved out before the second case", [6]uint64{5, 0}, Deny},
+		{"second case", [6]uint64{4, 0}, Ignore},
+		{"second case, high bits on arg 1", [6]uint64{6, 1 << 32}, Ignore},
+		{"second case fails on arg 1, third holds", [6]uint64{4, 9}, Allow},
+		{"second case fails on arg 1 with high bits, third holds", [6]uint64{4, 1<<32 | 9}, Allow},
+		{"first case before the third", [6]uint64{5, 9}, Deny},
+		{"third case alone", [6]uint64{0x13, 0xffffffff00000009}, Allow},
+		{"no case", [6]uint64{7, 0}, Deny},
+		{"no case, arg 1 near", [6]uint64{7, 8}, Deny},
+		{"no case, zero", [6]uint64{0, 0}, Deny},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := p.action("getpid", tt.args); got != tt.want {
+				t.Errorf("table: got %v, want %v", got, tt.want)
+			}
+			if got, want := v.run(t, unix.AUDIT_ARCH_X86_64, unix.SYS_GETPID, tt.args), actionRet(tt.want); got != want {
+				t.Errorf("program: got %s, want %s", retName(got), retName(want))
+			}
+		})
+	}
+	// And everywhere around the boundaries, the program agrees with the table.
+	for _, args := range ruleArgSets(p.Rules[0], rand.New(rand.NewPCG(3, 4))) {
+		want := actionRet(p.action("getpid", args))
+		if got := v.run(t, unix.AUDIT_ARCH_X86_64, unix.SYS_GETPID, args); got != want {
+			t.Errorf("getpid%#x: got %s, want %s", args, retName(got), retName(want))
+		}
+	}
 }

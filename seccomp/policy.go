@@ -19,6 +19,11 @@ const (
 	// NoSys fails the call with ENOSYS, as a kernel without the call would, so that
 	// programs take their fallback (glibc retries clone3 as clone).
 	NoSys
+	// Ignore returns 0 without running the call (SECCOMP_RET_ERRNO with errno 0):
+	// the call succeeds and does nothing. For calls whose effect the sandbox must
+	// not let happen but whose callers would break on an error (sync, lowering
+	// RLIMIT_CORE).
+	Ignore
 )
 
 var actionNames = [...]string{
@@ -26,6 +31,7 @@ var actionNames = [...]string{
 	Allow:       "allow",
 	Deny:        "deny",
 	NoSys:       "nosys",
+	Ignore:      "ignore",
 }
 
 func (a Action) String() string {
@@ -35,18 +41,18 @@ func (a Action) String() string {
 	return fmt.Sprintf("Action(%d)", uint8(a))
 }
 
-// ParseAction parses the String form of an Action ("allow", "deny", "nosys") and
-// rejects anything else.
+// ParseAction parses the String form of an Action ("allow", "deny", "nosys",
+// "ignore") and rejects anything else.
 func ParseAction(s string) (Action, error) {
-	for a := Allow; a <= NoSys; a++ {
+	for a := Allow; a <= Ignore; a++ {
 		if actionNames[a] == s {
 			return a, nil
 		}
 	}
-	return actionUnset, fmt.Errorf("parsing seccomp action %q: %w (want allow, deny or nosys)", s, ErrInvalidPolicy)
+	return actionUnset, fmt.Errorf("parsing seccomp action %q: %w (want allow, deny, nosys or ignore)", s, ErrInvalidPolicy)
 }
 
-func (a Action) valid() bool { return a >= Allow && a <= NoSys }
+func (a Action) valid() bool { return a >= Allow && a <= Ignore }
 
 // Op says how a Cond compares an argument with its Values.
 type Op uint8
@@ -98,21 +104,36 @@ type Cond struct {
 	Values []uint64
 }
 
-// Rule gives the action for the calls it names.
+// Rule gives the action for the calls it names. A rule is one of three shapes:
+// unconditional (Action alone); one check (Action when every Cond of When
+// holds, else Else); or an ordered list of alternatives (Cases, the first whose
+// conditions hold giving the action, else Else), for a verdict that depends on
+// how arguments combine, as socket's allowed protocols depend on its family.
 type Rule struct {
 	// Names are system call names as libseccomp spells them ("newfstatat", not
 	// "fstatat").
 	Names []string
 	// Action applies to a call whose arguments pass every check in When, or to
-	// every call when When is empty.
+	// every call when When is empty. It is unset when Cases is set.
 	Action Action
 	// When holds at most one Cond per argument.
 	When []Cond
-	// Else applies to a call that fails a check in When. It is set exactly when
-	// When is.
+	// Cases are tried in order; the first whose When all hold gives its Action.
+	// A rule has either When or Cases, not both.
+	Cases []Case
+	// Else applies to a call that fails a check in When, or that no Case
+	// matches. It is set exactly when When or Cases is.
 	Else Action
 	// Comment says why the rule is there, for the reviewer.
 	Comment string
+}
+
+// Case is one alternative of a Rule's Cases.
+type Case struct {
+	// When holds at most one Cond per argument, and at least one: a case that
+	// always holds is the rule's Else.
+	When   []Cond
+	Action Action
 }
 
 // Policy is the reviewed syscall table. A call named by no rule gets Default. A
@@ -141,12 +162,34 @@ func (p Policy) action(name string, args [6]uint64) Action {
 }
 
 func (r Rule) action(args [6]uint64) Action {
-	for _, c := range r.When {
-		if !c.holds(args[c.Arg]) {
-			return r.Else
+	cases := r.cases()
+	if len(cases) == 0 {
+		return r.Action
+	}
+	for _, c := range cases {
+		if c.holds(args) {
+			return c.Action
 		}
 	}
-	return r.Action
+	return r.Else
+}
+
+// cases is r's conditions as a list of alternatives: a rule with When is the
+// one-case list, an unconditional rule the empty one.
+func (r Rule) cases() []Case {
+	if len(r.When) > 0 {
+		return []Case{{When: r.When, Action: r.Action}}
+	}
+	return r.Cases
+}
+
+func (c Case) holds(args [6]uint64) bool {
+	for _, cond := range c.When {
+		if !cond.holds(args[cond.Arg]) {
+			return false
+		}
+	}
+	return true
 }
 
 func (c Cond) holds(arg uint64) bool {
@@ -177,6 +220,34 @@ const (
 		unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
 )
 
+// nonRealtimePolicies are the sched_setscheduler(2) policies a sandboxed program
+// may choose. SCHED_RESET_ON_FORK is left out: it only matters to a real-time
+// caller, and its bit far above the policies would cost some thirty extra
+// comparisons to allow.
+var nonRealtimePolicies = []uint64{unix.SCHED_NORMAL, unix.SCHED_BATCH, unix.SCHED_IDLE}
+
+// rlimNLimits is the kernel's RLIM_NLIMITS: resources run from 0 to
+// RLIMIT_RTTIME (15).
+const rlimNLimits = unix.RLIMIT_RTTIME + 1
+
+// otherResources are the resources of setrlimit(2) and prlimit64(2) other than
+// RLIMIT_CORE.
+var otherResources = func() []uint64 {
+	var out []uint64
+	for r := range uint64(rlimNLimits) {
+		if r != unix.RLIMIT_CORE {
+			out = append(out, r)
+		}
+	}
+	return out
+}()
+
+// socketTypes are the socket(2) types a run may create, compared with
+// SOCK_NONBLOCK and SOCK_CLOEXEC masked off.
+func socketTypes() Cond {
+	return Cond{Arg: 1, Mask: sockTypeMask, Op: In, Values: []uint64{unix.SOCK_STREAM, unix.SOCK_DGRAM, unix.SOCK_SEQPACKET}}
+}
+
 // personality(2) values a sandboxed program may pass.
 const (
 	perLinux         = 0          // PER_LINUX: the normal personality, no flags.
@@ -185,18 +256,21 @@ const (
 
 // Default returns the policy every run gets: an allowlist of what CPython, Node
 // and a shell need, and what brig's own init needs once the filter is on (fork,
-// exec and wait as a reaper), with unknown calls failing as ENOSYS and the
-// dangerous known ones as EPERM.
+// exec and wait as a reaper). Calls the table denies on purpose fail with
+// EPERM, so a program reports a refusal rather than take an old-kernel path;
+// sync, syncfs and changes of RLIMIT_CORE succeed without acting (Ignore).
 //
-// Left out on purpose, so ENOSYS: Linux AIO (io_setup and friends; callers fall
-// back to threads), NUMA placement (mbind, get_mempolicy, set_mempolicy,
-// migrate_pages, move_pages), modify_ldt and set_thread_area, real-time
-// scheduling (sched_setparam, sched_setscheduler, sched_setattr), ioprio_get and
-// ioprio_set, process_mrelease, memfd_secret, cachestat, map_shadow_stack, and
-// the obsolete (uselib, ustat, sysfs, _sysctl, remap_file_pages). A call newer
-// than the libseccomp that compiles the table (2.5.4 knows up to futex_requeue,
-// Linux 6.7) cannot be named at all and also gets ENOSYS, so its callers take
-// their older path.
+// ENOSYS is kept for three kinds of call: clone3, so that glibc falls back to
+// clone(2), whose flags the filter reads; the calls Linux declares on x86_64
+// but never implemented (tuxcall, security, vserver, afs_syscall, getpmsg,
+// putpmsg, create_module, get_kernel_syms, query_module, epoll_ctl_old,
+// epoll_wait_old), for which the kernel itself answers ENOSYS; and unknown
+// numbers. A call newer than the libseccomp that compiles the table (2.5.4
+// knows up to futex_requeue, Linux 6.7) cannot be named at all and so is
+// unknown, and its callers take their older path.
+//
+// The differences from Docker's default profile, and why, are listed above
+// defaultRules.
 func Default() Policy {
 	return Policy{
 		// ENOSYS rather than EPERM for unknown calls: a program probing a call that
@@ -206,6 +280,106 @@ func Default() Policy {
 	}
 }
 
+// Spawner returns the policy of brig's init on the thread that clones a run's
+// program into a fresh user namespace: Default, except that clone may carry
+// CLONE_NEWUSER alone among the namespace flags. The init loads it on that
+// thread only (LoadThread) before the clone, and the program, once in its
+// namespace, loads Default itself before it execs; the kernel runs every stacked
+// filter and the strictest verdict wins, so the program ends up under Default
+// and never under Spawner alone. clone3, unshare and setns stay denied: the
+// init clones with clone(2), whose flags the filter can read.
+func Spawner() Policy {
+	p := Default()
+	p.Rules = slices.Clone(p.Rules)
+	for i, r := range p.Rules {
+		if slices.Contains(r.Names, "clone") {
+			p.Rules[i] = spawnerClone()
+		}
+	}
+	return p
+}
+
+// cloneRule is Default's clone rule: no namespace flag at all.
+func cloneRule() Rule {
+	return Rule{Action: Allow, Names: []string{"clone"},
+		When: []Cond{{Arg: 0, Mask: namespaceFlags, Op: In, Values: []uint64{0}}},
+		Else: Deny,
+		Comment: "Threads (CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|" +
+			"CLONE_THREAD|CLONE_SYSVSEM), fork and Go's vfork-style ForkExec, " +
+			"but never a new namespace: that is the jail's job, and a user " +
+			"namespace gives the caller capabilities the filter cannot see."}
+}
+
+// spawnerClone is Spawner's clone rule.
+func spawnerClone() Rule {
+	return Rule{Action: Allow, Names: []string{"clone"},
+		When: []Cond{{Arg: 0, Mask: namespaceFlags, Op: In, Values: []uint64{0, unix.CLONE_NEWUSER}}},
+		Else: Deny,
+		Comment: "As in Default, and also CLONE_NEWUSER alone: the init clones " +
+			"the program into the run's own user namespace. Any other namespace " +
+			"is made before this filter; the new user namespace's capabilities " +
+			"never reach the program, which loads Default before it execs."}
+}
+
+// Differences from Docker's default seccomp profile (moby's
+// profiles/seccomp/default.json as of 2026, for amd64 and Docker's default
+// capability set; calls only i386 or other architectures have are left out).
+// Where Docker gates a call on a capability its default set lacks, it answers
+// EPERM like brig, and that is no difference.
+//
+// Docker allows, brig denies (EPERM):
+//   - ptrace, process_vm_readv, process_vm_writev: Docker allows them on
+//     4.8+ kernels, where ptrace can no longer bypass seccomp. brig denies
+//     them: all of a run's processes share one uid and filter, so there is
+//     nothing a run needs to trace, and debuggers are not its business.
+//   - inotify_*, fanotify_mark, mq_*: per-uid limits and whole-mount watches
+//     (see their rules).
+//   - shm*, sem*, msg*: System V IPC objects outlive their creator.
+//   - name_to_handle_at: only useful with open_by_handle_at, which both deny.
+//   - chroot: Docker's default capabilities include CAP_SYS_CHROOT, a run has
+//     no capability at all; denied rather than left to fail in the kernel.
+//   - adjtimex, clock_adjtime: Docker allows the read-only forms (modes 0);
+//     brig denies the calls whole, the clock is the host's.
+//   - modify_ldt, get_thread_area, set_thread_area: i386 segment calls.
+//   - memfd_secret, cachestat, process_mrelease, map_shadow_stack: see their
+//     rule; cachestat in particular shows what other runs read.
+//   - remap_file_pages: obsolete and emulated.
+//   - socket beyond AF_UNIX, AF_INET and AF_INET6 with the stream, datagram
+//     and seqpacket types and the protocols of their rule (Docker allows
+//     every family but AF_ALG and AF_VSOCK, raw sockets included, since its
+//     CAP_NET_RAW governs them); socketpair beyond AF_UNIX.
+//   - setsockopt(SOL_TCP, TCP_ULP): loads kernel TLS.
+//   - ioctl TIOCSTI and TIOCLINUX: reach the terminal of whoever started brig.
+//   - personality beyond PER_LINUX and the query: Docker also allows
+//     PER_LINUX32 and UNAME26, which only 32-bit or old programs want.
+//   - sched_setscheduler with a real-time policy or SCHED_RESET_ON_FORK:
+//     Docker leaves it to CAP_SYS_NICE and RLIMIT_RTPRIO; brig checks the
+//     argument too, so a raised RLIMIT_RTPRIO could not undo it.
+//   - prlimit64 setting RLIMIT_CORE while reading the old value (below).
+//
+// Docker allows, brig succeeds without acting (Ignore):
+//   - sync, syncfs: host-wide writeback.
+//   - setrlimit and prlimit64 changing RLIMIT_CORE: the jail's RLIMIT_CORE of
+//     1 keeps a crash from starting the host's core_pattern pipe.
+//
+// Docker allows, brig answers ENOSYS:
+//   - epoll_ctl_old, epoll_wait_old: never implemented on x86_64; the kernel
+//     answers ENOSYS too.
+//   - listmount, statmount, mseal, the *xattrat calls, uretprobe: newer than
+//     libseccomp 2.5.4, so unknown to the table; their callers fall back.
+//
+// Docker denies (EPERM), brig allows:
+//   - get_mempolicy, set_mempolicy, set_mempolicy_home_node, mbind: Docker
+//     allows them only with CAP_SYS_NICE. brig allows them for numeric
+//     libraries; they place only the caller's memory, within its cpuset.
+//
+// Docker denies (EPERM), brig answers ENOSYS:
+//   - calls Linux never implemented on x86_64 (tuxcall, security, vserver,
+//     and the like) and unknown numbers: Docker's default action is EPERM,
+//     brig's is ENOSYS, so that a probe of a call newer than the table takes
+//     its old-kernel path.
+//
+// Both answer ENOSYS to clone3, and both deny new namespaces through clone.
 func defaultRules() []Rule {
 	return []Rule{
 		// ---- Files, directories and descriptors.
@@ -222,11 +396,19 @@ func defaultRules() []Rule {
 			"unlink", "unlinkat", "rename", "renameat", "renameat2",
 			"truncate", "ftruncate", "fallocate", "utime", "utimes", "futimesat",
 			"utimensat", "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown",
-			"fchownat", "fsync", "fdatasync", "syncfs", "sync_file_range", "sync",
+			"fchownat", "fsync", "fdatasync", "sync_file_range",
 			"getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr",
 			"flistxattr", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
 			"lremovexattr", "fremovexattr",
 		}},
+		{Action: Ignore, Names: []string{"sync", "syncfs"},
+			Comment: "sync writes back every dirty page of the host, and syncfs " +
+				"every dirty page of the filesystem a descriptor lies on, which can " +
+				"be the host's own (a file of the read-only /usr binds): one run " +
+				"could make the whole machine wait on its disks. A run's files are scratch that dies " +
+				"with it, so there is nothing it needs made durable: both return 0 " +
+				"and do nothing. fsync and fdatasync, which flush one file of the " +
+				"caller's, stay allowed."},
 		{Action: Allow, Names: []string{"mknod", "mknodat"},
 			Comment: "mkfifo(3) is mknod; device nodes need CAP_MKNOD, which the sandbox lacks."},
 		{Action: Allow, Names: []string{"ioctl"},
@@ -247,15 +429,18 @@ func defaultRules() []Rule {
 		{Action: Allow, Names: []string{"mlock", "mlock2", "munlock", "mlockall", "munlockall"},
 			Comment: "Bounded by RLIMIT_MEMLOCK and the run's memory cgroup; crypto " +
 				"libraries lock key material."},
+		{Action: Allow, Names: []string{"get_mempolicy", "set_mempolicy", "mbind", "set_mempolicy_home_node"},
+			Comment: "NUMA placement of the caller's own memory, which numeric " +
+				"libraries and allocators (OpenBLAS, jemalloc) query and set. The " +
+				"kernel confines the nodes to the cpuset's, and moving pages that " +
+				"other processes share (MPOL_MF_MOVE_ALL) needs CAP_SYS_NICE, which " +
+				"the run lacks."},
+		{Action: Deny, Names: []string{"migrate_pages", "move_pages"},
+			Comment: "They move another process's pages between NUMA nodes; a " +
+				"program places its own memory with mbind."},
 
 		// ---- Processes, threads and signals.
-		{Action: Allow, Names: []string{"clone"},
-			When: []Cond{{Arg: 0, Mask: namespaceFlags, Op: In, Values: []uint64{0}}},
-			Else: Deny,
-			Comment: "Threads (CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|" +
-				"CLONE_THREAD|CLONE_SYSVSEM), fork and Go's vfork-style ForkExec, " +
-				"but never a new namespace: that is the jail's job, and a user " +
-				"namespace gives the caller capabilities the filter cannot see."},
+		cloneRule(),
 		{Action: NoSys, Names: []string{"clone3"},
 			Comment: "Its flags sit in a struct in memory, out of the filter's reach. " +
 				"ENOSYS makes glibc (pthread_create, posix_spawn) fall back to clone(2), " +
@@ -271,11 +456,58 @@ func defaultRules() []Rule {
 			"sched_rr_get_interval", "getcpu", "arch_prctl", "restart_syscall",
 			"getpid", "getppid", "gettid", "getpgid", "getpgrp", "setpgid",
 			"getsid", "setsid", "getpriority", "setpriority",
-			"getrlimit", "setrlimit", "prlimit64", "getrusage",
+			"getrlimit", "getrusage",
 			"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending",
 			"rt_sigtimedwait", "rt_sigsuspend", "rt_sigqueueinfo",
 			"rt_tgsigqueueinfo", "sigaltstack", "pause",
 		}},
+		{Action: Allow, Names: []string{"sched_setscheduler"},
+			When: []Cond{{Arg: 1, Op: In, Values: nonRealtimePolicies}},
+			Else: Deny,
+			Comment: "SCHED_OTHER, SCHED_BATCH and SCHED_IDLE only lower the " +
+				"caller's claim on the CPU (CPython's test_posix sets them). " +
+				"Real-time policies (SCHED_FIFO, SCHED_RR, SCHED_DEADLINE) could " +
+				"starve the host's CPUs: EPERM, as is SCHED_RESET_ON_FORK, which " +
+				"only a real-time caller needs. The policy is an int and the check " +
+				"compares the whole register: an allowlist, so high bits only deny."},
+		{Action: Allow, Names: []string{"sched_setparam", "sched_setattr"},
+			Comment: "sched_setparam keeps the caller's policy and takes only a " +
+				"priority, which must be 0 for the non-real-time policies that " +
+				"sched_setscheduler above confines a run to. sched_setattr's policy " +
+				"lies in a struct the filter cannot read, so the kernel is the " +
+				"check: a real-time policy needs CAP_SYS_NICE or RLIMIT_RTPRIO " +
+				"above 0, and a run has neither (the jail's rlimits leave " +
+				"RLIMIT_RTPRIO at 0, and raising a hard limit needs " +
+				"CAP_SYS_RESOURCE); SCHED_DEADLINE needs CAP_SYS_NICE outright. " +
+				"Both reach only processes of the caller's uid."},
+		{Action: Allow, Names: []string{"ioprio_get", "ioprio_set"},
+			Comment: "I/O priority of the caller's own processes; the real-time " +
+				"class needs CAP_SYS_ADMIN or CAP_SYS_NICE in the kernel."},
+		{Action: Allow, Names: []string{"setrlimit"},
+			When: []Cond{{Arg: 0, Op: In, Values: otherResources}},
+			Else: Ignore,
+			Comment: "The jail sets RLIMIT_CORE to 1 byte: below the smallest ELF " +
+				"core, so no core file, and the kernel's sign to skip a core_pattern " +
+				"pipe, whose helper would run as host root. Lowering it to 0 would " +
+				"turn the pipe back on, so a change of RLIMIT_CORE succeeds and does " +
+				"nothing; other limits can be lowered, or raised up to their hard " +
+				"limit, as usual. The resource is an unsigned int, of which the " +
+				"kernel reads the lower half, so the allowlist is of whole " +
+				"registers: RLIMIT_CORE with high bits set is ignored too, as is a " +
+				"resource the kernel would reject (EINVAL)."},
+		{Names: []string{"prlimit64"},
+			Cases: []Case{
+				{Action: Allow, When: []Cond{{Arg: 1, Op: In, Values: otherResources}}},
+				{Action: Allow, When: []Cond{{Arg: 2, Op: In, Values: []uint64{0}}}},
+				{Action: Ignore, When: []Cond{{Arg: 3, Op: In, Values: []uint64{0}}}},
+			},
+			Else: Deny,
+			Comment: "RLIMIT_CORE as for setrlimit, on any process. Any other " +
+				"resource is allowed, and so is a read (no new limit; glibc's " +
+				"getrlimit). A change (a new limit, no old one asked for; glibc's " +
+				"setrlimit) succeeds and does nothing. A change that also asks for " +
+				"the old limit gets EPERM: skipping the call would report success " +
+				"with the old-limit buffer never filled."},
 		{Action: Allow, Names: []string{"execve", "execveat"},
 			Comment: "Inside the jail's mount namespace; no_new_privs makes setuid " +
 				"bits and file capabilities inert, and the filter survives exec."},
@@ -304,6 +536,15 @@ func defaultRules() []Rule {
 				"address-space randomisation (ADDR_NO_RANDOMIZE) or make all memory " +
 				"executable (READ_IMPLIES_EXEC)."},
 
+		{Action: Allow, Names: []string{
+			"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
+		}, Comment: "Linux native AIO, used by databases and libaio. Unlike " +
+			"io_uring it runs each operation in the calling task's context or in " +
+			"the file's own completion path, under this filter. Its contexts " +
+			"count against fs.aio-max-nr, a host-wide limit: a run that takes " +
+			"it all makes io_setup fail with EAGAIN elsewhere until it ends, " +
+			"which the callers must handle anyway."},
+
 		// ---- Time.
 		{Action: Allow, Names: []string{
 			"time", "gettimeofday", "clock_gettime", "clock_getres",
@@ -321,29 +562,57 @@ func defaultRules() []Rule {
 		}},
 
 		// ---- Sockets.
-		{Action: Allow, Names: []string{"socket"},
-			When: []Cond{
-				{Arg: 0, Op: In, Values: []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6}},
-				{Arg: 1, Mask: sockTypeMask, Op: In, Values: []uint64{unix.SOCK_STREAM, unix.SOCK_DGRAM, unix.SOCK_SEQPACKET}},
+		{Names: []string{"socket"},
+			Cases: []Case{
+				{Action: Allow, When: []Cond{
+					{Arg: 0, Op: In, Values: []uint64{unix.AF_UNIX}},
+					{Arg: 2, Op: In, Values: []uint64{0}},
+					socketTypes(),
+				}},
+				{Action: Allow, When: []Cond{
+					{Arg: 0, Op: In, Values: []uint64{unix.AF_INET}},
+					{Arg: 2, Op: In, Values: []uint64{0, unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_ICMP}},
+					socketTypes(),
+				}},
+				{Action: Allow, When: []Cond{
+					{Arg: 0, Op: In, Values: []uint64{unix.AF_INET6}},
+					{Arg: 2, Op: In, Values: []uint64{0, unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_ICMPV6}},
+					socketTypes(),
+				}},
 			},
 			Else: Deny,
-			Comment: "Local and IP sockets only. Every other family (netlink, " +
-				"packet, vsock, the rarely used ones whose modules the kernel would " +
-				"load on demand) is attack surface a run does not need, and raw " +
-				"and packet sockets could forge traffic. The family is compared " +
-				"as a whole register (high bits set means EPERM); the type with " +
-				"SOCK_NONBLOCK and SOCK_CLOEXEC masked off, so SOCK_RAW|SOCK_CLOEXEC " +
-				"is still SOCK_RAW."},
+			Comment: "Local and IP sockets only, with the protocols programs use: " +
+				"0 (the type's default), TCP, UDP and the family's ICMP (ping " +
+				"sockets); AF_UNIX only 0. Every other family (netlink, packet, " +
+				"vsock, the rarely used ones whose modules the kernel would load " +
+				"on demand) and every other protocol (MPTCP, UDP-Lite, SCTP; the " +
+				"kernel asks for a module for one it lacks) is attack surface a run " +
+				"does not need, and raw and packet sockets could forge traffic. " +
+				"Family and protocol are compared as whole registers (high bits " +
+				"set means EPERM); the type with SOCK_NONBLOCK and SOCK_CLOEXEC " +
+				"masked off, so SOCK_RAW|SOCK_CLOEXEC is still SOCK_RAW."},
 		{Action: Allow, Names: []string{"socketpair"},
 			When:    []Cond{{Arg: 0, Op: In, Values: []uint64{unix.AF_UNIX}}},
 			Else:    Deny,
 			Comment: "Only AF_UNIX has socket pairs that matter; same reasoning as socket."},
 		{Action: Allow, Names: []string{
 			"connect", "accept", "accept4", "bind", "listen", "shutdown",
-			"getsockname", "getpeername", "setsockopt", "getsockopt",
+			"getsockname", "getpeername", "getsockopt",
 			"sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
 		}, Comment: "Where they can connect is the egress proxy's and the network " +
 			"namespace's business."},
+
+		{Action: Deny, Names: []string{"setsockopt"},
+			When: []Cond{
+				{Arg: 1, Mask: lowWord, Op: In, Values: []uint64{unix.SOL_TCP}},
+				{Arg: 2, Mask: lowWord, Op: In, Values: []uint64{unix.TCP_ULP}},
+			},
+			Else: Allow,
+			Comment: "TCP_ULP attaches an upper-layer protocol (kernel TLS) to a " +
+				"TCP socket and loads its module on a host that has modules: kernel " +
+				"code a run does not need. Level and option are ints, so the kernel " +
+				"ignores the upper halves and so must the check. Every other option " +
+				"is allowed."},
 
 		// ---- System information.
 		{Action: Allow, Names: []string{"uname", "sysinfo", "getrandom"}},
@@ -367,6 +636,21 @@ func defaultRules() []Rule {
 			"mount", "umount2", "mount_setattr", "move_mount", "open_tree",
 			"fsopen", "fsconfig", "fsmount", "fspick", "pivot_root", "chroot",
 		}, Comment: "The filesystem view is the jail's, set up before the filter."},
+		{Action: Deny, Names: []string{"modify_ldt", "set_thread_area", "get_thread_area"},
+			Comment: "Segment descriptors for 16-bit and i386 code (Wine, DOSEMU): " +
+				"a 64-bit program sets its TLS with arch_prctl. The LDT code has a " +
+				"long record of kernel bugs."},
+		{Action: Deny, Names: []string{"memfd_secret", "cachestat", "process_mrelease", "map_shadow_stack"},
+			Comment: "Newer memory calls no interpreter here uses. memfd_secret " +
+				"takes pages out of the kernel's direct map, splitting it for the " +
+				"whole host; cachestat reports which pages of a file are cached, a " +
+				"window on what other runs read from the shared lower layers; " +
+				"process_mrelease reaps another process's memory; map_shadow_stack " +
+				"serves CET shadow stacks, which the runtimes here do not enable."},
+		{Action: Deny, Names: []string{"uselib", "ustat", "sysfs", "_sysctl", "remap_file_pages"},
+			Comment: "Obsolete: a.out libraries, superseded filesystem queries, " +
+				"the binary sysctl interface, and nonlinear mappings (now emulated " +
+				"by the kernel); no current libc or runtime calls them."},
 		{Action: Deny, Names: []string{"unshare", "setns"},
 			Comment: "Namespaces are the jail's; see clone."},
 		{Action: Deny, Names: []string{
