@@ -214,8 +214,9 @@ print(' '.join('%s=%s' % kv for kv in sorted(r.items())))
 }
 
 // TestRunsDoNotShareUIDCounters: a run that fills its count of file
-// descriptors in flight over Unix sockets (RLIMIT_NOFILE of them) and of queued
-// signals (RLIMIT_SIGPENDING) leaves a run alive at the same time able to do both.
+// descriptors in flight over Unix sockets (RLIMIT_NOFILE of them), of queued
+// signals (RLIMIT_SIGPENDING) and of inotify instances leaves a run alive at the
+// same time able to do all three.
 // Pending signals are also charged to the owner of each run's user namespace, up
 // the chain, and kill(2) queues past the limit: the run's own host id owns its
 // namespace, so that one run's flood counts against no one else.
@@ -249,6 +250,16 @@ def queue_signals(limit, send):
     return n, 'none'
 # kill(2) queues past RLIMIT_SIGPENDING (the kernel counts, but does not
 # limit, signals of kill's kind); pthread_kill (tgkill) stops at the limit.
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def inotify_instances(limit):
+    fds = []
+    while len(fds) < limit:
+        fd = libc.inotify_init1(0)
+        if fd < 0:
+            return fds, errno.errorcode.get(ctypes.get_errno(), '?')
+        fds.append(fd)
+    return fds, 'none'
 by_kill = lambda sig: os.kill(os.getpid(), sig)
 by_tgkill = lambda sig: signal.pthread_kill(threading.get_ident(), sig)
 import threading
@@ -258,26 +269,28 @@ import time
 fds, fds_err, keep = fds_in_flight(100000)
 flood, _ = queue_signals(100000, by_kill)
 sigs, sigs_err = queue_signals(200000, by_tgkill)
-print('filled', fds, fds_err, sigs, sigs_err, flood, flush=True)
+watchers, watchers_err = inotify_instances(100000)
+print('filled', fds, fds_err, sigs, sigs_err, flood, len(watchers), watchers_err, flush=True)
 print('ready', open('/proc/self/uid_map').read().strip(), flush=True)
 time.sleep(60)
 `)
 	other := run(t, l, rootfs.Python, fill+`
 fds, fds_err, keep = fds_in_flight(4 * 253)
 sigs, sigs_err = queue_signals(500, by_tgkill)
-print('other', fds, fds_err, sigs, sigs_err)
+watchers, watchers_err = inotify_instances(10)
+print('other', fds, fds_err, sigs, sigs_err, len(watchers), watchers_err)
 `)
 	first := stop()
-	var fds, sigs, flood int
-	var fdsErr, sigsErr string
-	if _, err := fmt.Sscanf(first.Stdout, "filled %d %s %d %s %d", &fds, &fdsErr, &sigs, &sigsErr, &flood); err != nil {
+	var fds, sigs, flood, watchers int
+	var fdsErr, sigsErr, watchersErr string
+	if _, err := fmt.Sscanf(first.Stdout, "filled %d %s %d %s %d %d %s", &fds, &fdsErr, &sigs, &sigsErr, &flood, &watchers, &watchersErr); err != nil {
 		t.Fatalf("first run's output %q (stderr %q): %v", first.Stdout, first.Stderr, err)
 	}
-	if fdsErr != "ETOOMANYREFS" || sigsErr != "EAGAIN" || flood != 100000 {
-		t.Fatalf("the first run: %d fds in flight (%s), %d signals queued by kill, %d more by tgkill (%s); want ETOOMANYREFS, 100000 and EAGAIN",
-			fds, fdsErr, flood, sigs, sigsErr)
+	if fdsErr != "ETOOMANYREFS" || sigsErr != "EAGAIN" || flood != 100000 || watchersErr != "EMFILE" {
+		t.Fatalf("the first run: %d fds in flight (%s), %d signals queued by kill, %d more by tgkill (%s), %d inotify instances (%s); want ETOOMANYREFS, 100000, EAGAIN and EMFILE",
+			fds, fdsErr, flood, sigs, sigsErr, watchers, watchersErr)
 	}
-	if want := "other 1012 none 500 none\n"; other.Stdout != want {
+	if want := "other 1012 none 500 none 10 none\n"; other.Stdout != want {
 		t.Errorf("the concurrent run: got %q (stderr %q), want %q", other.Stdout, other.Stderr, want)
 	}
 }

@@ -160,8 +160,6 @@ var deniedCalls = []struct {
 	{"lookup_dcookie", unix.SYS_LOOKUP_DCOOKIE},
 	{"sethostname", unix.SYS_SETHOSTNAME},
 	{"setdomainname", unix.SYS_SETDOMAINNAME},
-	{"inotify_init", unix.SYS_INOTIFY_INIT},
-	{"inotify_init1", unix.SYS_INOTIFY_INIT1},
 	{"mq_open", unix.SYS_MQ_OPEN},
 	{"mq_unlink", unix.SYS_MQ_UNLINK},
 	{"mq_timedsend", unix.SYS_MQ_TIMEDSEND},

@@ -330,11 +330,11 @@ func spawnerClone() Rule {
 // Docker allows, brig denies (EPERM):
 //   - ptrace, process_vm_readv, process_vm_writev: Docker allows them on
 //     4.8+ kernels, where ptrace can no longer bypass seccomp. brig denies
-//     them: all of a run's processes share one uid and filter, so there is
-//     nothing a run needs to trace, and debuggers are not its business.
-//   - inotify_*, fanotify_mark, mq_*: per-uid limits and whole-mount watches
-//     (see their rules).
-//   - shm*, sem*, msg*: System V IPC objects outlive their creator.
+//     them: nothing a run needs is traced, and debuggers are not its
+//     business.
+//   - fanotify_mark: whole-mount watches (see its rule).
+//   - mq_*, shm*, sem*, msg*: POSIX message queues and System V IPC, kernel
+//     surface CPython and Node programs do not use (see their rules).
 //   - name_to_handle_at: only useful with open_by_handle_at, which both deny.
 //   - chroot: Docker's default capabilities include CAP_SYS_CHROOT, a run has
 //     no capability at all; denied rather than left to fail in the kernel.
@@ -664,21 +664,26 @@ func defaultRules() []Rule {
 		{Action: Deny, Names: []string{"open_by_handle_at", "name_to_handle_at"},
 			Comment: "File handles name inodes directly and so step around the " +
 				"mount namespace (the \"shocker\" container escape)."},
-		{Action: Deny, Names: []string{
+		{Action: Allow, Names: []string{
 			"inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
-			"fanotify_init", "fanotify_mark",
-		}, Comment: "The inotify instance and watch limits are per uid, and all " +
-			"runs share one uid: one run could exhaust them for the others. " +
-			"fanotify watches whole mounts. Programs fall back to polling."},
+		}, Comment: "File watchers (Node's fs.watch, watchdog). The instance and " +
+			"watch limits are per user and charged up the user namespace chain " +
+			"to its owner, the run's own host id: one run exhausts only its own."},
+		{Action: Deny, Names: []string{"fanotify_init", "fanotify_mark"},
+			Comment: "fanotify watches whole mounts and filesystems, the host's " +
+				"rootfs included; it needs CAP_SYS_ADMIN for most of that anyway."},
 		{Action: Deny, Names: []string{
 			"mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
 			"mq_getsetattr",
-		}, Comment: "RLIMIT_MSGQUEUE is per uid, shared by all runs as above."},
+		}, Comment: "POSIX message queues: each run has its own IPC namespace and " +
+			"RLIMIT_MSGQUEUE count, so nothing is shared; denied as kernel " +
+			"surface that CPython and Node programs do not use."},
 		{Action: Deny, Names: []string{
 			"shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop",
 			"semctl", "msgget", "msgsnd", "msgrcv", "msgctl",
-		}, Comment: "System V IPC objects outlive their creator and, where runs " +
-			"share an IPC namespace, are visible to other runs. CPython and Node " +
-			"use POSIX shared memory (/dev/shm files) and futexes instead."},
+		}, Comment: "System V IPC: the objects live in the run's own IPC namespace " +
+			"and die with it, so nothing is shared; denied as kernel surface. " +
+			"CPython and Node use POSIX shared memory (/dev/shm files) and " +
+			"futexes instead."},
 	}
 }
