@@ -174,7 +174,10 @@ func rmdirTree(dir string) error {
 		if err == nil || errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-		if !errors.Is(err, unix.EBUSY) || try == 6 {
+		// Up to about a second in all: a group whose last process has just died
+		// stays busy until the kernel has finished its exit, which takes longer
+		// on a loaded host (63 ms was seen to be too little with the CPUs busy).
+		if !errors.Is(err, unix.EBUSY) || try == 10 {
 			return fmt.Errorf("removing cgroup %q: %w", dir, err)
 		}
 		subs, err := subgroups(dir)
