@@ -196,6 +196,8 @@ func startProgram(st *initState) (int, error) {
 		UID:       st.prep.UID,
 		GID:       st.prep.GID,
 		HostUID:   st.prep.HostUID,
+		RootUID:   st.prep.InitUID,
+		RootGID:   st.prep.InitGID,
 		HostGID:   st.prep.HostGID,
 		FilterBPF: st.prep.Seccomp,
 	})

@@ -224,12 +224,17 @@ type spawnArgs struct {
 	UID, GID  int // inside the namespace
 	HostUID   int // what UID maps to on the host
 	HostGID   int
-	LastCap   int
+	// RootUID and RootGID are what the namespace's 0 maps to: the init's host ids,
+	// so that the init appears as root inside, and a chown to root fails as on
+	// any host (EPERM) rather than as an unmapped id (EINVAL). The program can
+	// never become 0: it has no capability, no_new_privs and nosuid mounts.
+	RootUID, RootGID int
+	LastCap          int
 	FilterBPF []byte // the program's filter, struct sock_filter[] (seccomp.Program.Marshal)
 }
 
-// spawnInUserNS starts a.Path as the program: in a new user namespace whose only
-// mapping is a.UID to a.HostUID (and the same for gids), with no supplementary
+// spawnInUserNS starts a.Path as the program: in a new user namespace whose
+// mappings are a.UID to a.HostUID and 0 to a.RootUID (the same for gids), with no supplementary
 // groups, no capabilities and a.FilterBPF loaded, from the calling thread (which
 // must be locked, and whose no_new_privs, empty bounding set and descriptors the
 // program inherits). It returns once the program has been exec'd.
@@ -271,8 +276,8 @@ func spawnInUserNS(a spawnArgs) (int, error) {
 		envp:       vec(a.Env),
 		dir:        cstr(a.Dir),
 		stdin_fd:   C.int(a.StdinFD),
-		uid_map:    cstr(fmt.Sprintf("%d %d 1\n", a.UID, a.HostUID)),
-		gid_map:    cstr(fmt.Sprintf("%d %d 1\n", a.GID, a.HostGID)),
+		uid_map:    cstr(fmt.Sprintf("0 %d 1\n%d %d 1\n", a.RootUID, a.UID, a.HostUID)),
+		gid_map:    cstr(fmt.Sprintf("0 %d 1\n%d %d 1\n", a.RootGID, a.GID, a.HostGID)),
 		uid:        C.uint(a.UID),
 		host_uid:   C.uint(a.HostUID),
 		gid:        C.uint(a.GID),

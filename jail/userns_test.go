@@ -19,18 +19,34 @@ import (
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
-// hostIDOf reads the host id a run's uid_map or gid_map line maps 1000 to.
-func hostIDOf(tb testing.TB, mapLine string) uint32 {
+// hostIDOf reads the host id a run's uid_map or gid_map maps 1000 to. The map
+// must hold exactly two ids: 0 (the init's) and 1000, each to one host id.
+func hostIDOf(tb testing.TB, idMap string) uint32 {
 	tb.Helper()
-	f := strings.Fields(mapLine)
-	if len(f) != 3 || f[0] != "1000" || f[2] != "1" {
-		tb.Fatalf("id map %q: want exactly one line mapping 1000 to one host id", mapLine)
+	ids, _ := hostIDsOf(tb, idMap)
+	return ids
+}
+
+// hostIDsOf reads what a run's id map maps 1000 and 0 to.
+func hostIDsOf(tb testing.TB, idMap string) (program, root uint32) {
+	tb.Helper()
+	lines := strings.Split(strings.TrimSpace(idMap), "\n")
+	got := map[string]uint32{}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) != 3 || f[2] != "1" {
+			tb.Fatalf("id map %q: want lines mapping one id each", idMap)
+		}
+		id, err := strconv.ParseUint(f[1], 10, 32)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		got[f[0]] = uint32(id)
 	}
-	id, err := strconv.ParseUint(f[1], 10, 32)
-	if err != nil {
-		tb.Fatal(err)
+	if len(lines) != 2 || got["1000"] == 0 || got["0"] == 0 {
+		tb.Fatalf("id map %q: want exactly 0 and 1000 mapped", idMap)
 	}
-	return uint32(id)
+	return got["1000"], got["0"]
 }
 
 // TestUserNamespaceIDs: the program is 1000 inside a user namespace of its own
@@ -50,6 +66,7 @@ r['init uid'] = [l.split()[1] for l in open('/proc/1/status') if l.startswith('U
 r['sandbox owner'] = str(os.stat('/sandbox').st_uid)
 r['main owner'] = str(os.stat('/sandbox/main.py').st_uid)
 r['setuid 0'] = trial(lambda: os.setuid(0))
+r['chown to root'] = trial(lambda: os.chown('/sandbox/main.py', 0, 0))
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 def unshare_user():
@@ -76,23 +93,22 @@ r['unshare user'] = trial(unshare_user)
 			{name: "no groups", key: "groups", want: "[]"},
 			{name: "sandbox dir is the program's", key: "sandbox owner", want: "1000"},
 			{name: "program file is the program's", key: "main owner", want: "1000"},
-			{name: "cannot become root", key: "setuid 0", wantAny: []string{"EPERM", "EINVAL"}},
+			{name: "cannot become root", key: "setuid 0", want: "EPERM"},
+			{name: "cannot give a file to root", key: "chown to root", want: "EPERM"},
 			{name: "no nested user namespace", key: "unshare user", want: "EPERM"},
 		})
-		uid, gid := hostIDOf(t, got["uid_map"]), hostIDOf(t, got["gid_map"])
-		if !r.Contains(uid) || uid != gid {
-			t.Errorf("run %d: host uid %d gid %d, want one id of the range %s for both", i, uid, gid, r)
+		uid, rootUID := hostIDsOf(t, got["uid_map"])
+		gid, rootGID := hostIDsOf(t, got["gid_map"])
+		if !r.Contains(uid) || uid != gid || !r.Contains(rootUID) || rootUID != rootGID || rootUID == uid {
+			t.Errorf("run %d: host uid %d gid %d, root %d:%d; want two ids of the range %s, the same for uid and gid",
+				i, uid, gid, rootUID, rootGID, r)
 		}
-		initUID, err := strconv.ParseUint(got["init uid"], 10, 32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The init's uid, as the program's namespace sees it, is unmapped: it is
-		// no id of the program's.
-		if initUID != 65534 {
-			t.Errorf("run %d: init uid seen from inside %d, want 65534 (unmapped)", i, initUID)
+		// The init holds the id the namespace's 0 maps to: it appears as root.
+		if got["init uid"] != "0" {
+			t.Errorf("run %d: init uid seen from inside %s, want 0 (the run's second id)", i, got["init uid"])
 		}
 		seen[uid]++
+		seen[rootUID]++
 	}
 	for id, c := range seen {
 		if c > 1 {
