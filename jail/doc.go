@@ -1,7 +1,7 @@
-// Package jail runs one program in a fresh sandbox: new mount, pid, net, ipc, uts and
-// cgroup namespaces, a run cgroup with memory, pids and CPU limits, a tmpfs overlay
-// on a read-only language rootfs, an unprivileged identity with no capabilities,
-// no_new_privs and a seccomp filter.
+// Package jail runs one program in a fresh sandbox: new user, mount, pid, net, ipc,
+// uts and cgroup namespaces, a run cgroup with memory, pids and CPU limits, a tmpfs
+// overlay on a read-only language rootfs, host ids of the sandbox's own (ids.go) with
+// no capabilities, no_new_privs and a seccomp filter.
 //
 // The parent half (Launcher: launcher.go, the pool of prepared inits in pool.go,
 // the end of a run in result.go) lives in the supervisor or in `brig run
@@ -9,8 +9,8 @@
 // cgroup, hands it the run's spec over a pipe, streams the program's output through
 // capped readers, enforces the deadline and reads usage and OOM kills from the
 // cgroup. The child half (Init, in init.go) builds the root, drops every privilege,
-// loads the filter, starts the interpreter and stays behind as the pid namespace's
-// init: it reaps orphans, keeps the program from being PID 1, and reports the
+// loads the filter, starts the interpreter in a user namespace of its own
+// (spawn_unsafe.go) and stays behind as the pid namespace's init: it reaps orphans, keeps the program from being PID 1, and reports the
 // program's wait status. When the program exits the init exits, and the kernel kills
 // everything left in the pid namespace.
 //
