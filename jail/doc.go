@@ -9,9 +9,10 @@
 // cgroup, hands it the run's spec over a pipe, streams the program's output through
 // capped readers, enforces the deadline and reads usage and OOM kills from the
 // cgroup. The child half (Init, in init.go) builds the root, drops every privilege,
-// loads the filter, starts the interpreter in a user namespace of its own
-// (spawn_unsafe.go) and stays behind as the pid namespace's init: it reaps orphans, keeps the program from being PID 1, and reports the
-// program's wait status. When the program exits the init exits, and the kernel kills
+// starts the interpreter in a user namespace of its own under the filter
+// (spawn_unsafe.go), and stays behind as the pid namespace's init: it reaps
+// orphans, keeps the program from being PID 1, and reports the program's wait
+// status. When the program exits the init exits, and the kernel kills
 // everything left in the pid namespace.
 //
 // Cloning the init and, on cgroup v1, moving it into the run's cgroup (which can wait

@@ -230,7 +230,7 @@ type spawnArgs struct {
 	// never become 0: it has no capability, no_new_privs and nosuid mounts.
 	RootUID, RootGID int
 	LastCap          int
-	FilterBPF []byte // the program's filter, struct sock_filter[] (seccomp.Program.Marshal)
+	FilterBPF        []byte // the program's filter, struct sock_filter[] (seccomp.Program.Marshal)
 }
 
 // spawnInUserNS starts a.Path as the program: in a new user namespace whose
