@@ -133,7 +133,7 @@ func Local(ctx context.Context, l *jail.Launcher, roots rootfs.Provider, cfg Loc
 			if err != nil {
 				return nil, err
 			}
-			if res.Outcome != api.OutcomeSucceeded {
+			if !res.Succeeded() {
 				return nil, fmt.Errorf("sandboxed %s run failed: %s %s", lang, res.Message, res.Stderr)
 			}
 			jailed.Latencies = append(jailed.Latencies, time.Since(t0))

@@ -61,8 +61,8 @@ func tryProbe(l *Launcher, lang rootfs.Language, code string, opts ...func(*Spec
 	if err != nil {
 		return nil, fmt.Errorf("Run: %w", err)
 	}
-	if res.Outcome != api.OutcomeSucceeded {
-		return nil, fmt.Errorf("probe run: got outcome %s reason %s message %q stderr %q, want succeeded", res.Outcome, res.Reason, res.Message, res.Stderr)
+	if !res.Succeeded() {
+		return nil, fmt.Errorf("probe run: got %s reason %s message %q stderr %q, want succeeded", res.End, res.Step, res.Message, res.Stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
 	got := map[string]string{}

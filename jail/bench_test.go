@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -21,8 +20,8 @@ func BenchmarkRun(b *testing.B) {
 				l := newTestLauncher(b, pool)
 				for i := 0; i < b.N; i++ {
 					res := run(b, l, lang, map[rootfs.Language]string{rootfs.Python: "pass", rootfs.JavaScript: "0"}[lang])
-					if res.Outcome != api.OutcomeSucceeded {
-						b.Fatalf("got %s: %s %s", res.Outcome, res.Message, res.Stderr)
+					if !res.Succeeded() {
+						b.Fatalf("got %s: %s %s", res.End, res.Message, res.Stderr)
 					}
 				}
 			})

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/rootfs"
 	"github.com/brig-sandbox/brig/rootfs/rootfstest"
 )
@@ -39,8 +38,8 @@ console.log("version", process.version);
 			}
 			l := newTestLauncherWith(t, t.TempDir(), built, 0)
 			res := run(t, l, tc.lang, tc.code)
-			if res.Outcome != api.OutcomeSucceeded {
-				t.Fatalf("got outcome %s (%s, stderr %q), want succeeded", res.Outcome, res.Message, res.Stderr)
+			if !res.Succeeded() {
+				t.Fatalf("got outcome %s (%s, stderr %q), want succeeded", res.End, res.Message, res.Stderr)
 			}
 			for _, want := range tc.want {
 				if !strings.Contains(res.Stdout, want) {

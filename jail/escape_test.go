@@ -521,7 +521,7 @@ func TestRunRejectsInvalidEnv(t *testing.T) {
 			if !errors.Is(err, ErrInvalidSpec) {
 				desc := "no result"
 				if res != nil {
-					desc = fmt.Sprintf("outcome %s reason %q message %q", res.Outcome, res.Reason, res.Message)
+					desc = fmt.Sprintf("outcome %s reason %q message %q", res.End, res.Step, res.Message)
 				}
 				t.Errorf("got error %v (%s), want ErrInvalidSpec", err, desc)
 			}

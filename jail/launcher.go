@@ -244,7 +244,7 @@ func (l *Launcher) close() {
 // end is in the result (a sandbox that could not be built is reason internal); the
 // error is for a spec that is not valid. Cancelling ctx stops the run (reason
 // stopped).
-func (l *Launcher) Run(ctx context.Context, spec Spec) (*api.Result, error) {
+func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	begin := time.Now()
 	if err := validateSpec(spec); err != nil {
 		return nil, err
@@ -257,41 +257,50 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*api.Result, error) {
 	l.active.Add(1)
 	l.mu.Unlock()
 	defer l.active.Done()
-	res := &api.Result{
-		Language: string(spec.Language),
-		State:    api.StateFinished,
-		Packages: []api.PackageResult{},
-		Network:  api.NetworkReport{Mode: api.NetworkNone, Connections: []api.Connection{}},
-	}
-	internal := func(format string, args ...any) (*api.Result, error) {
+	res := &Result{}
+	internal := func(step, format string, args ...any) (*Result, error) {
+		res.Step = step
 		res.Message = fmt.Sprintf(format, args...)
-		finish(res, api.ReasonInternal)
+		res.End = EndInternal
 		res.Timing.TotalMS = time.Since(begin).Milliseconds()
 		return res, nil
 	}
 	root, err := l.cfg.Rootfs.Root(spec.Language)
 	if err != nil {
-		return internal("the %s rootfs is not available: %v", spec.Language, err)
+		return internal("rootfs", "the %s rootfs is not available: %v", spec.Language, err)
 	}
 	s, ready, err := l.take(root, spec.MemoryBytes)
 	if err != nil {
-		return internal("could not prepare a sandbox: %v", err)
+		return internal("sandbox", "could not prepare a sandbox: %v", err)
 	}
 	defer l.release(s)
 	if !ready {
 		// The init's own start is not the run's CPU (a pooled init's baseline
 		// was read when it became ready).
 		if s.baseline, err = s.group.Usage(); err != nil {
-			return internal("reading the run's cgroup: %v", err)
+			return internal("cgroup", "reading the run's cgroup: %v", err)
 		}
 	}
 	// The init reads the whole spec before it acts on it, so this write does not
 	// depend on the init making progress beyond reading.
-	err = json.NewEncoder(s.spec).Encode(runSpecOf(spec, root))
+	var attached map[string]string
+	if spec.Attach != nil {
+		env, err := spec.Attach(s.cmd.Process.Pid)
+		if err != nil {
+			return internal("network", "could not set up the run's network: %v", err)
+		}
+		for k := range env {
+			if !ReservedEnv(k) {
+				return internal("network", "the network's environment sets %s, which brig does not reserve", k)
+			}
+		}
+		attached = env
+	}
+	err = json.NewEncoder(s.spec).Encode(runSpecOf(spec, root, attached))
 	s.spec.Close()
 	s.spec = nil
 	if err != nil {
-		return internal("sending the spec to the sandbox init: %v", err)
+		return internal("spec", "sending the spec to the sandbox init: %v", err)
 	}
 
 	// The program's output reaches the callbacks only after OnStart: its pipes

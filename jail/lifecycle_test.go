@@ -19,7 +19,7 @@ import (
 func TestCloseWaitsForRunsAndRefusesNew(t *testing.T) {
 	l := newTestLauncher(t, 1)
 	started := make(chan struct{})
-	done := make(chan *api.Result)
+	done := make(chan *Result)
 	go func() {
 		res, err := l.Run(context.Background(), Spec{
 			Language: rootfs.Python, Code: "import time; time.sleep(0.5); print('done')",
@@ -38,8 +38,8 @@ func TestCloseWaitsForRunsAndRefusesNew(t *testing.T) {
 	case <-closed:
 		t.Fatal("Close returned while a run was under way")
 	case res := <-done:
-		if res.Outcome != api.OutcomeSucceeded || res.Stdout != "done\n" {
-			t.Errorf("the run under Close: got %s %q (%s), want succeeded \"done\\n\"", res.Outcome, res.Stdout, res.Message)
+		if !res.Succeeded() || res.Stdout != "done\n" {
+			t.Errorf("the run under Close: got %s %q (%s), want succeeded \"done\\n\"", res.End, res.Stdout, res.Message)
 		}
 	}
 	<-closed

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -39,8 +38,8 @@ func TestTimeoutKillsEverything(t *testing.T) {
 				s.OnStart = func() { started = time.Now() }
 			})
 			sinceStart := time.Since(started)
-			if res.Reason != api.ReasonTimeout || res.Outcome != api.OutcomeFailed || res.Status != api.StatusFailed {
-				t.Errorf("got reason %q outcome %q status %q (message %q, stderr %q), want timeout, failed, failed", res.Reason, res.Outcome, res.Status, res.Message, res.Stderr)
+			if res.End != EndTimeout {
+				t.Errorf("got end %q (message %q, stderr %q), want timeout", res.End, res.Message, res.Stderr)
 			}
 			if res.Usage.WallMS < 1000 || res.Usage.WallMS > 1150 {
 				t.Errorf("wall: got %d ms, want 1000 to 1150", res.Usage.WallMS)
@@ -84,11 +83,11 @@ func TestMemoryLimit(t *testing.T) {
 		name    string
 		lang    rootfs.Language
 		code    string
-		reason  api.Reason
+		reason  End
 		minPeak int64
 	}{
-		{"python 1 GiB", rootfs.Python, pyHog(1024), api.ReasonMemory, 200 << 20},
-		{"javascript 1 GiB", rootfs.JavaScript, "const b = Buffer.alloc(1 << 30, 1); console.log(b.length)", api.ReasonMemory, 200 << 20},
+		{"python 1 GiB", rootfs.Python, pyHog(1024), EndMemory, 200 << 20},
+		{"javascript 1 GiB", rootfs.JavaScript, "const b = Buffer.alloc(1 << 30, 1); console.log(b.length)", EndMemory, 200 << 20},
 		{"four children of 100 MiB", rootfs.Python, `
 import os, sys, time
 kids = []
@@ -100,17 +99,13 @@ for _ in range(4):
         os._exit(0)
     kids.append(pid)
 sys.exit(1 if any(os.waitpid(k, 0)[1] != 0 for k in kids) else 0)
-`, api.ReasonMemory, 200 << 20},
-		{"python 100 MiB", rootfs.Python, pyHog(112), api.ReasonNone, 100 << 20},
+`, EndMemory, 200 << 20},
+		{"python 100 MiB", rootfs.Python, pyHog(112), EndCompleted, 100 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, l, tc.lang, tc.code, withMemoryMiB(256))
-			wantOutcome := api.OutcomeFailed
-			if tc.reason == api.ReasonNone {
-				wantOutcome = api.OutcomeSucceeded
-			}
-			if res.Reason != tc.reason || res.Outcome != wantOutcome {
-				t.Errorf("got reason %q outcome %q (message %q, stderr %.300q), want %q %q", res.Reason, res.Outcome, res.Message, res.Stderr, tc.reason, wantOutcome)
+			if res.End != tc.reason {
+				t.Errorf("got end %q (message %q, stderr %.300q), want %q", res.End, res.Message, res.Stderr, tc.reason)
 			}
 			if res.Usage.PeakMemoryBytes < tc.minPeak || res.Usage.PeakMemoryBytes > 256<<20 {
 				t.Errorf("peak memory: got %d MiB, want %d to 256 MiB", res.Usage.PeakMemoryBytes>>20, tc.minPeak>>20)
@@ -141,20 +136,20 @@ def fill(path):
 	for _, tc := range []struct {
 		name   string
 		code   string
-		reason api.Reason
+		reason End
 		// wantErr is the first word printed; the byte counts follow.
 		wantErr string
 	}{
-		{"tmp", fill + "print(*fill('/tmp/fill'))", api.ReasonNone, "ENOSPC"},
-		{"sandbox", fill + "print(*fill('/sandbox/fill'))", api.ReasonNone, "ENOSPC"},
-		{"dev shm", fill + "print(*fill('/dev/shm/fill'))", api.ReasonNone, "ENOSPC"},
-		{"tmp then dev shm share one budget", fill + "a = fill('/tmp/fill')\nb = fill('/dev/shm/fill')\nprint(a[0], a[1] + b[1])", api.ReasonNone, "ENOSPC"},
-		{"uncaught", "with open('/tmp/fill', 'wb') as f:\n    while True:\n        f.write(b'x' * (1 << 20))", api.ReasonError, ""},
+		{"tmp", fill + "print(*fill('/tmp/fill'))", EndCompleted, "ENOSPC"},
+		{"sandbox", fill + "print(*fill('/sandbox/fill'))", EndCompleted, "ENOSPC"},
+		{"dev shm", fill + "print(*fill('/dev/shm/fill'))", EndCompleted, "ENOSPC"},
+		{"tmp then dev shm share one budget", fill + "a = fill('/tmp/fill')\nb = fill('/dev/shm/fill')\nprint(a[0], a[1] + b[1])", EndCompleted, "ENOSPC"},
+		{"uncaught", "with open('/tmp/fill', 'wb') as f:\n    while True:\n        f.write(b'x' * (1 << 20))", EndError, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, l, rootfs.Python, tc.code, withMemoryMiB(memMiB))
-			if res.Reason != tc.reason {
-				t.Fatalf("got reason %q (message %q, stderr %.300q), want %q (never memory)", res.Reason, res.Message, res.Stderr, tc.reason)
+			if res.End != tc.reason {
+				t.Fatalf("got reason %q (message %q, stderr %.300q), want %q (never memory)", res.End, res.Message, res.Stderr, tc.reason)
 			}
 			if tc.wantErr == "" {
 				if !strings.Contains(res.Stderr, "No space left on device") {

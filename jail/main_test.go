@@ -72,7 +72,7 @@ func newTestLauncherWith(tb testing.TB, state string, p rootfs.Provider, pool in
 }
 
 // run runs code with the API's default limits unless spec says otherwise.
-func run(tb testing.TB, l *Launcher, lang rootfs.Language, code string, opts ...func(*Spec)) *api.Result {
+func run(tb testing.TB, l *Launcher, lang rootfs.Language, code string, opts ...func(*Spec)) *Result {
 	tb.Helper()
 	spec := Spec{Language: lang, Code: code, Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20}
 	for _, o := range opts {
@@ -98,8 +98,8 @@ func TestHelloBothLanguages(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, l, tc.lang, tc.code)
-			if res.Outcome != api.OutcomeSucceeded || res.Stdout != tc.want {
-				t.Fatalf("got outcome %s stdout %q stderr %q message %q, want succeeded %q", res.Outcome, res.Stdout, res.Stderr, res.Message, tc.want)
+			if !res.Succeeded() || res.Stdout != tc.want {
+				t.Fatalf("got outcome %s stdout %q stderr %q message %q, want succeeded %q", res.End, res.Stdout, res.Stderr, res.Message, tc.want)
 			}
 		})
 	}

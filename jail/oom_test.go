@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/rootfs"
 )
@@ -66,9 +65,9 @@ process.exit(0);
 			took := time.Since(begin)
 			t.Logf("Run took %v (wall %d ms); exit code %v signal %q; message %q; stdout %q",
 				took, res.Usage.WallMS, exitCode(res), res.Signal, res.Message, res.Stdout)
-			if res.Reason != api.ReasonMemory || res.Status != api.StatusFailed || res.Outcome != api.OutcomeFailed {
-				t.Errorf("got reason %q status %q outcome %q (message %q, stdout %q, stderr %.300q), want memory, failed, failed",
-					res.Reason, res.Status, res.Outcome, res.Message, res.Stdout, res.Stderr)
+			if res.End != EndMemory {
+				t.Errorf("got end %q (message %q, stdout %q, stderr %.300q), want memory",
+					res.End, res.Message, res.Stdout, res.Stderr)
 			}
 			if want := fmt.Sprintf("memory limit of %d MiB", memMiB); !strings.Contains(res.Message, want) {
 				t.Errorf("message: got %q, want it to name the limit (%q)", res.Message, want)
@@ -83,7 +82,7 @@ process.exit(0);
 	}
 }
 
-func exitCode(res *api.Result) string {
+func exitCode(res *Result) string {
 	if res.ExitCode == nil {
 		return "none"
 	}
@@ -104,31 +103,31 @@ func TestClassifyOOM(t *testing.T) {
 		name       string
 		e          ending
 		usage      cgroup.Usage
-		wantReason api.Reason
+		wantReason End
 		wantCode   string // "none" when there is no exit code
 		wantSignal string
 	}{
-		{"the parent caught its child's OOM kill and exited 0", ending{started: true, exited: true, ws: exited0}, oomKill, api.ReasonMemory, "0", ""},
-		{"the parent exited 3", ending{started: true, exited: true, ws: exited3}, oomKill, api.ReasonMemory, "3", ""},
-		{"the program itself was OOM-killed", ending{started: true, exited: true, ws: killedBy9}, oomKill, api.ReasonMemory, "none", "SIGKILL"},
-		{"the OOM signal came before the program's exit", ending{started: true, oomKilled: true}, oomKill, api.ReasonMemory, "none", "SIGKILL"},
-		{"the OOM signal without a count (usage unreadable)", ending{started: true, oomKilled: true}, cgroup.Usage{}, api.ReasonMemory, "none", "SIGKILL"},
-		{"the init was OOM-killed", ending{started: true, lost: true}, oomKill, api.ReasonMemory, "none", "SIGKILL"},
-		{"the deadline came first", ending{started: true, timedOut: true}, oomKill, api.ReasonTimeout, "none", "SIGKILL"},
-		{"a stop came first", ending{started: true, stopped: true}, oomKill, api.ReasonStopped, "none", "SIGKILL"},
-		{"no OOM kill, exit 0", ending{started: true, exited: true, ws: exited0}, cgroup.Usage{}, api.ReasonNone, "0", ""},
-		{"no OOM kill, killed by a signal", ending{started: true, exited: true, ws: killedBy9}, cgroup.Usage{}, api.ReasonError, "none", "SIGKILL"},
+		{"the parent caught its child's OOM kill and exited 0", ending{started: true, exited: true, ws: exited0}, oomKill, EndMemory, "0", ""},
+		{"the parent exited 3", ending{started: true, exited: true, ws: exited3}, oomKill, EndMemory, "3", ""},
+		{"the program itself was OOM-killed", ending{started: true, exited: true, ws: killedBy9}, oomKill, EndMemory, "none", "SIGKILL"},
+		{"the OOM signal came before the program's exit", ending{started: true, oomKilled: true}, oomKill, EndMemory, "none", "SIGKILL"},
+		{"the OOM signal without a count (usage unreadable)", ending{started: true, oomKilled: true}, cgroup.Usage{}, EndMemory, "none", "SIGKILL"},
+		{"the init was OOM-killed", ending{started: true, lost: true}, oomKill, EndMemory, "none", "SIGKILL"},
+		{"the deadline came first", ending{started: true, timedOut: true}, oomKill, EndTimeout, "none", "SIGKILL"},
+		{"a stop came first", ending{started: true, stopped: true}, oomKill, EndStopped, "none", "SIGKILL"},
+		{"no OOM kill, exit 0", ending{started: true, exited: true, ws: exited0}, cgroup.Usage{}, EndCompleted, "0", ""},
+		{"no OOM kill, killed by a signal", ending{started: true, exited: true, ws: killedBy9}, cgroup.Usage{}, EndError, "none", "SIGKILL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := &api.Result{Network: api.NetworkReport{Mode: api.NetworkNone}}
+			res := &Result{}
 			spec := Spec{MemoryBytes: 256 << 20, Timeout: time.Second}
 			(&Launcher{}).classify(res, tt.e, tt.usage, spec)
-			if res.Reason != tt.wantReason || exitCode(res) != tt.wantCode || res.Signal != tt.wantSignal {
+			if res.End != tt.wantReason || exitCode(res) != tt.wantCode || res.Signal != tt.wantSignal {
 				t.Errorf("got reason %q exit code %s signal %q, want %q %s %q (message %q)",
-					res.Reason, exitCode(res), res.Signal, tt.wantReason, tt.wantCode, tt.wantSignal, res.Message)
+					res.End, exitCode(res), res.Signal, tt.wantReason, tt.wantCode, tt.wantSignal, res.Message)
 			}
-			if tt.wantReason == api.ReasonMemory && !strings.Contains(res.Message, "memory limit of 256 MiB") {
+			if tt.wantReason == EndMemory && !strings.Contains(res.Message, "memory limit of 256 MiB") {
 				t.Errorf("message: got %q, want it to name the 256 MiB limit", res.Message)
 			}
 		})

@@ -69,8 +69,8 @@ func TestOutputCapsInRun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errs collector
 			res := run(t, l, tc.lang, tc.code, func(s *Spec) { s.OnStdout, s.OnStderr = out.add, errs.add })
-			if res.Outcome != api.OutcomeSucceeded {
-				t.Fatalf("got outcome %s reason %s message %q, want succeeded", res.Outcome, res.Reason, res.Message)
+			if !res.Succeeded() {
+				t.Fatalf("got %s reason %s message %q, want succeeded", res.End, res.Step, res.Message)
 			}
 			got, truncated, streamed, limit := res.Stdout, res.StdoutTruncated, out.text(), api.MaxStdoutChars
 			if tc.stderr {
@@ -162,27 +162,25 @@ func TestOutcomesInRun(t *testing.T) {
 		name     string
 		lang     rootfs.Language
 		code     string
-		status   string
-		reason   api.Reason
-		outcome  api.Outcome
+		reason   End
 		exitCode int
 		stderr   string // a substring
 	}{
-		{"success", rootfs.Python, "print('ok')", api.StatusCompleted, api.ReasonNone, api.OutcomeSucceeded, 0, ""},
-		{"exit 3", rootfs.Python, "import sys; sys.exit(3)", api.StatusFailed, api.ReasonError, api.OutcomeFailed, 3, ""},
-		{"exception", rootfs.Python, "def f():\n    return 1 / 0\nf()", api.StatusFailed, api.ReasonError, api.OutcomeFailed, 1, "Traceback (most recent call last):\n  File \"/sandbox/main.py\", line 3"},
-		{"exception name", rootfs.Python, "1 / 0", api.StatusFailed, api.ReasonError, api.OutcomeFailed, 1, "ZeroDivisionError: division by zero"},
-		{"syntax error", rootfs.Python, "def (:", api.StatusFailed, api.ReasonError, api.OutcomeFailed, 1, "SyntaxError"},
-		{"javascript success", rootfs.JavaScript, "console.log('ok')", api.StatusCompleted, api.ReasonNone, api.OutcomeSucceeded, 0, ""},
-		{"javascript throw", rootfs.JavaScript, "throw new Error('boom')", api.StatusFailed, api.ReasonError, api.OutcomeFailed, 1, "Error: boom"},
-		{"javascript exit 3", rootfs.JavaScript, "process.exit(3)", api.StatusFailed, api.ReasonError, api.OutcomeFailed, 3, ""},
-		{"javascript syntax error", rootfs.JavaScript, "function (", api.StatusFailed, api.ReasonError, api.OutcomeFailed, 1, "SyntaxError"},
-		{"javascript unhandled rejection", rootfs.JavaScript, "Promise.reject(new Error('later'))", api.StatusFailed, api.ReasonError, api.OutcomeFailed, 1, "later"},
+		{"success", rootfs.Python, "print('ok')", EndCompleted, 0, ""},
+		{"exit 3", rootfs.Python, "import sys; sys.exit(3)", EndError, 3, ""},
+		{"exception", rootfs.Python, "def f():\n    return 1 / 0\nf()", EndError, 1, "Traceback (most recent call last):\n  File \"/sandbox/main.py\", line 3"},
+		{"exception name", rootfs.Python, "1 / 0", EndError, 1, "ZeroDivisionError: division by zero"},
+		{"syntax error", rootfs.Python, "def (:", EndError, 1, "SyntaxError"},
+		{"javascript success", rootfs.JavaScript, "console.log('ok')", EndCompleted, 0, ""},
+		{"javascript throw", rootfs.JavaScript, "throw new Error('boom')", EndError, 1, "Error: boom"},
+		{"javascript exit 3", rootfs.JavaScript, "process.exit(3)", EndError, 3, ""},
+		{"javascript syntax error", rootfs.JavaScript, "function (", EndError, 1, "SyntaxError"},
+		{"javascript unhandled rejection", rootfs.JavaScript, "Promise.reject(new Error('later'))", EndError, 1, "later"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, l, tc.lang, tc.code)
-			if res.Status != tc.status || res.Reason != tc.reason || res.Outcome != tc.outcome {
-				t.Errorf("got %s/%q/%s (message %q), want %s/%q/%s", res.Status, res.Reason, res.Outcome, res.Message, tc.status, tc.reason, tc.outcome)
+			if res.End != tc.reason {
+				t.Errorf("got %q (message %q), want %q", res.End, res.Message, tc.reason)
 			}
 			if res.ExitCode == nil || *res.ExitCode != tc.exitCode {
 				t.Errorf("exit code: got %v, want %d", res.ExitCode, tc.exitCode)
@@ -193,7 +191,7 @@ func TestOutcomesInRun(t *testing.T) {
 			if !strings.Contains(res.Stderr, tc.stderr) {
 				t.Errorf("stderr: got %q, want it to contain %q", res.Stderr, tc.stderr)
 			}
-			if tc.reason != api.ReasonNone && res.Message == "" {
+			if tc.reason != EndCompleted && res.Message == "" {
 				t.Errorf("message: got none, want a sentence for the failure")
 			}
 		})
@@ -328,8 +326,8 @@ sys.stderr.write('done\n')
 `, withTimeout(20*time.Second), func(s *Spec) {
 		s.OnStdout = func(c string) { mu.Lock(); streamed += len(c); mu.Unlock() }
 	})
-	if res.Outcome != api.OutcomeSucceeded {
-		t.Fatalf("got outcome %s reason %s message %q, want succeeded", res.Outcome, res.Reason, res.Message)
+	if !res.Succeeded() {
+		t.Fatalf("got %s reason %s message %q, want succeeded", res.End, res.Step, res.Message)
 	}
 	if !res.StdoutTruncated || !res.StderrTruncated {
 		t.Errorf("truncated: got stdout %v stderr %v, want both", res.StdoutTruncated, res.StderrTruncated)

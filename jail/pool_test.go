@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -101,19 +100,19 @@ func TestPoolRespectsEachRunsLimits(t *testing.T) {
 		name   string
 		memMiB int64
 		code   string
-		reason api.Reason
+		reason End
 		stdout string
 	}{
-		{"smaller memory", 128, pyHog(256), api.ReasonMemory, ""},
-		{"smaller scratch", 128, fill, api.ReasonNone, fmt.Sprint("ENOSPC ", ScratchBytes(128<<20))},
-		{"larger memory", 1024, pyHog(704), api.ReasonNone, "allocated 704\n"},
-		{"larger scratch", 1024, fill, api.ReasonNone, fmt.Sprint("ENOSPC ", ScratchBytes(1024<<20))},
+		{"smaller memory", 128, pyHog(256), EndMemory, ""},
+		{"smaller scratch", 128, fill, EndCompleted, fmt.Sprint("ENOSPC ", ScratchBytes(128<<20))},
+		{"larger memory", 1024, pyHog(704), EndCompleted, "allocated 704\n"},
+		{"larger scratch", 1024, fill, EndCompleted, fmt.Sprint("ENOSPC ", ScratchBytes(1024<<20))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			time.Sleep(300 * time.Millisecond) // for the pool to refill
 			res := run(t, l, rootfs.Python, tc.code, withMemoryMiB(tc.memMiB))
-			if res.Reason != tc.reason {
-				t.Errorf("got reason %q (message %q, stdout %q, stderr %.300q), want %q", res.Reason, res.Message, res.Stdout, res.Stderr, tc.reason)
+			if res.End != tc.reason {
+				t.Errorf("got reason %q (message %q, stdout %q, stderr %.300q), want %q", res.End, res.Message, res.Stdout, res.Stderr, tc.reason)
 			}
 			if res.Usage.PeakMemoryBytes > tc.memMiB<<20 {
 				t.Errorf("peak memory: got %d MiB, want at most %d", res.Usage.PeakMemoryBytes>>20, tc.memMiB)

@@ -9,12 +9,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
 // timedRun runs code and returns the result and how long Run took.
-func timedRun(tb testing.TB, l *Launcher, lang rootfs.Language, code string, opts ...func(*Spec)) (*api.Result, time.Duration) {
+func timedRun(tb testing.TB, l *Launcher, lang rootfs.Language, code string, opts ...func(*Spec)) (*Result, time.Duration) {
 	tb.Helper()
 	begin := time.Now()
 	res := run(tb, l, lang, code, opts...)
@@ -62,7 +61,7 @@ func TestForkAndThreadBombs(t *testing.T) {
 		code    string
 		timeout time.Duration
 		// reasons the run may end with; the first for a program that stops itself.
-		reasons []api.Reason
+		reasons []End
 		// counted: the program prints how many it made before the limit refused one.
 		counted bool
 	}{
@@ -82,7 +81,7 @@ while True:
         os._exit(0)
     n += 1
 `,
-			timeout: 20 * time.Second, reasons: []api.Reason{api.ReasonNone}, counted: true,
+			timeout: 20 * time.Second, reasons: []End{EndCompleted}, counted: true,
 		},
 		{
 			name: "threads until refused",
@@ -100,7 +99,7 @@ while True:
 sys.stdout.flush()
 os._exit(0)
 `,
-			timeout: 20 * time.Second, reasons: []api.Reason{api.ReasonNone}, counted: true,
+			timeout: 20 * time.Second, reasons: []End{EndCompleted}, counted: true,
 		},
 		{
 			name: "fork bomb",
@@ -112,7 +111,7 @@ while True:
     except OSError:
         pass
 `,
-			timeout: 2 * time.Second, reasons: []api.Reason{api.ReasonTimeout, api.ReasonMemory},
+			timeout: 2 * time.Second, reasons: []End{EndTimeout, EndMemory},
 		},
 		{
 			name: "thread bomb",
@@ -126,7 +125,7 @@ def spin():
             time.sleep(0.01)
 spin()
 `,
-			timeout: 2 * time.Second, reasons: []api.Reason{api.ReasonTimeout, api.ReasonMemory},
+			timeout: 2 * time.Second, reasons: []End{EndTimeout, EndMemory},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,10 +136,10 @@ spin()
 			res, took := timedRun(t, l, rootfs.Python, code, withTimeout(tc.timeout))
 			ok := false
 			for _, r := range tc.reasons {
-				ok = ok || res.Reason == r
+				ok = ok || res.End == r
 			}
 			if !ok {
-				t.Errorf("reason: got %q (message %q, stderr %.300q), want one of %q", res.Reason, res.Message, res.Stderr, tc.reasons)
+				t.Errorf("reason: got %q (message %q, stderr %.300q), want one of %q", res.End, res.Message, res.Stderr, tc.reasons)
 			}
 			if tc.counted {
 				f := strings.Fields(res.Stdout)
@@ -203,8 +202,8 @@ console.log('started');
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, took := timedRun(t, l, tc.lang, tc.code)
-			if res.Outcome != api.OutcomeSucceeded || !strings.HasSuffix(res.Stdout, "started\n") {
-				t.Errorf("got outcome %s stdout %q stderr %q, want succeeded and started", res.Outcome, res.Stdout, res.Stderr)
+			if !res.Succeeded() || !strings.HasSuffix(res.Stdout, "started\n") {
+				t.Errorf("got outcome %s stdout %q stderr %q, want succeeded and started", res.End, res.Stdout, res.Stderr)
 			}
 			assertNoHostProcs(t, tc.marker)
 			if res.Usage.WallMS > 1500 || took > 3*time.Second {
@@ -274,8 +273,8 @@ func TestProgramDiesOfItsOwnSignal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, l, tc.lang, tc.code)
-			if res.Signal != tc.signal || res.Reason != api.ReasonError || res.Outcome != api.OutcomeFailed || res.ExitCode != nil {
-				t.Errorf("got signal %q reason %q outcome %q exit code %v (stdout %q), want %s, error, failed, no exit code", res.Signal, res.Reason, res.Outcome, res.ExitCode, res.Stdout, tc.signal)
+			if res.Signal != tc.signal || res.End != EndError || res.ExitCode != nil {
+				t.Errorf("got signal %q end %q exit code %v (stdout %q), want %s, error, no exit code", res.Signal, res.End, res.ExitCode, res.Stdout, tc.signal)
 			}
 			if res.Usage.WallMS > 3000 {
 				t.Errorf("wall: got %d ms, want the signal to end it at once", res.Usage.WallMS)
@@ -306,11 +305,11 @@ func TestKillEverythingFromInside(t *testing.T) {
 				t.Errorf("stdout: got %q (stderr %q), want %q", res.Stdout, res.Stderr, tc.stdout)
 			}
 			if tc.signal == "" {
-				if res.Outcome != api.OutcomeSucceeded {
-					t.Errorf("got outcome %s reason %s message %q, want succeeded", res.Outcome, res.Reason, res.Message)
+				if !res.Succeeded() {
+					t.Errorf("got %s reason %s message %q, want succeeded", res.End, res.Step, res.Message)
 				}
-			} else if res.Signal != tc.signal || res.Reason != api.ReasonError {
-				t.Errorf("got signal %q reason %q message %q, want %s and error", res.Signal, res.Reason, res.Message, tc.signal)
+			} else if res.Signal != tc.signal || res.End != EndError {
+				t.Errorf("got signal %q reason %q message %q, want %s and error", res.Signal, res.End, res.Message, tc.signal)
 			}
 			if took > 3*time.Second {
 				t.Errorf("Run took %v, want under 3s", took)
@@ -343,8 +342,8 @@ time.sleep(0.1)
 print('alive')
 `, int(sig))
 			res, took := timedRun(t, l, rootfs.Python, code, withTimeout(5*time.Second))
-			if res.Outcome != api.OutcomeSucceeded || !strings.HasSuffix(res.Stdout, "alive\n") {
-				t.Errorf("got outcome %s reason %s message %q stdout %q stderr %.400q, want succeeded and alive", res.Outcome, res.Reason, res.Message, res.Stdout, res.Stderr)
+			if !res.Succeeded() || !strings.HasSuffix(res.Stdout, "alive\n") {
+				t.Errorf("got %s reason %s message %q stdout %q stderr %.400q, want succeeded and alive", res.End, res.Step, res.Message, res.Stdout, res.Stderr)
 			}
 			if res.Stderr != "" {
 				t.Errorf("stderr: got %.400q, want nothing (the init must not print into the program's stderr)", res.Stderr)

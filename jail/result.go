@@ -9,9 +9,69 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/cgroup"
 )
+
+// End is how a run ended, as the jail saw it. The supervisor turns it, with the
+// request's network mode, into API.md's status, reason and outcome
+// (supervisor.ResultOf); the jail knows no API words.
+type End string
+
+// Ends of a run.
+const (
+	// EndCompleted: the program exited 0.
+	EndCompleted End = "completed"
+	// EndError: the program exited non-zero or died of a signal it raised or
+	// received from inside the run.
+	EndError End = "error"
+	// EndTimeout: the program ran past its time limit and was killed.
+	EndTimeout End = "timeout"
+	// EndMemory: the kernel's OOM killer acted on one of the run's processes,
+	// and the whole run was stopped.
+	EndMemory End = "memory"
+	// EndStopped: the caller cancelled the run.
+	EndStopped End = "stopped"
+	// EndInternal: the sandbox could not be built, or its init failed (Step says
+	// where); the program did not run, or was killed at once.
+	EndInternal End = "internal"
+)
+
+// Result is what happened in one run.
+type Result struct {
+	End End
+	// ExitCode is the program's exit status, when it exited; Signal the name of
+	// the signal that ended it ("SIGKILL" for a timeout, a stop or an OOM kill).
+	ExitCode *int
+	Signal   string
+	// Step is the step of the sandbox's setup that failed, with EndInternal.
+	Step string
+	// Message is one sentence for any end but EndCompleted.
+	Message string
+	// Stdout and Stderr are the program's output, capped at api.MaxStdoutChars
+	// and api.MaxStderrChars code points; the flags say when more was dropped.
+	Stdout, Stderr                   string
+	StdoutTruncated, StderrTruncated bool
+	Usage                            Usage
+	Timing                           Timing
+}
+
+// Usage is what a run consumed.
+type Usage struct {
+	// WallMS is from the interpreter's exec to the program's end.
+	WallMS          int64
+	CPUMS           int64
+	PeakMemoryBytes int64
+}
+
+// Timing is when a run's phases ended, in milliseconds from the call to Run.
+type Timing struct {
+	// StartMS is when the interpreter was exec'd (0 when it never was).
+	StartMS int64
+	TotalMS int64
+}
+
+// Succeeded reports whether the program ran and exited 0.
+func (r *Result) Succeeded() bool { return r.End == EndCompleted }
 
 // ending is how supervise saw the run end.
 type ending struct {
@@ -30,7 +90,7 @@ type ending struct {
 // supervise waits for the program to start and end, enforcing the deadline and
 // ending the run at the first OOM kill of any of its processes, and kills the
 // sandbox (the init, which takes its pid namespace with it) when it returns.
-func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool, res *api.Result, begin time.Time) (e ending) {
+func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool, res *Result, begin time.Time) (e ending) {
 	defer s.kill()
 	oom := s.group.OOMKilled()
 	setup := time.NewTimer(setupTimeout)
@@ -109,23 +169,25 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 //
 // exit_code and signal are the program's own, as observed: a program that exited
 // before the run was stopped keeps its code; one the stop killed has SIGKILL.
-func (l *Launcher) classify(res *api.Result, e ending, usage cgroup.Usage, spec Spec) {
+func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec) {
 	oom := e.oomKilled || usage.OOMKills > 0
 	switch {
 	case e.setupErr != nil && e.started:
+		res.Step = e.setupErr.Step
 		res.Message = fmt.Sprintf("the sandbox's init failed (step %q: %s) after the program started; the run was killed", e.setupErr.Step, e.setupErr.Error)
-		finish(res, api.ReasonInternal)
+		res.End = EndInternal
 	case e.setupErr != nil:
+		res.Step = e.setupErr.Step
 		res.Message = fmt.Sprintf("the sandbox could not be built (step %q: %s); the program did not run", e.setupErr.Step, e.setupErr.Error)
-		finish(res, api.ReasonInternal)
+		res.End = EndInternal
 	case e.timedOut:
 		res.Signal = "SIGKILL"
 		res.Message = fmt.Sprintf("the program ran longer than its time limit of %s and was killed", spec.Timeout)
-		finish(res, api.ReasonTimeout)
+		res.End = EndTimeout
 	case e.stopped:
 		res.Signal = "SIGKILL"
 		res.Message = "the run was stopped before the program ended"
-		finish(res, api.ReasonStopped)
+		res.End = EndStopped
 	case oom:
 		switch {
 		case e.exited && e.ws.Exited():
@@ -137,23 +199,23 @@ func (l *Launcher) classify(res *api.Result, e ending, usage cgroup.Usage, spec 
 			res.Signal = "SIGKILL"
 		}
 		res.Message = memoryMessage(spec, usage)
-		finish(res, api.ReasonMemory)
+		res.End = EndMemory
 	case e.lost:
 		res.Message = "the sandbox init ended without reporting the program's status"
-		finish(res, api.ReasonInternal)
+		res.End = EndInternal
 	case e.ws.Exited() && e.ws.ExitStatus() == 0:
 		code := 0
 		res.ExitCode = &code
-		finish(res, api.ReasonNone)
+		res.End = EndCompleted
 	case e.ws.Exited():
 		code := e.ws.ExitStatus()
 		res.ExitCode = &code
 		res.Message = fmt.Sprintf("the program exited with code %d", code)
-		finish(res, api.ReasonError)
+		res.End = EndError
 	default:
 		res.Signal = unix.SignalName(e.ws.Signal())
 		res.Message = fmt.Sprintf("the program was killed by %s", res.Signal)
-		finish(res, api.ReasonError)
+		res.End = EndError
 	}
 }
 
@@ -165,17 +227,6 @@ func memoryMessage(spec Spec, usage cgroup.Usage) string {
 	}
 	return fmt.Sprintf("the run went over its memory limit of %d MiB: the kernel's OOM killer killed one of its processes, and the whole run was stopped (the cgroup reports %s)",
 		spec.MemoryBytes>>20, kills)
-}
-
-// finish sets status, reason and outcome for a run without network.
-func finish(res *api.Result, reason api.Reason) {
-	res.State = api.StateFinished
-	res.Reason = reason
-	res.Status = api.StatusFailed
-	if reason == api.ReasonNone {
-		res.Status = api.StatusCompleted
-	}
-	res.Outcome = api.OutcomeOf(reason, res.Network.Mode)
 }
 
 func waitTimeout(wg *sync.WaitGroup, d time.Duration) {

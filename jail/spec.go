@@ -25,6 +25,16 @@ type Spec struct {
 	// Env is the request's environment; brig adds its own names (which win).
 	Env map[string]string
 
+	// Attach, when set, is called with the host pid of the sandbox's init once
+	// the sandbox exists and before the program is sent to it: a networked run
+	// binds its DNS server and proxies in that process's network namespace,
+	// which is the run's. env is added to the program's environment (names brig
+	// reserves, which a request can't set). The caller undoes what Attach did
+	// once Run has returned (every process of the run is killed by then). An
+	// error ends the run before the program starts (EndInternal, step
+	// "network").
+	Attach func(initPID int) (env map[string]string, err error)
+
 	// OnStart, when set, is called once the interpreter has been exec'd.
 	OnStart func()
 	// OnStdout and OnStderr, when set, get the kept output as it is printed.
@@ -135,13 +145,19 @@ func (l *Launcher) prepareSpec(root *rootfs.Root, memoryBytes int64, ids runIDs)
 	}
 }
 
-func runSpecOf(spec Spec, root *rootfs.Root) *runSpec {
+// runSpecOf is the run's spec for the init; attached is the environment that
+// Spec.Attach gave, which goes before the request's with brig's own names.
+func runSpecOf(spec Spec, root *rootfs.Root, attached map[string]string) *runSpec {
 	script := "/sandbox/" + spec.Language.ScriptName()
+	env := make([]string, 0, len(attached))
+	for k, v := range attached {
+		env = append(env, k+"="+v)
+	}
 	return &runSpec{
 		ScriptPath: script,
 		Code:       []byte(spec.Code),
 		Argv:       root.Argv(script),
-		Env:        Environ(spec.Env),
+		Env:        append(env, Environ(spec.Env)...),
 	}
 }
 
@@ -163,7 +179,7 @@ var brigOnlyEnv = []string{
 	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
 	"http_proxy", "https_proxy", "all_proxy", "no_proxy",
 	"PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL",
-	"NODE_PATH", "NPM_CONFIG_REGISTRY", "npm_config_registry",
+	"NODE_PATH", "NPM_CONFIG_REGISTRY", "npm_config_registry", "NODE_USE_ENV_PROXY",
 }
 
 // ReservedEnv reports whether name is one brig sets itself or reserves.

@@ -122,13 +122,13 @@ r['unshare user'] = trial(unshare_user)
 
 // runningProgram starts code (which must print "ready" once it is set up) and
 // returns the program's host pid and host uid once it has; stop ends the run.
-func runningProgram(t *testing.T, l *Launcher, code string) (pid int, uid uint32, stop func() *api.Result) {
+func runningProgram(t *testing.T, l *Launcher, code string) (pid int, uid uint32, stop func() *Result) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	var out strings.Builder
 	var mu sync.Mutex
-	done := make(chan *api.Result, 1)
+	done := make(chan *Result, 1)
 	go func() {
 		res, err := l.Run(ctx, Spec{Language: rootfs.Python, Code: code, Timeout: 60 * time.Second,
 			MemoryBytes: api.DefaultMemoryMiB << 20, OnStdout: func(s string) {
@@ -147,7 +147,7 @@ func runningProgram(t *testing.T, l *Launcher, code string) (pid int, uid uint32
 		}
 		done <- res
 	}()
-	stop = func() *api.Result { cancel(); return <-done }
+	stop = func() *Result { cancel(); return <-done }
 	var line string
 	select {
 	case line = <-ready:
@@ -321,8 +321,8 @@ func TestMountTableRevealsNoHostPath(t *testing.T) {
 	}
 	l := newTestLauncherWith(t, state, p, 0)
 	res := run(t, l, rootfs.Python, `print(open('/proc/self/mountinfo').read()); print(open('/proc/mounts').read())`)
-	if res.Outcome != api.OutcomeSucceeded {
-		t.Fatalf("got %s %q", res.Outcome, res.Stderr)
+	if !res.Succeeded() {
+		t.Fatalf("got %s %q", res.End, res.Stderr)
 	}
 	for _, leak := range []string{state, filepath.Base(state), "/var/lib/brig", "scratch"} {
 		if strings.Contains(res.Stdout, leak) {
@@ -556,8 +556,46 @@ print("ok")
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, l, tc.lang, tc.code)
-			if res.Outcome != api.OutcomeSucceeded || res.Stdout != "ok\n" {
-				t.Errorf("got %s %q (stderr %q), want ok", res.Outcome, res.Stdout, res.Stderr)
+			if !res.Succeeded() || res.Stdout != "ok\n" {
+				t.Errorf("got %s %q (stderr %q), want ok", res.End, res.Stdout, res.Stderr)
+			}
+		})
+	}
+}
+
+// TestAttach: Spec.Attach gets the init of the run's own network namespace (from
+// the pool too), its environment reaches the program, and its failure ends the
+// run before the program starts.
+func TestAttach(t *testing.T) {
+	for _, pool := range []int{0, 1} {
+		t.Run(fmt.Sprintf("pool=%d", pool), func(t *testing.T) {
+			l := newTestLauncher(t, pool)
+			var netns string
+			res := run(t, l, rootfs.Python, `import os; print(os.readlink('/proc/self/ns/net'), os.environ['HTTP_PROXY'])`, func(s *Spec) {
+				s.Attach = func(pid int) (map[string]string, error) {
+					var err error
+					netns, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+					return map[string]string{"HTTP_PROXY": "http://127.0.0.1:3128"}, err
+				}
+			})
+			if want := netns + " http://127.0.0.1:3128\n"; !res.Succeeded() || res.Stdout != want {
+				t.Errorf("got %s %q (stderr %q), want %q", res.End, res.Stdout, res.Stderr, want)
+			}
+			host, _ := os.Readlink("/proc/self/ns/net")
+			if netns == "" || netns == host {
+				t.Errorf("Attach saw network namespace %q, want the run's own (the host's is %q)", netns, host)
+			}
+			res = run(t, l, rootfs.Python, `print("ran")`, func(s *Spec) {
+				s.Attach = func(int) (map[string]string, error) { return nil, errors.New("no proxy today") }
+			})
+			if res.End != EndInternal || res.Step != "network" || res.Stdout != "" || !strings.Contains(res.Message, "no proxy today") {
+				t.Errorf("a failed Attach: got %s step %q stdout %q message %q, want internal at step network, no output", res.End, res.Step, res.Stdout, res.Message)
+			}
+			res = run(t, l, rootfs.Python, `print("ran")`, func(s *Spec) {
+				s.Attach = func(int) (map[string]string, error) { return map[string]string{"PATHX": "1"}, nil }
+			})
+			if res.End != EndInternal || res.Stdout != "" {
+				t.Errorf("Attach setting a name brig does not reserve: got %s stdout %q, want internal", res.End, res.Stdout)
 			}
 		})
 	}

@@ -20,7 +20,7 @@ import (
 
 // Launcher runs one sandbox; *jail.Launcher is the one brig uses.
 type Launcher interface {
-	Run(ctx context.Context, spec jail.Spec) (*api.Result, error)
+	Run(ctx context.Context, spec jail.Spec) (*jail.Result, error)
 }
 
 // HostInfo is what GET /v1/health reports of the host besides the service's own
@@ -329,7 +329,7 @@ func (s *Service) execute(r *run, t *ticket) {
 	}
 	queued := time.Since(r.accepted)
 	r.setState(api.StateRunning)
-	res, err := s.launcher.Run(r.ctx, jail.Spec{
+	jr, err := s.launcher.Run(r.ctx, jail.Spec{
 		Language:    rootfs.Language(r.req.Language),
 		Code:        r.req.Code,
 		Timeout:     time.Duration(*r.req.TimeoutSeconds) * time.Second,
@@ -340,14 +340,11 @@ func (s *Service) execute(r *run, t *ticket) {
 		OnStderr:    r.onOutput(api.EventStderr),
 	})
 	s.adm.leave(t)
+	var res *api.Result
 	if err != nil {
 		res = failedResult(r.id, r.req, api.ReasonInternal, fmt.Sprintf("the sandbox could not be started: %v", err))
-	}
-	res.ID = r.id
-	res.Language = r.req.Language
-	res.Network.Mode = r.req.Network.Mode
-	if res.Status == api.StatusFailed {
-		res.Outcome = api.OutcomeOf(res.Reason, r.req.Network.Mode)
+	} else {
+		res = ResultOf(r.id, r.req, jr)
 	}
 	// The jail counts from its own call; the API counts from the request.
 	res.Timing.QueuedMS = queued.Milliseconds()

@@ -100,8 +100,8 @@ func smokeRuns(ctx context.Context, lc launcherConfig) []jail.Check {
 		switch {
 		case err != nil:
 			ch.Detail = err.Error()
-		case res.Outcome != api.OutcomeSucceeded || res.Stdout != "ok\n":
-			ch.Detail = fmt.Sprintf("outcome %s: %s %s", res.Outcome, res.Message, res.Stderr)
+		case !res.Succeeded() || res.Stdout != "ok\n":
+			ch.Detail = fmt.Sprintf("ended %s: %s %s", res.End, res.Message, res.Stderr)
 		default:
 			ch.OK = true
 			ch.Detail = fmt.Sprintf("printed ok, started in %d ms", res.Timing.StartMS)

@@ -211,12 +211,13 @@ func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]
 		spec.OnStdout = outputTo(os.Stdout, c.Bool("raw"))
 		spec.OnStderr = outputTo(os.Stderr, c.Bool("raw"))
 	}
-	res, err := sb.Run(ctx, spec)
+	jr, err := sb.Run(ctx, spec)
 	if err != nil {
 		return err
 	}
-	res.ID = c.String("id")
-	return finishRun(c, res)
+	req := api.Request{Language: lang.String(), Code: code, Env: env}
+	req.Network = &api.Network{Mode: api.NetworkNone}
+	return finishRun(c, supervisor.ResultOf(c.String("id"), req, jr))
 }
 
 // outputTo returns what writes the program's output to f: escaped by

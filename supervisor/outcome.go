@@ -1,0 +1,49 @@
+package supervisor
+
+import (
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/jail"
+)
+
+// reasonOf is API.md's reason for how the jail saw a run end.
+var reasonOf = map[jail.End]api.Reason{
+	jail.EndCompleted: api.ReasonNone,
+	jail.EndError:     api.ReasonError,
+	jail.EndTimeout:   api.ReasonTimeout,
+	jail.EndMemory:    api.ReasonMemory,
+	jail.EndStopped:   api.ReasonStopped,
+	jail.EndInternal:  api.ReasonInternal,
+}
+
+// Conclude is API.md's status, reason and outcome of a run the jail ended with
+// end, under the request's network mode: the one place they are decided for a
+// run that reached the jail (api.OutcomeOf is the outcome rule itself). An end
+// the table does not know is internal: a defect, never a success.
+func Conclude(end jail.End, networkMode string) (status string, reason api.Reason, outcome api.Outcome) {
+	reason, ok := reasonOf[end]
+	if !ok {
+		reason = api.ReasonInternal
+	}
+	status = api.StatusFailed
+	if reason == api.ReasonNone {
+		status = api.StatusCompleted
+	}
+	return status, reason, api.OutcomeOf(reason, networkMode)
+}
+
+// ResultOf is the API's Result of the run req whose jail result is jr: what
+// happened, in API.md's words. The caller adds what the jail does not know (the
+// id, the network connections, the queue's share of the timing).
+func ResultOf(id string, req api.Request, jr *jail.Result) *api.Result {
+	res := pendingResult(id, req)
+	res.State = api.StateFinished
+	res.Status, res.Reason, res.Outcome = Conclude(jr.End, req.Network.Mode)
+	res.ExitCode = jr.ExitCode
+	res.Signal = jr.Signal
+	res.Message = jr.Message
+	res.Stdout, res.StdoutTruncated = jr.Stdout, jr.StdoutTruncated
+	res.Stderr, res.StderrTruncated = jr.Stderr, jr.StderrTruncated
+	res.Usage = api.Usage{WallMS: jr.Usage.WallMS, CPUMS: jr.Usage.CPUMS, PeakMemoryBytes: jr.Usage.PeakMemoryBytes}
+	res.Timing = api.Timing{StartMS: jr.Timing.StartMS, TotalMS: jr.Timing.TotalMS}
+	return res
+}
