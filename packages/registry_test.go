@@ -22,7 +22,7 @@ func TestRegistryHostsOf(t *testing.T) {
 	}{
 		{name: "none", urls: nil, want: []string{}},
 		{name: "one", urls: []string{"https://registry.test/"}, want: []string{"registry.test"}},
-		{name: "path and port", urls: []string{"http://Mirror.Example.TEST:8080/pypi/simple"}, want: []string{"mirror.example.test"}},
+		{name: "path and port", urls: []string{"http://Mirror.Example.TEST:8080/py/simple"}, want: []string{"mirror.example.test"}},
 		{name: "sorted without duplicates", urls: []string{"https://files.test/", "https://registry.test/a", "https://registry.test/b"}, want: []string{"files.test", "registry.test"}},
 		{name: "user info", urls: []string{"https://user:secret@registry.test/"}, want: []string{"registry.test"}},
 		{name: "not http", urls: []string{"ftp://registry.test/"}, wantHint: "http or https"},
