@@ -119,9 +119,12 @@ type NetworkReport struct {
 
 // Connection is one attempted connection, allowed or not.
 type Connection struct {
-	Host          string `json:"host"`
-	Port          int    `json:"port"`
-	Allowed       bool   `json:"allowed"`
+	Host    string `json:"host"`
+	Port    int    `json:"port"`
+	Allowed bool   `json:"allowed"`
+	// Rule is the rule that decided, in words: "domain example.com", "not in
+	// the run's domains", "address class private (10.0.0.0/8)"...
+	Rule          string `json:"rule"`
 	BytesSent     int64  `json:"bytes_sent"`
 	BytesReceived int64  `json:"bytes_received"`
 }
@@ -281,6 +284,10 @@ type Health struct {
 	Rootfs       string            `json:"rootfs"`
 	Running      int               `json:"running"`
 	Queued       int               `json:"queued"`
+	// Registries maps each language to the registry host names a run of it
+	// with network "registries" may reach (with their subdomains); an empty
+	// list admits nothing.
+	Registries map[string][]string `json:"registries"`
 }
 
 // More bounds of API.md.

@@ -4,6 +4,11 @@
 // becomes a Request with a normalised name and its constraint, or a RequestError
 // whose message tells the caller (often a language model) how to write it.
 //
+// It also finds where a language's packages come from (registry.go): the
+// registry host names that a run's `registries` network admits, read from the
+// operator's config or from the package managers' own settings, never written
+// in the code.
+//
 // Parsing is pure: no I/O, no registry look-ups. It checks that a request can name a
 // package of the registry and carries a version constraint; whether that package and
 // version exist is the installer's to find out.

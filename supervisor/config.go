@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/egress"
 )
 
 // Defaults of Config. deploy/brig.toml writes each of them down.
@@ -61,9 +64,23 @@ type Config struct {
 	// Grace is how long Shutdown lets runs finish before it stops them; zero
 	// means DefaultGrace.
 	Grace time.Duration
-	// NetworkModes are the modes this host can give a run; empty means none
-	// only (the egress proxy is not part of this build).
+	// NetworkModes are the network modes this host gives a run (api.NetworkNone,
+	// api.NetworkRegistries, api.NetworkDomains, api.NetworkAny), "none" among
+	// them: a request without a network asks for it. Empty means "none" only, so
+	// that a Service offers egress only when told to; brig serve offers all four
+	// by default.
 	NetworkModes []string
+	// Egress is the operator's egress configuration, shared by every networked
+	// run: pinned destinations, private hosts allowed by name, the upstream
+	// resolver and the per-run limits. Its zero fields are egress's defaults; a
+	// nil Egress.Logger becomes Logger.
+	Egress egress.Config
+	// RegistryHosts maps a language ("python", "javascript") to the host names a
+	// run of it with network "registries" may reach (with their subdomains), as
+	// packages.Managers.RegistryHosts gives them: read once when the service
+	// starts, never per run. A language with none admits nothing in that mode.
+	// GET /v1/health lists them.
+	RegistryHosts map[string][]string
 	// Logger gets one line per request and one per run; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -95,10 +112,16 @@ func (cfg Config) withDefaults() Config {
 		cfg.Grace = DefaultGrace
 	}
 	if len(cfg.NetworkModes) == 0 {
-		cfg.NetworkModes = []string{"none"}
+		cfg.NetworkModes = []string{api.NetworkNone}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Egress.Logger == nil {
+		cfg.Egress.Logger = cfg.Logger
+	}
+	if cfg.RegistryHosts == nil {
+		cfg.RegistryHosts = map[string][]string{}
 	}
 	return cfg
 }
@@ -111,6 +134,12 @@ func DefaultMaxConcurrent(cpus, memMiB int) int {
 		n = byMem
 	}
 	return max(n, 1)
+}
+
+// Validate runs the checks of cfg, its defaults filled in, as New does: a
+// caller runs them before anything privileged (New runs them again).
+func (cfg Config) Validate() error {
+	return cfg.withDefaults().validate()
 }
 
 // validate runs the checks of a filled Config before anything is opened.
@@ -133,11 +162,9 @@ func (cfg Config) validate() error {
 	if cfg.Grace < 0 {
 		errs = append(errs, fmt.Errorf("grace %s: give zero or more", cfg.Grace))
 	}
-	for _, m := range cfg.NetworkModes {
-		if m != "none" {
-			errs = append(errs, fmt.Errorf("network mode %q: this build has no egress proxy; only \"none\" is available", m))
-		}
-	}
+	errs = append(errs, checkNetworkModes(cfg.NetworkModes)...)
+	errs = append(errs, checkEgress(cfg.Egress)...)
+	errs = append(errs, checkRegistryHosts(cfg.RegistryHosts)...)
 	return errors.Join(errs...)
 }
 

@@ -3,12 +3,14 @@ package supervisor
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/egress"
 )
 
 // metrics are the service's Prometheus metrics, on a registry of its own (no
@@ -22,6 +24,10 @@ type metrics struct {
 	start    *prometheus.HistogramVec
 	total    *prometheus.HistogramVec
 	peak     *prometheus.HistogramVec
+	// egressDecisions and egressBytes count networked runs' connections, by
+	// labels of a few values each: never a host name (cardinality).
+	egressDecisions *prometheus.CounterVec
+	egressBytes     *prometheus.CounterVec
 }
 
 // latencyBuckets run from 1 ms to 5 min: a run's start takes milliseconds and
@@ -52,8 +58,14 @@ func newMetrics(adm *admission) *metrics {
 		peak: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "brig_run_peak_memory_bytes", Help: "Peak memory of finished runs.", Buckets: prometheus.ExponentialBuckets(8<<20, 2, 9),
 		}, []string{"language"}),
+		egressDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brig_egress_decisions_total", Help: "Connections of networked runs the egress policy decided, by network mode, allowed (true or false) and class of the rule that decided.",
+		}, []string{"mode", "allowed", "rule_class"}),
+		egressBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brig_egress_bytes_total", Help: "Bytes networked runs sent (direction sent) and received (direction received) through the egress proxy.",
+		}, []string{"direction"}),
 	}
-	m.reg.MustRegister(m.runs, m.requests, m.refused, m.queue, m.start, m.total, m.peak,
+	m.reg.MustRegister(m.runs, m.requests, m.refused, m.queue, m.start, m.total, m.peak, m.egressDecisions, m.egressBytes,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "brig_queue_depth", Help: "Runs accepted and waiting for a slot.",
 		}, func() float64 { _, q := adm.counts(); return float64(q) }),
@@ -77,6 +89,53 @@ func (m *metrics) observe(res *api.Result) {
 	if res.Usage.PeakMemoryBytes > 0 {
 		m.peak.WithLabelValues(lang).Observe(float64(res.Usage.PeakMemoryBytes))
 	}
+}
+
+// observeEgress counts one connection of a run of network mode, as
+// (*egress.Run).Close lists it: its decision and its bytes each way.
+func (m *metrics) observeEgress(mode string, c egress.Connection) {
+	m.egressDecisions.WithLabelValues(mode, strconv.FormatBool(c.Allowed), ruleClass(c.Rule)).Inc()
+	if c.BytesSent > 0 {
+		m.egressBytes.WithLabelValues("sent").Add(float64(c.BytesSent))
+	}
+	if c.BytesReceived > 0 {
+		m.egressBytes.WithLabelValues("received").Add(float64(c.BytesReceived))
+	}
+}
+
+// ruleClasses map the start of an egress rule to the class it is counted
+// under, first match first. A rule names hosts, domains and prefixes ("domain
+// example.com", "address class private (10.0.0.0/8)"), which must never become
+// label values: only the class does, and a rule of no known start is "other".
+var ruleClasses = []struct{ prefix, class string }{
+	{"domain ", "domain"},
+	{"registry ", "registry"},
+	{"mode any", "mode_any"},
+	{"mode none", "mode_none"},
+	{"not in the run's domains", "not_a_domain"},
+	{"not a registry", "not_a_registry"},
+	{"ip literal", "ip_literal"},
+	{"address public", "address_public"},
+	{"address class ", "address_class"},
+	{"address of this host", "host_address"},
+	{"private address allowed", "private_allowed"},
+	{"pinned", "pinned"},
+	{"invalid ", "invalid"},
+	{"unknown mode", "invalid"},
+}
+
+// ruleClass is the class of an egress rule for the metrics' rule_class label:
+// one of a fixed set, whatever the rule holds.
+func ruleClass(rule string) string {
+	for _, rc := range ruleClasses {
+		if strings.HasPrefix(rule, rc.prefix) {
+			return rc.class
+		}
+	}
+	if strings.Contains(rule, "limit") {
+		return "limit" // the per-run bounds: connections, rate, bytes
+	}
+	return "other"
 }
 
 func (m *metrics) request(route string, code int) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/egress"
 )
 
 // run is one accepted run while it is queued or executing: its request, its
@@ -36,7 +37,15 @@ type run struct {
 	started bool
 	// result is set when the run has finished. Guarded by mu.
 	result *api.Result
+	// egressEvents counts the egress events appended, up to maxEgressEvents.
+	// Guarded by mu.
+	egressEvents int
 }
+
+// maxEgressEvents bounds a run's egress events: a program that tries names in
+// a loop must not grow the supervisor's memory without end. The Result's
+// network.connections still lists every connection.
+const maxEgressEvents = 10_000
 
 func newRun(id, key string, req api.Request, peerUID int, now time.Time) *run {
 	ctx, stop := context.WithCancel(context.Background())
@@ -85,6 +94,21 @@ func (r *run) onOutput(kind string) func(string) {
 		r.appendLocked(api.Event{Event: kind, Data: s})
 		r.mu.Unlock()
 	}
+}
+
+// onEgress is the egress proxy's callback (egress.Start's onDecision): each
+// decision becomes an egress event as it is made. A decision that comes after
+// the result, or past maxEgressEvents, is not an event: the result is the
+// stream's last.
+func (r *run) onEgress(c egress.Connection) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.result != nil || r.egressEvents >= maxEgressEvents {
+		return
+	}
+	r.egressEvents++
+	allowed := c.Allowed
+	r.appendLocked(api.Event{Event: api.EventEgress, Host: c.Host, Port: c.Port, Allowed: &allowed})
 }
 
 // finish sets the run's result and ends its stream.

@@ -400,6 +400,7 @@ func (s *Service) getHealth(w http.ResponseWriter, r *http.Request) error {
 		Rootfs:       s.host.Rootfs,
 		Running:      running,
 		Queued:       queued,
+		Registries:   s.cfg.registries(),
 	})
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -18,7 +19,10 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/egress"
 	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/packages"
 	"github.com/brig-sandbox/brig/rootfs"
 	"github.com/brig-sandbox/brig/supervisor"
 )
@@ -65,6 +69,32 @@ type serveConfig struct {
 		// Rootfs maps a language to a built rootfs directory; others use the host's.
 		Rootfs map[string]string `toml:"rootfs"`
 	} `toml:"sandbox"`
+	Egress egressConfig `toml:"egress"`
+}
+
+// egressConfig is the [egress] section: the network modes on offer and the
+// operator's egress settings (supervisor.Config's NetworkModes, Egress and,
+// once read, RegistryHosts).
+type egressConfig struct {
+	// Modes are the network modes this host offers; "none" must be one.
+	Modes []string `toml:"modes"`
+	// Pins maps "host:port" to the "ip:port" the proxy dials for it.
+	Pins map[string]string `toml:"pins"`
+	// AllowPrivateHosts may resolve to non-public addresses (with subdomains).
+	AllowPrivateHosts []string `toml:"allow_private_hosts"`
+	// Resolver is the upstream DNS server, ip:port; empty: /etc/resolv.conf's first.
+	Resolver string `toml:"resolver"`
+	// MaxConns, ConnsPerSecond and MaxBytes (each way) bound each run.
+	MaxConns       int     `toml:"max_conns"`
+	ConnsPerSecond float64 `toml:"conns_per_second"`
+	MaxBytes       int64   `toml:"max_bytes"`
+	// HandshakeTimeout bounds reading a ClientHello, request head or CONNECT line.
+	HandshakeTimeout duration `toml:"handshake_timeout"`
+	// Registries are each language's registry URLs; empty: ask its package manager.
+	Registries struct {
+		Python     []string `toml:"python"`
+		JavaScript []string `toml:"javascript"`
+	} `toml:"registries"`
 }
 
 // duration is a time.Duration written as "30s" or "24h" in the config file.
@@ -103,6 +133,15 @@ func defaultServeConfig() serveConfig {
 	sc.Sandbox.IDFirst = jail.DefaultIDFirst
 	sc.Sandbox.IDCount = jail.DefaultIDCount
 	sc.Sandbox.Rootfs = map[string]string{}
+	sc.Egress.Modes = []string{api.NetworkNone, api.NetworkRegistries, api.NetworkDomains, api.NetworkAny}
+	sc.Egress.Pins = map[string]string{}
+	sc.Egress.AllowPrivateHosts = []string{}
+	sc.Egress.MaxConns = egress.DefaultMaxConns
+	sc.Egress.ConnsPerSecond = egress.DefaultConnsPerSecond
+	sc.Egress.MaxBytes = egress.DefaultMaxBytes
+	sc.Egress.HandshakeTimeout = duration(egress.DefaultHandshakeTimeout)
+	sc.Egress.Registries.Python = []string{}
+	sc.Egress.Registries.JavaScript = []string{}
 	return sc
 }
 
@@ -151,6 +190,11 @@ func serveCommand() *cli.Command {
 			&cli.UintFlag{Name: "id-first", Usage: "first host id of the range runs are mapped to (see brig check)"},
 			&cli.UintFlag{Name: "id-count", Usage: "how many host ids the range holds (two per sandbox)"},
 			&cli.StringSliceFlag{Name: "rootfs", Usage: "a built rootfs for a language, as LANG=DIR"},
+			&cli.StringSliceFlag{Name: "network-mode", Usage: "a network mode this host offers: none, registries, domains or any (repeatable; default all four)"},
+			&cli.StringSliceFlag{Name: "egress-pin", Usage: "a destination the proxy dials at a fixed address, as HOST:PORT=IP:PORT (repeatable)"},
+			&cli.StringSliceFlag{Name: "allow-private-host", Usage: "a host name (with its subdomains) whose addresses may be private or loopback (repeatable)"},
+			&cli.StringFlag{Name: "egress-resolver", Usage: "the upstream DNS server of the egress proxy, as IP:PORT (default: the first nameserver of /etc/resolv.conf)"},
+			&cli.StringSliceFlag{Name: "registry", Usage: "a package registry URL of a language, as LANG=URL (repeatable; default: the package manager's own setting)"},
 		},
 		Action: serveAction,
 	}
@@ -187,7 +231,97 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 		}
 		sc.Sandbox.Rootfs[k] = v
 	}
+	override(c, "network-mode", &sc.Egress.Modes, c.StringSlice)
+	override(c, "allow-private-host", &sc.Egress.AllowPrivateHosts, c.StringSlice)
+	override(c, "egress-resolver", &sc.Egress.Resolver, c.String)
+	if c.IsSet("egress-pin") {
+		sc.Egress.Pins = map[string]string{}
+		for _, kv := range c.StringSlice("egress-pin") {
+			// Neither side holds a "=": the first one splits.
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return sc, fmt.Errorf("--egress-pin %q: write it as HOST:PORT=IP:PORT", kv)
+			}
+			sc.Egress.Pins[k] = v
+		}
+	}
+	if c.IsSet("registry") {
+		sc.Egress.Registries.Python, sc.Egress.Registries.JavaScript = []string{}, []string{}
+		for _, kv := range c.StringSlice("registry") {
+			k, v, ok := strings.Cut(kv, "=")
+			switch {
+			case !ok:
+				return sc, fmt.Errorf("--registry %q: write it as LANG=URL", kv)
+			case k == "python":
+				sc.Egress.Registries.Python = append(sc.Egress.Registries.Python, v)
+			case k == "javascript":
+				sc.Egress.Registries.JavaScript = append(sc.Egress.Registries.JavaScript, v)
+			default:
+				return sc, fmt.Errorf("--registry %q: %q is not a language brig runs; use python or javascript", kv, k)
+			}
+		}
+	}
 	return sc, nil
+}
+
+// supervisorConfig maps the config file's service keys to supervisor.Config.
+// RegistryHosts is left to registryHosts, which runs the package managers.
+func (sc serveConfig) supervisorConfig(log *slog.Logger) supervisor.Config {
+	return supervisor.Config{
+		StateDir:        sc.StateDir,
+		AllowUIDs:       sc.AllowUIDs,
+		AllowGIDs:       sc.AllowGIDs,
+		AdminGIDs:       sc.AdminGIDs,
+		MaxConcurrent:   sc.MaxConcurrent,
+		MemoryBudgetMiB: sc.MemoryBudgetMiB,
+		QueueSize:       sc.QueueSize,
+		Retention:       time.Duration(sc.Retention),
+		Grace:           time.Duration(sc.Grace),
+		NetworkModes:    sc.Egress.Modes,
+		Egress: egress.Config{
+			Pins:              sc.Egress.Pins,
+			AllowPrivateHosts: sc.Egress.AllowPrivateHosts,
+			Resolver:          sc.Egress.Resolver,
+			MaxConns:          sc.Egress.MaxConns,
+			ConnsPerSecond:    sc.Egress.ConnsPerSecond,
+			MaxBytes:          sc.Egress.MaxBytes,
+			HandshakeTimeout:  time.Duration(sc.Egress.HandshakeTimeout),
+			Logger:            log,
+		},
+		Logger: log,
+	}
+}
+
+// registryHosts reads, once at the start, the registry hosts of each language
+// that a `registries` network admits: the configured URLs', else those the
+// package manager names. A language without its package manager gets none, and
+// the log says so; without the registries mode on offer nothing is read.
+func registryHosts(ctx context.Context, sc serveConfig, m packages.Managers, log *slog.Logger) (map[string][]string, error) {
+	hosts := map[string][]string{}
+	if !slices.Contains(sc.Egress.Modes, api.NetworkRegistries) {
+		return hosts, nil
+	}
+	for _, lang := range []struct {
+		name       string
+		configured []string
+	}{
+		{"python", sc.Egress.Registries.Python},
+		{"javascript", sc.Egress.Registries.JavaScript},
+	} {
+		h, err := m.RegistryHosts(ctx, lang.name, lang.configured)
+		switch {
+		case errors.Is(err, packages.ErrNoManager):
+			log.Warn("network mode registries admits nothing for this language: its package manager is not installed and no registry is configured", "language", lang.name, "err", err,
+				"hint", "install it, or set [egress.registries] "+lang.name+" in the config")
+			h = []string{}
+		case err != nil:
+			return nil, fmt.Errorf("the %s registries: %w (Hint: set [egress.registries] %s in the config, or --registry %s=URL)", lang.name, err, lang.name, lang.name)
+		default:
+			log.Info("registry hosts", "language", lang.name, "hosts", h, "configured", len(lang.configured) > 0)
+		}
+		hosts[lang.name] = h
+	}
+	return hosts, nil
 }
 
 // override sets *dst to the flag's value when the flag was given.
@@ -219,6 +353,15 @@ func serveAction(c *cli.Context) error {
 	}
 	log, err := newLogger(os.Stderr, sc.LogFormat, sc.LogLevel)
 	if err != nil {
+		return err
+	}
+	// The service's config is checked, and the registries read, before
+	// anything privileged: a typo costs no cgroup sweep.
+	cfg := sc.supervisorConfig(log)
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	if cfg.RegistryHosts, err = registryHosts(c.Context, sc, packages.Managers{}, log); err != nil {
 		return err
 	}
 	for _, ch := range jail.CheckHost() {
@@ -266,18 +409,7 @@ func serveAction(c *cli.Context) error {
 		}
 		host.Languages[string(lang)] = root.Version
 	}
-	svc, err := supervisor.New(supervisor.Config{
-		StateDir:        sc.StateDir,
-		AllowUIDs:       sc.AllowUIDs,
-		AllowGIDs:       sc.AllowGIDs,
-		AdminGIDs:       sc.AdminGIDs,
-		MaxConcurrent:   sc.MaxConcurrent,
-		MemoryBudgetMiB: sc.MemoryBudgetMiB,
-		QueueSize:       sc.QueueSize,
-		Retention:       time.Duration(sc.Retention),
-		Grace:           time.Duration(sc.Grace),
-		Logger:          log,
-	}, host, sb.Launcher)
+	svc, err := supervisor.New(cfg, host, sb.Launcher)
 	if err != nil {
 		return err
 	}
@@ -289,7 +421,7 @@ func serveAction(c *cli.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- svc.Serve(ln) }()
 	log.Info("serving", "socket", sc.Socket, "state_dir", sc.StateDir, "cgroup_mode", host.CgroupMode,
-		"rootfs", host.Rootfs, "pool", sc.Sandbox.Pool, "config", c.String("config"))
+		"rootfs", host.Rootfs, "pool", sc.Sandbox.Pool, "network_modes", cfg.NetworkModes, "config", c.String("config"))
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

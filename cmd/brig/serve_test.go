@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/client"
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/packages"
 	"github.com/urfave/cli/v2"
 )
 
@@ -38,6 +40,9 @@ func TestServeConfigRefusesUnknownKeys(t *testing.T) {
 		{"unknown sandbox key", "[sandbox]\npoool = 3\n", "sandbox.poool"},
 		{"bad duration", "grace = \"soon\"\n", "grace"},
 		{"wrong type", "queue_size = \"many\"\n", "queue_size"},
+		{"unknown egress key", "[egress]\nmax_con = 3\n", "egress.max_con"},
+		{"registries of an unknown language", "[egress.registries]\nruby = []\n", "egress.registries.ruby"},
+		{"bad handshake timeout", "[egress]\nhandshake_timeout = 10\n", "handshake_timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "brig.toml")
@@ -91,7 +96,9 @@ const cliServeParent = "brig-test-cli-serve"
 func TestRunThroughService(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.CheckLeaks(t, cliServeParent)
-	socket, serve, logs := startServe(t)
+	// Registries on offer, read from the URLs given; any not on offer.
+	socket, serve, logs := startServe(t, "--network-mode", "none", "--network-mode", "registries",
+		"--registry", "python=https://Registry.test/simple", "--registry", "python=https://files.test/")
 	dir := t.TempDir()
 	script := scriptWriter(t, dir)
 	cases := append(commonRunCases(script),
@@ -112,6 +119,18 @@ func TestRunThroughService(t *testing.T) {
 		_, errOut, status := brig(t, "", "run", "--socket", socket, "-l", "python", "--id", "json-1", script("j2.py", "print('other')"))
 		if status != 2 || !strings.Contains(errOut, "409 conflict") {
 			t.Fatalf("got status %d stderr %q, want 2 and a 409 conflict", status, errOut)
+		}
+	})
+	t.Run("health", func(t *testing.T) {
+		h, err := client.New(socket).Health(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"none", "registries"}; !reflect.DeepEqual(h.NetworkModes, want) {
+			t.Errorf("got network_modes %v, want %v", h.NetworkModes, want)
+		}
+		if want := []string{"files.test", "registry.test"}; !reflect.DeepEqual(h.Registries["python"], want) {
+			t.Errorf("got python's registries %v, want %v", h.Registries["python"], want)
 		}
 	})
 	t.Run("no service", func(t *testing.T) {
@@ -151,7 +170,7 @@ func TestRunThroughService(t *testing.T) {
 // Flags given override the file; flags not given leave it alone.
 func TestServeFlagsOverrideTheFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "brig.toml")
-	os.WriteFile(p, []byte("queue_size = 7\ngrace = \"5s\"\n[sandbox]\npool = 2\n"), 0o644)
+	os.WriteFile(p, []byte("queue_size = 7\ngrace = \"5s\"\n[sandbox]\npool = 2\n[egress]\nmax_conns = 3\n"), 0o644)
 	var got serveConfig
 	cmd := serveCommand()
 	cmd.Action = func(c *cli.Context) error {
@@ -160,7 +179,9 @@ func TestServeFlagsOverrideTheFile(t *testing.T) {
 		return err
 	}
 	app := &cli.App{Commands: []*cli.Command{cmd}}
-	if err := app.Run([]string{"brig", "serve", "--config", p, "--grace", "9s", "--allow-uid", "5", "--allow-uid", "6", "--admin-gid", "9", "--cpus", "0.5", "--rootfs", "python=/r"}); err != nil {
+	if err := app.Run([]string{"brig", "serve", "--config", p, "--grace", "9s", "--allow-uid", "5", "--allow-uid", "6", "--admin-gid", "9", "--cpus", "0.5", "--rootfs", "python=/r",
+		"--network-mode", "none", "--network-mode", "domains", "--egress-pin", "registry.test:443=127.0.0.1:8443", "--allow-private-host", "internal.test",
+		"--egress-resolver", "127.0.0.1:5353", "--registry", "javascript=https://registry.test/"}); err != nil {
 		t.Fatal(err)
 	}
 	want := defaultServeConfig()
@@ -168,6 +189,12 @@ func TestServeFlagsOverrideTheFile(t *testing.T) {
 	want.Grace, want.AllowUIDs, want.Sandbox.CPUs = duration(9*time.Second), []int{5, 6}, 0.5 // from flags
 	want.AdminGIDs = []int{9}
 	want.Sandbox.Rootfs = map[string]string{"python": "/r"}
+	want.Egress.MaxConns = 3 // from the file
+	want.Egress.Modes = []string{"none", "domains"}
+	want.Egress.Pins = map[string]string{"registry.test:443": "127.0.0.1:8443"}
+	want.Egress.AllowPrivateHosts = []string{"internal.test"}
+	want.Egress.Resolver = "127.0.0.1:5353"
+	want.Egress.Registries.JavaScript = []string{"https://registry.test/"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got\n%+v\nwant\n%+v", got, want)
 	}
@@ -203,4 +230,123 @@ func TestExampleConfigNamesEveryKey(t *testing.T) {
 		}
 	}
 	walk("", reflect.TypeOf(sc))
+}
+
+func TestServeFlagsRefuseBadEgress(t *testing.T) {
+	for _, tc := range []struct{ name, flag, value, want string }{
+		{"pin without =", "--egress-pin", "registry.test:443", "HOST:PORT=IP:PORT"},
+		{"registry without =", "--registry", "https://registry.test/", "LANG=URL"},
+		{"registry of an unknown language", "--registry", "ruby=https://gems.test/", "not a language brig runs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := serveCommand()
+			cmd.Action = func(c *cli.Context) error { _, err := serveConfigFrom(c); return err }
+			app := &cli.App{Commands: []*cli.Command{cmd}}
+			if err := app.Run([]string{"brig", "serve", tc.flag, tc.value}); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The config file's defaults make a valid service config, with every egress
+// key mapped; a bad egress key is refused by the check list before anything
+// privileged.
+func TestServeEgressConfig(t *testing.T) {
+	sc := defaultServeConfig()
+	cfg := sc.supervisorConfig(slog.New(slog.DiscardHandler))
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("the defaults: got %v, want a valid config", err)
+	}
+	if want := []string{"none", "registries", "domains", "any"}; !reflect.DeepEqual(cfg.NetworkModes, want) {
+		t.Errorf("got network modes %v, want %v", cfg.NetworkModes, want)
+	}
+	sc.Egress.Pins = map[string]string{"registry.test:443": "127.0.0.1:8443"}
+	sc.Egress.AllowPrivateHosts = []string{"internal.test"}
+	sc.Egress.Resolver = "127.0.0.1:53"
+	sc.Egress.MaxConns, sc.Egress.ConnsPerSecond, sc.Egress.MaxBytes = 5, 1.5, 1000
+	sc.Egress.HandshakeTimeout = duration(3 * time.Second)
+	e := sc.supervisorConfig(nil).Egress
+	got := []any{e.Pins["registry.test:443"], e.AllowPrivateHosts, e.Resolver, e.MaxConns, e.ConnsPerSecond, e.MaxBytes, e.HandshakeTimeout}
+	want := []any{"127.0.0.1:8443", []string{"internal.test"}, "127.0.0.1:53", 5, 1.5, int64(1000), 3 * time.Second}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got egress %v, want %v", got, want)
+	}
+	sc.Egress.Modes = []string{"any"}
+	sc.Egress.MaxBytes = -1
+	err := sc.supervisorConfig(nil).Validate()
+	for _, w := range []string{`list "none" too`, "egress.max_bytes -1"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("got %v, want an error containing %q", err, w)
+		}
+	}
+}
+
+// fakeManager writes an executable shell script that stands for npm or python3.
+func fakeManager(t *testing.T, name, script string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRegistryHostsAtStart(t *testing.T) {
+	npm := fakeManager(t, "npm", "echo https://npm.test/")
+	noPip := fakeManager(t, "python3", `echo '{"pip": false}'`)
+	brokenPip := fakeManager(t, "python3", "echo broken >&2; exit 1")
+	ran := filepath.Join(t.TempDir(), "ran")
+	counting := fakeManager(t, "npm", "touch "+ran+"; echo https://npm.test/")
+	for _, tc := range []struct {
+		name     string
+		modes    []string
+		python   []string // configured URLs
+		m        packages.Managers
+		want     map[string][]string
+		wantErr  string // a piece of the error
+		wantLogs string // a piece of the log
+	}{
+		{
+			name: "configured and read", modes: []string{"none", "registries"}, python: []string{"https://registry.test/simple", "https://files.test/"},
+			m:    packages.Managers{Npm: npm, Python: brokenPip},
+			want: map[string][]string{"python": {"files.test", "registry.test"}, "javascript": {"npm.test"}},
+		},
+		{
+			name: "no pip", modes: []string{"none", "registries"}, m: packages.Managers{Npm: npm, Python: noPip},
+			want:     map[string][]string{"python": {}, "javascript": {"npm.test"}},
+			wantLogs: "network mode registries admits nothing for this language",
+		},
+		{
+			name: "pip fails", modes: []string{"none", "registries"}, m: packages.Managers{Npm: npm, Python: brokenPip},
+			wantErr: "Hint: set [egress.registries] python",
+		},
+		{
+			name: "registries not on offer: nothing is run", modes: []string{"none", "any"}, m: packages.Managers{Npm: counting, Python: brokenPip},
+			want: map[string][]string{},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := defaultServeConfig()
+			sc.Egress.Modes = tc.modes
+			sc.Egress.Registries.Python = tc.python
+			var logs bytes.Buffer
+			got, err := registryHosts(context.Background(), sc, tc.m, slog.New(slog.NewTextHandler(&logs, nil)))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %v, %v, want an error containing %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %v, %v, want %v", got, err, tc.want)
+			}
+			if !strings.Contains(logs.String(), tc.wantLogs) {
+				t.Errorf("got the log %q, want it to contain %q", logs.String(), tc.wantLogs)
+			}
+		})
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Errorf("got npm run with registries not on offer, want it left alone")
+	}
 }

@@ -215,8 +215,8 @@ func finishedResult() api.Result {
 		StderrTruncated: true,
 		Packages:        []api.PackageResult{{Request: "requests>=0", Name: "requests", Version: "2.32.3", Cached: true}},
 		Network: api.NetworkReport{Mode: api.NetworkDomains, Connections: []api.Connection{
-			{Host: "example.com", Port: 443, Allowed: true, BytesSent: 517, BytesReceived: 4096},
-			{Host: "evil.test", Port: 80, Allowed: false},
+			{Host: "example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 517, BytesReceived: 4096},
+			{Host: "evil.test", Port: 80, Allowed: false, Rule: "not in the run's domains"},
 		}},
 		Usage:   api.Usage{WallMS: 1200, CPUMS: 800, PeakMemoryBytes: 64 << 20},
 		Timing:  api.Timing{QueuedMS: 3, PrepareMS: 900, StartMS: 950, TotalMS: 2150},
@@ -254,6 +254,18 @@ func limits() api.Limits {
 		NetworkModes:   []string{api.NetworkNone, api.NetworkRegistries, api.NetworkDomains, api.NetworkAny},
 		ReservedEnv:    []string{"HTTP_PROXY", "HTTPS_PROXY", "PYTHONPATH", "NODE_PATH"},
 	}
+}
+
+// withoutRule is finishedResult as JSON, its first connection without "rule".
+func withoutRule(tb testing.TB) map[string]any {
+	tb.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(mustJSON(tb, finishedResult()), &m); err != nil {
+		tb.Fatal(err)
+	}
+	conns := m["network"].(map[string]any)["connections"].([]any)
+	delete(conns[0].(map[string]any), "rule")
+	return m
 }
 
 // withField marshals v and adds one field to the JSON object.
@@ -316,12 +328,21 @@ func TestResponses(t *testing.T) {
 			Rootfs:       "/var/lib/brig/rootfs",
 			Running:      1,
 			Queued:       0,
+			Registries:   map[string][]string{python: {"files.test", "registry.test"}, javascript: {}},
 		}, true},
+		{"Health without registries", "GET", "/v1/health", 200, "", nil, api.Health{
+			Status: "ok", Languages: map[string]string{python: "3.12.3"}, CgroupMode: "v2", NetworkModes: []string{api.NetworkNone}, Rootfs: "host",
+		}, false},
+		{"Health with registries of an unknown language", "GET", "/v1/health", 200, "", nil, api.Health{
+			Status: "ok", Languages: map[string]string{python: "3.12.3"}, CgroupMode: "v2", NetworkModes: []string{api.NetworkNone}, Rootfs: "host",
+			Registries: map[string][]string{python: {}, javascript: {}, "ruby": {"gems.test"}},
+		}, false},
 		{"metrics", "GET", "/metrics", 200, "text/plain; version=0.0.4; charset=utf-8", nil, "brig_queue_depth 0\n", true},
 
 		{"Result with an extra field", "GET", "/v1/runs/run-1", 200, "", nil, withField(t, finishedResult(), "extra", 1), false},
 		{"Result with packages null", "GET", "/v1/runs/run-1", 200, "", nil, nilPackages, false},
 		{"Result with connections null", "GET", "/v1/runs/run-1", 200, "", nil, nilConnections, false},
+		{"Result with a connection without its rule", "GET", "/v1/runs/run-1", 200, "", nil, withoutRule(t), false},
 		{"Result with unknown state", "GET", "/v1/runs/run-1", 200, "", nil, badState, false},
 		{"Result without network mode", "GET", "/v1/runs/run-1", 200, "", nil, noMode, false},
 		{"Result as text", "GET", "/v1/runs/run-1", 200, "text/plain", nil, finishedResult(), false},

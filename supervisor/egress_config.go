@@ -1,0 +1,194 @@
+package supervisor
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/egress"
+)
+
+// networkModes are the network modes of API.md, in its order.
+var networkModes = []string{api.NetworkNone, api.NetworkRegistries, api.NetworkDomains, api.NetworkAny}
+
+// languages are the languages whose registries the config may name.
+var languages = []string{"python", "javascript"}
+
+// checkNetworkModes checks the modes a host offers: known, each once, and
+// "none" among them, since a request without a network asks for it.
+func checkNetworkModes(modes []string) []error {
+	var errs []error
+	for i, m := range modes {
+		switch {
+		case !slices.Contains(networkModes, m):
+			errs = append(errs, fmt.Errorf("network mode %q: use none, registries, domains or any", m))
+		case slices.Contains(modes[:i], m):
+			errs = append(errs, fmt.Errorf("network mode %q is listed twice: list each once", m))
+		}
+	}
+	if !slices.Contains(modes, api.NetworkNone) {
+		errs = append(errs, fmt.Errorf("network modes %q: list \"none\" too: it is the mode of every request that names no network", modes))
+	}
+	return errs
+}
+
+// checkEgress checks the operator's egress configuration, in the words of the
+// config file (egress.pins, egress.max_conns...). These checks are of the
+// config's shape; what a pin or a private host then allows is egress's.
+func checkEgress(c egress.Config) []error {
+	var errs []error
+	for _, from := range sortedKeys(c.Pins) {
+		if err := checkPin(from, c.Pins[from]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, h := range c.AllowPrivateHosts {
+		if err := checkHostName(h); err != nil {
+			errs = append(errs, fmt.Errorf("egress.allow_private_hosts %q: %w", h, err))
+		}
+	}
+	if c.Resolver != "" {
+		if ap, err := netip.ParseAddrPort(c.Resolver); err != nil || ap.Port() == 0 {
+			errs = append(errs, fmt.Errorf("egress.resolver %q: give the upstream DNS server as ip:port, such as 192.0.2.53:53, or \"\" for the first nameserver of /etc/resolv.conf", c.Resolver))
+		}
+	}
+	if c.MaxConns < 0 {
+		errs = append(errs, fmt.Errorf("egress.max_conns %d: give zero (the default, %d) or more", c.MaxConns, egress.DefaultMaxConns))
+	}
+	if r := c.ConnsPerSecond; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+		errs = append(errs, fmt.Errorf("egress.conns_per_second %v: give zero (the default, %d) or a positive number", r, egress.DefaultConnsPerSecond))
+	}
+	if c.MaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("egress.max_bytes %d: give zero (the default, %d) or more", c.MaxBytes, egress.DefaultMaxBytes))
+	}
+	if c.HandshakeTimeout < 0 {
+		errs = append(errs, fmt.Errorf("egress.handshake_timeout %s: give zero (the default, %s) or more", c.HandshakeTimeout, egress.DefaultHandshakeTimeout))
+	}
+	return errs
+}
+
+// checkPin checks one pin: a host name and port, to an address and port.
+func checkPin(from, to string) error {
+	host, port, err := net.SplitHostPort(from)
+	if err == nil {
+		err = checkHostName(host)
+	}
+	if err == nil {
+		err = checkPort(port)
+	}
+	if err != nil {
+		return fmt.Errorf("egress.pins %q: %w; write \"host:port\" = \"ip:port\", such as \"registry.example:443\" = \"127.0.0.1:8443\"", from, err)
+	}
+	if ap, err := netip.ParseAddrPort(to); err != nil || ap.Port() == 0 {
+		return fmt.Errorf("egress.pins %q = %q: the destination must be an ip:port, such as \"127.0.0.1:8443\"", from, to)
+	}
+	return nil
+}
+
+// checkHostName checks a host name of the config: a name, as ParseDomain
+// writes it, so that it compares equal to the names runs ask for.
+func checkHostName(h string) error {
+	norm, err := egress.ParseDomain(h)
+	if err != nil {
+		return err
+	}
+	if norm != h {
+		return fmt.Errorf("write it as %q", norm)
+	}
+	return nil
+}
+
+func checkPort(p string) error {
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q: give a port from 1 to 65535", p)
+	}
+	return nil
+}
+
+// checkRegistryHosts checks the registry hosts of each language.
+func checkRegistryHosts(hosts map[string][]string) []error {
+	var errs []error
+	for _, lang := range sortedKeys(hosts) {
+		if !slices.Contains(languages, lang) {
+			errs = append(errs, fmt.Errorf("registries of %q: not a language brig runs; use python or javascript", lang))
+			continue
+		}
+		for _, h := range hosts[lang] {
+			if err := checkHostName(h); err != nil {
+				errs = append(errs, fmt.Errorf("registry host %q of %s: %w", h, lang, err))
+			}
+		}
+	}
+	return errs
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// egressPolicy is the egress policy of a run of req (validated, defaults
+// filled): with "domains" the request's names, normalised and each once; with
+// "registries" the registry hosts of its language (none when there are none:
+// the run reaches nothing); with "any" no names. It is pure; the run's execute
+// passes it to egress.Start.
+func (cfg Config) egressPolicy(req api.Request) egress.Policy {
+	pol := egress.Policy{Mode: req.Network.Mode}
+	switch req.Network.Mode {
+	case api.NetworkDomains:
+		for _, d := range req.Network.Domains {
+			if n, err := egress.ParseDomain(d); err == nil && !slices.Contains(pol.Domains, n) {
+				pol.Domains = append(pol.Domains, n)
+			}
+		}
+	case api.NetworkRegistries:
+		pol.Domains = slices.Clone(cfg.RegistryHosts[req.Language])
+	}
+	return pol
+}
+
+// registries is GET /v1/health's registries: each language's registry hosts,
+// an empty list for one with none.
+func (cfg Config) registries() map[string][]string {
+	out := make(map[string][]string, len(languages))
+	for _, lang := range languages {
+		out[lang] = slices.Clone(cfg.RegistryHosts[lang])
+		if out[lang] == nil {
+			out[lang] = []string{}
+		}
+	}
+	return out
+}
+
+// recordEgress is what a networked run's execute does with the connections
+// (*egress.Run).Close returns: each is counted in the metrics, and the list
+// becomes the Result's network.connections (never nil: API.md lists it always).
+func (s *Service) recordEgress(mode string, conns []egress.Connection) []api.Connection {
+	out := make([]api.Connection, 0, len(conns))
+	for _, c := range conns {
+		s.metrics.observeEgress(mode, c)
+		out = append(out, apiConnection(c))
+	}
+	return out
+}
+
+// apiConnection is a Connection of the Result.
+func apiConnection(c egress.Connection) api.Connection {
+	return api.Connection{
+		Host:          c.Host,
+		Port:          c.Port,
+		Allowed:       c.Allowed,
+		Rule:          c.Rule,
+		BytesSent:     c.BytesSent,
+		BytesReceived: c.BytesReceived,
+	}
+}
