@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/miekg/dns"
@@ -25,8 +24,8 @@ var errNoAddress = errors.New("no address")
 // the first address's refusal when none passed.
 func (r *Run) dialChecked(ctx context.Context, host string, port int) (up *net.TCPConn, refused *Decision, err error) {
 	d := net.Dialer{Timeout: r.handshakeTimeout}
-	if pin, ok := r.cfg.Pins[net.JoinHostPort(host, strconv.Itoa(port))]; ok {
-		c, err := d.DialContext(ctx, "tcp", pin)
+	if pin, ok := r.cfg.Pin(host, port); ok {
+		c, err := d.DialContext(ctx, "tcp", pin.String())
 		if err != nil {
 			return nil, nil, fmt.Errorf("dialing the pin %s: %w", pin, err)
 		}

@@ -221,6 +221,7 @@ func (r *Run) connectThen(c *net.TCPConn, host string, port int, via string, bef
 		r.refuseHTTP(c, host, port, via, 403, d.Rule)
 		return
 	}
+	host = d.Name // normalised: what is dialled, pinned and listed
 	up, refused, err := r.dialChecked(r.ctx, host, port)
 	if refused != nil {
 		r.refuseHTTP(c, host, port, via, 403, refused.Rule)

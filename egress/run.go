@@ -117,32 +117,20 @@ func (rec *record) snapshot() Connection {
 // until Close. onDecision, when set, is called once per decision as it is made
 // (for the run's live egress events); it must not block.
 func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Run, retErr error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("checking the egress configuration: %w", err)
+	}
+	full := cfg.WithDefaults()
 	r := &Run{
-		cfg:              cfg,
+		cfg:              &full,
 		pol:              pol,
-		log:              cfg.Logger,
+		log:              full.Logger,
 		onDecision:       onDecision,
-		handshakeTimeout: cfg.HandshakeTimeout,
+		handshakeTimeout: full.HandshakeTimeout,
+		lim:              newLimits(full.MaxConns, full.ConnsPerSecond, full.MaxBytes),
 		conns:            map[net.Conn]struct{}{},
 		deniedNames:      map[string]bool{},
 	}
-	if r.log == nil {
-		r.log = slog.Default()
-	}
-	if r.handshakeTimeout <= 0 {
-		r.handshakeTimeout = DefaultHandshakeTimeout
-	}
-	maxConns, perSecond, maxBytes := cfg.MaxConns, cfg.ConnsPerSecond, cfg.MaxBytes
-	if maxConns <= 0 {
-		maxConns = DefaultMaxConns
-	}
-	if perSecond <= 0 {
-		perSecond = DefaultConnsPerSecond
-	}
-	if maxBytes <= 0 {
-		maxBytes = DefaultMaxBytes
-	}
-	r.lim = newLimits(maxConns, perSecond, maxBytes)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 
 	var udp net.PacketConn
