@@ -1,41 +1,367 @@
 package egress
 
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
 // Connection is one attempted connection of a run, allowed or not, as the
-// Result's network block lists it.
+// Result's network block lists it. A name the run's DNS refused is listed too,
+// once, with port 0 and Via "dns": it is often the only trace of an attempt.
 type Connection struct {
 	Host    string
 	Port    int
 	Allowed bool
-	// Rule is the Decision's rule.
+	// Rule is the Decision's rule, or the rule of the mechanism's own refusal
+	// ("too many connections", "no SNI in the ClientHello: ...").
 	Rule                     string
 	BytesSent, BytesReceived int64
+	// Via is how the destination was named: "dns" (a query), "tls" (the SNI
+	// on the transparent :443), "http" (a Host header on the transparent :80
+	// or a plain proxy request's URL) or "connect" (a CONNECT line).
+	Via string
+	// Failure says why an allowed connection did not get through or was cut:
+	// the name did not resolve, the upstream did not answer, the run's byte
+	// limit was reached. Empty when it ran to its end.
+	Failure string
 }
+
+// Field names of the canonical log line of a decision. The caller's logger
+// adds the run's own fields (its id).
+const (
+	LogHost          = "host"
+	LogPort          = "port"
+	LogAllowed       = "allowed"
+	LogRule          = "rule"
+	LogBytesSent     = "bytes_sent"
+	LogBytesReceived = "bytes_received"
+	LogVia           = "via"
+	LogFailure       = "failure"
+)
+
+// logMessage is the canonical line's message.
+const logMessage = "egress"
+
+// maxRecords bounds the decisions a run lists and logs one by one, so that a
+// program that loops on refused connections or queries cannot grow the
+// supervisor's memory or flood its log; Close logs how many were left out.
+const maxRecords = 10000
 
 // Run is one networked run's DNS server and proxies, bound inside its network
 // namespace and served from the supervisor's goroutines.
-type Run struct{}
+type Run struct {
+	cfg              *Config
+	pol              Policy
+	log              *slog.Logger
+	onDecision       func(Connection)
+	handshakeTimeout time.Duration
+	lim              *limits
+
+	// ctx ends with Close, and with it the dials in progress.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	listeners []*net.TCPListener
+	dnsUDP    *dns.Server
+	dnsTCP    *dns.Server
+	// wg counts every goroutine the run started; Close waits for it.
+	wg sync.WaitGroup
+
+	resolverOnce sync.Once
+	resolver     string
+	resolverErr  error
+
+	hostAddrsOnce sync.Once
+	ownAddrs      []netip.Addr
+
+	mu sync.Mutex
+	// closed is set by Close: no connection is tracked after it.
+	closed bool
+	// conns are the open connections, both sides, that Close closes.
+	conns map[net.Conn]struct{}
+	// records are the decisions in the order they were made.
+	records []*record
+	// omitted counts the decisions past maxRecords.
+	omitted int
+	// deniedNames are the names the DNS refused, listed once each.
+	deniedNames map[string]bool
+}
+
+// record is one listed decision, with the byte counts of its connection.
+type record struct {
+	conn           Connection
+	sent, received atomic.Int64
+	cut            atomic.Bool // the run's byte limit cut it
+	failure        string      // set before finished, read after
+	listed         bool        // false past maxRecords
+}
+
+func (rec *record) snapshot() Connection {
+	c := rec.conn
+	c.BytesSent, c.BytesReceived = rec.sent.Load(), rec.received.Load()
+	return c
+}
 
 // Start binds a run's DNS server (UDP and TCP, 127.0.0.1:53), transparent proxy
 // (127.0.0.1:80 and :443) and CONNECT proxy (127.0.0.1:ProxyPort) inside the
 // network namespace of the process pid (the run's sandbox init), and serves them
 // until Close. onDecision, when set, is called once per decision as it is made
 // (for the run's live egress events); it must not block.
-func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (*Run, error) {
-	panic("unimplemented: helper X")
+func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Run, retErr error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("checking the egress configuration: %w", err)
+	}
+	full := cfg.WithDefaults()
+	r := &Run{
+		cfg:              &full,
+		pol:              pol,
+		log:              full.Logger,
+		onDecision:       onDecision,
+		handshakeTimeout: full.HandshakeTimeout,
+		lim:              newLimits(full.MaxConns, full.ConnsPerSecond, full.MaxBytes),
+		conns:            map[net.Conn]struct{}{},
+		deniedNames:      map[string]bool{},
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+
+	var udp net.PacketConn
+	var tcp [4]*net.TCPListener // :53, :80, :443, :ProxyPort
+	ports := [4]int{53, 80, 443, ProxyPort}
+	defer func() {
+		if retErr != nil {
+			if udp != nil {
+				udp.Close()
+			}
+			for _, l := range tcp {
+				if l != nil {
+					l.Close()
+				}
+			}
+			r.cancel()
+		}
+	}()
+	err := inNetns(pid, func() error {
+		var err error
+		if udp, err = net.ListenPacket("udp4", "127.0.0.1:53"); err != nil {
+			return fmt.Errorf("binding the DNS server (UDP): %w", err)
+		}
+		for i, port := range ports {
+			addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}
+			if tcp[i], err = net.ListenTCP("tcp4", addr); err != nil {
+				return fmt.Errorf("binding %s: %w", addr, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("binding the run's egress listeners: %w", err)
+	}
+
+	handler := dns.HandlerFunc(r.serveDNS)
+	r.dnsUDP = &dns.Server{PacketConn: udp, Handler: handler}
+	r.dnsTCP = &dns.Server{Listener: tcp[0], Handler: handler}
+	for _, s := range []*dns.Server{r.dnsUDP, r.dnsTCP} {
+		started := make(chan struct{})
+		s.NotifyStartedFunc = func() { close(started) }
+		errc := make(chan error, 1)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			errc <- s.ActivateAndServe()
+		}()
+		// Shutdown refuses a server that has not started yet: wait, so that
+		// Close always stops it.
+		select {
+		case <-started:
+		case err := <-errc:
+			return nil, fmt.Errorf("serving DNS: %w", err)
+		}
+	}
+	r.listeners = tcp[1:]
+	r.wg.Add(3)
+	go r.accept(tcp[1], 80, viaHTTP, r.serveHTTP)
+	go r.accept(tcp[2], 443, viaTLS, r.serveTLS)
+	go r.accept(tcp[3], ProxyPort, viaConnect, r.serveProxy)
+	return r, nil
+}
+
+// accept serves one listener until Close, admitting each connection within
+// the run's limits.
+func (r *Run) accept(l *net.TCPListener, port int, via string, serve func(*net.TCPConn)) {
+	defer r.wg.Done()
+	for {
+		c, err := l.AcceptTCP()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and the like: back off rather than spin.
+			r.log.Warn("egress: accepting a connection failed", "port", port, "err", err)
+			select {
+			case <-r.ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		if ok, rule := r.lim.admit(); !ok {
+			c.Close()
+			r.refuse("", port, via, rule)
+			continue
+		}
+		if !r.track(c) {
+			c.Close()
+			r.lim.release()
+			return
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			defer r.lim.release()
+			defer r.untrack(c)
+			defer c.Close()
+			serve(c)
+		}()
+	}
+}
+
+// track adds c to the connections Close closes; false once the run is closed.
+func (r *Run) track(c net.Conn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.conns[c] = struct{}{}
+	return true
+}
+
+func (r *Run) untrack(c net.Conn) {
+	r.mu.Lock()
+	delete(r.conns, c)
+	r.mu.Unlock()
+}
+
+// refuse lists, announces and logs a refusal.
+func (r *Run) refuse(host string, port int, via, rule string) {
+	rec := r.decided(host, port, via, Decision{Rule: rule}, "")
+	r.finished(rec)
+}
+
+// deniedName lists a name the DNS refused, once per run.
+func (r *Run) deniedName(name string, d Decision) {
+	r.mu.Lock()
+	seen := r.deniedNames[name]
+	if !seen && len(r.deniedNames) < maxRecords {
+		r.deniedNames[name] = true
+	}
+	r.mu.Unlock()
+	if !seen {
+		r.refuse(name, 0, viaDNS, d.Rule)
+	}
+}
+
+// decided lists a decision and announces it; finished logs it once its
+// connection is over.
+func (r *Run) decided(host string, port int, via string, d Decision, failure string) *record {
+	rec := &record{}
+	r.decidedInto(rec, host, port, via, d, failure)
+	return rec
+}
+
+func (r *Run) decidedInto(rec *record, host string, port int, via string, d Decision, failure string) {
+	rec.conn = Connection{Host: host, Port: port, Allowed: d.Allowed, Rule: d.Rule, Via: via, Failure: failure}
+	rec.failure = failure
+	r.mu.Lock()
+	if len(r.records) < maxRecords {
+		r.records = append(r.records, rec)
+		rec.listed = true
+	} else {
+		r.omitted++
+	}
+	r.mu.Unlock()
+	if rec.listed && r.onDecision != nil {
+		r.onDecision(rec.snapshot())
+	}
+}
+
+// finished writes the decision's canonical log line, with its final counts.
+func (r *Run) finished(rec *record) {
+	if !rec.listed {
+		return
+	}
+	rec.conn.Failure = rec.failure
+	c := rec.snapshot()
+	attrs := []any{
+		LogHost, c.Host, LogPort, c.Port, LogAllowed, c.Allowed, LogRule, c.Rule,
+		LogBytesSent, c.BytesSent, LogBytesReceived, c.BytesReceived, LogVia, c.Via,
+	}
+	if c.Failure != "" {
+		attrs = append(attrs, LogFailure, c.Failure)
+	}
+	r.log.Info(logMessage, attrs...)
 }
 
 // ProxyPort is the CONNECT proxy's port inside every run's namespace.
 const ProxyPort = 3128
 
 // Env is the environment a networked run's program gets: the proxy variables
-// in both cases, pointing at the CONNECT proxy.
+// in both cases, pointing at the CONNECT proxy, loopback left direct, and
+// Node told to honour them (its fetch ignores them otherwise).
 func Env() map[string]string {
-	panic("unimplemented: helper X")
+	proxy := fmt.Sprintf("http://127.0.0.1:%d", ProxyPort)
+	const direct = "localhost,127.0.0.1,::1"
+	return map[string]string{
+		"http_proxy": proxy, "https_proxy": proxy, "all_proxy": proxy,
+		"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "ALL_PROXY": proxy,
+		"no_proxy": direct, "NO_PROXY": direct,
+		"NODE_USE_ENV_PROXY": "1",
+	}
 }
 
-// Close stops the run's listeners and every connection still open, and returns
-// every attempted connection in the order they were attempted, with their
-// final byte counts.
+// Close stops the run's listeners and every connection still open, waits for
+// every goroutine of the run to end, and returns every attempted connection in
+// the order they were attempted, with their final byte counts.
 func (r *Run) Close() []Connection {
-	panic("unimplemented: helper X")
+	r.mu.Lock()
+	r.closed = true
+	for c := range r.conns {
+		c.Close()
+	}
+	r.mu.Unlock()
+	r.cancel()
+	for _, l := range r.listeners {
+		l.Close()
+	}
+	// Shutdown closes the DNS sockets and waits for their handlers.
+	r.dnsUDP.Shutdown()
+	r.dnsTCP.Shutdown()
+	r.wg.Wait()
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Connection, len(r.records))
+	for i, rec := range r.records {
+		out[i] = rec.snapshot()
+	}
+	if r.omitted > 0 {
+		r.log.Warn("egress: decisions past the run's list were neither listed nor logged", "omitted", r.omitted, "listed", len(r.records))
+	}
+	return out
+}
+
+// parseAddr parses an address literal in its standard spelling, IPv4-mapped
+// forms unmapped.
+func parseAddr(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	return a.Unmap(), err
 }

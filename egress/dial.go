@@ -1,0 +1,157 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// resolveTimeout bounds one host-side DNS exchange.
+const resolveTimeout = 5 * time.Second
+
+// errNoAddress is a name the upstream resolver has no address for.
+var errNoAddress = errors.New("no address")
+
+// dialChecked connects from the host's namespace to host:port, a destination
+// the policy allowed. A pinned host:port dials its pin as it is. Otherwise the
+// name is resolved on the host side, every address is decided by
+// Config.DecideAddr, and only an address that passed is dialed. refused is
+// the first address's refusal when none passed.
+func (r *Run) dialChecked(ctx context.Context, host string, port int) (up *net.TCPConn, refused *Decision, err error) {
+	d := net.Dialer{Timeout: r.handshakeTimeout}
+	if pin, ok := r.cfg.Pin(host, port); ok {
+		c, err := d.DialContext(ctx, "tcp", pin.String())
+		if err != nil {
+			return nil, nil, fmt.Errorf("dialing the pin %s: %w", pin, err)
+		}
+		return c.(*net.TCPConn), nil, nil
+	}
+	addrs, err := r.resolve(ctx, host)
+	if err != nil {
+		return nil, nil, err
+	}
+	var allowed []netip.Addr
+	for _, a := range addrs {
+		dec := r.cfg.DecideAddr(host, a, r.hostAddrs())
+		if dec.Allowed {
+			allowed = append(allowed, a)
+		} else if refused == nil {
+			refused = &dec
+		}
+	}
+	if len(allowed) == 0 {
+		return nil, refused, nil
+	}
+	var errs []error
+	for _, a := range allowed {
+		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		if err == nil {
+			return c.(*net.TCPConn), nil, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, nil, fmt.Errorf("dialing %s: %w", host, errors.Join(errs...))
+}
+
+// resolve returns host's addresses, asking the operator's resolver (A, then
+// AAAA) from the host's namespace. An address literal is its own answer.
+func (r *Run) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a.Unmap()}, nil
+	}
+	server, err := r.resolverAddr()
+	if err != nil {
+		return nil, err
+	}
+	var addrs []netip.Addr
+	var errs []error
+	for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
+		got, err := exchange(ctx, server, host, qtype)
+		addrs = append(addrs, got...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(addrs) == 0 {
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("resolving %s: %w", host, errors.Join(errs...))
+		}
+		return nil, fmt.Errorf("resolving %s: %w", host, errNoAddress)
+	}
+	return addrs, nil
+}
+
+// exchange asks server for host's records of qtype, over UDP and again over
+// TCP when the answer is truncated.
+func exchange(ctx context.Context, server, host string, qtype uint16) ([]netip.Addr, error) {
+	q := new(dns.Msg)
+	q.SetQuestion(dns.Fqdn(host), qtype)
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	c := &dns.Client{Timeout: resolveTimeout}
+	resp, _, err := c.ExchangeContext(ctx, q, server)
+	if err == nil && resp.Truncated {
+		c.Net = "tcp"
+		resp, _, err = c.ExchangeContext(ctx, q, server)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("asking %s: %w", server, err)
+	}
+	if resp.Rcode != dns.RcodeSuccess {
+		return nil, fmt.Errorf("%s answered %s", server, dns.RcodeToString[resp.Rcode])
+	}
+	var out []netip.Addr
+	for _, rr := range resp.Answer {
+		var ip net.IP
+		switch rr := rr.(type) {
+		case *dns.A:
+			ip = rr.A
+		case *dns.AAAA:
+			ip = rr.AAAA
+		}
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out, nil
+}
+
+// resolverAddr is the upstream DNS server: Config.Resolver, else the first
+// nameserver of the host's /etc/resolv.conf.
+func (r *Run) resolverAddr() (string, error) {
+	r.resolverOnce.Do(func() {
+		if r.cfg.Resolver != "" {
+			r.resolver = r.cfg.Resolver
+			return
+		}
+		cc, err := dns.ClientConfigFromFile("/etc/resolv.conf")
+		if err != nil || len(cc.Servers) == 0 {
+			r.resolverErr = fmt.Errorf("reading the host's /etc/resolv.conf for a nameserver: %v", err)
+			return
+		}
+		r.resolver = net.JoinHostPort(cc.Servers[0], cc.Port)
+	})
+	return r.resolver, r.resolverErr
+}
+
+// hostAddrs are the host's own addresses, read once per run: DecideAddr
+// refuses them whatever their class.
+func (r *Run) hostAddrs() []netip.Addr {
+	r.hostAddrsOnce.Do(func() {
+		ifaddrs, err := net.InterfaceAddrs()
+		if err != nil {
+			r.log.Warn("egress: listing the host's addresses failed; only address classes protect them", "err", err)
+		}
+		for _, ia := range ifaddrs {
+			if p, err := netip.ParsePrefix(ia.String()); err == nil {
+				r.ownAddrs = append(r.ownAddrs, p.Addr().Unmap())
+			}
+		}
+	})
+	return r.ownAddrs
+}

@@ -1,0 +1,266 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// maxHeadBytes bounds a request head (its request line and header lines).
+const maxHeadBytes = 64 << 10
+
+var errBadHead = errors.New("malformed request head")
+
+// head is an HTTP/1 request head as the proxy needs it. The header lines are
+// kept as they came so that the head is forwarded unchanged but for the few
+// lines the proxy owns (Connection, Proxy-*, and Host for an absolute URL).
+//
+// Hand-written rather than net/http.ReadRequest's: the proxy forwards the
+// raw bytes (ReadRequest canonicalises and re-writes headers and adds its own)
+// and must find the body's end exactly, refusing every ambiguous framing that
+// request smuggling relies on.
+type head struct {
+	method, target, proto string
+	lines                 []string // header lines, without their line ends
+	host                  string   // the Host header's value
+	contentLength         int64    // -1 when absent
+	chunked               bool
+}
+
+// readHead reads a request head from br: the request line, the header lines
+// and the empty line, at most maxHeadBytes.
+func readHead(br *bufio.Reader) (*head, error) {
+	left := maxHeadBytes
+	line, err := readLine(br, &left)
+	for i := 0; err == nil && line == "" && i < 4; i++ {
+		line, err = readLine(br, &left) // RFC 9112 §2.2: skip empty lines first
+	}
+	if err != nil {
+		return nil, err
+	}
+	parts := strings.Split(line, " ")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || !isToken(parts[0]) {
+		return nil, fmt.Errorf("%w: the request line %q is not METHOD TARGET HTTP/1.x", errBadHead, clip(line))
+	}
+	h := &head{method: parts[0], target: parts[1], proto: parts[2], contentLength: -1}
+	if h.proto != "HTTP/1.1" && h.proto != "HTTP/1.0" {
+		return nil, fmt.Errorf("%w: the version %q is not HTTP/1.0 or HTTP/1.1", errBadHead, clip(h.proto))
+	}
+	hosts, transferEncodings := 0, 0
+	for {
+		line, err := readLine(br, &left)
+		if err != nil {
+			return nil, err
+		}
+		if line == "" {
+			break
+		}
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || !isToken(name) {
+			// Also refuses obsolete line folding, a line that starts with a space.
+			return nil, fmt.Errorf("%w: the header line %q", errBadHead, clip(line))
+		}
+		value = strings.Trim(value, " \t")
+		switch strings.ToLower(name) {
+		case "host":
+			hosts++
+			h.host = value
+		case "content-length":
+			n, err := strconv.ParseInt(value, 10, 64)
+			if err != nil || n < 0 || value[0] == '+' || (h.contentLength >= 0 && n != h.contentLength) {
+				return nil, fmt.Errorf("%w: the Content-Length %q", errBadHead, clip(value))
+			}
+			h.contentLength = n
+		case "transfer-encoding":
+			transferEncodings++
+			if !strings.EqualFold(value, "chunked") {
+				return nil, fmt.Errorf("%w: the Transfer-Encoding %q (only chunked is forwarded)", errBadHead, clip(value))
+			}
+			h.chunked = true
+		}
+		h.lines = append(h.lines, line)
+	}
+	switch {
+	case hosts > 1:
+		return nil, fmt.Errorf("%w: %d Host headers", errBadHead, hosts)
+	case transferEncodings > 1:
+		return nil, fmt.Errorf("%w: %d Transfer-Encoding headers", errBadHead, transferEncodings)
+	case h.chunked && h.contentLength >= 0:
+		return nil, fmt.Errorf("%w: both Content-Length and Transfer-Encoding", errBadHead)
+	}
+	return h, nil
+}
+
+// readLine reads one line ending in LF (CRLF or bare LF), counting it against
+// left.
+func readLine(br *bufio.Reader, left *int) (string, error) {
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		*left -= len(chunk)
+		if *left < 0 {
+			return "", fmt.Errorf("%w: longer than %d bytes", errBadHead, maxHeadBytes)
+		}
+		buf = append(buf, chunk...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		line := bytes.TrimSuffix(bytes.TrimSuffix(buf, []byte("\n")), []byte("\r"))
+		if bytes.ContainsAny(line, "\r\x00") {
+			return "", fmt.Errorf("%w: a CR or NUL inside a line", errBadHead)
+		}
+		return string(line), nil
+	}
+}
+
+// hostPort splits a Host header or an authority into a normalised host and a
+// port, def when it has none.
+func hostPort(s string, def int) (string, int, error) {
+	host, port := s, def
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return "", 0, fmt.Errorf("the port %q is not a number from 1 to 65535", p)
+		}
+		host, port = h, n
+	} else if strings.HasPrefix(s, "[") {
+		host = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	}
+	if !isHostChars(host) {
+		return "", 0, fmt.Errorf("%q is not a host name", clip(s))
+	}
+	return normalHost(host), port, nil
+}
+
+// absoluteTarget splits a plain proxy request's absolute URL into its
+// authority and its origin form (RFC 9112 §3.2.2).
+func absoluteTarget(target string) (authority, origin string, err error) {
+	u, err := url.Parse(target)
+	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
+		return "", "", fmt.Errorf("the target %q is not an absolute http:// URL", clip(target))
+	}
+	if u.Scheme != "http" {
+		return "", "", fmt.Errorf("the scheme %q is not forwarded as a plain request: use CONNECT (https_proxy) for https", u.Scheme)
+	}
+	origin = u.EscapedPath()
+	if origin == "" {
+		origin = "/"
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		origin += "?" + u.RawQuery
+	}
+	return u.Host, origin, nil
+}
+
+// rewrite is the head the proxy forwards: target replaces the request target
+// (the origin form of an absolute URL), host (when not "") replaces the Host
+// header, every Proxy-* header a client meant for its proxy is dropped, and
+// the connection closes after the response (see relayHTTP).
+func (h *head) rewrite(target, host string) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %s %s\r\n", h.method, target, h.proto)
+	if host != "" {
+		fmt.Fprintf(&b, "Host: %s\r\n", host)
+	}
+	for _, line := range h.lines {
+		name, _, _ := strings.Cut(line, ":")
+		switch n := strings.ToLower(name); {
+		case strings.HasPrefix(n, "proxy-"), n == "connection", n == "keep-alive", n == "upgrade":
+			continue
+		case n == "host" && host != "":
+			continue
+		}
+		b.WriteString(line)
+		b.WriteString("\r\n")
+	}
+	b.WriteString("Connection: close\r\n\r\n")
+	return b.Bytes()
+}
+
+// forwardBody copies the request body that follows h from br to w, exactly as
+// its framing says, and nothing after it.
+func forwardBody(w io.Writer, br *bufio.Reader, h *head) error {
+	switch {
+	case h.contentLength > 0:
+		_, err := io.CopyN(w, br, h.contentLength)
+		return err
+	case h.chunked:
+		return forwardChunked(w, br)
+	}
+	return nil // no framing: a request without a body
+}
+
+// forwardChunked copies a chunked body (RFC 9112 §7.1) with its chunk lines
+// and trailers, as it came.
+func forwardChunked(w io.Writer, br *bufio.Reader) error {
+	for {
+		left := 4096
+		line, err := readLine(br, &left)
+		if err != nil {
+			return fmt.Errorf("reading a chunk size: %w", err)
+		}
+		sizeText, _, _ := strings.Cut(line, ";")
+		size, err := strconv.ParseInt(strings.TrimRight(sizeText, " \t"), 16, 64)
+		if err != nil || size < 0 {
+			return fmt.Errorf("%w: the chunk size %q", errBadHead, clip(line))
+		}
+		if _, err := io.WriteString(w, line+"\r\n"); err != nil {
+			return err
+		}
+		if size == 0 {
+			break
+		}
+		if _, err := io.CopyN(w, br, size); err != nil {
+			return err
+		}
+		if end, err := readLine(br, &left); err != nil || end != "" {
+			return fmt.Errorf("%w: a chunk does not end with CRLF", errBadHead)
+		}
+		if _, err := io.WriteString(w, "\r\n"); err != nil {
+			return err
+		}
+	}
+	left := maxHeadBytes
+	for { // trailers, then the empty line
+		line, err := readLine(br, &left)
+		if err != nil {
+			return fmt.Errorf("reading the trailers: %w", err)
+		}
+		if _, err := io.WriteString(w, line+"\r\n"); err != nil {
+			return err
+		}
+		if line == "" {
+			return nil
+		}
+	}
+}
+
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// clip shortens what a client sent for an error message.
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}

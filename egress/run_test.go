@@ -1,0 +1,737 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/internal/testutil"
+)
+
+// testNS is a network namespace the test made, held by a child process, with
+// only lo, up: what a run's sandbox init holds.
+type testNS struct {
+	cmd    *exec.Cmd
+	handle netns.NsHandle
+}
+
+func newTestNS(tb testing.TB) *testNS {
+	tb.Helper()
+	cmd := exec.Command("sleep", "600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("starting a process in a new network namespace: %v", err)
+	}
+	n := &testNS{cmd: cmd}
+	tb.Cleanup(func() {
+		n.handle.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	h, err := netns.GetFromPid(cmd.Process.Pid)
+	if err != nil {
+		tb.Fatalf("opening the test namespace: %v", err)
+	}
+	n.handle = h
+	n.do(func() {
+		err = linkUp("lo")
+	})
+	if err != nil {
+		tb.Fatalf("bringing lo up in the test namespace: %v", err)
+	}
+	return n
+}
+
+func (n *testNS) pid() int { return n.cmd.Process.Pid }
+
+// do runs fn on a thread in the test namespace; the sockets fn makes live
+// there.
+func (n *testNS) do(fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		host, err := netns.Get()
+		if err != nil {
+			panic(err)
+		}
+		defer host.Close()
+		if err := netns.Set(n.handle); err != nil {
+			panic(err)
+		}
+		fn()
+		if err := netns.Set(host); err != nil {
+			return // exit locked: the thread is discarded
+		}
+		runtime.UnlockOSThread()
+	}()
+	<-done
+}
+
+// linkUp sets the IFF_UP flag of an interface of the calling thread's
+// namespace.
+func linkUp(name string) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// dial connects from inside the namespace. A host name is resolved by the
+// run's DNS server, as a program in the run resolves it.
+func (n *testNS) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if net.ParseIP(host) == nil {
+		ips, rcode, err := n.lookup(host, dns.TypeA, "udp")
+		if err != nil {
+			return nil, err
+		}
+		if len(ips) == 0 {
+			return nil, fmt.Errorf("looking up %s: %s", host, dns.RcodeToString[rcode])
+		}
+		addr = net.JoinHostPort(ips[0], port)
+	}
+	var c net.Conn
+	n.do(func() { c, err = (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr) })
+	return c, err
+}
+
+// lookup asks the run's DNS server from inside the namespace.
+func (n *testNS) lookup(name string, qtype uint16, network string) (ips []string, rcode int, err error) {
+	var c net.Conn
+	n.do(func() { c, err = net.DialTimeout(network, "127.0.0.1:53", 5*time.Second) })
+	if err != nil {
+		return nil, 0, err
+	}
+	defer c.Close()
+	q := new(dns.Msg)
+	q.SetQuestion(dns.Fqdn(name), qtype)
+	resp, _, err := (&dns.Client{Net: network, Timeout: 5 * time.Second}).ExchangeWithConn(q, &dns.Conn{Conn: c})
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, rr := range resp.Answer {
+		switch rr := rr.(type) {
+		case *dns.A:
+			ips = append(ips, rr.A.String())
+		case *dns.AAAA:
+			ips = append(ips, rr.AAAA.String())
+		}
+	}
+	return ips, resp.Rcode, nil
+}
+
+// upstreams are the test's servers on host loopback: HTTP, HTTPS with a CA
+// the test made, and a DNS resolver that records every name it is asked.
+type upstreams struct {
+	http, https *httptest.Server
+	ca          *x509.CertPool
+	dnsAddr     string
+	dnsServer   *dns.Server
+
+	mu        sync.Mutex
+	hosts     []string // Host headers the HTTP servers saw
+	dnsAsked  []string // names the DNS upstream was asked
+	dnsAnswer map[string]string
+}
+
+func newUpstreams(t testing.TB) *upstreams {
+	t.Helper()
+	u := &upstreams{dnsAnswer: map[string]string{"rebind.test.": "127.0.0.1"}}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		u.mu.Lock()
+		u.hosts = append(u.hosts, req.Host)
+		u.mu.Unlock()
+		if n, err := strconv.Atoi(req.URL.Query().Get("bytes")); err == nil {
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+			buf := make([]byte, 64<<10)
+			for n > 0 {
+				k, err := w.Write(buf[:min(n, len(buf))])
+				if err != nil {
+					return
+				}
+				n -= k
+			}
+			return
+		}
+		body, _ := io.ReadAll(req.Body)
+		fmt.Fprintf(w, "hello %s %s %d", req.Host, req.URL.Path, len(body))
+	})
+	u.http = httptest.NewServer(handler)
+	t.Cleanup(u.http.Close)
+
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "brig test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "upstream.test"},
+		DNSNames:  []string{"upstream.test", "other.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.ca = x509.NewCertPool()
+	u.ca.AddCert(caCert)
+	u.https = httptest.NewUnstartedServer(handler)
+	u.https.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	u.https.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	u.https.StartTLS()
+	t.Cleanup(u.https.Close)
+
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.dnsAddr = pc.LocalAddr().String()
+	started := make(chan struct{})
+	u.dnsServer = &dns.Server{PacketConn: pc, NotifyStartedFunc: func() { close(started) }, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(q)
+		name := q.Question[0].Name
+		u.mu.Lock()
+		u.dnsAsked = append(u.dnsAsked, name)
+		ip, ok := u.dnsAnswer[name]
+		u.mu.Unlock()
+		if ok && q.Question[0].Qtype == dns.TypeA {
+			rr, _ := dns.NewRR(name + " 60 IN A " + ip)
+			m.Answer = append(m.Answer, rr)
+		} else if !ok {
+			m.Rcode = dns.RcodeNameError
+		}
+		w.WriteMsg(m)
+	})}
+	go u.dnsServer.ActivateAndServe()
+	<-started
+	t.Cleanup(func() { u.dnsServer.Shutdown() })
+	return u
+}
+
+func (u *upstreams) seenHosts() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.hosts...)
+}
+
+func (u *upstreams) asked() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.dnsAsked...)
+}
+
+func (u *upstreams) config(logs io.Writer) *Config {
+	return &Config{
+		Pins: map[string]string{
+			"upstream.test:443": u.https.Listener.Addr().String(),
+			"other.test:443":    u.https.Listener.Addr().String(),
+			"upstream.test:80":  u.http.Listener.Addr().String(),
+			"other.test:80":     u.http.Listener.Addr().String(),
+			"upstream.test:81":  u.http.Listener.Addr().String(),
+		},
+		Resolver: u.dnsAddr,
+		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
+	}
+}
+
+var testPolicy = Policy{Mode: api.NetworkDomains, Domains: []string{"upstream.test", "other.test", "rebind.test"}}
+
+// syncBuffer is a log sink the run's goroutines write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startRun starts a run's egress in a fresh test namespace.
+func startRun(t testing.TB, cfg *Config, pol Policy) (*Run, *testNS, *[]Connection) {
+	t.Helper()
+	ns := newTestNS(t)
+	var mu sync.Mutex
+	events := new([]Connection)
+	r, err := Start(cfg, pol, ns.pid(), func(c Connection) {
+		mu.Lock()
+		*events = append(*events, c)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return r, ns, events
+}
+
+// transport is an HTTP client in the namespace, through proxy when not nil.
+func transport(ns *testNS, u *upstreams, proxy *url.URL) *http.Client {
+	tr := &http.Transport{
+		DialContext:       ns.dial,
+		TLSClientConfig:   &tls.Config{RootCAs: u.ca},
+		DisableKeepAlives: true,
+	}
+	if proxy != nil {
+		tr.Proxy = http.ProxyURL(proxy)
+	}
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+func get(c *http.Client, url string) (int, string, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// rawExchange writes req on a connection from the namespace to addr and
+// returns everything read until the connection ends.
+func rawExchange(t *testing.T, ns *testNS, addr, req string) string {
+	t.Helper()
+	c, err := ns.dial(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatalf("dialing %s: %v", addr, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, req)
+	b, _ := io.ReadAll(c)
+	return string(b)
+}
+
+func TestRunProxies(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	u := newUpstreams(t)
+	logs := &syncBuffer{}
+	r, ns, events := startRun(t, u.config(logs), testPolicy)
+	proxyURL := &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(ProxyPort)}
+	direct := transport(ns, u, nil)
+	proxied := transport(ns, u, proxyURL)
+
+	t.Run("HTTPS transparent", func(t *testing.T) {
+		status, body, err := get(direct, "https://upstream.test/x")
+		if err != nil || status != 200 || body != "hello upstream.test /x 0" {
+			t.Errorf("got %d %q %v, want 200 %q", status, body, err, "hello upstream.test /x 0")
+		}
+	})
+	t.Run("HTTP transparent", func(t *testing.T) {
+		status, body, err := get(direct, "http://upstream.test/y")
+		if err != nil || status != 200 || body != "hello upstream.test /y 0" {
+			t.Errorf("got %d %q %v, want 200 %q", status, body, err, "hello upstream.test /y 0")
+		}
+	})
+	t.Run("HTTP transparent denied Host", func(t *testing.T) {
+		got := rawExchange(t, ns, "127.0.0.1:80", "GET / HTTP/1.1\r\nHost: denied.test\r\n\r\n")
+		if !strings.HasPrefix(got, "HTTP/1.1 403 ") || !strings.Contains(got, "not in the run's domains") {
+			t.Errorf("got %q, want a 403 naming the rule", got)
+		}
+	})
+	t.Run("HTTP transparent keep-alive second request to a denied Host", func(t *testing.T) {
+		got := rawExchange(t, ns, "127.0.0.1:80",
+			"GET /first HTTP/1.1\r\nHost: upstream.test\r\n\r\nGET /second HTTP/1.1\r\nHost: denied.test\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got)), nil)
+		if err != nil {
+			t.Fatalf("reading the first response from %q: %v", got, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if string(body) != "hello upstream.test /first 0" || !resp.Close {
+			t.Errorf("got %q (close %v), want the first response with Connection: close", body, resp.Close)
+		}
+		if strings.Count(got, "HTTP/1.1 ") != 1 {
+			t.Errorf("got %q, want one response only", got)
+		}
+		for _, h := range u.seenHosts() {
+			if h == "denied.test" {
+				t.Errorf("the upstream saw a request for denied.test")
+			}
+		}
+	})
+	t.Run("HTTP transparent IP literal Host", func(t *testing.T) {
+		got := rawExchange(t, ns, "127.0.0.1:80", "GET / HTTP/1.1\r\nHost: 192.0.2.1\r\n\r\n")
+		if !strings.HasPrefix(got, "HTTP/1.1 403 ") || !strings.Contains(got, "ip literal") {
+			t.Errorf("got %q, want a 403 naming the ip literal rule", got)
+		}
+	})
+	t.Run("HTTPS through CONNECT", func(t *testing.T) {
+		status, body, err := get(proxied, "https://upstream.test/c")
+		if err != nil || status != 200 || body != "hello upstream.test /c 0" {
+			t.Errorf("got %d %q %v, want 200 %q", status, body, err, "hello upstream.test /c 0")
+		}
+	})
+	t.Run("CONNECT with a mismatching SNI", func(t *testing.T) {
+		c, err := ns.dial(context.Background(), "tcp", proxyURL.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "CONNECT upstream.test:443 HTTP/1.1\r\nHost: upstream.test:443\r\n\r\n")
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("got %v %v, want 200", resp, err)
+		}
+		// other.test is allowed, and the upstream's certificate names it:
+		// only the mismatch refuses it.
+		tc := tls.Client(c, &tls.Config{ServerName: "other.test", RootCAs: u.ca})
+		if err := tc.Handshake(); err == nil {
+			t.Errorf("got a TLS session to other.test inside a tunnel to upstream.test, want it refused")
+		}
+	})
+	t.Run("CONNECT to port 80", func(t *testing.T) {
+		got := rawExchange(t, ns, proxyURL.Host,
+			"CONNECT upstream.test:80 HTTP/1.1\r\nHost: upstream.test:80\r\n\r\nGET /tunnel HTTP/1.1\r\nHost: upstream.test\r\n\r\n")
+		if !strings.HasPrefix(got, "HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK") || !strings.HasSuffix(got, "hello upstream.test /tunnel 0") {
+			t.Errorf("got %q, want the tunnel then the response", got)
+		}
+	})
+	t.Run("CONNECT to port 80 with another Host inside", func(t *testing.T) {
+		got := rawExchange(t, ns, proxyURL.Host,
+			"CONNECT upstream.test:80 HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\nHost: other.test\r\n\r\n")
+		if got != "HTTP/1.1 200 Connection established\r\n\r\n" {
+			t.Errorf("got %q, want the tunnel closed after its 200", got)
+		}
+	})
+	t.Run("plain proxy request", func(t *testing.T) {
+		status, body, err := get(proxied, "http://upstream.test/plain")
+		if err != nil || status != 200 || body != "hello upstream.test /plain 0" {
+			t.Errorf("got %d %q %v, want 200 %q", status, body, err, "hello upstream.test /plain 0")
+		}
+	})
+	t.Run("plain proxy request with a body", func(t *testing.T) {
+		got := rawExchange(t, ns, proxyURL.Host,
+			"POST http://upstream.test/post HTTP/1.1\r\nHost: evil.test\r\nProxy-Authorization: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+		if !strings.HasPrefix(got, "HTTP/1.1 200 OK") || !strings.HasSuffix(got, "hello upstream.test /post 3") {
+			t.Errorf("got %q, want the upstream's answer to the URL's host", got)
+		}
+	})
+	refusals := []struct {
+		name, req, want string
+	}{
+		{name: "CONNECT to the proxy itself", req: "CONNECT 127.0.0.1:3128 HTTP/1.1\r\n\r\n", want: "the proxy itself"},
+		{name: "CONNECT to localhost", req: "CONNECT localhost:443 HTTP/1.1\r\n\r\n", want: "the proxy itself"},
+		{name: "CONNECT to loopback", req: "CONNECT [::1]:80 HTTP/1.1\r\n\r\n", want: "the proxy itself"},
+		{name: "CONNECT to the run's host name", req: "CONNECT sandbox:53 HTTP/1.1\r\n\r\n", want: "the proxy itself"},
+		{name: "CONNECT to an IP literal", req: "CONNECT 192.0.2.1:443 HTTP/1.1\r\n\r\n", want: "ip literal"},
+		{name: "CONNECT to an IP literal in another spelling", req: "CONNECT 3221225985:443 HTTP/1.1\r\n\r\n", want: "ip literal"},
+		{name: "CONNECT to a denied name", req: "CONNECT denied.test:443 HTTP/1.1\r\n\r\n", want: "not in the run's domains"},
+		{name: "CONNECT to a name that resolves to loopback", req: "CONNECT rebind.test:443 HTTP/1.1\r\n\r\n", want: "refused rebind.test:443: address"},
+		{name: "plain request to a denied name", req: "GET http://denied.test/ HTTP/1.1\r\n\r\n", want: "not in the run's domains"},
+		{name: "origin form on the proxy", req: "GET / HTTP/1.1\r\nHost: upstream.test\r\n\r\n", want: "not a proxy request"},
+		{name: "https URL in a plain request", req: "GET https://upstream.test/ HTTP/1.1\r\n\r\n", want: "use CONNECT"},
+	}
+	for _, tt := range refusals {
+		t.Run(tt.name, func(t *testing.T) {
+			got := rawExchange(t, ns, proxyURL.Host, tt.req)
+			if !strings.HasPrefix(got, "HTTP/1.1 4") || !strings.Contains(got, tt.want) {
+				t.Errorf("got %q, want a 4xx naming %q", got, tt.want)
+			}
+		})
+	}
+	t.Run("TLS without SNI", func(t *testing.T) {
+		c, err := ns.dial(context.Background(), "tcp", "127.0.0.1:443")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := tls.Client(c, &tls.Config{InsecureSkipVerify: true}).Handshake(); err == nil {
+			t.Errorf("got a handshake without SNI, want the connection closed")
+		}
+	})
+	t.Run("DNS", func(t *testing.T) {
+		tests := []struct {
+			name, host, network string
+			qtype               uint16
+			wantRcode           int
+			wantIPs             string
+		}{
+			{name: "allowed A", host: "upstream.test", network: "udp", qtype: dns.TypeA, wantIPs: "127.0.0.1"},
+			{name: "allowed A over TCP", host: "api.upstream.test", network: "tcp", qtype: dns.TypeA, wantIPs: "127.0.0.1"},
+			{name: "allowed AAAA is empty", host: "upstream.test", network: "udp", qtype: dns.TypeAAAA},
+			{name: "allowed MX is empty", host: "upstream.test", network: "tcp", qtype: dns.TypeMX},
+			{name: "localhost", host: "localhost", network: "udp", qtype: dns.TypeA, wantIPs: "127.0.0.1"},
+			{name: "the run's host name", host: "sandbox", network: "udp", qtype: dns.TypeA, wantIPs: "127.0.0.1"},
+			{name: "denied", host: "denied-dns.test", network: "udp", qtype: dns.TypeA, wantRcode: dns.RcodeNameError},
+			{name: "denied over TCP", host: "data.exfil.test", network: "tcp", qtype: dns.TypeTXT, wantRcode: dns.RcodeNameError},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				ips, rcode, err := ns.lookup(tt.host, tt.qtype, tt.network)
+				if err != nil || rcode != tt.wantRcode || strings.Join(ips, ",") != tt.wantIPs {
+					t.Errorf("got %v %s %v, want %q %s", ips, dns.RcodeToString[rcode], err, tt.wantIPs, dns.RcodeToString[tt.wantRcode])
+				}
+			})
+		}
+		for _, name := range u.asked() {
+			if name != "rebind.test." {
+				t.Errorf("the upstream resolver was asked %q; want only the proxy's own lookup of rebind.test", name)
+			}
+		}
+	})
+
+	conns := r.Close()
+	find := func(host string, port int, via string, allowed bool) *Connection {
+		for i := range conns {
+			if conns[i].Host == host && conns[i].Port == port && conns[i].Via == via && conns[i].Allowed == allowed {
+				return &conns[i]
+			}
+		}
+		t.Errorf("no connection %s:%d via %s in %+v", host, port, via, conns)
+		return &Connection{}
+	}
+	if c := find("upstream.test", 443, viaTLS, true); !c.Allowed || c.Rule != "domain upstream.test" || c.BytesSent < 500 || c.BytesReceived < 500 {
+		t.Errorf("got %+v, want an allowed TLS connection with its bytes each way", c)
+	}
+	if c := find("upstream.test", 443, viaConnect, false); c.Allowed || !strings.Contains(c.Rule, ruleSNIMismatch) {
+		t.Errorf("got %+v, want the SNI mismatch refused", c)
+	}
+	if c := find("denied-dns.test", 0, viaDNS, false); c.Allowed || c.Rule != "not in the run's domains" {
+		t.Errorf("got %+v, want the denied DNS name listed", c)
+	}
+	if c := find("", 443, viaTLS, false); c.Allowed || c.Rule != ruleNoSNI {
+		t.Errorf("got %+v, want the hello without SNI refused", c)
+	}
+	if len(*events) != len(conns) {
+		t.Errorf("got %d onDecision calls, want one per listed connection (%d)", len(*events), len(conns))
+	}
+	if got, want := strings.Count(logs.String(), "msg="+logMessage+" "), len(conns); got != want {
+		t.Errorf("got %d canonical log lines, want %d:\n%s", got, want, logs)
+	}
+	if !strings.Contains(logs.String(), `host=upstream.test port=443 allowed=true rule="domain upstream.test" bytes_sent=`) {
+		t.Errorf("got logs\n%s\nwant a canonical line for upstream.test:443", logs)
+	}
+}
+
+func TestRunSlowloris(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	u := newUpstreams(t)
+	cfg := u.config(io.Discard)
+	cfg.HandshakeTimeout = 200 * time.Millisecond
+	r, ns, _ := startRun(t, cfg, testPolicy)
+	for _, port := range []int{80, 443, ProxyPort} {
+		t.Run(strconv.Itoa(port), func(t *testing.T) {
+			c, err := ns.dial(context.Background(), "tcp", "127.0.0.1:"+strconv.Itoa(port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			first := []byte{0x16}
+			if port != 443 {
+				first = []byte("G")
+			}
+			c.Write(first)
+			c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			start := time.Now()
+			io.ReadAll(c)
+			if took := time.Since(start); took > 20*time.Second {
+				t.Errorf("the stalled connection was held %v, want it cut after the handshake timeout", took)
+			}
+		})
+	}
+	conns := r.Close()
+	if len(conns) != 3 {
+		t.Errorf("got %d connections listed, want the 3 stalled ones: %+v", len(conns), conns)
+	}
+}
+
+func TestRunMaxConns(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	u := newUpstreams(t)
+	cfg := u.config(io.Discard)
+	cfg.MaxConns = 2
+	r, ns, _ := startRun(t, cfg, testPolicy)
+	var open []net.Conn
+	for i := 0; i < 2; i++ {
+		c, err := ns.dial(context.Background(), "tcp", "127.0.0.1:443")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		open = append(open, c)
+	}
+	// The two stalled connections hold both slots until Close.
+	c, err := ns.dial(context.Background(), "tcp", "127.0.0.1:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err == nil {
+		t.Errorf("got %d bytes on a third connection, want it closed", n)
+	}
+	conns := r.Close()
+	if len(conns) == 0 || conns[0].Rule != ruleTooMany {
+		t.Errorf("got %+v, want the third connection refused as %q", conns, ruleTooMany)
+	}
+	for _, c := range open {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Errorf("a connection was still open after Close")
+		}
+	}
+}
+
+func TestRunMaxBytes(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	u := newUpstreams(t)
+	cfg := u.config(io.Discard)
+	cfg.MaxBytes = 1 << 20
+	r, ns, _ := startRun(t, cfg, testPolicy)
+	status, body, err := get(transport(ns, u, nil), "http://upstream.test/big?bytes="+strconv.Itoa(8<<20))
+	if err == nil {
+		t.Errorf("got %d and %d bytes, want the transfer cut", status, len(body))
+	}
+	conns := r.Close()
+	if len(conns) != 1 || conns[0].BytesReceived > 1<<20 || conns[0].BytesReceived < 1<<19 || conns[0].Failure != errBytesLimit.Error() {
+		t.Errorf("got %+v, want one connection cut at the limit of 1 MiB received", conns)
+	}
+}
+
+// TestRunStartCloseLeaks starts and closes a run's egress 500 times, each
+// with a lookup and a connection, and proves that no goroutine or fd is left.
+func TestRunStartCloseLeaks(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	u := newUpstreams(t)
+	cfg := u.config(io.Discard)
+	ns := newTestNS(t)
+	cycle := func(i int) {
+		r, err := Start(cfg, testPolicy, ns.pid(), nil)
+		if err != nil {
+			t.Fatalf("run %d: Start: %v", i, err)
+		}
+		if i%10 == 0 {
+			if _, rcode, err := ns.lookup("denied.test", dns.TypeA, "udp"); err != nil || rcode != dns.RcodeNameError {
+				t.Fatalf("run %d: lookup: %s %v", i, dns.RcodeToString[rcode], err)
+			}
+			got := rawExchange(t, ns, "127.0.0.1:80", "GET / HTTP/1.1\r\nHost: upstream.test\r\n\r\n")
+			if !strings.HasSuffix(got, "hello upstream.test / 0") {
+				t.Fatalf("run %d: got %q", i, got)
+			}
+		}
+		if conns := r.Close(); i%10 == 0 && len(conns) != 2 {
+			t.Fatalf("run %d: got %+v, want 2 connections", i, conns)
+		}
+	}
+	// A first run warms what Go keeps across them: the pipes its splice
+	// path pools, the upstream's idle goroutines.
+	cycle(0)
+	settle()
+	goroutines := runtime.NumGoroutine()
+	fds := countFDs(t)
+	const runs = 500
+	start := time.Now()
+	for i := 0; i < runs; i++ {
+		cycle(i)
+	}
+	t.Logf("%d runs started and closed in %v", runs, time.Since(start))
+	deadline := time.Now().Add(5 * time.Second)
+	for settle(); (runtime.NumGoroutine() > goroutines || countFDs(t) > fds) && time.Now().Before(deadline); settle() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := runtime.NumGoroutine(); got > goroutines {
+		t.Errorf("got %d goroutines after %d runs, want at most %d", got, runs, goroutines)
+	}
+	if got := countFDs(t); got > fds {
+		t.Errorf("got %d fds after %d runs, want at most %d", got, runs, fds)
+	}
+}
+
+// settle lets the garbage collector free the pipes of splice's pool, which
+// it keeps between copies and frees with finalizers.
+func settle() {
+	runtime.GC()
+	runtime.GC()
+}
+
+func countFDs(t testing.TB) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+func TestEnv(t *testing.T) {
+	env := Env()
+	for _, k := range []string{"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"} {
+		if env[k] != "http://127.0.0.1:3128" {
+			t.Errorf("%s: got %q, want %q", k, env[k], "http://127.0.0.1:3128")
+		}
+	}
+	for _, k := range []string{"NO_PROXY", "no_proxy"} {
+		if env[k] != "localhost,127.0.0.1,::1" {
+			t.Errorf("%s: got %q, want %q", k, env[k], "localhost,127.0.0.1,::1")
+		}
+	}
+	if env["NODE_USE_ENV_PROXY"] != "1" {
+		t.Errorf("NODE_USE_ENV_PROXY: got %q, want 1", env["NODE_USE_ENV_PROXY"])
+	}
+}

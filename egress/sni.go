@@ -1,0 +1,215 @@
+package egress
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// The TLS framing the ClientHello reader knows (RFC 8446 §5.1 and §4).
+const (
+	recordHeaderLen     = 5
+	recordTypeHandshake = 22
+	maxRecordLen        = 1 << 14 // a plaintext record's bound
+	handshakeClientHelo = 1
+	extServerName       = 0
+	sniHostName         = 0
+	// maxHelloBytes bounds a ClientHello: post-quantum key shares make them
+	// about 1.5 KiB, padding and many ALPN names more, and nothing sane sends
+	// 64 KiB.
+	maxHelloBytes = 64 << 10
+)
+
+var (
+	errNotTLS        = errors.New("not a TLS handshake")
+	errNotHello      = errors.New("the first handshake message is not a ClientHello")
+	errHelloTooLarge = fmt.Errorf("the ClientHello is larger than %d bytes", maxHelloBytes)
+	errBadHello      = errors.New("the ClientHello is malformed")
+)
+
+// readClientHello reads TLS records from r until the first handshake message,
+// a ClientHello, is complete, however it is split over TCP segments and
+// records, and never reads past the record that completes it (the bytes after
+// belong to the upstream). It returns every byte it read, to be written to the
+// upstream unchanged, and the server name of the SNI extension, lower case
+// without a trailing dot, or "" when the hello has none.
+//
+// Hand-written rather than crypto/tls's, which only parses a hello while
+// terminating TLS; inetaf/tcpproxy's sni.go is the model (it hands crypto/tls
+// a fake conn), but this one reads the framing itself so that it can bound the
+// size, keep the exact bytes and parse nothing but what it needs.
+func readClientHello(r io.Reader) (raw []byte, sni string, err error) {
+	raw = make([]byte, 0, 2048)
+	var msg []byte // the handshake bytes, records' headers removed
+	for {
+		start := len(raw)
+		raw = append(raw, make([]byte, recordHeaderLen)...)
+		if _, err := io.ReadFull(r, raw[start:]); err != nil {
+			return raw, "", fmt.Errorf("reading a record header: %w", err)
+		}
+		hdr := raw[start:]
+		if hdr[0] != recordTypeHandshake || hdr[1] != 3 {
+			return raw, "", errNotTLS
+		}
+		n := int(binary.BigEndian.Uint16(hdr[3:5]))
+		if n == 0 || n > maxRecordLen {
+			return raw, "", fmt.Errorf("%w: a record of %d bytes", errBadHello, n)
+		}
+		if len(msg)+n > maxHelloBytes {
+			return raw, "", errHelloTooLarge
+		}
+		raw = append(raw, make([]byte, n)...)
+		if _, err := io.ReadFull(r, raw[len(raw)-n:]); err != nil {
+			return raw, "", fmt.Errorf("reading a record: %w", err)
+		}
+		msg = append(msg, raw[len(raw)-n:]...)
+		if len(msg) < 4 {
+			continue
+		}
+		if msg[0] != handshakeClientHelo {
+			return raw, "", errNotHello
+		}
+		size := int(msg[1])<<16 | int(msg[2])<<8 | int(msg[3])
+		if size > maxHelloBytes-4 {
+			return raw, "", errHelloTooLarge
+		}
+		if len(msg) >= 4+size {
+			sni, err := helloServerName(msg[4 : 4+size])
+			return raw, sni, err
+		}
+	}
+}
+
+// helloServerName returns the host name of a ClientHello body's SNI
+// extension (RFC 6066 §3), or "" when there is none.
+func helloServerName(body []byte) (string, error) {
+	c := cursor(body)
+	if !c.skip(2+32) || !c.skipVec8() || !c.skipVec16() || !c.skipVec8() {
+		return "", errBadHello
+	}
+	if len(c) == 0 {
+		return "", nil // no extensions at all
+	}
+	exts, ok := c.vec16()
+	if !ok || len(c) != 0 {
+		return "", errBadHello
+	}
+	name, found := "", false
+	for len(exts) > 0 {
+		typ, ok1 := exts.u16()
+		data, ok2 := exts.vec16()
+		if !ok1 || !ok2 {
+			return "", errBadHello
+		}
+		if typ != extServerName {
+			continue
+		}
+		if found {
+			return "", fmt.Errorf("%w: two server_name extensions", errBadHello)
+		}
+		found = true
+		list, ok := data.vec16()
+		if !ok || len(data) != 0 {
+			return "", errBadHello
+		}
+		for len(list) > 0 {
+			kind, ok1 := list.u8()
+			v, ok2 := list.vec16()
+			if !ok1 || !ok2 {
+				return "", errBadHello
+			}
+			if kind == sniHostName {
+				if name != "" {
+					return "", fmt.Errorf("%w: two host names", errBadHello)
+				}
+				name = string(v)
+			}
+		}
+	}
+	if !found {
+		return "", nil
+	}
+	if !isHostChars(name) {
+		return "", fmt.Errorf("%w: the server name %q is not a host name", errBadHello, name)
+	}
+	return normalHost(name), nil
+}
+
+// isHostChars reports whether s is made of the characters of a host name or
+// an address literal, so that no control byte or space reaches a log line.
+func isHostChars(s string) bool {
+	if s == "" || len(s) > 255 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+// normalHost is a host name as the policy and the pins compare it: ASCII lower
+// case, no trailing dot.
+func normalHost(s string) string {
+	return asciiLower(strings.TrimSuffix(s, "."))
+}
+
+// cursor reads TLS's big-endian integers and length-prefixed vectors.
+type cursor []byte
+
+func (c *cursor) skip(n int) bool {
+	if len(*c) < n {
+		return false
+	}
+	*c = (*c)[n:]
+	return true
+}
+
+func (c *cursor) u8() (byte, bool) {
+	if len(*c) < 1 {
+		return 0, false
+	}
+	v := (*c)[0]
+	*c = (*c)[1:]
+	return v, true
+}
+
+func (c *cursor) u16() (int, bool) {
+	if len(*c) < 2 {
+		return 0, false
+	}
+	v := int(binary.BigEndian.Uint16(*c))
+	*c = (*c)[2:]
+	return v, true
+}
+
+func (c *cursor) vec(n int) (cursor, bool) {
+	if len(*c) < n {
+		return nil, false
+	}
+	v := (*c)[:n]
+	*c = (*c)[n:]
+	return v, true
+}
+
+func (c *cursor) vec16() (cursor, bool) {
+	n, ok := c.u16()
+	if !ok {
+		return nil, false
+	}
+	return c.vec(n)
+}
+
+func (c *cursor) skipVec8() bool {
+	n, ok := c.u8()
+	return ok && c.skip(int(n))
+}
+
+func (c *cursor) skipVec16() bool {
+	_, ok := c.vec16()
+	return ok
+}
