@@ -14,6 +14,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/egress"
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/rootfs"
 )
@@ -329,7 +330,7 @@ func (s *Service) execute(r *run, t *ticket) {
 	}
 	queued := time.Since(r.accepted)
 	r.setState(api.StateRunning)
-	jr, err := s.launcher.Run(r.ctx, jail.Spec{
+	spec := jail.Spec{
 		Language:    rootfs.Language(r.req.Language),
 		Code:        r.req.Code,
 		Timeout:     time.Duration(*r.req.TimeoutSeconds) * time.Second,
@@ -338,7 +339,26 @@ func (s *Service) execute(r *run, t *ticket) {
 		OnStart:     r.onStart,
 		OnStdout:    r.onOutput(api.EventStdout),
 		OnStderr:    r.onOutput(api.EventStderr),
-	})
+	}
+	// A networked run's DNS server and proxies are bound in its sandbox's
+	// network namespace once the sandbox exists (a pooled one too), and closed
+	// once the jail has killed every process of the run.
+	var er *egress.Run
+	if r.req.Network.Mode != api.NetworkNone {
+		pol := s.cfg.egressPolicy(r.req)
+		spec.Attach = func(pid int) (map[string]string, error) {
+			var err error
+			if er, err = egress.Start(&s.cfg.Egress, pol, pid, r.onEgress); err != nil {
+				return nil, err
+			}
+			return egress.Env(), nil
+		}
+	}
+	jr, err := s.launcher.Run(r.ctx, spec)
+	var conns []egress.Connection
+	if er != nil {
+		conns = er.Close()
+	}
 	s.adm.leave(t)
 	var res *api.Result
 	if err != nil {
@@ -346,6 +366,7 @@ func (s *Service) execute(r *run, t *ticket) {
 	} else {
 		res = ResultOf(r.id, r.req, jr)
 	}
+	res.Network.Connections = s.recordEgress(r.req.Network.Mode, conns)
 	// The jail counts from its own call; the API counts from the request.
 	res.Timing.QueuedMS = queued.Milliseconds()
 	if res.Timing.StartMS > 0 || r.started {

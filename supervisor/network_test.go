@@ -1,0 +1,269 @@
+package supervisor
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+)
+
+// upstreams are the test's servers on the host's loopback: an HTTPS server
+// with a certificate for upstreamHost from a CA the test makes, and an HTTP
+// server. The runs reach them only because the service's config pins the
+// name to them; nothing is ever sent to any other address.
+type upstreams struct {
+	caPEM       string
+	https, http *httptest.Server
+	mu          sync.Mutex
+	hits        []string // "https /path" and "http /path", in order
+}
+
+const (
+	upstreamHost = "upstream.test"
+	registryHost = "registry.test"
+)
+
+func newUpstreams(t *testing.T) *upstreams {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "brig test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: upstreamHost},
+		DNSNames: []string{upstreamHost, registryHost}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstreams{caPEM: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))}
+	handler := func(scheme string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			u.mu.Lock()
+			u.hits = append(u.hits, scheme+" "+r.Host+r.URL.Path)
+			u.mu.Unlock()
+			fmt.Fprintf(w, "%s hello from %s", scheme, r.URL.Path)
+		}
+	}
+	u.https = httptest.NewUnstartedServer(handler("https"))
+	u.https.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}}
+	u.https.StartTLS()
+	u.http = httptest.NewServer(handler("http"))
+	t.Cleanup(func() { u.https.Close(); u.http.Close() })
+	return u
+}
+
+func (u *upstreams) hitList() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.hits...)
+}
+
+// withNetwork offers every network mode, pins upstreamHost and registryHost
+// to the test's servers, and makes registryHost Python's registry.
+func (u *upstreams) withNetwork(cfg *Config) {
+	cfg.NetworkModes = []string{api.NetworkNone, api.NetworkRegistries, api.NetworkDomains, api.NetworkAny}
+	cfg.Egress.Pins = map[string]string{}
+	for _, h := range []string{upstreamHost, registryHost} {
+		cfg.Egress.Pins[h+":443"] = u.https.Listener.Addr().String()
+		cfg.Egress.Pins[h+":80"] = u.http.Listener.Addr().String()
+	}
+	cfg.RegistryHosts = map[string][]string{"python": {registryHost}, "javascript": {registryHost}}
+}
+
+func networked(mode string, domains ...string) func(*api.Request) {
+	return func(r *api.Request) { r.Network = &api.Network{Mode: mode, Domains: domains} }
+}
+
+// pyNet is a Python prelude for the network probes: the test CA, and a trial
+// that turns any exception into its type's name and message.
+func pyNet(caPEM string) string {
+	return fmt.Sprintf(`
+import json, socket, ssl, urllib.request, urllib.error, http.client
+CA = %q
+ctx = ssl.create_default_context(cadata=CA)
+direct = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx))
+proxied = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ctx))
+def trial(f):
+    try:
+        return 'ok: ' + str(f())
+    except Exception as e:
+        return 'error: %%s %%s' %% (type(e).__name__, e)
+r = {}
+`, caPEM)
+}
+
+// TestNetworkDomainsPython: in a domains run, the allowed name answers over
+// HTTPS and HTTP, straight (DNS and the transparent proxy) and through the proxy
+// variables; a name not listed gets NXDOMAIN or a 403 from the proxy, and the
+// host's own loopback listeners stay out of reach. Every attempt is in the
+// Result and the stream.
+func TestNetworkDomainsPython(t *testing.T) {
+	u := newUpstreams(t)
+	ts := newTestService(t, u.withNetwork)
+	code := pyNet(u.caPEM) + `
+r['https direct'] = trial(lambda: direct.open('https://upstream.test/a', timeout=10).read().decode())
+r['http direct'] = trial(lambda: direct.open('http://upstream.test/b', timeout=10).read().decode())
+r['https proxied'] = trial(lambda: proxied.open('https://upstream.test/c', timeout=10).read().decode())
+r['http proxied'] = trial(lambda: proxied.open('http://upstream.test/d', timeout=10).read().decode())
+r['resolve allowed'] = trial(lambda: socket.getaddrinfo('upstream.test', 443, socket.AF_INET)[0][4][0])
+r['resolve denied'] = trial(lambda: socket.getaddrinfo('other.test', 443))
+r['https denied direct'] = trial(lambda: direct.open('https://other.test/', timeout=10).read())
+r['https denied proxied'] = trial(lambda: proxied.open('https://other.test/', timeout=10).read())
+r['host loopback listener'] = trial(lambda: socket.create_connection(('127.0.0.1', ` + fmt.Sprint(u.https.Listener.Addr().(*net.TCPAddr).Port) + `), timeout=5))
+print(json.dumps(r))
+`
+	s := openLiveStream(t, ts.client, request("python", code, networked(api.NetworkDomains, upstreamHost)))
+	res, err := s.wait(t, 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != api.OutcomeSucceeded {
+		t.Fatalf("got %s %s %q (stderr %q)", res.Outcome, res.Reason, res.Message, res.Stderr)
+	}
+	var got map[string]string
+	if err := json.Unmarshal([]byte(strings.TrimSpace(res.Stdout)), &got); err != nil {
+		t.Fatalf("output %q: %v", res.Stdout, err)
+	}
+	t.Logf("probe: %v", got)
+	t.Logf("connections: %+v", res.Network.Connections)
+	for _, c := range []struct{ key, prefix string }{
+		{"https direct", "ok: https hello from /a"},
+		{"http direct", "ok: http hello from /b"},
+		{"https proxied", "ok: https hello from /c"},
+		{"http proxied", "ok: http hello from /d"},
+		{"resolve allowed", "ok: 127.0.0.1"},
+		{"resolve denied", "error: gaierror"},
+		{"https denied direct", "error: URLError"},
+		{"https denied proxied", "error: "},
+		{"host loopback listener", "error: ConnectionRefusedError"},
+	} {
+		if !strings.HasPrefix(got[c.key], c.prefix) {
+			t.Errorf("%s: got %q, want %q...", c.key, got[c.key], c.prefix)
+		}
+	}
+	if hits := u.hitList(); len(hits) != 4 {
+		t.Errorf("the upstreams saw %v, want the four allowed requests", hits)
+	}
+	var allowed, denied int
+	for _, c := range res.Network.Connections {
+		if c.Host == upstreamHost && c.Allowed && c.Rule != "" {
+			allowed++
+		}
+		if c.Host == "other.test" && !c.Allowed && c.Rule != "" {
+			denied++
+		}
+	}
+	if allowed < 4 || denied < 1 || res.Network.Mode != api.NetworkDomains {
+		t.Errorf("network %+v: want 4 allowed connections to %s and other.test denied, each with its rule", res.Network, upstreamHost)
+	}
+	var events int
+	for _, ev := range s.snapshot() {
+		if ev.Event.Event == api.EventEgress {
+			events++
+		}
+	}
+	if events < allowed+denied {
+		t.Errorf("got %d egress events, want one per connection (%d)", events, allowed+denied)
+	}
+}
+
+// TestNetworkJavaScript: Node's https, fetch and dns behave as a user expects:
+// the allowed name answers, the others fail at once with a clear error.
+func TestNetworkJavaScript(t *testing.T) {
+	u := newUpstreams(t)
+	ts := newTestService(t, u.withNetwork)
+	code := fmt.Sprintf(`
+const https = require('https'), dns = require('dns').promises;
+const CA = %q;
+const get = (host) => new Promise((ok, ko) => https.get({host, path: '/js', ca: CA, timeout: 10000},
+	(res) => { let b = ''; res.on('data', (d) => b += d); res.on('end', () => ok(b)); }).on('error', ko));
+const trial = async (f) => { try { return 'ok: ' + await f(); } catch (e) { return 'error: ' + (e.code || e.cause?.code || e.message); } };
+(async () => {
+	const r = {};
+	r.https = await trial(() => get('upstream.test'));
+	r.fetch = await trial(async () => (await fetch('http://upstream.test/fetch')).text());
+	r.dnsAllowed = await trial(async () => (await dns.lookup('upstream.test')).address);
+	r.dnsDenied = await trial(async () => (await dns.lookup('other.test')).address);
+	r.fetchDenied = await trial(async () => (await fetch('http://other.test/')).status);
+	console.log(JSON.stringify(r));
+})();
+`, u.caPEM)
+	res := ts.mustRun(t, request("javascript", code, networked(api.NetworkDomains, upstreamHost)))
+	var got map[string]string
+	if err := json.Unmarshal([]byte(strings.TrimSpace(res.Stdout)), &got); err != nil {
+		t.Fatalf("output %q (stderr %q): %v", res.Stdout, res.Stderr, err)
+	}
+	for _, c := range []struct{ key, want string }{
+		{"https", "ok: https hello from /js"},
+		{"fetch", "ok: http hello from /fetch"},
+		{"dnsAllowed", "ok: 127.0.0.1"},
+		{"dnsDenied", "error: ENOTFOUND"},
+		{"fetchDenied", "error: ENOTFOUND"},
+	} {
+		if got[c.key] != c.want {
+			t.Errorf("%s: got %q, want %q", c.key, got[c.key], c.want)
+		}
+	}
+}
+
+// TestNetworkRegistries: a registries run reaches its language's registry hosts
+// and nothing else.
+func TestNetworkRegistries(t *testing.T) {
+	u := newUpstreams(t)
+	ts := newTestService(t, u.withNetwork)
+	code := pyNet(u.caPEM) + `
+r['registry'] = trial(lambda: proxied.open('https://registry.test/simple/', timeout=10).read().decode())
+r['other'] = trial(lambda: proxied.open('https://upstream.test/', timeout=10).read().decode())
+print(json.dumps(r))
+`
+	res := ts.mustRun(t, request("python", code, networked(api.NetworkRegistries)))
+	var got map[string]string
+	if err := json.Unmarshal([]byte(strings.TrimSpace(res.Stdout)), &got); err != nil {
+		t.Fatalf("output %q (stderr %q): %v", res.Stdout, res.Stderr, err)
+	}
+	if got["registry"] != "ok: https hello from /simple/" || !strings.HasPrefix(got["other"], "error: ") {
+		t.Errorf("got %v, want the registry reached and %s refused", got, upstreamHost)
+	}
+}
+
+// TestNetworkOutcomeUnknown: a networked run cut short may have changed
+// something outside (unknown); the same run without network failed.
+func TestNetworkOutcomeUnknown(t *testing.T) {
+	u := newUpstreams(t)
+	ts := newTestService(t, u.withNetwork)
+	one := 1
+	for _, tc := range []struct {
+		mode string
+		want api.Outcome
+	}{{api.NetworkAny, api.OutcomeUnknown}, {api.NetworkNone, api.OutcomeFailed}} {
+		res := ts.mustRun(t, request("python", "import time; time.sleep(30)", networked(tc.mode), func(r *api.Request) { r.TimeoutSeconds = &one }))
+		if res.Reason != api.ReasonTimeout || res.Outcome != tc.want {
+			t.Errorf("mode %s: got %s %s, want timeout %s", tc.mode, res.Reason, res.Outcome, tc.want)
+		}
+	}
+}
