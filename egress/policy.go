@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 
@@ -89,12 +90,14 @@ var lookupProfile = idna.New(idna.MapForLookup(), idna.BidiRule(), idna.CheckHyp
 // returns ErrIPLiteral for an IP address in any spelling ("127.1",
 // "2130706433", "0x7f000001", "0177.0.0.1", "[::ffff:127.0.0.1]:443",
 // "fe80::1%eth0", "１２７.０.０.１") and ErrInvalidHost for anything that is not
-// a full host name: one label only, an empty label, a character outside
+// a full host name: not UTF-8, one label only, an empty label, a character outside
 // letters, digits and hyphens (an underscore included), a label that starts
 // or ends with a hyphen or is over 63 characters, a name over 253. Its
 // accepted names are exactly those ParseDomain accepts, after IDN mapping.
 func NormalizeHost(host string) (string, error) {
-	if len(host) > maxHostInput {
+	// idna reads a byte that is not UTF-8 as U+FFFD, and would turn it into
+	// an A-label that it refuses when read back.
+	if len(host) > maxHostInput || !utf8.ValidString(host) {
 		return "", ErrInvalidHost
 	}
 	if isAddrLiteral(host) {
