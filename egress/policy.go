@@ -107,6 +107,12 @@ func NormalizeHost(host string) (string, error) {
 	if err != nil {
 		return "", ErrInvalidHost
 	}
+	// idna checks the Bidi rule before mapping, so it admits "\u2136a.a",
+	// whose BET SYMBOL maps to the right-to-left Hebrew bet, and then refuses
+	// the A-label it made of it. A host passes only if its ASCII form does.
+	if again, err := lookupProfile.ToASCII(ascii); err != nil || again != ascii {
+		return "", ErrInvalidHost
+	}
 	// Strip the dot after mapping, as "example.com。" maps to "example.com.".
 	name := asciiLower(strings.TrimSuffix(ascii, "."))
 	// After mapping as well: fullwidth digits map to an IPv4 address.

@@ -110,6 +110,7 @@ var invalidHosts = []string{
 	long(253) + "..",
 	strings.Repeat("a.", 2000) + "com", // far over the input bound
 	"\xff\xfe.example",                 // not UTF-8
+	"\u2136A.A",                        // mixes directions once mapped: found by FuzzDecideName
 }
 
 // nameCase is one row of TestDecideName.
