@@ -648,3 +648,34 @@ func Example_policy() {
 	// address class private (10.0.0.0/8)
 	// private address allowed by the operator for internal.example
 }
+
+func BenchmarkDecideName(b *testing.B) {
+	for _, bb := range []struct{ name, host string }{
+		{"ascii", "API.Example.COM."},
+		{"idn", "shop.bücher.example"},
+		{"ip literal", "0x7f.1"},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			for b.Loop() {
+				domainsPolicy.DecideName(bb.host, 443)
+			}
+		})
+	}
+}
+
+func BenchmarkDecideAddr(b *testing.B) {
+	cfg := &Config{AllowPrivateHosts: []string{"internal.example"}}
+	hostAddrs := []netip.Addr{netip.MustParseAddr("10.1.1.1"), netip.MustParseAddr("fe80::1")}
+	for _, bb := range []struct{ name, addr string }{
+		{"public v4", "93.184.215.34"},
+		{"public v6", "2606:4700:4700::1111"},
+		{"private", "10.0.0.1"},
+	} {
+		a := netip.MustParseAddr(bb.addr)
+		b.Run(bb.name, func(b *testing.B) {
+			for b.Loop() {
+				cfg.DecideAddr("api.example.com", a, hostAddrs)
+			}
+		})
+	}
+}
