@@ -2,11 +2,7 @@ package supervisor
 
 import (
 	"fmt"
-	"math"
-	"net"
-	"net/netip"
 	"slices"
-	"strconv"
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/egress"
@@ -36,55 +32,12 @@ func checkNetworkModes(modes []string) []error {
 	return errs
 }
 
-// checkEgress checks the operator's egress configuration, in the words of the
-// config file (egress.pins, egress.max_conns...). These checks are of the
-// config's shape; what a pin or a private host then allows is egress's.
+// checkEgress checks the operator's egress configuration: egress owns what a
+// valid one is (pins, private hosts, resolver, limits), in the config file's
+// words.
 func checkEgress(c egress.Config) []error {
-	var errs []error
-	for _, from := range sortedKeys(c.Pins) {
-		if err := checkPin(from, c.Pins[from]); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, h := range c.AllowPrivateHosts {
-		if err := checkHostName(h); err != nil {
-			errs = append(errs, fmt.Errorf("egress.allow_private_hosts %q: %w", h, err))
-		}
-	}
-	if c.Resolver != "" {
-		if ap, err := netip.ParseAddrPort(c.Resolver); err != nil || ap.Port() == 0 {
-			errs = append(errs, fmt.Errorf("egress.resolver %q: give the upstream DNS server as ip:port, such as 192.0.2.53:53, or \"\" for the first nameserver of /etc/resolv.conf", c.Resolver))
-		}
-	}
-	if c.MaxConns < 0 {
-		errs = append(errs, fmt.Errorf("egress.max_conns %d: give zero (the default, %d) or more", c.MaxConns, egress.DefaultMaxConns))
-	}
-	if r := c.ConnsPerSecond; r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
-		errs = append(errs, fmt.Errorf("egress.conns_per_second %v: give zero (the default, %d) or a positive number", r, egress.DefaultConnsPerSecond))
-	}
-	if c.MaxBytes < 0 {
-		errs = append(errs, fmt.Errorf("egress.max_bytes %d: give zero (the default, %d) or more", c.MaxBytes, egress.DefaultMaxBytes))
-	}
-	if c.HandshakeTimeout < 0 {
-		errs = append(errs, fmt.Errorf("egress.handshake_timeout %s: give zero (the default, %s) or more", c.HandshakeTimeout, egress.DefaultHandshakeTimeout))
-	}
-	return errs
-}
-
-// checkPin checks one pin: a host name and port, to an address and port.
-func checkPin(from, to string) error {
-	host, port, err := net.SplitHostPort(from)
-	if err == nil {
-		err = checkHostName(host)
-	}
-	if err == nil {
-		err = checkPort(port)
-	}
-	if err != nil {
-		return fmt.Errorf("egress.pins %q: %w; write \"host:port\" = \"ip:port\", such as \"registry.example:443\" = \"127.0.0.1:8443\"", from, err)
-	}
-	if ap, err := netip.ParseAddrPort(to); err != nil || ap.Port() == 0 {
-		return fmt.Errorf("egress.pins %q = %q: the destination must be an ip:port, such as \"127.0.0.1:8443\"", from, to)
+	if err := c.Validate(); err != nil {
+		return []error{fmt.Errorf("egress: %w", err)}
 	}
 	return nil
 }
@@ -98,14 +51,6 @@ func checkHostName(h string) error {
 	}
 	if norm != h {
 		return fmt.Errorf("write it as %q", norm)
-	}
-	return nil
-}
-
-func checkPort(p string) error {
-	n, err := strconv.Atoi(p)
-	if err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("port %q: give a port from 1 to 65535", p)
 	}
 	return nil
 }
