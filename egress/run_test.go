@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -597,6 +598,11 @@ func TestRunSlowloris(t *testing.T) {
 	if len(conns) != 3 {
 		t.Errorf("got %d connections listed, want the 3 stalled ones: %+v", len(conns), conns)
 	}
+	for _, c := range conns {
+		if c.Allowed || !strings.HasSuffix(c.Rule, "within 200ms") {
+			t.Errorf("got %+v, want it refused for its head not read within 200ms", c)
+		}
+	}
 }
 
 func TestRunMaxConns(t *testing.T) {
@@ -626,7 +632,7 @@ func TestRunMaxConns(t *testing.T) {
 		t.Errorf("got %d bytes on a third connection, want it closed", n)
 	}
 	conns := r.Close()
-	if len(conns) == 0 || conns[0].Rule != ruleTooMany {
+	if !slices.ContainsFunc(conns, func(c Connection) bool { return c.Rule == ruleTooMany && c.Port == 443 }) {
 		t.Errorf("got %+v, want the third connection refused as %q", conns, ruleTooMany)
 	}
 	for _, c := range open {
