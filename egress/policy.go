@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 
@@ -76,12 +77,12 @@ const maxHostInput = 4 * maxNameChars
 // lookupProfile converts a host to its ASCII form for comparing it: the
 // lookup mapping of UTS #46 (case, width and compatibility folding) with its
 // label validation and the Bidi rule, as idna.Lookup, but without
-// CheckHyphens, which refuses "--" in the third and fourth places and so
-// real names such as r3---sn-abc.googlevideo.com (browsers leave it off too).
-// Leading and trailing hyphens are refused after it, by checkLabel.
-// StrictDomainName (set by MapForLookup) refuses "_" and every other
-// character outside letters, digits and hyphens, so a DNS presentation escape
-// ("a\.b") is refused too.
+// CheckHyphens, which refuses "--" in a label's third and fourth places and
+// so real names such as r3---sn-abc.googlevideo.com (browsers leave it off
+// too). Leading and trailing hyphens and the lengths are checked after it, by
+// checkLabel. StrictDomainName (set by MapForLookup) refuses "_" and every
+// other ASCII character outside letters, digits and hyphens, so a DNS
+// presentation escape ("a\.b") is refused too.
 var lookupProfile = idna.New(idna.MapForLookup(), idna.BidiRule(), idna.CheckHyphens(false), idna.Transitional(false))
 
 // NormalizeHost returns host as the policy compares it: ASCII lower case,
@@ -89,12 +90,16 @@ var lookupProfile = idna.New(idna.MapForLookup(), idna.BidiRule(), idna.CheckHyp
 // returns ErrIPLiteral for an IP address in any spelling ("127.1",
 // "2130706433", "0x7f000001", "0177.0.0.1", "[::ffff:127.0.0.1]:443",
 // "fe80::1%eth0", "１２７.０.０.１") and ErrInvalidHost for anything that is not
-// a full host name: one label only, an empty label, a character outside
-// letters, digits and hyphens (an underscore included), a label that starts
-// or ends with a hyphen or is over 63 characters, a name over 253. Its
-// accepted names are exactly those ParseDomain accepts, after IDN mapping.
+// a full host name: not UTF-8, one label only, an empty label, a character
+// outside letters, digits and hyphens (an underscore included), a label that
+// starts or ends with a hyphen or is over 63 characters, a name over 253.
+// Every name it returns is one ParseDomain accepts unchanged, and
+// NormalizeHost returns it unchanged too (FuzzDecideName checks both), so
+// two hosts are the same destination when their names are equal.
 func NormalizeHost(host string) (string, error) {
-	if len(host) > maxHostInput {
+	// idna reads a byte that is not UTF-8 as U+FFFD, and would turn it into
+	// an A-label that it refuses when read back.
+	if len(host) > maxHostInput || !utf8.ValidString(host) {
 		return "", ErrInvalidHost
 	}
 	if isAddrLiteral(host) {
@@ -102,6 +107,12 @@ func NormalizeHost(host string) (string, error) {
 	}
 	ascii, err := lookupProfile.ToASCII(host)
 	if err != nil {
+		return "", ErrInvalidHost
+	}
+	// idna checks the Bidi rule before mapping, so it admits "\u2136a.a",
+	// whose BET SYMBOL maps to the right-to-left Hebrew bet, and then refuses
+	// the A-label it made of it. A host passes only if its ASCII form does.
+	if again, err := lookupProfile.ToASCII(ascii); err != nil || again != ascii {
 		return "", ErrInvalidHost
 	}
 	// Strip the dot after mapping, as "example.com。" maps to "example.com.".
