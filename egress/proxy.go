@@ -245,6 +245,8 @@ func (r *Run) connectThen(c *net.TCPConn, host string, port int, via string, bef
 	var rec = &record{}
 	if before != nil {
 		if err := before(up, rec); err != nil {
+			r.decidedInto(rec, host, port, via, d, "writing the first bytes: "+err.Error())
+			r.finished(rec)
 			return
 		}
 	}
