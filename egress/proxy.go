@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"time"
 )
@@ -45,7 +46,7 @@ func (r *Run) serveTLS(c *net.TCPConn) {
 	hello, sni, err := readClientHello(c)
 	switch {
 	case err != nil:
-		r.refuse("", 443, viaTLS, ruleBadHello+": "+err.Error())
+		r.refuse("", 443, viaTLS, r.readFailure(ruleBadHello, err))
 		return
 	case sni == "":
 		r.refuse("", 443, viaTLS, ruleNoSNI)
@@ -65,7 +66,7 @@ func (r *Run) serveHTTP(c *net.TCPConn) {
 	c.SetReadDeadline(time.Now().Add(r.handshakeTimeout))
 	h, err := readHead(br)
 	if err != nil {
-		r.refuseHTTP(c, "", 80, viaHTTP, 400, ruleBadHead+": "+err.Error())
+		r.refuseHTTP(c, "", 80, viaHTTP, 400, r.readFailure(ruleBadHead, err))
 		return
 	}
 	if h.host == "" {
@@ -93,7 +94,7 @@ func (r *Run) serveProxy(c *net.TCPConn) {
 	c.SetReadDeadline(time.Now().Add(r.handshakeTimeout))
 	h, err := readHead(br)
 	if err != nil {
-		r.refuseHTTP(c, "", ProxyPort, viaConnect, 400, ruleBadHead+": "+err.Error())
+		r.refuseHTTP(c, "", ProxyPort, viaConnect, 400, r.readFailure(ruleBadHead, err))
 		return
 	}
 	if h.method != "CONNECT" {
@@ -244,6 +245,8 @@ func (r *Run) connectThen(c *net.TCPConn, host string, port int, via string, bef
 	var rec = &record{}
 	if before != nil {
 		if err := before(up, rec); err != nil {
+			r.decidedInto(rec, host, port, via, d, "writing the first bytes: "+err.Error())
+			r.finished(rec)
 			return
 		}
 	}
@@ -319,6 +322,17 @@ func (r *Run) pipe(c, up *net.TCPConn, rec *record) {
 		up.CloseWrite()
 	}
 	<-done
+}
+
+// readFailure is the rule of a connection whose head could not be read.
+func (r *Run) readFailure(rule string, err error) string {
+	switch {
+	case r.ctx.Err() != nil:
+		return rule + ": the run ended first"
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Sprintf("%s within %v", rule, r.handshakeTimeout)
+	}
+	return rule + ": " + err.Error()
 }
 
 // writeBuffered writes what br holds beyond what the proxy parsed: bytes the

@@ -183,6 +183,10 @@ func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Ru
 		select {
 		case <-started:
 		case err := <-errc:
+			if s == r.dnsTCP {
+				r.dnsUDP.Shutdown() // started: stop it before the listeners close
+			}
+			r.wg.Wait()
 			return nil, fmt.Errorf("serving DNS: %w", err)
 		}
 	}
@@ -332,13 +336,13 @@ func Env() map[string]string {
 // every goroutine of the run to end, and returns every attempted connection in
 // the order they were attempted, with their final byte counts.
 func (r *Run) Close() []Connection {
+	r.cancel() // first: a connection cut below is then seen as the run's end
 	r.mu.Lock()
 	r.closed = true
 	for c := range r.conns {
 		c.Close()
 	}
 	r.mu.Unlock()
-	r.cancel()
 	for _, l := range r.listeners {
 		l.Close()
 	}

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -377,6 +378,30 @@ func TestRunProxies(t *testing.T) {
 			t.Errorf("got %d %q %v, want 200 %q", status, body, err, "hello upstream.test /x 0")
 		}
 	})
+	for _, tt := range []struct {
+		name   string
+		protos []string // ALPN names; many long ones make a large hello
+		split  int      // the size of the records the hello is split into; 0 leaves it
+	}{
+		{name: "HTTPS transparent with the hello split over records of 64 bytes", split: 64},
+		{name: "HTTPS transparent with a 20 KB hello", protos: append(longProtos(80), "http/1.1")},
+		{name: "HTTPS transparent with a 20 KB hello split over records of 1000 bytes", protos: append(longProtos(80), "http/1.1"), split: 1000},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ns.dial(context.Background(), "tcp", "127.0.0.1:443")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			tc := tls.Client(&helloSplitter{Conn: c, t: t, size: tt.split}, &tls.Config{ServerName: "upstream.test", RootCAs: u.ca, NextProtos: tt.protos})
+			io.WriteString(tc, "GET /split HTTP/1.1\r\nHost: upstream.test\r\nConnection: close\r\n\r\n")
+			got, _ := io.ReadAll(tc)
+			if !strings.HasSuffix(string(got), "hello upstream.test /split 0") {
+				t.Errorf("got %q, want the upstream's answer", got)
+			}
+		})
+	}
 	t.Run("HTTP transparent", func(t *testing.T) {
 		status, body, err := get(direct, "http://upstream.test/y")
 		if err != nil || status != 200 || body != "hello upstream.test /y 0" {
@@ -566,6 +591,52 @@ func TestRunProxies(t *testing.T) {
 	}
 }
 
+// longProtos are n ALPN names of 250 bytes each.
+func longProtos(n int) []string {
+	var protos []string
+	for i := 0; i < n; i++ {
+		protos = append(protos, strings.Repeat(string(rune('a'+i%26)), 250))
+	}
+	return protos
+}
+
+// helloSplitter re-frames the ClientHello crypto/tls writes into records of
+// size bytes, each its own write (its own TCP segment: Go sets TCP_NODELAY),
+// as a client with other record sizes would send it.
+type helloSplitter struct {
+	net.Conn
+	t    *testing.T
+	size int
+	done bool
+	buf  []byte
+}
+
+func (h *helloSplitter) Write(p []byte) (int, error) {
+	if h.done || h.size == 0 {
+		return h.Conn.Write(p)
+	}
+	h.buf = append(h.buf, p...)
+	raw, _, err := readClientHello(bytes.NewReader(h.buf))
+	if err != nil {
+		return len(p), nil // not all of it yet
+	}
+	h.done = true
+	framed := reframe(h.t, raw, h.size)
+	for len(framed) > 0 {
+		n := min(len(framed), recordHeaderLen+h.size)
+		if _, err := h.Conn.Write(framed[:n]); err != nil {
+			return 0, err
+		}
+		framed = framed[n:]
+	}
+	if rest := h.buf[len(raw):]; len(rest) > 0 {
+		if _, err := h.Conn.Write(rest); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
 func TestRunSlowloris(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.CheckLeaks(t)
@@ -597,6 +668,11 @@ func TestRunSlowloris(t *testing.T) {
 	if len(conns) != 3 {
 		t.Errorf("got %d connections listed, want the 3 stalled ones: %+v", len(conns), conns)
 	}
+	for _, c := range conns {
+		if c.Allowed || !strings.HasSuffix(c.Rule, "within 200ms") {
+			t.Errorf("got %+v, want it refused for its head not read within 200ms", c)
+		}
+	}
 }
 
 func TestRunMaxConns(t *testing.T) {
@@ -626,7 +702,7 @@ func TestRunMaxConns(t *testing.T) {
 		t.Errorf("got %d bytes on a third connection, want it closed", n)
 	}
 	conns := r.Close()
-	if len(conns) == 0 || conns[0].Rule != ruleTooMany {
+	if !slices.ContainsFunc(conns, func(c Connection) bool { return c.Rule == ruleTooMany && c.Port == 443 }) {
 		t.Errorf("got %+v, want the third connection refused as %q", conns, ruleTooMany)
 	}
 	for _, c := range open {

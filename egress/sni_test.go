@@ -64,7 +64,7 @@ func TestReadClientHello(t *testing.T) {
 		t.Fatalf("the large hello is %d bytes, want 20 KB or more", len(large))
 	}
 	noSNI := clientHello(t, &tls.Config{InsecureSkipVerify: true})
-	ipSNI := clientHello(t, &tls.Config{ServerName: "127.0.0.1"}) // crypto/tls sends no SNI for an IP
+	ipSNI := clientHello(t, &tls.Config{ServerName: "127.0.0.1"})                          // crypto/tls sends no SNI for an IP
 	huge := []byte{recordTypeHandshake, 3, 1, 0, 4, handshakeClientHelo, 0x01, 0x10, 0x00} // a hello of 69632 bytes
 	http := []byte("GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")
 
