@@ -73,6 +73,10 @@ type ServiceConfig struct {
 	Runs int
 	// Languages to measure; nil means all.
 	Languages []rootfs.Language
+	// Network is the network mode of the brig runs ("" or "none": none; "any":
+	// each run also gets its DNS server and proxies, which the print programs
+	// do not use: the figure is what a networked run's start costs).
+	Network string
 	// RSSConcurrency, when positive, adds a phase that holds this many sleeping
 	// runs in flight at once (languages alternating) and samples the service's
 	// resident memory from GET /metrics every 50 ms; zero skips it.
@@ -215,6 +219,9 @@ func Service(ctx context.Context, c *client.Client, cfg ServiceConfig) (*Service
 		}
 
 		req := api.Request{Language: lang.String(), Code: code}
+		if cfg.Network != "" {
+			req.Network = &api.Network{Mode: cfg.Network}
+		}
 		warm := phaseLimit{runs: cfg.Concurrency * serviceWarmupPerClient}
 		if _, _, err := runPhase(ctx, cfg.Concurrency, warm, brigRun(c, req, nil)); err != nil {
 			return nil, fmt.Errorf("warming up brig %s: %w", lang, err)

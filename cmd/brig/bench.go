@@ -26,6 +26,7 @@ func benchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "spacing", Usage: "pause between runs (e.g. 50ms); 0 runs back to back"},
 			&cli.IntFlag{Name: "heap-mib", Usage: "hold this much heap while measuring (spawn cost must not grow with it)"},
 			&cli.StringSliceFlag{Name: "language", Usage: "measure only this language (repeatable; default both)"},
+			&cli.StringFlag{Name: "network", Usage: "network mode of the brig runs (service benchmark): none, or any to measure a networked run's start"},
 		}, sandboxFlags()...),
 		Action: func(c *cli.Context) error {
 			var langs []rootfs.Language
@@ -37,7 +38,7 @@ func benchCommand() *cli.Command {
 				langs = append(langs, lang)
 			}
 			if !c.Bool("local") {
-				cfg := bench.ServiceConfig{Concurrency: c.Int("c"), Duration: c.Duration("d"), Languages: langs, RSSConcurrency: c.Int("rss-runs")}
+				cfg := bench.ServiceConfig{Concurrency: c.Int("c"), Duration: c.Duration("d"), Languages: langs, RSSConcurrency: c.Int("rss-runs"), Network: c.String("network")}
 				if cfg.Duration == 0 {
 					cfg.Runs = c.Int("n")
 				}

@@ -275,7 +275,7 @@ func TestServeEgressConfig(t *testing.T) {
 	sc.Egress.Modes = []string{"any"}
 	sc.Egress.MaxBytes = -1
 	err := sc.supervisorConfig(nil).Validate()
-	for _, w := range []string{`list "none" too`, "egress.max_bytes -1"} {
+	for _, w := range []string{`list "none" too`, "egress: max_bytes -1"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("got %v, want an error containing %q", err, w)
 		}
