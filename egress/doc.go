@@ -27,4 +27,21 @@
 //	if !pinned { /* resolve d.Name; for each address a: cfg.DecideAddr(d.Name, a, hostAddrs) */ }
 //
 // Example_policy shows it run.
+//
+// The mechanism (run.go and the files it uses) serves one networked run: Start
+// enters the network namespace of the run's sandbox init on a thread of its
+// own (netns.go), binds a DNS server (dns.go, 127.0.0.1:53 over UDP and TCP),
+// the transparent proxy (proxy.go, 127.0.0.1:80 and :443) and the CONNECT
+// proxy (proxyhttp.go, 127.0.0.1:ProxyPort) there, and serves them from the
+// host's side, where it also resolves and dials (dial.go). The DNS server
+// answers an allowed name with 127.0.0.1 and never forwards a denied one. The
+// proxies read the SNI of the ClientHello (sni.go) or the request's Host
+// without terminating TLS, decide, dial a checked address and splice; the
+// per-run limits are in limit.go. Close ends it all and returns every attempted
+// connection.
+//
+//	r, err := egress.Start(&cfg, pol, initPID, func(c egress.Connection) { /* an egress event */ })
+//	env := egress.Env() // the proxy variables for the program
+//	...                 // the run
+//	conns := r.Close()  // the Result's network.connections
 package egress

@@ -346,9 +346,12 @@ func (s *Service) execute(r *run, t *ticket) {
 	var er *egress.Run
 	if r.req.Network.Mode != api.NetworkNone {
 		pol := s.cfg.egressPolicy(r.req)
+		// The run's own copy, so that each decision's log line names the run.
+		ecfg := s.cfg.Egress
+		ecfg.Logger = s.log.With(logID, r.id)
 		spec.Attach = func(pid int) (map[string]string, error) {
 			var err error
-			if er, err = egress.Start(&s.cfg.Egress, pol, pid, r.onEgress); err != nil {
+			if er, err = egress.Start(&ecfg, pol, pid, r.onEgress); err != nil {
 				return nil, err
 			}
 			return egress.Env(), nil
