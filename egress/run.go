@@ -329,8 +329,16 @@ func Env() map[string]string {
 		"HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "ALL_PROXY": proxy,
 		"no_proxy": direct, "NO_PROXY": direct,
 		"NODE_USE_ENV_PROXY": "1",
+		// Node verifies TLS against its own built-in list, not the system's;
+		// this adds the rootfs's bundle (the host's, in the host rootfs), which
+		// Python and OpenSSL already use, so that both languages trust the same
+		// certificates.
+		"NODE_EXTRA_CA_CERTS": nodeExtraCACerts,
 	}
 }
+
+// nodeExtraCACerts is the CA bundle of every rootfs brig builds or makes up.
+const nodeExtraCACerts = "/etc/ssl/certs/ca-certificates.crt"
 
 // Close stops the run's listeners and every connection still open, waits for
 // every goroutine of the run to end, and returns every attempted connection in

@@ -179,7 +179,7 @@ var brigOnlyEnv = []string{
 	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
 	"http_proxy", "https_proxy", "all_proxy", "no_proxy",
 	"PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL",
-	"NODE_PATH", "NPM_CONFIG_REGISTRY", "npm_config_registry", "NODE_USE_ENV_PROXY",
+	"NODE_PATH", "NPM_CONFIG_REGISTRY", "npm_config_registry", "NODE_USE_ENV_PROXY", "NODE_EXTRA_CA_CERTS",
 }
 
 // ReservedEnv reports whether name is one brig sets itself or reserves.

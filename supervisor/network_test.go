@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -14,12 +15,18 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/egress"
+	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/packages"
 )
 
 // upstreams are the test's servers on the host's loopback: an HTTPS server
@@ -265,5 +272,155 @@ func TestNetworkOutcomeUnknown(t *testing.T) {
 		if res.Reason != api.ReasonTimeout || res.Outcome != tc.want {
 			t.Errorf("mode %s: got %s %s, want timeout %s", tc.mode, res.Reason, res.Outcome, tc.want)
 		}
+	}
+}
+
+// TestNetworkRealNpmRegistry: a javascript registries run reaches the npm
+// registry that `npm config get registry` names, resolved and dialled by the
+// proxy on the host side (the one test that does so: every other upstream is
+// pinned). Skipped, with the reason, when npm is missing or the registry does
+// not answer from the host.
+func TestNetworkRealNpmRegistry(t *testing.T) {
+	testutil.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, packages.DefaultNpm, "config", "get", "registry").Output()
+	testutil.Require(t, err == nil, fmt.Sprintf("npm config get registry: %v", err))
+	registry := strings.TrimSuffix(strings.TrimSpace(string(out)), "/") + "/"
+	probe, err := http.NewRequestWithContext(ctx, http.MethodHead, registry, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(probe)
+	testutil.Require(t, err == nil, fmt.Sprintf("the npm registry %s does not answer from this host: %v", registry, err))
+	resp.Body.Close()
+	hosts, err := packages.Managers{}.RegistryHosts(ctx, "javascript", nil)
+	if err != nil || len(hosts) == 0 {
+		t.Fatalf("RegistryHosts: got %v, %v; want npm's registry host", hosts, err)
+	}
+	// Some hosts reach the registry through an address that is not public (a
+	// mirror, or a gateway of the host's network); the operator then allows the
+	// name, as this test does.
+	var private []string
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", hosts[0])
+	testutil.Require(t, err == nil, fmt.Sprintf("resolving the npm registry's host on this host: %v", err))
+	for _, a := range addrs {
+		if class := egress.ClassifyAddr(a.Unmap()); class != egress.ClassPublic {
+			t.Logf("the npm registry's host resolves to %s (%s) here: allowing it as the operator would", a, class)
+			private = hosts
+		}
+	}
+	ts := newTestService(t, func(cfg *Config) {
+		cfg.NetworkModes = []string{api.NetworkNone, api.NetworkRegistries}
+		cfg.RegistryHosts = map[string][]string{"javascript": hosts, "python": {}}
+		cfg.Egress.AllowPrivateHosts = private
+	})
+	code := fmt.Sprintf(`
+const https = require('https');
+https.get(%q, {timeout: 20000}, (res) => { console.log(res.statusCode); res.resume(); })
+	.on('error', (e) => { console.log('error', e.code || e.message); });
+`, registry+"is-number")
+	res := ts.mustRun(t, request("javascript", code, networked(api.NetworkRegistries)))
+	if strings.TrimSpace(res.Stdout) != "200" {
+		t.Fatalf("got %q (stderr %q, connections %+v), want 200 from the registry", res.Stdout, res.Stderr, res.Network.Connections)
+	}
+	if len(res.Network.Connections) == 0 || !res.Network.Connections[0].Allowed || res.Network.Connections[0].BytesReceived == 0 {
+		t.Errorf("connections %+v: want the registry's, allowed, with bytes received", res.Network.Connections)
+	}
+}
+
+// TestNetworkNothingElseGetsOut: the host's own listeners on loopback, TCP and
+// UDP, are out of a networked run's reach whatever the program dials.
+func TestNetworkNothingElseGetsOut(t *testing.T) {
+	u := newUpstreams(t)
+	ts := newTestService(t, u.withNetwork)
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	got := make(chan string, 1)
+	go func() {
+		b := make([]byte, 64)
+		n, _, err := udp.ReadFrom(b)
+		if err == nil {
+			got <- string(b[:n])
+		}
+	}()
+	port := udp.LocalAddr().(*net.UDPAddr).Port
+	code := fmt.Sprintf(`
+import json, socket
+r = {}
+def trial(f):
+    try:
+        return 'ok: ' + str(f())
+    except Exception as e:
+        return 'error: %%s' %% type(e).__name__
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+r['udp'] = trial(lambda: s.sendto(b'escaped', ('127.0.0.1', %d)))
+r['tcp'] = trial(lambda: socket.create_connection(('127.0.0.1', %d), timeout=5))
+r['raw'] = trial(lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
+r['tcp6'] = trial(lambda: socket.create_connection(('::1', %d), timeout=5))
+print(json.dumps(r))
+`, port, u.http.Listener.Addr().(*net.TCPAddr).Port, port)
+	res := ts.mustRun(t, request("python", code, networked(api.NetworkAny)))
+	var probe map[string]string
+	if err := json.Unmarshal([]byte(strings.TrimSpace(res.Stdout)), &probe); err != nil {
+		t.Fatalf("output %q (stderr %q): %v", res.Stdout, res.Stderr, err)
+	}
+	for k, want := range map[string]string{"tcp": "error: ConnectionRefusedError", "raw": "error: PermissionError", "tcp6": "error: ConnectionRefusedError"} {
+		if probe[k] != want {
+			t.Errorf("%s: got %q, want %q", k, probe[k], want)
+		}
+	}
+	select {
+	case msg := <-got:
+		t.Errorf("the host's UDP listener received %q from the run", msg)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// TestNetworkManyRunsLeaveNothing: 500 networked runs leave no goroutine of
+// theirs behind (fds, processes, cgroups and mounts are the leak check's).
+func TestNetworkManyRunsLeaveNothing(t *testing.T) {
+	u := newUpstreams(t)
+	ts := newTestService(t, u.withNetwork)
+	const clients = 4
+	runMany := func(runs int) {
+		var wg sync.WaitGroup
+		var failed atomic.Int32
+		for c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := c; i < runs; i += clients {
+					lang, code := "python", "pass"
+					if i%2 == 1 {
+						lang, code = "javascript", "0"
+					}
+					res, err := ts.client.Run(context.Background(), request(lang, code, networked(api.NetworkDomains, upstreamHost)))
+					if err != nil || res.Outcome != api.OutcomeSucceeded {
+						failed.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if n := failed.Load(); n > 0 {
+			t.Fatalf("%d of %d networked runs did not succeed", n, runs)
+		}
+	}
+	// Warm up with the same clients, so that the pool, the clients' connections
+	// and the server's goroutines for them are counted in before.
+	runMany(2 * clients)
+	time.Sleep(200 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	runMany(500)
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before+5 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if after := runtime.NumGoroutine(); after > before+5 {
+		t.Errorf("goroutines: %d before the runs, %d after; want no more than a few over", before, after)
 	}
 }
