@@ -137,6 +137,11 @@ r['https direct'] = trial(lambda: direct.open('https://upstream.test/a', timeout
 r['http direct'] = trial(lambda: direct.open('http://upstream.test/b', timeout=10).read().decode())
 r['https proxied'] = trial(lambda: proxied.open('https://upstream.test/c', timeout=10).read().decode())
 r['http proxied'] = trial(lambda: proxied.open('http://upstream.test/d', timeout=10).read().decode())
+def via_http_client():
+    c = http.client.HTTPSConnection('upstream.test', context=ctx, timeout=10)
+    c.request('GET', '/e')
+    return c.getresponse().read().decode()
+r['http.client'] = trial(via_http_client)
 r['resolve allowed'] = trial(lambda: socket.getaddrinfo('upstream.test', 443, socket.AF_INET)[0][4][0])
 r['resolve denied'] = trial(lambda: socket.getaddrinfo('other.test', 443))
 r['https denied direct'] = trial(lambda: direct.open('https://other.test/', timeout=10).read())
@@ -163,6 +168,7 @@ print(json.dumps(r))
 		{"http direct", "ok: http hello from /b"},
 		{"https proxied", "ok: https hello from /c"},
 		{"http proxied", "ok: http hello from /d"},
+		{"http.client", "ok: https hello from /e"},
 		{"resolve allowed", "ok: 127.0.0.1"},
 		{"resolve denied", "error: gaierror"},
 		{"https denied direct", "error: URLError"},
@@ -173,8 +179,8 @@ print(json.dumps(r))
 			t.Errorf("%s: got %q, want %q...", c.key, got[c.key], c.prefix)
 		}
 	}
-	if hits := u.hitList(); len(hits) != 4 {
-		t.Errorf("the upstreams saw %v, want the four allowed requests", hits)
+	if hits := u.hitList(); len(hits) != 5 {
+		t.Errorf("the upstreams saw %v, want the five allowed requests", hits)
 	}
 	var allowed, denied int
 	for _, c := range res.Network.Connections {
@@ -185,8 +191,8 @@ print(json.dumps(r))
 			denied++
 		}
 	}
-	if allowed < 4 || denied < 1 || res.Network.Mode != api.NetworkDomains {
-		t.Errorf("network %+v: want 4 allowed connections to %s and other.test denied, each with its rule", res.Network, upstreamHost)
+	if allowed < 5 || denied < 1 || res.Network.Mode != api.NetworkDomains {
+		t.Errorf("network %+v: want 5 allowed connections to %s and other.test denied, each with its rule", res.Network, upstreamHost)
 	}
 	var events int
 	for _, ev := range s.snapshot() {
