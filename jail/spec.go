@@ -25,6 +25,11 @@ type Spec struct {
 	// Env is the request's environment; brig adds its own names (which win).
 	Env map[string]string
 
+	// Mounts are host directories mounted into the sandbox once it exists and
+	// before the program is sent (a pooled sandbox too): a run's package layer,
+	// read-only; the installer's staging folder, writable.
+	Mounts []Mount
+
 	// Attach, when set, is called with the host pid of the sandbox's init once
 	// the sandbox exists and before the program is sent to it: a networked run
 	// binds its DNS server and proxies in that process's network namespace,
@@ -39,6 +44,19 @@ type Spec struct {
 	OnStart func()
 	// OnStdout and OnStderr, when set, get the kept output as it is printed.
 	OnStdout, OnStderr func(string)
+}
+
+// Mount is a host directory mounted into one run's sandbox.
+type Mount struct {
+	// Source is the host directory.
+	Source string
+	// Target is where the run sees it: an absolute path whose directory exists
+	// in the rootfs (the mount point itself is made on the run's tmpfs when
+	// missing).
+	Target string
+	// Writable mounts it read-write (still nosuid and nodev); otherwise it is
+	// read-only.
+	Writable bool
 }
 
 // prepareSpec is the first thing the parent sends an init over its spec pipe: what
