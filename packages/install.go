@@ -1,0 +1,330 @@
+package packages
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// InstallerConfig configures the installer NewInstaller returns.
+type InstallerConfig struct {
+	// Run runs one sandboxed program: the service's jail launcher's Run,
+	// wrapped so that spec.Attach starts the run's network in mode
+	// "registries". Required.
+	Run func(ctx context.Context, spec jail.Spec) (*jail.Result, error)
+	// Registries are the registry URLs of each language ("python",
+	// "javascript"): for Python the package index URLs (the first is pip's
+	// --index-url, the others --extra-index-url), for JavaScript the npm
+	// registry's URL (one). A language without URLs can't install packages.
+	Registries map[string][]string
+	// Timeout bounds one install, from the installer's start; zero means
+	// DefaultInstallTimeout. At most the jail's 300 s.
+	Timeout time.Duration
+	// MemoryMiB bounds the installer's memory and its temporary files; zero
+	// means DefaultInstallMemoryMiB.
+	MemoryMiB int
+	// AllowSourceBuilds lets pip build source distributions, which runs the
+	// package's own build code inside the installer's jail. Off, pip takes
+	// wheels only (--only-binary=:all:) and no package code runs at install
+	// time.
+	AllowSourceBuilds bool
+}
+
+// Defaults of InstallerConfig.
+const (
+	DefaultInstallTimeout   = 300 * time.Second
+	DefaultInstallMemoryMiB = 1024
+)
+
+// Where an installer's jail sees things. The staging folder is mounted on the
+// run's own /tmp (the mount point is made there); npm's prefix is /tmp, so
+// that its node_modules is the staging folder itself and the layer is exactly
+// what npm installed, with nothing to move.
+const (
+	pyStaging     = "/tmp/layer"
+	pyReport      = "/tmp/brig-pip-report.json"
+	npmPrefix     = "/tmp"
+	npmStaging    = npmPrefix + "/node_modules"
+	npmRootName   = "_brig-layer" // a name no registry package can have, so that no request is refused as the project itself (ENOSELF)
+	resultMarker  = "brig-install-result "
+	maxProgress   = 200 // lines of installer output forwarded as progress
+	maxMessage    = 800 // bytes of an unavailable message
+	maxErrorLines = 8   // lines of installer output quoted in a plain error
+)
+
+// NewInstaller returns the Installer that runs pip or npm inside a jail of
+// cfg.Run. It checks cfg before anything runs.
+func NewInstaller(cfg InstallerConfig) (Installer, error) {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultInstallTimeout
+	}
+	if cfg.MemoryMiB == 0 {
+		cfg.MemoryMiB = DefaultInstallMemoryMiB
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("checking the installer configuration: %w", err)
+	}
+	return &jailInstaller{cfg: cfg}, nil
+}
+
+func (c InstallerConfig) validate() error {
+	var errs []error
+	if c.Run == nil {
+		errs = append(errs, errors.New("run: required (the jail launcher's Run)"))
+	}
+	if c.Timeout < time.Second || c.Timeout > api.MaxTimeoutSeconds*time.Second {
+		errs = append(errs, fmt.Errorf("timeout: %s is outside 1s to %ds, the jail's bounds", c.Timeout, api.MaxTimeoutSeconds))
+	}
+	if c.MemoryMiB < api.MinMemoryMiB || c.MemoryMiB > api.MaxMemoryMiB {
+		errs = append(errs, fmt.Errorf("memory: %d MiB is outside %d to %d MiB, the jail's bounds", c.MemoryMiB, api.MinMemoryMiB, api.MaxMemoryMiB))
+	}
+	for _, lang := range slices.Sorted(func(yield func(string) bool) {
+		for k := range c.Registries {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		urls := c.Registries[lang]
+		switch {
+		case lang != languagePython && lang != languageJavaScript:
+			errs = append(errs, fmt.Errorf("registries: unknown language %q (want %s or %s)", lang, languagePython, languageJavaScript))
+			continue
+		case lang == languageJavaScript && len(urls) > 1:
+			errs = append(errs, fmt.Errorf("registries[%s]: npm takes one registry, got %d URLs", lang, len(urls)))
+		}
+		for i, u := range urls {
+			if err := checkRegistryURL(u); err != nil {
+				errs = append(errs, fmt.Errorf("registries[%s][%d]: %w", lang, i, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkRegistryURL accepts an absolute http or https URL with a host; the
+// installers get it as one command-line argument.
+func checkRegistryURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q is not a URL: %v", s, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%q: want an http or https URL", s)
+	case u.Host == "":
+		return fmt.Errorf("%q has no host", s)
+	case strings.HasPrefix(s, "-"):
+		return fmt.Errorf("%q starts with \"-\"", s)
+	}
+	return nil
+}
+
+// jailInstaller is the Installer of NewInstaller.
+type jailInstaller struct {
+	cfg InstallerConfig
+}
+
+// Install runs the language's installer in a jail whose /tmp/layer (Python)
+// or /tmp/node_modules (JavaScript) is staging. The jail maps the program's
+// files in a writable mount to the host's root, so staging may be the cache's
+// root-owned directory.
+func (in *jailInstaller) Install(ctx context.Context, set Set, staging string, progress func(string)) ([]Resolved, error) {
+	if len(set.Requests) == 0 {
+		return nil, errors.New("installing packages: the set has no requests")
+	}
+	urls := in.cfg.Registries[set.Language]
+	var (
+		code, target string
+		err          error
+	)
+	switch set.Language {
+	case languagePython:
+		target = pyStaging
+		code, err = pythonDriver(pipArgs(set.Requests, urls, in.cfg.AllowSourceBuilds))
+	case languageJavaScript:
+		target = npmStaging
+		code, err = npmDriver(npmConfigOf(set.Requests, urls))
+	default:
+		return nil, fmt.Errorf("installing packages: unknown language %q (want %s or %s)", set.Language, languagePython, languageJavaScript)
+	}
+	if len(urls) == 0 {
+		return nil, fmt.Errorf("installing %s packages: no registry is configured for %s", set.Language, set.Language)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("writing the %s installer: %w", set.Language, err)
+	}
+
+	lines := newLineSplitter(progress, maxProgress)
+	spec := jail.Spec{
+		Language:    rootfs.Language(set.Language),
+		Code:        code,
+		Timeout:     in.cfg.Timeout,
+		MemoryBytes: int64(in.cfg.MemoryMiB) << 20,
+		Mounts:      []jail.Mount{{Source: staging, Target: target, Writable: true}},
+		// The driver sends the tool's output to stderr and keeps stdout for
+		// its result: the output is the progress.
+		OnStderr: lines.write,
+	}
+	res, err := in.cfg.Run(ctx, spec)
+	lines.flush()
+	if err != nil {
+		return nil, fmt.Errorf("running the %s installer: %w", set.Language, err)
+	}
+	if err := endError(set.Language, in.cfg, res); err != nil {
+		return nil, err
+	}
+	out, err := parseDriverResult(res.Stdout)
+	if err != nil {
+		return nil, fmt.Errorf("the %s installer failed: %w%s", set.Language, err, quoteTail(res.Stderr))
+	}
+	if set.Language == languagePython {
+		return pythonResolved(set, out, in.cfg.AllowSourceBuilds)
+	}
+	return npmResolved(set, out)
+}
+
+// endError is the error of a jail run that did not complete: the installer
+// was killed, or could not start. A completed run (its driver exits 0 even
+// when the tool failed) is judged by its result.
+func endError(lang string, cfg InstallerConfig, res *jail.Result) error {
+	switch res.End {
+	case jail.EndCompleted:
+		return nil
+	case jail.EndTimeout:
+		return fmt.Errorf("the %s installer ran past its time limit of %s and was stopped%s", lang, cfg.Timeout, quoteTail(res.Stderr))
+	case jail.EndMemory:
+		return fmt.Errorf("the %s installer ran out of its %d MiB of memory and was stopped (Hint: raise the installer's memory limit)", lang, cfg.MemoryMiB)
+	case jail.EndInternal:
+		return fmt.Errorf("the %s installer's sandbox failed at step %q: %s", lang, res.Step, res.Message)
+	case jail.EndStopped:
+		return fmt.Errorf("the %s installer was stopped: %s", lang, res.Message)
+	}
+	return fmt.Errorf("the %s installer failed: %s%s", lang, res.Message, quoteTail(res.Stderr))
+}
+
+// driverResult is the line the drivers print on stdout after the tool ran.
+type driverResult struct {
+	// Exit is the tool's exit status.
+	Exit     int             `json:"exit"`
+	Packages []driverPackage `json:"packages"`
+	// Errors are the tool's error lines ("ERROR: ...", "npm error ..."), the
+	// first few; Tail its last lines of output.
+	Errors []string `json:"errors"`
+	Tail   []string `json:"tail"`
+	// FetchFailures are pip's index pages it could not fetch, and why: a 404
+	// is an unknown project, anything else the index not answering.
+	FetchFailures []string `json:"fetch_failures"`
+}
+
+type driverPackage struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Hash    string `json:"hash"`
+	// Path is the package's place in npm's lockfile ("node_modules/a").
+	Path string `json:"path"`
+}
+
+// parseDriverResult finds the driver's result line in its stdout.
+func parseDriverResult(stdout string) (*driverResult, error) {
+	i := strings.LastIndex(stdout, resultMarker)
+	if i < 0 {
+		return nil, errors.New("it ended without its result")
+	}
+	line, _, _ := strings.Cut(stdout[i+len(resultMarker):], "\n")
+	var r driverResult
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		return nil, fmt.Errorf("reading its result: %w", err)
+	}
+	return &r, nil
+}
+
+// quoteTail is the last lines of an installer's output, for an error message.
+func quoteTail(output string) string {
+	lines := strings.Split(strings.TrimRight(output, "\n"), "\n")
+	var kept []string
+	for _, l := range lines {
+		if l = strings.TrimSpace(l); l != "" {
+			kept = append(kept, l)
+		}
+	}
+	if len(kept) == 0 {
+		return ""
+	}
+	if len(kept) > maxErrorLines {
+		kept = kept[len(kept)-maxErrorLines:]
+	}
+	return ": " + strings.Join(kept, " | ")
+}
+
+// clip cuts s to at most n bytes on a rune boundary, with an ellipsis.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !isRuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// lineSplitter turns the jail's output chunks into lines for progress, up to
+// max lines, then one line saying that more was left out.
+type lineSplitter struct {
+	progress func(string)
+	max      int
+	sent     int
+	partial  strings.Builder
+}
+
+func newLineSplitter(progress func(string), max int) *lineSplitter {
+	return &lineSplitter{progress: progress, max: max}
+}
+
+// write is called by the jail with each chunk, one at a time.
+func (s *lineSplitter) write(chunk string) {
+	for {
+		i := strings.IndexByte(chunk, '\n')
+		if i < 0 {
+			s.partial.WriteString(chunk)
+			return
+		}
+		s.partial.WriteString(chunk[:i])
+		s.emit()
+		chunk = chunk[i+1:]
+	}
+}
+
+// flush sends what is left after the last newline.
+func (s *lineSplitter) flush() {
+	if s.partial.Len() > 0 {
+		s.emit()
+	}
+}
+
+func (s *lineSplitter) emit() {
+	line := strings.TrimRight(s.partial.String(), "\r ")
+	s.partial.Reset()
+	if s.progress == nil || line == "" {
+		return
+	}
+	switch {
+	case s.sent < s.max:
+		s.progress(clip(line, 500))
+	case s.sent == s.max:
+		s.progress("(more installer output not shown)")
+	default:
+		return
+	}
+	s.sent++
+}

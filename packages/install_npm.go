@@ -1,0 +1,211 @@
+package packages
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// npmDriverSource is the program the JavaScript installer's jail runs: npm's
+// own CLI, in process, as its bin/npm-cli.js starts it, installing the
+// dependencies of a package.json it writes in npmPrefix. npm is found where
+// Node's global packages live (prefix/lib/node_modules beside the running
+// node), not at a written path. Its output goes to stderr (the progress) and
+// is watched for its error lines; when npm exits, one result line on stdout
+// lists the packages of the lockfile it wrote. %s is the base64 of the JSON
+// of npmConfig, so that no request or URL is ever read as JavaScript.
+const npmDriverSource = `'use strict'
+const fs = require('node:fs')
+const path = require('node:path')
+
+const CONFIG = JSON.parse(Buffer.from('%s', 'base64').toString('utf8'))
+const MARKER = %q
+
+const stdout = process.stdout.write.bind(process.stdout)
+const stderr = process.stderr.write.bind(process.stderr)
+const seen = { errors: [], tail: [], partial: '' }
+function watch (chunk) {
+  const lines = (seen.partial + String(chunk)).split('\n')
+  seen.partial = lines.pop()
+  for (let line of lines) {
+    line = line.trimEnd().slice(0, 2000)
+    if (!line) continue
+    if ((line.startsWith('npm error') || line.startsWith('npm ERR!')) && seen.errors.length < 30) seen.errors.push(line)
+    seen.tail.push(line)
+    if (seen.tail.length > 20) seen.tail.shift()
+  }
+}
+process.stderr.write = function (chunk, ...rest) { watch(chunk); return stderr(chunk, ...rest) }
+process.stdout.write = function (chunk, ...rest) { watch(chunk); return stderr(chunk, ...rest) }
+
+fs.writeFileSync(path.join(CONFIG.prefix, 'package.json'), JSON.stringify({
+  name: CONFIG.rootName, version: '0.0.0', private: true, dependencies: CONFIG.dependencies
+}))
+
+process.on('exit', (code) => {
+  const result = { exit: code, packages: [], errors: seen.errors, tail: seen.tail }
+  if (code === 0) {
+    try {
+      const lock = JSON.parse(fs.readFileSync(path.join(CONFIG.prefix, 'package-lock.json'), 'utf8'))
+      for (const [key, p] of Object.entries(lock.packages || {})) {
+        if (!key.startsWith('node_modules/') || p.link) continue
+        const name = p.name || key.slice(key.lastIndexOf('node_modules/') + 'node_modules/'.length)
+        result.packages.push({ name, version: p.version || '', hash: p.integrity || '', path: key })
+      }
+    } catch (err) {
+      result.exit = 1
+      result.errors.push('reading the lockfile: ' + err.message)
+    }
+  }
+  stdout(MARKER + JSON.stringify(result) + '\n')
+})
+
+const npmDir = path.dirname(require.resolve('npm/package.json', {
+  paths: [path.join(path.dirname(process.execPath), '..', 'lib', 'node_modules')]
+}))
+process.argv = [process.argv[0], path.join(npmDir, 'bin', 'npm-cli.js'), ...CONFIG.args]
+require(path.join(npmDir, 'lib', 'cli.js'))(process)
+`
+
+// npmConfig is what the npm driver is given.
+type npmConfig struct {
+	Prefix   string `json:"prefix"`
+	RootName string `json:"rootName"`
+	// Dependencies are the package.json's: name to range.
+	Dependencies map[string]string `json:"dependencies"`
+	Args         []string          `json:"args"`
+}
+
+// npmConfigOf is the driver's configuration for requests from registry.
+func npmConfigOf(reqs []Request, urls []string) npmConfig {
+	deps := make(map[string]string, len(reqs))
+	for _, r := range reqs {
+		deps[r.Name] = r.Constraint
+	}
+	registry := ""
+	if len(urls) > 0 {
+		registry = urls[0]
+	}
+	return npmConfig{
+		Prefix:       npmPrefix,
+		RootName:     npmRootName,
+		Dependencies: deps,
+		Args: []string{
+			"install",
+			"--prefix", npmPrefix,
+			"--registry", registry,
+			// No package's preinstall, install, postinstall or prepare
+			// script runs: no package code at install time.
+			"--ignore-scripts",
+			"--no-audit",
+			"--no-fund",
+			"--update-notifier=false",
+			"--progress=false",
+			// The lockfile is where the resolved versions are read.
+			"--package-lock=true",
+		},
+	}
+}
+
+// npmDriver is the driver program for cfg.
+func npmDriver(cfg npmConfig) (string, error) {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf(npmDriverSource, base64.StdEncoding.EncodeToString(b), resultMarker), nil
+}
+
+// npmResolved turns the driver's result into the layer's packages, or npm's
+// failure into an error.
+func npmResolved(set Set, r *driverResult) ([]Resolved, error) {
+	if r.Exit != 0 {
+		return nil, npmError(r)
+	}
+	top := make(map[string]string, len(set.Requests)) // lockfile path -> request
+	for _, q := range set.Requests {
+		top["node_modules/"+q.Name] = q.Raw
+	}
+	resolved := make([]Resolved, 0, len(r.Packages))
+	for _, p := range r.Packages {
+		if p.Name == "" || p.Version == "" {
+			return nil, fmt.Errorf("the javascript installer reported a package without a name or version: %+v", p)
+		}
+		resolved = append(resolved, Resolved{Name: p.Name, Version: p.Version, Hash: p.Hash, Request: top[p.Path]})
+	}
+	sortResolved(resolved)
+	return resolved, nil
+}
+
+// npmUnavailableCodes are npm's error codes for a package or version that
+// can't be had: not in the registry, no version in range, or ranges no
+// version satisfies together.
+var npmUnavailableCodes = []string{"E404", "ETARGET", "ERESOLVE"}
+
+// npmError is npm's failure: an *UnavailableError for the codes above, else a
+// plain error.
+func npmError(r *driverResult) error {
+	code := ""
+	var lines []string
+	for _, l := range r.Errors {
+		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(l, "npm error"), "npm ERR!"))
+		if c, ok := strings.CutPrefix(l, "code "); ok && code == "" {
+			code = strings.TrimSpace(c)
+			continue
+		}
+		lines = append(lines, l)
+	}
+	unavailable := false
+	for _, c := range npmUnavailableCodes {
+		if code == c {
+			unavailable = true
+		}
+	}
+	if !unavailable {
+		msg := strings.Join(lines, " ")
+		if msg == "" {
+			msg = strings.TrimPrefix(quoteTail(strings.Join(r.Tail, "\n")), ": ")
+		}
+		return fmt.Errorf("the javascript installer failed (npm exited with status %d, code %q): %s", r.Exit, code, clip(msg, maxMessage))
+	}
+	var msg string
+	switch code {
+	case "E404":
+		// "404 Not Found - GET <url>", then "404  'x@^1' is not in this registry."
+		msg = pickLine(lines, "is not in this registry", "404 ")
+		msg = strings.TrimSpace(strings.TrimPrefix(msg, "404"))
+		msg += " Check the package's name."
+	case "ETARGET":
+		msg = strings.TrimSpace(strings.TrimPrefix(pickLine(lines, "No matching version", "notarget"), "notarget"))
+		msg += " Check the version constraint, or leave it open with name@*."
+	case "ERESOLVE":
+		msg = strings.TrimSpace(pickLine(lines, "unable to resolve dependency tree", "ERESOLVE"))
+		for _, l := range lines {
+			if strings.HasPrefix(l, "Found:") || strings.HasPrefix(l, "Could not resolve dependency:") || strings.Contains(l, "peer ") {
+				msg += " " + l
+			}
+		}
+		msg += ". Loosen the version constraints so that one version of each package satisfies them all."
+	}
+	return &UnavailableError{Message: clip(strings.TrimSpace(msg), maxMessage)}
+}
+
+// pickLine is the first line containing want, else the first starting with
+// fallback, else the first.
+func pickLine(lines []string, want, fallback string) string {
+	for _, l := range lines {
+		if strings.Contains(l, want) {
+			return l
+		}
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, fallback) {
+			return l
+		}
+	}
+	if len(lines) > 0 {
+		return lines[0]
+	}
+	return ""
+}

@@ -1,0 +1,269 @@
+package packages
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// pythonDriverSource is the program the Python installer's jail runs: pip,
+// in process, with args, its output sent to stderr (the progress) and
+// watched for its error lines, then one result line on stdout with what pip's
+// --report says it installed. %s is the base64 of the JSON of args, so that no
+// request or URL is ever read as Python.
+//
+// pip logs an index page it could not fetch only at debug level, and then
+// says "no matching distribution" whether the project is unknown (a 404) or
+// the index did not answer; the driver listens to that one logger (by its
+// module's name) to tell the two apart.
+const pythonDriverSource = `import base64, collections, json, logging, runpy, sys
+
+ARGS = json.loads(base64.b64decode('%s'))
+REPORT = %q
+MARKER = %q
+
+
+class Tee:
+    """Writes through to stderr and keeps pip's error lines and last lines."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.partial = ''
+        self.errors = []
+        self.tail = collections.deque(maxlen=20)
+
+    def write(self, s):
+        n = self.stream.write(s)
+        lines = (self.partial + s).split('\n')
+        self.partial = lines.pop()
+        for line in lines:
+            line = line.rstrip()
+            if not line:
+                continue
+            if line.startswith('ERROR:') and len(self.errors) < 20:
+                self.errors.append(line[:2000])
+            self.tail.append(line[:2000])
+        return n
+
+    def flush(self):
+        self.stream.flush()
+
+    def isatty(self):
+        return False
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+class FetchFailures(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.seen = []
+
+    def emit(self, record):
+        try:
+            msg = record.getMessage()
+        except Exception:
+            return
+        if msg.startswith('Could not fetch URL') and len(self.seen) < 10:
+            self.seen.append(msg[:500])
+
+
+out = sys.stdout
+tee = Tee(sys.stderr)
+sys.stdout = sys.stderr = tee
+fetch = FetchFailures()
+collector = logging.getLogger('pip._internal.index.collector')
+collector.setLevel(logging.DEBUG)
+collector.addHandler(fetch)
+
+sys.argv = ['pip'] + ARGS
+code = 0
+try:
+    runpy.run_module('pip', run_name='__main__', alter_sys=True)
+except SystemExit as e:
+    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+tee.write('\n')
+
+packages = []
+if code == 0:
+    with open(REPORT) as f:
+        report = json.load(f)
+    for item in report.get('install', []):
+        meta = item.get('metadata') or {}
+        archive = (item.get('download_info') or {}).get('archive_info') or {}
+        hashes = archive.get('hashes') or {}
+        digest = 'sha256=' + hashes['sha256'] if 'sha256' in hashes else archive.get('hash') or ''
+        packages.append({'name': meta.get('name', ''), 'version': meta.get('version', ''), 'hash': digest})
+
+result = {'exit': code, 'packages': packages, 'errors': tee.errors, 'tail': list(tee.tail), 'fetch_failures': fetch.seen}
+out.write(MARKER + json.dumps(result) + '\n')
+out.flush()
+`
+
+// pipArgs are pip's arguments for requests from urls.
+func pipArgs(reqs []Request, urls []string, allowSourceBuilds bool) []string {
+	args := []string{
+		"install",
+		// Ignore PIP_* variables and every pip.conf: the arguments are the
+		// whole configuration.
+		"--isolated",
+		// An importable directory, and no check of what the interpreter
+		// already has (pip sets --ignore-installed with --target): the layer
+		// holds every package it needs.
+		"--target", pyStaging,
+		"--no-cache-dir",
+		"--disable-pip-version-check",
+		"--no-input",
+		"--no-color",
+		"--progress-bar", "off",
+		"--report", pyReport,
+	}
+	if !allowSourceBuilds {
+		// No sdist, so no setup.py or build backend runs: no package code at
+		// install time.
+		args = append(args, "--only-binary=:all:")
+	}
+	for i, u := range urls {
+		if i == 0 {
+			args = append(args, "--index-url", u)
+		} else {
+			args = append(args, "--extra-index-url", u)
+		}
+	}
+	args = append(args, "--")
+	for _, r := range reqs {
+		args = append(args, r.Raw)
+	}
+	return args
+}
+
+// pythonDriver is the driver program for pip's arguments.
+func pythonDriver(args []string) (string, error) {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return "", err
+	}
+	// %q of these ASCII constants is a valid Python string literal.
+	return fmt.Sprintf(pythonDriverSource, base64.StdEncoding.EncodeToString(b), pyReport, resultMarker), nil
+}
+
+// pythonResolved turns the driver's result into the layer's packages, or
+// pip's failure into an error.
+func pythonResolved(set Set, r *driverResult, allowSourceBuilds bool) ([]Resolved, error) {
+	if r.Exit != 0 {
+		return nil, pipError(r, allowSourceBuilds)
+	}
+	byName := make(map[string]string, len(set.Requests))
+	for _, q := range set.Requests {
+		byName[q.Name] = q.Raw
+	}
+	resolved := make([]Resolved, 0, len(r.Packages))
+	for _, p := range r.Packages {
+		name := normalisePython(p.Name)
+		if name == "" || p.Version == "" {
+			return nil, fmt.Errorf("the python installer reported a package without a name or version: %+v", p)
+		}
+		resolved = append(resolved, Resolved{Name: name, Version: p.Version, Hash: p.Hash, Request: byName[name]})
+	}
+	sortResolved(resolved)
+	return resolved, nil
+}
+
+var (
+	// pipUnavailableRE are pip's error lines that mean a requested package or
+	// version can't be had (pip 22 to 25 words them so).
+	pipUnavailableRE = lazyRegexp(`^ERROR: (Could not find a version that satisfies|No matching distribution found|Cannot install .* because these package versions have conflicting dependencies)`)
+	// pipVersionsRE is the list pip gives after a version it could not find.
+	pipVersionsRE = lazyRegexp(`\(from versions: ([^)]*)\)`)
+	// pipNoiseRE are error lines that add nothing a model can act on.
+	pipNoiseRE = lazyRegexp(`^ERROR: ResolutionImpossible: for help`)
+)
+
+// pipError is pip's failure: an *UnavailableError when pip says a package or
+// version can't be found or resolved (unless the index itself did not
+// answer), else a plain error.
+func pipError(r *driverResult, allowSourceBuilds bool) error {
+	if down := indexFailures(r.FetchFailures); len(down) > 0 {
+		return fmt.Errorf("the python installer could not read the package index: %s", clip(strings.Join(down, " | "), maxMessage))
+	}
+	unavailable := false
+	var lines []string
+	versions := ""
+	for _, l := range r.Errors {
+		if pipUnavailableRE().MatchString(l) {
+			unavailable = true
+		}
+		if pipNoiseRE().MatchString(l) {
+			continue
+		}
+		if m := pipVersionsRE().FindStringSubmatch(l); m != nil {
+			versions = m[1]
+			// The versions go in the hint, trimmed to the newest.
+			l = strings.TrimSpace(pipVersionsRE().ReplaceAllString(l, ""))
+		}
+		lines = append(lines, strings.TrimPrefix(l, "ERROR: "))
+	}
+	if !unavailable {
+		msg := strings.Join(lines, " ")
+		if msg == "" {
+			msg = strings.TrimPrefix(quoteTail(strings.Join(r.Tail, "\n")), ": ")
+		}
+		return fmt.Errorf("the python installer failed (pip exited with status %d): %s", r.Exit, clip(msg, maxMessage))
+	}
+	msg := strings.Join(lines, "; ")
+	if !strings.HasSuffix(msg, ".") {
+		msg += "."
+	}
+	switch {
+	case strings.Contains(msg, "conflicting dependencies"):
+		msg += " Loosen the version constraints so that one version of each package satisfies them all."
+	case versions == "none" && !allowSourceBuilds:
+		msg += " No version was found with a wheel for this Python: check the package's name; brig installs wheels only, so a package published only as source can't be installed."
+	case versions == "none":
+		msg += " No version was found: check the package's name."
+	case versions != "":
+		msg += " Check the version constraint; versions available: " + newestVersions(versions, 20) + "."
+	}
+	if !allowSourceBuilds && versions != "none" && versions != "" {
+		msg += " (Only versions with a wheel are listed: brig installs wheels only.)"
+	}
+	return &UnavailableError{Message: clip(msg, maxMessage)}
+}
+
+// indexFailures are the index pages pip could not fetch for another reason
+// than a 404 (an unknown project).
+func indexFailures(seen []string) []string {
+	var down []string
+	for _, f := range seen {
+		if !strings.Contains(f, "404") {
+			down = append(down, f)
+		}
+	}
+	return down
+}
+
+// newestVersions is the last n of pip's comma-separated versions (pip lists
+// them oldest first).
+func newestVersions(list string, n int) string {
+	vs := strings.Split(list, ",")
+	for i := range vs {
+		vs[i] = strings.TrimSpace(vs[i])
+	}
+	if len(vs) > n {
+		return "…, " + strings.Join(vs[len(vs)-n:], ", ")
+	}
+	return strings.Join(vs, ", ")
+}
+
+// sortResolved orders a layer's packages by name, then version.
+func sortResolved(rs []Resolved) {
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].Name != rs[j].Name {
+			return rs[i].Name < rs[j].Name
+		}
+		return rs[i].Version < rs[j].Version
+	})
+}

@@ -1,0 +1,384 @@
+package packages
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/jail"
+)
+
+// Tests of the installer's policy and parsing, with no jail: the drivers'
+// arguments, their result line, and how a tool's failure becomes an error.
+
+func mustRequests(t *testing.T, lang string, list ...string) []Request {
+	t.Helper()
+	reqs, err := ParseRequests(lang, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reqs
+}
+
+func noRun(context.Context, jail.Spec) (*jail.Result, error) {
+	return nil, errors.New("not in this test")
+}
+
+func TestNewInstallerValidates(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  InstallerConfig
+		want string // in the error; "" for none
+	}{
+		{"defaults", InstallerConfig{Run: noRun, Registries: map[string][]string{"python": {"http://pypi.test/simple/"}, "javascript": {"https://npm.test/"}}}, ""},
+		{"no registries", InstallerConfig{Run: noRun}, ""},
+		{"no run", InstallerConfig{}, "run: required"},
+		{"timeout past the jail's", InstallerConfig{Run: noRun, Timeout: 301 * time.Second}, "timeout"},
+		{"too little memory", InstallerConfig{Run: noRun, MemoryMiB: 64}, "memory"},
+		{"unknown language", InstallerConfig{Run: noRun, Registries: map[string][]string{"ruby": {"http://x.test/"}}}, `unknown language "ruby"`},
+		{"two npm registries", InstallerConfig{Run: noRun, Registries: map[string][]string{"javascript": {"http://a.test/", "http://b.test/"}}}, "npm takes one registry"},
+		{"not http", InstallerConfig{Run: noRun, Registries: map[string][]string{"python": {"file:///srv/index"}}}, "want an http or https URL"},
+		{"no host", InstallerConfig{Run: noRun, Registries: map[string][]string{"python": {"http:///simple"}}}, "has no host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewInstaller(tc.cfg)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("got %v, want no error", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPipArgs(t *testing.T) {
+	reqs := mustRequests(t, "python", "Pkg_A[Extra]>=1,<2", "dep-b==1.0")
+	for _, tc := range []struct {
+		name        string
+		urls        []string
+		allowSource bool
+		want        []string // in order, after the fixed options
+	}{
+		{"wheels only, one index", []string{"http://pypi.test/simple/"}, false,
+			[]string{"--only-binary=:all:", "--index-url", "http://pypi.test/simple/", "--", "Pkg_A[Extra]>=1,<2", "dep-b==1.0"}},
+		{"source builds, two indexes", []string{"http://a.test/simple/", "http://b.test/simple/"}, true,
+			[]string{"--index-url", "http://a.test/simple/", "--extra-index-url", "http://b.test/simple/", "--", "Pkg_A[Extra]>=1,<2", "dep-b==1.0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := pipArgs(reqs, tc.urls, tc.allowSource)
+			i := slices.Index(args, "--report")
+			if i < 0 || args[0] != "install" || !slices.Contains(args, "--isolated") || !slices.Contains(args, "--target") {
+				t.Fatalf("got %q, want install --isolated --target ... --report ...", args)
+			}
+			if got := args[i+2:]; !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %q after the report, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNpmConfig(t *testing.T) {
+	reqs := mustRequests(t, "javascript", "lodash@^4.17.0", "@types/node@>=20 <21")
+	cfg := npmConfigOf(reqs, []string{"http://npm.test/"})
+	want := map[string]string{"lodash": "^4.17.0", "@types/node": ">=20 <21"}
+	if !reflect.DeepEqual(cfg.Dependencies, want) {
+		t.Errorf("got dependencies %v, want %v", cfg.Dependencies, want)
+	}
+	for _, a := range []string{"--ignore-scripts", "--registry", "http://npm.test/"} {
+		if !slices.Contains(cfg.Args, a) {
+			t.Errorf("got args %q, want %q among them", cfg.Args, a)
+		}
+	}
+	if cfg.Prefix+"/node_modules" != npmStaging {
+		t.Errorf("got prefix %q, want the parent of the staging mount %q", cfg.Prefix, npmStaging)
+	}
+}
+
+// TestDriversParse checks that both drivers are valid programs of their
+// language, whatever the requests hold, with the host's interpreters only
+// parsing them (nothing is installed).
+func TestDriversParse(t *testing.T) {
+	odd := []Request{{Raw: `a'b"c\n${x}%s`, Name: "a'b", Constraint: "*"}}
+	py, err := pythonDriver(pipArgs(odd, []string{"http://pypi.test/simple/"}, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := npmDriver(npmConfigOf(odd, []string{"http://npm.test/"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, file, code string
+		check            []string
+	}{
+		{"python", "main.py", py, []string{"python3", "-m", "py_compile"}},
+		{"javascript", "main.js", js, []string{"node", "--check"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := exec.LookPath(tc.check[0]); err != nil {
+				t.Skipf("no %s on this host to parse the driver with", tc.check[0])
+			}
+			if strings.Contains(tc.code, "%!") {
+				t.Fatalf("the driver has a formatting error: %s", tc.code)
+			}
+			path := filepath.Join(dir, tc.file)
+			if err := os.WriteFile(path, []byte(tc.code), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(tc.check[0], append(tc.check[1:], path)...).CombinedOutput(); err != nil {
+				t.Fatalf("got %v: %s, want the driver to parse", err, out)
+			}
+		})
+	}
+}
+
+func TestParseDriverResult(t *testing.T) {
+	for _, tc := range []struct {
+		name, stdout string
+		want         *driverResult
+		wantErr      string
+	}{
+		{"result", "noise\n" + resultMarker + `{"exit":0,"packages":[{"name":"a","version":"1"}]}` + "\n",
+			&driverResult{Packages: []driverPackage{{Name: "a", Version: "1"}}}, ""},
+		{"no result", "Traceback (most recent call last):\n", nil, "without its result"},
+		{"cut result", resultMarker + `{"exit":0,"pack`, nil, "reading its result"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseDriverResult(tc.stdout)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v, %v, want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPythonResolved(t *testing.T) {
+	set := Set{Language: "python", Requests: mustRequests(t, "python", "Pkg_A>=1")}
+	r := &driverResult{Packages: []driverPackage{
+		{Name: "Dep.B", Version: "1.0", Hash: "sha256=bb"},
+		{Name: "pkg-a", Version: "1.2", Hash: "sha256=aa"},
+	}}
+	got, err := pythonResolved(set, r, false)
+	want := []Resolved{
+		{Name: "dep-b", Version: "1.0", Hash: "sha256=bb"},
+		{Name: "pkg-a", Version: "1.2", Hash: "sha256=aa", Request: "Pkg_A>=1"},
+	}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, %v, want %+v", got, err, want)
+	}
+}
+
+func TestNpmResolved(t *testing.T) {
+	set := Set{Language: "javascript", Requests: mustRequests(t, "javascript", "app@^1", "@brig/dep@*")}
+	r := &driverResult{Packages: []driverPackage{
+		{Name: "app", Version: "1.0.0", Hash: "sha512-a", Path: "node_modules/app"},
+		{Name: "@brig/dep", Version: "2.0.0", Hash: "sha512-d2", Path: "node_modules/@brig/dep"},
+		// A second copy of a requested name, nested: a dependency's.
+		{Name: "@brig/dep", Version: "1.0.0", Hash: "sha512-d1", Path: "node_modules/app/node_modules/@brig/dep"},
+	}}
+	got, err := npmResolved(set, r)
+	want := []Resolved{
+		{Name: "@brig/dep", Version: "1.0.0", Hash: "sha512-d1"},
+		{Name: "@brig/dep", Version: "2.0.0", Hash: "sha512-d2", Request: "@brig/dep@*"},
+		{Name: "app", Version: "1.0.0", Hash: "sha512-a", Request: "app@^1"},
+	}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, %v, want %+v", got, err, want)
+	}
+}
+
+// TestPipError holds pip 23's own wording of each failure.
+func TestPipError(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		r           driverResult
+		allowSource bool
+		unavailable bool
+		want        []string // in the message
+	}{
+		{"unknown package", driverResult{Exit: 1,
+			Errors:        []string{"ERROR: Could not find a version that satisfies the requirement nosuch==1.0 (from versions: none)", "ERROR: No matching distribution found for nosuch==1.0"},
+			FetchFailures: []string{"Could not fetch URL http://pypi.test/simple/nosuch/: 404 Client Error: Not Found for url: http://pypi.test/simple/nosuch/ - skipping"}},
+			false, true, []string{"nosuch==1.0", "check the package's name", "wheels only"}},
+		{"no such version", driverResult{Exit: 1,
+			Errors: []string{"ERROR: Could not find a version that satisfies the requirement pkg-a==9 (from versions: 1.0, 2.0)", "ERROR: No matching distribution found for pkg-a==9"}},
+			true, true, []string{"satisfies the requirement pkg-a==9", "versions available: 1.0, 2.0"}},
+		{"conflict", driverResult{Exit: 1,
+			Errors: []string{"ERROR: Cannot install a==1 and b==1 because these package versions have conflicting dependencies.", "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution/#dealing-with-dependency-conflicts"}},
+			false, true, []string{"Cannot install a==1 and b==1", "Loosen the version constraints"}},
+		{"index down", driverResult{Exit: 1,
+			Errors:        []string{"ERROR: Could not find a version that satisfies the requirement pkg-a>=0 (from versions: none)"},
+			FetchFailures: []string{"Could not fetch URL http://pypi.test/simple/pkg-a/: connection error: HTTPConnectionPool(host='pypi.test', port=80): Max retries exceeded - skipping"}},
+			false, false, []string{"could not read the package index", "connection error"}},
+		{"disk full", driverResult{Exit: 1,
+			Errors: []string{"ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device"}},
+			false, false, []string{"status 1", "No space left on device"}},
+		{"no error line", driverResult{Exit: 2, Tail: []string{"Traceback (most recent call last):", "KeyError: 'x'"}},
+			false, false, []string{"status 2", "KeyError"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := pipError(&tc.r, tc.allowSource)
+			checkInstallError(t, err, tc.unavailable, tc.want)
+		})
+	}
+}
+
+// TestNpmError holds npm 11's own wording of each failure.
+func TestNpmError(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		r           driverResult
+		unavailable bool
+		want        []string
+	}{
+		{"unknown package", driverResult{Exit: 1, Errors: []string{
+			"npm error code E404",
+			"npm error 404 Not Found - GET http://npm.test/nosuch - Not found",
+			"npm error 404",
+			"npm error 404  'nosuch@^1.0.0' is not in this registry.",
+			"npm error 404",
+			"npm error 404 Note that you can also install from a",
+			"npm error 404 tarball, folder, http url, or git url.",
+			"npm error A complete log of this run can be found in: /sandbox/.npm/_logs/x-debug-0.log",
+		}}, true, []string{"'nosuch@^1.0.0' is not in this registry.", "Check the package's name"}},
+		{"no such version", driverResult{Exit: 1, Errors: []string{
+			"npm error code ETARGET",
+			"npm error notarget No matching version found for app@^9.0.0.",
+			"npm error notarget In most cases you or one of your dependencies are requesting",
+			"npm error notarget a package version that doesn't exist.",
+		}}, true, []string{"No matching version found for app@^9.0.0.", "Check the version constraint"}},
+		{"conflict", driverResult{Exit: 1, Errors: []string{
+			"npm error code ERESOLVE",
+			"npm error ERESOLVE unable to resolve dependency tree",
+			"npm error Found: react@17.0.2",
+			"npm error Could not resolve dependency:",
+			"npm error peer react@\"^18\" from ui@1.0.0",
+		}}, true, []string{"unable to resolve dependency tree", "Found: react@17.0.2", "Loosen"}},
+		{"registry down", driverResult{Exit: 1, Errors: []string{
+			"npm error code ECONNREFUSED",
+			"npm error syscall connect",
+			"npm error errno ECONNREFUSED",
+			"npm error FetchError: request to http://npm.test/app failed, reason: connect ECONNREFUSED 127.0.0.1:80",
+		}}, false, []string{`code "ECONNREFUSED"`, "request to http://npm.test/app failed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkInstallError(t, npmError(&tc.r), tc.unavailable, tc.want)
+		})
+	}
+}
+
+func checkInstallError(t *testing.T, err error, unavailable bool, want []string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("got no error, want one")
+	}
+	var uerr *UnavailableError
+	if got := errors.As(err, &uerr); got != unavailable {
+		t.Fatalf("got unavailable %v (%v), want %v", got, err, unavailable)
+	}
+	if unavailable && !errors.Is(err, ErrUnavailable) {
+		t.Errorf("got errors.Is(ErrUnavailable) false for %v", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("got %q, want it to hold %q", err, w)
+		}
+	}
+	if len(err.Error()) > maxMessage+200 {
+		t.Errorf("got a message of %d bytes, want it short", len(err.Error()))
+	}
+}
+
+func TestLineSplitter(t *testing.T) {
+	var got []string
+	s := newLineSplitter(func(l string) { got = append(got, l) }, 3)
+	for _, chunk := range []string{"Coll", "ecting a\nCollecting b\n\nDown", "loading b\r\nInstall", "ing\nmore\nand more"} {
+		s.write(chunk)
+	}
+	s.flush()
+	want := []string{"Collecting a", "Collecting b", "Downloading b", "(more installer output not shown)"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// TestInstallSpec checks the jail spec Install asks for and how it reads the
+// jail's ends, with a Run of the test's.
+func TestInstallSpec(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		lang     string
+		reqs     []string
+		res      jail.Result
+		wantMnt  string
+		wantErr  string // "" for success
+		progress []string
+	}{
+		{"python ok", "python", []string{"pkg-a>=1"}, jail.Result{End: jail.EndCompleted,
+			Stdout: resultMarker + `{"exit":0,"packages":[{"name":"pkg_a","version":"1.0","hash":"sha256=ab"}]}` + "\n",
+			Stderr: "Collecting pkg-a>=1\nSuccessfully installed pkg-a-1.0\n"},
+			pyStaging, "", []string{"Collecting pkg-a>=1", "Successfully installed pkg-a-1.0"}},
+		{"npm ok", "javascript", []string{"app@^1"}, jail.Result{End: jail.EndCompleted,
+			Stdout: resultMarker + `{"exit":0,"packages":[{"name":"app","version":"1.0.0","path":"node_modules/app"}]}` + "\n"},
+			npmStaging, "", nil},
+		{"timeout", "python", []string{"pkg-a>=1"}, jail.Result{End: jail.EndTimeout, Stderr: "Collecting pkg-a>=1\n"},
+			pyStaging, "ran past its time limit of 2m0s", nil},
+		{"oom", "javascript", []string{"app@^1"}, jail.Result{End: jail.EndMemory},
+			npmStaging, "ran out of its 512 MiB", nil},
+		{"crash", "python", []string{"pkg-a>=1"}, jail.Result{End: jail.EndCompleted, Stderr: "Traceback (most recent call last):\nMemoryError\n"},
+			pyStaging, "ended without its result: Traceback (most recent call last): | MemoryError", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var spec jail.Spec
+			in, err := NewInstaller(InstallerConfig{
+				Run: func(_ context.Context, s jail.Spec) (*jail.Result, error) {
+					spec = s
+					for _, l := range strings.SplitAfter(tc.res.Stderr, "\n") {
+						s.OnStderr(l)
+					}
+					return &tc.res, nil
+				},
+				Registries: map[string][]string{"python": {"http://pypi.test/simple/"}, "javascript": {"http://npm.test/"}},
+				Timeout:    2 * time.Minute,
+				MemoryMiB:  512,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var progress []string
+			set := Set{Language: tc.lang, Requests: mustRequests(t, tc.lang, tc.reqs...)}
+			got, err := in.Install(context.Background(), set, "/var/lib/brig/staging/x", func(l string) { progress = append(progress, l) })
+			wantMounts := []jail.Mount{{Source: "/var/lib/brig/staging/x", Target: tc.wantMnt, Writable: true}}
+			if !reflect.DeepEqual(spec.Mounts, wantMounts) || spec.Timeout != 2*time.Minute || spec.MemoryBytes != 512<<20 || string(spec.Language) != tc.lang {
+				t.Errorf("got spec mounts %+v timeout %s memory %d language %s, want %+v 2m 512 MiB %s", spec.Mounts, spec.Timeout, spec.MemoryBytes, spec.Language, wantMounts, tc.lang)
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || len(got) != 1 || got[0].Request != tc.reqs[0] {
+				t.Fatalf("got %+v, %v, want one package for %q", got, err, tc.reqs[0])
+			}
+			if !reflect.DeepEqual(progress, tc.progress) {
+				t.Errorf("got progress %q, want %q", progress, tc.progress)
+			}
+		})
+	}
+}
