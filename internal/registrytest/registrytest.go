@@ -3,21 +3,11 @@
 // (NewNpmRegistry). Each is an httptest server on loopback that serves packages the
 // test describes, built in memory, so that the real pip and npm can install them with
 // no network beyond 127.0.0.1. Each records the paths it was asked for, so a test can
-// prove what was fetched and, as much, what was not.
+// prove what was fetched and what was not.
 //
-// Typical use:
-//
-//	idx := registrytest.NewPyIndex(t, registrytest.PyPackage{
-//		Name: "pkg-a", Version: "1.0",
-//		Files: map[string]string{"pkg_a/__init__.py": "VALUE = 1\n"},
-//	})
-//	// pip install --index-url idx.URL() --only-binary=:all: pkg-a==1.0
-//
-//	reg := registrytest.NewNpmRegistry(t, registrytest.NpmPackage{
-//		Name: "left-pad", Version: "1.0.0",
-//		Files: map[string]string{"index.js": "module.exports = 1\n"},
-//	})
-//	// npm install --registry reg.URL() left-pad@^1
+// Typical use is in ExampleNewPyIndex and ExampleNewNpmRegistry: a test describes the
+// packages, starts the stand-in, and passes its URL to pip's --index-url or npm's
+// --registry.
 //
 // Neither stand-in names any real registry: the tests hand their URL to the package
 // managers on the command line or in the managers' own configuration.
