@@ -283,6 +283,18 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	// The init reads the whole spec before it acts on it, so this write does not
 	// depend on the init making progress beyond reading.
+	if len(spec.Mounts) > 0 && !ready {
+		// A fresh sandbox's init is still building its root, in a mount
+		// namespace that is a copy of the host's until its pivot_root: mounts
+		// go in once it is ready.
+		if err := s.waitReady(); err != nil {
+			return internal("sandbox", "could not prepare a sandbox: %v", err)
+		}
+		ready = true
+	}
+	if err := mountIntoSandbox(s.cmd.Process.Pid, s.ids, spec.Mounts); err != nil {
+		return internal("mounts", "could not mount the run's directories: %v", err)
+	}
 	var attached map[string]string
 	if spec.Attach != nil {
 		env, err := spec.Attach(s.cmd.Process.Pid)

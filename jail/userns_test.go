@@ -600,3 +600,50 @@ func TestAttach(t *testing.T) {
 		})
 	}
 }
+
+// TestMounts: a run sees a read-only mount it can't write or remount and a
+// writable one whose files land on the host, in a pooled sandbox too; the host
+// directory of the read-only one is unchanged afterwards.
+func TestMounts(t *testing.T) {
+	for _, pool := range []int{0, 1} {
+		t.Run(fmt.Sprintf("pool=%d", pool), func(t *testing.T) {
+			l := newTestLauncher(t, pool)
+			layer, staging := t.TempDir(), t.TempDir()
+			if err := os.WriteFile(filepath.Join(layer, "mod.py"), []byte("VALUE = 42\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before := treeDigest(t, layer)
+			got := probe(t, l, rootfs.Python, pyTrial+`
+import sys
+sys.path.insert(0, '/opt/brig/layer')
+import mod
+r['import'] = str(mod.VALUE)
+r['write layer'] = trial(lambda: write('/opt/brig/layer/mod.py', b'VALUE = 0'))
+r['new in layer'] = trial(lambda: write('/opt/brig/layer/x.py'))
+r['write staging'] = trial(lambda: write('/tmp/staging/out.txt', b'from the run'))
+r['staging owner'] = str(os.stat('/tmp/staging').st_uid)
+`+pyDump, func(s *Spec) {
+				s.Mounts = []Mount{{Source: staging, Target: "/tmp/staging", Writable: true}, {Source: layer, Target: "/opt/brig/layer"}}
+			})
+			checkProbe(t, got, []check{
+				{name: "import from the layer", key: "import", want: "42"},
+				{name: "layer file read-only", key: "write layer", wantAny: []string{"EROFS", "EACCES"}},
+				{name: "no new file in the layer", key: "new in layer", wantAny: []string{"EROFS", "EACCES"}},
+				{name: "staging writable", key: "write staging", want: "ok"},
+				{name: "staging the program's", key: "staging owner", want: "1000"},
+			})
+			if b, err := os.ReadFile(filepath.Join(staging, "out.txt")); err != nil || string(b) != "from the run" {
+				t.Errorf("the staging file on the host: got %q, %v", b, err)
+			}
+			if after := treeDigest(t, layer); after != before {
+				t.Errorf("the layer changed: digest %s, was %s", after, before)
+			}
+			res := run(t, l, rootfs.Python, "print(1)", func(s *Spec) {
+				s.Mounts = []Mount{{Source: layer, Target: "relative"}}
+			})
+			if res.End != EndInternal || res.Step != "mounts" {
+				t.Errorf("a relative mount target: got %s step %q, want internal at mounts", res.End, res.Step)
+			}
+		})
+	}
+}

@@ -1,0 +1,115 @@
+package jail
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// mountIntoSandbox mounts ms into the mount namespace of the sandbox whose init
+// is pid, before the run's program is sent to it: the init is filtered by then
+// and may mount nothing, so the supervisor does it from outside.
+//
+// Each source is cloned as a detached mount here (open_tree), made read-only
+// unless Writable and always nosuid and nodev (mount_setattr), and then
+// attached from a thread that has entered the sandbox's mount namespace: the
+// kernel attaches a mount only into its caller's namespace. Entering one needs a
+// thread that shares no filesystem state with the others (unshare CLONE_FS),
+// and such a thread can't be trusted back: the goroutine exits still locked, so
+// Go ends the thread.
+//
+// A writable mount's source directory is given to the run's host ids first, so
+// that the program (1000 inside) can write in it; what it writes is owned by
+// the run's host id until its caller takes it over (the package cache makes a
+// published layer root's).
+func mountIntoSandbox(pid int, ids runIDs, ms []Mount) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, m := range ms {
+		if !filepath.IsAbs(m.Target) || filepath.Clean(m.Target) != m.Target || m.Target == "/" {
+			return fmt.Errorf("mount target %q: give a clean absolute path below /", m.Target)
+		}
+		if m.Writable {
+			if err := os.Chown(m.Source, ids.UID, ids.GID); err != nil {
+				return fmt.Errorf("giving %q to the run: %w", m.Source, err)
+			}
+		}
+		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("cloning %q: %w", m.Source, err)
+		}
+		fds = append(fds, fd)
+		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+		if !m.Writable {
+			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+		}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+			return fmt.Errorf("setting the flags of %q: %w", m.Source, err)
+		}
+	}
+	ns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening the sandbox's mount namespace: %w", err)
+	}
+	defer unix.Close(ns)
+	return onThrowawayThread(func() error { return attachMounts(ns, ms, fds) })
+}
+
+// onThrowawayThread runs f on an OS thread that ends with it: f may leave its
+// thread in a state no other goroutine may inherit (another mount namespace).
+// A goroutine that exits locked to its thread ends the thread, except the
+// process's main thread, whose end would leave the process's /proc/self
+// pointing at a zombie; so f never runs there.
+func onThrowawayThread(f func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			done <- f() // exits locked: the thread ends
+			return
+		}
+		// On the main thread: while this goroutine holds it, f's goroutine
+		// runs on another.
+		inner := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			inner <- f()
+		}()
+		err := <-inner
+		runtime.UnlockOSThread()
+		done <- err
+	}()
+	return <-done
+}
+
+// attachMounts runs on a locked thread of its own: it enters the sandbox's mount
+// namespace (whose root is the sandbox's, after its pivot_root) and moves each
+// detached mount fds[i] onto ms[i].Target, making the mount point on the run's
+// tmpfs when the rootfs has none.
+func attachMounts(ns int, ms []Mount, fds []int) error {
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fmt.Errorf("unsharing the thread's filesystem state: %w", err)
+	}
+	if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("entering the sandbox's mount namespace: %w", err)
+	}
+	for i, m := range ms {
+		if err := os.MkdirAll(m.Target, 0o755); err != nil {
+			return fmt.Errorf("making the mount point %q: %w", m.Target, err)
+		}
+		if err := unix.MoveMount(fds[i], "", unix.AT_FDCWD, m.Target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("mounting %q at %q: %w", m.Source, m.Target, err)
+		}
+	}
+	return nil
+}
