@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -73,7 +76,7 @@ func NewInstaller(cfg InstallerConfig) (Installer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("checking the installer configuration: %w", err)
 	}
-	return &jailInstaller{cfg: cfg}, nil
+	return &jailInstaller{cfg: cfg, takeOver: takeOver}, nil
 }
 
 func (c InstallerConfig) validate() error {
@@ -131,12 +134,16 @@ func checkRegistryURL(s string) error {
 // jailInstaller is the Installer of NewInstaller.
 type jailInstaller struct {
 	cfg InstallerConfig
+	// takeOver gives staging back to root after the run (takeOver); the
+	// tests of the spec, with no jail and no root, replace it.
+	takeOver func(staging string) error
 }
 
 // Install runs the language's installer in a jail whose /tmp/layer (Python)
-// or /tmp/node_modules (JavaScript) is staging. The jail maps the program's
-// files in a writable mount to the host's root, so staging may be the cache's
-// root-owned directory.
+// or /tmp/node_modules (JavaScript) is staging. The jail gives a writable
+// mount's directory to the run's host ids; once the run is over, Install gives
+// staging and everything in it back to root, so that no file of the layer
+// belongs to an id a later run may be given.
 func (in *jailInstaller) Install(ctx context.Context, set Set, staging string, progress func(string)) ([]Resolved, error) {
 	if len(set.Requests) == 0 {
 		return nil, errors.New("installing packages: the set has no requests")
@@ -176,6 +183,9 @@ func (in *jailInstaller) Install(ctx context.Context, set Set, staging string, p
 	}
 	res, err := in.cfg.Run(ctx, spec)
 	lines.flush()
+	if terr := in.takeOver(staging); terr != nil && err == nil {
+		return nil, terr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("running the %s installer: %w", set.Language, err)
 	}
@@ -192,12 +202,30 @@ func (in *jailInstaller) Install(ctx context.Context, set Set, staging string, p
 	return npmResolved(set, out)
 }
 
-// endError is the error of a jail run that did not complete: the installer
-// was killed, or could not start. A completed run (its driver exits 0 even
-// when the tool failed) is judged by its result.
+// takeOver makes dir and everything in it root's. It runs once every process
+// of the run is gone (jail.Run returns then), so nothing changes the tree under
+// it; it follows no symbolic link (WalkDir does not, Lchown changes the link).
+// A chown by root also clears a file's setuid and setgid bits.
+func takeOver(dir string) error {
+	err := filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, 0, 0)
+	})
+	if err != nil {
+		return fmt.Errorf("taking the staging folder %q back from the installer's run: %w", dir, err)
+	}
+	return nil
+}
+
+// endError is the error of a jail run that did not end by itself: the
+// installer was killed, or could not start. A run that exited, with any
+// status, is judged by its driver's result line.
 func endError(lang string, cfg InstallerConfig, res *jail.Result) error {
 	switch res.End {
-	case jail.EndCompleted:
+	case jail.EndCompleted, jail.EndError:
+		// The driver exits with the tool's status, after its result line.
 		return nil
 	case jail.EndTimeout:
 		return fmt.Errorf("the %s installer ran past its time limit of %s and was stopped%s", lang, cfg.Timeout, quoteTail(res.Stderr))
@@ -220,6 +248,9 @@ type driverResult struct {
 	// first few; Tail its last lines of output.
 	Errors []string `json:"errors"`
 	Tail   []string `json:"tail"`
+	// Warnings are pip's "WARNING: ..." lines, the first few: an index it
+	// ignored or could not reach.
+	Warnings []string `json:"warnings"`
 	// FetchFailures are pip's index pages it could not fetch, and why: a 404
 	// is an unknown project, anything else the index not answering.
 	FetchFailures []string `json:"fetch_failures"`

@@ -172,8 +172,13 @@ func npmError(r *driverResult) error {
 	var msg string
 	switch code {
 	case "E404":
-		// "404 Not Found - GET <url>", then "404  'x@^1' is not in this registry."
-		msg = pickLine(lines, "is not in this registry", "404 ")
+		// "404 Not Found - GET <url>", then npm 11's "404  The requested
+		// resource 'x@^1' could not be found or you do not have permission
+		// to access it." (npm 10: "404  'x@^1' is not in this registry.")
+		msg = pickLine(lines, "could not be found", "")
+		if msg == "" {
+			msg = pickLine(lines, "is not in this registry", "404 ")
+		}
 		msg = strings.TrimSpace(strings.TrimPrefix(msg, "404"))
 		msg += " Check the package's name."
 	case "ETARGET":
@@ -191,13 +196,16 @@ func npmError(r *driverResult) error {
 	return &UnavailableError{Message: clip(strings.TrimSpace(msg), maxMessage)}
 }
 
-// pickLine is the first line containing want, else the first starting with
-// fallback, else the first.
+// pickLine is the first line containing want, else (when fallback is not
+// empty) the first starting with fallback, else the first.
 func pickLine(lines []string, want, fallback string) string {
 	for _, l := range lines {
 		if strings.Contains(l, want) {
 			return l
 		}
+	}
+	if fallback == "" {
+		return ""
 	}
 	for _, l := range lines {
 		if strings.HasPrefix(l, fallback) {

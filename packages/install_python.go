@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 )
@@ -32,6 +33,7 @@ class Tee:
         self.stream = stream
         self.partial = ''
         self.errors = []
+        self.warnings = []
         self.tail = collections.deque(maxlen=20)
 
     def write(self, s):
@@ -44,6 +46,8 @@ class Tee:
                 continue
             if line.startswith('ERROR:') and len(self.errors) < 20:
                 self.errors.append(line[:2000])
+            if line.startswith('WARNING:') and len(self.warnings) < 20:
+                self.warnings.append(line[:2000])
             self.tail.append(line[:2000])
         return n
 
@@ -98,7 +102,7 @@ if code == 0:
         digest = 'sha256=' + hashes['sha256'] if 'sha256' in hashes else archive.get('hash') or ''
         packages.append({'name': meta.get('name', ''), 'version': meta.get('version', ''), 'hash': digest})
 
-result = {'exit': code, 'packages': packages, 'errors': tee.errors, 'tail': list(tee.tail), 'fetch_failures': fetch.seen}
+result = {'exit': code, 'packages': packages, 'errors': tee.errors, 'warnings': tee.warnings, 'tail': list(tee.tail), 'fetch_failures': fetch.seen}
 out.write(MARKER + json.dumps(result) + '\n')
 out.flush()
 `
@@ -131,6 +135,12 @@ func pipArgs(reqs []Request, urls []string, allowSourceBuilds bool) []string {
 			args = append(args, "--index-url", u)
 		} else {
 			args = append(args, "--extra-index-url", u)
+		}
+		// pip ignores an http index unless its host is trusted; the
+		// operator configured it so (a mirror on the local network, the
+		// tests' stand-in).
+		if p, err := url.Parse(u); err == nil && p.Scheme == "http" {
+			args = append(args, "--trusted-host", p.Host)
 		}
 	}
 	args = append(args, "--")
@@ -186,7 +196,13 @@ var (
 // version can't be found or resolved (unless the index itself did not
 // answer), else a plain error.
 func pipError(r *driverResult, allowSourceBuilds bool) error {
-	if down := indexFailures(r.FetchFailures); len(down) > 0 {
+	down := indexFailures(r.FetchFailures)
+	for _, w := range r.Warnings {
+		if strings.Contains(w, "is not a trusted or secure host") || strings.Contains(w, "Retrying (Retry(") {
+			down = append(down, strings.TrimPrefix(w, "WARNING: "))
+		}
+	}
+	if len(down) > 0 {
 		return fmt.Errorf("the python installer could not read the package index: %s", clip(strings.Join(down, " | "), maxMessage))
 	}
 	unavailable := false

@@ -68,9 +68,9 @@ func TestPipArgs(t *testing.T) {
 		want        []string // in order, after the fixed options
 	}{
 		{"wheels only, one index", []string{"http://pypi.test/simple/"}, false,
-			[]string{"--only-binary=:all:", "--index-url", "http://pypi.test/simple/", "--", "Pkg_A[Extra]>=1,<2", "dep-b==1.0"}},
-		{"source builds, two indexes", []string{"http://a.test/simple/", "http://b.test/simple/"}, true,
-			[]string{"--index-url", "http://a.test/simple/", "--extra-index-url", "http://b.test/simple/", "--", "Pkg_A[Extra]>=1,<2", "dep-b==1.0"}},
+			[]string{"--only-binary=:all:", "--index-url", "http://pypi.test/simple/", "--trusted-host", "pypi.test", "--", "Pkg_A[Extra]>=1,<2", "dep-b==1.0"}},
+		{"source builds, two indexes", []string{"https://a.test/simple/", "http://b.test:8080/simple/"}, true,
+			[]string{"--index-url", "https://a.test/simple/", "--extra-index-url", "http://b.test:8080/simple/", "--trusted-host", "b.test:8080", "--", "Pkg_A[Extra]>=1,<2", "dep-b==1.0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := pipArgs(reqs, tc.urls, tc.allowSource)
@@ -256,6 +256,13 @@ func TestNpmError(t *testing.T) {
 			"npm error 404 tarball, folder, http url, or git url.",
 			"npm error A complete log of this run can be found in: /sandbox/.npm/_logs/x-debug-0.log",
 		}}, true, []string{"'nosuch@^1.0.0' is not in this registry.", "Check the package's name"}},
+		{"unknown package, npm 11", driverResult{Exit: 1, Errors: []string{
+			"npm error code E404",
+			"npm error 404 Not Found - GET http://npm.test/nosuch - Not found",
+			"npm error 404",
+			"npm error 404  The requested resource 'nosuch@^1.0.0' could not be found or you do not have permission to access it.",
+			"npm error 404",
+		}}, true, []string{"The requested resource 'nosuch@^1.0.0' could not be found", "Check the package's name"}},
 		{"no such version", driverResult{Exit: 1, Errors: []string{
 			"npm error code ETARGET",
 			"npm error notarget No matching version found for app@^9.0.0.",
@@ -360,6 +367,7 @@ func TestInstallSpec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			in.(*jailInstaller).takeOver = func(string) error { return nil }
 			var progress []string
 			set := Set{Language: tc.lang, Requests: mustRequests(t, tc.lang, tc.reqs...)}
 			got, err := in.Install(context.Background(), set, "/var/lib/brig/staging/x", func(l string) { progress = append(progress, l) })

@@ -1,0 +1,344 @@
+package packages
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/cgroup"
+	"github.com/brig-sandbox/brig/egress"
+	"github.com/brig-sandbox/brig/internal/registrytest"
+	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// The installer in real jails, in mode registries, against the registry
+// stand-ins on loopback. The registries are named by made-up hosts that the
+// run's egress pins to the stand-ins, as an operator pins a mirror.
+const (
+	pyHost  = "pypi.test"
+	npmHost = "npm.test"
+)
+
+// newTestLauncher returns a Launcher on the host rootfs, closed (and checked
+// for leaks) when the test ends.
+func newTestLauncher(t *testing.T) *jail.Launcher {
+	t.Helper()
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, testCgroupParent)
+	state := t.TempDir()
+	p, err := rootfs.NewHost(state, rootfs.HostConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := cgroup.New(cgroup.Config{Parent: testCgroupParent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := jail.NewLauncher(jail.Config{StateDir: state, Rootfs: p, Cgroups: cg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// registriesRun is the service's wrapper of the launcher's Run: each run gets
+// a network of mode registries admitting host, which its egress reaches at
+// upstream (the stand-in's 127.0.0.1:port).
+func registriesRun(l *jail.Launcher, host, upstream string) func(context.Context, jail.Spec) (*jail.Result, error) {
+	return func(ctx context.Context, spec jail.Spec) (*jail.Result, error) {
+		cfg := egress.Config{Pins: map[string]string{host + ":80": upstream}}
+		var er *egress.Run
+		spec.Attach = func(pid int) (map[string]string, error) {
+			var err error
+			if er, err = egress.Start(&cfg, egress.Policy{Mode: api.NetworkRegistries, Domains: []string{host}}, pid, nil); err != nil {
+				return nil, err
+			}
+			return egress.Env(), nil
+		}
+		res, err := l.Run(ctx, spec)
+		if er != nil {
+			er.Close()
+		}
+		return res, err
+	}
+}
+
+// newStaging is an empty staging folder as the cache makes it: root's, 0755.
+func newStaging(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "staging")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func requirePip(t *testing.T) {
+	t.Helper()
+	testutil.Require(t, exec.Command(rootfs.DefaultPythonPath, "-c", "import pip").Run() == nil,
+		"the host's Python has no pip (install python3-pip: `make deps`)")
+}
+
+func requireNpm(t *testing.T) {
+	t.Helper()
+	_, err := os.Stat(DefaultNpm)
+	testutil.Require(t, err == nil, "the host has no npm (install npm: `make deps`)")
+}
+
+// newPyInstaller serves pkgs and returns an installer that reaches them.
+func newPyInstaller(t *testing.T, l *jail.Launcher, pkgs ...registrytest.PyPackage) Installer {
+	t.Helper()
+	x := registrytest.NewPyIndex(t, pkgs...)
+	in, err := NewInstaller(InstallerConfig{
+		Run:        registriesRun(l, pyHost, x.Host()),
+		Registries: map[string][]string{languagePython: {"http://" + pyHost + "/simple/"}},
+		Timeout:    120 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func newNpmInstaller(t *testing.T, l *jail.Launcher, pkgs ...registrytest.NpmPackage) Installer {
+	t.Helper()
+	r := registrytest.NewNpmRegistry(t, pkgs...)
+	in, err := NewInstaller(InstallerConfig{
+		Run:        registriesRun(l, npmHost, r.Host()),
+		Registries: map[string][]string{languageJavaScript: {"http://" + npmHost + "/"}},
+		Timeout:    120 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// markerSetup is a setup.py that leaves a file in the layer if it ever runs.
+const markerSetup = "open('/tmp/layer/SETUP_RAN', 'w').write('ran')\nfrom setuptools import setup\nsetup(name='src-only', version='1.0')\n"
+
+func pyPackages() []registrytest.PyPackage {
+	return []registrytest.PyPackage{
+		{Name: "Pkg_A", Version: "1.0", Files: map[string]string{"pkg_a/__init__.py": "VALUE = 1\n"}},
+		{Name: "Pkg_A", Version: "2.0", Requires: []string{"dep-b>=1"}, Files: map[string]string{"pkg_a/__init__.py": "from dep_b import B\nVALUE = 2\n"}},
+		{Name: "dep-b", Version: "1.0", Files: map[string]string{"dep_b/__init__.py": "B = 'b'\n"}},
+		{Name: "src-only", Version: "1.0", SdistOnly: true, Files: map[string]string{"setup.py": markerSetup, "src_only/__init__.py": ""}},
+	}
+}
+
+var sha256Hash = regexp.MustCompile(`^sha256=[0-9a-f]{64}$`)
+
+func TestInstallPythonWheels(t *testing.T) {
+	requirePip(t)
+	l := newTestLauncher(t)
+	in := newPyInstaller(t, l, pyPackages()...)
+	staging := newStaging(t)
+	var progress []string
+	set := Set{Language: languagePython, Requests: mustRequests(t, languagePython, "pkg.a>=2")}
+	got, err := in.Install(context.Background(), set, staging, func(l string) { progress = append(progress, l) })
+	if err != nil {
+		t.Fatalf("Install: %v (progress %q)", err, progress)
+	}
+	want := []Resolved{{Name: "dep-b", Version: "1.0"}, {Name: "pkg-a", Version: "2.0", Request: "pkg.a>=2"}}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Name != want[i].Name || got[i].Version != want[i].Version || got[i].Request != want[i].Request || !sha256Hash.MatchString(got[i].Hash) {
+			t.Errorf("got %+v, want %+v with a sha256= hash", got[i], want[i])
+		}
+	}
+	if len(progress) == 0 || !strings.Contains(strings.Join(progress, "\n"), "Successfully installed") {
+		t.Errorf("got progress %q, want pip's lines", progress)
+	}
+	for _, f := range []string{"pkg_a/__init__.py", "dep_b/__init__.py"} {
+		fi, err := os.Stat(filepath.Join(staging, f))
+		if err != nil {
+			t.Errorf("got %v, want %s in the layer", err, f)
+			continue
+		}
+		// The jail maps the program's files in a writable mount to the
+		// host's root: the layer holds no file of a run's host id.
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
+			t.Errorf("got %s owned by %d:%d on the host, want 0:0", f, st.Uid, st.Gid)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(staging, "pkg_a-2.0.dist-info")); err != nil {
+		t.Errorf("got %v, want the dist-info in the layer", err)
+	}
+}
+
+func TestInstallPythonUnavailable(t *testing.T) {
+	requirePip(t)
+	l := newTestLauncher(t)
+	in := newPyInstaller(t, l, pyPackages()...)
+	for _, tc := range []struct {
+		name    string
+		request string
+		want    []string
+	}{
+		{"unknown package", "no-such-pkg==1.0", []string{"no-such-pkg==1.0", "check the package's name"}},
+		{"unsatisfiable version", "pkg-a>=3", []string{"pkg-a>=3", "versions available: 1.0, 2.0"}},
+		// Its setup.py would write a file into the layer.
+		{"sdist only, wheels only", "src-only==1.0", []string{"src-only==1.0", "wheels only"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			staging := newStaging(t)
+			set := Set{Language: languagePython, Requests: mustRequests(t, languagePython, tc.request)}
+			_, err := in.Install(context.Background(), set, staging, nil)
+			checkInstallError(t, err, true, tc.want)
+			if _, err := os.Stat(filepath.Join(staging, "SETUP_RAN")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("got %v, want no SETUP_RAN: no package code runs at install time", err)
+			}
+			t.Logf("message: %v", err)
+		})
+	}
+}
+
+// hookScript leaves a file in the layer (npm's prefix's node_modules) and in
+// the cwd if it ever runs.
+const hookScript = "node -e \"require('fs').writeFileSync('/tmp/node_modules/HOOK_RAN', 'ran')\""
+
+func npmPackages() []registrytest.NpmPackage {
+	return []registrytest.NpmPackage{
+		{Name: "app", Version: "1.0.0", Dependencies: map[string]string{"@brig/dep": "^1"},
+			Files: map[string]string{"index.js": "module.exports = require('@brig/dep')\n"}},
+		{Name: "app", Version: "1.1.0", Dependencies: map[string]string{"@brig/dep": "^1"},
+			Files: map[string]string{"index.js": "module.exports = require('@brig/dep')\n"}},
+		{Name: "@brig/dep", Version: "1.2.0", Files: map[string]string{"index.js": "module.exports = 42\n"}},
+		{Name: "@brig/esm", Version: "2.0.0", Type: "module", Files: map[string]string{"index.js": "export default 'esm'\n"}},
+		{Name: "hooked", Version: "1.0.0", Files: map[string]string{"index.js": "module.exports = 'hooked'\n"},
+			Scripts: map[string]string{"preinstall": hookScript, "install": hookScript, "postinstall": hookScript}},
+	}
+}
+
+var integrity = regexp.MustCompile(`^sha512-[A-Za-z0-9+/]+=*$`)
+
+func TestInstallNpm(t *testing.T) {
+	requireNpm(t)
+	l := newTestLauncher(t)
+	in := newNpmInstaller(t, l, npmPackages()...)
+	staging := newStaging(t)
+	var progress []string
+	set := Set{Language: languageJavaScript, Requests: mustRequests(t, languageJavaScript, "app@~1.0.0", "@brig/esm@*", "hooked@^1")}
+	got, err := in.Install(context.Background(), set, staging, func(l string) { progress = append(progress, l) })
+	if err != nil {
+		t.Fatalf("Install: %v (progress %q)", err, progress)
+	}
+	want := []Resolved{
+		{Name: "@brig/dep", Version: "1.2.0"},
+		{Name: "@brig/esm", Version: "2.0.0", Request: "@brig/esm@*"},
+		{Name: "app", Version: "1.0.0", Request: "app@~1.0.0"},
+		{Name: "hooked", Version: "1.0.0", Request: "hooked@^1"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Name != want[i].Name || got[i].Version != want[i].Version || got[i].Request != want[i].Request || !integrity.MatchString(got[i].Hash) {
+			t.Errorf("got %+v, want %+v with a sha512 integrity", got[i], want[i])
+		}
+	}
+	if len(progress) == 0 {
+		t.Errorf("got no progress, want npm's lines")
+	}
+	// The layer is node_modules' contents: mounted at /node_modules, require()
+	// and import resolve from any script.
+	for _, f := range []string{"app/index.js", "@brig/dep/index.js", "@brig/esm/index.js", "@brig/esm/package.json", "hooked/package.json"} {
+		fi, err := os.Stat(filepath.Join(staging, f))
+		if err != nil {
+			t.Errorf("got %v, want %s in the layer", err, f)
+			continue
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
+			t.Errorf("got %s owned by %d:%d on the host, want 0:0", f, st.Uid, st.Gid)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(staging, "@brig/esm/package.json")); err != nil || !strings.Contains(string(b), `"module"`) {
+		t.Errorf("got %q, %v, want the ESM package's package.json with its type", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(staging, "HOOK_RAN")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("got %v, want no HOOK_RAN: install scripts never run", err)
+	}
+	if _, err := os.Stat(filepath.Join(staging, "package.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("got %v, want no package.json in the layer: it is node_modules' contents", err)
+	}
+
+	t.Run("import", func(t *testing.T) {
+		code := "console.log(require('app'));\nimport('@brig/esm').then(m => console.log(m.default))\n"
+		res, err := l.Run(context.Background(), jail.Spec{Language: rootfs.JavaScript, Code: code, Timeout: 10 * time.Second, MemoryBytes: 256 << 20,
+			Mounts: []jail.Mount{{Source: staging, Target: "/node_modules"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Succeeded() || res.Stdout != "42\nesm\n" {
+			t.Fatalf("got %s %q %q %s, want 42 and esm", res.End, res.Stdout, res.Stderr, res.Message)
+		}
+	})
+}
+
+func TestInstallNpmUnavailable(t *testing.T) {
+	requireNpm(t)
+	l := newTestLauncher(t)
+	in := newNpmInstaller(t, l, npmPackages()...)
+	for _, tc := range []struct {
+		name    string
+		request string
+		want    []string
+	}{
+		{"unknown package", "no-such-pkg@^1.0.0", []string{"'no-such-pkg@^1.0.0' could not be found", "Check the package's name"}},
+		{"unsatisfiable version", "app@^9.0.0", []string{"app@^9.0.0", "Check the version constraint"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := Set{Language: languageJavaScript, Requests: mustRequests(t, languageJavaScript, tc.request)}
+			_, err := in.Install(context.Background(), set, newStaging(t), nil)
+			checkInstallError(t, err, true, tc.want)
+			t.Logf("message: %v", err)
+		})
+	}
+}
+
+// TestInstallRegistryUnreachable checks that an index the run can't reach is
+// an installer failure, not an unavailable package: the registry is pinned to
+// a port nothing listens on.
+func TestInstallRegistryUnreachable(t *testing.T) {
+	requirePip(t)
+	l := newTestLauncher(t)
+	in, err := NewInstaller(InstallerConfig{
+		Run:        registriesRun(l, pyHost, closedPort(t)),
+		Registries: map[string][]string{languagePython: {"http://" + pyHost + "/simple/"}},
+		Timeout:    120 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := Set{Language: languagePython, Requests: mustRequests(t, languagePython, "pkg-a>=1")}
+	_, err = in.Install(context.Background(), set, newStaging(t), nil)
+	checkInstallError(t, err, false, []string{"could not read the package index"})
+	t.Logf("message: %v", err)
+}
+
+// closedPort is a loopback address nothing listens on any more.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
