@@ -135,6 +135,7 @@ func pyPackages() []registrytest.PyPackage {
 		{Name: "Pkg_A", Version: "1.0", Files: map[string]string{"pkg_a/__init__.py": "VALUE = 1\n"}},
 		{Name: "Pkg_A", Version: "2.0", Requires: []string{"dep-b>=1"}, Files: map[string]string{"pkg_a/__init__.py": "from dep_b import B\nVALUE = 2\n"}},
 		{Name: "dep-b", Version: "1.0", Files: map[string]string{"dep_b/__init__.py": "B = 'b'\n"}},
+		{Name: "needs-new", Version: "1.0", Requires: []string{"dep-b>=2"}, Files: map[string]string{"needs_new/__init__.py": ""}},
 		{Name: "src-only", Version: "1.0", SdistOnly: true, Files: map[string]string{"setup.py": markerSetup, "src_only/__init__.py": ""}},
 	}
 }
@@ -179,6 +180,18 @@ func TestInstallPythonWheels(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(staging, "pkg_a-2.0.dist-info")); err != nil {
 		t.Errorf("got %v, want the dist-info in the layer", err)
 	}
+
+	t.Run("import", func(t *testing.T) {
+		code := "import sys\nsys.path.insert(0, '/layer')\nimport pkg_a\nprint(pkg_a.VALUE, pkg_a.B)\n"
+		res, err := l.Run(context.Background(), jail.Spec{Language: rootfs.Python, Code: code, Timeout: 10 * time.Second, MemoryBytes: 256 << 20,
+			Mounts: []jail.Mount{{Source: staging, Target: "/layer"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Succeeded() || res.Stdout != "2 b\n" {
+			t.Fatalf("got %s %q %q %s, want 2 b", res.End, res.Stdout, res.Stderr, res.Message)
+		}
+	})
 }
 
 func TestInstallPythonUnavailable(t *testing.T) {
@@ -192,6 +205,7 @@ func TestInstallPythonUnavailable(t *testing.T) {
 	}{
 		{"unknown package", "no-such-pkg==1.0", []string{"no-such-pkg==1.0", "check the package's name"}},
 		{"unsatisfiable version", "pkg-a>=3", []string{"pkg-a>=3", "versions available: 1.0, 2.0"}},
+		{"unsatisfiable dependency", "needs-new==1.0", []string{"dep-b>=2", "versions available: 1.0"}},
 		// Its setup.py would write a file into the layer.
 		{"sdist only, wheels only", "src-only==1.0", []string{"src-only==1.0", "wheels only"}},
 	} {

@@ -183,7 +183,15 @@ func npmError(r *driverResult) error {
 		msg += " Check the package's name."
 	case "ETARGET":
 		msg = strings.TrimSpace(strings.TrimPrefix(pickLine(lines, "No matching version", "notarget"), "notarget"))
-		msg += " Check the version constraint, or leave it open with name@*."
+		open := "name@*"
+		if _, spec, ok := strings.Cut(msg, "found for "); ok {
+			// "No matching version found for app@^9.0.0." names the
+			// package, scope included.
+			if at := strings.LastIndexByte(spec, '@'); at > 0 {
+				open = spec[:at] + "@*"
+			}
+		}
+		msg += " Check the version constraint, or leave it open with " + open + "."
 	case "ERESOLVE":
 		msg = strings.TrimSpace(pickLine(lines, "unable to resolve dependency tree", "ERESOLVE"))
 		for _, l := range lines {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -208,11 +209,14 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 	unavailable := false
 	var lines []string
 	versions := ""
+	// pip follows "Could not find a version that satisfies the requirement
+	// x" with "No matching distribution found for x": one says it all.
+	notFound := slices.ContainsFunc(r.Errors, func(l string) bool { return strings.HasPrefix(l, "ERROR: Could not find a version") })
 	for _, l := range r.Errors {
 		if pipUnavailableRE().MatchString(l) {
 			unavailable = true
 		}
-		if pipNoiseRE().MatchString(l) {
+		if pipNoiseRE().MatchString(l) || notFound && strings.HasPrefix(l, "ERROR: No matching distribution found") {
 			continue
 		}
 		if m := pipVersionsRE().FindStringSubmatch(l); m != nil {
@@ -244,7 +248,7 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		msg += " Check the version constraint; versions available: " + newestVersions(versions, 20) + "."
 	}
 	if !allowSourceBuilds && versions != "none" && versions != "" {
-		msg += " (Only versions with a wheel are listed: brig installs wheels only.)"
+		msg += " (Only versions with a wheel for this Python are listed: brig installs wheels only.)"
 	}
 	return &UnavailableError{Message: clip(msg, maxMessage)}
 }

@@ -268,7 +268,7 @@ func TestNpmError(t *testing.T) {
 			"npm error notarget No matching version found for app@^9.0.0.",
 			"npm error notarget In most cases you or one of your dependencies are requesting",
 			"npm error notarget a package version that doesn't exist.",
-		}}, true, []string{"No matching version found for app@^9.0.0.", "Check the version constraint"}},
+		}}, true, []string{"No matching version found for app@^9.0.0.", "Check the version constraint, or leave it open with app@*."}},
 		{"conflict", driverResult{Exit: 1, Errors: []string{
 			"npm error code ERESOLVE",
 			"npm error ERESOLVE unable to resolve dependency tree",
