@@ -33,7 +33,7 @@ const (
 
 // newTestLauncher returns a Launcher on the host rootfs, closed (and checked
 // for leaks) when the test ends.
-func newTestLauncher(t *testing.T) *jail.Launcher {
+func newTestLauncher(t testing.TB) *jail.Launcher {
 	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.CheckLeaks(t, testCgroupParent)
@@ -77,7 +77,7 @@ func registriesRun(l *jail.Launcher, host, upstream string) func(context.Context
 }
 
 // newStaging is an empty staging folder as the cache makes it: root's, 0755.
-func newStaging(t *testing.T) string {
+func newStaging(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "staging")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -86,20 +86,20 @@ func newStaging(t *testing.T) string {
 	return dir
 }
 
-func requirePip(t *testing.T) {
+func requirePip(t testing.TB) {
 	t.Helper()
 	testutil.Require(t, exec.Command(rootfs.DefaultPythonPath, "-c", "import pip").Run() == nil,
 		"the host's Python has no pip (install python3-pip: `make deps`)")
 }
 
-func requireNpm(t *testing.T) {
+func requireNpm(t testing.TB) {
 	t.Helper()
 	_, err := os.Stat(DefaultNpm)
 	testutil.Require(t, err == nil, "the host has no npm (install npm: `make deps`)")
 }
 
 // newPyInstaller serves pkgs and returns an installer that reaches them.
-func newPyInstaller(t *testing.T, l *jail.Launcher, pkgs ...registrytest.PyPackage) Installer {
+func newPyInstaller(t testing.TB, l *jail.Launcher, pkgs ...registrytest.PyPackage) Installer {
 	t.Helper()
 	x := registrytest.NewPyIndex(t, pkgs...)
 	in, err := NewInstaller(InstallerConfig{
@@ -113,7 +113,7 @@ func newPyInstaller(t *testing.T, l *jail.Launcher, pkgs ...registrytest.PyPacka
 	return in
 }
 
-func newNpmInstaller(t *testing.T, l *jail.Launcher, pkgs ...registrytest.NpmPackage) Installer {
+func newNpmInstaller(t testing.TB, l *jail.Launcher, pkgs ...registrytest.NpmPackage) Installer {
 	t.Helper()
 	r := registrytest.NewNpmRegistry(t, pkgs...)
 	in, err := NewInstaller(InstallerConfig{
@@ -346,7 +346,7 @@ func TestInstallRegistryUnreachable(t *testing.T) {
 }
 
 // closedPort is a loopback address nothing listens on any more.
-func closedPort(t *testing.T) string {
+func closedPort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -355,4 +355,39 @@ func closedPort(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// BenchmarkInstall is the time to install a small layer (a package and its
+// dependency) from the local stand-ins, in a fresh jail each time: the
+// installer's share of a cache miss.
+func BenchmarkInstall(b *testing.B) {
+	for _, tc := range []struct {
+		name, lang, request string
+	}{
+		{"python", languagePython, "pkg-a>=2"},
+		{"javascript", languageJavaScript, "app@^1"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			l := newTestLauncher(b)
+			var in Installer
+			if tc.lang == languagePython {
+				requirePip(b)
+				in = newPyInstaller(b, l, pyPackages()...)
+			} else {
+				requireNpm(b)
+				in = newNpmInstaller(b, l, npmPackages()...)
+			}
+			set := Set{Language: tc.lang, Requests: mustRequests(b, tc.lang, tc.request)}
+			b.ResetTimer()
+			for b.Loop() {
+				staging, err := os.MkdirTemp(b.TempDir(), "staging")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := in.Install(context.Background(), set, staging, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

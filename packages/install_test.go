@@ -18,7 +18,7 @@ import (
 // Tests of the installer's policy and parsing, with no jail: the drivers'
 // arguments, their result line, and how a tool's failure becomes an error.
 
-func mustRequests(t *testing.T, lang string, list ...string) []Request {
+func mustRequests(t testing.TB, lang string, list ...string) []Request {
 	t.Helper()
 	reqs, err := ParseRequests(lang, list)
 	if err != nil {
