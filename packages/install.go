@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -90,13 +91,7 @@ func (c InstallerConfig) validate() error {
 	if c.MemoryMiB < api.MinMemoryMiB || c.MemoryMiB > api.MaxMemoryMiB {
 		errs = append(errs, fmt.Errorf("memory: %d MiB is outside %d to %d MiB, the jail's bounds", c.MemoryMiB, api.MinMemoryMiB, api.MaxMemoryMiB))
 	}
-	for _, lang := range slices.Sorted(func(yield func(string) bool) {
-		for k := range c.Registries {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, lang := range slices.Sorted(maps.Keys(c.Registries)) {
 		urls := c.Registries[lang]
 		switch {
 		case lang != languagePython && lang != languageJavaScript:
@@ -148,23 +143,23 @@ func (in *jailInstaller) Install(ctx context.Context, set Set, staging string, p
 	if len(set.Requests) == 0 {
 		return nil, errors.New("installing packages: the set has no requests")
 	}
+	if set.Language != languagePython && set.Language != languageJavaScript {
+		return nil, fmt.Errorf("installing packages: unknown language %q (want %s or %s)", set.Language, languagePython, languageJavaScript)
+	}
 	urls := in.cfg.Registries[set.Language]
+	if len(urls) == 0 {
+		return nil, fmt.Errorf("installing %s packages: no registry is configured for %s", set.Language, set.Language)
+	}
 	var (
 		code, target string
 		err          error
 	)
-	switch set.Language {
-	case languagePython:
+	if set.Language == languagePython {
 		target = pyStaging
 		code, err = pythonDriver(pipArgs(set.Requests, urls, in.cfg.AllowSourceBuilds))
-	case languageJavaScript:
+	} else {
 		target = npmStaging
 		code, err = npmDriver(npmConfigOf(set.Requests, urls))
-	default:
-		return nil, fmt.Errorf("installing packages: unknown language %q (want %s or %s)", set.Language, languagePython, languageJavaScript)
-	}
-	if len(urls) == 0 {
-		return nil, fmt.Errorf("installing %s packages: no registry is configured for %s", set.Language, set.Language)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("writing the %s installer: %w", set.Language, err)
@@ -205,7 +200,8 @@ func (in *jailInstaller) Install(ctx context.Context, set Set, staging string, p
 // takeOver makes dir and everything in it root's. It runs once every process
 // of the run is gone (jail.Run returns then), so nothing changes the tree under
 // it; it follows no symbolic link (WalkDir does not, Lchown changes the link).
-// A chown by root also clears a file's setuid and setgid bits.
+// The chown also clears an executable's setuid and setgid bits (Linux does so
+// for root too); the cache's check refuses any that are left.
 func takeOver(dir string) error {
 	err := filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
 		if err != nil {
