@@ -307,6 +307,9 @@ func (c *Cache) Close() error {
 }
 
 func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*Lease, error) {
+	if len(set.Requests) == 0 {
+		return nil, errors.New("acquiring a package layer: the set has no requests")
+	}
 	key := set.Key()
 	c.mu.Lock()
 	if c.closed {
@@ -401,7 +404,6 @@ func (c *Cache) install(f *flight, key string, set Set) {
 		f.err = err
 	} else {
 		c.stats.Installs++
-		m.LastUsed = time.Now()
 		c.layers[key] = &cachedLayer{manifest: m, lastUse: m.LastUsed, refs: f.waiters}
 		c.bytes += m.Bytes
 		f.manifest = m
@@ -492,6 +494,9 @@ func (c *Cache) build(ctx context.Context, key string, set Set, progress func(st
 	if err := os.Rename(stage, dst); err != nil {
 		return Manifest{}, fmt.Errorf("publishing layer %s: %w", key, err)
 	}
+	// After the rename: some file systems set a moved directory's times.
+	m.LastUsed = time.Now()
+	c.touch(key, m.LastUsed)
 	if err := syncDir(c.layersDir); err != nil {
 		// Published, but maybe not after a crash: a half-layer can't result,
 		// the rename is atomic, so say it and go on.
@@ -615,7 +620,9 @@ func (c *Cache) takeLocked(key string) (victim, error) {
 	return victim{key: key, dir: trash}, nil
 }
 
-// remove deletes evicted layers; what it can't delete OpenCache will.
+// remove deletes evicted layers, after the lock is released: a caller whose
+// install evicted layers may get its lease before they are deleted. What it
+// can't delete OpenCache will.
 func (c *Cache) remove(victims []victim) {
 	for _, v := range victims {
 		if err := os.RemoveAll(v.dir); err != nil {
