@@ -267,3 +267,50 @@ func listEntries(entries []string) string {
 	}
 	return strings.Join(entries[:maxListedEntries], ", ") + fmt.Sprintf(" and %d more", len(entries)-maxListedEntries)
 }
+
+// CheckResolved applies the policy to what an install resolved, dependencies
+// included (a layer's Manifest.Packages), and returns the first refusal as a
+// *BlockedError. Check, on the requests, runs before anything is fetched, but
+// it can't see dependencies:
+//   - "deny": a denied package is refused as a dependency too;
+//   - "reviewed": every installed package must be a reviewed pair, as only
+//     reviewed versions may be installed;
+//   - "allow" admits the dependencies of allowed requests: the list names what
+//     runs may ask for, not every package those pull in.
+//
+// The supervisor runs it on each lease's manifest (a layer stays cached when
+// the policy changes) and releases the lease of a refused one.
+func (p PolicyConfig) CheckResolved(language string, pkgs []Resolved) error {
+	switch p.Mode {
+	case PolicyDeny, PolicyReviewed:
+	default:
+		return nil
+	}
+	for _, r := range pkgs {
+		pin := exampleReviewed(language, r.Name, r.Version)
+		constraint := r.Version
+		if language == languagePython {
+			constraint = "==" + r.Version
+		}
+		req := Request{Raw: pin, Name: normaliseName(language, r.Name), Constraint: constraint}
+		err := p.check(language, req)
+		var b *BlockedError
+		if !errors.As(err, &b) {
+			continue
+		}
+		if r.Request != "" {
+			b.Request = r.Request
+		}
+		what := fmt.Sprintf("%s, a dependency the install resolved,", pin)
+		if r.Request != "" {
+			what = fmt.Sprintf("%s, which %s resolved to,", pin, r.Request)
+		}
+		if p.Mode == PolicyDeny {
+			b.Message = fmt.Sprintf("%s is refused by this host's deny list (entry %s)", what, strings.TrimPrefix(b.Rule, PolicyDeny+":"))
+		} else {
+			b.Message = fmt.Sprintf("%s is not a reviewed version on this host, which installs only reviewed name and version pairs", what)
+		}
+		return b
+	}
+	return nil
+}

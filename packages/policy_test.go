@@ -173,3 +173,50 @@ func TestPolicyMessageListsAtMostTen(t *testing.T) {
 		t.Fatalf("got %v, want the list cut after ten entries", err)
 	}
 }
+
+func TestPolicyCheckResolved(t *testing.T) {
+	resolved := []Resolved{
+		{Name: "numpy", Version: "1.26.4", Request: "numpy==1.26.4"},
+		{Name: "six", Version: "1.16.0"},
+	}
+	tests := []struct {
+		name     string
+		policy   PolicyConfig
+		language string
+		pkgs     []Resolved
+		want     string // part of the refusal, "" when admitted
+	}{
+		{name: "open", policy: PolicyConfig{}, language: "python", pkgs: resolved},
+		{name: "allow admits dependencies", policy: PolicyConfig{Mode: "allow", Allow: []string{"numpy"}}, language: "python", pkgs: resolved},
+		{name: "deny admits others", policy: PolicyConfig{Mode: "deny", Deny: []string{"evil"}}, language: "python", pkgs: resolved},
+		{
+			name: "deny refuses a dependency", policy: PolicyConfig{Mode: "deny", Deny: []string{"six"}}, language: "python", pkgs: resolved,
+			want: "six==1.16.0, a dependency the install resolved, is refused by this host's deny list (entry six)",
+		},
+		{name: "reviewed all", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4", "Six==1.16.0"}}, language: "python", pkgs: resolved},
+		{
+			name: "reviewed refuses an unreviewed dependency", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4", "six==1.15.0"}}, language: "python", pkgs: resolved,
+			want: "six==1.16.0, a dependency the install resolved, is not a reviewed version",
+		},
+		{
+			name: "reviewed refuses a request resolved elsewhere", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"lodash@4.17.20"}}, language: "javascript",
+			pkgs: []Resolved{{Name: "lodash", Version: "4.17.21", Request: "lodash@4.17.21"}},
+			want: "lodash@4.17.21, which lodash@4.17.21 resolved to, is not a reviewed version",
+		},
+		{name: "reviewed npm", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"@types/node@20.11.0"}}, language: "javascript", pkgs: []Resolved{{Name: "@types/node", Version: "20.11.0"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.policy.CheckResolved(tt.language, tt.pkgs)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("got %v, want the packages admitted", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrBlocked) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want a refusal holding %q", err, tt.want)
+			}
+		})
+	}
+}
