@@ -181,6 +181,15 @@ func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("opening the package cache: %w", err)
 		}
+		// Layers are trusted once published: a directory someone else owns
+		// could be changed under the cache.
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return nil, fmt.Errorf("opening the package cache: %w", err)
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
+			return nil, fmt.Errorf("opening the package cache: %s is not a directory of this user (uid %d): give a directory only brig writes", d, os.Geteuid())
+		}
 		// MkdirAll leaves an existing directory's mode, and the umask trims a
 		// new one's; the runs' jails and the installer read through these.
 		if err := os.Chmod(d, 0o755); err != nil {

@@ -784,3 +784,48 @@ func BenchmarkCachePublish(b *testing.B) {
 		l.Release()
 	}
 }
+
+func TestOpenCacheRefuses(t *testing.T) {
+	tests := []struct {
+		name string
+		root bool
+		cfg  func(dir string) CacheConfig
+		want string
+	}{
+		{name: "no directory", cfg: func(string) CacheConfig { return CacheConfig{Installer: &fakeInstaller{}} }, want: "no directory"},
+		{name: "no installer", cfg: func(dir string) CacheConfig { return CacheConfig{Dir: dir} }, want: "no installer"},
+		{name: "negative cap", cfg: func(dir string) CacheConfig {
+			return CacheConfig{Dir: dir, MaxBytes: -1, Installer: &fakeInstaller{}}
+		}, want: "negative"},
+		{name: "a symlink", cfg: func(dir string) CacheConfig {
+			if err := os.Symlink(t.TempDir(), filepath.Join(dir, "link")); err != nil {
+				t.Fatal(err)
+			}
+			return CacheConfig{Dir: filepath.Join(dir, "link"), Installer: &fakeInstaller{}}
+		}, want: "is not a directory of this user"},
+		{name: "another user's directory", root: true, cfg: func(dir string) CacheConfig {
+			if err := os.MkdirAll(filepath.Join(dir, "c", "layers"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(filepath.Join(dir, "c", "layers"), 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			return CacheConfig{Dir: filepath.Join(dir, "c"), Installer: &fakeInstaller{}}
+		}, want: "layers is not a directory of this user"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.root {
+				testutil.RequireRoot(t)
+			}
+			testutil.CheckLeaks(t)
+			c, err := OpenCache(tt.cfg(t.TempDir()))
+			if err == nil {
+				c.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error holding %q", err, tt.want)
+			}
+		})
+	}
+}
