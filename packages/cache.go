@@ -40,7 +40,7 @@ var (
 	ErrInUse = errors.New("layer in use")
 	// ErrNoLayer is Remove's error for a key the cache does not hold.
 	ErrNoLayer = errors.New("no such layer")
-	// ErrCacheClosed is Acquire's error after Close.
+	// ErrCacheClosed is the error of Acquire, Remove and Prune after Close.
 	ErrCacheClosed = errors.New("package cache closed")
 )
 
@@ -390,6 +390,11 @@ func (c *Cache) release(key string) {
 	if l, ok := c.layers[key]; ok && l.refs > 0 {
 		l.refs--
 	}
+	if c.closed {
+		// The directory may be another cache's by now.
+		c.mu.Unlock()
+		return
+	}
 	// A layer held past the cap at the last publish may go now.
 	victims, err := c.evictLocked(c.maxBytes)
 	c.mu.Unlock()
@@ -666,6 +671,9 @@ func (c *Cache) Remove(key string) error {
 	c.mu.Lock()
 	l, ok := c.layers[key]
 	switch {
+	case c.closed:
+		c.mu.Unlock()
+		return ErrCacheClosed
 	case !ok:
 		c.mu.Unlock()
 		return fmt.Errorf("removing layer %s: %w", key, ErrNoLayer)
@@ -690,6 +698,10 @@ func (c *Cache) Prune(maxBytes int64) (removed []string, err error) {
 		return nil, fmt.Errorf("pruning the package cache: a negative size (%d bytes)", maxBytes)
 	}
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrCacheClosed
+	}
 	victims, err := c.evictLocked(maxBytes)
 	c.mu.Unlock()
 	c.remove(victims)

@@ -669,7 +669,13 @@ func TestCacheCloseCancelsInstalls(t *testing.T) {
 		t.Errorf("got %v from an install cut by Close, want context.Canceled", err)
 	}
 	if _, err := c.Acquire(context.Background(), set, nil); !errors.Is(err, ErrCacheClosed) {
-		t.Errorf("got %v after Close, want ErrCacheClosed", err)
+		t.Errorf("got %v from Acquire after Close, want ErrCacheClosed", err)
+	}
+	if err := c.Remove(set.Key()); !errors.Is(err, ErrCacheClosed) {
+		t.Errorf("got %v from Remove after Close, want ErrCacheClosed", err)
+	}
+	if _, err := c.Prune(0); !errors.Is(err, ErrCacheClosed) {
+		t.Errorf("got %v from Prune after Close, want ErrCacheClosed", err)
 	}
 	if got := entries(t, filepath.Join(dir, "staging")); len(got) != 0 {
 		t.Errorf("got staging %q, want it empty", got)
