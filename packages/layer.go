@@ -2,8 +2,16 @@ package packages
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -17,6 +25,10 @@ type Set struct {
 	Runtime string
 	// Requests are as ParseRequests returns them.
 	Requests []Request
+	// Options are the installer options that change what is installed (such
+	// as "source-builds" when the operator allows building sdists): part of
+	// the key, in any order.
+	Options []string
 }
 
 // Key is the layer's content address: a hex SHA-256 of a canonical encoding of
@@ -24,30 +36,82 @@ type Set struct {
 // constraint, sorted by name) and of the installer options that change what is
 // installed. Two sets that differ only in order or in how a name was spelled
 // have the same key.
+//
+// The Python constraint is compared without spaces, case-insensitively and
+// with its comma-separated clauses sorted (">=2, <3" and "<3,>=2" are one
+// set); an npm range with its runs of spaces folded to one. Both are spellings
+// the tools read the same way.
 func (s Set) Key() string {
-	panic("unimplemented: helper L")
+	type entry struct {
+		Name       string   `json:"n"`
+		Extras     []string `json:"e,omitempty"`
+		Constraint string   `json:"c"`
+	}
+	canon := struct {
+		Version  int      `json:"v"`
+		Language string   `json:"l"`
+		Runtime  string   `json:"r"`
+		Requests []entry  `json:"q"`
+		Options  []string `json:"o,omitempty"`
+	}{Version: keyVersion, Language: s.Language, Runtime: s.Runtime}
+	for _, r := range s.Requests {
+		canon.Requests = append(canon.Requests, entry{Name: r.Name, Extras: r.Extras, Constraint: canonicalConstraint(s.Language, r.Constraint)})
+	}
+	sort.Slice(canon.Requests, func(i, j int) bool { return canon.Requests[i].Name < canon.Requests[j].Name })
+	canon.Options = slices.Sorted(slices.Values(s.Options))
+	canon.Options = slices.Compact(canon.Options)
+	b, err := json.Marshal(canon)
+	if err != nil {
+		panic(fmt.Sprintf("encoding a layer key: %v", err)) // strings and ints always encode
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// keyVersion changes when the key's encoding or what an installer makes of a
+// set changes, so that older layers are not taken for newer ones.
+const keyVersion = 1
+
+// canonicalConstraint is one spelling of a constraint per meaning, as far as
+// it can be told without a resolver.
+func canonicalConstraint(language, c string) string {
+	if language == languagePython {
+		clauses := strings.Split(strings.ToLower(strings.ReplaceAll(c, " ", "")), ",")
+		sort.Strings(clauses)
+		return strings.Join(clauses, ",")
+	}
+	sets := strings.Split(c, "||")
+	for i, set := range sets {
+		sets[i] = strings.Join(strings.Fields(set), " ")
+	}
+	return strings.Join(sets, " || ")
 }
 
 // Resolved is one package of an installed layer.
 type Resolved struct {
-	Name    string // normalised
-	Version string // exact
+	Name    string `json:"name"`    // normalised
+	Version string `json:"version"` // exact
 	// Hash is the installed artifact's digest as the tool gives it
 	// ("sha256=..." for a wheel, the integrity string for npm); "" when none.
-	Hash string
+	Hash string `json:"hash,omitempty"`
 	// Request is the request (Raw) it satisfies; "" for a dependency.
-	Request string
+	Request string `json:"request,omitempty"`
 }
 
-// Manifest is what is recorded with a layer.
+// Manifest is what is recorded with a layer, in its manifest.json.
 type Manifest struct {
-	Key         string
-	Language    string
-	Runtime     string
-	Requests    []string // Raw, in the run's order
-	Packages    []Resolved
-	Bytes       int64
-	InstalledAt time.Time
+	Key         string     `json:"key"`
+	Language    string     `json:"language"`
+	Runtime     string     `json:"runtime"`
+	Requests    []string   `json:"requests"` // Raw, in the run's order
+	Options     []string   `json:"options,omitempty"`
+	Packages    []Resolved `json:"packages"`
+	Bytes       int64      `json:"bytes"` // disk usage of the content (allocated blocks)
+	InstalledAt time.Time  `json:"installed_at"`
+	// LastUsed is when a run last acquired the layer (its install for a new
+	// one). It is not in manifest.json: the cache keeps it as the mtime of the
+	// layer's directory, so that a use writes no file.
+	LastUsed time.Time `json:"-"`
 }
 
 // Installer fills staging, an empty directory, with the layer of set: for
@@ -89,13 +153,12 @@ type CacheConfig struct {
 // DefaultCacheBytes is the default size cap of the layer cache.
 const DefaultCacheBytes = 10 << 30
 
-// Cache is the content-addressed cache of installed layers.
-type Cache struct{}
-
 // OpenCache opens (or creates) the cache at cfg.Dir, dropping anything a
-// crashed install left in its staging area.
+// crashed install left in its staging area. It takes an exclusive lock on the
+// directory: a second cache on the same directory (another brig) is refused
+// until Close. See cache.go for the layout.
 func OpenCache(cfg CacheConfig) (*Cache, error) {
-	panic("unimplemented: helper L")
+	return openCache(cfg)
 }
 
 // Lease is a layer a run holds: it is not evicted until Release.
@@ -103,13 +166,35 @@ type Lease struct {
 	// Dir is the layer's directory, to be mounted read-only in the run.
 	Dir      string
 	Manifest Manifest
-	// Cached is false when this call installed the layer.
+	// Cached is false when this call installed the layer or waited for
+	// another call's install of it.
 	Cached bool
+
+	cache   *Cache
+	release sync.Once
+}
+
+// Release ends the lease: the layer may be evicted once no lease holds it.
+// Calling it again does nothing.
+func (l *Lease) Release() {
+	l.release.Do(func() { l.cache.release(l.Manifest.Key) })
 }
 
 // Acquire returns a lease on the layer of set, installing it first when it is
 // missing: one install per key at a time; concurrent callers for the same key
 // wait for it and all get its progress lines.
+//
+// The install runs on a context of its own (the cache's, cancelled by Close),
+// not on ctx: a caller that gives up returns ctx's error at once, and the
+// install others wait for, or a later run will use, goes on; the installer
+// bounds its own time. A caller that joins an install in progress first gets
+// the lines it already sent, then the rest as they come. progress is called
+// from the install's goroutine, one line at a time, and must not block for
+// long nor call back into the cache. A nil progress is allowed.
+//
+// A failed install's error is returned to every caller waiting for it: an
+// *UnavailableError as the installer returned it, others wrapped. Nothing of
+// it stays in the cache, and the next Acquire tries again.
 func (c *Cache) Acquire(ctx context.Context, set Set, progress func(string)) (*Lease, error) {
-	panic("unimplemented: helper L")
+	return c.acquire(ctx, set, progress)
 }

@@ -1,0 +1,725 @@
+package packages
+
+// The cache on disk, under CacheConfig.Dir (0755, owned by the service's user,
+// root in the service):
+//
+//	lock                   flock'd while a Cache has the directory open
+//	layers/<key>/          a published layer; its mtime is its last use
+//	layers/<key>/manifest.json
+//	layers/<key>/root/     the content: Lease.Dir, mounted read-only in runs
+//	staging/<key>.<rand>/  an install in progress, laid out like a layer;
+//	                       also where an evicted layer is moved to be deleted
+//
+// A layer appears in layers/ only by one rename of its complete staging
+// directory, after its checks, so a crash at any point leaves either nothing
+// or a whole layer. OpenCache deletes all of staging/: what a crashed install
+// or eviction left there is never taken for a layer.
+//
+// The last use of a layer is its directory's mtime, set at each Acquire, so
+// that the least-recently-used order survives a restart without a file to
+// write on every run.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Errors of the cache's operator functions and of a closed cache.
+var (
+	// ErrInUse is Remove's error for a layer a run holds.
+	ErrInUse = errors.New("layer in use")
+	// ErrNoLayer is Remove's error for a key the cache does not hold.
+	ErrNoLayer = errors.New("no such layer")
+	// ErrCacheClosed is the error of Acquire, Remove and Prune after Close.
+	ErrCacheClosed = errors.New("package cache closed")
+)
+
+const (
+	layersDirName  = "layers"
+	stagingDirName = "staging"
+	lockFileName   = "lock"
+	manifestName   = "manifest.json"
+	contentDirName = "root"
+	// maxProgressReplay bounds the lines an install keeps for callers that
+	// join it late; they miss the ones past it, and get the lines after.
+	maxProgressReplay = 1000
+)
+
+// keyRE is what Set.Key returns; a directory in layers/ with another name is
+// not a layer, and Remove refuses other names before they reach a path.
+var keyRE = lazyRegexp(`^[0-9a-f]{64}$`)
+
+// Stats are the cache's counters since OpenCache, for the supervisor's
+// metrics.
+type Stats struct {
+	Hits            uint64  // Acquire calls served by a published layer
+	Misses          uint64  // Acquire calls that installed or waited for an install
+	Installs        uint64  // installs that published a layer
+	InstallFailures uint64  // installs that failed (unavailable, refused, cancelled)
+	InstallSeconds  float64 // total time of all installs, failed ones included
+	Evictions       uint64  // layers removed to keep under a size cap (Prune included)
+	Layers          int     // published layers now
+	Bytes           int64   // their total size now
+}
+
+// Cache is the content-addressed cache of installed layers.
+type Cache struct {
+	log       *slog.Logger
+	installer Installer
+	maxBytes  int64
+	layersDir string
+	stageDir  string
+	lock      *os.File // holds the flock on the directory
+
+	// ctx is the installs' context: Close cancels it, not a caller's.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// installs counts the install goroutines, for Close.
+	installs sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool
+	layers  map[string]*cachedLayer // published, by key
+	flights map[string]*flight      // installs in progress, by key
+	bytes   int64                   // sum of layers' Bytes
+	stats   Stats
+}
+
+// cachedLayer is a published layer; its fields are guarded by Cache.mu.
+type cachedLayer struct {
+	manifest Manifest
+	lastUse  time.Time
+	refs     int // leases held
+}
+
+// flight is an install in progress that callers wait for.
+type flight struct {
+	done chan struct{} // closed, with Cache.mu held, once manifest and err are set
+	// waiters are the callers waiting, guarded by Cache.mu: the install hands
+	// each a lease (a ref) when it publishes.
+	waiters  int
+	manifest Manifest
+	err      error
+
+	pmu     sync.Mutex
+	lines   []string // sent so far, for callers that join late
+	subs    map[int]func(string)
+	nextSub int
+}
+
+// progress sends a line of the installer to every caller waiting.
+func (f *flight) progress(line string) {
+	f.pmu.Lock()
+	defer f.pmu.Unlock()
+	if len(f.lines) < maxProgressReplay {
+		f.lines = append(f.lines, line)
+	}
+	for _, sub := range f.subs {
+		sub(line)
+	}
+}
+
+// subscribe replays the lines sent so far to fn, then sends it the next ones
+// until unsubscribe.
+func (f *flight) subscribe(fn func(string)) int {
+	if fn == nil {
+		return -1
+	}
+	f.pmu.Lock()
+	defer f.pmu.Unlock()
+	for _, l := range f.lines {
+		fn(l)
+	}
+	id := f.nextSub
+	f.nextSub++
+	f.subs[id] = fn
+	return id
+}
+
+func (f *flight) unsubscribe(id int) {
+	f.pmu.Lock()
+	defer f.pmu.Unlock()
+	delete(f.subs, id)
+}
+
+func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("opening the package cache: no directory configured")
+	}
+	if cfg.Installer == nil {
+		return nil, errors.New("opening the package cache: no installer configured")
+	}
+	if cfg.MaxBytes < 0 {
+		return nil, fmt.Errorf("opening the package cache: a negative size cap (%d bytes)", cfg.MaxBytes)
+	}
+	c := &Cache{
+		log:       cfg.Logger,
+		installer: cfg.Installer,
+		maxBytes:  cfg.MaxBytes,
+		layersDir: filepath.Join(cfg.Dir, layersDirName),
+		stageDir:  filepath.Join(cfg.Dir, stagingDirName),
+		layers:    make(map[string]*cachedLayer),
+		flights:   make(map[string]*flight),
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.maxBytes == 0 {
+		c.maxBytes = DefaultCacheBytes
+	}
+	for _, d := range []string{cfg.Dir, c.layersDir, c.stageDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("opening the package cache: %w", err)
+		}
+		// Layers are trusted once published: a directory someone else owns
+		// could be changed under the cache.
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return nil, fmt.Errorf("opening the package cache: %w", err)
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
+			return nil, fmt.Errorf("opening the package cache: %s is not a directory of this user (uid %d): give a directory only brig writes", d, os.Geteuid())
+		}
+		// MkdirAll leaves an existing directory's mode, and the umask trims a
+		// new one's; the runs' jails and the installer read through these.
+		if err := os.Chmod(d, 0o755); err != nil {
+			return nil, fmt.Errorf("opening the package cache: %w", err)
+		}
+	}
+	lock, err := os.OpenFile(filepath.Join(cfg.Dir, lockFileName), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the package cache: %w", err)
+	}
+	defer func() {
+		if retErr != nil {
+			lock.Close()
+		}
+	}()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("opening the package cache: %s is in use by another brig (or another cache of this one)", cfg.Dir)
+		}
+		return nil, fmt.Errorf("opening the package cache: locking %s: %w", cfg.Dir, err)
+	}
+	c.lock = lock
+
+	// The lock is ours, so no install is running: whatever staging/ holds was
+	// left by a crash.
+	if err := clearDir(c.stageDir); err != nil {
+		return nil, fmt.Errorf("opening the package cache: clearing its staging area: %w", err)
+	}
+	if err := c.load(); err != nil {
+		return nil, fmt.Errorf("opening the package cache: %w", err)
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.mu.Lock()
+	victims, err := c.evictLocked(c.maxBytes)
+	c.mu.Unlock()
+	c.remove(victims)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("opening the package cache: %w", err)
+	}
+	return c, nil
+}
+
+// clearDir removes everything in dir.
+func clearDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+	}
+	return errors.Join(errs...)
+}
+
+// load reads the published layers; an entry of layers/ that is not a whole
+// layer (an operator's or a disk's doing: publishing can't leave one) is
+// removed.
+func (c *Cache) load() error {
+	ents, err := os.ReadDir(c.layersDir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		dir := filepath.Join(c.layersDir, e.Name())
+		m, lastUse, err := readLayer(dir, e.Name())
+		if err != nil {
+			c.log.Warn("removing a broken layer from the package cache", "dir", dir, "err", err)
+			if err := os.RemoveAll(dir); err != nil {
+				return fmt.Errorf("removing broken layer %s: %w", dir, err)
+			}
+			continue
+		}
+		m.LastUsed = lastUse
+		c.layers[m.Key] = &cachedLayer{manifest: m, lastUse: lastUse}
+		c.bytes += m.Bytes
+	}
+	return nil
+}
+
+func readLayer(dir, name string) (Manifest, time.Time, error) {
+	var m Manifest
+	if !keyRE().MatchString(name) {
+		return m, time.Time{}, errors.New("its name is not a layer key")
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return m, time.Time{}, err
+	}
+	if !fi.IsDir() {
+		return m, time.Time{}, errors.New("not a directory")
+	}
+	b, err := os.ReadFile(filepath.Join(dir, manifestName))
+	if err != nil {
+		return m, time.Time{}, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, time.Time{}, fmt.Errorf("reading its manifest: %w", err)
+	}
+	if m.Key != name {
+		return m, time.Time{}, fmt.Errorf("its manifest is for layer %q", m.Key)
+	}
+	if ci, err := os.Lstat(filepath.Join(dir, contentDirName)); err != nil || !ci.IsDir() {
+		return m, time.Time{}, errors.New("it has no content directory")
+	}
+	return m, fi.ModTime(), nil
+}
+
+// Close cancels the installs in progress (their callers get an error), waits
+// for them to end and releases the directory. Leases still held stay valid
+// on disk until the next OpenCache's eviction.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.installs.Wait()
+	return c.lock.Close() // closing the file drops the flock
+}
+
+func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*Lease, error) {
+	if len(set.Requests) == 0 {
+		return nil, errors.New("acquiring a package layer: the set has no requests")
+	}
+	key := set.Key()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrCacheClosed
+	}
+	if l, ok := c.layers[key]; ok {
+		l.refs++
+		l.lastUse = time.Now()
+		c.stats.Hits++
+		m := l.manifest
+		m.LastUsed = l.lastUse
+		c.mu.Unlock()
+		c.touch(key, m.LastUsed)
+		return c.lease(m, true), nil
+	}
+	c.stats.Misses++
+	f := c.flights[key]
+	if f == nil {
+		f = &flight{done: make(chan struct{}), subs: make(map[int]func(string))}
+		c.flights[key] = f
+		c.installs.Add(1)
+		go c.install(f, key, set)
+	}
+	f.waiters++
+	c.mu.Unlock()
+
+	sub := f.subscribe(progress)
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+	}
+	f.unsubscribe(sub)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-f.done:
+	default:
+		// Gone before the install ended: it goes on, without a lease for us.
+		f.waiters--
+		return nil, fmt.Errorf("waiting for the install of layer %s: %w", key, ctx.Err())
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	return c.lease(f.manifest, false), nil // the install took our ref
+}
+
+func (c *Cache) lease(m Manifest, cached bool) *Lease {
+	return &Lease{
+		Dir:      filepath.Join(c.layersDir, m.Key, contentDirName),
+		Manifest: m,
+		Cached:   cached,
+		cache:    c,
+	}
+}
+
+// touch records a use of a layer on disk, for the order of eviction after a
+// restart; failing to is not worth failing the run.
+func (c *Cache) touch(key string, t time.Time) {
+	if err := os.Chtimes(filepath.Join(c.layersDir, key), t, t); err != nil {
+		c.log.Warn("recording a use of a package layer", "key", key, "err", err)
+	}
+}
+
+func (c *Cache) release(key string) {
+	c.mu.Lock()
+	if l, ok := c.layers[key]; ok && l.refs > 0 {
+		l.refs--
+	}
+	if c.closed {
+		// The directory may be another cache's by now.
+		c.mu.Unlock()
+		return
+	}
+	// A layer held past the cap at the last publish may go now.
+	victims, err := c.evictLocked(c.maxBytes)
+	c.mu.Unlock()
+	if err != nil {
+		c.log.Warn("evicting package layers", "err", err)
+	}
+	c.remove(victims)
+}
+
+// install runs the install of a flight and hands its waiters the result.
+func (c *Cache) install(f *flight, key string, set Set) {
+	defer c.installs.Done()
+	start := time.Now()
+	m, err := c.build(c.ctx, key, set, f.progress)
+	took := time.Since(start)
+
+	c.mu.Lock()
+	c.stats.InstallSeconds += took.Seconds()
+	if err != nil {
+		c.stats.InstallFailures++
+		f.err = err
+	} else {
+		c.stats.Installs++
+		c.layers[key] = &cachedLayer{manifest: m, lastUse: m.LastUsed, refs: f.waiters}
+		c.bytes += m.Bytes
+		f.manifest = m
+	}
+	delete(c.flights, key)
+	close(f.done)
+	victims, everr := c.evictLocked(c.maxBytes)
+	c.mu.Unlock()
+
+	if err != nil {
+		c.log.Warn("package layer install failed", "key", key, "language", set.Language,
+			"requests", len(set.Requests), "seconds", took.Seconds(), "err", err)
+	} else {
+		c.log.Info("package layer installed", "key", key, "language", set.Language,
+			"requests", len(set.Requests), "packages", len(m.Packages), "bytes", m.Bytes, "seconds", took.Seconds())
+	}
+	if everr != nil {
+		c.log.Warn("evicting package layers", "err", everr)
+	}
+	c.remove(victims)
+}
+
+// build installs set into a fresh staging directory and publishes it as
+// layers/<key>. Publishing, in order:
+//  1. CheckLayer, before anything changes the tree: chown would clear the
+//     setuid bits it looks for;
+//  2. every entry is given to the cache's owner (root in the service: the
+//     installer ran as a jail's id) and loses its group and other write bits,
+//     so that no run's id owns or can write a file of a layer;
+//  3. manifest.json is written and synced;
+//  4. one rename makes the layer visible, and the parent is synced so that
+//     the rename survives a crash.
+//
+// The installer's process must have ended when Install returns: nothing may
+// change the tree while it is checked and chowned.
+func (c *Cache) build(ctx context.Context, key string, set Set, progress func(string)) (_ Manifest, retErr error) {
+	stage, err := os.MkdirTemp(c.stageDir, key+".")
+	if err != nil {
+		return Manifest{}, fmt.Errorf("installing layer %s: making its staging directory: %w", key, err)
+	}
+	defer func() {
+		if retErr != nil {
+			if err := os.RemoveAll(stage); err != nil {
+				c.log.Warn("removing a failed install's staging directory", "dir", stage, "err", err)
+			}
+		}
+	}()
+	if err := os.Chmod(stage, 0o755); err != nil {
+		return Manifest{}, fmt.Errorf("installing layer %s: %w", key, err)
+	}
+	root := filepath.Join(stage, contentDirName)
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return Manifest{}, fmt.Errorf("installing layer %s: %w", key, err)
+	}
+
+	resolved, err := c.installer.Install(ctx, set, root, progress)
+	if err != nil {
+		var unavailable *UnavailableError
+		if errors.As(err, &unavailable) {
+			return Manifest{}, err // as it is: the run's outcome carries its message
+		}
+		return Manifest{}, fmt.Errorf("installing layer %s: %w", key, err)
+	}
+
+	if err := CheckLayer(root); err != nil {
+		return Manifest{}, fmt.Errorf("publishing layer %s: %w", key, err)
+	}
+	size, err := normaliseTree(stage, os.Geteuid(), os.Getegid())
+	if err != nil {
+		return Manifest{}, fmt.Errorf("publishing layer %s: %w", key, err)
+	}
+	m := Manifest{
+		Key:         key,
+		Language:    set.Language,
+		Runtime:     set.Runtime,
+		Options:     slices.Clone(set.Options),
+		Packages:    resolved,
+		Bytes:       size,
+		InstalledAt: time.Now().UTC(),
+	}
+	for _, r := range set.Requests {
+		m.Requests = append(m.Requests, r.Raw)
+	}
+	if err := writeManifest(filepath.Join(stage, manifestName), m); err != nil {
+		return Manifest{}, fmt.Errorf("publishing layer %s: %w", key, err)
+	}
+	dst := filepath.Join(c.layersDir, key)
+	if err := os.Rename(stage, dst); err != nil {
+		return Manifest{}, fmt.Errorf("publishing layer %s: %w", key, err)
+	}
+	// After the rename: some file systems set a moved directory's times.
+	m.LastUsed = time.Now()
+	c.touch(key, m.LastUsed)
+	if err := syncDir(c.layersDir); err != nil {
+		// Published, but maybe not after a crash: a half-layer can't result,
+		// the rename is atomic, so say it and go on.
+		c.log.Warn("syncing the package cache after a publish", "key", key, "err", err)
+	}
+	return m, nil
+}
+
+// normaliseTree gives every entry under dir (dir included) to uid:gid and
+// clears its group and other write bits, and returns the tree's disk usage
+// (allocated blocks). It never follows a symlink: Lchown, and no chmod of a
+// link. CheckLayer has refused hard links, so no file outside the tree is
+// changed.
+func normaliseTree(dir string, uid, gid int) (int64, error) {
+	var size int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if err := os.Chmod(p, fi.Mode().Perm()&^0o022); err != nil {
+				return err
+			}
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			size += st.Blocks * 512
+		} else {
+			size += fi.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("normalising owners and modes: %w", err)
+	}
+	return size, nil
+}
+
+func writeManifest(path string, m Manifest) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the manifest: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("writing the manifest: %w", err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing the manifest: %w", err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// victim is an evicted layer moved into staging/, to be deleted.
+type victim struct {
+	key, dir string
+}
+
+// evictLocked takes the least recently used layers that no lease holds out
+// of the cache until its layers total at most limit bytes, moving each into
+// staging/ (a rename, quick enough to hold the lock for; remove deletes
+// them after). A layer held is never taken, so the total may stay above the
+// limit.
+func (c *Cache) evictLocked(limit int64) ([]victim, error) {
+	var victims []victim
+	for c.bytes > limit {
+		var oldest *cachedLayer
+		for _, l := range c.layers {
+			if l.refs == 0 && (oldest == nil || l.lastUse.Before(oldest.lastUse)) {
+				oldest = l
+			}
+		}
+		if oldest == nil {
+			break
+		}
+		v, err := c.takeLocked(oldest.manifest.Key)
+		if err != nil {
+			return victims, err
+		}
+		c.stats.Evictions++
+		victims = append(victims, v)
+	}
+	return victims, nil
+}
+
+// takeLocked moves layer key out of layers/ and out of the cache.
+func (c *Cache) takeLocked(key string) (victim, error) {
+	trash, err := os.MkdirTemp(c.stageDir, "evicted."+key+".")
+	if err != nil {
+		return victim{}, fmt.Errorf("evicting layer %s: %w", key, err)
+	}
+	dst := filepath.Join(trash, key)
+	if err := os.Rename(filepath.Join(c.layersDir, key), dst); err != nil {
+		os.Remove(trash)
+		return victim{}, fmt.Errorf("evicting layer %s: %w", key, err)
+	}
+	c.bytes -= c.layers[key].manifest.Bytes
+	delete(c.layers, key)
+	return victim{key: key, dir: trash}, nil
+}
+
+// remove deletes evicted layers, after the lock is released: a caller whose
+// install evicted layers may get its lease before they are deleted. What it
+// can't delete OpenCache will.
+func (c *Cache) remove(victims []victim) {
+	for _, v := range victims {
+		if err := os.RemoveAll(v.dir); err != nil {
+			c.log.Warn("deleting an evicted package layer", "key", v.key, "dir", v.dir, "err", err)
+			continue
+		}
+		c.log.Info("package layer evicted", "key", v.key)
+	}
+}
+
+// List returns the manifests of the published layers, each with its last
+// use, the most recently used first.
+func (c *Cache) List() []Manifest {
+	c.mu.Lock()
+	out := make([]Manifest, 0, len(c.layers))
+	for _, l := range c.layers {
+		m := l.manifest
+		m.LastUsed = l.lastUse
+		out = append(out, m)
+	}
+	c.mu.Unlock()
+	slices.SortFunc(out, func(a, b Manifest) int { return b.LastUsed.Compare(a.LastUsed) })
+	return out
+}
+
+// Remove deletes the layer key; a layer a run holds is refused with ErrInUse,
+// and a key the cache does not hold is ErrNoLayer.
+func (c *Cache) Remove(key string) error {
+	if !keyRE().MatchString(key) {
+		return fmt.Errorf("removing layer %q: %w (a key is 64 hexadecimal digits, as `brig packages ls` shows)", key, ErrNoLayer)
+	}
+	c.mu.Lock()
+	l, ok := c.layers[key]
+	switch {
+	case c.closed:
+		c.mu.Unlock()
+		return ErrCacheClosed
+	case !ok:
+		c.mu.Unlock()
+		return fmt.Errorf("removing layer %s: %w", key, ErrNoLayer)
+	case l.refs > 0:
+		c.mu.Unlock()
+		return fmt.Errorf("removing layer %s: %w by %d runs", key, ErrInUse, l.refs)
+	}
+	v, err := c.takeLocked(key)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.remove([]victim{v})
+	return nil
+}
+
+// Prune evicts the least recently used layers no run holds until the cache
+// holds at most maxBytes (zero: every layer not in use), and returns their
+// keys.
+func (c *Cache) Prune(maxBytes int64) (removed []string, err error) {
+	if maxBytes < 0 {
+		return nil, fmt.Errorf("pruning the package cache: a negative size (%d bytes)", maxBytes)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrCacheClosed
+	}
+	victims, err := c.evictLocked(maxBytes)
+	c.mu.Unlock()
+	c.remove(victims)
+	for _, v := range victims {
+		removed = append(removed, v.key)
+	}
+	if err != nil {
+		return removed, fmt.Errorf("pruning the package cache: %w", err)
+	}
+	return removed, nil
+}
+
+// Stats returns the cache's counters.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Layers = len(c.layers)
+	s.Bytes = c.bytes
+	return s
+}

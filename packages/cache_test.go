@@ -1,0 +1,837 @@
+package packages
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/internal/testutil"
+)
+
+// fakeInstaller writes a small importable tree and reports the requests as
+// resolved. It counts its calls, and can wait, fail or leave a bad tree.
+type fakeInstaller struct {
+	// size is the bytes of the one data file it writes (0: 4 KiB).
+	size int
+	// lines are sent as progress: the first before started is signalled, the
+	// rest after gate opens.
+	lines []string
+	// started, when set, gets a value once Install has sent its first line.
+	started chan string
+	// gate, when set, is waited on (or the context) before the install goes on.
+	gate chan struct{}
+	// err is returned after the tree is written.
+	err error
+	// spoil, when set, runs on the written tree (a setuid file, a device...).
+	spoil func(root string) error
+
+	mu    sync.Mutex
+	calls int
+	// ctxErr is the context's error when Install returned.
+	ctxErr error
+}
+
+func (f *fakeInstaller) Install(ctx context.Context, set Set, staging string, progress func(string)) ([]Resolved, error) {
+	f.mu.Lock()
+	f.calls++
+	f.mu.Unlock()
+	if ents, err := os.ReadDir(staging); err != nil || len(ents) != 0 {
+		return nil, fmt.Errorf("staging %s is not an empty directory (%v)", staging, err)
+	}
+	lines := f.lines
+	if len(lines) > 0 {
+		progress(lines[0])
+		lines = lines[1:]
+	}
+	if f.started != nil {
+		f.started <- set.Key()
+	}
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			f.mu.Lock()
+			f.ctxErr = ctx.Err()
+			f.mu.Unlock()
+			return nil, fmt.Errorf("running pip: %w", ctx.Err())
+		}
+	}
+	for _, l := range lines {
+		progress(l)
+	}
+	size := f.size
+	if size == 0 {
+		size = 4096
+	}
+	var resolved []Resolved
+	for _, r := range set.Requests {
+		dir := filepath.Join(staging, r.Name)
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "__init__.py"), []byte("VERSION = '1.0.0'\n"), 0o666); err != nil {
+			return nil, err
+		}
+		resolved = append(resolved, Resolved{Name: r.Name, Version: "1.0.0", Hash: "sha256=00", Request: r.Raw})
+	}
+	if err := os.WriteFile(filepath.Join(staging, "data.bin"), bytes.Repeat([]byte{'x'}, size), 0o644); err != nil {
+		return nil, err
+	}
+	if f.spoil != nil {
+		if err := f.spoil(staging); err != nil {
+			return nil, err
+		}
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	return resolved, nil
+}
+
+func (f *fakeInstaller) Calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+func openTestCache(t *testing.T, dir string, maxBytes int64, inst Installer) *Cache {
+	t.Helper()
+	c, err := OpenCache(CacheConfig{Dir: dir, MaxBytes: maxBytes, Installer: inst, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatalf("opening the cache: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func acquire(t *testing.T, c *Cache, set Set) *Lease {
+	t.Helper()
+	l, err := c.Acquire(context.Background(), set, nil)
+	if err != nil {
+		t.Fatalf("acquiring %v: %v", set.Requests, err)
+	}
+	return l
+}
+
+func keys(ms []Manifest) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Key)
+	}
+	return out
+}
+
+// entries lists what a cache directory holds, for the tests that a failure
+// left nothing.
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func TestCacheInstallThenHit(t *testing.T) {
+	testutil.CheckLeaks(t)
+	dir := filepath.Join(t.TempDir(), "cache")
+	inst := &fakeInstaller{}
+	c := openTestCache(t, dir, 0, inst)
+	set := mustSet(t, "python", "3.11.2", "Requests>=2", "numpy==1.26.4")
+
+	var lines []string
+	inst.lines = []string{"resolving", "done"}
+	first, err := c.Acquire(context.Background(), set, func(l string) { lines = append(lines, l) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Cached {
+		t.Errorf("got Cached true for the first acquire, want false")
+	}
+	if want := []string{"resolving", "done"}; !slices.Equal(lines, want) {
+		t.Errorf("got progress %q, want %q", lines, want)
+	}
+	if want := filepath.Join(dir, "layers", set.Key(), "root"); first.Dir != want {
+		t.Errorf("got Dir %s, want %s", first.Dir, want)
+	}
+	if _, err := os.Stat(filepath.Join(first.Dir, "requests", "__init__.py")); err != nil {
+		t.Errorf("the layer lacks its module: %v", err)
+	}
+	m := first.Manifest
+	if m.Key != set.Key() || m.Language != "python" || m.Runtime != "3.11.2" || m.Bytes <= 4096 ||
+		!slices.Equal(m.Requests, []string{"Requests>=2", "numpy==1.26.4"}) || len(m.Packages) != 2 || m.InstalledAt.IsZero() {
+		t.Errorf("got manifest %+v", m)
+	}
+	var onDisk Manifest
+	b, err := os.ReadFile(filepath.Join(dir, "layers", set.Key(), "manifest.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &onDisk)
+	}
+	if err != nil || onDisk.Key != m.Key || onDisk.Bytes != m.Bytes || !slices.Equal(onDisk.Packages, m.Packages) {
+		t.Errorf("got manifest.json %+v (%v), want %+v", onDisk, err, m)
+	}
+
+	// The installer made its files group and world writable: publishing
+	// takes that away, and gives them to the cache's owner.
+	err = filepath.WalkDir(first.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o022 != 0 {
+			t.Errorf("got %s mode %v, want no group or other write", p, fi.Mode())
+		}
+		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != os.Geteuid() {
+			t.Errorf("got %s owned by %d, want %d", p, st.Uid, os.Geteuid())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	second := acquire(t, c, mustSet(t, "python", "3.11.2", "numpy==1.26.4", "requests >=2"))
+	if !second.Cached || second.Dir != first.Dir || inst.Calls() != 1 {
+		t.Errorf("got Cached %v, Dir %s after %d installs, want a hit on %s after 1", second.Cached, second.Dir, inst.Calls(), first.Dir)
+	}
+	first.Release()
+	second.Release()
+	second.Release() // a second release does nothing
+
+	s := c.Stats()
+	if s.Hits != 1 || s.Misses != 1 || s.Installs != 1 || s.InstallFailures != 0 || s.Layers != 1 || s.Bytes != m.Bytes || s.InstallSeconds <= 0 {
+		t.Errorf("got stats %+v, want 1 hit, 1 miss, 1 install, 1 layer of %d bytes", s, m.Bytes)
+	}
+	if got := entries(t, filepath.Join(dir, "staging")); len(got) != 0 {
+		t.Errorf("got staging %q, want it empty", got)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("got the cache directory's mode %v (%v), want 0755", fi.Mode(), err)
+	}
+}
+
+func TestCacheConcurrentAcquireInstallsOnce(t *testing.T) {
+	testutil.CheckLeaks(t)
+	const callers = 8
+	inst := &fakeInstaller{
+		lines:   []string{"resolving", "downloading", "done"},
+		started: make(chan string, 1),
+		gate:    make(chan struct{}),
+	}
+	c := openTestCache(t, t.TempDir(), 0, inst)
+	set := mustSet(t, "javascript", "20.20.2", "lodash@^4.17.0")
+
+	type result struct {
+		lease *Lease
+		err   error
+		lines []string
+	}
+	results := make(chan result, callers)
+	acquireOne := func() {
+		var lines []string
+		l, err := c.Acquire(context.Background(), set, func(s string) { lines = append(lines, s) })
+		results <- result{l, err, lines}
+	}
+	go acquireOne()
+	<-inst.started // the install has sent its first line: the others join late
+	for range callers - 1 {
+		go acquireOne()
+	}
+	waitFor(t, "all callers waiting on the install", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		f := c.flights[set.Key()]
+		return f != nil && f.waiters == callers
+	})
+	close(inst.gate)
+
+	var dirs []string
+	for range callers {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("got %v, want a lease", r.err)
+		}
+		if r.lease.Cached {
+			t.Errorf("got Cached true for a caller that waited for the install")
+		}
+		if want := inst.lines; !slices.Equal(r.lines, want) {
+			t.Errorf("got progress %q, want %q", r.lines, want)
+		}
+		dirs = append(dirs, r.lease.Dir)
+		defer r.lease.Release()
+	}
+	if got := inst.Calls(); got != 1 {
+		t.Errorf("got %d installs, want 1", got)
+	}
+	if dirs = slices.Compact(dirs); len(dirs) != 1 {
+		t.Errorf("got leases on %q, want one layer", dirs)
+	}
+	c.mu.Lock()
+	refs := c.layers[set.Key()].refs
+	c.mu.Unlock()
+	if refs != callers {
+		t.Errorf("got %d refs, want %d", refs, callers)
+	}
+	if s := c.Stats(); s.Misses != callers || s.Installs != 1 {
+		t.Errorf("got stats %+v, want %d misses and 1 install", s, callers)
+	}
+}
+
+func TestCacheDifferentSetsInstallSeparately(t *testing.T) {
+	testutil.CheckLeaks(t)
+	inst := &fakeInstaller{started: make(chan string, 2), gate: make(chan struct{})}
+	c := openTestCache(t, t.TempDir(), 0, inst)
+	sets := []Set{
+		mustSet(t, "python", "3.11.2", "numpy==1.26.4"),
+		mustSet(t, "python", "3.11.2", "numpy==2.0.0"),
+	}
+	leases := make(chan *Lease, len(sets))
+	for _, s := range sets {
+		go func() {
+			l, err := c.Acquire(context.Background(), s, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			leases <- l
+		}()
+	}
+	// Both installs run at once: neither waits for the other.
+	got := []string{<-inst.started, <-inst.started}
+	close(inst.gate)
+	slices.Sort(got)
+	want := []string{sets[0].Key(), sets[1].Key()}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("got installs of %q, want %q", got, want)
+	}
+	a, b := <-leases, <-leases
+	if a == nil || b == nil {
+		t.FailNow()
+	}
+	defer a.Release()
+	defer b.Release()
+	if a.Dir == b.Dir || inst.Calls() != 2 {
+		t.Errorf("got %s and %s after %d installs, want two layers", a.Dir, b.Dir, inst.Calls())
+	}
+}
+
+func TestCacheCancelledCallerLeavesTheInstall(t *testing.T) {
+	testutil.CheckLeaks(t)
+	inst := &fakeInstaller{lines: []string{"resolving"}, started: make(chan string, 1), gate: make(chan struct{})}
+	c := openTestCache(t, t.TempDir(), 0, inst)
+	set := mustSet(t, "python", "3.11.2", "numpy==1.26.4")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, set, nil)
+		gaveUp <- err
+	}()
+	<-inst.started
+	stays := make(chan *Lease, 1)
+	go func() { stays <- acquire(t, c, set) }()
+	waitFor(t, "both callers waiting", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.flights[set.Key()].waiters == 2
+	})
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v from the cancelled caller, want context.Canceled", err)
+	}
+	close(inst.gate)
+	l := <-stays
+	inst.mu.Lock()
+	ctxErr := inst.ctxErr
+	inst.mu.Unlock()
+	if ctxErr != nil {
+		t.Errorf("got the install's context ended (%v), want it to go on", ctxErr)
+	}
+	// Only the caller that stayed holds the layer.
+	if err := c.Remove(set.Key()); !errors.Is(err, ErrInUse) {
+		t.Errorf("got %v removing a held layer, want ErrInUse", err)
+	}
+	l.Release()
+	if err := c.Remove(set.Key()); err != nil {
+		t.Errorf("got %v removing a layer no one holds, want it removed", err)
+	}
+}
+
+func TestCacheFailedInstall(t *testing.T) {
+	unavailable := &UnavailableError{Message: "No matching distribution found for numpy==99.0.0"}
+	tests := []struct {
+		name  string
+		root  bool
+		inst  *fakeInstaller
+		check func(t *testing.T, err error)
+	}{
+		{name: "unavailable", inst: &fakeInstaller{err: unavailable}, check: func(t *testing.T, err error) {
+			if err != error(unavailable) || !errors.Is(err, ErrUnavailable) {
+				t.Errorf("got %#v, want the installer's *UnavailableError as it is", err)
+			}
+		}},
+		{name: "installer error", inst: &fakeInstaller{err: errors.New("pip exited with status 2")}, check: func(t *testing.T, err error) {
+			if err == nil || !strings.Contains(err.Error(), "installing layer") || !strings.Contains(err.Error(), "pip exited") {
+				t.Errorf("got %v, want the installer's error wrapped", err)
+			}
+		}},
+		{name: "setuid file", inst: &fakeInstaller{spoil: func(root string) error {
+			return os.Chmod(filepath.Join(root, "data.bin"), 0o755|os.ModeSetuid)
+		}}, check: wantBadLayer("data.bin is setuid")},
+		{name: "device", root: true, inst: &fakeInstaller{spoil: func(root string) error {
+			return syscall.Mknod(filepath.Join(root, "null"), syscall.S_IFCHR|0o666, int(1<<8|3))
+		}}, check: wantBadLayer("null is a device")},
+		{name: "escaping symlink", inst: &fakeInstaller{spoil: func(root string) error {
+			return os.Symlink("../../../../etc", filepath.Join(root, "numpy", "etc"))
+		}}, check: wantBadLayer("numpy/etc points to")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.root {
+				testutil.RequireRoot(t)
+			}
+			testutil.CheckLeaks(t)
+			dir := t.TempDir()
+			c := openTestCache(t, dir, 0, tt.inst)
+			set := mustSet(t, "python", "3.11.2", "numpy==1.26.4")
+			l, err := c.Acquire(context.Background(), set, nil)
+			if l != nil {
+				t.Fatalf("got a lease on %s, want an error", l.Dir)
+			}
+			tt.check(t, err)
+			for _, sub := range []string{"layers", "staging"} {
+				if got := entries(t, filepath.Join(dir, sub)); len(got) != 0 {
+					t.Errorf("got %s holding %q, want it empty", sub, got)
+				}
+			}
+			if got := c.List(); len(got) != 0 {
+				t.Errorf("got layers %q, want none", keys(got))
+			}
+			// Nothing was kept: the next acquire tries again.
+			c.Acquire(context.Background(), set, nil)
+			if s := c.Stats(); tt.inst.Calls() != 2 || s.InstallFailures != 2 || s.Installs != 0 {
+				t.Errorf("got %d installs and stats %+v, want 2 failed installs", tt.inst.Calls(), s)
+			}
+		})
+	}
+}
+
+func wantBadLayer(part string) func(t *testing.T, err error) {
+	return func(t *testing.T, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrBadLayer) || !strings.Contains(err.Error(), part) {
+			t.Errorf("got %v, want a refused layer (ErrBadLayer) holding %q", err, part)
+		}
+	}
+}
+
+// layerBytes is the size of the fake installer's layer of one package with a
+// data file of size bytes.
+func layerBytes(t *testing.T, size int) int64 {
+	t.Helper()
+	c := openTestCache(t, t.TempDir(), 0, &fakeInstaller{size: size})
+	l := acquire(t, c, mustSet(t, "python", "3.11.2", "aaa==1"))
+	l.Release()
+	return l.Manifest.Bytes
+}
+
+func TestCacheEviction(t *testing.T) {
+	testutil.CheckLeaks(t)
+	const size = 256 << 10
+	one := layerBytes(t, size)
+	dir := t.TempDir()
+	// Room for two layers, not three (the layers differ by a few bytes of
+	// manifest at most, far less than half of one).
+	c := openTestCache(t, dir, one*5/2, &fakeInstaller{size: size})
+	a := mustSet(t, "python", "3.11.2", "aaa==1")
+	b := mustSet(t, "python", "3.11.2", "bbb==1")
+	d := mustSet(t, "python", "3.11.2", "ddd==1")
+
+	held := acquire(t, c, a) // the oldest, but held
+	acquire(t, c, b).Release()
+	acquire(t, c, d).Release()
+
+	if got, want := keys(c.List()), []string{d.Key(), a.Key()}; !slices.Equal(got, want) {
+		t.Errorf("got layers %q, want %q (b evicted, a held)", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "layers", b.Key())); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("got %v for the evicted layer's directory, want it gone", err)
+	}
+	if _, err := os.Stat(filepath.Join(held.Dir, "aaa", "__init__.py")); err != nil {
+		t.Errorf("the held layer lost its files: %v", err)
+	}
+	// The install's goroutine deletes the evicted layer after handing out
+	// the lease.
+	waitFor(t, "the evicted layer deleted", func() bool { return len(entries(t, filepath.Join(dir, "staging"))) == 0 })
+	if s := c.Stats(); s.Evictions != 1 || s.Layers != 2 || s.Bytes > one*5/2 {
+		t.Errorf("got stats %+v, want 1 eviction and 2 layers", s)
+	}
+	held.Release()
+
+	// A cap no layer fits under: a held layer stays past it, and goes when
+	// it is released.
+	tiny := openTestCache(t, t.TempDir(), 1, &fakeInstaller{size: size})
+	l := acquire(t, tiny, a)
+	if got := keys(tiny.List()); !slices.Equal(got, []string{a.Key()}) {
+		t.Errorf("got layers %q, want the held layer kept past the cap", got)
+	}
+	if _, err := os.Stat(filepath.Join(l.Dir, "aaa")); err != nil {
+		t.Errorf("the held layer lost its files: %v", err)
+	}
+	l.Release()
+	if got := tiny.List(); len(got) != 0 {
+		t.Errorf("got layers %q after the release, want none", keys(got))
+	}
+}
+
+func TestCacheSurvivesRestart(t *testing.T) {
+	testutil.CheckLeaks(t)
+	dir := t.TempDir()
+	inst := &fakeInstaller{}
+	c := openTestCache(t, dir, 0, inst)
+	a := mustSet(t, "python", "3.11.2", "aaa==1")
+	b := mustSet(t, "python", "3.11.2", "bbb==1")
+	d := mustSet(t, "python", "3.11.2", "ddd==1")
+	for _, s := range []Set{a, b, d, a} { // a installed first, used last
+		acquire(t, c, s).Release()
+	}
+	before := c.List()
+	if got, want := keys(before), []string{a.Key(), d.Key(), b.Key()}; !slices.Equal(got, want) {
+		t.Fatalf("got order %q, want %q", got, want)
+	}
+
+	if _, err := OpenCache(CacheConfig{Dir: dir, Installer: inst}); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("got %v opening a directory another cache holds, want it refused", err)
+	}
+	c.Close()
+
+	c = openTestCache(t, dir, 0, inst)
+	after := c.List()
+	if got := keys(after); !slices.Equal(got, keys(before)) {
+		t.Errorf("got order %q after a restart, want %q", got, keys(before))
+	}
+	for i := range after {
+		if !after[i].LastUsed.Equal(before[i].LastUsed) || after[i].Bytes != before[i].Bytes {
+			t.Errorf("got %s last used %v, %d bytes after a restart, want %v, %d",
+				after[i].Key, after[i].LastUsed, after[i].Bytes, before[i].LastUsed, before[i].Bytes)
+		}
+	}
+	if l := acquire(t, c, b); !l.Cached || inst.Calls() != 3 {
+		t.Errorf("got Cached %v after %d installs, want a hit after 3", l.Cached, inst.Calls())
+	} else {
+		l.Release()
+	}
+	c.Close()
+
+	// Reopened with a cap of one layer: the most recently used (b) stays.
+	c = openTestCache(t, dir, after[0].Bytes+after[0].Bytes/2, inst)
+	if got := keys(c.List()); !slices.Equal(got, []string{b.Key()}) {
+		t.Errorf("got layers %q, want only the most recently used", got)
+	}
+}
+
+func TestCacheIgnoresWhatACrashLeft(t *testing.T) {
+	testutil.CheckLeaks(t)
+	dir := t.TempDir()
+	set := mustSet(t, "python", "3.11.2", "numpy==1.26.4")
+	key := set.Key()
+	// A crashed install: a staging folder with a plausible manifest and
+	// half the content, and an eviction that was moving a layer away.
+	crashed := filepath.Join(dir, "staging", key+".123456")
+	if err := os.MkdirAll(filepath.Join(crashed, "root", "numpy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := json.Marshal(Manifest{Key: key, Language: "python", Runtime: "3.11.2", Bytes: 1})
+	if err := os.WriteFile(filepath.Join(crashed, "manifest.json"), m, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "staging", "evicted."+key+".42", key, "root"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// And in layers/, what is not a whole layer: a bad name, no manifest, a
+	// manifest of another key, a file.
+	other := mustSet(t, "python", "3.11.2", "other==1").Key()
+	for _, d := range []string{"not-a-key", other + "/root", strings.Repeat("0", 64) + "/root"} {
+		if err := os.MkdirAll(filepath.Join(dir, "layers", d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "layers", strings.Repeat("0", 64), "manifest.json"), m, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "layers", strings.Repeat("1", 64)), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	inst := &fakeInstaller{}
+	c := openTestCache(t, dir, 0, inst)
+	if got := entries(t, filepath.Join(dir, "staging")); len(got) != 0 {
+		t.Errorf("got staging %q after opening, want it emptied", got)
+	}
+	if got := entries(t, filepath.Join(dir, "layers")); len(got) != 0 {
+		t.Errorf("got layers %q after opening, want the broken ones removed", got)
+	}
+	l := acquire(t, c, set)
+	defer l.Release()
+	if l.Cached || inst.Calls() != 1 {
+		t.Errorf("got Cached %v after %d installs, want a fresh install", l.Cached, inst.Calls())
+	}
+	if _, err := os.Stat(filepath.Join(l.Dir, "numpy", "__init__.py")); err != nil {
+		t.Errorf("the fresh layer lacks its module: %v", err)
+	}
+}
+
+func TestCacheRemoveAndPrune(t *testing.T) {
+	testutil.CheckLeaks(t)
+	dir := t.TempDir()
+	c := openTestCache(t, dir, 0, &fakeInstaller{})
+	a := mustSet(t, "python", "3.11.2", "aaa==1")
+	b := mustSet(t, "python", "3.11.2", "bbb==1")
+	d := mustSet(t, "python", "3.11.2", "ddd==1")
+	held := acquire(t, c, a)
+	acquire(t, c, b).Release()
+	acquire(t, c, d).Release()
+
+	tests := []struct {
+		name string
+		key  string
+		want error
+	}{
+		{name: "held", key: a.Key(), want: ErrInUse},
+		{name: "unknown", key: strings.Repeat("f", 64), want: ErrNoLayer},
+		{name: "not a key", key: "../" + a.Key(), want: ErrNoLayer},
+		{name: "removed", key: b.Key()},
+		{name: "removed twice", key: b.Key(), want: ErrNoLayer},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := c.Remove(tt.key)
+			if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "layers", b.Key())); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("got %v for the removed layer's directory, want it gone", err)
+	}
+
+	removed, err := c.Prune(0)
+	if err != nil || !slices.Equal(removed, []string{d.Key()}) {
+		t.Errorf("got %q, %v from Prune(0), want %q: every layer not held", removed, err, d.Key())
+	}
+	if got := keys(c.List()); !slices.Equal(got, []string{a.Key()}) {
+		t.Errorf("got layers %q, want the held one", got)
+	}
+	held.Release()
+	if removed, err := c.Prune(held.Manifest.Bytes); err != nil || len(removed) != 0 {
+		t.Errorf("got %q, %v from a Prune the cache fits under, want nothing removed", removed, err)
+	}
+	if got := entries(t, filepath.Join(dir, "layers")); !slices.Equal(got, []string{a.Key()}) {
+		t.Errorf("got layers/ holding %q, want %q", got, a.Key())
+	}
+}
+
+func TestCacheCloseCancelsInstalls(t *testing.T) {
+	testutil.CheckLeaks(t)
+	dir := t.TempDir()
+	inst := &fakeInstaller{started: make(chan string, 1), gate: make(chan struct{})}
+	c := openTestCache(t, dir, 0, inst)
+	set := mustSet(t, "python", "3.11.2", "numpy==1.26.4")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(context.Background(), set, nil)
+		errc <- err
+	}()
+	<-inst.started
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v from an install cut by Close, want context.Canceled", err)
+	}
+	if _, err := c.Acquire(context.Background(), set, nil); !errors.Is(err, ErrCacheClosed) {
+		t.Errorf("got %v from Acquire after Close, want ErrCacheClosed", err)
+	}
+	if err := c.Remove(set.Key()); !errors.Is(err, ErrCacheClosed) {
+		t.Errorf("got %v from Remove after Close, want ErrCacheClosed", err)
+	}
+	if _, err := c.Prune(0); !errors.Is(err, ErrCacheClosed) {
+		t.Errorf("got %v from Prune after Close, want ErrCacheClosed", err)
+	}
+	if got := entries(t, filepath.Join(dir, "staging")); len(got) != 0 {
+		t.Errorf("got staging %q, want it empty", got)
+	}
+}
+
+func TestCachePublishGivesTheLayerToRoot(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	const runID = 123456 // a jail's host id
+	inst := &fakeInstaller{spoil: func(root string) error {
+		if err := os.Symlink("numpy/__init__.py", filepath.Join(root, "link")); err != nil {
+			return err
+		}
+		return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if err := os.Lchown(p, runID, runID); err != nil {
+				return err
+			}
+			if d.Type()&fs.ModeSymlink != 0 {
+				return nil
+			}
+			return os.Chmod(p, 0o777)
+		})
+	}}
+	c := openTestCache(t, t.TempDir(), 0, inst)
+	l := acquire(t, c, mustSet(t, "python", "3.11.2", "numpy==1.26.4"))
+	defer l.Release()
+	err := filepath.WalkDir(filepath.Dir(l.Dir), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if st.Uid != 0 || st.Gid != 0 {
+			t.Errorf("got %s owned by %d:%d, want 0:0", p, st.Uid, st.Gid)
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 && d.Name() != "manifest.json" && fi.Mode().Perm() != 0o755 {
+			t.Errorf("got %s mode %v, want 0755", p, fi.Mode().Perm())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it holds; what it waits for takes milliseconds,
+// the bound is there so that a bug fails rather than hangs.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// BenchmarkCacheHit is what a run with a cached layer pays in the cache:
+// Acquire and Release of a published layer of five packages.
+func BenchmarkCacheHit(b *testing.B) {
+	c, err := OpenCache(CacheConfig{Dir: b.TempDir(), Installer: &fakeInstaller{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	set := mustSet(b, "python", "3.11.2", "numpy==1.26.4", "pandas>=2,<3", "requests>=2", "httpx[http2]==0.27.0", "pydantic>=2")
+	l, err := c.Acquire(context.Background(), set, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l.Release()
+	b.ResetTimer()
+	for b.Loop() {
+		// A run parses its requests and computes the key each time.
+		reqs, err := ParseRequests("python", []string{"numpy==1.26.4", "pandas>=2,<3", "requests>=2", "httpx[http2]==0.27.0", "pydantic>=2"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		l, err := c.Acquire(context.Background(), Set{Language: "python", Runtime: "3.11.2", Requests: reqs}, nil)
+		if err != nil || !l.Cached {
+			b.Fatalf("got %v, cached %v", err, l != nil && l.Cached)
+		}
+		l.Release()
+	}
+}
+
+// BenchmarkCachePublish is the cache's own cost of a new layer of five
+// packages (staging, check, chown, manifest, rename, sync), the installer
+// aside: the fake one writes the files only.
+func BenchmarkCachePublish(b *testing.B) {
+	c, err := OpenCache(CacheConfig{Dir: b.TempDir(), Installer: &fakeInstaller{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	i := 0
+	for b.Loop() {
+		i++
+		set := mustSet(b, "python", "3.11.2", "numpy==1.26.4", "pandas>=2,<3", "requests>=2", "httpx[http2]==0.27.0", fmt.Sprintf("pkg==%d", i))
+		l, err := c.Acquire(context.Background(), set, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Release()
+	}
+}
+
+func TestOpenCacheRefuses(t *testing.T) {
+	tests := []struct {
+		name string
+		root bool
+		cfg  func(dir string) CacheConfig
+		want string
+	}{
+		{name: "no directory", cfg: func(string) CacheConfig { return CacheConfig{Installer: &fakeInstaller{}} }, want: "no directory"},
+		{name: "no installer", cfg: func(dir string) CacheConfig { return CacheConfig{Dir: dir} }, want: "no installer"},
+		{name: "negative cap", cfg: func(dir string) CacheConfig {
+			return CacheConfig{Dir: dir, MaxBytes: -1, Installer: &fakeInstaller{}}
+		}, want: "negative"},
+		{name: "a symlink", cfg: func(dir string) CacheConfig {
+			if err := os.Symlink(t.TempDir(), filepath.Join(dir, "link")); err != nil {
+				t.Fatal(err)
+			}
+			return CacheConfig{Dir: filepath.Join(dir, "link"), Installer: &fakeInstaller{}}
+		}, want: "is not a directory of this user"},
+		{name: "another user's directory", root: true, cfg: func(dir string) CacheConfig {
+			if err := os.MkdirAll(filepath.Join(dir, "c", "layers"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(filepath.Join(dir, "c", "layers"), 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			return CacheConfig{Dir: filepath.Join(dir, "c"), Installer: &fakeInstaller{}}
+		}, want: "layers is not a directory of this user"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.root {
+				testutil.RequireRoot(t)
+			}
+			testutil.CheckLeaks(t)
+			c, err := OpenCache(tt.cfg(t.TempDir()))
+			if err == nil {
+				c.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error holding %q", err, tt.want)
+			}
+		})
+	}
+}

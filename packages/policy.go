@@ -1,0 +1,316 @@
+package packages
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+)
+
+// The policy modes, as the operator's config writes them.
+const (
+	PolicyOpen     = "open"     // every package (also the empty mode)
+	PolicyAllow    = "allow"    // only the names and globs of Allow
+	PolicyDeny     = "deny"     // every package but the names and globs of Deny
+	PolicyReviewed = "reviewed" // only the exact name and version pairs of Reviewed
+)
+
+// PolicyConfig is the operator's package policy. It is pure: Check decides on
+// the parsed requests, before anything is fetched.
+//
+// Names and globs (path.Match syntax: "*", "?", "[a-z]") match normalised names:
+// an entry is normalised for the language being checked (PEP 503 for Python,
+// so "Django_*" matches "django-rest"; npm names as written, lower-cased), so
+// one list can serve both languages. A scoped npm glob keeps its "/":
+// "@types/*" matches "@types/node", and "*" alone matches scoped names too.
+type PolicyConfig struct {
+	// Mode is "" or "open", "allow", "deny" or "reviewed".
+	Mode string
+	// Allow lists the names and globs admitted in "allow" mode.
+	Allow []string
+	// Deny lists the names and globs refused in "deny" mode.
+	Deny []string
+	// Reviewed lists the pairs admitted in "reviewed" mode: "numpy==1.26.4" for
+	// Python, "lodash@4.17.21" or "@types/node@20.11.0" for npm. A request must
+	// then pin exactly one of them ("numpy==1.26.4"; "numpy>=1" is refused).
+	Reviewed []string
+}
+
+// ErrBlocked matches a *BlockedError with errors.Is.
+var ErrBlocked = errors.New("package blocked by policy")
+
+// BlockedError is a request the policy refuses: the run ends with the outcome
+// "blocked" and its code never runs.
+type BlockedError struct {
+	Request string // the request as the run wrote it (Raw)
+	Rule    string // "allow", "deny:<entry>" or "reviewed"
+	Message string // one sentence naming the package and the rule
+}
+
+func (e *BlockedError) Error() string { return e.Message }
+
+func (e *BlockedError) Is(target error) bool { return target == ErrBlocked }
+
+// maxListedEntries bounds how many policy entries a refusal quotes, so that a
+// long list does not swamp the message.
+const maxListedEntries = 10
+
+// Validate checks the mode and every entry; the service runs it when it loads
+// the config, before it accepts a run.
+func (p PolicyConfig) Validate() error {
+	switch p.Mode {
+	case "", PolicyOpen, PolicyDeny:
+	case PolicyAllow:
+		if len(p.Allow) == 0 {
+			return errors.New(`validating the package policy: mode "allow" with an empty allow list refuses every package; list the allowed names, or deny "*" to refuse all`)
+		}
+	case PolicyReviewed:
+		if len(p.Reviewed) == 0 {
+			return errors.New(`validating the package policy: mode "reviewed" with an empty reviewed list refuses every package; list name==version (Python) or name@version (npm) pairs`)
+		}
+	default:
+		return fmt.Errorf("validating the package policy: unknown mode %q (want %s, %s, %s or %s)", p.Mode, PolicyOpen, PolicyAllow, PolicyDeny, PolicyReviewed)
+	}
+	for _, list := range []struct {
+		field   string
+		entries []string
+	}{{"allow", p.Allow}, {"deny", p.Deny}} {
+		for _, e := range list.entries {
+			if err := validateGlob(e); err != nil {
+				return fmt.Errorf("validating the package policy's %s list: %w", list.field, err)
+			}
+		}
+	}
+	for _, e := range p.Reviewed {
+		if _, _, _, err := parseReviewed(e); err != nil {
+			return fmt.Errorf("validating the package policy's reviewed list: %w", err)
+		}
+	}
+	return nil
+}
+
+func validateGlob(e string) error {
+	if strings.TrimSpace(e) == "" {
+		return errors.New("an entry is blank")
+	}
+	if strings.TrimSpace(e) != e {
+		return fmt.Errorf("entry %q has spaces at its start or end", e)
+	}
+	if _, err := path.Match(e, ""); err != nil {
+		return fmt.Errorf("entry %q is not a valid glob: %w", e, err)
+	}
+	return nil
+}
+
+// parseReviewed splits a reviewed pair into its language, name (not yet
+// normalised) and version.
+func parseReviewed(e string) (language, name, version string, err error) {
+	if n, v, ok := strings.Cut(e, "=="); ok {
+		n, v = strings.TrimSpace(n), strings.TrimSpace(v)
+		if !pyNameRE().MatchString(n) || !pyVersionRE().MatchString(v) {
+			return "", "", "", fmt.Errorf("entry %q is not a Python name==version pair such as %s", e, pyExample)
+		}
+		return languagePython, n, v, nil
+	}
+	at := strings.LastIndexByte(e, '@')
+	if at <= 0 {
+		return "", "", "", fmt.Errorf("entry %q is neither name==version (Python, such as %s) nor name@version (npm, such as lodash@4.17.21)", e, pyExample)
+	}
+	n, v := e[:at], e[at+1:]
+	if checkNpmName(e, n, v) != nil || !isExactSemver(v) {
+		return "", "", "", fmt.Errorf("entry %q is not an npm name@version pair with an exact version, such as lodash@4.17.21", e)
+	}
+	return languageJavaScript, n, v, nil
+}
+
+// isExactSemver reports whether v is one exact version: three numbers, with an
+// optional prerelease and build.
+func isExactSemver(v string) bool {
+	core, _, _ := strings.Cut(v, "+")
+	core, _, _ = strings.Cut(core, "-")
+	if strings.Count(core, ".") != 2 || strings.ContainsAny(core, "xX*") {
+		return false
+	}
+	return validPartial(v)
+}
+
+// normaliseName is name as the language compares it; glob metacharacters pass
+// through.
+func normaliseName(language, name string) string {
+	if language == languagePython {
+		return normalisePython(name)
+	}
+	return strings.ToLower(name)
+}
+
+// matchGlob reports whether the normalised name matches the normalised glob.
+// path.Match's "*" stops at "/", so a bare "*" is taken to mean every name,
+// scoped npm names included.
+func matchGlob(glob, name string) bool {
+	if glob == "*" {
+		return true
+	}
+	ok, _ := path.Match(glob, name) // validated at load; a bad glob matches nothing
+	return ok
+}
+
+// Check returns nil when the policy admits every request of language, else
+// the first refusal as a *BlockedError. reqs are as ParseRequests returns them.
+func (p PolicyConfig) Check(language string, reqs []Request) error {
+	for _, r := range reqs {
+		if err := p.check(language, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p PolicyConfig) check(language string, r Request) error {
+	switch p.Mode {
+	case "", PolicyOpen:
+		return nil
+	case PolicyAllow:
+		for _, g := range p.Allow {
+			if matchGlob(normaliseName(language, g), r.Name) {
+				return nil
+			}
+		}
+		return &BlockedError{Request: r.Raw, Rule: PolicyAllow, Message: fmt.Sprintf(
+			"%s is not on this host's allow list (allowed: %s)", r.Name, listEntries(p.Allow))}
+	case PolicyDeny:
+		for _, g := range p.Deny {
+			if matchGlob(normaliseName(language, g), r.Name) {
+				return &BlockedError{Request: r.Raw, Rule: PolicyDeny + ":" + g, Message: fmt.Sprintf(
+					"%s is refused by this host's deny list (entry %s)", r.Name, g)}
+			}
+		}
+		return nil
+	case PolicyReviewed:
+		return p.checkReviewed(language, r)
+	}
+	// Validate refuses other modes; fail closed if it was not called.
+	return &BlockedError{Request: r.Raw, Rule: p.Mode, Message: fmt.Sprintf(
+		"%s is refused: this host's package policy has an unknown mode %q", r.Name, p.Mode)}
+}
+
+func (p PolicyConfig) checkReviewed(language string, r Request) error {
+	var versions, pairs []string // of r.Name
+	for _, e := range p.Reviewed {
+		lang, name, version, err := parseReviewed(e)
+		if err != nil || lang != language || normaliseName(language, name) != r.Name {
+			continue
+		}
+		versions = append(versions, version)
+		pairs = append(pairs, e)
+	}
+	if len(versions) == 0 {
+		return &BlockedError{Request: r.Raw, Rule: PolicyReviewed, Message: fmt.Sprintf(
+			"%s has no reviewed version on this host, which installs only reviewed name and version pairs", r.Name)}
+	}
+	if pinned, ok := exactPin(language, r.Constraint); ok {
+		for _, v := range versions {
+			if sameVersion(language, pinned, v) {
+				return nil
+			}
+		}
+	}
+	how := "pin one of them exactly, as " + exampleReviewed(language, r.Name, versions[0])
+	return &BlockedError{Request: r.Raw, Rule: PolicyReviewed, Message: fmt.Sprintf(
+		"%s asks for a version of %s that is not reviewed on this host (reviewed: %s): %s", r.Raw, r.Name, listEntries(pairs), how)}
+}
+
+// exactPin returns the one version a constraint pins: "==1.2" or "===1.2" in
+// Python, "1.2.3" or "=1.2.3" in npm.
+func exactPin(language, constraint string) (string, bool) {
+	c := strings.TrimSpace(constraint)
+	if language == languagePython {
+		if strings.Contains(c, ",") || strings.HasSuffix(c, ".*") {
+			return "", false
+		}
+		for _, op := range []string{"===", "=="} {
+			if v, ok := strings.CutPrefix(c, op); ok {
+				return strings.TrimSpace(v), true
+			}
+		}
+		return "", false
+	}
+	c = strings.TrimPrefix(c, "=")
+	if !isExactSemver(c) {
+		return "", false
+	}
+	return c, true
+}
+
+// sameVersion compares two versions as the language does, for the exact pins
+// the reviewed mode admits: PEP 440 versions are case-insensitive and may start
+// with "v"; npm versions compare as written, build metadata aside.
+func sameVersion(language, a, b string) bool {
+	if language == languagePython {
+		norm := func(v string) string { return strings.TrimPrefix(strings.ToLower(v), "v") }
+		return norm(a) == norm(b)
+	}
+	a, _, _ = strings.Cut(a, "+")
+	b, _, _ = strings.Cut(b, "+")
+	return a == b
+}
+
+func exampleReviewed(language, name, version string) string {
+	if language == languagePython {
+		return name + "==" + version
+	}
+	return name + "@" + version
+}
+
+func listEntries(entries []string) string {
+	if len(entries) <= maxListedEntries {
+		return strings.Join(entries, ", ")
+	}
+	return strings.Join(entries[:maxListedEntries], ", ") + fmt.Sprintf(" and %d more", len(entries)-maxListedEntries)
+}
+
+// CheckResolved applies the policy to what an install resolved, dependencies
+// included (a layer's Manifest.Packages), and returns the first refusal as a
+// *BlockedError. Check, on the requests, runs before anything is fetched, but
+// it can't see dependencies:
+//   - "deny": a denied package is refused as a dependency too;
+//   - "reviewed": every installed package must be a reviewed pair, as only
+//     reviewed versions may be installed;
+//   - "allow" admits the dependencies of allowed requests: the list names what
+//     runs may ask for, not every package those pull in.
+//
+// The supervisor runs it on each lease's manifest (a layer stays cached when
+// the policy changes) and releases the lease of a refused one.
+func (p PolicyConfig) CheckResolved(language string, pkgs []Resolved) error {
+	switch p.Mode {
+	case PolicyDeny, PolicyReviewed:
+	default:
+		return nil
+	}
+	for _, r := range pkgs {
+		pin := exampleReviewed(language, r.Name, r.Version)
+		constraint := r.Version
+		if language == languagePython {
+			constraint = "==" + r.Version
+		}
+		req := Request{Raw: pin, Name: normaliseName(language, r.Name), Constraint: constraint}
+		err := p.check(language, req)
+		var b *BlockedError
+		if !errors.As(err, &b) {
+			continue
+		}
+		if r.Request != "" {
+			b.Request = r.Request
+		}
+		what := fmt.Sprintf("%s, a dependency the install resolved,", pin)
+		if r.Request != "" {
+			what = fmt.Sprintf("%s, which %s resolved to,", pin, r.Request)
+		}
+		if p.Mode == PolicyDeny {
+			b.Message = fmt.Sprintf("%s is refused by this host's deny list (entry %s)", what, strings.TrimPrefix(b.Rule, PolicyDeny+":"))
+		} else {
+			b.Message = fmt.Sprintf("%s is not a reviewed version on this host, which installs only reviewed name and version pairs", what)
+		}
+		return b
+	}
+	return nil
+}

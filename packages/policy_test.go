@@ -1,0 +1,222 @@
+package packages
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestPolicyCheck(t *testing.T) {
+	tests := []struct {
+		name     string
+		policy   PolicyConfig
+		language string
+		requests []string
+		// blocked is the Request of the refusal, "" when admitted; rule its
+		// Rule; message a part of its Message.
+		blocked, rule, message string
+	}{
+		{name: "empty mode admits all", policy: PolicyConfig{}, language: "python", requests: []string{"numpy==1.26.4", "requests>=0"}},
+		{name: "open admits all", policy: PolicyConfig{Mode: "open", Deny: []string{"numpy"}}, language: "python", requests: []string{"numpy==1.26.4"}},
+
+		{name: "allow exact name", policy: PolicyConfig{Mode: "allow", Allow: []string{"numpy"}}, language: "python", requests: []string{"numpy>=1"}},
+		{name: "allow glob", policy: PolicyConfig{Mode: "allow", Allow: []string{"numpy", "django-*"}}, language: "python", requests: []string{"Django_REST.framework>=3"}},
+		{name: "allow entry normalised per PEP 503", policy: PolicyConfig{Mode: "allow", Allow: []string{"Typing_Extensions"}}, language: "python", requests: []string{"typing.extensions>=4"}},
+		{
+			name: "allow refuses another name", policy: PolicyConfig{Mode: "allow", Allow: []string{"numpy", "django-*"}},
+			language: "python", requests: []string{"numpy>=1", "requests>=2"},
+			blocked: "requests>=2", rule: "allow", message: "requests is not on this host's allow list (allowed: numpy, django-*)",
+		},
+		{name: "allow scoped npm glob", policy: PolicyConfig{Mode: "allow", Allow: []string{"@types/*"}}, language: "javascript", requests: []string{"@types/node@20"}},
+		{
+			name: "allow scoped glob is not another scope", policy: PolicyConfig{Mode: "allow", Allow: []string{"@types/*"}},
+			language: "javascript", requests: []string{"@evil/node@20"},
+			blocked: "@evil/node@20", rule: "allow", message: "@evil/node is not on this host's allow list",
+		},
+		{name: "allow star admits scoped names", policy: PolicyConfig{Mode: "allow", Allow: []string{"*"}}, language: "javascript", requests: []string{"@types/node@20"}},
+		{
+			name: "npm names are not folded like Python's", policy: PolicyConfig{Mode: "allow", Allow: []string{"lodash_x"}},
+			language: "javascript", requests: []string{"lodash-x@1"},
+			blocked: "lodash-x@1", rule: "allow",
+		},
+
+		{name: "deny admits others", policy: PolicyConfig{Mode: "deny", Deny: []string{"evil-*"}}, language: "python", requests: []string{"numpy==1.26.4"}},
+		{
+			name: "deny glob", policy: PolicyConfig{Mode: "deny", Deny: []string{"evil-*"}},
+			language: "python", requests: []string{"numpy==1.26.4", "Evil_Pkg>=0"},
+			blocked: "Evil_Pkg>=0", rule: "deny:evil-*", message: "evil-pkg is refused by this host's deny list (entry evil-*)",
+		},
+		{
+			name: "deny npm name", policy: PolicyConfig{Mode: "deny", Deny: []string{"left-pad"}},
+			language: "javascript", requests: []string{"left-pad@*"},
+			blocked: "left-pad@*", rule: "deny:left-pad", message: "left-pad is refused",
+		},
+
+		{name: "reviewed exact pin", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4"}}, language: "python", requests: []string{"numpy==1.26.4"}},
+		{name: "reviewed triple equals", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4"}}, language: "python", requests: []string{"NumPy===1.26.4"}},
+		{name: "reviewed with extras", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"httpx==0.27.0"}}, language: "python", requests: []string{"httpx[http2]==0.27.0"}},
+		{name: "reviewed one of two versions", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4", "numpy==2.0.0"}}, language: "python", requests: []string{"numpy==2.0.0"}},
+		{
+			name: "reviewed refuses a range", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4"}},
+			language: "python", requests: []string{"numpy>=1"},
+			blocked: "numpy>=1", rule: "reviewed", message: "numpy>=1 asks for a version of numpy that is not reviewed on this host (reviewed: numpy==1.26.4): pin one of them exactly, as numpy==1.26.4",
+		},
+		{
+			name: "reviewed refuses another version", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4"}},
+			language: "python", requests: []string{"numpy==1.26.3"},
+			blocked: "numpy==1.26.3", rule: "reviewed",
+		},
+		{
+			name: "reviewed refuses a wildcard", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4"}},
+			language: "python", requests: []string{"numpy==1.26.*"},
+			blocked: "numpy==1.26.*", rule: "reviewed",
+		},
+		{
+			name: "reviewed refuses a name not listed", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4"}},
+			language: "python", requests: []string{"requests==2.32.3"},
+			blocked: "requests==2.32.3", rule: "reviewed", message: "requests has no reviewed version on this host",
+		},
+		{name: "reviewed npm exact", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"lodash@4.17.21"}}, language: "javascript", requests: []string{"lodash@4.17.21"}},
+		{name: "reviewed npm equals", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"@types/node@20.11.0"}}, language: "javascript", requests: []string{"@types/node@=20.11.0"}},
+		{
+			name: "reviewed npm caret refused", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"lodash@4.17.21"}},
+			language: "javascript", requests: []string{"lodash@^4.17.21"},
+			blocked: "lodash@^4.17.21", rule: "reviewed", message: "pin one of them exactly, as lodash@4.17.21",
+		},
+		{
+			name: "reviewed pair of the other language does not count", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"lodash==4.17.21"}},
+			language: "javascript", requests: []string{"lodash@4.17.21"},
+			blocked: "lodash@4.17.21", rule: "reviewed",
+		},
+		{
+			name: "unknown mode fails closed", policy: PolicyConfig{Mode: "permissive"},
+			language: "python", requests: []string{"numpy==1.26.4"},
+			blocked: "numpy==1.26.4", rule: "permissive",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reqs, err := ParseRequests(tt.language, tt.requests)
+			if err != nil {
+				t.Fatalf("parsing %q: %v", tt.requests, err)
+			}
+			err = tt.policy.Check(tt.language, reqs)
+			if tt.blocked == "" {
+				if err != nil {
+					t.Fatalf("got %v, want the requests admitted", err)
+				}
+				return
+			}
+			var b *BlockedError
+			if !errors.As(err, &b) {
+				t.Fatalf("got %v, want a *BlockedError", err)
+			}
+			if !errors.Is(err, ErrBlocked) {
+				t.Errorf("errors.Is(%v, ErrBlocked) is false", err)
+			}
+			if b.Request != tt.blocked || b.Rule != tt.rule {
+				t.Errorf("got request %q rule %q, want %q %q", b.Request, b.Rule, tt.blocked, tt.rule)
+			}
+			if !strings.Contains(b.Message, tt.message) {
+				t.Errorf("got message %q, want it to hold %q", b.Message, tt.message)
+			}
+		})
+	}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy PolicyConfig
+		want   string // part of the error, "" for none
+	}{
+		{name: "zero", policy: PolicyConfig{}},
+		{name: "open", policy: PolicyConfig{Mode: "open"}},
+		{name: "allow", policy: PolicyConfig{Mode: "allow", Allow: []string{"numpy", "django-*", "@types/*"}}},
+		{name: "deny with no list", policy: PolicyConfig{Mode: "deny"}},
+		{name: "reviewed", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4", "lodash@4.17.21", "@types/node@20.11.0-beta.1"}}},
+		{name: "unknown mode", policy: PolicyConfig{Mode: "strict"}, want: `unknown mode "strict"`},
+		{name: "allow with no list", policy: PolicyConfig{Mode: "allow"}, want: "empty allow list"},
+		{name: "reviewed with no list", policy: PolicyConfig{Mode: "reviewed"}, want: "empty reviewed list"},
+		{name: "bad glob", policy: PolicyConfig{Mode: "allow", Allow: []string{"num[py"}}, want: `entry "num[py" is not a valid glob`},
+		{name: "blank entry", policy: PolicyConfig{Mode: "deny", Deny: []string{" "}}, want: "blank"},
+		{name: "spaced entry", policy: PolicyConfig{Mode: "deny", Deny: []string{"numpy "}}, want: "spaces"},
+		{name: "reviewed range", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy>=1"}}, want: `entry "numpy>=1" is neither`},
+		{name: "reviewed npm range", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"lodash@^4.17.21"}}, want: "exact version"},
+		{name: "reviewed npm partial", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"lodash@4.17"}}, want: "exact version"},
+		{name: "reviewed bad python version", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==latest"}}, want: "not a Python name==version"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.policy.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("got %v, want no error", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("got %v, want an error holding %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPolicyMessageListsAtMostTen(t *testing.T) {
+	var allow []string
+	for _, c := range "abcdefghijkl" {
+		allow = append(allow, string(c)+"pkg")
+	}
+	reqs, err := ParseRequests("python", []string{"numpy>=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = PolicyConfig{Mode: "allow", Allow: allow}.Check("python", reqs)
+	if err == nil || !strings.HasSuffix(err.Error(), "jpkg and 2 more)") {
+		t.Fatalf("got %v, want the list cut after ten entries", err)
+	}
+}
+
+func TestPolicyCheckResolved(t *testing.T) {
+	resolved := []Resolved{
+		{Name: "numpy", Version: "1.26.4", Request: "numpy==1.26.4"},
+		{Name: "six", Version: "1.16.0"},
+	}
+	tests := []struct {
+		name     string
+		policy   PolicyConfig
+		language string
+		pkgs     []Resolved
+		want     string // part of the refusal, "" when admitted
+	}{
+		{name: "open", policy: PolicyConfig{}, language: "python", pkgs: resolved},
+		{name: "allow admits dependencies", policy: PolicyConfig{Mode: "allow", Allow: []string{"numpy"}}, language: "python", pkgs: resolved},
+		{name: "deny admits others", policy: PolicyConfig{Mode: "deny", Deny: []string{"evil"}}, language: "python", pkgs: resolved},
+		{
+			name: "deny refuses a dependency", policy: PolicyConfig{Mode: "deny", Deny: []string{"six"}}, language: "python", pkgs: resolved,
+			want: "six==1.16.0, a dependency the install resolved, is refused by this host's deny list (entry six)",
+		},
+		{name: "reviewed all", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4", "Six==1.16.0"}}, language: "python", pkgs: resolved},
+		{
+			name: "reviewed refuses an unreviewed dependency", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4", "six==1.15.0"}}, language: "python", pkgs: resolved,
+			want: "six==1.16.0, a dependency the install resolved, is not a reviewed version",
+		},
+		{
+			name: "reviewed refuses a request resolved elsewhere", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"lodash@4.17.20"}}, language: "javascript",
+			pkgs: []Resolved{{Name: "lodash", Version: "4.17.21", Request: "lodash@4.17.21"}},
+			want: "lodash@4.17.21, which lodash@4.17.21 resolved to, is not a reviewed version",
+		},
+		{name: "reviewed npm", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"@types/node@20.11.0"}}, language: "javascript", pkgs: []Resolved{{Name: "@types/node", Version: "20.11.0"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.policy.CheckResolved(tt.language, tt.pkgs)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("got %v, want the packages admitted", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrBlocked) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want a refusal holding %q", err, tt.want)
+			}
+		})
+	}
+}
