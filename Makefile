@@ -8,14 +8,16 @@ TAGS := urfave_cli_no_docs
 
 .PHONY: build deps test serve bench check clean
 
-# deps installs the C library cgo links against, and the interpreters and tools the
-# tests use, when they are missing.
+# deps installs the C library cgo links against, and the interpreters, their
+# package managers (the installers of runs' packages) and the tools the tests use,
+# when they are missing.
 deps:
 	@missing=""; \
-	for p in libseccomp-dev gcc python3 debootstrap iproute2; do \
+	for p in libseccomp-dev gcc python3 python3-pip debootstrap iproute2; do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
 	done; \
 	[ -x /usr/bin/node ] || missing="$$missing nodejs"; \
+	[ -x /usr/bin/npm ] || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

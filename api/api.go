@@ -288,6 +288,8 @@ type Health struct {
 	// with network "registries" may reach (with their subdomains); an empty
 	// list admits nothing.
 	Registries map[string][]string `json:"registries"`
+	// PackageLanguages are the languages whose runs may ask for packages here.
+	PackageLanguages []string `json:"package_languages"`
 }
 
 // More bounds of API.md.

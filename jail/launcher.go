@@ -295,18 +295,24 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err := mountIntoSandbox(s.cmd.Process.Pid, s.ids, spec.Mounts); err != nil {
 		return internal("mounts", "could not mount the run's directories: %v", err)
 	}
-	var attached map[string]string
+	attached := map[string]string{}
+	for k, v := range spec.BrigEnv {
+		if !ReservedEnv(k) {
+			return internal("env", "the run's own environment sets %s, which brig does not reserve", k)
+		}
+		attached[k] = v
+	}
 	if spec.Attach != nil {
 		env, err := spec.Attach(s.cmd.Process.Pid)
 		if err != nil {
 			return internal("network", "could not set up the run's network: %v", err)
 		}
-		for k := range env {
+		for k, v := range env {
 			if !ReservedEnv(k) {
 				return internal("network", "the network's environment sets %s, which brig does not reserve", k)
 			}
+			attached[k] = v
 		}
-		attached = env
 	}
 	err = json.NewEncoder(s.spec).Encode(runSpecOf(spec, root, attached))
 	s.spec.Close()

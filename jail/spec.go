@@ -25,6 +25,10 @@ type Spec struct {
 	// Env is the request's environment; brig adds its own names (which win).
 	Env map[string]string
 
+	// BrigEnv are environment variables brig sets for this run (names it
+	// reserves, such as the package paths of a run with a layer); a name it
+	// does not reserve fails the run.
+	BrigEnv map[string]string
 	// Mounts are host directories mounted into the sandbox once it exists and
 	// before the program is sent (a pooled sandbox too): a run's package layer,
 	// read-only; the installer's staging folder, writable.

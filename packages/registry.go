@@ -55,22 +55,51 @@ type Managers struct {
 // HOME would silently skip a mirror set up for root. It is meant to be called
 // once at the service's start, not per run: each call runs a process.
 func (m Managers) RegistryHosts(ctx context.Context, language string, configured []string) ([]string, error) {
-	urls := configured
-	if len(urls) == 0 {
-		var err error
+	r, err := m.Registry(ctx, language, configured)
+	return r.Hosts, err
+}
+
+// Registry is where a language's packages come from.
+type Registry struct {
+	// Indexes are the URLs brig's installer gives the package manager, in
+	// order: for Python the index, then the extra indexes; for JavaScript the
+	// npm registry.
+	Indexes []string
+	// Hosts are the host names network mode registries admits: the indexes'
+	// and the hosts the indexes send files from (see RegistryHosts).
+	Hosts []string
+}
+
+// Registry reads the registry of language as RegistryHosts does, with the
+// installer's URLs besides the hosts.
+func (m Managers) Registry(ctx context.Context, language string, configured []string) (Registry, error) {
+	indexes, all := configured, configured
+	if len(configured) == 0 {
 		switch language {
 		case languagePython:
-			urls, err = m.pipIndexes(ctx)
+			ps, err := m.pipSettings(ctx)
+			if err != nil {
+				return Registry{}, err
+			}
+			if !ps.NoIndex && ps.IndexURL != "" {
+				indexes = append([]string{ps.IndexURL}, ps.ExtraIndexURLs...)
+			}
+			all = ps.urls()
 		case languageJavaScript:
-			urls, err = m.npmRegistry(ctx)
+			urls, err := m.npmRegistry(ctx)
+			if err != nil {
+				return Registry{}, err
+			}
+			indexes, all = urls, urls
 		default:
-			return nil, fmt.Errorf("reading the registries: unknown language %q (want %s or %s)", language, languagePython, languageJavaScript)
-		}
-		if err != nil {
-			return nil, err
+			return Registry{}, fmt.Errorf("reading the registries: unknown language %q (want %s or %s)", language, languagePython, languageJavaScript)
 		}
 	}
-	return RegistryHostsOf(urls)
+	hosts, err := RegistryHostsOf(all)
+	if err != nil {
+		return Registry{}, err
+	}
+	return Registry{Indexes: indexes, Hosts: hosts}, nil
 }
 
 // RegistryHostsOf returns the host names of registry URLs (http or https, with
@@ -179,23 +208,23 @@ type pipSettings struct {
 	FileHost       string   `json:"file_host"`
 }
 
-func (m Managers) pipIndexes(ctx context.Context) ([]string, error) {
+func (m Managers) pipSettings(ctx context.Context) (pipSettings, error) {
 	python := m.Python
 	if python == "" {
 		python = DefaultPython
 	}
+	var ps pipSettings
 	out, err := m.output(ctx, python, "-c", pipProbe)
 	if err != nil {
-		return nil, fmt.Errorf("reading pip's index: %w", err)
+		return ps, fmt.Errorf("reading pip's index: %w", err)
 	}
-	var ps pipSettings
 	if err := json.Unmarshal(lastLine(out), &ps); err != nil {
-		return nil, fmt.Errorf("reading pip's index: %s printed %q, not its settings: %w", python, out, err)
+		return ps, fmt.Errorf("reading pip's index: %s printed %q, not its settings: %w", python, out, err)
 	}
 	if !ps.Pip {
-		return nil, fmt.Errorf("reading pip's index: %s has no pip: %w", python, ErrNoManager)
+		return ps, fmt.Errorf("reading pip's index: %s has no pip: %w", python, ErrNoManager)
 	}
-	return ps.urls(), nil
+	return ps, nil
 }
 
 // urls are the URLs pip install fetches from: its index (unless --no-index),

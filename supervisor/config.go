@@ -81,6 +81,8 @@ type Config struct {
 	// starts, never per run. A language with none admits nothing in that mode.
 	// GET /v1/health lists them.
 	RegistryHosts map[string][]string
+	// Packages are the runs' packages: the layer cache and the policy.
+	Packages PackagesConfig
 	// Logger gets one line per request and one per run; nil means slog.Default().
 	Logger *slog.Logger
 }

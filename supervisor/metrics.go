@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/packages"
 	"github.com/brig-sandbox/brig/egress"
 )
 
@@ -144,4 +145,24 @@ func (m *metrics) request(route string, code int) {
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// registerPackageCache exports the layer cache's counters, read at each scrape.
+func (m *metrics) registerPackageCache(c *packages.Cache) {
+	counter := func(name, help string, f func(packages.Stats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(c.Stats()) })
+	}
+	gauge := func(name, help string, f func(packages.Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(c.Stats()) })
+	}
+	m.reg.MustRegister(
+		counter("brig_package_cache_hits_total", "Runs whose package layer was in the cache.", func(s packages.Stats) float64 { return float64(s.Hits) }),
+		counter("brig_package_cache_misses_total", "Runs whose package layer had to be installed (or waited for one install).", func(s packages.Stats) float64 { return float64(s.Misses) }),
+		counter("brig_package_installs_total", "Package layers installed.", func(s packages.Stats) float64 { return float64(s.Installs) }),
+		counter("brig_package_install_failures_total", "Package installs that failed (unavailable packages included).", func(s packages.Stats) float64 { return float64(s.InstallFailures) }),
+		counter("brig_package_install_seconds_total", "Time spent installing package layers.", func(s packages.Stats) float64 { return s.InstallSeconds }),
+		counter("brig_package_cache_evictions_total", "Package layers evicted from the cache.", func(s packages.Stats) float64 { return float64(s.Evictions) }),
+		gauge("brig_package_cache_layers", "Package layers in the cache.", func(s packages.Stats) float64 { return float64(s.Layers) }),
+		gauge("brig_package_cache_bytes", "Bytes the package layers take on disk.", func(s packages.Stats) float64 { return float64(s.Bytes) }),
+	)
 }

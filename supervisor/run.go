@@ -37,6 +37,12 @@ type run struct {
 	started bool
 	// result is set when the run has finished. Guarded by mu.
 	result *api.Result
+	// prepared is how long the run's packages took to prepare (set before the
+	// run starts, by the run's own goroutine).
+	prepared time.Duration
+	// packageEvents counts the package events appended, up to maxPackageEvents.
+	// Guarded by mu.
+	packageEvents int
 	// egressEvents counts the egress events appended, up to maxEgressEvents.
 	// Guarded by mu.
 	egressEvents int
@@ -94,6 +100,21 @@ func (r *run) onOutput(kind string) func(string) {
 		r.appendLocked(api.Event{Event: kind, Data: s})
 		r.mu.Unlock()
 	}
+}
+
+// maxPackageEvents bounds a run's package events (an install's progress lines).
+const maxPackageEvents = 1000
+
+// onPackage is the package cache's progress callback: each line of the
+// install becomes a package event, until the run has started.
+func (r *run) onPackage(line string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started || r.result != nil || r.packageEvents >= maxPackageEvents {
+		return
+	}
+	r.packageEvents++
+	r.appendLocked(api.Event{Event: api.EventPackage, Message: line})
 }
 
 // onEgress is the egress proxy's callback (egress.Start's onDecision): each

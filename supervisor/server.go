@@ -393,14 +393,15 @@ func (s *Service) getHealth(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, api.Health{
-		Status:       status,
-		Languages:    s.host.Languages,
-		CgroupMode:   s.host.CgroupMode,
-		NetworkModes: s.cfg.NetworkModes,
-		Rootfs:       s.host.Rootfs,
-		Running:      running,
-		Queued:       queued,
-		Registries:   s.cfg.registries(),
+		Status:           status,
+		Languages:        s.host.Languages,
+		CgroupMode:       s.host.CgroupMode,
+		NetworkModes:     s.cfg.NetworkModes,
+		Rootfs:           s.host.Rootfs,
+		Running:          running,
+		Queued:           queued,
+		Registries:       s.cfg.registries(),
+		PackageLanguages: s.cfg.Packages.languages(),
 	})
 	return nil
 }

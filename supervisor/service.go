@@ -16,6 +16,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/egress"
 	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/packages"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -116,6 +117,9 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 		pruned:    make(chan struct{}),
 	}
 	s.metrics = newMetrics(s.adm)
+	if cfg.Packages.Cache != nil {
+		s.metrics.registerPackageCache(cfg.Packages.Cache)
+	}
 	keys, err := j.recover(interruptedResult, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("finishing the runs interrupted by the last stop: %w", err)
@@ -311,8 +315,8 @@ func (s *Service) available(req api.Request) error {
 	if !slices.Contains(s.cfg.NetworkModes, req.Network.Mode) {
 		return invalid("network.mode", "%q is not available on this host; the modes it offers are %v (GET /v1/health lists them): use one of those", req.Network.Mode, s.cfg.NetworkModes)
 	}
-	if len(req.Packages) > 0 {
-		return invalid("packages", "this host installs no packages yet: leave packages out and use only the language's standard library")
+	if len(req.Packages) > 0 && !slices.Contains(s.cfg.Packages.languages(), req.Language) {
+		return invalid("packages", "this host installs no %s packages (GET /v1/health lists package_languages): leave packages out and use only the language's standard library", req.Language)
 	}
 	return nil
 }
@@ -329,6 +333,18 @@ func (s *Service) execute(r *run, t *ticket) {
 		return
 	}
 	queued := time.Since(r.accepted)
+	var lease *packages.Lease
+	if len(r.req.Packages) > 0 {
+		var res *api.Result
+		if lease, res = s.preparePackages(r); res != nil {
+			s.adm.leave(t)
+			res.Timing.QueuedMS = queued.Milliseconds()
+			res.Timing.TotalMS = time.Since(r.accepted).Milliseconds()
+			s.finish(r, res)
+			return
+		}
+		defer lease.Release()
+	}
 	r.setState(api.StateRunning)
 	spec := jail.Spec{
 		Language:    rootfs.Language(r.req.Language),
@@ -339,6 +355,9 @@ func (s *Service) execute(r *run, t *ticket) {
 		OnStart:     r.onStart,
 		OnStdout:    r.onOutput(api.EventStdout),
 		OnStderr:    r.onOutput(api.EventStderr),
+	}
+	if lease != nil {
+		layerSpec(&spec, r.req.Language, lease)
 	}
 	// A networked run's DNS server and proxies are bound in its sandbox's
 	// network namespace once the sandbox exists (a pooled one too), and closed
@@ -370,10 +389,14 @@ func (s *Service) execute(r *run, t *ticket) {
 		res = ResultOf(r.id, r.req, jr)
 	}
 	res.Network.Connections = s.recordEgress(r.req.Network.Mode, conns)
+	if lease != nil {
+		res.Packages = packageResults(r.req, lease)
+	}
 	// The jail counts from its own call; the API counts from the request.
 	res.Timing.QueuedMS = queued.Milliseconds()
+	res.Timing.PrepareMS = r.prepared.Milliseconds()
 	if res.Timing.StartMS > 0 || r.started {
-		res.Timing.StartMS += queued.Milliseconds()
+		res.Timing.StartMS += (queued + r.prepared).Milliseconds()
 	}
 	res.Timing.TotalMS = time.Since(r.accepted).Milliseconds()
 	s.finish(r, res)

@@ -54,6 +54,33 @@ type serveConfig struct {
 	// LogFormat is json or text; LogLevel debug, info, warn or error.
 	LogFormat string `toml:"log_format"`
 	LogLevel  string `toml:"log_level"`
+	// Packages are the runs' packages: the installer, its layer cache and the
+	// policy.
+	Packages struct {
+		// Enabled lets runs ask for packages (installed from the registries of
+		// [egress.registries] or the package managers' settings).
+		Enabled bool `toml:"enabled"`
+		// CacheDir holds the installed layers; empty: <state_dir>/packages.
+		CacheDir string `toml:"cache_dir"`
+		// CacheMaxBytes bounds the layers' total size (least recently used
+		// evicted first, never one a run holds).
+		CacheMaxBytes int64 `toml:"cache_max_bytes"`
+		// InstallTimeout and InstallMemoryMiB bound each install's sandbox.
+		InstallTimeout   duration `toml:"install_timeout"`
+		InstallMemoryMiB int      `toml:"install_memory_mib"`
+		// AllowSourceBuilds lets pip build packages that have no wheel, which
+		// runs their code at install time; off, only wheels are installed.
+		AllowSourceBuilds bool `toml:"allow_source_builds"`
+		// Policy: mode "open" (every package), "allow" (only names or globs
+		// in allow), "deny" (all but those in deny) or "reviewed" (only the
+		// exact name==version or name@version pairs in reviewed).
+		Policy struct {
+			Mode     string   `toml:"mode"`
+			Allow    []string `toml:"allow"`
+			Deny     []string `toml:"deny"`
+			Reviewed []string `toml:"reviewed"`
+		} `toml:"policy"`
+	} `toml:"packages"`
 	Sandbox   struct {
 		// CgroupParent is the cgroup (under each hierarchy) runs' groups are made in.
 		CgroupParent string `toml:"cgroup_parent"`
@@ -133,6 +160,12 @@ func defaultServeConfig() serveConfig {
 	sc.Sandbox.IDFirst = jail.DefaultIDFirst
 	sc.Sandbox.IDCount = jail.DefaultIDCount
 	sc.Sandbox.Rootfs = map[string]string{}
+	sc.Packages.Enabled = true
+	sc.Packages.CacheMaxBytes = packages.DefaultCacheBytes
+	sc.Packages.InstallTimeout = duration(packages.DefaultInstallTimeout)
+	sc.Packages.InstallMemoryMiB = packages.DefaultInstallMemoryMiB
+	sc.Packages.Policy.Mode = "open"
+	sc.Packages.Policy.Allow, sc.Packages.Policy.Deny, sc.Packages.Policy.Reviewed = []string{}, []string{}, []string{}
 	sc.Egress.Modes = []string{api.NetworkNone, api.NetworkRegistries, api.NetworkDomains, api.NetworkAny}
 	sc.Egress.Pins = map[string]string{}
 	sc.Egress.AllowPrivateHosts = []string{}
@@ -292,14 +325,57 @@ func (sc serveConfig) supervisorConfig(log *slog.Logger) supervisor.Config {
 	}
 }
 
+// openPackageCache opens the layer cache, whose installer runs pip or npm in
+// sandboxes of l with network "registries".
+func openPackageCache(sc serveConfig, regs map[string]packages.Registry, cfg supervisor.Config, l *jail.Launcher, log *slog.Logger) (*packages.Cache, error) {
+	indexes := map[string][]string{}
+	for lang, r := range regs {
+		indexes[lang] = r.Indexes
+	}
+	inst, err := packages.NewInstaller(packages.InstallerConfig{
+		Run:               supervisor.InstallerRun(l, cfg.Egress, cfg.RegistryHosts),
+		Registries:        indexes,
+		Timeout:           time.Duration(sc.Packages.InstallTimeout),
+		MemoryMiB:         sc.Packages.InstallMemoryMiB,
+		AllowSourceBuilds: sc.Packages.AllowSourceBuilds,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the package installer: %w", err)
+	}
+	dir := sc.Packages.CacheDir
+	if dir == "" {
+		dir = filepath.Join(sc.StateDir, "packages")
+	}
+	cache, err := packages.OpenCache(packages.CacheConfig{Dir: dir, MaxBytes: sc.Packages.CacheMaxBytes, Installer: inst, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("opening the package cache: %w", err)
+	}
+	return cache, nil
+}
+
 // registryHosts reads, once at the start, the registry hosts of each language
 // that a `registries` network admits: the configured URLs', else those the
 // package manager names. A language without its package manager gets none, and
 // the log says so; without the registries mode on offer nothing is read.
 func registryHosts(ctx context.Context, sc serveConfig, m packages.Managers, log *slog.Logger) (map[string][]string, error) {
+	regs, err := registries(ctx, sc, m, log)
+	if err != nil {
+		return nil, err
+	}
 	hosts := map[string][]string{}
-	if !slices.Contains(sc.Egress.Modes, api.NetworkRegistries) {
-		return hosts, nil
+	for lang, r := range regs {
+		hosts[lang] = r.Hosts
+	}
+	return hosts, nil
+}
+
+// registries reads each language's registry once at the start, as
+// registryHosts describes, when the registries mode is on offer or packages
+// are installed (whose installer uses the same URLs and hosts).
+func registries(ctx context.Context, sc serveConfig, m packages.Managers, log *slog.Logger) (map[string]packages.Registry, error) {
+	regs := map[string]packages.Registry{}
+	if !slices.Contains(sc.Egress.Modes, api.NetworkRegistries) && !sc.Packages.Enabled {
+		return regs, nil
 	}
 	for _, lang := range []struct {
 		name       string
@@ -308,20 +384,20 @@ func registryHosts(ctx context.Context, sc serveConfig, m packages.Managers, log
 		{"python", sc.Egress.Registries.Python},
 		{"javascript", sc.Egress.Registries.JavaScript},
 	} {
-		h, err := m.RegistryHosts(ctx, lang.name, lang.configured)
+		r, err := m.Registry(ctx, lang.name, lang.configured)
 		switch {
 		case errors.Is(err, packages.ErrNoManager):
-			log.Warn("network mode registries admits nothing for this language: its package manager is not installed and no registry is configured", "language", lang.name, "err", err,
+			log.Warn("network mode registries admits nothing for this language, and its packages can't be installed: its package manager is not installed and no registry is configured", "language", lang.name, "err", err,
 				"hint", "install it, or set [egress.registries] "+lang.name+" in the config")
-			h = []string{}
+			r = packages.Registry{Indexes: []string{}, Hosts: []string{}}
 		case err != nil:
 			return nil, fmt.Errorf("the %s registries: %w (Hint: set [egress.registries] %s in the config, or --registry %s=URL)", lang.name, err, lang.name, lang.name)
 		default:
-			log.Info("registry hosts", "language", lang.name, "hosts", h, "configured", len(lang.configured) > 0)
+			log.Info("registry hosts", "language", lang.name, "hosts", r.Hosts, "configured", len(lang.configured) > 0)
 		}
-		hosts[lang.name] = h
+		regs[lang.name] = r
 	}
-	return hosts, nil
+	return regs, nil
 }
 
 // override sets *dst to the flag's value when the flag was given.
@@ -361,8 +437,18 @@ func serveAction(c *cli.Context) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
-	if cfg.RegistryHosts, err = registryHosts(c.Context, sc, packages.Managers{}, log); err != nil {
+	regs, err := registries(c.Context, sc, packages.Managers{}, log)
+	if err != nil {
 		return err
+	}
+	cfg.RegistryHosts = map[string][]string{}
+	for lang, r := range regs {
+		cfg.RegistryHosts[lang] = r.Hosts
+	}
+	cfg.Packages.Policy = packages.PolicyConfig{Mode: sc.Packages.Policy.Mode, Allow: sc.Packages.Policy.Allow,
+		Deny: sc.Packages.Policy.Deny, Reviewed: sc.Packages.Policy.Reviewed}
+	if err := cfg.Packages.Policy.Validate(); err != nil {
+		return fmt.Errorf("invalid configuration: packages.policy: %w", err)
 	}
 	for _, ch := range jail.CheckHost() {
 		if !ch.OK {
@@ -408,6 +494,20 @@ func serveAction(c *cli.Context) error {
 			return fmt.Errorf("the %s rootfs: %w", lang, err)
 		}
 		host.Languages[string(lang)] = root.Version
+	}
+	if sc.Packages.Enabled {
+		cache, err := openPackageCache(sc, regs, cfg, sb.Launcher, log)
+		if err != nil {
+			return err
+		}
+		defer cache.Close()
+		cfg.Packages.Cache = cache
+		cfg.Packages.Languages = []string{}
+		for _, lang := range []string{"python", "javascript"} {
+			if len(regs[lang].Indexes) > 0 {
+				cfg.Packages.Languages = append(cfg.Packages.Languages, lang)
+			}
+		}
 	}
 	svc, err := supervisor.New(cfg, host, sb.Launcher)
 	if err != nil {

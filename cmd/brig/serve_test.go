@@ -330,6 +330,7 @@ func TestRegistryHostsAtStart(t *testing.T) {
 			sc := defaultServeConfig()
 			sc.Egress.Modes = tc.modes
 			sc.Egress.Registries.Python = tc.python
+			sc.Packages.Enabled = false // they are read for the installer too
 			var logs bytes.Buffer
 			got, err := registryHosts(context.Background(), sc, tc.m, slog.New(slog.NewTextHandler(&logs, nil)))
 			if tc.wantErr != "" {

@@ -1,0 +1,151 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/egress"
+	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/packages"
+)
+
+// PackagesConfig configures the runs' packages.
+type PackagesConfig struct {
+	// Cache holds the installed layers and installs the missing ones; nil
+	// means this host installs no packages (a request with packages is a 400).
+	Cache *packages.Cache
+	// Policy decides which packages may be installed; its zero value admits
+	// every package.
+	Policy packages.PolicyConfig
+	// Languages are those whose packages can be installed (the installer has a
+	// registry for them); with a Cache, nil means both.
+	Languages []string
+}
+
+// languages lists the languages whose runs may ask for packages, never nil.
+func (p PackagesConfig) languages() []string {
+	switch {
+	case p.Cache == nil:
+		return []string{}
+	case p.Languages == nil:
+		return []string{"python", "javascript"}
+	}
+	return p.Languages
+}
+
+// Where a run sees its package layer. Python imports from PYTHONPATH (a name
+// brig reserves) with no change to the program. Node resolves both require()
+// and import by walking up from /sandbox/main.js, so a node_modules at the root
+// serves both, where NODE_PATH would serve require() alone.
+const (
+	pythonLayerTarget     = "/opt/brig/python"
+	javascriptLayerTarget = "/node_modules"
+)
+
+// layerSpec adds the lease's layer to a run's spec.
+func layerSpec(spec *jail.Spec, language string, lease *packages.Lease) {
+	switch language {
+	case "python":
+		spec.Mounts = append(spec.Mounts, jail.Mount{Source: lease.Dir, Target: pythonLayerTarget})
+		spec.BrigEnv = map[string]string{"PYTHONPATH": pythonLayerTarget}
+	case "javascript":
+		spec.Mounts = append(spec.Mounts, jail.Mount{Source: lease.Dir, Target: javascriptLayerTarget})
+	}
+}
+
+// preparePackages is the preparing state of a run that asks for packages: the
+// policy, then a layer from the cache (installed first when missing, with
+// package events). It returns the lease the run holds until it ends, or the
+// result of a run that ends here: blocked, unavailable, stopped or internal.
+func (s *Service) preparePackages(r *run) (*packages.Lease, *api.Result) {
+	begin := time.Now()
+	end := func(reason api.Reason, format string, args ...any) *api.Result {
+		res := failedResult(r.id, r.req, reason, fmt.Sprintf(format, args...))
+		res.Timing.PrepareMS = time.Since(begin).Milliseconds()
+		return res
+	}
+	reqs, err := packages.ParseRequests(r.req.Language, r.req.Packages)
+	if err != nil { // validation parsed them already: a defect
+		return nil, end(api.ReasonInternal, "the package requests could not be read again: %v", err)
+	}
+	var blocked *packages.BlockedError
+	if err := s.cfg.Packages.Policy.Check(r.req.Language, reqs); errors.As(err, &blocked) {
+		return nil, end(api.ReasonPackageBlocked, "%s; the program did not run", blocked.Message)
+	} else if err != nil {
+		return nil, end(api.ReasonInternal, "checking the package policy: %v", err)
+	}
+	r.setState(api.StatePreparing)
+	set := packages.Set{Language: r.req.Language, Runtime: s.host.Languages[r.req.Language], Requests: reqs}
+	lease, err := s.cfg.Packages.Cache.Acquire(r.ctx, set, r.onPackage)
+	var unavailable *packages.UnavailableError
+	switch {
+	case errors.As(err, &unavailable):
+		return nil, end(api.ReasonPackageUnavailable, "%s", unavailable.Message)
+	case r.ctx.Err() != nil:
+		return nil, end(api.ReasonStopped, "the run was stopped while its packages were prepared; the program did not run")
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, end(api.ReasonInternal, "installing the packages took too long: %v", err)
+	case err != nil:
+		return nil, end(api.ReasonInternal, "the packages could not be installed: %v", err)
+	}
+	// The requests passed; what they pulled in must too (a denied or an
+	// unreviewed dependency), whether installed now or long ago under another
+	// policy.
+	if err := s.cfg.Packages.Policy.CheckResolved(r.req.Language, lease.Manifest.Packages); errors.As(err, &blocked) {
+		lease.Release()
+		return nil, end(api.ReasonPackageBlocked, "%s; the program did not run", blocked.Message)
+	} else if err != nil {
+		lease.Release()
+		return nil, end(api.ReasonInternal, "checking the package policy: %v", err)
+	}
+	r.prepared = time.Since(begin)
+	return lease, nil
+}
+
+// packageResults is the Result's packages block: for each request, in the
+// run's order, the package that satisfies it.
+func packageResults(req api.Request, lease *packages.Lease) []api.PackageResult {
+	out := make([]api.PackageResult, 0, len(req.Packages))
+	for _, raw := range req.Packages {
+		pr := api.PackageResult{Request: raw, Cached: lease.Cached}
+		for _, p := range lease.Manifest.Packages {
+			if p.Request == raw {
+				pr.Name, pr.Version = p.Name, p.Version
+				break
+			}
+		}
+		out = append(out, pr)
+	}
+	return out
+}
+
+// InstallerRun is what the package installer runs its sandboxes with: l's Run,
+// with network "registries" for the installer's language (hosts, as
+// Config.RegistryHosts) attached in the sandbox, as every networked run has it.
+// Each decision of the installer's proxy is logged with the layer's language.
+func InstallerRun(l Launcher, ecfg egress.Config, hosts map[string][]string) func(context.Context, jail.Spec) (*jail.Result, error) {
+	return func(ctx context.Context, spec jail.Spec) (*jail.Result, error) {
+		lang := string(spec.Language)
+		pol := egress.Policy{Mode: api.NetworkRegistries, Domains: append([]string(nil), hosts[lang]...)}
+		cfg := ecfg
+		if cfg.Logger != nil {
+			cfg.Logger = cfg.Logger.With("installer", lang)
+		}
+		var er *egress.Run
+		spec.Attach = func(pid int) (map[string]string, error) {
+			var err error
+			if er, err = egress.Start(&cfg, pol, pid, nil); err != nil {
+				return nil, err
+			}
+			return egress.Env(), nil
+		}
+		res, err := l.Run(ctx, spec)
+		if er != nil {
+			er.Close()
+		}
+		return res, err
+	}
+}

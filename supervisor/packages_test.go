@@ -1,0 +1,224 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/egress"
+	"github.com/brig-sandbox/brig/internal/registrytest"
+	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/packages"
+)
+
+// registryStandIns are the test's package registries on loopback, reached by
+// the installer's sandboxes through the names the config pins to them.
+type registryStandIns struct {
+	py  *registrytest.PyIndex
+	npm *registrytest.NpmRegistry
+}
+
+const (
+	pyRegistryHost  = "pypi.test"
+	npmRegistryHost = "npm.test"
+)
+
+func newRegistryStandIns(t *testing.T) *registryStandIns {
+	return &registryStandIns{
+		py: registrytest.NewPyIndex(t,
+			registrytest.PyPackage{Name: "pkg-a", Version: "1.0", Requires: []string{"dep-b>=2"},
+				Files: map[string]string{"pkg_a/__init__.py": "from dep_b import BASE\nVALUE = BASE + 1\n"}},
+			registrytest.PyPackage{Name: "dep-b", Version: "2.0", Files: map[string]string{"dep_b/__init__.py": "BASE = 41\n"}},
+			registrytest.PyPackage{Name: "nowheel", Version: "1.0", SdistOnly: true},
+		),
+		npm: registrytest.NewNpmRegistry(t,
+			registrytest.NpmPackage{Name: "left", Version: "1.2.0", Dependencies: map[string]string{"right": "^2.0.0"},
+				Files: map[string]string{"index.js": "module.exports = 'left+' + require('right')"}},
+			registrytest.NpmPackage{Name: "right", Version: "2.1.0", Files: map[string]string{"index.js": "module.exports = 'right'"}},
+			registrytest.NpmPackage{Name: "esm-only", Version: "1.0.0", Type: "module", Files: map[string]string{"index.js": "export default 'esm'"}},
+			registrytest.NpmPackage{Name: "scripted", Version: "1.0.0", Files: map[string]string{"index.js": "module.exports = 1"},
+				Scripts: map[string]string{"postinstall": "node -e \"require('fs').writeFileSync('ran', 'x')\""}},
+		),
+	}
+}
+
+// withPackages gives the service a package cache whose installer uses the
+// stand-ins, and policy.
+func (r *registryStandIns) withPackages(t *testing.T, ts **testService, policy packages.PolicyConfig) func(*Config) {
+	return func(cfg *Config) {
+		ecfg := egress.Config{Pins: map[string]string{pyRegistryHost + ":80": r.py.Host(), npmRegistryHost + ":80": r.npm.Host()}}
+		hosts := map[string][]string{"python": {pyRegistryHost}, "javascript": {npmRegistryHost}}
+		inst, err := packages.NewInstaller(packages.InstallerConfig{
+			Run: func(ctx context.Context, spec jail.Spec) (*jail.Result, error) {
+				return InstallerRun((*ts).launcher, ecfg, hosts)(ctx, spec)
+			},
+			Registries: map[string][]string{"python": {"http://" + pyRegistryHost + "/simple/"}, "javascript": {"http://" + npmRegistryHost + "/"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache, err := packages.OpenCache(packages.CacheConfig{Dir: t.TempDir(), Installer: inst})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cache.Close() })
+		cfg.Packages = PackagesConfig{Cache: cache, Policy: policy}
+	}
+}
+
+func withPackageRequests(pkgs ...string) func(*api.Request) {
+	return func(r *api.Request) { r.Packages = pkgs }
+}
+
+// TestPackagesPython: a run with packages installs them once (the second run
+// hits the cache), imports them with no change to the program, lists the exact
+// versions, and says so in its events and timing.
+func TestPackagesPython(t *testing.T) {
+	reg := newRegistryStandIns(t)
+	var ts *testService
+	ts = newTestService(t, func(cfg *Config) { reg.withPackages(t, &ts, packages.PolicyConfig{})(cfg) })
+	code := "import pkg_a, dep_b\nprint(pkg_a.VALUE)\n"
+	s := openLiveStream(t, ts.client, request("python", code, withPackageRequests("pkg-a==1.0")))
+	res, err := s.wait(t, 120*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != api.OutcomeSucceeded || res.Stdout != "42\n" {
+		t.Fatalf("got %s %s %q (stdout %q, stderr %q)", res.Outcome, res.Reason, res.Message, res.Stdout, res.Stderr)
+	}
+	want := []api.PackageResult{{Request: "pkg-a==1.0", Name: "pkg-a", Version: "1.0", Cached: false}}
+	if !samePackages(res.Packages, want) {
+		t.Errorf("packages: got %+v, want %+v", res.Packages, want)
+	}
+	if res.Timing.PrepareMS <= 0 || res.Timing.StartMS < res.Timing.PrepareMS {
+		t.Errorf("timing %+v: want prepare_ms > 0 and start_ms after it", res.Timing)
+	}
+	var packageEvents int
+	for _, ev := range s.snapshot() {
+		if ev.Event.Event == api.EventPackage {
+			packageEvents++
+		}
+	}
+	if packageEvents == 0 {
+		t.Errorf("events %s: want package events while installing", eventKinds(s.snapshot()))
+	}
+	again := ts.mustRun(t, request("python", code, withPackageRequests("pkg-a==1.0")))
+	want[0].Cached = true
+	if again.Stdout != "42\n" || !samePackages(again.Packages, want) {
+		t.Errorf("second run: got %q %+v, want 42 from the cached layer", again.Stdout, again.Packages)
+	}
+	text := scrapeMetrics(ts.Service)
+	if n, _ := metricSum(text, "brig_package_installs_total"); n != 1 {
+		t.Errorf("brig_package_installs_total: got %v, want 1", n)
+	}
+	if n, _ := metricSum(text, "brig_package_cache_hits_total"); n != 1 {
+		t.Errorf("brig_package_cache_hits_total: got %v, want 1", n)
+	}
+	// The layer can't be changed from inside a run.
+	tamper := ts.mustRun(t, request("python", `
+import os, pkg_a
+def trial(f):
+    try:
+        f(); return 'ok'
+    except OSError as e:
+        return e.__class__.__name__
+print(trial(lambda: open(pkg_a.__file__, 'a').write('x')), trial(lambda: open(os.path.join(os.path.dirname(pkg_a.__file__), 'new.py'), 'w')))
+`, withPackageRequests("pkg-a==1.0")))
+	if f := strings.Fields(tamper.Stdout); len(f) != 2 || f[0] == "ok" || f[1] == "ok" {
+		t.Errorf("writing into the layer: got %q (stderr %q), want both refused", tamper.Stdout, tamper.Stderr)
+	}
+}
+
+// TestPackagesRefusals: unavailable packages and versions, a package without a
+// wheel, and each policy's refusal end the run before the program runs.
+func TestPackagesRefusals(t *testing.T) {
+	reg := newRegistryStandIns(t)
+	var ts *testService
+	ts = newTestService(t, func(cfg *Config) {
+		reg.withPackages(t, &ts, packages.PolicyConfig{Mode: packages.PolicyDeny, Deny: []string{"forbidden-*"}})(cfg)
+	})
+	for _, tc := range []struct {
+		name    string
+		pkgs    []string
+		reason  api.Reason
+		outcome api.Outcome
+	}{
+		{"unknown package", []string{"no-such-pkg==1.0"}, api.ReasonPackageUnavailable, api.OutcomeFailed},
+		{"unknown version", []string{"pkg-a==9.9"}, api.ReasonPackageUnavailable, api.OutcomeFailed},
+		{"no wheel", []string{"nowheel==1.0"}, api.ReasonPackageUnavailable, api.OutcomeFailed},
+		{"denied", []string{"forbidden-thing>=0"}, api.ReasonPackageBlocked, api.OutcomeBlocked},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := ts.mustRun(t, request("python", "print('ran')", withPackageRequests(tc.pkgs...)))
+			if res.Reason != tc.reason || res.Outcome != tc.outcome || res.Stdout != "" || res.Message == "" {
+				t.Errorf("got %s/%s stdout %q message %q, want %s/%s, no output, a message", res.Reason, res.Outcome, res.Stdout, res.Message, tc.reason, tc.outcome)
+			}
+		})
+	}
+}
+
+// TestPackagesJavaScript: require() and import both resolve the layer; an
+// install script never ran; concurrent identical requests install once.
+func TestPackagesJavaScript(t *testing.T) {
+	reg := newRegistryStandIns(t)
+	var ts *testService
+	ts = newTestService(t, func(cfg *Config) { reg.withPackages(t, &ts, packages.PolicyConfig{})(cfg) })
+	code := `
+const left = require('left');
+import('esm-only').then((m) => {
+	const fs = require('fs');
+	console.log(JSON.stringify({left, esm: m.default, scriptRan: fs.existsSync('/node_modules/scripted/ran')}));
+});
+`
+	pkgs := []string{"left@^1.0.0", "esm-only@1.0.0", "scripted@*"}
+	var wg sync.WaitGroup
+	results := make([]*api.Result, 3)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = ts.mustRun(t, request("javascript", code, withPackageRequests(pkgs...)))
+		}()
+	}
+	wg.Wait()
+	for i, res := range results {
+		var got struct {
+			Left, Esm string
+			ScriptRan bool
+		}
+		if err := json.Unmarshal([]byte(strings.TrimSpace(res.Stdout)), &got); err != nil {
+			t.Fatalf("run %d: output %q (stderr %q, message %q): %v", i, res.Stdout, res.Stderr, res.Message, err)
+		}
+		if got.Left != "left+right" || got.Esm != "esm" || got.ScriptRan {
+			t.Errorf("run %d: got %+v, want left+right, esm and no install script run", i, got)
+		}
+		if len(res.Packages) != 3 || res.Packages[0].Name != "left" || res.Packages[0].Version != "1.2.0" {
+			t.Errorf("run %d: packages %+v, want left 1.2.0 first of three", i, res.Packages)
+		}
+	}
+	var tarballs int
+	for _, p := range reg.npm.Requests() {
+		if strings.HasSuffix(p, "left-1.2.0.tgz") {
+			tarballs++
+		}
+	}
+	if tarballs != 1 {
+		t.Errorf("the left tarball was fetched %d times for three identical concurrent runs, want once", tarballs)
+	}
+}
+
+func samePackages(a, b []api.PackageResult) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
