@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/brig-sandbox/brig/api"
-	"github.com/brig-sandbox/brig/packages"
 	"github.com/brig-sandbox/brig/egress"
+	"github.com/brig-sandbox/brig/packages"
 )
 
 // metrics are the service's Prometheus metrics, on a registry of its own (no

@@ -81,7 +81,7 @@ type serveConfig struct {
 			Reviewed []string `toml:"reviewed"`
 		} `toml:"policy"`
 	} `toml:"packages"`
-	Sandbox   struct {
+	Sandbox struct {
 		// CgroupParent is the cgroup (under each hierarchy) runs' groups are made in.
 		CgroupParent string `toml:"cgroup_parent"`
 		// Pool is how many prepared sandboxes wait for runs, per rootfs.
