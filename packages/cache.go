@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"slices"
 	"sync"
 	"syscall"
@@ -722,4 +723,28 @@ func (c *Cache) Stats() Stats {
 	s.Layers = len(c.layers)
 	s.Bytes = c.bytes
 	return s
+}
+
+// ListLayers reads the manifests of the layers in the cache directory dir
+// without opening the cache (no lock: a service may hold it), most recently
+// used first, for `brig packages ls`. What is not a complete layer is skipped.
+func ListLayers(dir string) ([]Manifest, error) {
+	ents, err := os.ReadDir(filepath.Join(dir, layersDirName))
+	if errors.Is(err, os.ErrNotExist) {
+		return []Manifest{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the package cache: %w", err)
+	}
+	out := []Manifest{}
+	for _, e := range ents {
+		m, used, err := readLayer(filepath.Join(dir, layersDirName, e.Name()), e.Name())
+		if err != nil {
+			continue
+		}
+		m.LastUsed = used
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].LastUsed.After(out[j].LastUsed) })
+	return out, nil
 }

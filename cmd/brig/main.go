@@ -33,6 +33,7 @@ func main() {
 			checkCommand(),
 			rootfsCommand(),
 			benchCommand(),
+			packagesCommand(),
 		},
 		HideHelpCommand: true,
 	}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/packages"
+)
+
+// packagesCommand is the operator's view of the package layer cache.
+func packagesCommand() *cli.Command {
+	dirFlags := []cli.Flag{
+		&cli.StringFlag{Name: "state-dir", Value: jail.DefaultStateDir, Usage: "brig's state directory"},
+		&cli.StringFlag{Name: "cache-dir", Usage: "the layer cache (default <state-dir>/packages)"},
+	}
+	return &cli.Command{
+		Name:  "packages",
+		Usage: "list and remove the installed package layers",
+		Subcommands: []*cli.Command{
+			{Name: "ls", Usage: "list the layers, most recently used first (works while the service runs)", Flags: dirFlags, Action: packagesLs},
+			{Name: "rm", Usage: "remove layers by key (or a unique prefix of one); the service must be stopped", ArgsUsage: "KEY...", Flags: dirFlags, Action: packagesRm},
+			{Name: "prune", Usage: "remove the least recently used layers until the cache fits --max-bytes; the service must be stopped", Flags: append(dirFlags,
+				&cli.Int64Flag{Name: "max-bytes", Usage: "what the cache may keep (0: remove every layer)"}), Action: packagesPrune},
+		},
+	}
+}
+
+func cacheDir(c *cli.Context) string {
+	if d := c.String("cache-dir"); d != "" {
+		return d
+	}
+	return filepath.Join(c.String("state-dir"), "packages")
+}
+
+func packagesLs(c *cli.Context) error {
+	layers, err := packages.ListLayers(cacheDir(c))
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "KEY\tLANGUAGE\tRUNTIME\tBYTES\tLAST USED\tREQUESTS\tPACKAGES")
+	for _, m := range layers {
+		var pkgs []string
+		for _, p := range m.Packages {
+			pkgs = append(pkgs, p.Name+" "+p.Version)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", m.Key[:12], m.Language, m.Runtime, m.Bytes,
+			m.LastUsed.Format(time.RFC3339), strings.Join(m.Requests, " "), strings.Join(pkgs, ", "))
+	}
+	return w.Flush()
+}
+
+// maintenanceOnly is the installer of a cache opened to remove layers: it
+// installs nothing.
+type maintenanceOnly struct{}
+
+func (maintenanceOnly) Install(context.Context, packages.Set, string, func(string)) ([]packages.Resolved, error) {
+	return nil, errors.New("brig packages only removes layers")
+}
+
+func openCacheForMaintenance(c *cli.Context) (*packages.Cache, error) {
+	cache, err := packages.OpenCache(packages.CacheConfig{Dir: cacheDir(c), Installer: maintenanceOnly{}, MaxBytes: 1 << 62})
+	if err != nil {
+		return nil, fmt.Errorf("%w (Hint: stop brig serve first: it holds the cache)", err)
+	}
+	return cache, nil
+}
+
+func packagesRm(c *cli.Context) error {
+	if c.NArg() == 0 {
+		return errors.New("give the keys of the layers to remove (brig packages ls lists them)")
+	}
+	layers, err := packages.ListLayers(cacheDir(c))
+	if err != nil {
+		return err
+	}
+	cache, err := openCacheForMaintenance(c)
+	if err != nil {
+		return err
+	}
+	defer cache.Close()
+	for _, prefix := range c.Args().Slice() {
+		var matches []string
+		for _, m := range layers {
+			if strings.HasPrefix(m.Key, prefix) {
+				matches = append(matches, m.Key)
+			}
+		}
+		if len(matches) != 1 {
+			return fmt.Errorf("%q matches %d layers: give a longer key", prefix, len(matches))
+		}
+		if err := cache.Remove(matches[0]); err != nil {
+			return err
+		}
+		fmt.Fprintln(c.App.Writer, "removed", matches[0])
+	}
+	return nil
+}
+
+func packagesPrune(c *cli.Context) error {
+	cache, err := openCacheForMaintenance(c)
+	if err != nil {
+		return err
+	}
+	defer cache.Close()
+	removed, err := cache.Prune(c.Int64("max-bytes"))
+	for _, k := range removed {
+		fmt.Fprintln(c.App.Writer, "removed", k)
+	}
+	return err
+}
