@@ -55,15 +55,20 @@ func newTestLauncher(t testing.TB) *jail.Launcher {
 }
 
 // registriesRun is the service's wrapper of the launcher's Run: each run gets
-// a network of mode registries admitting host, which its egress reaches at
-// upstream (the stand-in's 127.0.0.1:port).
-func registriesRun(l *jail.Launcher, host, upstream string) func(context.Context, jail.Spec) (*jail.Result, error) {
+// a network of mode registries admitting the hosts of pins ("host:80"), which
+// its egress reaches at the pinned addresses (the stand-ins' 127.0.0.1:port).
+func registriesRun(l *jail.Launcher, pins map[string]string) func(context.Context, jail.Spec) (*jail.Result, error) {
+	var hosts []string
+	for k := range pins {
+		h, _, _ := net.SplitHostPort(k)
+		hosts = append(hosts, h)
+	}
 	return func(ctx context.Context, spec jail.Spec) (*jail.Result, error) {
-		cfg := egress.Config{Pins: map[string]string{host + ":80": upstream}}
+		cfg := egress.Config{Pins: pins}
 		var er *egress.Run
 		spec.Attach = func(pid int) (map[string]string, error) {
 			var err error
-			if er, err = egress.Start(&cfg, egress.Policy{Mode: api.NetworkRegistries, Domains: []string{host}}, pid, nil); err != nil {
+			if er, err = egress.Start(&cfg, egress.Policy{Mode: api.NetworkRegistries, Domains: hosts}, pid, nil); err != nil {
 				return nil, err
 			}
 			return egress.Env(), nil
@@ -103,7 +108,7 @@ func newPyInstaller(t testing.TB, l *jail.Launcher, pkgs ...registrytest.PyPacka
 	t.Helper()
 	x := registrytest.NewPyIndex(t, pkgs...)
 	in, err := NewInstaller(InstallerConfig{
-		Run:        registriesRun(l, pyHost, x.Host()),
+		Run:        registriesRun(l, map[string]string{pyHost + ":80": x.Host()}),
 		Registries: map[string][]string{languagePython: {"http://" + pyHost + "/simple/"}},
 		Timeout:    120 * time.Second,
 	})
@@ -117,7 +122,7 @@ func newNpmInstaller(t testing.TB, l *jail.Launcher, pkgs ...registrytest.NpmPac
 	t.Helper()
 	r := registrytest.NewNpmRegistry(t, pkgs...)
 	in, err := NewInstaller(InstallerConfig{
-		Run:        registriesRun(l, npmHost, r.Host()),
+		Run:        registriesRun(l, map[string]string{npmHost + ":80": r.Host()}),
 		Registries: map[string][]string{languageJavaScript: {"http://" + npmHost + "/"}},
 		Timeout:    120 * time.Second,
 	})
@@ -171,10 +176,8 @@ func TestInstallPythonWheels(t *testing.T) {
 			t.Errorf("got %v, want %s in the layer", err, f)
 			continue
 		}
-		// The jail maps the program's files in a writable mount to the
-		// host's root: the layer holds no file of a run's host id.
-		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
-			t.Errorf("got %s owned by %d:%d on the host, want 0:0", f, st.Uid, st.Gid)
+		if !fi.Mode().IsRegular() {
+			t.Errorf("got %s of mode %s, want a regular file", f, fi.Mode())
 		}
 	}
 	if _, err := os.Stat(filepath.Join(staging, "pkg_a-2.0.dist-info")); err != nil {
@@ -277,8 +280,8 @@ func TestInstallNpm(t *testing.T) {
 			t.Errorf("got %v, want %s in the layer", err, f)
 			continue
 		}
-		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
-			t.Errorf("got %s owned by %d:%d on the host, want 0:0", f, st.Uid, st.Gid)
+		if !fi.Mode().IsRegular() {
+			t.Errorf("got %s of mode %s, want a regular file", f, fi.Mode())
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(staging, "@brig/esm/package.json")); err != nil || !strings.Contains(string(b), `"module"`) {
@@ -332,7 +335,7 @@ func TestInstallRegistryUnreachable(t *testing.T) {
 	requirePip(t)
 	l := newTestLauncher(t)
 	in, err := NewInstaller(InstallerConfig{
-		Run:        registriesRun(l, pyHost, closedPort(t)),
+		Run:        registriesRun(l, map[string]string{pyHost + ":80": closedPort(t)}),
 		Registries: map[string][]string{languagePython: {"http://" + pyHost + "/simple/"}},
 		Timeout:    120 * time.Second,
 	})
@@ -386,6 +389,64 @@ func BenchmarkInstall(b *testing.B) {
 				}
 				if _, err := in.Install(context.Background(), set, staging, nil); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestInstallThroughCache publishes layers the real installers made: the
+// cache's check passes them (npm's .bin links and lockfile, pip's bytecode),
+// and the published files are root's though a jail's id wrote them.
+func TestInstallThroughCache(t *testing.T) {
+	requirePip(t)
+	requireNpm(t)
+	l := newTestLauncher(t)
+	x := registrytest.NewPyIndex(t, pyPackages()...)
+	r := registrytest.NewNpmRegistry(t, npmPackages()...)
+	in, err := NewInstaller(InstallerConfig{
+		Run: registriesRun(l, map[string]string{pyHost + ":80": x.Host(), npmHost + ":80": r.Host()}),
+		Registries: map[string][]string{
+			languagePython:     {"http://" + pyHost + "/simple/"},
+			languageJavaScript: {"http://" + npmHost + "/"},
+		},
+		Timeout: 120 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := OpenCache(CacheConfig{Dir: filepath.Join(t.TempDir(), "packages"), Installer: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	for _, tc := range []struct {
+		lang    string
+		reqs    []string
+		files   []string
+		runtime string
+	}{
+		{languagePython, []string{"pkg-a>=2"}, []string{"pkg_a/__init__.py", "dep_b/__init__.py"}, "3.11.2"},
+		{languageJavaScript, []string{"app@^1", "@brig/esm@2"}, []string{"app/index.js", "@brig/dep/index.js", "@brig/esm/index.js"}, "20.20.2"},
+	} {
+		t.Run(tc.lang, func(t *testing.T) {
+			set := Set{Language: tc.lang, Runtime: tc.runtime, Requests: mustRequests(t, tc.lang, tc.reqs...)}
+			lease, err := cache.Acquire(context.Background(), set, nil)
+			if err != nil {
+				t.Fatalf("Acquire: %v", err)
+			}
+			defer lease.Release()
+			if lease.Cached || len(lease.Manifest.Packages) < len(tc.reqs) {
+				t.Errorf("got cached %v packages %+v, want a fresh install of %q", lease.Cached, lease.Manifest.Packages, tc.reqs)
+			}
+			for _, f := range tc.files {
+				fi, err := os.Lstat(filepath.Join(lease.Dir, f))
+				if err != nil {
+					t.Errorf("got %v, want %s in the layer", err, f)
+					continue
+				}
+				if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
+					t.Errorf("got %s owned by %d:%d, want root's", f, st.Uid, st.Gid)
 				}
 			}
 		})

@@ -324,6 +324,47 @@ func TestLineSplitter(t *testing.T) {
 	}
 }
 
+func TestInstallOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		allowSource bool
+		lang        string
+		options     []string
+		wantErr     bool
+	}{
+		{"wheels only", false, "python", nil, false},
+		{"source builds", true, "python", []string{OptionSourceBuilds}, false},
+		{"source builds not said", true, "python", nil, true},
+		{"source builds not allowed", false, "python", []string{OptionSourceBuilds}, true},
+		{"npm has none", true, "javascript", nil, false},
+		{"unknown option", false, "javascript", []string{"fast"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ran := false
+			in, err := NewInstaller(InstallerConfig{
+				Run: func(context.Context, jail.Spec) (*jail.Result, error) {
+					ran = true
+					return &jail.Result{End: jail.EndCompleted, Stdout: resultMarker + `{"exit":0}` + "\n"}, nil
+				},
+				Registries:        map[string][]string{"python": {"https://pypi.test/simple/"}, "javascript": {"https://npm.test/"}},
+				AllowSourceBuilds: tc.allowSource,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := "pkg-a>=1"
+			if tc.lang == "javascript" {
+				req = "app@^1"
+			}
+			set := Set{Language: tc.lang, Requests: mustRequests(t, tc.lang, req), Options: tc.options}
+			_, err = in.Install(context.Background(), set, t.TempDir(), nil)
+			if gotErr := err != nil; gotErr != tc.wantErr || ran == tc.wantErr {
+				t.Fatalf("got error %v and ran %v, want error %v", err, ran, tc.wantErr)
+			}
+		})
+	}
+}
+
 // TestInstallSpec checks the jail spec Install asks for and how it reads the
 // jail's ends, with a Run of the test's.
 func TestInstallSpec(t *testing.T) {
@@ -367,7 +408,6 @@ func TestInstallSpec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in.(*jailInstaller).takeOver = func(string) error { return nil }
 			var progress []string
 			set := Set{Language: tc.lang, Requests: mustRequests(t, tc.lang, tc.reqs...)}
 			got, err := in.Install(context.Background(), set, "/var/lib/brig/staging/x", func(l string) { progress = append(progress, l) })
