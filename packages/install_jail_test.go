@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -305,6 +306,31 @@ func TestInstallNpm(t *testing.T) {
 			t.Fatalf("got %s %q %q %s, want 42 and esm", res.End, res.Stdout, res.Stderr, res.Message)
 		}
 	})
+}
+
+// TestInstallNpmHookControl proves TestInstallNpm's marker real: the same
+// install with npm's scripts left on (not something Install can do) leaves it.
+func TestInstallNpmHookControl(t *testing.T) {
+	requireNpm(t)
+	l := newTestLauncher(t)
+	r := registrytest.NewNpmRegistry(t, npmPackages()...)
+	cfg := npmConfigOf(mustRequests(t, languageJavaScript, "hooked@^1"), []string{"http://" + npmHost + "/"})
+	cfg.Args = slices.DeleteFunc(cfg.Args, func(a string) bool { return a == "--ignore-scripts" })
+	code, err := npmDriver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging := newStaging(t)
+	res, err := registriesRun(l, map[string]string{npmHost + ":80": r.Host()})(context.Background(), jail.Spec{
+		Language: rootfs.JavaScript, Code: code, Timeout: 60 * time.Second, MemoryBytes: 1 << 30,
+		Mounts: []jail.Mount{{Source: staging, Target: npmStaging, Writable: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(staging, "HOOK_RAN")); err != nil {
+		t.Fatalf("got %v (%s %q), want the hook's marker when scripts run", err, res.End, res.Stderr)
+	}
 }
 
 func TestInstallNpmUnavailable(t *testing.T) {

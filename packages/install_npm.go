@@ -154,6 +154,9 @@ func npmError(r *driverResult) error {
 			code = strings.TrimSpace(c)
 			continue
 		}
+		if strings.HasPrefix(l, "A complete log of this run") {
+			continue // a file in the installer's jail, gone with it
+		}
 		lines = append(lines, l)
 	}
 	unavailable := false

@@ -281,6 +281,7 @@ func TestNpmError(t *testing.T) {
 			"npm error syscall connect",
 			"npm error errno ECONNREFUSED",
 			"npm error FetchError: request to http://npm.test/app failed, reason: connect ECONNREFUSED 127.0.0.1:80",
+			"npm error A complete log of this run can be found in: /sandbox/.npm/_logs/x-debug-0.log",
 		}}, false, []string{`code "ECONNREFUSED"`, "request to http://npm.test/app failed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -388,6 +389,8 @@ func TestInstallSpec(t *testing.T) {
 			pyStaging, "ran past its time limit of 2m0s", nil},
 		{"oom", "javascript", []string{"app@^1"}, jail.Result{End: jail.EndMemory},
 			npmStaging, "ran out of its 512 MiB", nil},
+		{"stopped", "javascript", []string{"app@^1"}, jail.Result{End: jail.EndStopped, Message: "the run was stopped"},
+			npmStaging, "was stopped", nil},
 		{"crash", "python", []string{"pkg-a>=1"}, jail.Result{End: jail.EndCompleted, Stderr: "Traceback (most recent call last):\nMemoryError\n"},
 			pyStaging, "ended without its result: Traceback (most recent call last): | MemoryError", nil},
 	} {
