@@ -226,6 +226,34 @@ func TestInstallPythonUnavailable(t *testing.T) {
 	}
 }
 
+// TestInstallPythonSetupControl proves the SETUP_RAN marker real: the same
+// request with source builds allowed (and the jail's own setuptools, the stand-in
+// serving none) runs the sdist's setup.py, which leaves it.
+func TestInstallPythonSetupControl(t *testing.T) {
+	requirePip(t)
+	testutil.Require(t, exec.Command(rootfs.DefaultPythonPath, "-c", "import setuptools").Run() == nil,
+		"the host's Python has no setuptools to build the sdist with")
+	l := newTestLauncher(t)
+	x := registrytest.NewPyIndex(t, pyPackages()...)
+	args := pipArgs(mustRequests(t, languagePython, "src-only==1.0"), []string{"http://" + pyHost + "/simple/"}, true)
+	args = slices.Insert(args, slices.Index(args, "--"), "--no-build-isolation")
+	code, err := pythonDriver(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging := newStaging(t)
+	res, err := registriesRun(l, map[string]string{pyHost + ":80": x.Host()})(context.Background(), jail.Spec{
+		Language: rootfs.Python, Code: code, Timeout: 60 * time.Second, MemoryBytes: 1 << 30,
+		Mounts: []jail.Mount{{Source: staging, Target: pyStaging, Writable: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(staging, "SETUP_RAN")); err != nil {
+		t.Fatalf("got %v (%s %q), want the setup.py's marker when sdists are built", err, res.End, res.Stderr)
+	}
+}
+
 // hookScript leaves a file in the layer (npm's prefix's node_modules) and in
 // the cwd if it ever runs.
 const hookScript = "node -e \"require('fs').writeFileSync('/tmp/node_modules/HOOK_RAN', 'ran')\""
