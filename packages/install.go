@@ -34,9 +34,10 @@ type InstallerConfig struct {
 	// means DefaultInstallMemoryMiB.
 	MemoryMiB int
 	// AllowSourceBuilds lets pip build source distributions, which runs the
-	// package's own build code inside the installer's jail. Off, pip takes
-	// wheels only (--only-binary=:all:) and no package code runs at install
-	// time.
+	// package's own build code inside the installer's jail: that code can
+	// then write anything into the layer, and forge what the installer
+	// reports of it. Off, pip takes wheels only (--only-binary=:all:) and no
+	// package code runs at install time.
 	AllowSourceBuilds bool
 }
 

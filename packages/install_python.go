@@ -20,7 +20,7 @@ import (
 // says "no matching distribution" whether the project is unknown (a 404) or
 // the index did not answer; the driver listens to that one logger (by its
 // module's name) to tell the two apart.
-const pythonDriverSource = `import base64, collections, json, logging, runpy, sys
+const pythonDriverSource = `import base64, collections, json, logging, os, runpy, sys
 
 ARGS = json.loads(base64.b64decode('%s'))
 REPORT = %q
@@ -76,7 +76,10 @@ class FetchFailures(logging.Handler):
             self.seen.append(msg[:500])
 
 
-out = sys.stdout
+# The result goes to a copy of stdout that no child process inherits; the
+# stdout that pip and any process it starts see is stderr.
+out = os.fdopen(os.dup(1), 'w')
+os.dup2(2, 1)
 tee = Tee(sys.stderr)
 sys.stdout = sys.stderr = tee
 fetch = FetchFailures()
