@@ -204,6 +204,11 @@ func (in *jailInstaller) Install(ctx context.Context, set Set, staging string, p
 	if err != nil {
 		return nil, fmt.Errorf("the %s installer failed: %w%s", set.Language, err, quoteTail(res.Stderr))
 	}
+	if set.Runtime != "" && out.Runtime != set.Runtime {
+		// The layer would be published under the key of another
+		// interpreter than the one it was installed for.
+		return nil, fmt.Errorf("the %s installer ran on %s %s, but the set is for %s", set.Language, set.Language, out.Runtime, set.Runtime)
+	}
 	if set.Language == languagePython {
 		return pythonResolved(set, out, in.cfg.AllowSourceBuilds)
 	}
@@ -240,6 +245,8 @@ func endError(lang string, cfg InstallerConfig, res *jail.Result) error {
 
 // driverResult is the line the drivers print on stdout after the tool ran.
 type driverResult struct {
+	// Runtime is the interpreter's version ("3.11.2", "20.20.2").
+	Runtime string `json:"runtime"`
 	// Exit is the tool's exit status.
 	Exit     int             `json:"exit"`
 	Packages []driverPackage `json:"packages"`

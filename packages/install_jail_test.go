@@ -82,6 +82,21 @@ func registriesRun(l *jail.Launcher, pins map[string]string) func(context.Contex
 	}
 }
 
+// runtimeOf is the version of lang's interpreter in the host rootfs, the
+// runtime of its layers.
+func runtimeOf(t testing.TB, lang string) string {
+	t.Helper()
+	p, err := rootfs.NewHost(t.TempDir(), rootfs.HostConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := p.Root(rootfs.Language(lang))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root.Version
+}
+
 // newStaging is an empty staging folder as the cache makes it: root's, 0755.
 func newStaging(t testing.TB) string {
 	t.Helper()
@@ -154,7 +169,7 @@ func TestInstallPythonWheels(t *testing.T) {
 	in := newPyInstaller(t, l, pyPackages()...)
 	staging := newStaging(t)
 	var progress []string
-	set := Set{Language: languagePython, Requests: mustRequests(t, languagePython, "pkg.a>=2")}
+	set := Set{Language: languagePython, Runtime: runtimeOf(t, languagePython), Requests: mustRequests(t, languagePython, "pkg.a>=2")}
 	got, err := in.Install(context.Background(), set, staging, func(l string) { progress = append(progress, l) })
 	if err != nil {
 		t.Fatalf("Install: %v (progress %q)", err, progress)
@@ -279,7 +294,7 @@ func TestInstallNpm(t *testing.T) {
 	in := newNpmInstaller(t, l, npmPackages()...)
 	staging := newStaging(t)
 	var progress []string
-	set := Set{Language: languageJavaScript, Requests: mustRequests(t, languageJavaScript, "app@~1.0.0", "@brig/esm@*", "hooked@^1")}
+	set := Set{Language: languageJavaScript, Runtime: runtimeOf(t, languageJavaScript), Requests: mustRequests(t, languageJavaScript, "app@~1.0.0", "@brig/esm@*", "hooked@^1")}
 	got, err := in.Install(context.Background(), set, staging, func(l string) { progress = append(progress, l) })
 	if err != nil {
 		t.Fatalf("Install: %v (progress %q)", err, progress)
@@ -475,16 +490,15 @@ func TestInstallThroughCache(t *testing.T) {
 	}
 	defer cache.Close()
 	for _, tc := range []struct {
-		lang    string
-		reqs    []string
-		files   []string
-		runtime string
+		lang  string
+		reqs  []string
+		files []string
 	}{
-		{languagePython, []string{"pkg-a>=2"}, []string{"pkg_a/__init__.py", "dep_b/__init__.py"}, "3.11.2"},
-		{languageJavaScript, []string{"app@^1", "@brig/esm@2"}, []string{"app/index.js", "@brig/dep/index.js", "@brig/esm/index.js"}, "20.20.2"},
+		{languagePython, []string{"pkg-a>=2"}, []string{"pkg_a/__init__.py", "dep_b/__init__.py"}},
+		{languageJavaScript, []string{"app@^1", "@brig/esm@2"}, []string{"app/index.js", "@brig/dep/index.js", "@brig/esm/index.js"}},
 	} {
 		t.Run(tc.lang, func(t *testing.T) {
-			set := Set{Language: tc.lang, Runtime: tc.runtime, Requests: mustRequests(t, tc.lang, tc.reqs...)}
+			set := Set{Language: tc.lang, Runtime: runtimeOf(t, tc.lang), Requests: mustRequests(t, tc.lang, tc.reqs...)}
 			lease, err := cache.Acquire(context.Background(), set, nil)
 			if err != nil {
 				t.Fatalf("Acquire: %v", err)

@@ -379,7 +379,7 @@ func TestInstallSpec(t *testing.T) {
 		progress []string
 	}{
 		{"python ok", "python", []string{"pkg-a>=1"}, jail.Result{End: jail.EndCompleted,
-			Stdout: resultMarker + `{"exit":0,"packages":[{"name":"pkg_a","version":"1.0","hash":"sha256=ab"}]}` + "\n",
+			Stdout: resultMarker + `{"runtime":"3.11.2","exit":0,"packages":[{"name":"pkg_a","version":"1.0","hash":"sha256=ab"}]}` + "\n",
 			Stderr: "Collecting pkg-a>=1\nSuccessfully installed pkg-a-1.0\n"},
 			pyStaging, "", []string{"Collecting pkg-a>=1", "Successfully installed pkg-a-1.0"}},
 		{"npm ok", "javascript", []string{"app@^1"}, jail.Result{End: jail.EndCompleted,
@@ -391,6 +391,9 @@ func TestInstallSpec(t *testing.T) {
 			npmStaging, "ran out of its 512 MiB", nil},
 		{"stopped", "javascript", []string{"app@^1"}, jail.Result{End: jail.EndStopped, Message: "the run was stopped"},
 			npmStaging, "was stopped", nil},
+		{"another runtime", "python", []string{"pkg-a>=1"}, jail.Result{End: jail.EndCompleted,
+			Stdout: resultMarker + `{"runtime":"3.12.1","exit":0,"packages":[{"name":"pkg_a","version":"1.0"}]}` + "\n"},
+			pyStaging, "ran on python 3.12.1, but the set is for 3.11.2", nil},
 		{"crash", "python", []string{"pkg-a>=1"}, jail.Result{End: jail.EndCompleted, Stderr: "Traceback (most recent call last):\nMemoryError\n"},
 			pyStaging, "ended without its result: Traceback (most recent call last): | MemoryError", nil},
 	} {
@@ -413,6 +416,9 @@ func TestInstallSpec(t *testing.T) {
 			}
 			var progress []string
 			set := Set{Language: tc.lang, Requests: mustRequests(t, tc.lang, tc.reqs...)}
+			if tc.lang == "python" {
+				set.Runtime = "3.11.2"
+			}
 			got, err := in.Install(context.Background(), set, "/var/lib/brig/staging/x", func(l string) { progress = append(progress, l) })
 			wantMounts := []jail.Mount{{Source: "/var/lib/brig/staging/x", Target: tc.wantMnt, Writable: true}}
 			if !reflect.DeepEqual(spec.Mounts, wantMounts) || spec.Timeout != 2*time.Minute || spec.MemoryBytes != 512<<20 || string(spec.Language) != tc.lang {
