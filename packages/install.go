@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -37,9 +34,10 @@ type InstallerConfig struct {
 	// means DefaultInstallMemoryMiB.
 	MemoryMiB int
 	// AllowSourceBuilds lets pip build source distributions, which runs the
-	// package's own build code inside the installer's jail. Off, pip takes
-	// wheels only (--only-binary=:all:) and no package code runs at install
-	// time.
+	// package's own build code inside the installer's jail: that code can
+	// then write anything into the layer, and forge what the installer
+	// reports of it. Off, pip takes wheels only (--only-binary=:all:) and no
+	// package code runs at install time.
 	AllowSourceBuilds bool
 }
 
@@ -77,7 +75,7 @@ func NewInstaller(cfg InstallerConfig) (Installer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("checking the installer configuration: %w", err)
 	}
-	return &jailInstaller{cfg: cfg, takeOver: takeOver}, nil
+	return &jailInstaller{cfg: cfg}, nil
 }
 
 func (c InstallerConfig) validate() error {
@@ -126,25 +124,43 @@ func checkRegistryURL(s string) error {
 	return nil
 }
 
+// OptionSourceBuilds is the Set option of a Python layer installed with
+// source builds allowed: such a layer may hold what an sdist's build made, so
+// it is another layer than the wheels-only one of the same requests.
+const OptionSourceBuilds = "source-builds"
+
+// Options are the Set.Options of language's layers as this configuration
+// installs them: the caller puts them in each Set, so that a change of the
+// configuration changes the layers' keys. Install refuses a set with others.
+func (c InstallerConfig) Options(language string) []string {
+	if language == languagePython && c.AllowSourceBuilds {
+		return []string{OptionSourceBuilds}
+	}
+	return nil
+}
+
 // jailInstaller is the Installer of NewInstaller.
 type jailInstaller struct {
 	cfg InstallerConfig
-	// takeOver gives staging back to root after the run (takeOver); the
-	// tests of the spec, with no jail and no root, replace it.
-	takeOver func(staging string) error
 }
 
 // Install runs the language's installer in a jail whose /tmp/layer (Python)
 // or /tmp/node_modules (JavaScript) is staging. The jail gives a writable
-// mount's directory to the run's host ids; once the run is over, Install gives
-// staging and everything in it back to root, so that no file of the layer
-// belongs to an id a later run may be given.
+// mount's directory to the run's host ids, so staging and what the installer
+// wrote are left theirs: the caller takes the tree over after checking it (the
+// cache does, see Cache.build), as a chown would clear the setuid bits the
+// check looks for. Every process of the run has ended when Install returns.
 func (in *jailInstaller) Install(ctx context.Context, set Set, staging string, progress func(string)) ([]Resolved, error) {
 	if len(set.Requests) == 0 {
 		return nil, errors.New("installing packages: the set has no requests")
 	}
 	if set.Language != languagePython && set.Language != languageJavaScript {
 		return nil, fmt.Errorf("installing packages: unknown language %q (want %s or %s)", set.Language, languagePython, languageJavaScript)
+	}
+	if want := in.cfg.Options(set.Language); !sameOptions(set.Options, want) {
+		// The layer would be published under a key that does not say how
+		// it was installed.
+		return nil, fmt.Errorf("installing %s packages: the set's options %q are not this installer's %q", set.Language, set.Options, want)
 	}
 	urls := in.cfg.Registries[set.Language]
 	if len(urls) == 0 {
@@ -178,9 +194,6 @@ func (in *jailInstaller) Install(ctx context.Context, set Set, staging string, p
 	}
 	res, err := in.cfg.Run(ctx, spec)
 	lines.flush()
-	if terr := in.takeOver(staging); terr != nil && err == nil {
-		return nil, terr
-	}
 	if err != nil {
 		return nil, fmt.Errorf("running the %s installer: %w", set.Language, err)
 	}
@@ -191,28 +204,23 @@ func (in *jailInstaller) Install(ctx context.Context, set Set, staging string, p
 	if err != nil {
 		return nil, fmt.Errorf("the %s installer failed: %w%s", set.Language, err, quoteTail(res.Stderr))
 	}
+	if set.Runtime != "" && out.Runtime != set.Runtime {
+		// The layer would be published under the key of another
+		// interpreter than the one it was installed for.
+		return nil, fmt.Errorf("the %s installer ran on %s %s, but the set is for %s", set.Language, set.Language, out.Runtime, set.Runtime)
+	}
 	if set.Language == languagePython {
 		return pythonResolved(set, out, in.cfg.AllowSourceBuilds)
 	}
 	return npmResolved(set, out)
 }
 
-// takeOver makes dir and everything in it root's. It runs once every process
-// of the run is gone (jail.Run returns then), so nothing changes the tree under
-// it; it follows no symbolic link (WalkDir does not, Lchown changes the link).
-// The chown also clears an executable's setuid and setgid bits (Linux does so
-// for root too); the cache's check refuses any that are left.
-func takeOver(dir string) error {
-	err := filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(path, 0, 0)
-	})
-	if err != nil {
-		return fmt.Errorf("taking the staging folder %q back from the installer's run: %w", dir, err)
-	}
-	return nil
+// sameOptions reports whether a and b hold the same options, in any order.
+func sameOptions(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
 // endError is the error of a jail run that did not end by itself: the
@@ -237,6 +245,8 @@ func endError(lang string, cfg InstallerConfig, res *jail.Result) error {
 
 // driverResult is the line the drivers print on stdout after the tool ran.
 type driverResult struct {
+	// Runtime is the interpreter's version ("3.11.2", "20.20.2").
+	Runtime string `json:"runtime"`
 	// Exit is the tool's exit status.
 	Exit     int             `json:"exit"`
 	Packages []driverPackage `json:"packages"`

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -55,15 +56,20 @@ func newTestLauncher(t testing.TB) *jail.Launcher {
 }
 
 // registriesRun is the service's wrapper of the launcher's Run: each run gets
-// a network of mode registries admitting host, which its egress reaches at
-// upstream (the stand-in's 127.0.0.1:port).
-func registriesRun(l *jail.Launcher, host, upstream string) func(context.Context, jail.Spec) (*jail.Result, error) {
+// a network of mode registries admitting the hosts of pins ("host:80"), which
+// its egress reaches at the pinned addresses (the stand-ins' 127.0.0.1:port).
+func registriesRun(l *jail.Launcher, pins map[string]string) func(context.Context, jail.Spec) (*jail.Result, error) {
+	var hosts []string
+	for k := range pins {
+		h, _, _ := net.SplitHostPort(k)
+		hosts = append(hosts, h)
+	}
 	return func(ctx context.Context, spec jail.Spec) (*jail.Result, error) {
-		cfg := egress.Config{Pins: map[string]string{host + ":80": upstream}}
+		cfg := egress.Config{Pins: pins}
 		var er *egress.Run
 		spec.Attach = func(pid int) (map[string]string, error) {
 			var err error
-			if er, err = egress.Start(&cfg, egress.Policy{Mode: api.NetworkRegistries, Domains: []string{host}}, pid, nil); err != nil {
+			if er, err = egress.Start(&cfg, egress.Policy{Mode: api.NetworkRegistries, Domains: hosts}, pid, nil); err != nil {
 				return nil, err
 			}
 			return egress.Env(), nil
@@ -74,6 +80,21 @@ func registriesRun(l *jail.Launcher, host, upstream string) func(context.Context
 		}
 		return res, err
 	}
+}
+
+// runtimeOf is the version of lang's interpreter in the host rootfs, the
+// runtime of its layers.
+func runtimeOf(t testing.TB, lang string) string {
+	t.Helper()
+	p, err := rootfs.NewHost(t.TempDir(), rootfs.HostConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := p.Root(rootfs.Language(lang))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root.Version
 }
 
 // newStaging is an empty staging folder as the cache makes it: root's, 0755.
@@ -103,7 +124,7 @@ func newPyInstaller(t testing.TB, l *jail.Launcher, pkgs ...registrytest.PyPacka
 	t.Helper()
 	x := registrytest.NewPyIndex(t, pkgs...)
 	in, err := NewInstaller(InstallerConfig{
-		Run:        registriesRun(l, pyHost, x.Host()),
+		Run:        registriesRun(l, map[string]string{pyHost + ":80": x.Host()}),
 		Registries: map[string][]string{languagePython: {"http://" + pyHost + "/simple/"}},
 		Timeout:    120 * time.Second,
 	})
@@ -117,7 +138,7 @@ func newNpmInstaller(t testing.TB, l *jail.Launcher, pkgs ...registrytest.NpmPac
 	t.Helper()
 	r := registrytest.NewNpmRegistry(t, pkgs...)
 	in, err := NewInstaller(InstallerConfig{
-		Run:        registriesRun(l, npmHost, r.Host()),
+		Run:        registriesRun(l, map[string]string{npmHost + ":80": r.Host()}),
 		Registries: map[string][]string{languageJavaScript: {"http://" + npmHost + "/"}},
 		Timeout:    120 * time.Second,
 	})
@@ -148,7 +169,7 @@ func TestInstallPythonWheels(t *testing.T) {
 	in := newPyInstaller(t, l, pyPackages()...)
 	staging := newStaging(t)
 	var progress []string
-	set := Set{Language: languagePython, Requests: mustRequests(t, languagePython, "pkg.a>=2")}
+	set := Set{Language: languagePython, Runtime: runtimeOf(t, languagePython), Requests: mustRequests(t, languagePython, "pkg.a>=2")}
 	got, err := in.Install(context.Background(), set, staging, func(l string) { progress = append(progress, l) })
 	if err != nil {
 		t.Fatalf("Install: %v (progress %q)", err, progress)
@@ -171,10 +192,8 @@ func TestInstallPythonWheels(t *testing.T) {
 			t.Errorf("got %v, want %s in the layer", err, f)
 			continue
 		}
-		// The jail maps the program's files in a writable mount to the
-		// host's root: the layer holds no file of a run's host id.
-		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
-			t.Errorf("got %s owned by %d:%d on the host, want 0:0", f, st.Uid, st.Gid)
+		if !fi.Mode().IsRegular() {
+			t.Errorf("got %s of mode %s, want a regular file", f, fi.Mode())
 		}
 	}
 	if _, err := os.Stat(filepath.Join(staging, "pkg_a-2.0.dist-info")); err != nil {
@@ -222,6 +241,34 @@ func TestInstallPythonUnavailable(t *testing.T) {
 	}
 }
 
+// TestInstallPythonSetupControl proves the SETUP_RAN marker real: the same
+// request with source builds allowed (and the jail's own setuptools, the stand-in
+// serving none) runs the sdist's setup.py, which leaves it.
+func TestInstallPythonSetupControl(t *testing.T) {
+	requirePip(t)
+	testutil.Require(t, exec.Command(rootfs.DefaultPythonPath, "-c", "import setuptools").Run() == nil,
+		"the host's Python has no setuptools to build the sdist with")
+	l := newTestLauncher(t)
+	x := registrytest.NewPyIndex(t, pyPackages()...)
+	args := pipArgs(mustRequests(t, languagePython, "src-only==1.0"), []string{"http://" + pyHost + "/simple/"}, true)
+	args = slices.Insert(args, slices.Index(args, "--"), "--no-build-isolation")
+	code, err := pythonDriver(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging := newStaging(t)
+	res, err := registriesRun(l, map[string]string{pyHost + ":80": x.Host()})(context.Background(), jail.Spec{
+		Language: rootfs.Python, Code: code, Timeout: 60 * time.Second, MemoryBytes: 1 << 30,
+		Mounts: []jail.Mount{{Source: staging, Target: pyStaging, Writable: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(staging, "SETUP_RAN")); err != nil {
+		t.Fatalf("got %v (%s %q), want the setup.py's marker when sdists are built", err, res.End, res.Stderr)
+	}
+}
+
 // hookScript leaves a file in the layer (npm's prefix's node_modules) and in
 // the cwd if it ever runs.
 const hookScript = "node -e \"require('fs').writeFileSync('/tmp/node_modules/HOOK_RAN', 'ran')\""
@@ -247,7 +294,7 @@ func TestInstallNpm(t *testing.T) {
 	in := newNpmInstaller(t, l, npmPackages()...)
 	staging := newStaging(t)
 	var progress []string
-	set := Set{Language: languageJavaScript, Requests: mustRequests(t, languageJavaScript, "app@~1.0.0", "@brig/esm@*", "hooked@^1")}
+	set := Set{Language: languageJavaScript, Runtime: runtimeOf(t, languageJavaScript), Requests: mustRequests(t, languageJavaScript, "app@~1.0.0", "@brig/esm@*", "hooked@^1")}
 	got, err := in.Install(context.Background(), set, staging, func(l string) { progress = append(progress, l) })
 	if err != nil {
 		t.Fatalf("Install: %v (progress %q)", err, progress)
@@ -277,8 +324,8 @@ func TestInstallNpm(t *testing.T) {
 			t.Errorf("got %v, want %s in the layer", err, f)
 			continue
 		}
-		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
-			t.Errorf("got %s owned by %d:%d on the host, want 0:0", f, st.Uid, st.Gid)
+		if !fi.Mode().IsRegular() {
+			t.Errorf("got %s of mode %s, want a regular file", f, fi.Mode())
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(staging, "@brig/esm/package.json")); err != nil || !strings.Contains(string(b), `"module"`) {
@@ -302,6 +349,31 @@ func TestInstallNpm(t *testing.T) {
 			t.Fatalf("got %s %q %q %s, want 42 and esm", res.End, res.Stdout, res.Stderr, res.Message)
 		}
 	})
+}
+
+// TestInstallNpmHookControl proves TestInstallNpm's marker real: the same
+// install with npm's scripts left on (not something Install can do) leaves it.
+func TestInstallNpmHookControl(t *testing.T) {
+	requireNpm(t)
+	l := newTestLauncher(t)
+	r := registrytest.NewNpmRegistry(t, npmPackages()...)
+	cfg := npmConfigOf(mustRequests(t, languageJavaScript, "hooked@^1"), []string{"http://" + npmHost + "/"})
+	cfg.Args = slices.DeleteFunc(cfg.Args, func(a string) bool { return a == "--ignore-scripts" })
+	code, err := npmDriver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging := newStaging(t)
+	res, err := registriesRun(l, map[string]string{npmHost + ":80": r.Host()})(context.Background(), jail.Spec{
+		Language: rootfs.JavaScript, Code: code, Timeout: 60 * time.Second, MemoryBytes: 1 << 30,
+		Mounts: []jail.Mount{{Source: staging, Target: npmStaging, Writable: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(staging, "HOOK_RAN")); err != nil {
+		t.Fatalf("got %v (%s %q), want the hook's marker when scripts run", err, res.End, res.Stderr)
+	}
 }
 
 func TestInstallNpmUnavailable(t *testing.T) {
@@ -332,7 +404,7 @@ func TestInstallRegistryUnreachable(t *testing.T) {
 	requirePip(t)
 	l := newTestLauncher(t)
 	in, err := NewInstaller(InstallerConfig{
-		Run:        registriesRun(l, pyHost, closedPort(t)),
+		Run:        registriesRun(l, map[string]string{pyHost + ":80": closedPort(t)}),
 		Registries: map[string][]string{languagePython: {"http://" + pyHost + "/simple/"}},
 		Timeout:    120 * time.Second,
 	})
@@ -386,6 +458,63 @@ func BenchmarkInstall(b *testing.B) {
 				}
 				if _, err := in.Install(context.Background(), set, staging, nil); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestInstallThroughCache publishes layers the real installers made: the
+// cache's check passes them (npm's .bin links and lockfile, pip's bytecode),
+// and the published files are root's though a jail's id wrote them.
+func TestInstallThroughCache(t *testing.T) {
+	requirePip(t)
+	requireNpm(t)
+	l := newTestLauncher(t)
+	x := registrytest.NewPyIndex(t, pyPackages()...)
+	r := registrytest.NewNpmRegistry(t, npmPackages()...)
+	in, err := NewInstaller(InstallerConfig{
+		Run: registriesRun(l, map[string]string{pyHost + ":80": x.Host(), npmHost + ":80": r.Host()}),
+		Registries: map[string][]string{
+			languagePython:     {"http://" + pyHost + "/simple/"},
+			languageJavaScript: {"http://" + npmHost + "/"},
+		},
+		Timeout: 120 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := OpenCache(CacheConfig{Dir: filepath.Join(t.TempDir(), "packages"), Installer: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	for _, tc := range []struct {
+		lang  string
+		reqs  []string
+		files []string
+	}{
+		{languagePython, []string{"pkg-a>=2"}, []string{"pkg_a/__init__.py", "dep_b/__init__.py"}},
+		{languageJavaScript, []string{"app@^1", "@brig/esm@2"}, []string{"app/index.js", "@brig/dep/index.js", "@brig/esm/index.js"}},
+	} {
+		t.Run(tc.lang, func(t *testing.T) {
+			set := Set{Language: tc.lang, Runtime: runtimeOf(t, tc.lang), Requests: mustRequests(t, tc.lang, tc.reqs...)}
+			lease, err := cache.Acquire(context.Background(), set, nil)
+			if err != nil {
+				t.Fatalf("Acquire: %v", err)
+			}
+			defer lease.Release()
+			if lease.Cached || len(lease.Manifest.Packages) < len(tc.reqs) {
+				t.Errorf("got cached %v packages %+v, want a fresh install of %q", lease.Cached, lease.Manifest.Packages, tc.reqs)
+			}
+			for _, f := range tc.files {
+				fi, err := os.Lstat(filepath.Join(lease.Dir, f))
+				if err != nil {
+					t.Errorf("got %v, want %s in the layer", err, f)
+					continue
+				}
+				if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
+					t.Errorf("got %s owned by %d:%d, want root's", f, st.Uid, st.Gid)
 				}
 			}
 		})

@@ -44,7 +44,7 @@ fs.writeFileSync(path.join(CONFIG.prefix, 'package.json'), JSON.stringify({
 }))
 
 process.on('exit', (code) => {
-  const result = { exit: code, packages: [], errors: seen.errors, tail: seen.tail }
+  const result = { runtime: process.versions.node, exit: code, packages: [], errors: seen.errors, tail: seen.tail }
   if (code === 0) {
     try {
       const lock = JSON.parse(fs.readFileSync(path.join(CONFIG.prefix, 'package-lock.json'), 'utf8'))
@@ -153,6 +153,9 @@ func npmError(r *driverResult) error {
 		if c, ok := strings.CutPrefix(l, "code "); ok && code == "" {
 			code = strings.TrimSpace(c)
 			continue
+		}
+		if strings.HasPrefix(l, "A complete log of this run") {
+			continue // a file in the installer's jail, gone with it
 		}
 		lines = append(lines, l)
 	}

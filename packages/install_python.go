@@ -20,7 +20,7 @@ import (
 // says "no matching distribution" whether the project is unknown (a 404) or
 // the index did not answer; the driver listens to that one logger (by its
 // module's name) to tell the two apart.
-const pythonDriverSource = `import base64, collections, json, logging, runpy, sys
+const pythonDriverSource = `import base64, collections, json, logging, os, platform, runpy, sys
 
 ARGS = json.loads(base64.b64decode('%s'))
 REPORT = %q
@@ -76,7 +76,10 @@ class FetchFailures(logging.Handler):
             self.seen.append(msg[:500])
 
 
-out = sys.stdout
+# The result goes to a copy of stdout that no child process inherits; the
+# stdout that pip and any process it starts see is stderr.
+out = os.fdopen(os.dup(1), 'w')
+os.dup2(2, 1)
 tee = Tee(sys.stderr)
 sys.stdout = sys.stderr = tee
 fetch = FetchFailures()
@@ -103,7 +106,7 @@ if code == 0:
         digest = 'sha256=' + hashes['sha256'] if 'sha256' in hashes else archive.get('hash') or ''
         packages.append({'name': meta.get('name', ''), 'version': meta.get('version', ''), 'hash': digest})
 
-result = {'exit': code, 'packages': packages, 'errors': tee.errors, 'warnings': tee.warnings, 'tail': list(tee.tail), 'fetch_failures': fetch.seen}
+result = {'runtime': platform.python_version(), 'exit': code, 'packages': packages, 'errors': tee.errors, 'warnings': tee.warnings, 'tail': list(tee.tail), 'fetch_failures': fetch.seen}
 out.write(MARKER + json.dumps(result) + '\n')
 out.flush()
 `

@@ -281,6 +281,7 @@ func TestNpmError(t *testing.T) {
 			"npm error syscall connect",
 			"npm error errno ECONNREFUSED",
 			"npm error FetchError: request to http://npm.test/app failed, reason: connect ECONNREFUSED 127.0.0.1:80",
+			"npm error A complete log of this run can be found in: /sandbox/.npm/_logs/x-debug-0.log",
 		}}, false, []string{`code "ECONNREFUSED"`, "request to http://npm.test/app failed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -324,6 +325,47 @@ func TestLineSplitter(t *testing.T) {
 	}
 }
 
+func TestInstallOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		allowSource bool
+		lang        string
+		options     []string
+		wantErr     bool
+	}{
+		{"wheels only", false, "python", nil, false},
+		{"source builds", true, "python", []string{OptionSourceBuilds}, false},
+		{"source builds not said", true, "python", nil, true},
+		{"source builds not allowed", false, "python", []string{OptionSourceBuilds}, true},
+		{"npm has none", true, "javascript", nil, false},
+		{"unknown option", false, "javascript", []string{"fast"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ran := false
+			in, err := NewInstaller(InstallerConfig{
+				Run: func(context.Context, jail.Spec) (*jail.Result, error) {
+					ran = true
+					return &jail.Result{End: jail.EndCompleted, Stdout: resultMarker + `{"exit":0}` + "\n"}, nil
+				},
+				Registries:        map[string][]string{"python": {"https://pypi.test/simple/"}, "javascript": {"https://npm.test/"}},
+				AllowSourceBuilds: tc.allowSource,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := "pkg-a>=1"
+			if tc.lang == "javascript" {
+				req = "app@^1"
+			}
+			set := Set{Language: tc.lang, Requests: mustRequests(t, tc.lang, req), Options: tc.options}
+			_, err = in.Install(context.Background(), set, t.TempDir(), nil)
+			if gotErr := err != nil; gotErr != tc.wantErr || ran == tc.wantErr {
+				t.Fatalf("got error %v and ran %v, want error %v", err, ran, tc.wantErr)
+			}
+		})
+	}
+}
+
 // TestInstallSpec checks the jail spec Install asks for and how it reads the
 // jail's ends, with a Run of the test's.
 func TestInstallSpec(t *testing.T) {
@@ -337,7 +379,7 @@ func TestInstallSpec(t *testing.T) {
 		progress []string
 	}{
 		{"python ok", "python", []string{"pkg-a>=1"}, jail.Result{End: jail.EndCompleted,
-			Stdout: resultMarker + `{"exit":0,"packages":[{"name":"pkg_a","version":"1.0","hash":"sha256=ab"}]}` + "\n",
+			Stdout: resultMarker + `{"runtime":"3.11.2","exit":0,"packages":[{"name":"pkg_a","version":"1.0","hash":"sha256=ab"}]}` + "\n",
 			Stderr: "Collecting pkg-a>=1\nSuccessfully installed pkg-a-1.0\n"},
 			pyStaging, "", []string{"Collecting pkg-a>=1", "Successfully installed pkg-a-1.0"}},
 		{"npm ok", "javascript", []string{"app@^1"}, jail.Result{End: jail.EndCompleted,
@@ -347,6 +389,11 @@ func TestInstallSpec(t *testing.T) {
 			pyStaging, "ran past its time limit of 2m0s", nil},
 		{"oom", "javascript", []string{"app@^1"}, jail.Result{End: jail.EndMemory},
 			npmStaging, "ran out of its 512 MiB", nil},
+		{"stopped", "javascript", []string{"app@^1"}, jail.Result{End: jail.EndStopped, Message: "the run was stopped"},
+			npmStaging, "was stopped", nil},
+		{"another runtime", "python", []string{"pkg-a>=1"}, jail.Result{End: jail.EndCompleted,
+			Stdout: resultMarker + `{"runtime":"3.12.1","exit":0,"packages":[{"name":"pkg_a","version":"1.0"}]}` + "\n"},
+			pyStaging, "ran on python 3.12.1, but the set is for 3.11.2", nil},
 		{"crash", "python", []string{"pkg-a>=1"}, jail.Result{End: jail.EndCompleted, Stderr: "Traceback (most recent call last):\nMemoryError\n"},
 			pyStaging, "ended without its result: Traceback (most recent call last): | MemoryError", nil},
 	} {
@@ -367,9 +414,11 @@ func TestInstallSpec(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in.(*jailInstaller).takeOver = func(string) error { return nil }
 			var progress []string
 			set := Set{Language: tc.lang, Requests: mustRequests(t, tc.lang, tc.reqs...)}
+			if tc.lang == "python" {
+				set.Runtime = "3.11.2"
+			}
 			got, err := in.Install(context.Background(), set, "/var/lib/brig/staging/x", func(l string) { progress = append(progress, l) })
 			wantMounts := []jail.Mount{{Source: "/var/lib/brig/staging/x", Target: tc.wantMnt, Writable: true}}
 			if !reflect.DeepEqual(spec.Mounts, wantMounts) || spec.Timeout != 2*time.Minute || spec.MemoryBytes != 512<<20 || string(spec.Language) != tc.lang {
