@@ -154,11 +154,30 @@ func newTestLauncher(tb testing.TB, state string) *jail.Launcher {
 	return l
 }
 
+// hostLanguages are the interpreters' versions of the host rootfs, as brig
+// serve reports them (the package installer checks a layer's against them).
+func hostLanguages(tb testing.TB, state string) map[string]string {
+	tb.Helper()
+	p, err := rootfs.NewHost(state, rootfs.HostConfig{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	langs := map[string]string{}
+	for _, lang := range rootfs.Languages {
+		root, err := p.Root(lang)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		langs[string(lang)] = root.Version
+	}
+	return langs
+}
+
 // start makes the Service of cfg and serves it; a test may stop it (stop) and
 // start it again on the same state directory.
 func (ts *testService) start(tb testing.TB, cfg Config) {
 	tb.Helper()
-	svc, err := New(cfg, HostInfo{Languages: map[string]string{"python": "3", "javascript": "20"}, CgroupMode: "test", Rootfs: "host"}, ts.launcher)
+	svc, err := New(cfg, HostInfo{Languages: hostLanguages(tb, ts.state), CgroupMode: "test", Rootfs: "host"}, ts.launcher)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -23,6 +23,9 @@ type PackagesConfig struct {
 	// Languages are those whose packages can be installed (the installer has a
 	// registry for them); with a Cache, nil means both.
 	Languages []string
+	// Options are the installer's options per language
+	// (packages.InstallerConfig.Options), part of each layer's key.
+	Options map[string][]string
 }
 
 // languages lists the languages whose runs may ask for packages, never nil.
@@ -78,7 +81,8 @@ func (s *Service) preparePackages(r *run) (*packages.Lease, *api.Result) {
 		return nil, end(api.ReasonInternal, "checking the package policy: %v", err)
 	}
 	r.setState(api.StatePreparing)
-	set := packages.Set{Language: r.req.Language, Runtime: s.host.Languages[r.req.Language], Requests: reqs}
+	set := packages.Set{Language: r.req.Language, Runtime: s.host.Languages[r.req.Language], Requests: reqs,
+		Options: s.cfg.Packages.Options[r.req.Language]}
 	lease, err := s.cfg.Packages.Cache.Acquire(r.ctx, set, r.onPackage)
 	var unavailable *packages.UnavailableError
 	switch {

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,7 +49,7 @@ func newRegistryStandIns(t *testing.T) *registryStandIns {
 
 // withPackages gives the service a package cache whose installer uses the
 // stand-ins, and policy.
-func (r *registryStandIns) withPackages(t *testing.T, ts **testService, policy packages.PolicyConfig) func(*Config) {
+func (r *registryStandIns) withPackages(t testing.TB, ts **testService, policy packages.PolicyConfig) func(*Config) {
 	return func(cfg *Config) {
 		ecfg := egress.Config{Pins: map[string]string{pyRegistryHost + ":80": r.py.Host(), npmRegistryHost + ":80": r.npm.Host()}}
 		hosts := map[string][]string{"python": {pyRegistryHost}, "javascript": {npmRegistryHost}}
@@ -221,4 +222,45 @@ func samePackages(a, b []api.PackageResult) bool {
 		}
 	}
 	return true
+}
+
+// BenchmarkPackagesCachedLayer measures a Python run through the service with a
+// cached layer of five packages against the same run with none, interleaved,
+// and reports each one's p50: go test -run XXX -bench PackagesCachedLayer ./supervisor/
+func BenchmarkPackagesCachedLayer(b *testing.B) {
+	var pkgs []registrytest.PyPackage
+	var reqs []string
+	for _, n := range []string{"p1", "p2", "p3", "p4", "p5"} {
+		pkgs = append(pkgs, registrytest.PyPackage{Name: n, Version: "1.0", Files: map[string]string{n + "/__init__.py": "X = 1\n"}})
+		reqs = append(reqs, n+"==1.0")
+	}
+	reg := &registryStandIns{py: registrytest.NewPyIndex(b, pkgs...), npm: registrytest.NewNpmRegistry(b)}
+	var ts *testService
+	ts = newTestService(b, func(cfg *Config) { reg.withPackages(b, &ts, packages.PolicyConfig{})(cfg) })
+	plain := request("python", "print(1)")
+	layered := request("python", "print(1)", withPackageRequests(reqs...))
+	ts.mustRun(b, layered) // installs the layer
+	var without, with []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		for _, tc := range []struct {
+			req api.Request
+			out *[]time.Duration
+		}{{plain, &without}, {layered, &with}} {
+			begin := time.Now()
+			res := ts.mustRun(b, tc.req)
+			*tc.out = append(*tc.out, time.Since(begin))
+			if res.Outcome != api.OutcomeSucceeded {
+				b.Fatalf("got %s %q", res.Outcome, res.Message)
+			}
+		}
+	}
+	b.ReportMetric(float64(p50(without).Microseconds())/1e3, "none-p50-ms")
+	b.ReportMetric(float64(p50(with).Microseconds())/1e3, "layer-p50-ms")
+}
+
+func p50(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

@@ -332,13 +332,14 @@ func openPackageCache(sc serveConfig, regs map[string]packages.Registry, cfg sup
 	for lang, r := range regs {
 		indexes[lang] = r.Indexes
 	}
-	inst, err := packages.NewInstaller(packages.InstallerConfig{
+	icfg := packages.InstallerConfig{
 		Run:               supervisor.InstallerRun(l, cfg.Egress, cfg.RegistryHosts),
 		Registries:        indexes,
 		Timeout:           time.Duration(sc.Packages.InstallTimeout),
 		MemoryMiB:         sc.Packages.InstallMemoryMiB,
 		AllowSourceBuilds: sc.Packages.AllowSourceBuilds,
-	})
+	}
+	inst, err := packages.NewInstaller(icfg)
 	if err != nil {
 		return nil, fmt.Errorf("the package installer: %w", err)
 	}
@@ -351,6 +352,13 @@ func openPackageCache(sc serveConfig, regs map[string]packages.Registry, cfg sup
 		return nil, fmt.Errorf("opening the package cache: %w", err)
 	}
 	return cache, nil
+}
+
+// installerOptions are the installer's options per language, part of each
+// layer's key.
+func installerOptions(sc serveConfig) map[string][]string {
+	icfg := packages.InstallerConfig{AllowSourceBuilds: sc.Packages.AllowSourceBuilds}
+	return map[string][]string{"python": icfg.Options("python"), "javascript": icfg.Options("javascript")}
 }
 
 // registryHosts reads, once at the start, the registry hosts of each language
@@ -502,6 +510,7 @@ func serveAction(c *cli.Context) error {
 		}
 		defer cache.Close()
 		cfg.Packages.Cache = cache
+		cfg.Packages.Options = installerOptions(sc)
 		cfg.Packages.Languages = []string{}
 		for _, lang := range []string{"python", "javascript"} {
 			if len(regs[lang].Indexes) > 0 {
