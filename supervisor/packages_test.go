@@ -3,6 +3,9 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +15,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/egress"
 	"github.com/brig-sandbox/brig/internal/registrytest"
+	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/packages"
 )
@@ -263,4 +267,59 @@ func p50(ds []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), ds...)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// TestPackagesRealNpmRegistry: a JavaScript run installs a small package from
+// the npm registry that `npm config get registry` names, and uses it. Skipped,
+// with the reason, when npm is missing or the registry does not answer.
+func TestPackagesRealNpmRegistry(t *testing.T) {
+	testutil.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	reg, err := packages.Managers{}.Registry(ctx, "javascript", nil)
+	testutil.Require(t, err == nil && len(reg.Indexes) == 1, fmt.Sprintf("npm's registry: %v", err))
+	probe, err := http.NewRequestWithContext(ctx, http.MethodHead, reg.Indexes[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(probe)
+	testutil.Require(t, err == nil, fmt.Sprintf("the npm registry does not answer from this host: %v", err))
+	resp.Body.Close()
+	ecfg := egress.Config{}
+	for _, h := range reg.Hosts {
+		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", h)
+		testutil.Require(t, err == nil, fmt.Sprintf("resolving the npm registry's host: %v", err))
+		for _, a := range addrs {
+			if egress.ClassifyAddr(a.Unmap()) != egress.ClassPublic {
+				t.Logf("the npm registry's host resolves to %s here: allowing it as the operator would", a)
+				ecfg.AllowPrivateHosts = append(ecfg.AllowPrivateHosts, h)
+				break
+			}
+		}
+	}
+	var ts *testService
+	ts = newTestService(t, func(cfg *Config) {
+		inst, err := packages.NewInstaller(packages.InstallerConfig{
+			Run: func(ctx context.Context, spec jail.Spec) (*jail.Result, error) {
+				return InstallerRun(ts.launcher, ecfg, map[string][]string{"javascript": reg.Hosts})(ctx, spec)
+			},
+			Registries: map[string][]string{"javascript": reg.Indexes},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache, err := packages.OpenCache(packages.CacheConfig{Dir: t.TempDir(), Installer: inst})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cache.Close() })
+		cfg.Packages = PackagesConfig{Cache: cache, Languages: []string{"javascript"}}
+	})
+	res := ts.mustRun(t, request("javascript", "console.log(require('is-number')(5), require('is-number')('x'))", withPackageRequests("is-number@7.0.0")))
+	if res.Outcome != api.OutcomeSucceeded || res.Stdout != "true false\n" {
+		t.Fatalf("got %s %q (stdout %q, stderr %q)", res.Outcome, res.Message, res.Stdout, res.Stderr)
+	}
+	if len(res.Packages) != 1 || res.Packages[0].Version != "7.0.0" || res.Packages[0].Cached {
+		t.Errorf("packages: got %+v, want is-number 7.0.0 installed now", res.Packages)
+	}
 }

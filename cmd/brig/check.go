@@ -15,6 +15,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/packages"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -78,6 +79,7 @@ func checkAction(c *cli.Context) error {
 		}
 	}
 	checks = append(checks, jail.CheckIDRange(lc.IDs, "", seen)...)
+	checks = append(checks, packageChecks(c.Context)...)
 	if allOK(checks) {
 		checks = append(checks, smokeRuns(c.Context, lc)...)
 	}
@@ -136,4 +138,25 @@ func printChecks(w io.Writer, checks []jail.Check) error {
 		return exitError(1)
 	}
 	return nil
+}
+
+// packageChecks say which languages can install packages here: their package
+// manager answers with a registry. A language without one is not a failure (its
+// runs may still run without packages), so these lines pass and say so.
+func packageChecks(ctx context.Context) []jail.Check {
+	var out []jail.Check
+	for _, lang := range []string{"python", "javascript"} {
+		r, err := packages.Managers{}.Registry(ctx, lang, nil)
+		ch := jail.Check{Name: "packages " + lang, OK: true}
+		switch {
+		case err != nil:
+			ch.Detail = fmt.Sprintf("no packages: %v (install its package manager, or set [egress.registries] %s)", err, lang)
+		case len(r.Indexes) == 0:
+			ch.Detail = "no packages: its package manager names no registry"
+		default:
+			ch.Detail = fmt.Sprintf("installed from %d registry URL(s) (hosts %s)", len(r.Indexes), strings.Join(r.Hosts, ", "))
+		}
+		out = append(out, ch)
+	}
+	return out
 }
