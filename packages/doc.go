@@ -1,8 +1,10 @@
-// Package packages owns a run's package requests: parsing them, the policy that
-// admits or blocks them, the installer and the cache of installed layers. Today it
-// holds parsing: a request as API.md writes it ("numpy==1.26.4", "lodash@^4.17.0")
-// becomes a Request with a normalised name and its constraint, or a RequestError
-// whose message tells the caller (often a language model) how to write it.
+// Package packages owns a run's package requests: parsing them (request.go), the
+// policy that admits or blocks them (policy.go), the installer that runs pip or
+// npm inside a brig jail (install*.go), and the content-addressed cache of
+// installed layers (cache.go, with the layer checks of check.go). A request as
+// API.md writes it ("numpy==1.26.4", "lodash@^4.17.0") becomes a Request with a
+// normalised name and its constraint, or a RequestError whose message tells the
+// caller (often a language model) how to write it; a Set of them is a layer's key.
 //
 // It also finds where a language's packages come from (registry.go): the
 // registry host names that a run's `registries` network admits, read from the
@@ -20,4 +22,10 @@
 //	if errors.As(err, &rerr) {
 //		// 400, field fmt.Sprintf("packages[%d]", rerr.Index), message rerr.Message
 //	}
+//	if err := policy.Check(run.Language, reqs); errors.Is(err, packages.ErrBlocked) { /* blocked */ }
+//	lease, err := cache.Acquire(ctx, packages.Set{Language: run.Language, Runtime: version, Requests: reqs}, progress)
+//	if errors.Is(err, packages.ErrUnavailable) { /* unavailable */ }
+//	defer lease.Release() // mount lease.Dir read-only in the run
+//
+// The cache's Example shows a whole install and hit.
 package packages
