@@ -112,7 +112,17 @@ func newIDAllocator(r IDRange, lockDir string) (*idAllocator, error) {
 	if err := os.MkdirAll(lockDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the id lock directory: %w", err)
 	}
-	return &idAllocator{r: r, lockDir: lockDir}, nil
+	// The first block is claimed now, not at the first run: a range with no
+	// free block fails at the start, and what a Launcher holds is the same
+	// from its start to its close.
+	a := &idAllocator{r: r, lockDir: lockDir}
+	a.mu.Lock()
+	_, err := a.claimLocked()
+	a.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 func (a *idAllocator) get() (runIDs, error) {

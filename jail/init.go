@@ -3,6 +3,7 @@ package jail
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -24,6 +25,11 @@ type initState struct {
 	// so that the parent can resize it once the tmpfs has no path (after
 	// pivot_root) and the init is filtered.
 	scratchFD int
+	// warmPID is the waiting interpreter of a warm sandbox, and warmConn the
+	// init's end of the socket (warmFD in the interpreter) over which it gets
+	// its run's environment; zero and nil in a cold sandbox.
+	warmPID  int
+	warmConn *os.File
 }
 
 // step is one named stage of building the sandbox. The order of a list of steps
@@ -65,11 +71,14 @@ var prepareSteps = []step{
 	// no_new_privs before the filter, as the kernel requires of a filter loaded
 	// without CAP_SYS_ADMIN (the init is still root here: belt and braces).
 	{"no_new_privs", func(*initState) error { return unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }},
-	// Last: every later step of this thread runs under a filter. Loading it on
-	// this thread alone needs no synchronisation with the others. It is the
-	// program's policy but for one thing, a clone into a new user namespace, which
-	// startProgram makes; the program loads its own, full filter on top.
+	// Last but one: every later step of this thread runs under a filter. Loading
+	// it on this thread alone needs no synchronisation with the others. It is
+	// the program's policy but for one thing, a clone into a new user namespace,
+	// which startProgram makes; the program loads its own, full filter on top.
 	{"seccomp", loadThreadFilter},
+	// A warm sandbox starts its interpreter now, exactly as startProgram
+	// starts a cold run's, and waits until it is ready for its program.
+	{"warm interpreter", startWarm},
 }
 
 // runSteps put the run's program in place; startProgram then forks it.
@@ -143,7 +152,13 @@ func Init() int {
 			return fail(s.name, err)
 		}
 	}
-	pid, err := startProgram(st)
+	var pid int
+	var err error
+	if st.warmConn != nil {
+		pid, err = handOver(st)
+	} else {
+		pid, err = startProgram(st)
+	}
 	if err != nil {
 		return fail("exec", err)
 	}
@@ -172,11 +187,68 @@ func Init() int {
 	}
 }
 
+// startWarm starts a warm sandbox's interpreter (prepareSpec.Warm) with the
+// run-independent part of the environment, and waits for its bootstrap to say
+// it is ready. Nothing the init holds but the socket reaches it: every other
+// descriptor is close-on-exec first.
+func startWarm(st *initState) error {
+	if len(st.prep.Warm) == 0 {
+		return nil
+	}
+	if err := closeExtraFDs(st); err != nil {
+		return err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("making the interpreter's socket: %w", err)
+	}
+	child := os.NewFile(uintptr(fds[1]), "warm-child")
+	defer child.Close()
+	st.warmConn = os.NewFile(uintptr(fds[0]), "warm")
+	pid, err := spawn(st, st.prep.Warm, Environ(nil), int(child.Fd()))
+	if err != nil {
+		return err
+	}
+	st.warmPID = pid
+	child.Close()
+	// The bootstrap writes one byte once it is about to read its run's
+	// environment: the interpreter has started, and a run takes it as it is.
+	b := make([]byte, 1)
+	if n, err := st.warmConn.Read(b); n != 1 || b[0] != 'r' {
+		return fmt.Errorf("the interpreter did not start (it said %q: %v)", b[:n], err)
+	}
+	return nil
+}
+
+// handOver gives a warm sandbox's interpreter its run: the run's environment,
+// once the program file is in place, and the end of the socket. It returns the
+// interpreter's pid, the run's program from now on.
+func handOver(st *initState) (int, error) {
+	env, err := warmEnv(st.run.Env)
+	if err != nil {
+		return 0, err
+	}
+	_, err = st.warmConn.Write(env)
+	if cerr := st.warmConn.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("handing the run to the waiting interpreter: %w", err)
+	}
+	return st.warmPID, nil
+}
+
 // startProgram starts the interpreter from this thread (inheriting its empty
 // bounding set, no_new_privs and descriptors) in a user namespace of its own,
 // as uid and gid rootfs.SandboxUID mapped to the run's host ids, with no
 // capabilities and the program's filter loaded: see spawnInUserNS.
 func startProgram(st *initState) (int, error) {
+	return spawn(st, st.run.Argv, st.run.Env, 0)
+}
+
+// spawn starts argv as the run's program (see startProgram), with extraFD, when
+// positive, as its descriptor warmFD.
+func spawn(st *initState, argv, env []string, extraFD int) (int, error) {
 	stdin, err := os.Open("/dev/null")
 	if err != nil {
 		return 0, err
@@ -188,11 +260,12 @@ func startProgram(st *initState) (int, error) {
 	}
 	return spawnInUserNS(spawnArgs{
 		LastCap:   last,
-		Path:      st.run.Argv[0],
-		Argv:      st.run.Argv,
-		Env:       st.run.Env,
+		Path:      argv[0],
+		Argv:      argv,
+		Env:       env,
 		Dir:       "/sandbox",
 		StdinFD:   int(stdin.Fd()),
+		ExtraFD:   extraFD,
 		UID:       st.prep.UID,
 		GID:       st.prep.GID,
 		HostUID:   st.prep.HostUID,

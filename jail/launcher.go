@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,12 +73,20 @@ type Config struct {
 	// IDLockDir is where brig processes lock the blocks of IDs they use; zero
 	// means IDLockDir.
 	IDLockDir string
+	// Warm lists the languages whose pooled sandboxes hold their interpreter
+	// already started, waiting for its program (see warm.go). It needs
+	// PoolSize; a run that can't use one (WarmEligible) runs cold.
+	Warm map[rootfs.Language]bool
 	// InitPath is the brig binary to re-execute as the init; zero means
 	// /proc/self/exe.
 	InitPath string
 	// Logger gets one line per pool failure; nil means slog.Default().
 	Logger *slog.Logger
 }
+
+// groupSeq numbers the run cgroups of this process (run-<pid>-<n>): one counter
+// for every Launcher of the process, whose groups share a parent.
+var groupSeq atomic.Uint64
 
 // Launcher starts runs. It is safe for concurrent use.
 type Launcher struct {
@@ -89,7 +98,6 @@ type Launcher struct {
 	ids         *idAllocator
 	scratch     string
 	log         *slog.Logger
-	seq         atomic.Uint64
 
 	// spawns is served by one goroutine locked to its own OS thread: an init's
 	// parent-death signal fires when the thread that cloned it exits, so every
@@ -106,6 +114,9 @@ type Launcher struct {
 	mu sync.Mutex
 	// closed is set by Close; Run refuses to start once it is. Guarded by mu.
 	closed bool
+	// warmFailing has the warm languages whose last pool preparation failed:
+	// their runs go cold until one succeeds. Guarded by mu.
+	warmFailing map[rootfs.Language]bool
 	// active counts runs under way and the background release of finished
 	// ones; Close waits for it before it stops the spawner. Add under mu.
 	active sync.WaitGroup
@@ -177,13 +188,20 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 				l.log.Warn("no pool for a language whose rootfs is missing", "language", lang, "err", err)
 				continue
 			}
-			if _, ok := l.pools[rootKey(root)]; ok {
+			// A warm language has a pool of its own (each sandbox holds its
+			// interpreter); the cold ones share one per root.
+			var warm rootfs.Language
+			if cfg.Warm[lang] {
+				warm = lang
+			}
+			key := poolKey(root, warm)
+			if _, ok := l.pools[key]; ok {
 				continue
 			}
 			pool := make(chan *slot, cfg.PoolSize)
-			l.pools[rootKey(root)] = pool
+			l.pools[key] = pool
 			l.wg.Add(1)
-			go l.fill(root, pool)
+			go l.fill(root, warm, pool)
 		}
 	}
 	return l, nil
@@ -269,7 +287,9 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err != nil {
 		return internal("rootfs", "the %s rootfs is not available: %v", spec.Language, err)
 	}
-	s, ready, err := l.take(root, spec.MemoryBytes)
+	warm, why := l.warmFor(spec)
+	res.Start = why
+	s, ready, err := l.take(root, warm, spec.MemoryBytes)
 	if err != nil {
 		return internal("sandbox", "could not prepare a sandbox: %v", err)
 	}
@@ -367,6 +387,54 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	l.classify(res, ended, usage, spec)
 	res.Timing.TotalMS = time.Since(begin).Milliseconds()
 	return res, nil
+}
+
+// Start paths of a run, as Result.Start says them.
+const (
+	StartWarm = "warm" // a pooled interpreter, already started
+	StartCold = "cold" // the interpreter started for the run
+	// StartColdEnv: warm starts are on for the language, but the run sets a
+	// variable its interpreter reads at its own start, or (Node) has network.
+	StartColdEnv = "cold-env"
+	// StartColdFailing: warm starts are on, but the last warm sandbox failed to
+	// prepare: the run falls back to the cold path.
+	StartColdFailing = "cold-failing"
+)
+
+// warmFor decides whether spec's run takes a warm sandbox, and says why not.
+func (l *Launcher) warmFor(spec Spec) (rootfs.Language, string) {
+	if !l.cfg.Warm[spec.Language] || l.cfg.PoolSize == 0 {
+		return "", StartCold
+	}
+	env := maps.Clone(spec.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, spec.BrigEnv)
+	// Node reads its CA bundle (NODE_EXTRA_CA_CERTS, which a networked run's
+	// environment sets) at its own start.
+	if ok, _ := WarmEligible(spec.Language, env); !ok || (spec.Language == rootfs.JavaScript && spec.Attach != nil) {
+		return "", StartColdEnv
+	}
+	l.mu.Lock()
+	failing := l.warmFailing[spec.Language]
+	l.mu.Unlock()
+	if failing {
+		return "", StartColdFailing
+	}
+	return spec.Language, StartWarm
+}
+
+func (l *Launcher) setWarmFailing(lang rootfs.Language, failing bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.warmFailing == nil {
+		l.warmFailing = map[rootfs.Language]bool{}
+	}
+	if failing && !l.warmFailing[lang] {
+		l.log.Warn("warm sandboxes fail to prepare: runs go cold until one succeeds", "language", string(lang))
+	}
+	l.warmFailing[lang] = failing
 }
 
 // release removes a finished run's sandbox in the background: its processes are

@@ -55,7 +55,7 @@ func newTestLauncher(tb testing.TB, pool int) *Launcher {
 }
 
 // newTestLauncherWith is newTestLauncher with a rootfs provider of the test's.
-func newTestLauncherWith(tb testing.TB, state string, p rootfs.Provider, pool int) *Launcher {
+func newTestLauncherWith(tb testing.TB, state string, p rootfs.Provider, pool int, opts ...func(*Config)) *Launcher {
 	tb.Helper()
 	testutil.RequireRoot(tb)
 	testutil.CheckLeaks(tb, testCgroupParent)
@@ -63,7 +63,11 @@ func newTestLauncherWith(tb testing.TB, state string, p rootfs.Provider, pool in
 	if err != nil {
 		tb.Fatal(err)
 	}
-	l, err := NewLauncher(Config{StateDir: state, Rootfs: p, Cgroups: cg, PoolSize: pool})
+	cfg := Config{StateDir: state, Rootfs: p, Cgroups: cg, PoolSize: pool}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	l, err := NewLauncher(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

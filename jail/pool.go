@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -51,7 +52,13 @@ type slot struct {
 	baseline cgroup.Usage
 }
 
-// rootKey identifies what prepareSteps build for a root.
+// poolKey identifies what prepareSteps build: a root, and for a warm sandbox the
+// language whose interpreter it starts ("" for a cold one).
+func poolKey(r *rootfs.Root, warm rootfs.Language) string {
+	return rootKey(r) + "\x00warm:" + string(warm)
+}
+
+// rootKey identifies the root prepareSteps build.
 func rootKey(r *rootfs.Root) string {
 	k := r.Lower
 	for _, b := range r.Binds {
@@ -82,11 +89,11 @@ func (l *Launcher) spawner() {
 }
 
 // fill keeps pool full of inits that have built root and wait for a run.
-func (l *Launcher) fill(root *rootfs.Root, pool chan *slot) {
+func (l *Launcher) fill(root *rootfs.Root, warm rootfs.Language, pool chan *slot) {
 	defer l.wg.Done()
 	backoff := 10 * time.Millisecond
 	for {
-		s, err := l.newSlot(root, api.DefaultMemoryMiB<<20)
+		s, err := l.newSlot(root, warm, api.DefaultMemoryMiB<<20)
 		if err == nil {
 			err = s.waitReady()
 		}
@@ -96,7 +103,12 @@ func (l *Launcher) fill(root *rootfs.Root, pool chan *slot) {
 				return // Close killed it: not a failure
 			default:
 			}
-			l.log.Error("preparing a sandbox for the pool", "err", err)
+		}
+		if warm != "" {
+			l.setWarmFailing(warm, err != nil)
+		}
+		if err != nil {
+			l.log.Error("preparing a sandbox for the pool", "warm", string(warm), "err", err)
 			select {
 			case <-time.After(backoff):
 				backoff = min(2*backoff, 5*time.Second)
@@ -146,17 +158,17 @@ func (s *slot) waitReady() error {
 // take returns an init that has built (or is building) root with the limits of a
 // run of memoryBytes: from the pool, resized where the pool's size differs, or a
 // new one.
-func (l *Launcher) take(root *rootfs.Root, memoryBytes int64) (s *slot, ready bool, err error) {
-	s, ready, err = l.takeSlot(root, memoryBytes)
+func (l *Launcher) take(root *rootfs.Root, warm rootfs.Language, memoryBytes int64) (s *slot, ready bool, err error) {
+	s, ready, err = l.takeSlot(root, warm, memoryBytes)
 	if err == nil {
 		s.setNice(0)
 	}
 	return s, ready, err
 }
 
-func (l *Launcher) takeSlot(root *rootfs.Root, memoryBytes int64) (s *slot, ready bool, err error) {
+func (l *Launcher) takeSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes int64) (s *slot, ready bool, err error) {
 	select {
-	case s := <-l.pools[rootKey(root)]: // never closed while runs are active
+	case s := <-l.pools[poolKey(root, warm)]: // never closed while runs are active
 		if s.memoryBytes != memoryBytes {
 			if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: memoryBytes}); err != nil {
 				s.discard()
@@ -170,7 +182,7 @@ func (l *Launcher) takeSlot(root *rootfs.Root, memoryBytes int64) (s *slot, read
 		}
 		return s, true, nil
 	default:
-		s, err := l.newSlot(root, memoryBytes)
+		s, err := l.newSlot(root, warm, memoryBytes)
 		return s, false, err
 	}
 }
@@ -180,7 +192,7 @@ func (l *Launcher) takeSlot(root *rootfs.Root, memoryBytes int64) (s *slot, read
 // period; it happens here, off the spawner thread, so that it delays no other
 // clone), and only then sends it the prepareSpec: the init makes its cgroup
 // namespace first thing.
-func (l *Launcher) newSlot(root *rootfs.Root, memoryBytes int64) (s *slot, retErr error) {
+func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes int64) (s *slot, retErr error) {
 	reply := make(chan spawned, 1)
 	select {
 	case l.spawns <- reply:
@@ -208,7 +220,11 @@ func (l *Launcher) newSlot(root *rootfs.Root, memoryBytes int64) (s *slot, retEr
 			return nil, fmt.Errorf("moving the init into its cgroup: %w", err)
 		}
 	}
-	if err := json.NewEncoder(s.spec).Encode(l.prepareSpec(root, memoryBytes, s.ids)); err != nil {
+	prep := l.prepareSpec(root, memoryBytes, s.ids)
+	if warm != "" {
+		prep.Warm = warmArgv(root)
+	}
+	if err := json.NewEncoder(s.spec).Encode(prep); err != nil {
 		return nil, fmt.Errorf("sending the prepare spec: %w", err)
 	}
 	return s, nil
@@ -228,7 +244,7 @@ func LeftoverOfDeadProcess(name string) bool {
 // clone creates the run's cgroup and clones the init into its namespaces (and, where
 // a cgroup2 directory exists, straight into the cgroup with CLONE_INTO_CGROUP).
 func (l *Launcher) clone() (s *slot, retErr error) {
-	name := fmt.Sprintf("run-%d-%d", os.Getpid(), l.seq.Add(1))
+	name := fmt.Sprintf("run-%d-%d", os.Getpid(), groupSeq.Add(1))
 	g, err := l.cfg.Cgroups.Create(name)
 	if err != nil {
 		return nil, fmt.Errorf("creating cgroup %s: %w", name, err)
@@ -319,17 +335,25 @@ func (s *slot) discard() error {
 	return err
 }
 
-// setNice sets the nice value of every thread of the init (the program, forked
-// later from its main thread, inherits it). Best effort: a thread that exits
-// meanwhile is no error, and a failure only costs speed.
+// setNice sets the nice value of every thread of the init and of its children (a
+// warm sandbox's waiting interpreter; the program, forked later from the init's
+// main thread, inherits the init's). Best effort: a thread that exits meanwhile
+// is no error, and a failure only costs speed.
 func (s *slot) setNice(nice int) {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", s.cmd.Process.Pid))
-	for _, t := range tasks {
-		if tid, err := strconv.Atoi(t.Name()); err == nil {
-			unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
+	pid := s.cmd.Process.Pid
+	pids := []string{strconv.Itoa(pid)}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
+		pids = append(pids, strings.Fields(string(b))...)
+	}
+	for _, p := range pids {
+		tasks, _ := os.ReadDir("/proc/" + p + "/task")
+		for _, t := range tasks {
+			if tid, err := strconv.Atoi(t.Name()); err == nil {
+				unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
+			}
 		}
 	}
 }

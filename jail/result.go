@@ -53,6 +53,9 @@ type Result struct {
 	StdoutTruncated, StderrTruncated bool
 	Usage                            Usage
 	Timing                           Timing
+	// Start is how the interpreter was started: StartWarm, StartCold,
+	// StartColdEnv or StartColdFailing.
+	Start string
 }
 
 // Usage is what a run consumed.

@@ -26,6 +26,9 @@ struct brig_spawn_args {
 	char *const *envp;
 	const char *dir;
 	int stdin_fd;
+	// extra_fd, when not -1, becomes the program's descriptor 3 (a warm
+	// interpreter's pipe).
+	int extra_fd;
 	// host_uid is what uid maps to, and the new namespace's owner.
 	unsigned int host_uid;
 	// uid_map and gid_map are written to the child's /proc files as they are.
@@ -85,6 +88,9 @@ static void brig_spawn_child(const struct brig_spawn_args *a, int sync_fd, int r
 		if (syscall(SYS_capset, &hdr, data) < 0) { rep.step = STEP_CAPS; goto fail_errno; }
 	}
 	if (a->stdin_fd != 0 && syscall(SYS_dup2, a->stdin_fd, 0) < 0) { rep.step = STEP_STDIN; goto fail_errno; }
+	// dup2 clears close-on-exec on the new descriptor only.
+	if (a->extra_fd >= 0 && a->extra_fd != 3 && syscall(SYS_dup2, a->extra_fd, 3) < 0) { rep.step = STEP_STDIN; goto fail_errno; }
+	if (a->extra_fd == 3 && syscall(SYS_fcntl, 3, F_SETFD, 0) < 0) { rep.step = STEP_STDIN; goto fail_errno; }
 	if (syscall(SYS_chdir, a->dir) < 0) { rep.step = STEP_CHDIR; goto fail_errno; }
 	// Last before exec: no_new_privs is inherited from the init's thread, whose
 	// own filter (which let this clone make a user namespace) stays beneath.
@@ -216,14 +222,23 @@ var spawnStepNames = [...]string{
 	7: "dropping capabilities", 8: "stdin", 9: "chdir", 10: "loading the seccomp filter", 11: "execve",
 }
 
+func extraFD(fd int) int {
+	if fd <= 0 {
+		return -1
+	}
+	return fd
+}
+
 // spawnArgs is a program to start in a user namespace of its own.
 type spawnArgs struct {
 	Path, Dir string
 	Argv, Env []string
 	StdinFD   int
-	UID, GID  int // inside the namespace
-	HostUID   int // what UID maps to on the host
-	HostGID   int
+	// ExtraFD, when positive, becomes the program's descriptor 3.
+	ExtraFD  int
+	UID, GID int // inside the namespace
+	HostUID  int // what UID maps to on the host
+	HostGID  int
 	// RootUID and RootGID are what the namespace's 0 maps to: the init's host ids,
 	// so that the init appears as root inside, and a chown to root fails as on
 	// any host (EPERM) rather than as an unmapped id (EINVAL). The program can
@@ -276,6 +291,7 @@ func spawnInUserNS(a spawnArgs) (int, error) {
 		envp:       vec(a.Env),
 		dir:        cstr(a.Dir),
 		stdin_fd:   C.int(a.StdinFD),
+		extra_fd:   C.int(extraFD(a.ExtraFD)),
 		uid_map:    cstr(fmt.Sprintf("0 %d 1\n%d %d 1\n", a.RootUID, a.UID, a.HostUID)),
 		gid_map:    cstr(fmt.Sprintf("0 %d 1\n%d %d 1\n", a.RootGID, a.GID, a.HostGID)),
 		uid:        C.uint(a.UID),

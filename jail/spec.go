@@ -90,6 +90,9 @@ type prepareSpec struct {
 	// SpawnSeccomp is the filter of the init's thread from the end of the
 	// preparation: Seccomp but for the clone into the program's user namespace.
 	SpawnSeccomp []byte
+	// Warm, when set, is the command line of the interpreter a warm sandbox
+	// starts before its run (see warm.go); nil for a cold sandbox.
+	Warm []string
 }
 
 // runSpec is the second thing the parent sends: the run itself. (The run's

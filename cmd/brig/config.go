@@ -23,6 +23,7 @@ func sandboxFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "cpus", Value: jail.DefaultCPUs, Usage: "CPU limit of each run, in CPUs"},
 		&cli.Int64Flag{Name: "pids", Value: jail.DefaultPids, Usage: "limit on processes and threads of each run"},
 		&cli.IntFlag{Name: "pool", Usage: "sandboxes kept cloned and waiting for a run (0: clone each run's on demand)"},
+		&cli.StringSliceFlag{Name: "warm", Usage: "a language whose pooled sandboxes hold its interpreter already started (repeatable; needs --pool)"},
 		&cli.UintFlag{Name: "id-first", Value: jail.DefaultIDFirst, Usage: "first host id of the range runs are mapped to (every brig process of a host must use the same range)"},
 		&cli.UintFlag{Name: "id-count", Value: jail.DefaultIDCount, Usage: "how many host ids the range holds (two per sandbox)"},
 	}
@@ -38,6 +39,8 @@ type launcherConfig struct {
 	Pool         int
 	// IDs is the host id range of the runs; zero is jail's default.
 	IDs jail.IDRange
+	// Warm are the languages with warm sandboxes.
+	Warm map[rootfs.Language]bool
 }
 
 func launcherConfigFrom(c *cli.Context, defaultParent string) (launcherConfig, error) {
@@ -49,6 +52,14 @@ func launcherConfigFrom(c *cli.Context, defaultParent string) (launcherConfig, e
 		Pids:         c.Int64("pids"),
 		Pool:         c.Int("pool"),
 		IDs:          jail.IDRange{First: uint32(c.Uint("id-first")), Count: uint32(c.Uint("id-count"))},
+		Warm:         map[rootfs.Language]bool{},
+	}
+	for _, w := range c.StringSlice("warm") {
+		lang, err := rootfs.ParseLanguage(w)
+		if err != nil {
+			return lc, fmt.Errorf("--warm %q: %w", w, err)
+		}
+		lc.Warm[lang] = true
 	}
 	if lc.CgroupParent == "" {
 		lc.CgroupParent = defaultParent
@@ -163,6 +174,7 @@ func newSandbox(lc launcherConfig, sweep bool, log *slog.Logger) (*sandbox, erro
 		CPUs:     lc.CPUs,
 		Pids:     lc.Pids,
 		IDs:      lc.IDs,
+		Warm:     lc.Warm,
 		Logger:   log,
 	})
 	if err != nil {

@@ -93,6 +93,9 @@ type serveConfig struct {
 		// per sandbox; no account, process or file may use them.
 		IDFirst uint32 `toml:"id_first"`
 		IDCount uint32 `toml:"id_count"`
+		// Warm lists the languages whose pooled sandboxes hold their
+		// interpreter already started, waiting for a program.
+		Warm []string `toml:"warm"`
 		// Rootfs maps a language to a built rootfs directory; others use the host's.
 		Rootfs map[string]string `toml:"rootfs"`
 	} `toml:"sandbox"`
@@ -159,6 +162,7 @@ func defaultServeConfig() serveConfig {
 	sc.Sandbox.Pids = jail.DefaultPids
 	sc.Sandbox.IDFirst = jail.DefaultIDFirst
 	sc.Sandbox.IDCount = jail.DefaultIDCount
+	sc.Sandbox.Warm = []string{"python", "javascript"}
 	sc.Sandbox.Rootfs = map[string]string{}
 	sc.Packages.Enabled = true
 	sc.Packages.CacheMaxBytes = packages.DefaultCacheBytes
@@ -220,6 +224,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "pool", Usage: "prepared sandboxes kept waiting per rootfs"},
 			&cli.Float64Flag{Name: "cpus", Usage: "CPU limit of each run, in CPUs"},
 			&cli.Int64Flag{Name: "pids", Usage: "limit on processes and threads of each run"},
+			&cli.StringSliceFlag{Name: "warm", Usage: "a language whose pooled sandboxes hold its interpreter already started (repeatable; default python and javascript; --warm none for none)"},
 			&cli.UintFlag{Name: "id-first", Usage: "first host id of the range runs are mapped to (see brig check)"},
 			&cli.UintFlag{Name: "id-count", Usage: "how many host ids the range holds (two per sandbox)"},
 			&cli.StringSliceFlag{Name: "rootfs", Usage: "a built rootfs for a language, as LANG=DIR"},
@@ -255,6 +260,7 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 	override(c, "pool", &sc.Sandbox.Pool, c.Int)
 	override(c, "cpus", &sc.Sandbox.CPUs, c.Float64)
 	override(c, "pids", &sc.Sandbox.Pids, c.Int64)
+	override(c, "warm", &sc.Sandbox.Warm, c.StringSlice)
 	override(c, "id-first", &sc.Sandbox.IDFirst, func(n string) uint32 { return uint32(c.Uint(n)) })
 	override(c, "id-count", &sc.Sandbox.IDCount, func(n string) uint32 { return uint32(c.Uint(n)) })
 	for _, kv := range c.StringSlice("rootfs") {
@@ -471,6 +477,17 @@ func serveAction(c *cli.Context) error {
 		Pids:         sc.Sandbox.Pids,
 		Pool:         sc.Sandbox.Pool,
 		IDs:          jail.IDRange{First: sc.Sandbox.IDFirst, Count: sc.Sandbox.IDCount},
+		Warm:         map[rootfs.Language]bool{},
+	}
+	for _, w := range sc.Sandbox.Warm {
+		if w == "none" {
+			continue
+		}
+		lang, err := rootfs.ParseLanguage(w)
+		if err != nil {
+			return fmt.Errorf("sandbox.warm %q: %w (use python, javascript or none)", w, err)
+		}
+		lc.Warm[lang] = true
 	}
 	for k, v := range sc.Sandbox.Rootfs {
 		lang, err := rootfs.ParseLanguage(k)

@@ -1,0 +1,133 @@
+package jail
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// Warm starts: a pooled sandbox of a language may hold its interpreter already
+// started, as the run's program process, waiting for its program. The
+// interpreter's own start (most of a short run's time) then happens while the
+// sandbox waits in the pool, not while the run waits. It is the same sandbox as
+// a cold run's (the process is spawned exactly as a cold run's, by
+// spawnInUserNS), used for one run only: nothing carries over from one run to
+// the next, and no request data reaches the process before it belongs to its
+// run.
+//
+// The waiting interpreter runs a bootstrap (below) that says it is ready (one
+// byte on warmFD, a socket) and then reads one JSON object, the run's
+// environment, from it: the init writes it once the program file is in place,
+// and closes the socket. The bootstrap then makes the process look as
+// `python3 -u /sandbox/main.py` or `node /sandbox/main.js` would: the
+// environment, argv, __main__ (or require.main) and tracebacks without
+// bootstrap frames. What it can't change is what the interpreter reads from
+// its environment at its own start (PYTHON* and NODE_* variables), so a run
+// whose environment sets such a name takes the cold path (WarmEligible).
+
+// warmFD is the descriptor on which a warm interpreter reads its run's
+// environment.
+const warmFD = 3
+
+// pythonBoot is run as `python3 -u -c pythonBoot`.
+const pythonBoot = `import sys, os, json
+os.write(3, b'r')
+with os.fdopen(3, 'rb') as _f:
+    _env = json.load(_f)
+os.environ.clear()
+os.environ.update(_env)
+_path = '/sandbox/main.py'
+sys.argv[:] = [_path]
+sys.path[0] = '/sandbox'
+for _p in reversed([p for p in _env.get('PYTHONPATH', '').split(':') if p]):
+    sys.path.insert(1, _p)
+import builtins, types, importlib.machinery
+_main = types.ModuleType('__main__')
+_main.__file__ = _path
+_main.__builtins__ = builtins
+_main.__loader__ = importlib.machinery.SourceFileLoader('__main__', _path)
+_main.__spec__ = None
+_main.__cached__ = None
+sys.modules['__main__'] = _main
+try:
+    with open(_path, 'rb') as _f:
+        _code = compile(_f.read(), _path, 'exec')
+    exec(_code, _main.__dict__)
+except SystemExit:
+    raise
+except BaseException as _e:
+    # As the interpreter would report it, without this bootstrap's frame.
+    _e = _e.with_traceback(_e.__traceback__.tb_next)
+    sys.excepthook(type(_e), _e, _e.__traceback__)
+    if isinstance(_e, KeyboardInterrupt):
+        import signal
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    sys.exit(1)
+`
+
+// nodeBoot is run as `node -e nodeBoot`.
+const nodeBoot = `'use strict';
+require('fs').writeSync(3, 'r');
+const env = JSON.parse(require('fs').readFileSync(3, 'utf8'));
+require('fs').closeSync(3);
+for (const k of Object.keys(process.env)) delete process.env[k];
+Object.assign(process.env, env);
+process.argv.length = 1;
+process.argv.push('/sandbox/main.js');
+process.execArgv.length = 0;
+require('module').runMain();
+`
+
+// warmArgv is the command line of a language's waiting interpreter.
+func warmArgv(root *rootfs.Root) []string {
+	if root.Language == rootfs.Python {
+		return append(append([]string{root.Interpreter}, root.Args...), "-c", pythonBoot)
+	}
+	return []string{root.Interpreter, "-e", nodeBoot}
+}
+
+// startupEnvPrefixes are the variables an interpreter reads at its own start:
+// a run that sets one (the request's or brig's) can't use a warm interpreter.
+var startupEnvPrefixes = map[rootfs.Language][]string{
+	rootfs.Python:     {"PYTHON"},
+	rootfs.JavaScript: {"NODE_", "UV_", "OPENSSL_", "SSL_CERT_"},
+}
+
+// startupEnvAllowed are the ones a warm interpreter still honours, because its
+// bootstrap applies them (PYTHONPATH: the package layer).
+var startupEnvAllowed = map[string]bool{"PYTHONPATH": true}
+
+// WarmEligible reports whether a run of lang with environment env (everything
+// the program gets) can use a warm interpreter, and if not, which name keeps
+// it cold.
+func WarmEligible(lang rootfs.Language, env map[string]string) (bool, string) {
+	for k := range env {
+		if startupEnvAllowed[k] {
+			continue
+		}
+		for _, p := range startupEnvPrefixes[lang] {
+			if strings.HasPrefix(k, p) {
+				return false, k
+			}
+		}
+	}
+	return true, ""
+}
+
+// warmEnv is the JSON a warm interpreter reads: the run's whole environment.
+func warmEnv(env []string) ([]byte, error) {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("environment entry %q has no '='", kv)
+		}
+		if _, dup := m[k]; !dup { // the first wins, as getenv's does
+			m[k] = v
+		}
+	}
+	return json.Marshal(m)
+}

@@ -1,0 +1,183 @@
+package jail
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// newWarmLauncher is newTestLauncher with warm sandboxes for both languages.
+func newWarmLauncher(tb testing.TB, pool int) *Launcher {
+	tb.Helper()
+	testutil.RequireRoot(tb)
+	state := tb.TempDir()
+	p, err := rootfs.NewHost(state, rootfs.HostConfig{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return newTestLauncherWith(tb, state, p, pool, func(c *Config) {
+		c.Warm = map[rootfs.Language]bool{rootfs.Python: true, rootfs.JavaScript: true}
+	})
+}
+
+// waitWarm waits until l's warm pools hold a sandbox of each language, so that
+// the next run of it is warm.
+func waitWarm(tb testing.TB, l *Launcher) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		full := true
+		for k, pool := range l.pools {
+			if strings.Contains(k, "warm:") && !strings.HasSuffix(k, "warm:") && len(pool) == 0 {
+				full = false
+			}
+		}
+		if full {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the warm pools did not fill in 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// warmCorpus are programs whose observable behaviour (stdout, stderr, exit
+// status) must be the same on the warm path as under `python3 -u
+// /sandbox/main.py` and `node /sandbox/main.js`.
+var warmCorpus = []struct {
+	name string
+	lang rootfs.Language
+	code string
+	// stderrLines, when positive, compares only the first lines of stderr:
+	// Node's stack traces end in frames of its own loader, which differ.
+	stderrLines int
+}{
+	{"py main", rootfs.Python, "import sys, os\nprint(__name__, __file__, sys.argv, os.getcwd(), sys.path[0])\nprint(sorted(k for k in os.environ if k.startswith('REQ')), os.environ['REQ_A'])", 0},
+	{"py exit code", rootfs.Python, "import sys\nprint('before')\nsys.exit(3)", 0},
+	{"py exit message", rootfs.Python, "raise SystemExit('bye')", 0},
+	{"py traceback", rootfs.Python, "def f():\n    return 1 / 0\n\nf()\n", 0},
+	{"py syntax error", rootfs.Python, "def (:\n", 0},
+	{"py atexit", rootfs.Python, "import atexit\natexit.register(lambda: print('at exit'))\nprint('main')", 0},
+	{"py threads", rootfs.Python, "import threading\nr = []\nt = threading.Thread(target=lambda: r.append(threading.current_thread() is not threading.main_thread()))\nt.start(); t.join()\nprint(r, threading.current_thread() is threading.main_thread())", 0},
+	{"py signals", rootfs.Python, "import signal\nprint(signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT) is signal.default_int_handler, signal.getsignal(signal.SIGPIPE))", 0},
+	{"py multiprocessing", rootfs.Python, "import multiprocessing as mp\ndef sq(x):\n    return x * x\nif __name__ == '__main__':\n    with mp.Pool(2) as p:\n        print(p.map(sq, [1, 2, 3]))", 0},
+	{"py subprocess", rootfs.Python, "import subprocess, sys\nprint(subprocess.run([sys.executable, '-c', 'print(6*7)'], capture_output=True, text=True).stdout.strip())", 0},
+	{"py stdin", rootfs.Python, "import sys\nprint(repr(sys.stdin.read()))", 0},
+	{"py pickle main", rootfs.Python, "import pickle\nclass C: pass\nprint(type(pickle.loads(pickle.dumps(C()))).__qualname__)", 0},
+	{"py fds", rootfs.Python, "import os\nprint(sorted(int(f) for f in os.listdir('/proc/self/fd')))", 0},
+	{"py uncaught in thread", rootfs.Python, "import threading\nt = threading.Thread(target=lambda: 1/0)\nt.start(); t.join()\nprint('after')", 0},
+	{"js main", rootfs.JavaScript, "console.log(require.main === module, __filename, __dirname, process.argv.length, process.argv[1], process.cwd(), process.env.REQ_A, process.execArgv)", 0},
+	{"js exit code", rootfs.JavaScript, "console.log('before'); process.exit(4)", 0},
+	{"js throw", rootfs.JavaScript, "function f() { throw new Error('boom') }\nf()", 5},
+	{"js rejection", rootfs.JavaScript, "Promise.reject(new Error('later'))", 3},
+	{"js child_process", rootfs.JavaScript, "const cp = require('child_process'); console.log(cp.execFileSync(process.execPath, ['-e', 'console.log(6*7)']).toString().trim())", 0},
+	{"js fork", rootfs.JavaScript, "const cp = require('child_process'), fs = require('fs'); fs.writeFileSync('/tmp/child.js', 'process.send(42)'); const c = cp.fork('/tmp/child.js'); c.on('message', (m) => { console.log('got', m); c.disconnect() })", 0},
+	{"js stdin", rootfs.JavaScript, "console.log(JSON.stringify(require('fs').readFileSync(0, 'utf8')))", 0},
+	{"js exit handler", rootfs.JavaScript, "process.on('exit', (c) => console.log('exit', c)); console.log('main')", 0},
+	{"js fds", rootfs.JavaScript, "const fs = require('fs'); const kinds = []; for (const f of fs.readdirSync('/proc/self/fd')) { try { kinds.push(fs.readlinkSync('/proc/self/fd/' + f).replace(/[0-9]+/g, 'N')) } catch {} } console.log(kinds.sort().join(' '))", 0},
+}
+
+// TestWarmMatchesCold: the corpus gives the same stdout, stderr and exit status
+// through warm and cold sandboxes.
+func TestWarmMatchesCold(t *testing.T) {
+	cold := newTestLauncher(t, 0)
+	warm := newWarmLauncher(t, 1)
+	env := map[string]string{"REQ_A": "a", "REQ_B": "b"}
+	for _, tc := range warmCorpus {
+		t.Run(tc.name, func(t *testing.T) {
+			waitWarm(t, warm)
+			w := run(t, warm, tc.lang, tc.code, withEnv(env))
+			c := run(t, cold, tc.lang, tc.code, withEnv(env))
+			if w.Start != StartWarm || c.Start != StartCold {
+				t.Fatalf("start paths: got %s and %s, want warm and cold", w.Start, c.Start)
+			}
+			if w.Stdout != c.Stdout || exitCode(w) != exitCode(c) || w.Signal != c.Signal || w.End != c.End {
+				t.Errorf("warm: %s %s %q; cold: %s %s %q", w.End, exitCode(w), w.Stdout, c.End, exitCode(c), c.Stdout)
+			}
+			ws, cs := w.Stderr, c.Stderr
+			if tc.stderrLines > 0 {
+				ws, cs = firstLines(ws, tc.stderrLines), firstLines(cs, tc.stderrLines)
+			}
+			if ws != cs {
+				t.Errorf("stderr: warm %q, cold %q", ws, cs)
+			}
+		})
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitAfter(s, "\n")
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "")
+}
+
+// TestWarmSandboxIsTheSame: a warm run has the cold run's identity, empty
+// capability sets, no_new_privs, filter, fresh tmpfs, fds and environment, and
+// can't reach its init; and the same program with an environment variable the
+// interpreter reads at its start runs cold.
+func TestWarmSandboxIsTheSame(t *testing.T) {
+	cold := newTestLauncher(t, 0)
+	warm := newWarmLauncher(t, 1)
+	code := pyTrial + `
+for l in open('/proc/self/status'):
+    k, _, v = l.partition(':')
+    if k in ('Uid', 'Gid', 'Groups', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs', 'Seccomp', 'Seccomp_filters'):
+        r[k] = ' '.join(v.split())
+r['uid_map'] = ' '.join(open('/proc/self/uid_map').read().split()[0::3])
+r['fds'] = ' '.join(sorted(os.listdir('/proc/self/fd')))
+r['tmp'] = ' '.join(sorted(os.listdir('/tmp')))
+r['sandbox'] = ' '.join(sorted(os.listdir('/sandbox')))
+r['init environ'] = trial(lambda: open('/proc/1/environ', 'rb').read())
+r['kill init'] = trial(lambda: os.kill(1, 9))
+r['env'] = ' '.join(sorted(os.environ))
+` + pyDump
+	waitWarm(t, warm)
+	w := probe(t, warm, rootfs.Python, code)
+	c := probe(t, cold, rootfs.Python, code)
+	for k, cv := range c {
+		if w[k] != cv {
+			t.Errorf("%s: warm %q, cold %q", k, w[k], cv)
+		}
+	}
+	res := run(t, warm, rootfs.Python, "import sys\nprint(sys.flags.dont_write_bytecode)", withEnv(map[string]string{"PYTHONDONTWRITEBYTECODE": "1"}))
+	if res.Start != StartColdEnv || res.Stdout != "1\n" {
+		t.Errorf("a run setting PYTHONDONTWRITEBYTECODE: got start %s output %q, want cold-env and 1", res.Start, res.Stdout)
+	}
+}
+
+// TestWarmNothingCarriesOver: what a warm run leaves (files, environment, a
+// patched module, a thread, memory) is absent from the next warm run.
+func TestWarmNothingCarriesOver(t *testing.T) {
+	l := newWarmLauncher(t, 1)
+	waitWarm(t, l)
+	first := run(t, l, rootfs.Python, `
+import os, json, threading, time
+open('/tmp/left', 'w').write('x')
+open('/sandbox/left', 'w').write('x')
+os.environ['LEFT'] = '1'
+json.dumps = lambda *a, **k: 'patched'
+threading.Thread(target=lambda: time.sleep(60), daemon=True).start()
+hold = bytearray(100 << 20)
+print(os.getpid(), open('/proc/self/stat').read().split()[21])
+`)
+	waitWarm(t, l)
+	second := run(t, l, rootfs.Python, `
+import os, json, threading
+print(os.path.exists('/tmp/left'), os.path.exists('/sandbox/left'), 'LEFT' in os.environ, json.dumps(1), threading.active_count())
+`)
+	if first.Start != StartWarm || second.Start != StartWarm {
+		t.Fatalf("start paths %s and %s, want warm twice", first.Start, second.Start)
+	}
+	if second.Stdout != "False False False 1 1\n" {
+		t.Errorf("the second run saw %q (stderr %q), want nothing of the first's", second.Stdout, second.Stderr)
+	}
+	if second.Usage.PeakMemoryBytes >= 100<<20 {
+		t.Errorf("the second run's peak memory %d includes the first's 100 MiB", second.Usage.PeakMemoryBytes)
+	}
+}
