@@ -29,6 +29,8 @@ type metrics struct {
 	// labels of a few values each: never a host name (cardinality).
 	egressDecisions *prometheus.CounterVec
 	egressBytes     *prometheus.CounterVec
+	// starts counts runs by how their interpreter started (jail.Result.Start).
+	starts *prometheus.CounterVec
 }
 
 // latencyBuckets run from 1 ms to 5 min: a run's start takes milliseconds and
@@ -62,11 +64,14 @@ func newMetrics(adm *admission) *metrics {
 		egressDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "brig_egress_decisions_total", Help: "Connections of networked runs the egress policy decided, by network mode, allowed (true or false) and class of the rule that decided.",
 		}, []string{"mode", "allowed", "rule_class"}),
+		starts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brig_run_starts_total", Help: "Runs by how their interpreter was started: warm (a pooled interpreter), cold, cold-env (the run's environment or network needs a cold start) or cold-failing (warm sandboxes failed to prepare).",
+		}, []string{"language", "path"}),
 		egressBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "brig_egress_bytes_total", Help: "Bytes networked runs sent (direction sent) and received (direction received) through the egress proxy.",
 		}, []string{"direction"}),
 	}
-	m.reg.MustRegister(m.runs, m.requests, m.refused, m.queue, m.start, m.total, m.peak, m.egressDecisions, m.egressBytes,
+	m.reg.MustRegister(m.runs, m.requests, m.refused, m.queue, m.start, m.total, m.peak, m.egressDecisions, m.egressBytes, m.starts,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "brig_queue_depth", Help: "Runs accepted and waiting for a slot.",
 		}, func() float64 { _, q := adm.counts(); return float64(q) }),

@@ -40,6 +40,9 @@ type run struct {
 	// prepared is how long the run's packages took to prepare (set before the
 	// run starts, by the run's own goroutine).
 	prepared time.Duration
+	// startPath is how the run's interpreter started (jail.Result.Start), for
+	// the run's log line; set by the run's own goroutine before finish.
+	startPath string
 	// packageEvents counts the package events appended, up to maxPackageEvents.
 	// Guarded by mu.
 	packageEvents int
