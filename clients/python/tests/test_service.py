@@ -234,6 +234,13 @@ class SyncErrorTest(unittest.TestCase):
             client().stream("python", "x", memory_mib=100000)
         self.assertEqual(cm.exception.field, "memory_mib")
 
+    def test_too_large(self) -> None:
+        """The service answers 413 before reading the whole body and closes;
+        the client still reads that answer."""
+        with self.assertRaises(brig.TooLarge) as cm:
+            client().run("python", "x" * (5 << 20))
+        self.assertEqual((cm.exception.status, cm.exception.code), (413, "too_large"))
+
     def test_not_found(self) -> None:
         c = client()
         rid = new_id("missing")
@@ -323,6 +330,8 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
         with self.assertRaises(brig.InvalidRequest):
             async for _ in c.stream("python", ""):
                 pass
+        with self.assertRaises(brig.TooLarge):
+            await c.run("python", "x" * (5 << 20))
         with self.assertRaises(brig.NotFound):
             await c.get(new_id("amissing"))
         with self.assertRaises(brig.NotFound):

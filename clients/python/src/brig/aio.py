@@ -1,17 +1,22 @@
 """The asyncio client: the same calls as ``Client``, as coroutines and async
-iterators, on asyncio's own Unix socket streams.
+iterators, on a non-blocking Unix socket driven by the event loop
+(``sock_connect``, ``sock_sendall``, ``sock_recv``).
 
 It speaks HTTP/1.1 itself, as little of it as brig needs: one request per
 connection (``Connection: close``), and a response body framed by
 ``Transfer-Encoding: chunked`` (every event stream), ``Content-Length`` or the
 connection's end. No thread is used, so a cancelled task drops its connection
-at once (the run goes on; ``cancel`` stops it).
+at once (the run goes on; ``cancel`` stops it). The socket is used directly
+rather than through asyncio's streams because a stream that fails to write
+forgets what it had read: when the service answers a request before reading
+all of it (413) and closes, that answer must still be read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import socket
 from typing import Any, Awaitable, Callable, Deque, Dict, Iterable, Mapping, Optional, TypeVar
 
 from . import errors
@@ -53,14 +58,74 @@ def _bad(what: str) -> errors.ProtocolError:
     return errors.ProtocolError(f"the service's response is not HTTP/1.1 as expected: {what}", code="bad_response")
 
 
+class _Conn:
+    """One connection to the service: a non-blocking Unix socket and what has
+    been read from it but not yet used. ``timeout`` bounds each read."""
+
+    def __init__(self, sock: socket.socket, timeout: Optional[float]) -> None:
+        self.sock = sock
+        self.timeout = timeout
+        self._buf = bytearray()
+        self._eof = False
+
+    @classmethod
+    async def open(cls, path: str, connect_timeout: Optional[float], timeout: Optional[float]) -> "_Conn":
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.setblocking(False)
+            await _within(asyncio.get_running_loop().sock_connect(sock, path), connect_timeout)
+        except BaseException:
+            sock.close()
+            raise
+        return cls(sock, timeout)
+
+    async def send(self, data: bytes, timeout: Optional[float]) -> None:
+        await _within(asyncio.get_running_loop().sock_sendall(self.sock, data), timeout)
+
+    async def _fill(self) -> bool:
+        """Reads more into the buffer; False at the connection's end."""
+        if self._eof:
+            return False
+        data = await _within(asyncio.get_running_loop().sock_recv(self.sock, READ_SIZE), self.timeout)
+        if not data:
+            self._eof = True
+            return False
+        self._buf += data
+        return True
+
+    async def readline(self) -> bytes:
+        """One line, without its line ending; at most MAX_HEAD_LINE bytes."""
+        scanned = 0
+        while True:
+            nl = self._buf.find(b"\n", scanned)
+            if nl >= 0:
+                line = bytes(self._buf[:nl])
+                del self._buf[: nl + 1]
+                return line.rstrip(b"\r")
+            scanned = len(self._buf)
+            if scanned > MAX_HEAD_LINE:
+                raise _bad("a line of the head is too long")
+            if not await self._fill():
+                raise stream_ended()
+
+    async def read(self, n: int) -> bytes:
+        """Up to n bytes (at least one); b"" at the connection's end."""
+        if not self._buf and not await self._fill():
+            return b""
+        data = bytes(self._buf[:n])
+        del self._buf[:n]
+        return data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 class _Response:
     """One HTTP/1.1 response read from a connection: its status and headers,
-    then its body piece by piece with ``read``. ``timeout`` bounds each read."""
+    then its body piece by piece with ``read``."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, timeout: Optional[float]) -> None:
-        self._reader = reader
-        self._writer = writer
-        self._timeout = timeout
+    def __init__(self, conn: _Conn) -> None:
+        self._conn = conn
         self.status = 0
         self.reason = ""
         self.headers: Dict[str, str] = {}
@@ -72,13 +137,7 @@ class _Response:
         self._done = False
 
     async def _line(self) -> bytes:
-        try:
-            line = await _within(self._reader.readuntil(b"\n"), self._timeout)
-        except asyncio.IncompleteReadError:
-            raise stream_ended() from None
-        except asyncio.LimitOverrunError:
-            raise _bad("a line of the head is too long") from None
-        return line.rstrip(b"\r\n")
+        return await self._conn.readline()
 
     async def read_head(self) -> None:
         """Reads the status line and the headers, skipping 1xx responses."""
@@ -120,7 +179,7 @@ class _Response:
         if self._chunked:
             return await self._read_chunked()
         n = READ_SIZE if self._length is None else min(READ_SIZE, self._length)
-        data = await _within(self._reader.read(n), self._timeout)
+        data = await self._conn.read(n)
         if self._length is None:
             if not data:
                 self._done = True
@@ -148,7 +207,7 @@ class _Response:
                     pass
                 self._done = True
                 return b""
-        data = await _within(self._reader.read(min(READ_SIZE, self._chunk_left)), self._timeout)
+        data = await self._conn.read(min(READ_SIZE, self._chunk_left))
         if not data:
             raise stream_ended()
         self._chunk_left -= len(data)
@@ -171,7 +230,7 @@ class _Response:
 
     def close(self) -> None:
         self._done = True
-        self._writer.close()
+        self._conn.close()
 
 
 class AsyncEventStream:
@@ -366,19 +425,24 @@ class AsyncClient:
     async def _exchange(
         self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool
     ) -> _Response:
-        reader, writer = await _within(
-            asyncio.open_unix_connection(self.socket, limit=MAX_HEAD_LINE), self.timeout
-        )
-        resp = _Response(reader, writer, self.wait_timeout if wait else self.timeout)
+        conn = await _Conn.open(self.socket, self.timeout, self.wait_timeout if wait else self.timeout)
+        resp = _Response(conn)
         try:
             head = [f"{method} {path} HTTP/1.1", f"Host: {HOST}", f"Accept: {accept}", "Connection: close"]
             if body is not None:
                 head += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
-            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
-            if body is not None:
-                writer.write(body)
-            await _within(writer.drain(), self.timeout)
-            await resp.read_head()
+            request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b"")
+            try:
+                await conn.send(request, self.timeout)
+            except (BrokenPipeError, ConnectionResetError) as send_err:
+                # The service may have answered before reading the whole body
+                # (413 for one over its limit) and closed: read that answer.
+                try:
+                    await resp.read_head()
+                except (OSError, errors.ProtocolError):
+                    raise send_err from None
+            else:
+                await resp.read_head()
             if resp.status == 200:
                 return resp
             raw = await resp.read_all(MAX_ERROR_BODY, "an error response")

@@ -260,10 +260,18 @@ class Client:
             headers = {"Accept": accept}
             if body is not None:
                 headers["Content-Type"] = "application/json"
-            conn.request(method, path, body=body, headers=headers)
-            if wait and conn.sock is not None:
-                conn.sock.settimeout(self.wait_timeout)
-            resp = conn.getresponse()
+            try:
+                conn.request(method, path, body=body, headers=headers)
+            except (BrokenPipeError, ConnectionResetError) as send_err:
+                # The service may have answered before reading the whole body
+                # (413 for one over its limit) and closed: read that answer.
+                if conn.sock is None:
+                    raise
+                resp = self._early_response(conn, send_err)
+            else:
+                if wait and conn.sock is not None:
+                    conn.sock.settimeout(self.wait_timeout)
+                resp = conn.getresponse()
             if resp.status == 200:
                 return conn, resp
             raw = resp.read(MAX_ERROR_BODY)
@@ -271,6 +279,15 @@ class Client:
         except BaseException:
             conn.close()
             raise
+
+    @staticmethod
+    def _early_response(conn: UnixHTTPConnection, send_err: OSError) -> http.client.HTTPResponse:
+        """The response the service sent before it stopped reading the
+        request; the send's own error when there is none."""
+        try:
+            return conn.getresponse()
+        except (OSError, http.client.HTTPException):
+            raise send_err from None
 
     @staticmethod
     def _read_json(conn: UnixHTTPConnection, resp: http.client.HTTPResponse, what: str) -> object:
