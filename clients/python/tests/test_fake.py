@@ -3,9 +3,11 @@ Unix socket that answers each request with scripted raw HTTP (no root needed).""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
+import socket
 import socketserver
 import tempfile
 import threading
@@ -60,6 +62,9 @@ def events_ndjson(n_stdout: int = 2) -> bytes:
     return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
 
 
+STALL = b"<stall>"
+
+
 class Fake:
     """A fake service: the i-th request gets script[i] (the last entry
     repeats), written raw; it records each request's (method, path, headers,
@@ -67,6 +72,9 @@ class Fake:
 
     def __init__(self, script: List[bytes]) -> None:
         self.script = script
+        # A script entry ending in STALL is written up to STALL, then the
+        # connection stays silent until close.
+        self.release = threading.Event()
         self.requests: List[Tuple[str, str, dict, bytes]] = []
         self.times: List[float] = []
         self.lock = threading.Lock()
@@ -93,8 +101,11 @@ class Fake:
                     fake.requests.append((method, path, headers, body))
                     fake.times.append(time.monotonic())
                     answer = fake.script[min(i, len(fake.script) - 1)]
-                self.wfile.write(answer)
+                stall = answer.endswith(STALL)
+                self.wfile.write(answer[: -len(STALL)] if stall else answer)
                 self.wfile.flush()
+                if stall:
+                    fake.release.wait(WAIT)
 
         self.server = socketserver.ThreadingUnixStreamServer(self.socket, Handler)
         self.server.daemon_threads = True
@@ -102,6 +113,7 @@ class Fake:
         self.thread.start()
 
     def close(self) -> None:
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(WAIT)
@@ -115,12 +127,10 @@ class FakeCase(unittest.TestCase):
         return f
 
 
-def clients(socket: str, retry: brig.RetryPolicy) -> List[Tuple[str, Callable[..., brig.Result]]]:
+def clients(path: str, retry: brig.RetryPolicy) -> List[Tuple[str, Callable[..., brig.Result]]]:
     """The sync and the async run, as plain calls."""
-    import asyncio
-
-    sync = brig.Client(socket, timeout=WAIT, wait_timeout=WAIT, retry=retry)
-    aio = brig.AsyncClient(socket, timeout=WAIT, wait_timeout=WAIT, retry=retry)
+    sync = brig.Client(path, timeout=WAIT, wait_timeout=WAIT, retry=retry)
+    aio = brig.AsyncClient(path, timeout=WAIT, wait_timeout=WAIT, retry=retry)
     return [
         ("sync", lambda *a, **kw: sync.run(*a, **kw)),
         ("async", lambda *a, **kw: asyncio.run(aio.run(*a, **kw))),
@@ -201,16 +211,14 @@ class RetryTest(FakeCase):
             brig.RetryPolicy(max_wait=-1)
 
 
-def collect_sync(socket: str) -> Tuple[List[brig.Event], Optional[brig.Result]]:
-    with brig.Client(socket, timeout=WAIT, wait_timeout=WAIT).stream("python", "x") as s:
+def collect_sync(path: str) -> Tuple[List[brig.Event], Optional[brig.Result]]:
+    with brig.Client(path, timeout=WAIT, wait_timeout=WAIT).stream("python", "x") as s:
         return list(s), s.result
 
 
-def collect_async(socket: str) -> Tuple[List[brig.Event], Optional[brig.Result]]:
-    import asyncio
-
+def collect_async(path: str) -> Tuple[List[brig.Event], Optional[brig.Result]]:
     async def main() -> Tuple[List[brig.Event], Optional[brig.Result]]:
-        s = brig.AsyncClient(socket, timeout=WAIT, wait_timeout=WAIT).stream("python", "x")
+        s = brig.AsyncClient(path, timeout=WAIT, wait_timeout=WAIT).stream("python", "x")
         return [ev async for ev in s], s.result
 
     return asyncio.run(main())
@@ -269,14 +277,40 @@ class FramingTest(FakeCase):
                     self.assertEqual(cm.exception.code, "stream_ended")
                     self.assertIsNone(cm.exception.status)
 
+    def test_silence_is_bounded(self) -> None:
+        """wait_timeout bounds each silence of a run's response, timeout that
+        of any other call."""
+        lines = events_ndjson().splitlines(keepends=True)
+        cases = [
+            ("no answer to a run", STALL, "run"),
+            ("a stream goes silent", chunked(lines[:2], end=False) + STALL, "stream"),
+            ("no answer to health", STALL, "health"),
+        ]
+        timeouts = (TimeoutError, socket.timeout, asyncio.TimeoutError)
+        for name, answer, call in cases:
+            for kind in ("sync", "async"):
+                with self.subTest(name, client=kind):
+                    fake = self.fake([answer])
+                    c = brig.Client(fake.socket, timeout=0.3, wait_timeout=0.3)
+                    a = brig.AsyncClient(fake.socket, timeout=0.3, wait_timeout=0.3)
+                    start = time.monotonic()
+                    with self.assertRaises(timeouts):
+                        if kind == "sync" and call == "stream":
+                            list(c.stream("python", "x"))
+                        elif kind == "sync":
+                            getattr(c, call)(*(("python", "x") if call == "run" else ()))
+                        elif call == "stream":
+                            asyncio.run(a.stream("python", "x").wait())
+                        else:
+                            asyncio.run(getattr(a, call)(*(("python", "x") if call == "run" else ())))
+                    self.assertLess(time.monotonic() - start, 3.0)
+
     def test_error_body_not_json(self) -> None:
         answer = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 5\r\n\r\noops!"
         fake = self.fake([answer])
         with self.assertRaises(brig.BrigError) as cm:
             brig.Client(fake.socket, timeout=WAIT).health()
         self.assertEqual((cm.exception.status, cm.exception.code, cm.exception.message), (502, "http_502", "Bad Gateway"))
-        import asyncio
-
         with self.assertRaises(brig.BrigError) as cm:
             asyncio.run(brig.AsyncClient(fake.socket, timeout=WAIT).health())
         self.assertEqual((cm.exception.status, cm.exception.code), (502, "http_502"))
@@ -297,8 +331,6 @@ class FramingTest(FakeCase):
         })
 
     def test_paths(self) -> None:
-        import asyncio
-
         fake = self.fake([ok_result()])
         c = brig.Client(fake.socket, timeout=WAIT)
         a = brig.AsyncClient(fake.socket, timeout=WAIT)

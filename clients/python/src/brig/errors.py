@@ -7,8 +7,9 @@ request, or None) and ``message`` (a sentence that says what to do). A run that
 was accepted and then failed is not an exception: it is a ``Result`` whose
 ``status`` is ``failed``.
 
-Failures to reach the service at all (no socket, connection refused, a
-timeout) are the ``OSError`` the socket raised, unchanged.
+Failures to reach the service at all (no socket, connection refused) are the
+``OSError`` the socket raised, unchanged; a timeout is ``socket.timeout`` (sync)
+or ``asyncio.TimeoutError`` (async).
 """
 
 from __future__ import annotations
