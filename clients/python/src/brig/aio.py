@@ -136,20 +136,17 @@ class _Response:
         self._chunk_left = -1
         self._done = False
 
-    async def _line(self) -> bytes:
-        return await self._conn.readline()
-
     async def read_head(self) -> None:
         """Reads the status line and the headers, skipping 1xx responses."""
         while True:
-            parts = (await self._line()).decode("latin-1").split(" ", 2)
+            parts = (await self._conn.readline()).decode("latin-1").split(" ", 2)
             if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
                 raise _bad(f"status line {' '.join(parts)!r}")
             self.status = int(parts[1])
             self.reason = parts[2] if len(parts) > 2 else ""
             self.headers = {}
             for _ in range(MAX_HEADERS + 1):
-                line = (await self._line()).decode("latin-1")
+                line = (await self._conn.readline()).decode("latin-1")
                 if not line:
                     break
                 name, sep, value = line.partition(":")
@@ -195,7 +192,7 @@ class _Response:
         if self._chunk_left <= 0:
             if self._chunk_left == 0:
                 await self._crlf()
-            size_line = (await self._line()).split(b";", 1)[0].strip()
+            size_line = (await self._conn.readline()).split(b";", 1)[0].strip()
             try:
                 self._chunk_left = int(size_line, 16)
             except ValueError:
@@ -203,8 +200,11 @@ class _Response:
             if self._chunk_left < 0:
                 raise _bad("negative chunk size")
             if self._chunk_left == 0:
-                while await self._line():  # trailers, up to the blank line
-                    pass
+                for _ in range(MAX_HEADERS + 1):  # trailers, up to the blank line
+                    if not await self._conn.readline():
+                        break
+                else:
+                    raise _bad("too many trailers")
                 self._done = True
                 return b""
         data = await self._conn.read(min(READ_SIZE, self._chunk_left))
@@ -214,7 +214,7 @@ class _Response:
         return data
 
     async def _crlf(self) -> None:
-        if await self._line():
+        if await self._conn.readline():
             raise _bad("a chunk is longer than its size")
 
     async def read_all(self, limit: int, what: str) -> bytes:
