@@ -1,0 +1,170 @@
+"""What the sync and the async client share: request bodies and paths, the
+retry rule of a 429, and the NDJSON line splitter. No I/O here."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Dict, Iterable, List, Mapping, Optional
+from urllib.parse import quote
+
+from ._types import Event
+from .errors import BrigError, ProtocolError, QueueFull
+
+DEFAULT_SOCKET = "/run/brig/brig.sock"
+
+# HOST is the Host header of every request: the socket, not the host name,
+# decides where a request goes, and the service ignores it.
+HOST = "brig"
+
+NDJSON = "application/x-ndjson"
+
+# MAX_EVENT_LINE bounds one NDJSON line: a result event with both outputs full
+# (1,000,000 and 100,000 characters), each character escaped at worst as
+# \uXXXX (6 bytes), and room for the rest. The same bound as the Go client's.
+MAX_EVENT_LINE = 6 * (1_000_000 + 100_000) + (1 << 20)
+
+# MAX_ERROR_BODY bounds how much of an error response is read.
+MAX_ERROR_BODY = 1 << 20
+
+# DEFAULT_RETRY_AFTER is the wait after a 429 that carries no usable
+# Retry-After (brig always sends one).
+DEFAULT_RETRY_AFTER = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryPolicy:
+    """How a request answered 429 (queue full) is retried: after the
+    Retry-After the service sent, at most ``max_attempts`` attempts in all (1
+    never retries), and never once the waits would pass ``max_wait`` seconds in
+    total; then the ``QueueFull`` is raised. A 429 means nothing was admitted, so
+    retrying a run is safe with or without an id."""
+
+    max_attempts: int = 3
+    max_wait: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts is {self.max_attempts}; it must be at least 1")
+        if self.max_wait < 0:
+            raise ValueError(f"max_wait is {self.max_wait}; it must not be negative")
+
+    def delay(self, err: BrigError, attempt: int, waited: float) -> Optional[float]:
+        """The seconds to wait before another attempt after err ended attempt
+        number ``attempt`` (from 1), having waited ``waited`` seconds so far;
+        None when err is not retried."""
+        if not isinstance(err, QueueFull) or attempt >= self.max_attempts:
+            return None
+        wait = err.retry_after if err.retry_after is not None else DEFAULT_RETRY_AFTER
+        if waited + wait > self.max_wait:
+            return None
+        return wait
+
+
+def run_request(
+    language: str,
+    code: str,
+    *,
+    timeout_seconds: Optional[int] = None,
+    memory_mib: Optional[int] = None,
+    packages: Optional[Iterable[str]] = None,
+    env: Optional[Mapping[str, str]] = None,
+    network: Optional[str] = None,
+    domains: Optional[Iterable[str]] = None,
+    id: Optional[str] = None,
+) -> bytes:
+    """The JSON body of POST /v1/runs. A parameter left None is left out, so
+    that the service applies its default (and an absent field and its default
+    are the same request for the idempotent id). ``domains`` without
+    ``network`` means mode ``domains``. The service validates every field."""
+    body: Dict[str, Any] = {}
+    if id is not None:
+        body["id"] = id
+    body["language"] = language
+    body["code"] = code
+    if timeout_seconds is not None:
+        body["timeout_seconds"] = timeout_seconds
+    if memory_mib is not None:
+        body["memory_mib"] = memory_mib
+    if packages is not None:
+        if isinstance(packages, str):
+            raise TypeError("packages is a list of requirements, not one string")
+        body["packages"] = list(packages)
+    if env is not None:
+        body["env"] = dict(env)
+    if network is not None or domains is not None:
+        net: Dict[str, Any] = {"mode": network if network is not None else "domains"}
+        if domains is not None:
+            if isinstance(domains, str):
+                raise TypeError("domains is a list of host names, not one string")
+            net["domains"] = list(domains)
+        body["network"] = net
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")
+
+
+def run_path(id: str, suffix: str = "", uid: Optional[int] = None) -> str:
+    """The path of a run's endpoint. ``uid`` names the owner of an id that
+    several uids used (for root and admins)."""
+    if not isinstance(id, str) or not id:
+        raise ValueError("a run id is a non-empty string")
+    path = "/v1/runs/" + quote(id, safe="") + suffix
+    if uid is not None:
+        path += f"?uid={int(uid)}"
+    return path
+
+
+def decode_json(body: bytes, what: str) -> Any:
+    try:
+        return json.loads(body.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ProtocolError(f"decoding {what}: {e}", code="bad_response") from None
+
+
+def decode_event(line: bytes) -> Event:
+    try:
+        return Event.from_json(json.loads(line.decode("utf-8")))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ProtocolError(f"decoding an event: {e}", code="bad_response") from None
+
+
+def stream_ended() -> ProtocolError:
+    return ProtocolError(
+        "the event stream ended before the run's result; the run may still be going: "
+        "get or follow it by its id",
+        code="stream_ended",
+    )
+
+
+class LineSplitter:
+    """Splits a byte stream into NDJSON lines, refusing a line longer than
+    MAX_EVENT_LINE."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        # _scanned is how much of _buf is known to hold no newline, so that a
+        # long line arriving in many pieces is scanned once.
+        self._scanned = 0
+
+    def feed(self, data: bytes) -> List[bytes]:
+        """The complete non-empty lines that data finishes, without their
+        newlines."""
+        self._buf += data
+        lines: List[bytes] = []
+        start = 0
+        while True:
+            nl = self._buf.find(b"\n", max(start, self._scanned))
+            if nl < 0:
+                break
+            line = bytes(self._buf[start:nl]).rstrip(b"\r")
+            if line:
+                lines.append(line)
+            start = nl + 1
+        del self._buf[:start]
+        self._scanned = len(self._buf)
+        if len(self._buf) > MAX_EVENT_LINE:
+            raise ProtocolError("an event line is longer than any event can be", code="bad_response")
+        return lines
+
+    def rest(self) -> bytes:
+        """What is left after the last newline (a line the stream cut short)."""
+        return bytes(self._buf).strip()

@@ -1,0 +1,300 @@
+"""The synchronous client: http.client over brig's Unix socket.
+
+Each call opens its own connection and closes it when done (a stream's when the
+stream ends or is closed), so a ``Client`` holds no connection between calls and
+one client may be used from many threads at once.
+"""
+
+from __future__ import annotations
+
+import collections
+import http.client
+import socket as _socket
+import time
+from typing import Deque, Iterable, Iterator, Mapping, Optional, Tuple
+
+from . import errors
+from ._types import Event, EventKind, Health, Limits, Result
+from ._wire import (
+    DEFAULT_SOCKET,
+    HOST,
+    MAX_ERROR_BODY,
+    NDJSON,
+    LineSplitter,
+    RetryPolicy,
+    decode_event,
+    decode_json,
+    run_path,
+    run_request,
+    stream_ended,
+)
+
+# READ_SIZE is the most one read of a response body asks for.
+READ_SIZE = 64 << 10
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """An HTTPConnection whose transport is a Unix domain socket at ``path``.
+    ``timeout`` bounds the connect and, until changed, every read."""
+
+    def __init__(self, path: str, timeout: Optional[float]) -> None:
+        super().__init__(HOST, timeout=timeout)
+        self.unix_path = path
+
+    def connect(self) -> None:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.timeout)
+            sock.connect(self.unix_path)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class EventStream:
+    """A run's events as they happen, as an iterator of ``Event`` that ends
+    with the ``result`` event. ``result`` holds the run's Result once that event
+    has been read; ``wait()`` reads the rest and returns it.
+
+    Close a stream you leave early (``with`` does): closing drops the
+    connection, and the run goes on. A stream that ends before its result raises
+    ``ProtocolError`` (code ``stream_ended``): follow the run again with
+    ``Client.events(id)``; ``id`` is known once the ``accepted`` event was read.
+    """
+
+    def __init__(self, conn: UnixHTTPConnection, resp: http.client.HTTPResponse) -> None:
+        self._conn = conn
+        self._resp = resp
+        self._splitter = LineSplitter()
+        self._pending: Deque[bytes] = collections.deque()
+        self._eof = False
+        self._done = False
+        self.id: str = ""
+        self.result: Optional[Result] = None
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        if self._done:
+            raise StopIteration
+        try:
+            line = self._next_line()
+            ev = decode_event(line)
+        except BaseException:
+            self.close()
+            raise
+        if ev.event == EventKind.ACCEPTED and ev.id:
+            self.id = ev.id
+        if ev.event == EventKind.RESULT:
+            self.close()
+            if ev.result is None:
+                raise errors.ProtocolError("the result event has no result", code="bad_response")
+            self.result = ev.result
+            self.id = self.id or ev.result.id
+        return ev
+
+    def _next_line(self) -> bytes:
+        while not self._pending:
+            if self._eof:
+                raise stream_ended()
+            try:
+                data = self._resp.read1(READ_SIZE)
+            except http.client.IncompleteRead:
+                data = b""
+            if not data:
+                self._eof = True
+                rest = self._splitter.rest()
+                if rest:
+                    self._pending.append(rest)
+                continue
+            self._pending.extend(self._splitter.feed(data))
+        return self._pending.popleft()
+
+    def wait(self) -> Result:
+        """Reads the remaining events and returns the run's Result."""
+        for _ in self:
+            pass
+        if self.result is None:
+            raise stream_ended()
+        return self.result
+
+    def close(self) -> None:
+        """Drops the connection (the run goes on). Idempotent."""
+        self._done = True
+        self._resp.close()
+        self._conn.close()
+
+    def __enter__(self) -> "EventStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Client:
+    """A client of one brig service, on its Unix socket.
+
+    ``timeout`` (seconds) bounds connecting and every call that does not wait
+    for a run (``get``, ``cancel``, ``health``, ``limits``). ``wait_timeout``
+    bounds each silence while waiting for a run (``run``, ``stream``,
+    ``events``); None, the default, waits as long as the run takes: the
+    service ends every run at its ``timeout_seconds``. A 429 is retried as
+    ``retry`` says (by default 3 attempts, 30 s of waits at most).
+    """
+
+    def __init__(
+        self,
+        socket: str = DEFAULT_SOCKET,
+        timeout: Optional[float] = 30.0,
+        *,
+        wait_timeout: Optional[float] = None,
+        retry: Optional[RetryPolicy] = None,
+    ) -> None:
+        self.socket = socket
+        self.timeout = timeout
+        self.wait_timeout = wait_timeout
+        self.retry = retry if retry is not None else RetryPolicy()
+
+    def run(
+        self,
+        language: str,
+        code: str,
+        *,
+        timeout_seconds: Optional[int] = None,
+        memory_mib: Optional[int] = None,
+        packages: Optional[Iterable[str]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        network: Optional[str] = None,
+        domains: Optional[Iterable[str]] = None,
+        id: Optional[str] = None,
+    ) -> Result:
+        """Runs code and returns its Result once it has finished.
+
+        A run that fails (non-zero exit, timeout, memory...) is a Result with
+        ``status`` failed, not an exception; an invalid request raises
+        ``InvalidRequest`` naming the field. With ``id``, sending the same
+        request again returns the same run instead of running it again.
+        """
+        body = run_request(
+            language, code, timeout_seconds=timeout_seconds, memory_mib=memory_mib,
+            packages=packages, env=env, network=network, domains=domains, id=id,
+        )
+        conn, resp = self._open("POST", "/v1/runs", body, "application/json", wait=True)
+        return Result.from_json(self._read_json(conn, resp, "the result"))
+
+    def stream(
+        self,
+        language: str,
+        code: str,
+        *,
+        timeout_seconds: Optional[int] = None,
+        memory_mib: Optional[int] = None,
+        packages: Optional[Iterable[str]] = None,
+        env: Optional[Mapping[str, str]] = None,
+        network: Optional[str] = None,
+        domains: Optional[Iterable[str]] = None,
+        id: Optional[str] = None,
+    ) -> EventStream:
+        """Starts a run and returns its events as they happen: ``accepted``,
+        ``package``..., ``started``, ``stdout``/``stderr``/``egress``... and last
+        ``result``. The request is sent, and an error response raised, before
+        this returns."""
+        body = run_request(
+            language, code, timeout_seconds=timeout_seconds, memory_mib=memory_mib,
+            packages=packages, env=env, network=network, domains=domains, id=id,
+        )
+        return EventStream(*self._open("POST", "/v1/runs", body, NDJSON, wait=True))
+
+    def get(self, id: str, *, uid: Optional[int] = None) -> Result:
+        """The run's Result, finished or not (its ``state`` says)."""
+        conn, resp = self._open("GET", run_path(id, uid=uid), None, "application/json")
+        return Result.from_json(self._read_json(conn, resp, "the result"))
+
+    def events(self, id: str, *, uid: Optional[int] = None) -> EventStream:
+        """Replays the run's events from the start and follows them to its
+        result: to reattach after a dropped connection."""
+        return EventStream(*self._open("GET", run_path(id, "/events", uid), None, NDJSON, wait=True))
+
+    def cancel(self, id: str, *, uid: Optional[int] = None) -> Result:
+        """Stops the run (``reason`` stopped, unless it had already finished)
+        and returns its Result."""
+        conn, resp = self._open("DELETE", run_path(id, uid=uid), None, "application/json")
+        return Result.from_json(self._read_json(conn, resp, "the result"))
+
+    def health(self) -> Health:
+        """The service's liveness and what its host supports."""
+        conn, resp = self._open("GET", "/v1/health", None, "application/json")
+        return Health.from_json(self._read_json(conn, resp, "the health"))
+
+    def limits(self) -> Limits:
+        """The bounds and defaults of a request."""
+        conn, resp = self._open("GET", "/v1/limits", None, "application/json")
+        return Limits.from_json(self._read_json(conn, resp, "the limits"))
+
+    def _open(
+        self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool = False
+    ) -> Tuple[UnixHTTPConnection, http.client.HTTPResponse]:
+        """Sends a request, retrying a 429 as self.retry says, and returns the
+        connection and its 200 response; any other status is raised as a
+        BrigError."""
+        waited = 0.0
+        attempt = 1
+        while True:
+            try:
+                return self._exchange(method, path, body, accept, wait)
+            except errors.BrigError as err:
+                delay = self.retry.delay(err, attempt, waited)
+                if delay is None:
+                    raise
+            time.sleep(delay)
+            waited += delay
+            attempt += 1
+
+    def _exchange(
+        self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool
+    ) -> Tuple[UnixHTTPConnection, http.client.HTTPResponse]:
+        conn = UnixHTTPConnection(self.socket, self.timeout)
+        try:
+            headers = {"Accept": accept}
+            if body is not None:
+                headers["Content-Type"] = "application/json"
+            try:
+                conn.request(method, path, body=body, headers=headers)
+            except (BrokenPipeError, ConnectionResetError) as send_err:
+                # The service may have answered before reading the whole body
+                # (413 for one over its limit) and closed: read that answer.
+                if conn.sock is None:
+                    raise
+                resp = self._early_response(conn, send_err)
+            else:
+                if wait and conn.sock is not None:
+                    conn.sock.settimeout(self.wait_timeout)
+                resp = conn.getresponse()
+            if resp.status == 200:
+                return conn, resp
+            raw = resp.read(MAX_ERROR_BODY)
+            raise errors.from_response(resp.status, resp.reason, raw, resp.getheader("Retry-After"))
+        except BaseException:
+            conn.close()
+            raise
+
+    @staticmethod
+    def _early_response(conn: UnixHTTPConnection, send_err: OSError) -> http.client.HTTPResponse:
+        """The response the service sent before it stopped reading the
+        request; the send's own error when there is none."""
+        try:
+            return conn.getresponse()
+        except (OSError, http.client.HTTPException):
+            raise send_err from None
+
+    @staticmethod
+    def _read_json(conn: UnixHTTPConnection, resp: http.client.HTTPResponse, what: str) -> object:
+        try:
+            raw = resp.read()
+        except http.client.IncompleteRead:
+            raise errors.ProtocolError(f"the connection dropped while reading {what}", code="bad_response") from None
+        finally:
+            conn.close()
+        return decode_json(raw, what)

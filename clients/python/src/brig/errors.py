@@ -1,0 +1,140 @@
+"""Exceptions of the brig client.
+
+Every error response of the API has one shape, ``{"error": {"code", "field",
+"message"}}``; it becomes a ``BrigError`` of the class its HTTP status names,
+carrying ``status``, ``code``, ``field`` (the first bad field of an invalid
+request, or None) and ``message`` (a sentence that says what to do). A run that
+was accepted and then failed is not an exception: it is a ``Result`` whose
+``status`` is ``failed``.
+
+Failures to reach the service at all (no socket, connection refused) are the
+``OSError`` the socket raised, unchanged; a timeout is ``socket.timeout`` (sync)
+or ``asyncio.TimeoutError`` (async).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Dict, Optional, Type
+
+
+class BrigError(Exception):
+    """An error response of brig's API, or a response the client could not read.
+
+    ``status`` is the HTTP status (None when the error is the client's own, as
+    for ``ProtocolError``); ``code`` the API's error code (``invalid_request``,
+    ``not_found``...); ``field`` the first bad field of an invalid request
+    (``packages[3]``, ``env.PATH``) or None; ``message`` what to do.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "",
+        field: Optional[str] = None,
+        status: Optional[int] = None,
+        retry_after: Optional[float] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.field = field
+        self.status = status
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        where = f"{self.field}: " if self.field else ""
+        head = f"{self.status} {self.code}: " if self.status is not None else ""
+        return f"{head}{where}{self.message}"
+
+
+class InvalidRequest(BrigError):
+    """400: the request is invalid; ``field`` names the first bad field and
+    ``message`` says what to write instead. Nothing ran."""
+
+
+class Forbidden(BrigError):
+    """403: this process's uid or gid is not on the service's allow-list."""
+
+
+class NotFound(BrigError):
+    """404: no run has that id (for this uid), or no such endpoint."""
+
+
+class MethodNotAllowed(BrigError):
+    """405: the endpoint does not take that method (a client defect)."""
+
+
+class Conflict(BrigError):
+    """409: the id was already used with a different request (or, for an admin,
+    by several uids)."""
+
+
+class TooLarge(BrigError):
+    """413: the request body is over the service's limit (4 MiB)."""
+
+
+class QueueFull(BrigError):
+    """429: the run queue is full; ``retry_after`` is the seconds the service
+    asked to wait. Raised once the client's bounded retries are spent."""
+
+
+class Internal(BrigError):
+    """500: a defect in the service."""
+
+
+class Unavailable(BrigError):
+    """503: the service is shutting down and accepts no new runs."""
+
+
+class ProtocolError(BrigError):
+    """The service's response could not be read as the API describes it, or an
+    event stream ended before its ``result`` event (the connection dropped: the
+    run may still be going; ``get`` or ``events`` its id). ``status`` is None."""
+
+
+_BY_STATUS: Dict[int, Type[BrigError]] = {
+    400: InvalidRequest,
+    403: Forbidden,
+    404: NotFound,
+    405: MethodNotAllowed,
+    409: Conflict,
+    413: TooLarge,
+    429: QueueFull,
+    500: Internal,
+    503: Unavailable,
+}
+
+
+def parse_retry_after(value: Optional[str]) -> Optional[float]:
+    """The seconds of a Retry-After header, or None when absent or not a
+    number of seconds (brig sends seconds, never an HTTP date)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    if seconds != seconds or seconds < 0:  # NaN or negative
+        return None
+    return seconds
+
+
+def from_response(status: int, reason: str, body: bytes, retry_after: Optional[str] = None) -> BrigError:
+    """The exception for an error response: its class from the status, its
+    code, field and message from the API's error shape (or, for a body that is
+    not that shape, code ``http_<status>`` and the status line's reason).
+    retry_after is the response's Retry-After header, if any."""
+    cls = _BY_STATUS.get(status, BrigError)
+    code, field, message = f"http_{status}", None, reason or f"HTTP status {status}"
+    try:
+        err = json.loads(body.decode("utf-8"))["error"]
+        if isinstance(err, dict) and isinstance(err.get("code"), str):
+            code = err["code"]
+            field = err.get("field") or None
+            message = err.get("message") or message
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        pass
+    wait = parse_retry_after(retry_after) if status == 429 else None
+    return cls(message, code=code, field=field, status=status, retry_after=wait)

@@ -1,0 +1,351 @@
+"""The retry rule and the response framing, against a tiny fake service on a
+Unix socket that answers each request with scripted raw HTTP (no root needed)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import socketserver
+import tempfile
+import threading
+import time
+import unittest
+from typing import Callable, List, Optional, Tuple
+
+import brig
+
+# Every test is bounded: WAIT for any silence on a connection.
+WAIT = 10.0
+
+RESULT = {
+    "id": "r1", "language": "python", "state": "finished", "status": "completed",
+    "outcome": "succeeded", "exit_code": 0, "stdout": "ok\n", "stderr": "",
+    "stdout_truncated": False, "stderr_truncated": False, "packages": [],
+    "network": {"mode": "none", "connections": []},
+    "usage": {"wall_ms": 1, "cpu_ms": 1, "peak_memory_bytes": 1},
+    "timing": {"queued_ms": 0, "prepare_ms": 0, "start_ms": 1, "total_ms": 2},
+}
+
+
+def response(status: str, body: bytes, headers: Optional[List[str]] = None) -> bytes:
+    head = [f"HTTP/1.1 {status}", "Content-Type: application/json", f"Content-Length: {len(body)}"]
+    head += headers or []
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def ok_result() -> bytes:
+    return response("200 OK", json.dumps(RESULT).encode())
+
+
+def queue_full(retry_after: Optional[str]) -> bytes:
+    body = json.dumps({"error": {"code": "queue_full", "message": "the run queue is full; retry later"}}).encode()
+    return response("429 Too Many Requests", body, [f"Retry-After: {retry_after}"] if retry_after is not None else [])
+
+
+def chunked(pieces: List[bytes], end: bool = True) -> bytes:
+    """A chunked NDJSON response whose chunks are pieces, exactly."""
+    out = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
+    for p in pieces:
+        out += b"%x\r\n" % len(p) + p + b"\r\n"
+    if end:
+        out += b"0\r\n\r\n"
+    return out
+
+
+def events_ndjson(n_stdout: int = 2) -> bytes:
+    lines = [{"event": "accepted", "id": "r1"}, {"event": "started"}]
+    lines += [{"event": "stdout", "data": f"{i}\n"} for i in range(n_stdout)]
+    lines += [{"event": "result", "result": RESULT}]
+    return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+
+
+STALL = b"<stall>"
+
+
+class Fake:
+    """A fake service: the i-th request gets script[i] (the last entry
+    repeats), written raw; it records each request's (method, path, headers,
+    body) and the time it arrived."""
+
+    def __init__(self, script: List[bytes]) -> None:
+        self.script = script
+        # A script entry ending in STALL is written up to STALL, then the
+        # connection stays silent until close.
+        self.release = threading.Event()
+        self.requests: List[Tuple[str, str, dict, bytes]] = []
+        self.times: List[float] = []
+        self.lock = threading.Lock()
+        self.dir = tempfile.mkdtemp(prefix="brigfake.", dir="/tmp")
+        self.socket = os.path.join(self.dir, "fake.sock")
+        fake = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                line = self.rfile.readline().decode()
+                if not line:
+                    return
+                method, path, _ = line.split(" ", 2)
+                headers = {}
+                while True:
+                    h = self.rfile.readline().decode().strip()
+                    if not h:
+                        break
+                    k, _, v = h.partition(":")
+                    headers[k.strip().lower()] = v.strip()
+                body = self.rfile.read(int(headers.get("content-length", "0")))
+                with fake.lock:
+                    i = len(fake.requests)
+                    fake.requests.append((method, path, headers, body))
+                    fake.times.append(time.monotonic())
+                    answer = fake.script[min(i, len(fake.script) - 1)]
+                stall = answer.endswith(STALL)
+                self.wfile.write(answer[: -len(STALL)] if stall else answer)
+                self.wfile.flush()
+                if stall:
+                    fake.release.wait(WAIT)
+
+        self.server = socketserver.ThreadingUnixStreamServer(self.socket, Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(WAIT)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class FakeCase(unittest.TestCase):
+    def fake(self, script: List[bytes]) -> Fake:
+        f = Fake(script)
+        self.addCleanup(f.close)
+        return f
+
+
+def clients(path: str, retry: brig.RetryPolicy) -> List[Tuple[str, Callable[..., brig.Result]]]:
+    """The sync and the async run, as plain calls."""
+    sync = brig.Client(path, timeout=WAIT, wait_timeout=WAIT, retry=retry)
+    aio = brig.AsyncClient(path, timeout=WAIT, wait_timeout=WAIT, retry=retry)
+    return [
+        ("sync", lambda *a, **kw: sync.run(*a, **kw)),
+        ("async", lambda *a, **kw: asyncio.run(aio.run(*a, **kw))),
+    ]
+
+
+class RetryTest(FakeCase):
+    def test_retry_after_is_honoured(self) -> None:
+        for name in ("sync", "async"):
+            with self.subTest(name):
+                fake = self.fake([queue_full("1"), ok_result()])
+                run = dict(clients(fake.socket, brig.RetryPolicy()))[name]
+                res = run("python", "print(1)", id="abc")
+                self.assertEqual(res.stdout, "ok\n")
+                self.assertEqual(len(fake.requests), 2)
+                waited = fake.times[1] - fake.times[0]
+                self.assertGreaterEqual(waited, 0.95, "the retry waited for Retry-After")
+                self.assertLess(waited, 5.0)
+                # The retry is the same request.
+                self.assertEqual(fake.requests[0][3], fake.requests[1][3])
+                self.assertEqual(json.loads(fake.requests[1][3])["id"], "abc")
+
+    def test_attempts_are_bounded(self) -> None:
+        for name in ("sync", "async"):
+            with self.subTest(name):
+                fake = self.fake([queue_full("0")])
+                run = dict(clients(fake.socket, brig.RetryPolicy(max_attempts=3)))[name]
+                with self.assertRaises(brig.QueueFull) as cm:
+                    run("python", "print(1)")
+                self.assertEqual(len(fake.requests), 3)
+                err = cm.exception
+                self.assertEqual((err.status, err.code, err.retry_after), (429, "queue_full", 0.0))
+                self.assertIsInstance(err, brig.BrigError)
+
+    def test_total_wait_is_bounded(self) -> None:
+        for name in ("sync", "async"):
+            with self.subTest(name):
+                fake = self.fake([queue_full("100")])
+                run = dict(clients(fake.socket, brig.RetryPolicy(max_attempts=5, max_wait=2.0)))[name]
+                start = time.monotonic()
+                with self.assertRaises(brig.QueueFull) as cm:
+                    run("python", "print(1)")
+                self.assertLess(time.monotonic() - start, 1.0, "a wait past max_wait is not begun")
+                self.assertEqual(len(fake.requests), 1)
+                self.assertEqual(cm.exception.retry_after, 100.0)
+
+    def test_waits_add_up_to_the_bound(self) -> None:
+        fake = self.fake([queue_full("1")])
+        c = brig.Client(fake.socket, timeout=WAIT, retry=brig.RetryPolicy(max_attempts=10, max_wait=2.0))
+        with self.assertRaises(brig.QueueFull):
+            c.run("python", "print(1)")
+        self.assertEqual(len(fake.requests), 3, "two waits of 1 s fit in 2 s, a third does not")
+
+    def test_no_retry_policy(self) -> None:
+        fake = self.fake([queue_full("0"), ok_result()])
+        with self.assertRaises(brig.QueueFull):
+            brig.Client(fake.socket, retry=brig.RetryPolicy(max_attempts=1)).run("python", "1")
+        self.assertEqual(len(fake.requests), 1)
+
+    def test_missing_retry_after(self) -> None:
+        fake = self.fake([queue_full(None), ok_result()])
+        res = brig.Client(fake.socket, timeout=WAIT).run("python", "1")
+        self.assertEqual(res.status, "completed")
+        self.assertGreaterEqual(fake.times[1] - fake.times[0], 0.95, "a 429 without Retry-After waits 1 s")
+
+    def test_other_errors_are_not_retried(self) -> None:
+        body = json.dumps({"error": {"code": "unavailable", "message": "shutting down"}}).encode()
+        fake = self.fake([response("503 Service Unavailable", body), ok_result()])
+        with self.assertRaises(brig.Unavailable) as cm:
+            brig.Client(fake.socket, timeout=WAIT).run("python", "1")
+        self.assertEqual((cm.exception.status, cm.exception.code, cm.exception.message), (503, "unavailable", "shutting down"))
+        self.assertEqual(len(fake.requests), 1)
+
+    def test_bad_policy(self) -> None:
+        with self.assertRaises(ValueError):
+            brig.RetryPolicy(max_attempts=0)
+        with self.assertRaises(ValueError):
+            brig.RetryPolicy(max_wait=-1)
+
+
+def collect_sync(path: str) -> Tuple[List[brig.Event], Optional[brig.Result]]:
+    with brig.Client(path, timeout=WAIT, wait_timeout=WAIT).stream("python", "x") as s:
+        return list(s), s.result
+
+
+def collect_async(path: str) -> Tuple[List[brig.Event], Optional[brig.Result]]:
+    async def main() -> Tuple[List[brig.Event], Optional[brig.Result]]:
+        s = brig.AsyncClient(path, timeout=WAIT, wait_timeout=WAIT).stream("python", "x")
+        return [ev async for ev in s], s.result
+
+    return asyncio.run(main())
+
+
+COLLECTORS = [("sync", collect_sync), ("async", collect_async)]
+
+
+class FramingTest(FakeCase):
+    def check(self, answer: bytes, n_stdout: int = 2) -> None:
+        for name, collect in COLLECTORS:
+            with self.subTest(name):
+                fake = self.fake([answer])
+                events, result = collect(fake.socket)
+                self.assertEqual([e.event for e in events], ["accepted", "started"] + ["stdout"] * n_stdout + ["result"])
+                self.assertEqual(result, brig.Result.from_json(RESULT))
+                self.assertEqual(fake.requests[0][2].get("accept"), "application/x-ndjson")
+
+    def test_one_chunk_per_line(self) -> None:
+        lines = events_ndjson().splitlines(keepends=True)
+        self.check(chunked(lines))
+
+    def test_lines_split_across_chunks(self) -> None:
+        data = events_ndjson()
+        self.check(chunked([data[i:i + 7] for i in range(0, len(data), 7)]))
+
+    def test_all_lines_in_one_chunk(self) -> None:
+        self.check(chunked([events_ndjson()]))
+
+    def test_content_length(self) -> None:
+        data = events_ndjson()
+        self.check(response("200 OK", data))
+
+    def test_until_close(self) -> None:
+        data = events_ndjson()
+        self.check(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nConnection: close\r\n\r\n" + data)
+
+    def test_long_line(self) -> None:
+        big = dict(RESULT, stdout="\u00e9" * 1_000_000)
+        data = json.dumps({"event": "result", "result": big}).encode() + b"\n"
+        for name, collect in COLLECTORS:
+            with self.subTest(name):
+                fake = self.fake([chunked([data[i:i + 4096] for i in range(0, len(data), 4096)])])
+                events, result = collect(fake.socket)
+                assert result is not None
+                self.assertEqual(len(result.stdout), 1_000_000)
+
+    def test_stream_cut_before_result(self) -> None:
+        lines = events_ndjson().splitlines(keepends=True)[:-1]
+        for name, collect in COLLECTORS:
+            with self.subTest(name):
+                for answer in (chunked(lines), chunked(lines, end=False)):
+                    fake = self.fake([answer])
+                    with self.assertRaises(brig.ProtocolError) as cm:
+                        collect(fake.socket)
+                    self.assertEqual(cm.exception.code, "stream_ended")
+                    self.assertIsNone(cm.exception.status)
+
+    def test_silence_is_bounded(self) -> None:
+        """wait_timeout bounds each silence of a run's response, timeout that
+        of any other call."""
+        lines = events_ndjson().splitlines(keepends=True)
+        cases = [
+            ("no answer to a run", STALL, "run"),
+            ("a stream goes silent", chunked(lines[:2], end=False) + STALL, "stream"),
+            ("no answer to health", STALL, "health"),
+        ]
+        timeouts = (TimeoutError, socket.timeout, asyncio.TimeoutError)
+        for name, answer, call in cases:
+            for kind in ("sync", "async"):
+                with self.subTest(name, client=kind):
+                    fake = self.fake([answer])
+                    c = brig.Client(fake.socket, timeout=0.3, wait_timeout=0.3)
+                    a = brig.AsyncClient(fake.socket, timeout=0.3, wait_timeout=0.3)
+                    start = time.monotonic()
+                    with self.assertRaises(timeouts):
+                        if kind == "sync" and call == "stream":
+                            list(c.stream("python", "x"))
+                        elif kind == "sync":
+                            getattr(c, call)(*(("python", "x") if call == "run" else ()))
+                        elif call == "stream":
+                            asyncio.run(a.stream("python", "x").wait())
+                        else:
+                            asyncio.run(getattr(a, call)(*(("python", "x") if call == "run" else ())))
+                    self.assertLess(time.monotonic() - start, 3.0)
+
+    def test_error_body_not_json(self) -> None:
+        answer = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 5\r\n\r\noops!"
+        fake = self.fake([answer])
+        with self.assertRaises(brig.BrigError) as cm:
+            brig.Client(fake.socket, timeout=WAIT).health()
+        self.assertEqual((cm.exception.status, cm.exception.code, cm.exception.message), (502, "http_502", "Bad Gateway"))
+        with self.assertRaises(brig.BrigError) as cm:
+            asyncio.run(brig.AsyncClient(fake.socket, timeout=WAIT).health())
+        self.assertEqual((cm.exception.status, cm.exception.code), (502, "http_502"))
+
+    def test_request_shape(self) -> None:
+        fake = self.fake([ok_result()])
+        brig.Client(fake.socket, timeout=WAIT).run(
+            "python", "print('é')", timeout_seconds=5, packages=["numpy==1.26.4"], env={"A": "b"},
+            domains=["example.com"], id="x:1",
+        )
+        method, path, headers, body = fake.requests[0]
+        self.assertEqual((method, path), ("POST", "/v1/runs"))
+        self.assertEqual(headers.get("content-type"), "application/json")
+        self.assertEqual(json.loads(body), {
+            "id": "x:1", "language": "python", "code": "print('é')", "timeout_seconds": 5,
+            "packages": ["numpy==1.26.4"], "env": {"A": "b"},
+            "network": {"mode": "domains", "domains": ["example.com"]},
+        })
+
+    def test_paths(self) -> None:
+        fake = self.fake([ok_result()])
+        c = brig.Client(fake.socket, timeout=WAIT)
+        a = brig.AsyncClient(fake.socket, timeout=WAIT)
+        c.get("a:b.c")
+        c.cancel("r1", uid=1000)
+        asyncio.run(a.get("r/1"))
+        asyncio.run(a.cancel("r1"))
+        got = [(m, p) for m, p, _, _ in fake.requests]
+        self.assertEqual(got, [
+            ("GET", "/v1/runs/a%3Ab.c"),
+            ("DELETE", "/v1/runs/r1?uid=1000"),
+            ("GET", "/v1/runs/r%2F1"),
+            ("DELETE", "/v1/runs/r1"),
+        ])
+
+
+if __name__ == "__main__":
+    unittest.main()
