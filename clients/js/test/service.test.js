@@ -18,7 +18,8 @@ const pkgDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 // hanging the suite.
 const callTimeoutMs = 120_000;
 
-const uniqueId = (what) => `js-${what}-${randomUUID()}`;
+// Ids hold the punctuation API.md allows, which the client escapes in paths.
+const uniqueId = (what) => `js:${what}.${randomUUID()}`;
 
 // collect gathers an event iterator's events.
 async function collect(iterable) {
