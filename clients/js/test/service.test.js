@@ -176,9 +176,13 @@ describe('Client against brig serve', { skip: serviceSkipReason(), timeout: 600_
     const t0 = Date.now();
     let cancelled;
     const events = [];
+    let printed = '';
     for await (const ev of brig.stream({ id, language: 'python', code, timeout_seconds: 300 })) {
       events.push(ev);
-      if (ev.event === 'stdout' && !cancelled) cancelled = brig.cancel(id);
+      if (ev.event === 'stdout') printed += ev.data;
+      // print() may write the line and its newline apart: wait for both, so
+      // that the whole line is there to compare.
+      if (printed === 'sleeping\n' && !cancelled) cancelled = brig.cancel(id);
     }
     assert.ok(cancelled, 'the run printed nothing');
     const stopped = await cancelled;
