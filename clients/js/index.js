@@ -96,7 +96,10 @@ export class Client {
       throw new TypeError('socket must be the path of brig\'s Unix socket');
     }
     checkCount('timeoutMs', timeoutMs, 0);
-    const r = { ...defaultRetry, ...retry };
+    const r = {
+      attempts: retry.attempts ?? defaultRetry.attempts,
+      maxWaitMs: retry.maxWaitMs ?? defaultRetry.maxWaitMs,
+    };
     checkCount('retry.attempts', r.attempts, 1);
     checkCount('retry.maxWaitMs', r.maxWaitMs, 0);
     this.socket = socket;

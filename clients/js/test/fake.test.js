@@ -242,6 +242,8 @@ describe('errors', () => {
     assert.throws(() => new Client({ socket: '' }), TypeError);
     assert.throws(() => new Client({ timeoutMs: -1 }), TypeError);
     assert.throws(() => new Client({ retry: { attempts: 0 } }), TypeError);
+    assert.throws(() => new Client({ retry: { maxWaitMs: 1.5 } }), TypeError);
+    new Client({ retry: { attempts: undefined } }); // the default
     assert.throws(() => new Client().stream('print(1)'), TypeError);
     assert.throws(() => new Client().events(''), TypeError);
     await assert.rejects(new Client().run('print(1)'), TypeError);
