@@ -1,0 +1,383 @@
+// A client of brig's run API (shared/spec/API.md, api/openapi.yaml) over its Unix
+// socket, for harnesses written in JavaScript or TypeScript. It has no
+// dependencies: node:http speaks to the socket. Requests and results use the
+// API's own field names (timeout_seconds, exit_code...), so API.md is its
+// reference; index.d.ts types them.
+//
+// Typical use:
+//
+//	import { Client } from '@brig-sandbox/client';
+//	const brig = new Client({ socket: '/run/brig/brig.sock' });
+//	const res = await brig.run({ language: 'python', code: 'print(1)' });
+//	for await (const ev of brig.stream({ language: 'javascript', code: 'console.log(1)' })) { ... }
+
+import http from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** The socket brig listens on unless its operator chose another. */
+export const DEFAULT_SOCKET = '/run/brig/brig.sock';
+
+// The service ignores the host; curl's examples and the Go client say brig.
+const HOST = 'brig';
+
+// maxLine bounds one NDJSON line or one JSON body, in characters: a result with
+// both outputs at their caps (1,000,000 and 100,000 characters), each character
+// escaped at worst as \uXXXX, and room for the rest. It is the Go client's bound.
+const maxLine = 6 * (1_000_000 + 100_000) + (1 << 20);
+
+// maxErrorBody bounds the body of an error response that is read.
+const maxErrorBody = 1 << 20;
+
+// Defaults of the retry of a 429 (the run queue is full).
+const defaultRetry = Object.freeze({
+  // attempts is how many requests are sent at most, the first one included.
+  attempts: 4,
+  // maxWaitMs is the longest Retry-After that is waited for; a longer one is
+  // thrown at once, so that the harness decides.
+  maxWaitMs: 30_000,
+});
+
+// waitWithoutRetryAfter is the pause after a 429 that has no usable Retry-After.
+const waitWithoutRetryAfter = 1_000;
+
+/**
+ * An error response of the API: {"error": {"code", "field", "message"}} with its
+ * HTTP status. `field` names the first bad field of a 400; `retryAfter` is the
+ * Retry-After of a 429, in seconds.
+ */
+export class BrigError extends Error {
+  constructor({ status, code, field, message, retryAfter }) {
+    super(message);
+    this.name = 'BrigError';
+    this.status = status;
+    this.code = code;
+    if (field !== undefined) this.field = field;
+    if (retryAfter !== undefined) this.retryAfter = retryAfter;
+  }
+
+  toString() {
+    return `BrigError: ${this.status} ${this.code}: ${this.field ? this.field + ': ' : ''}${this.message}`;
+  }
+}
+
+/**
+ * The event stream of a run ended before its result event: the connection
+ * dropped. The run may still be going: `id` (when the stream said it) reattaches
+ * with client.events(id) or reads it with client.get(id).
+ */
+export class NoResultError extends Error {
+  constructor(id, cause) {
+    super(
+      'the event stream ended before the run\'s result' +
+        (id ? `; the run ${id} may still be going: reattach with events(id)` : ''),
+      cause === undefined ? undefined : { cause },
+    );
+    this.name = 'NoResultError';
+    if (id !== undefined) this.id = id;
+  }
+}
+
+/** A client of one brig service. It keeps no connection open between calls. */
+export class Client {
+  #agent;
+  #timeoutMs;
+  #retry;
+
+  /**
+   * @param {object} [options]
+   * @param {string} [options.socket] the service's socket (default /run/brig/brig.sock)
+   * @param {number} [options.timeoutMs] bounds each call, retries and the whole
+   *   event stream included; 0 (the default) sets none: the service bounds every
+   *   run by its timeout_seconds.
+   * @param {{attempts?: number, maxWaitMs?: number}} [options.retry] the retry of a 429
+   */
+  constructor({ socket = DEFAULT_SOCKET, timeoutMs = 0, retry = {} } = {}) {
+    if (typeof socket !== 'string' || socket === '') {
+      throw new TypeError('socket must be the path of brig\'s Unix socket');
+    }
+    checkCount('timeoutMs', timeoutMs, 0);
+    const r = {
+      attempts: retry.attempts ?? defaultRetry.attempts,
+      maxWaitMs: retry.maxWaitMs ?? defaultRetry.maxWaitMs,
+    };
+    checkCount('retry.attempts', r.attempts, 1);
+    checkCount('retry.maxWaitMs', r.maxWaitMs, 0);
+    this.socket = socket;
+    this.#timeoutMs = timeoutMs;
+    this.#retry = Object.freeze(r);
+    // Without keep-alive, a request never lands on a connection that the service
+    // is closing: a POST is not retried by node, and a run is worth more than
+    // the cost of a Unix connection.
+    this.#agent = new http.Agent({ keepAlive: false });
+  }
+
+  /** Starts a run and resolves with its Result once it has finished. */
+  async run(request, options = {}) {
+    checkRequest(request);
+    return this.#json('POST', '/v1/runs', options, request);
+  }
+
+  /**
+   * Starts a run and yields its events as they happen, ending with the result
+   * event. The request is sent when the iteration begins. Leaving the loop early
+   * closes the stream; the run goes on (cancel(id) stops it).
+   */
+  stream(request, options = {}) {
+    checkRequest(request);
+    return this.#events('POST', '/v1/runs', options, request, request?.id);
+  }
+
+  /** Resolves with a run's Result, finished or not (its state says). */
+  async get(id, options = {}) {
+    return this.#json('GET', runPath(id, '', options), options);
+  }
+
+  /** Replays a run's events from the start and follows them to the result event. */
+  events(id, options = {}) {
+    return this.#events('GET', runPath(id, '/events', options), options, undefined, id);
+  }
+
+  /** Stops a run (reason stopped) and resolves with its Result. */
+  async cancel(id, options = {}) {
+    return this.#json('DELETE', runPath(id, '', options), options);
+  }
+
+  /** Liveness, and what the host supports: languages, network modes... */
+  async health(options = {}) {
+    return this.#json('GET', '/v1/health', options);
+  }
+
+  /** The bounds and defaults of a request, to tell a model. */
+  async limits(options = {}) {
+    return this.#json('GET', '/v1/limits', options);
+  }
+
+  async #json(method, path, options, body) {
+    const signal = this.#signal(options);
+    try {
+      const res = await this.#send(method, path, body, 'application/json', signal);
+      const text = await readAll(res, maxLine);
+      try {
+        return JSON.parse(text);
+      } catch (err) {
+        throw new Error(`decoding the response of ${method} ${path}: ${err.message}`, { cause: err });
+      }
+    } catch (err) {
+      throw signal?.aborted ? signal.reason : err;
+    }
+  }
+
+  // events yields the NDJSON events of a response; id is the run's, when known
+  // before its accepted event, for a NoResultError.
+  async *#events(method, path, options, body, id) {
+    const signal = this.#signal(options);
+    let res;
+    try {
+      res = await this.#send(method, path, body, 'application/x-ndjson', signal);
+    } catch (err) {
+      throw signal?.aborted ? signal.reason : err;
+    }
+    res.setEncoding('utf8'); // a character split between chunks is kept whole
+    let pending = [];
+    let pendingChars = 0;
+    try {
+      for await (const chunk of readChunks(res, () => id, signal)) {
+        let start = 0;
+        for (let nl = chunk.indexOf('\n'); nl >= 0; nl = chunk.indexOf('\n', start)) {
+          pending.push(chunk.slice(start, nl));
+          const line = pending.join('');
+          pending = [];
+          pendingChars = 0;
+          start = nl + 1;
+          if (line.trim() === '') continue;
+          const ev = parseEvent(line);
+          if (ev.event === 'accepted' && ev.id) id = ev.id;
+          yield ev;
+          if (ev.event === 'result') return;
+        }
+        if (start < chunk.length) {
+          pendingChars += chunk.length - start;
+          if (pendingChars > maxLine) {
+            throw new Error(`an event of the stream is longer than ${maxLine} characters`);
+          }
+          pending.push(chunk.slice(start));
+        }
+      }
+      throw new NoResultError(id);
+    } finally {
+      res.destroy();
+    }
+  }
+
+  // signal combines the caller's signal with the call's timeout.
+  #signal({ signal, timeoutMs = this.#timeoutMs } = {}) {
+    checkCount('timeoutMs', timeoutMs, 0);
+    const signals = [];
+    if (signal) signals.push(signal);
+    if (timeoutMs > 0) signals.push(AbortSignal.timeout(timeoutMs));
+    if (signals.length === 0) return undefined;
+    return signals.length === 1 ? signals[0] : AbortSignal.any(signals);
+  }
+
+  // send sends a request and resolves with its 200 response. Any other status
+  // is a BrigError; a 429 is sent again after its Retry-After, within the
+  // retry's bounds.
+  async #send(method, path, body, accept, signal) {
+    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body), 'utf8');
+    for (let attempt = 1; ; attempt++) {
+      const res = await this.#request(method, path, payload, accept, signal);
+      if (res.statusCode === 200) return res;
+      const err = await errorOf(res);
+      if (err.status !== 429 || attempt >= this.#retry.attempts) throw err;
+      const waitMs = err.retryAfter === undefined ? waitWithoutRetryAfter : err.retryAfter * 1000;
+      if (waitMs > this.#retry.maxWaitMs) throw err;
+      await sleep(waitMs, undefined, { signal });
+    }
+  }
+
+  #request(method, path, payload, accept, signal) {
+    return new Promise((resolve, reject) => {
+      const headers = { Host: HOST, Accept: accept };
+      if (payload !== undefined) {
+        headers['Content-Type'] = 'application/json';
+        headers['Content-Length'] = payload.length;
+      }
+      const req = http.request({
+        socketPath: this.socket,
+        method,
+        path,
+        headers,
+        agent: this.#agent,
+        signal,
+      });
+      req.once('response', resolve);
+      req.once('error', (err) => {
+        if (signal?.aborted) return reject(signal.reason);
+        if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED' || err.code === 'EACCES') {
+          return reject(new Error(
+            `connecting to brig at ${this.socket}: ${err.code} (is brig serve running there, ` +
+              'and may this user open its socket? Hint: run `brig check`)',
+            { cause: err },
+          ));
+        }
+        reject(err);
+      });
+      req.end(payload);
+    });
+  }
+}
+
+// readChunks yields a response's chunks; a connection that drops before the
+// end is a NoResultError naming the run, unless the caller aborted.
+async function* readChunks(res, id, signal) {
+  try {
+    for await (const chunk of res) yield chunk;
+  } catch (err) {
+    if (signal?.aborted) throw signal.reason;
+    throw new NoResultError(id(), err);
+  }
+}
+
+function parseEvent(line) {
+  let ev;
+  try {
+    ev = JSON.parse(line);
+  } catch (err) {
+    throw new Error(`decoding an event: ${err.message}`, { cause: err });
+  }
+  if (ev === null || typeof ev !== 'object' || typeof ev.event !== 'string') {
+    throw new Error(`decoding an event: no "event" in ${line.slice(0, 200)}`);
+  }
+  // The service leaves out empty values; the types promise them.
+  switch (ev.event) {
+    case 'stdout':
+    case 'stderr':
+      ev.data ??= '';
+      break;
+    case 'egress':
+      ev.allowed = ev.allowed === true;
+      break;
+    case 'result':
+      if (ev.result === null || typeof ev.result !== 'object') {
+        throw new Error('decoding an event: the result event has no result');
+      }
+      break;
+  }
+  return ev;
+}
+
+// errorOf reads an error response into a BrigError; a body that is not the
+// API's error shape (a proxy's, say) gets the code http_STATUS.
+async function errorOf(res) {
+  const status = res.statusCode;
+  const retryAfter = parseRetryAfter(res.headers['retry-after']);
+  let text = '';
+  try {
+    text = await readAll(res, maxErrorBody);
+  } catch {
+    // The status says enough.
+  }
+  let e;
+  try {
+    e = JSON.parse(text)?.error;
+  } catch {
+    // Not JSON: described below.
+  }
+  if (e === null || typeof e !== 'object' || typeof e.code !== 'string') {
+    const detail = text.trim().slice(0, 200);
+    e = { code: `http_${status}`, message: `${status} ${res.statusMessage}${detail ? ': ' + detail : ''}` };
+  }
+  return new BrigError({
+    status,
+    code: e.code,
+    field: typeof e.field === 'string' && e.field !== '' ? e.field : undefined,
+    message: typeof e.message === 'string' ? e.message : String(e.message),
+    retryAfter: status === 429 ? retryAfter : undefined,
+  });
+}
+
+// parseRetryAfter reads Retry-After as seconds, from a number of seconds or an
+// HTTP date; undefined when it is absent or neither.
+function parseRetryAfter(value) {
+  if (typeof value !== 'string' || value.trim() === '') return undefined;
+  const v = value.trim();
+  if (/^\d+$/.test(v)) return Number(v);
+  const at = Date.parse(v);
+  if (Number.isNaN(at)) return undefined;
+  return Math.max(0, Math.ceil((at - Date.now()) / 1000));
+}
+
+async function readAll(res, limit) {
+  res.setEncoding('utf8');
+  let text = '';
+  for await (const chunk of res) {
+    text += chunk;
+    if (text.length > limit) {
+      res.destroy();
+      throw new Error(`the response is longer than ${limit} characters`);
+    }
+  }
+  return text;
+}
+
+function runPath(id, suffix, { uid } = {}) {
+  if (typeof id !== 'string' || id === '') throw new TypeError('id must be a run\'s id');
+  let path = `/v1/runs/${encodeURIComponent(id)}${suffix}`;
+  if (uid !== undefined) {
+    checkCount('uid', uid, 0);
+    path += `?uid=${uid}`;
+  }
+  return path;
+}
+
+function checkRequest(request) {
+  if (request === null || typeof request !== 'object' || Array.isArray(request)) {
+    throw new TypeError('a request is an object such as { language: \'python\', code: \'print(1)\' }');
+  }
+}
+
+function checkCount(name, value, min) {
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new TypeError(`${name} must be an integer of at least ${min}, not ${value}`);
+  }
+}

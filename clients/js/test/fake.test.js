@@ -1,0 +1,358 @@
+// The client against a fake service: node:http listening on a Unix socket,
+// answering what brig rarely does on demand (429 with Retry-After, broken
+// streams, other servers' errors). Needs neither root nor brig.
+
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+
+import { BrigError, Client, NoResultError } from '../index.js';
+import { shortTempDir } from '../testsupport/service.js';
+
+const result = (over = {}) => ({
+  id: 'r1',
+  language: 'python',
+  state: 'finished',
+  status: 'completed',
+  outcome: 'succeeded',
+  exit_code: 0,
+  stdout: 'ok\n',
+  stderr: '',
+  stdout_truncated: false,
+  stderr_truncated: false,
+  packages: [],
+  network: { mode: 'none', connections: [] },
+  usage: { wall_ms: 1, cpu_ms: 1, peak_memory_bytes: 1 },
+  timing: { queued_ms: 0, prepare_ms: 0, start_ms: 1, total_ms: 2 },
+  ...over,
+});
+
+const queueFull = {
+  error: { code: 'queue_full', message: 'the queue is full; retry after the Retry-After seconds' },
+};
+
+// fake serves handle(req, res, n) on a Unix socket, n counting requests from 1,
+// and records every request with its body.
+async function fake(handle) {
+  const dir = shortTempDir('brig-js-fake-');
+  const socket = path.join(dir, 'fake.sock');
+  const requests = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => {
+      requests.push({ method: req.method, url: req.url, headers: req.headers, body });
+      handle(req, res, requests.length);
+    });
+  });
+  await new Promise((resolve) => server.listen(socket, resolve));
+  return {
+    socket,
+    requests,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+// withFake runs fn(client, fake) against a fake service and closes it.
+async function withFake(handle, clientOptions, fn) {
+  const f = await fake(handle);
+  try {
+    return await fn(new Client({ socket: f.socket, timeoutMs: 30_000, ...clientOptions }), f);
+  } finally {
+    await f.close();
+  }
+}
+
+const sendJSON = (res, status, body, headers = {}) => {
+  res.writeHead(status, { 'Content-Type': 'application/json', ...headers });
+  res.end(JSON.stringify(body));
+};
+
+async function collect(iterable) {
+  const events = [];
+  for await (const ev of iterable) events.push(ev);
+  return events;
+}
+
+const request = { language: 'python', code: 'print("ok")' };
+
+describe('429 and Retry-After', () => {
+  it('waits Retry-After, then sends the same request again', async () => {
+    await withFake((req, res, n) => {
+      if (n === 1) return sendJSON(res, 429, queueFull, { 'Retry-After': '1' });
+      sendJSON(res, 200, result());
+    }, {}, async (brig, f) => {
+      const t0 = Date.now();
+      const res = await brig.run({ ...request, id: 'same' });
+      const waited = Date.now() - t0;
+      assert.equal(res.stdout, 'ok\n');
+      assert.equal(f.requests.length, 2);
+      assert.ok(waited >= 950, `retried after ${waited} ms, before Retry-After's 1 s`);
+      assert.ok(waited < 10_000, `retried after ${waited} ms`);
+      assert.deepEqual(JSON.parse(f.requests[1].body), { ...request, id: 'same' });
+      assert.equal(f.requests[0].body, f.requests[1].body);
+      for (const r of f.requests) {
+        assert.equal(r.method, 'POST');
+        assert.equal(r.url, '/v1/runs');
+        assert.equal(r.headers['content-type'], 'application/json');
+        assert.equal(r.headers.accept, 'application/json');
+        assert.equal(r.headers.host, 'brig');
+      }
+    });
+  });
+
+  it('retries a stream too', async () => {
+    await withFake((req, res, n) => {
+      if (n === 1) return sendJSON(res, 429, queueFull, { 'Retry-After': '0' });
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+      res.end([
+        { event: 'accepted', id: 'r1' },
+        { event: 'started' },
+        { event: 'stdout', data: 'ok\n' },
+        { event: 'result', result: result() },
+      ].map((e) => JSON.stringify(e) + '\n').join(''));
+    }, {}, async (brig, f) => {
+      const events = await collect(brig.stream(request));
+      assert.deepEqual(events.map((e) => e.event), ['accepted', 'started', 'stdout', 'result']);
+      assert.equal(f.requests.length, 2);
+      assert.equal(f.requests[1].headers.accept, 'application/x-ndjson');
+    });
+  });
+
+  const bounded = [
+    { name: 'the attempts run out', retry: { attempts: 3 }, retryAfter: '0', wantRequests: 3, wantRetryAfter: 0 },
+    { name: 'attempts 1 never retries', retry: { attempts: 1 }, retryAfter: '0', wantRequests: 1, wantRetryAfter: 0 },
+    {
+      name: 'Retry-After is longer than maxWaitMs',
+      retry: { attempts: 5, maxWaitMs: 5_000 },
+      retryAfter: '120',
+      wantRequests: 1,
+      wantRetryAfter: 120,
+    },
+  ];
+  for (const tc of bounded) {
+    it(`throws the 429 when ${tc.name}`, async () => {
+      await withFake((req, res) => sendJSON(res, 429, queueFull, { 'Retry-After': tc.retryAfter }),
+        { retry: tc.retry }, async (brig, f) => {
+          const t0 = Date.now();
+          await assert.rejects(brig.run(request), (err) => {
+            assert.ok(err instanceof BrigError, `got ${err}`);
+            assert.equal(err.status, 429);
+            assert.equal(err.code, 'queue_full');
+            assert.equal(err.retryAfter, tc.wantRetryAfter);
+            assert.equal(err.message, queueFull.error.message);
+            return true;
+          });
+          assert.equal(f.requests.length, tc.wantRequests);
+          assert.ok(Date.now() - t0 < 5_000, 'it waited');
+        });
+    });
+  }
+
+  it('reads a Retry-After that is an HTTP date', async () => {
+    await withFake((req, res, n) => {
+      if (n === 1) {
+        return sendJSON(res, 429, queueFull, { 'Retry-After': new Date(Date.now() - 5_000).toUTCString() });
+      }
+      sendJSON(res, 200, result());
+    }, {}, async (brig, f) => {
+      assert.equal((await brig.run(request)).id, 'r1');
+      assert.equal(f.requests.length, 2);
+    });
+  });
+
+  it('an abort during the wait ends the call at once', async () => {
+    await withFake((req, res) => sendJSON(res, 429, queueFull, { 'Retry-After': '20' }), {}, async (brig, f) => {
+      const ac = new AbortController();
+      const why = new Error('the harness gave up');
+      setTimeout(() => ac.abort(why), 100);
+      const t0 = Date.now();
+      await assert.rejects(brig.run(request, { signal: ac.signal }), (err) => err === why);
+      assert.ok(Date.now() - t0 < 5_000);
+      assert.equal(f.requests.length, 1);
+    });
+  });
+});
+
+describe('errors', () => {
+  it('a 400 carries code, field and message, and no retryAfter', async () => {
+    const body = { error: { code: 'invalid_request', field: 'packages[2]', message: 'pin it as requests==2.32.3' } };
+    await withFake((req, res) => sendJSON(res, 400, body), {}, async (brig) => {
+      await assert.rejects(brig.run(request), (err) => {
+        assert.ok(err instanceof BrigError);
+        assert.equal(err.name, 'BrigError');
+        assert.equal(err.status, 400);
+        assert.equal(err.code, 'invalid_request');
+        assert.equal(err.field, 'packages[2]');
+        assert.equal(err.message, 'pin it as requests==2.32.3');
+        assert.equal(err.retryAfter, undefined);
+        assert.match(String(err), /400 invalid_request: packages\[2\]: pin it/);
+        return true;
+      });
+    });
+  });
+
+  it('a body that is not brig\'s gets the code http_STATUS', async () => {
+    await withFake((req, res) => {
+      res.writeHead(502, { 'Content-Type': 'text/plain' });
+      res.end('bad gateway from a proxy');
+    }, {}, async (brig) => {
+      await assert.rejects(brig.health(), (err) => {
+        assert.ok(err instanceof BrigError);
+        assert.equal(err.status, 502);
+        assert.equal(err.code, 'http_502');
+        assert.equal(err.field, undefined);
+        assert.match(err.message, /bad gateway from a proxy/);
+        return true;
+      });
+    });
+  });
+
+  it('a missing socket says which, with the system error as cause', async () => {
+    const dir = shortTempDir('brig-js-none-');
+    try {
+      const socket = path.join(dir, 'absent.sock');
+      await assert.rejects(new Client({ socket }).health(), (err) => {
+        assert.ok(!(err instanceof BrigError));
+        assert.ok(err.message.includes(socket), err.message);
+        assert.equal(err.cause?.code, 'ENOENT');
+        return true;
+      });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('timeoutMs ends a call whose answer does not come', async () => {
+    await withFake(() => {}, {}, async (brig) => {
+      const t0 = Date.now();
+      await assert.rejects(brig.run(request, { timeoutMs: 200 }), (err) => err.name === 'TimeoutError');
+      assert.ok(Date.now() - t0 < 5_000);
+    });
+  });
+
+  it('bad arguments are a TypeError', async () => {
+    assert.throws(() => new Client({ socket: '' }), TypeError);
+    assert.throws(() => new Client({ timeoutMs: -1 }), TypeError);
+    assert.throws(() => new Client({ retry: { attempts: 0 } }), TypeError);
+    assert.throws(() => new Client({ retry: { maxWaitMs: 1.5 } }), TypeError);
+    new Client({ retry: { attempts: undefined } }); // the default
+    assert.throws(() => new Client().stream('print(1)'), TypeError);
+    assert.throws(() => new Client().events(''), TypeError);
+    await assert.rejects(new Client().run('print(1)'), TypeError);
+    await assert.rejects(new Client().get(''), TypeError);
+  });
+});
+
+describe('event streams', () => {
+  it('keeps lines and characters whole across chunks, and fills omitted values', async () => {
+    const lines = [
+      { event: 'accepted', id: 'r1' },
+      { event: 'stdout', data: 'héllo, 世界 🌍\n' },
+      { event: 'egress', host: 'example.com', port: 443 }, // allowed false is left out
+      { event: 'egress', host: 'example.org', port: 443, allowed: true },
+      { event: 'result', result: result({ stdout: 'héllo, 世界 🌍\n' }) },
+    ].map((e) => JSON.stringify(e) + '\n').join('');
+    const bytes = Buffer.from(lines, 'utf8');
+    await withFake(async (req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+      // Three bytes a write cut lines and multi-byte characters apart.
+      for (let i = 0; i < bytes.length; i += 3) {
+        res.write(bytes.subarray(i, i + 3));
+        if (i % 60 === 0) await new Promise((r) => setTimeout(r, 1));
+      }
+      res.end();
+    }, {}, async (brig) => {
+      const events = await collect(brig.stream(request));
+      assert.equal(events.length, 5);
+      assert.equal(events[1].data, 'héllo, 世界 🌍\n');
+      assert.equal(events[2].allowed, false);
+      assert.equal(events[3].allowed, true);
+      assert.equal(events[4].result.stdout, 'héllo, 世界 🌍\n');
+    });
+  });
+
+  it('a stream that ends before its result is a NoResultError naming the run', async () => {
+    await withFake((req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+      res.end('{"event":"accepted","id":"r-dropped"}\n{"event":"started"}\n');
+    }, {}, async (brig) => {
+      const seen = [];
+      await assert.rejects(async () => {
+        for await (const ev of brig.stream(request)) seen.push(ev.event);
+      }, (err) => err instanceof NoResultError && err.id === 'r-dropped');
+      assert.deepEqual(seen, ['accepted', 'started']);
+    });
+  });
+
+  it('a connection cut mid-stream is a NoResultError with the cause', async () => {
+    await withFake((req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+      res.write('{"event":"accepted","id":"r-cut"}\n{"event":"stdout","da');
+      setTimeout(() => res.destroy(), 50);
+    }, {}, async (brig) => {
+      await assert.rejects(collect(brig.events('r-cut')), (err) => {
+        assert.ok(err instanceof NoResultError, `got ${err}`);
+        assert.equal(err.id, 'r-cut');
+        return true;
+      });
+    });
+  });
+
+  it('timeoutMs ends a stream that has started, with a TimeoutError', async () => {
+    await withFake((req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+      res.write('{"event":"accepted","id":"r-slow"}\n'); // and nothing more
+    }, {}, async (brig) => {
+      const seen = [];
+      const t0 = Date.now();
+      await assert.rejects(async () => {
+        for await (const ev of brig.stream(request, { timeoutMs: 300 })) seen.push(ev.event);
+      }, (err) => err.name === 'TimeoutError');
+      assert.deepEqual(seen, ['accepted']);
+      assert.ok(Date.now() - t0 < 5_000);
+    });
+  });
+
+  it('leaving the loop early closes the connection', async () => {
+    let closed;
+    const gone = new Promise((r) => { closed = r; });
+    await withFake((req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+      res.write('{"event":"accepted","id":"r1"}\n');
+      res.on('close', closed); // never ends on its own
+    }, {}, async (brig) => {
+      for await (const ev of brig.stream(request)) {
+        assert.equal(ev.event, 'accepted');
+        break;
+      }
+      await gone;
+    });
+  });
+
+  it('get, events and cancel escape the id and pass uid', async () => {
+    await withFake((req, res) => {
+      if (req.url.includes('/events')) {
+        res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+        return res.end(JSON.stringify({ event: 'result', result: result() }) + '\n');
+      }
+      sendJSON(res, 200, result());
+    }, {}, async (brig, f) => {
+      await brig.get('a:b.c', { uid: 1000 });
+      await collect(brig.events('a:b.c'));
+      await brig.cancel('a/b');
+      assert.deepEqual(f.requests.map((r) => `${r.method} ${r.url}`), [
+        'GET /v1/runs/a%3Ab.c?uid=1000',
+        'GET /v1/runs/a%3Ab.c/events',
+        'DELETE /v1/runs/a%2Fb',
+      ]);
+    });
+  });
+});
