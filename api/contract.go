@@ -43,8 +43,8 @@ const (
 )
 
 // ErrUnknown is wrapped by every Parse function of this package for a word
-// that is not one of the contract's.
-var ErrUnknown = errors.New("unknown value")
+// that is not one of the contract's: `unknown language "ruby": use ...`.
+var ErrUnknown = errors.New("unknown")
 
 // Language is a language brig runs.
 type Language string
@@ -224,5 +224,5 @@ func parse[T ~string](what string, values []T, s string) (T, error) {
 			return v, nil
 		}
 	}
-	return "", fmt.Errorf("%w: %q is not a %s; use %s", ErrUnknown, s, what, OneOf(values))
+	return "", fmt.Errorf("%w %s %q: use %s", ErrUnknown, what, s, OneOf(values))
 }

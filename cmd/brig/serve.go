@@ -296,7 +296,7 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 			}
 			lang, err := api.ParseLanguage(k)
 			if err != nil {
-				return sc, fmt.Errorf("--registry %q: %w", kv, err)
+				return sc, fmt.Errorf("--registry %q: %q is not a language brig runs; use %s", kv, k, api.OneOf(api.Languages))
 			}
 			urls := sc.Egress.registries(lang)
 			*urls = append(*urls, v)
