@@ -149,6 +149,9 @@ const (
 	EventResult   = "result"
 )
 
+// EventKinds lists every event kind, in the order a stream can carry them.
+var EventKinds = []string{EventAccepted, EventPackage, EventStarted, EventStdout, EventStderr, EventEgress, EventResult}
+
 // Event is one line of a run's NDJSON stream. Which fields are set depends on
 // Event: ID for accepted, Data for stdout and stderr, Host, Port and Allowed for
 // egress, Package and Message for package, Result for result.
