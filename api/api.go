@@ -1,69 +1,16 @@
-// Package api holds the wire types of brig's run API (../shared/spec/API.md): the
-// request, the Result and its parts, and the pure rules that turn how a run ended
-// into the status, reason and outcome a harness acts on. The supervisor, the CLI and
-// the client use these types; the jail fills a Result for `brig run --local`.
+// Package api is the one owner of brig's run API contract (API.md): every bound
+// and default of a request (contract.go), the words of the contract as typed
+// enums with a parser that refuses unknown values (Language, State, Status,
+// Reason, Outcome, NetworkMode, ErrorCode), the wire types (the request, the
+// Result and its parts, events, errors), and the pure rule that turns how a run
+// ended into the outcome a harness acts on. Every other package derives its checks
+// and its messages from these values, and a test holds openapi.yaml to them.
+//
+// Typical use, checking a value from outside before it reaches a sandbox:
+//
+//	lang, err := api.ParseLanguage(req.Language) // err wraps api.ErrUnknown
+//	if t := *req.TimeoutSeconds; t < api.MinTimeoutSeconds || t > api.MaxTimeoutSeconds { ... }
 package api
-
-// Bounds and defaults of API.md. They are the contract: change them only with it.
-const (
-	MinTimeoutSeconds     = 1
-	MaxTimeoutSeconds     = 300
-	DefaultTimeoutSeconds = 30
-	MinMemoryMiB          = 128
-	MaxMemoryMiB          = 2048
-	DefaultMemoryMiB      = 512
-	MaxCodeChars          = 100_000
-	MaxStdoutChars        = 1_000_000
-	MaxStderrChars        = 100_000
-)
-
-// States of a run.
-const (
-	StateQueued    = "queued"
-	StatePreparing = "preparing"
-	StateRunning   = "running"
-	StateFinished  = "finished"
-)
-
-// Status of a finished run.
-const (
-	StatusCompleted = "completed"
-	StatusFailed    = "failed"
-)
-
-// Reason says why a finished run failed.
-type Reason string
-
-// The reasons of API.md.
-const (
-	ReasonNone               Reason = ""
-	ReasonError              Reason = "error"
-	ReasonTimeout            Reason = "timeout"
-	ReasonMemory             Reason = "memory"
-	ReasonStopped            Reason = "stopped"
-	ReasonPackageBlocked     Reason = "package_blocked"
-	ReasonPackageUnavailable Reason = "package_unavailable"
-	ReasonInternal           Reason = "internal"
-)
-
-// Outcome is the Tool Call outcome a harness acts on.
-type Outcome string
-
-// The outcomes of API.md.
-const (
-	OutcomeSucceeded Outcome = "succeeded"
-	OutcomeFailed    Outcome = "failed"
-	OutcomeUnknown   Outcome = "unknown"
-	OutcomeBlocked   Outcome = "blocked"
-)
-
-// Network modes.
-const (
-	NetworkNone       = "none"
-	NetworkRegistries = "registries"
-	NetworkDomains    = "domains"
-	NetworkAny        = "any"
-)
 
 // OutcomeOf is the outcome of a finished run that ended for reason (ReasonNone for a
 // run that completed) with the given network mode. A networked run cut short
@@ -75,7 +22,7 @@ func OutcomeOf(reason Reason, networkMode string) Outcome {
 	case ReasonPackageBlocked:
 		return OutcomeBlocked
 	case ReasonTimeout, ReasonMemory, ReasonStopped:
-		if networkMode != "" && networkMode != NetworkNone {
+		if NetworkMode(networkMode).Online() {
 			return OutcomeUnknown
 		}
 	}
@@ -85,9 +32,9 @@ func OutcomeOf(reason Reason, networkMode string) Outcome {
 // Result is a run's result, as API.md describes it.
 type Result struct {
 	ID              string          `json:"id"`
-	Language        string          `json:"language"`
-	State           string          `json:"state"`
-	Status          string          `json:"status,omitempty"`
+	Language        Language        `json:"language"`
+	State           State           `json:"state"`
+	Status          Status          `json:"status,omitempty"`
 	Reason          Reason          `json:"reason,omitempty"`
 	Outcome         Outcome         `json:"outcome,omitempty"`
 	ExitCode        *int            `json:"exit_code"`
@@ -202,6 +149,9 @@ const (
 	EventResult   = "result"
 )
 
+// EventKinds lists every event kind, in the order a stream can carry them.
+var EventKinds = []string{EventAccepted, EventPackage, EventStarted, EventStdout, EventStderr, EventEgress, EventResult}
+
 // Event is one line of a run's NDJSON stream. Which fields are set depends on
 // Event: ID for accepted, Data for stdout and stderr, Host, Port and Allowed for
 // egress, Package and Message for package, Result for result.
@@ -216,19 +166,6 @@ type Event struct {
 	Message string  `json:"message,omitempty"`
 	Result  *Result `json:"result,omitempty"`
 }
-
-// Error codes of the API's one error shape.
-const (
-	ErrorInvalidRequest   = "invalid_request"
-	ErrorForbidden        = "forbidden"
-	ErrorNotFound         = "not_found"
-	ErrorConflict         = "conflict"
-	ErrorTooLarge         = "too_large"
-	ErrorQueueFull        = "queue_full"
-	ErrorUnavailable      = "unavailable"
-	ErrorMethodNotAllowed = "method_not_allowed"
-	ErrorInternal         = "internal"
-)
 
 // ErrorBody is the body of every error response: {"error": {...}}.
 type ErrorBody struct {
@@ -291,14 +228,3 @@ type Health struct {
 	// PackageLanguages are the languages whose runs may ask for packages here.
 	PackageLanguages []string `json:"package_languages"`
 }
-
-// More bounds of API.md.
-const (
-	MaxIDChars      = 128
-	MaxPackages     = 50
-	MinPackageChars = 3
-	MaxPackageChars = 214
-	MaxEnvEntries   = 50
-	MaxDomains      = 100
-	MaxBodyBytes    = 4 << 20
-)

@@ -1,9 +1,11 @@
 // Package bench measures brig against bare execution on the same machine, in the
 // same process, so that every figure brig claims comes with its baseline.
 //
-// Typical use:
+// Typical use, as root (`brig bench --local` does this), with the *jail.Launcher
+// and the rootfs.Provider it was built on:
 //
-//	rep, err := bench.Local(ctx, launcher, bench.LocalConfig{Runs: 200})
+//	rep, err := bench.Local(ctx, launcher, roots, bench.LocalConfig{Runs: 200})
+//	if err != nil { ... }
 //	rep.Print(os.Stdout)
 package bench
 

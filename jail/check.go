@@ -3,12 +3,17 @@ package jail
 import (
 	"bufio"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/cgroup"
 )
 
 // Check is one host requirement and whether this host meets it.
@@ -83,6 +88,49 @@ func CheckHost() []Check {
 		})
 	}
 	return out
+}
+
+// requiredControllers are the cgroup controllers a run's limits need: fail
+// closed, a run never starts without one of its limits.
+var requiredControllers = []string{"memory", "pids", "cpu"}
+
+// CheckCgroups checks the host's cgroup layout and that the controllers a run
+// needs are usable under parent (which cgroup.New makes if it is missing).
+func CheckCgroups(parent string) []Check {
+	mode, err := cgroup.Detect(cgroup.DefaultMountRoot)
+	out := []Check{{Name: "cgroup mode", OK: err == nil, Detail: fmt.Sprint(mode),
+		Hint: fmt.Sprint("mount cgroup v2 (or v1 controllers) under ", cgroup.DefaultMountRoot, ": ", err)}}
+	cg, err := cgroup.New(cgroup.Config{Parent: parent, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return append(out, Check{Name: "cgroup controllers", Detail: err.Error(),
+			Hint: "brig needs the " + strings.Join(requiredControllers, ", ") + " controllers"})
+	}
+	have := cg.Controllers()
+	var names, missing []string
+	for n, ok := range have {
+		if ok {
+			names = append(names, n)
+		}
+	}
+	for _, n := range requiredControllers {
+		if !have[n] {
+			missing = append(missing, n)
+		}
+	}
+	slices.Sort(names)
+	return append(out, Check{Name: "cgroup controllers", OK: len(missing) == 0,
+		Detail: "usable: " + strings.Join(names, ", "), Hint: "enable the missing controllers: " + strings.Join(missing, ", ")})
+}
+
+// FirstFailure is an error for the first check that failed, with its hint, or
+// nil when every one passed: what a service that must not start says.
+func FirstFailure(checks []Check) error {
+	for _, ch := range checks {
+		if !ch.OK {
+			return fmt.Errorf("this host can't run brig: %s: %s (%s; Hint: run `brig check`)", ch.Name, ch.Detail, ch.Hint)
+		}
+	}
+	return nil
 }
 
 func orNone(yes, no string, ok bool) string {

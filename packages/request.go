@@ -9,19 +9,20 @@ import (
 	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/brig-sandbox/brig/api"
 )
 
-// Bounds of one request, in Unicode code points (API.md's "each 3 to 214
-// characters"; the api package holds the same numbers for the request body).
+// Bounds of one request, in Unicode code points: API.md's, which api owns.
 const (
-	minRequestChars = 3
-	maxRequestChars = 214
+	minRequestChars = api.MinPackageChars
+	maxRequestChars = api.MaxPackageChars
 )
 
-// The languages a request can be for, as API.md spells them.
+// The languages a request can be for, as api spells them.
 const (
-	languagePython     = "python"
-	languageJavaScript = "javascript"
+	languagePython     = string(api.Python)
+	languageJavaScript = string(api.JavaScript)
 )
 
 // Request is one parsed package request.

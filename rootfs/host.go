@@ -124,7 +124,7 @@ func (h *Host) Dir() string { return h.dir }
 func (h *Host) Root(lang Language) (*Root, error) {
 	path, ok := h.interp[lang]
 	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownLanguage, lang)
+		return nil, fmt.Errorf("%w language %q", ErrUnknownLanguage, lang)
 	}
 	if !h.visible(path) {
 		return nil, fmt.Errorf("the %s interpreter %q is outside the folders the host rootfs binds (%v): configure one in a bound folder such as /usr/bin", lang, path, h.binds)

@@ -28,33 +28,38 @@
 package rootfs
 
 import (
-	"errors"
-	"fmt"
 	"strings"
+
+	"github.com/brig-sandbox/brig/api"
 )
 
-// Language is a language brig runs.
+// Language is a language brig runs: api.Language's values, with what a root
+// needs to know of each (ScriptName).
 type Language string
 
-// The languages of API.md.
+// The languages of API.md, as the api package owns them.
 const (
-	Python     Language = "python"
-	JavaScript Language = "javascript"
+	Python     = Language(api.Python)
+	JavaScript = Language(api.JavaScript)
 )
 
-// Languages lists every language, in the order brig reports them.
-var Languages = []Language{Python, JavaScript}
-
-// ErrUnknownLanguage is returned by ParseLanguage for a name brig does not run.
-var ErrUnknownLanguage = errors.New("unknown language")
-
-// ParseLanguage accepts exactly "python" or "javascript".
-func ParseLanguage(s string) (Language, error) {
-	switch Language(s) {
-	case Python, JavaScript:
-		return Language(s), nil
+// Languages lists every language, in the order brig reports them (api.Languages).
+var Languages = func() []Language {
+	out := make([]Language, len(api.Languages))
+	for i, l := range api.Languages {
+		out[i] = Language(l)
 	}
-	return "", fmt.Errorf("%w %q: use \"python\" or \"javascript\"", ErrUnknownLanguage, s)
+	return out
+}()
+
+// ErrUnknownLanguage is wrapped by ParseLanguage's error for a name brig does not
+// run; it is api.ErrUnknown.
+var ErrUnknownLanguage = api.ErrUnknown
+
+// ParseLanguage accepts exactly the languages of api.Languages.
+func ParseLanguage(s string) (Language, error) {
+	l, err := api.ParseLanguage(s)
+	return Language(l), err
 }
 
 func (l Language) String() string { return string(l) }

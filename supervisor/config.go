@@ -11,12 +11,15 @@ import (
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/egress"
+	"github.com/brig-sandbox/brig/jail"
 )
 
 // Defaults of Config. deploy/brig.toml writes each of them down.
 const (
-	DefaultSocket    = "/run/brig/brig.sock"
-	DefaultStateDir  = "/var/lib/brig"
+	DefaultSocket = "/run/brig/brig.sock"
+	// DefaultStateDir is the jail's, so that the service and `brig run --local`
+	// share one state directory by default.
+	DefaultStateDir  = jail.DefaultStateDir
 	DefaultQueueSize = 64
 	// DefaultRetention is API.md's promise and no more: each result keeps its
 	// output (up to 1.1 million characters), and a benchmark harness can push
@@ -64,18 +67,17 @@ type Config struct {
 	// Grace is how long Shutdown lets runs finish before it stops them; zero
 	// means DefaultGrace.
 	Grace time.Duration
-	// NetworkModes are the network modes this host gives a run (api.NetworkNone,
-	// api.NetworkRegistries, api.NetworkDomains, api.NetworkAny), "none" among
-	// them: a request without a network asks for it. Empty means "none" only, so
-	// that a Service offers egress only when told to; brig serve offers all four
-	// by default.
+	// NetworkModes are the network modes this host gives a run (of
+	// api.NetworkModes), api.NetworkNone among them: a request without a network
+	// asks for it. Empty means api.NetworkNone only, so that a Service offers
+	// egress only when told to; brig serve offers them all by default.
 	NetworkModes []string
 	// Egress is the operator's egress configuration, shared by every networked
 	// run: pinned destinations, private hosts allowed by name, the upstream
 	// resolver and the per-run limits. Its zero fields are egress's defaults; a
 	// nil Egress.Logger becomes Logger.
 	Egress egress.Config
-	// RegistryHosts maps a language ("python", "javascript") to the host names a
+	// RegistryHosts maps a language (of api.Languages) to the host names a
 	// run of it with network "registries" may reach (with their subdomains), as
 	// packages.Managers.RegistryHosts gives them: read once when the service
 	// starts, never per run. A language with none admits nothing in that mode.
@@ -132,7 +134,7 @@ func (cfg Config) withDefaults() Config {
 // memory gets when none is configured.
 func DefaultMaxConcurrent(cpus, memMiB int) int {
 	n := cpus * runsPerCore
-	if byMem := int(float64(memMiB)*memoryShare) / 512; byMem < n {
+	if byMem := int(float64(memMiB)*memoryShare) / api.DefaultMemoryMiB; byMem < n {
 		n = byMem
 	}
 	return max(n, 1)
@@ -150,8 +152,8 @@ func (cfg Config) validate() error {
 	if cfg.MaxConcurrent < 1 {
 		errs = append(errs, fmt.Errorf("max_concurrent %d: give at least 1", cfg.MaxConcurrent))
 	}
-	if cfg.MemoryBudgetMiB < 2048 {
-		errs = append(errs, fmt.Errorf("memory_budget_mib %d: give at least 2048, so that a run of the largest memory limit fits", cfg.MemoryBudgetMiB))
+	if cfg.MemoryBudgetMiB < api.MaxMemoryMiB {
+		errs = append(errs, fmt.Errorf("memory_budget_mib %d: give at least %d, so that a run of the largest memory limit fits", cfg.MemoryBudgetMiB, api.MaxMemoryMiB))
 	}
 	if cfg.Retention < MinRetention {
 		errs = append(errs, fmt.Errorf("retention %s: results must be kept at least %s (API.md)", cfg.Retention, MinRetention))

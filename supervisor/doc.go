@@ -3,12 +3,16 @@
 // concurrency and a bounded queue), drives each run through the jail, streams its
 // events, keeps results in a journal that survives restarts, and exports metrics.
 //
-// Typical use:
+// Typical use (ExampleNew runs it, with a fake Launcher):
 //
-//	svc, err := supervisor.New(cfg, launcher)
+//	svc, err := supervisor.New(cfg, host, launcher) // launcher: a *jail.Launcher
 //	if err != nil { ... }
-//	ln, err := supervisor.Listen(cfg.Socket, cfg.SocketGroup)
+//	ln, err := supervisor.Listen(socket, socketGroup) // mode 0660, root and the group
+//	if err != nil { ... }
 //	go svc.Serve(ln)
 //	...
 //	svc.Shutdown(ctx) // stop accepting, let runs finish within cfg.Grace, stop the rest
+//
+// The Launcher is an interface so that everything above the jail (validation,
+// admission, the outcome mapping, the journal) is tested without root.
 package supervisor

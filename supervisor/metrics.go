@@ -85,7 +85,7 @@ func newMetrics(adm *admission) *metrics {
 }
 
 func (m *metrics) observe(res *api.Result) {
-	lang := res.Language
+	lang := res.Language.String()
 	m.runs.WithLabelValues(lang, string(res.Outcome), string(res.Reason)).Inc()
 	m.queue.WithLabelValues(lang).Observe(float64(res.Timing.QueuedMS) / 1e3)
 	if res.Timing.StartMS > 0 {

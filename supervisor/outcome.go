@@ -19,7 +19,7 @@ var reasonOf = map[jail.End]api.Reason{
 // end, under the request's network mode: the one place they are decided for a
 // run that reached the jail (api.OutcomeOf is the outcome rule itself). An end
 // the table does not know is internal: a defect, never a success.
-func Conclude(end jail.End, networkMode string) (status string, reason api.Reason, outcome api.Outcome) {
+func Conclude(end jail.End, networkMode string) (status api.Status, reason api.Reason, outcome api.Outcome) {
 	reason, ok := reasonOf[end]
 	if !ok {
 		reason = api.ReasonInternal

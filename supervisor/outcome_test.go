@@ -11,7 +11,7 @@ import (
 // API.md's status, reason and outcome; a networked run cut short is unknown.
 func TestConclude(t *testing.T) {
 	type want struct {
-		status  string
+		status  api.Status
 		reason  api.Reason
 		offline api.Outcome // network none
 		online  api.Outcome // registries, domains, any

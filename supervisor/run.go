@@ -28,7 +28,7 @@ type run struct {
 
 	mu sync.Mutex
 	// state is the run's API state. Guarded by mu.
-	state string
+	state api.State
 	// events is every event so far, accepted first and result last. Guarded by mu.
 	events []api.Event
 	// changed is closed and replaced each time events grows. Guarded by mu.
@@ -83,7 +83,7 @@ func (r *run) appendLocked(ev api.Event) {
 	r.changed = make(chan struct{})
 }
 
-func (r *run) setState(state string) {
+func (r *run) setState(state api.State) {
 	r.mu.Lock()
 	r.state = state
 	r.mu.Unlock()
@@ -174,7 +174,7 @@ func (r *run) snapshot() *api.Result {
 func pendingResult(id string, req api.Request) *api.Result {
 	return &api.Result{
 		ID:       id,
-		Language: req.Language,
+		Language: api.Language(req.Language),
 		State:    api.StateQueued,
 		Packages: []api.PackageResult{},
 		Network:  api.NetworkReport{Mode: req.Network.Mode, Connections: []api.Connection{}},

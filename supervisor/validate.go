@@ -58,7 +58,7 @@ func decodeField(req *api.Request, f string, raw json.RawMessage) *apiError {
 	switch f {
 	case "id":
 		if err = json.Unmarshal(raw, &req.ID); err == nil && req.ID == "" {
-			return invalid("id", "is empty; give 1 to %d of A-Z a-z 0-9 . _ : -, or leave it out to get a generated id", api.MaxIDChars)
+			return invalid("id", "is empty; give %d to %d of A-Z a-z 0-9 . _ : -, or leave it out to get a generated id", api.MinIDChars, api.MaxIDChars)
 		}
 	case "language":
 		err = json.Unmarshal(raw, &req.Language)
@@ -102,17 +102,18 @@ func decodeEnv(req *api.Request, raw json.RawMessage) *apiError {
 	return nil
 }
 
-// typeHint says what a field must look like, for a value of the wrong type.
+// typeHint says what a field must look like, for a value of the wrong type. Its
+// bounds and words are api's, so that no message falls behind the contract.
 var typeHint = map[string]string{
-	"id":              "must be a string of 1 to 128 characters from A-Z a-z 0-9 . _ : -, or left out to get a generated id",
-	"language":        `must be the string "python" or "javascript"`,
-	"code":            "must be a string: the program's source, 1 to 100000 characters",
-	"timeout_seconds": "must be a whole number of seconds from 1 to 300 (leave it out for 30)",
-	"memory_mib":      "must be a whole number of MiB from 128 to 2048 (leave it out for 512)",
+	"id":              fmt.Sprintf("must be a string of %d to %d characters from A-Z a-z 0-9 . _ : -, or left out to get a generated id", api.MinIDChars, api.MaxIDChars),
+	"language":        "must be the string " + api.OneOf(api.Languages),
+	"code":            fmt.Sprintf("must be a string: the program's source, %d to %d characters", api.MinCodeChars, api.MaxCodeChars),
+	"timeout_seconds": fmt.Sprintf("must be a whole number of seconds from %d to %d (leave it out for %d)", api.MinTimeoutSeconds, api.MaxTimeoutSeconds, api.DefaultTimeoutSeconds),
+	"memory_mib":      fmt.Sprintf("must be a whole number of MiB from %d to %d (leave it out for %d)", api.MinMemoryMiB, api.MaxMemoryMiB, api.DefaultMemoryMiB),
 	"packages":        `must be an array of strings, each a package with a version constraint, such as ["numpy==1.26.4"] or ["lodash@4.17.21"]`,
 	"env":             `must be an object whose values are strings, such as {"DEBUG": "1"}`,
-	"network":         `must be an object such as {"mode": "none"} or {"mode": "domains", "domains": ["example.com"]}`,
-	"network.mode":    `must be one of the strings "none", "registries", "domains" or "any"`,
+	"network":         fmt.Sprintf(`must be an object such as {"mode": %q} or {"mode": %q, "domains": ["example.com"]}`, api.NetworkNone, api.NetworkDomains),
+	"network.mode":    "must be one of the strings " + api.OneOf(api.NetworkModes),
 	"network.domains": `must be an array of host names, such as ["example.com"]`,
 }
 
@@ -134,7 +135,7 @@ func decodeObject(body []byte, prefix string, known []string) (map[string]json.R
 		if errors.As(err, &se) {
 			msg += fmt.Sprintf(" (invalid JSON at byte %d: %v)", se.Offset, se)
 		}
-		return nil, invalid("", "%s %s, such as {\"language\": \"python\", \"code\": \"print(1)\"}", what, msg)
+		return nil, invalid("", "%s %s, such as {\"language\": %q, \"code\": \"print(1)\"}", what, msg, api.Python)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, invalid(prefix, "%s must be one JSON object with nothing after it", what)
@@ -200,17 +201,16 @@ func checkField(req api.Request, f string) *apiError {
 			return validateID(req.ID)
 		}
 	case "language":
-		switch req.Language {
-		case "python", "javascript":
-		case "":
-			return invalid("language", `is required: "python" or "javascript"`)
-		default:
-			return invalid("language", `%q is not a language brig runs: use "python" or "javascript"`, req.Language)
+		if req.Language == "" {
+			return invalid("language", "is required: %s", api.OneOf(api.Languages))
+		}
+		if _, err := api.ParseLanguage(req.Language); err != nil {
+			return invalid("language", "%q is not a language brig runs: use %s", req.Language, api.OneOf(api.Languages))
 		}
 	case "code":
 		switch n := utf8.RuneCountInString(req.Code); {
-		case n == 0:
-			return invalid("code", "is required: the program's source, 1 to %d characters", api.MaxCodeChars)
+		case n < api.MinCodeChars:
+			return invalid("code", "is required: the program's source, %d to %d characters", api.MinCodeChars, api.MaxCodeChars)
 		case n > api.MaxCodeChars:
 			return invalid("code", "has %d characters; at most %d are allowed (characters are Unicode code points): shorten the program", n, api.MaxCodeChars)
 		}
@@ -251,33 +251,37 @@ func checkField(req api.Request, f string) *apiError {
 
 func validateID(id string) *apiError {
 	if len(id) > api.MaxIDChars {
-		return invalid("id", "has %d characters; give 1 to %d of A-Z a-z 0-9 . _ : -, or leave it out to get a generated id", len(id), api.MaxIDChars)
+		return invalid("id", "has %d characters; give %d to %d of A-Z a-z 0-9 . _ : -, or leave it out to get a generated id", len(id), api.MinIDChars, api.MaxIDChars)
 	}
 	for _, c := range id {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._:-", c)) {
-			return invalid("id", "contains %q; use only A-Z a-z 0-9 . _ : - (1 to %d characters), or leave it out to get a generated id", c, api.MaxIDChars)
+			return invalid("id", "contains %q; use only A-Z a-z 0-9 . _ : - (%d to %d characters), or leave it out to get a generated id", c, api.MinIDChars, api.MaxIDChars)
 		}
 	}
 	return nil
 }
 
 func validateNetwork(n api.Network) *apiError {
-	switch n.Mode {
-	case api.NetworkNone, api.NetworkRegistries, api.NetworkAny, "": // "": left out, so none
+	if n.Mode == "" { // left out, so none
+		n.Mode = api.NetworkNone
+	}
+	mode, err := api.ParseNetworkMode(n.Mode)
+	if err != nil {
+		return invalid("network.mode", "%q is not a network mode: use %s", n.Mode, api.OneOf(api.NetworkModes))
+	}
+	if mode != api.NetworkDomains {
 		if len(n.Domains) > 0 {
-			return invalid("network.domains", "apply only with mode \"domains\": drop them, or set network.mode to \"domains\"")
+			return invalid("network.domains", "apply only with mode %q: drop them, or set network.mode to %q", api.NetworkDomains, api.NetworkDomains)
 		}
-	case api.NetworkDomains:
-		if len(n.Domains) == 0 || len(n.Domains) > api.MaxDomains {
-			return invalid("network.domains", "has %d entries; mode \"domains\" needs 1 to %d host names, such as [\"example.com\"] (each admits its subdomains)", len(n.Domains), api.MaxDomains)
+		return nil
+	}
+	if len(n.Domains) < api.MinDomains || len(n.Domains) > api.MaxDomains {
+		return invalid("network.domains", "has %d entries; mode %q needs %d to %d host names, such as [\"example.com\"] (each admits its subdomains)", len(n.Domains), api.NetworkDomains, api.MinDomains, api.MaxDomains)
+	}
+	for i, d := range n.Domains {
+		if _, err := egress.ParseDomain(d); err != nil {
+			return invalid(fmt.Sprintf("network.domains[%d]", i), "%v", err)
 		}
-		for i, d := range n.Domains {
-			if _, err := egress.ParseDomain(d); err != nil {
-				return invalid(fmt.Sprintf("network.domains[%d]", i), "%v", err)
-			}
-		}
-	default:
-		return invalid("network.mode", "%q is not a network mode: use \"none\", \"registries\", \"domains\" or \"any\"", n.Mode)
 	}
 	return nil
 }

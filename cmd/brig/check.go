@@ -6,14 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/brig-sandbox/brig/api"
-	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/packages"
 	"github.com/brig-sandbox/brig/rootfs"
@@ -34,27 +32,7 @@ func checkAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	mode, err := cgroup.Detect(cgroup.DefaultMountRoot)
-	checks = append(checks, jail.Check{Name: "cgroup mode", OK: err == nil, Detail: fmt.Sprint(mode), Hint: fmt.Sprint("mount cgroup v2 (or v1 controllers) under /sys/fs/cgroup: ", err)})
-	if cg, err := cgroup.New(cgroup.Config{Parent: lc.CgroupParent, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err != nil {
-		checks = append(checks, jail.Check{Name: "cgroup controllers", Detail: err.Error(), Hint: "brig needs the memory, pids and cpu controllers"})
-	} else {
-		have := cg.Controllers()
-		var names, missing []string
-		for n, ok := range have {
-			if ok {
-				names = append(names, n)
-			}
-		}
-		for _, n := range []string{"memory", "pids", "cpu"} {
-			if !have[n] {
-				missing = append(missing, n)
-			}
-		}
-		sort.Strings(names)
-		checks = append(checks, jail.Check{Name: "cgroup controllers", OK: len(missing) == 0,
-			Detail: "usable: " + strings.Join(names, ", "), Hint: "enable the missing controllers: " + strings.Join(missing, ", ")})
-	}
+	checks = append(checks, jail.CheckCgroups(lc.CgroupParent)...)
 	p, perr := newProvider(lc)
 	seen := []string{lc.StateDir}
 	for _, lang := range rootfs.Languages {
@@ -145,9 +123,9 @@ func printChecks(w io.Writer, checks []jail.Check) error {
 // runs may still run without packages), so these lines pass and say so.
 func packageChecks(ctx context.Context) []jail.Check {
 	var out []jail.Check
-	for _, lang := range []string{"python", "javascript"} {
-		r, err := packages.Managers{}.Registry(ctx, lang, nil)
-		ch := jail.Check{Name: "packages " + lang, OK: true}
+	for _, lang := range api.Languages {
+		r, err := packages.Managers{}.Registry(ctx, lang.String(), nil)
+		ch := jail.Check{Name: "packages " + lang.String(), OK: true}
 		switch {
 		case err != nil:
 			ch.Detail = fmt.Sprintf("no packages: %v (install its package manager, or set [egress.registries] %s)", err, lang)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -12,6 +13,7 @@ import (
 	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/rootfs"
+	"github.com/brig-sandbox/brig/supervisor"
 )
 
 // sandboxFlags are the flags of every verb that builds sandboxes.
@@ -64,63 +66,34 @@ func launcherConfigFrom(c *cli.Context, defaultParent string) (launcherConfig, e
 	if lc.CgroupParent == "" {
 		lc.CgroupParent = defaultParent
 	}
-	for _, kv := range c.StringSlice("rootfs") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return lc, fmt.Errorf("--rootfs %q: write it as LANG=DIR, e.g. python=/var/lib/brig/rootfs/python", kv)
-		}
-		lang, err := rootfs.ParseLanguage(k)
-		if err != nil {
-			return lc, fmt.Errorf("--rootfs %q: %w", kv, err)
-		}
-		lc.Built[lang] = v
+	if err := parseRootfsFlags(c.StringSlice("rootfs"), lc.Built); err != nil {
+		return lc, err
 	}
 	return lc, nil
 }
 
-// mixedProvider gives a built root where one is configured and the host's
-// otherwise.
-type mixedProvider struct {
-	host  *rootfs.Host
-	built *rootfs.Built
-	langs map[rootfs.Language]bool
+// parseRootfsFlags adds the values of --rootfs, each LANG=DIR, to built.
+func parseRootfsFlags(values []string, built map[rootfs.Language]string) error {
+	for _, kv := range values {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("--rootfs %q: write it as LANG=DIR, e.g. %s=%s", kv, rootfs.Python, filepath.Join(jail.DefaultStateDir, "rootfs", rootfs.Python.String()))
+		}
+		lang, err := rootfs.ParseLanguage(k)
+		if err != nil {
+			return fmt.Errorf("--rootfs %q: %w", kv, err)
+		}
+		built[lang] = v
+	}
+	return nil
 }
 
-func (m *mixedProvider) Name() string {
-	if m.built == nil {
-		return "host"
-	}
-	if len(m.langs) == len(rootfs.Languages) {
-		return "built"
-	}
-	return "host+built"
-}
-
-func (m *mixedProvider) Root(lang rootfs.Language) (*rootfs.Root, error) {
-	if m.langs[lang] {
-		return m.built.Root(lang)
-	}
-	return m.host.Root(lang)
-}
-
+// newProvider opens the roots of lc: its built ones, the host's for the rest.
 func newProvider(lc launcherConfig) (rootfs.Provider, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("brig builds sandboxes and must run as root (Hint: sudo)")
 	}
-	host, err := rootfs.NewHost(lc.StateDir, rootfs.HostConfig{})
-	if err != nil {
-		return nil, err
-	}
-	m := &mixedProvider{host: host, langs: map[rootfs.Language]bool{}}
-	if len(lc.Built) > 0 {
-		if m.built, err = rootfs.OpenBuilt(lc.Built); err != nil {
-			return nil, err
-		}
-		for l := range lc.Built {
-			m.langs[l] = true
-		}
-	}
-	return m, nil
+	return rootfs.Open(lc.StateDir, lc.Built)
 }
 
 // sandbox is a Launcher and what it was built from.
@@ -130,6 +103,19 @@ type sandbox struct {
 	cgroups  *cgroup.Manager
 	// owned is whether this process owns the cgroup parent (the service).
 	owned bool
+}
+
+// hostInfo is what GET /v1/health says of this host's sandboxes.
+func (sb *sandbox) hostInfo() (supervisor.HostInfo, error) {
+	host := supervisor.HostInfo{Languages: map[string]string{}, CgroupMode: sb.cgroups.Mode().String(), Rootfs: sb.provider.Name()}
+	for _, lang := range rootfs.Languages {
+		root, err := sb.provider.Root(lang)
+		if err != nil {
+			return host, fmt.Errorf("the %s rootfs: %w", lang, err)
+		}
+		host.Languages[lang.String()] = root.Version
+	}
+	return host, nil
 }
 
 // Close stops the launcher and removes the cgroup parent: the service's own,

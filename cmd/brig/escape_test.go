@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/internal/testutil"
 )
 
@@ -150,7 +151,7 @@ sys.stdout.write(s); sys.stdout.flush(); sys.stderr.write(s)
 		if err := serve.Wait(); err != nil {
 			t.Errorf("brig serve exited with %v after SIGTERM; it logged:\n%s", err, logs)
 		}
-		os.Remove(cgroupLockPath(cliServeParent))
+		os.Remove(cgroup.ParentLockPath("", cliServeParent))
 	})
 	file := filepath.Join(t.TempDir(), "p.py")
 	if err := os.WriteFile(file, []byte(program), 0o644); err != nil {

@@ -162,9 +162,9 @@ func TestRunLocalJSON(t *testing.T) {
 	}
 	for _, c := range []struct{ what, got, want string }{
 		{"id", res.ID, "run-1"},
-		{"language", res.Language, "python"},
-		{"state", res.State, api.StateFinished},
-		{"status", res.Status, api.StatusFailed},
+		{"language", res.Language.String(), "python"},
+		{"state", res.State.String(), api.StateFinished.String()},
+		{"status", res.Status.String(), api.StatusFailed.String()},
 		{"reason", string(res.Reason), string(api.ReasonError)},
 		{"outcome", string(res.Outcome), string(api.OutcomeFailed)},
 		{"stdout", res.Stdout, "ééé\n"},

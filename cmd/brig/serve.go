@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -17,9 +18,9 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/egress"
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/packages"
@@ -127,6 +128,14 @@ type egressConfig struct {
 	} `toml:"registries"`
 }
 
+// registries is the list of lang's registry URLs.
+func (e *egressConfig) registries(lang api.Language) *[]string {
+	if lang == api.JavaScript {
+		return &e.Registries.JavaScript
+	}
+	return &e.Registries.Python
+}
+
 // duration is a time.Duration written as "30s" or "24h" in the config file.
 type duration time.Duration
 
@@ -170,7 +179,7 @@ func defaultServeConfig() serveConfig {
 	sc.Packages.InstallMemoryMiB = packages.DefaultInstallMemoryMiB
 	sc.Packages.Policy.Mode = "open"
 	sc.Packages.Policy.Allow, sc.Packages.Policy.Deny, sc.Packages.Policy.Reviewed = []string{}, []string{}, []string{}
-	sc.Egress.Modes = []string{api.NetworkNone, api.NetworkRegistries, api.NetworkDomains, api.NetworkAny}
+	sc.Egress.Modes = api.Strings(api.NetworkModes)
 	sc.Egress.Pins = map[string]string{}
 	sc.Egress.AllowPrivateHosts = []string{}
 	sc.Egress.MaxConns = egress.DefaultMaxConns
@@ -263,12 +272,12 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 	override(c, "warm", &sc.Sandbox.Warm, c.StringSlice)
 	override(c, "id-first", &sc.Sandbox.IDFirst, func(n string) uint32 { return uint32(c.Uint(n)) })
 	override(c, "id-count", &sc.Sandbox.IDCount, func(n string) uint32 { return uint32(c.Uint(n)) })
-	for _, kv := range c.StringSlice("rootfs") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return sc, fmt.Errorf("--rootfs %q: write it as LANG=DIR", kv)
-		}
-		sc.Sandbox.Rootfs[k] = v
+	built := map[rootfs.Language]string{}
+	if err := parseRootfsFlags(c.StringSlice("rootfs"), built); err != nil {
+		return sc, err
+	}
+	for lang, dir := range built {
+		sc.Sandbox.Rootfs[lang.String()] = dir
 	}
 	override(c, "network-mode", &sc.Egress.Modes, c.StringSlice)
 	override(c, "allow-private-host", &sc.Egress.AllowPrivateHosts, c.StringSlice)
@@ -288,16 +297,15 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 		sc.Egress.Registries.Python, sc.Egress.Registries.JavaScript = []string{}, []string{}
 		for _, kv := range c.StringSlice("registry") {
 			k, v, ok := strings.Cut(kv, "=")
-			switch {
-			case !ok:
+			if !ok {
 				return sc, fmt.Errorf("--registry %q: write it as LANG=URL", kv)
-			case k == "python":
-				sc.Egress.Registries.Python = append(sc.Egress.Registries.Python, v)
-			case k == "javascript":
-				sc.Egress.Registries.JavaScript = append(sc.Egress.Registries.JavaScript, v)
-			default:
-				return sc, fmt.Errorf("--registry %q: %q is not a language brig runs; use python or javascript", kv, k)
 			}
+			lang, err := api.ParseLanguage(k)
+			if err != nil {
+				return sc, fmt.Errorf("--registry %q: %q is not a language brig runs; use %s", kv, k, api.OneOf(api.Languages))
+			}
+			urls := sc.Egress.registries(lang)
+			*urls = append(*urls, v)
 		}
 	}
 	return sc, nil
@@ -364,7 +372,11 @@ func openPackageCache(sc serveConfig, regs map[string]packages.Registry, cfg sup
 // layer's key.
 func installerOptions(sc serveConfig) map[string][]string {
 	icfg := packages.InstallerConfig{AllowSourceBuilds: sc.Packages.AllowSourceBuilds}
-	return map[string][]string{"python": icfg.Options("python"), "javascript": icfg.Options("javascript")}
+	opts := map[string][]string{}
+	for _, lang := range api.Languages {
+		opts[lang.String()] = icfg.Options(lang.String())
+	}
+	return opts
 }
 
 // registryHosts reads, once at the start, the registry hosts of each language
@@ -391,13 +403,11 @@ func registries(ctx context.Context, sc serveConfig, m packages.Managers, log *s
 	if !slices.Contains(sc.Egress.Modes, api.NetworkRegistries) && !sc.Packages.Enabled {
 		return regs, nil
 	}
-	for _, lang := range []struct {
-		name       string
-		configured []string
-	}{
-		{"python", sc.Egress.Registries.Python},
-		{"javascript", sc.Egress.Registries.JavaScript},
-	} {
+	for _, l := range api.Languages {
+		lang := struct {
+			name       string
+			configured []string
+		}{l.String(), *sc.Egress.registries(l)}
 		r, err := m.Registry(ctx, lang.name, lang.configured)
 		switch {
 		case errors.Is(err, packages.ErrNoManager):
@@ -436,6 +446,9 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("log format %q: use json or text", format)
 }
 
+// serveAction is flags and config file → configs → library calls: the checks
+// that need no privilege first, then the host's, the cgroup parent's lock, the
+// sandboxes, the package cache and the service, served until a signal.
 func serveAction(c *cli.Context) error {
 	sc, err := serveConfigFrom(c)
 	if err != nil {
@@ -447,13 +460,72 @@ func serveAction(c *cli.Context) error {
 	}
 	// The service's config is checked, and the registries read, before
 	// anything privileged: a typo costs no cgroup sweep.
-	cfg := sc.supervisorConfig(log)
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("invalid configuration: %w", err)
-	}
-	regs, err := registries(c.Context, sc, packages.Managers{}, log)
+	cfg, regs, err := sc.serviceConfig(c.Context, log)
 	if err != nil {
 		return err
+	}
+	lc, err := sc.launcherConfig()
+	if err != nil {
+		return err
+	}
+	if err := jail.FirstFailure(jail.CheckHost()); err != nil {
+		return err
+	}
+	// The service owns its cgroup parent: whatever a previous instance left
+	// there (after a crash) is removed before anything runs.
+	lock, err := cgroup.LockParent("", lc.CgroupParent)
+	if err != nil {
+		return err
+	}
+	defer lock.Close() // also keeps the lock from the GC
+	sb, err := newSandbox(lc, true, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := sb.Close(); err != nil {
+			log.Warn("closing the sandboxes", "err", err)
+		}
+	}()
+	host, err := sb.hostInfo()
+	if err != nil {
+		return err
+	}
+	if sc.Packages.Enabled {
+		cache, err := openPackageCache(sc, regs, cfg, sb.Launcher, log)
+		if err != nil {
+			return err
+		}
+		defer cache.Close()
+		cfg.Packages.Cache = cache
+		cfg.Packages.Options = installerOptions(sc)
+		cfg.Packages.Languages = packageLanguages(regs)
+	}
+	svc, err := supervisor.New(cfg, host, sb.Launcher)
+	if err != nil {
+		return err
+	}
+	ln, err := supervisor.Listen(sc.Socket, sc.SocketGroup)
+	if err != nil {
+		svc.Shutdown(context.Background())
+		return err
+	}
+	log.Info("serving", "socket", sc.Socket, "state_dir", sc.StateDir, "cgroup_mode", host.CgroupMode,
+		"rootfs", host.Rootfs, "pool", sc.Sandbox.Pool, "network_modes", cfg.NetworkModes, "config", c.String("config"))
+	return serveUntilSignal(svc, ln, time.Duration(sc.Grace), log)
+}
+
+// serviceConfig is the supervisor's config, checked, with the registry hosts
+// and the package policy: everything that needs no privilege. regs are the
+// registries read, for the package installer.
+func (sc serveConfig) serviceConfig(ctx context.Context, log *slog.Logger) (supervisor.Config, map[string]packages.Registry, error) {
+	cfg := sc.supervisorConfig(log)
+	if err := cfg.Validate(); err != nil {
+		return cfg, nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	regs, err := registries(ctx, sc, packages.Managers{}, log)
+	if err != nil {
+		return cfg, nil, err
 	}
 	cfg.RegistryHosts = map[string][]string{}
 	for lang, r := range regs {
@@ -462,13 +534,14 @@ func serveAction(c *cli.Context) error {
 	cfg.Packages.Policy = packages.PolicyConfig{Mode: sc.Packages.Policy.Mode, Allow: sc.Packages.Policy.Allow,
 		Deny: sc.Packages.Policy.Deny, Reviewed: sc.Packages.Policy.Reviewed}
 	if err := cfg.Packages.Policy.Validate(); err != nil {
-		return fmt.Errorf("invalid configuration: packages.policy: %w", err)
+		return cfg, nil, fmt.Errorf("invalid configuration: packages.policy: %w", err)
 	}
-	for _, ch := range jail.CheckHost() {
-		if !ch.OK {
-			return fmt.Errorf("this host can't run brig: %s: %s (%s; Hint: run `brig check`)", ch.Name, ch.Detail, ch.Hint)
-		}
-	}
+	return cfg, regs, nil
+}
+
+// launcherConfig maps the config file's [sandbox] section to the sandboxes'
+// config.
+func (sc serveConfig) launcherConfig() (launcherConfig, error) {
 	lc := launcherConfig{
 		StateDir:     sc.StateDir,
 		CgroupParent: sc.Sandbox.CgroupParent,
@@ -492,73 +565,38 @@ func serveAction(c *cli.Context) error {
 	for k, v := range sc.Sandbox.Rootfs {
 		lang, err := rootfs.ParseLanguage(k)
 		if err != nil {
-			return fmt.Errorf("sandbox.rootfs %q: %w", k, err)
+			return lc, fmt.Errorf("sandbox.rootfs %q: %w", k, err)
 		}
 		lc.Built[lang] = v
 	}
-	// The service owns its cgroup parent: whatever a previous instance left
-	// there (after a crash) is removed before anything runs.
-	lock, err := lockCgroupParent(lc.CgroupParent)
-	if err != nil {
-		return err
-	}
-	defer lock.Close() // also keeps the file, and with it the lock, from the GC
-	sb, err := newSandbox(lc, true, log)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err := sb.Close(); err != nil {
-			log.Warn("closing the sandboxes", "err", err)
-		}
-	}()
-	host := supervisor.HostInfo{Languages: map[string]string{}, CgroupMode: sb.cgroups.Mode().String(), Rootfs: sb.provider.Name()}
-	for _, lang := range rootfs.Languages {
-		root, err := sb.provider.Root(lang)
-		if err != nil {
-			return fmt.Errorf("the %s rootfs: %w", lang, err)
-		}
-		host.Languages[string(lang)] = root.Version
-	}
-	if sc.Packages.Enabled {
-		cache, err := openPackageCache(sc, regs, cfg, sb.Launcher, log)
-		if err != nil {
-			return err
-		}
-		defer cache.Close()
-		cfg.Packages.Cache = cache
-		cfg.Packages.Options = installerOptions(sc)
-		cfg.Packages.Languages = []string{}
-		for _, lang := range []string{"python", "javascript"} {
-			if len(regs[lang].Indexes) > 0 {
-				cfg.Packages.Languages = append(cfg.Packages.Languages, lang)
-			}
+	return lc, nil
+}
+
+// packageLanguages are the languages whose registry has an index to install from.
+func packageLanguages(regs map[string]packages.Registry) []string {
+	langs := []string{}
+	for _, lang := range api.Languages {
+		if len(regs[lang.String()].Indexes) > 0 {
+			langs = append(langs, lang.String())
 		}
 	}
-	svc, err := supervisor.New(cfg, host, sb.Launcher)
-	if err != nil {
-		return err
-	}
-	ln, err := supervisor.Listen(sc.Socket, sc.SocketGroup)
-	if err != nil {
-		svc.Shutdown(context.Background())
-		return err
-	}
+	return langs
+}
+
+// serveUntilSignal serves svc on ln until SIGTERM or SIGINT, then shuts it down
+// within grace; a second signal cuts the grace short.
+func serveUntilSignal(svc *supervisor.Service, ln net.Listener, grace time.Duration, log *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- svc.Serve(ln) }()
-	log.Info("serving", "socket", sc.Socket, "state_dir", sc.StateDir, "cgroup_mode", host.CgroupMode,
-		"rootfs", host.Rootfs, "pool", sc.Sandbox.Pool, "network_modes", cfg.NetworkModes, "config", c.String("config"))
-
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 	select {
 	case sig := <-sigs:
-		log.Info("shutting down", "signal", sig.String(), "grace", time.Duration(sc.Grace).String())
+		log.Info("shutting down", "signal", sig.String(), "grace", grace.String())
 	case err := <-served:
 		return fmt.Errorf("serving: %w", err)
 	}
-	// A second signal cuts the grace period short.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -569,41 +607,10 @@ func serveAction(c *cli.Context) error {
 		case <-ctx.Done():
 		}
 	}()
-	err = svc.Shutdown(ctx)
+	err := svc.Shutdown(ctx)
 	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}
 	log.Info("stopped")
 	return err
-}
-
-// cgroupLockPath is the lock file of a cgroup parent. It is left in place when
-// the service stops: removing it could let two services lock two inodes.
-func cgroupLockPath(parent string) string {
-	dir := "/run/lock"
-	if _, err := os.Stat(dir); err != nil {
-		dir = os.TempDir()
-	}
-	return filepath.Join(dir, "brig-cgroup-"+strings.ReplaceAll(parent, "/", "_")+".lock")
-}
-
-// lockCgroupParent takes, for the life of this process, the lock that makes
-// this service the only owner of its cgroup parent: a second service on the
-// same parent would sweep the first's runs at its start, and remove the parent
-// under it at its stop. The lock lasts while the returned file is open: the
-// caller keeps it until it exits (a file the GC finalises is closed).
-func lockCgroupParent(parent string) (*os.File, error) {
-	path := cgroupLockPath(parent)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening the lock %s: %w", path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another brig serve owns the cgroup parent %q (lock %s): stop it first, or give this one another --cgroup-parent", parent, path)
-		}
-		return nil, fmt.Errorf("locking %s: %w", path, err)
-	}
-	return f, nil
 }

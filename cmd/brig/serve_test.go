@@ -16,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/client"
 	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/packages"
@@ -161,7 +162,7 @@ func TestRunThroughService(t *testing.T) {
 			t.Errorf("got the cgroup parent left in %s after a clean stop, want it removed", h)
 		}
 	}
-	os.Remove(cgroupLockPath(cliServeParent)) // the test's own; nothing holds it now
+	os.Remove(cgroup.ParentLockPath("", cliServeParent)) // the test's own; nothing holds it now
 	if !strings.Contains(logs.String(), "run finished") {
 		t.Errorf("got no canonical run line in the log:\n%s", logs)
 	}
