@@ -26,10 +26,13 @@ deps:
 build: deps
 	$(GO) build -tags $(TAGS) -o $(BIN) ./cmd/brig
 
-# test runs every test; the privileged ones need root (CI runs as root).
+# test runs every test; the privileged ones need root (CI runs as root). The
+# clients' tests run against bin/brig serve.
 test: build
 	$(GO) vet -tags $(TAGS) ./...
 	$(GO) test -tags $(TAGS) -count=1 -timeout 20m ./...
+	cd clients/python && BRIG_BIN=$(CURDIR)/$(BIN) PYTHONPATH=src python3 -m unittest discover -s tests
+	BRIG_BIN=$(CURDIR)/$(BIN) node --test clients/js/test/
 
 # serve checks the host, then runs the service in the foreground with its embedded
 # defaults (deploy/brig.toml lists them) on /run/brig/brig.sock. From another

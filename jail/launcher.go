@@ -28,8 +28,6 @@ const (
 	DefaultCPUs     = 1.0
 	DefaultPids     = 512
 	DefaultHostname = "sandbox"
-	// MaxEnv bounds a run's environment, as API.md does.
-	MaxEnv = 50
 	// drainGrace bounds how long the output readers may take to reach EOF once the
 	// init is gone (every writer is dead by then; this only guards a defect).
 	drainGrace = 2 * time.Second

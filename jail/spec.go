@@ -248,11 +248,11 @@ func Environ(req map[string]string) []string {
 	return env
 }
 
-// ValidateEnv checks a request's environment against API.md: at most MaxEnv
+// ValidateEnv checks a request's environment against API.md: at most api.MaxEnvEntries
 // names of [A-Za-z_][A-Za-z0-9_]*, none of them brig's own, no NUL in a value.
 func ValidateEnv(env map[string]string) error {
-	if len(env) > MaxEnv {
-		return &EnvError{Message: fmt.Sprintf("%d environment variables; at most %d are allowed", len(env), MaxEnv)}
+	if len(env) > api.MaxEnvEntries {
+		return &EnvError{Message: fmt.Sprintf("%d environment variables; at most %d are allowed", len(env), api.MaxEnvEntries)}
 	}
 	// Sorted, so that the same environment always gets the same refusal.
 	for _, k := range slices.Sorted(maps.Keys(env)) {
@@ -291,11 +291,11 @@ func validateSpec(s Spec) error {
 		ok  bool
 		msg string
 	}{
-		{s.Language == rootfs.Python || s.Language == rootfs.JavaScript, fmt.Sprintf("language %q is not python or javascript", s.Language)},
-		{s.Code != "", "the code is empty"},
+		{slices.Contains(rootfs.Languages, s.Language), fmt.Sprintf("language %q is not %s", s.Language, api.OneOf(api.Languages))},
+		{utf8.RuneCountInString(s.Code) >= api.MinCodeChars, "the code is empty"},
 		{utf8.RuneCountInString(s.Code) <= api.MaxCodeChars, fmt.Sprintf("the code is longer than %d characters", api.MaxCodeChars)},
-		{s.Timeout >= api.MinTimeoutSeconds*time.Second && s.Timeout <= api.MaxTimeoutSeconds*time.Second, fmt.Sprintf("the timeout %s is outside 1s to 300s", s.Timeout)},
-		{s.MemoryBytes >= api.MinMemoryMiB<<20 && s.MemoryBytes <= api.MaxMemoryMiB<<20, fmt.Sprintf("the memory limit %d MiB is outside 128 to 2048 MiB", s.MemoryBytes>>20)},
+		{s.Timeout >= api.MinTimeoutSeconds*time.Second && s.Timeout <= api.MaxTimeoutSeconds*time.Second, fmt.Sprintf("the timeout %s is outside %ds to %ds", s.Timeout, api.MinTimeoutSeconds, api.MaxTimeoutSeconds)},
+		{s.MemoryBytes >= api.MinMemoryMiB<<20 && s.MemoryBytes <= api.MaxMemoryMiB<<20, fmt.Sprintf("the memory limit %d MiB is outside %d to %d MiB", s.MemoryBytes>>20, api.MinMemoryMiB, api.MaxMemoryMiB)},
 	} {
 		if !c.ok {
 			return fmt.Errorf("%w: %s", ErrInvalidSpec, c.msg)

@@ -1,6 +1,9 @@
 package jail
 
 import (
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +182,77 @@ print(os.path.exists('/tmp/left'), os.path.exists('/sandbox/left'), 'LEFT' in os
 	}
 	if second.Usage.PeakMemoryBytes >= 100<<20 {
 		t.Errorf("the second run's peak memory %d includes the first's 100 MiB", second.Usage.PeakMemoryBytes)
+	}
+}
+
+// pssKiB is the proportional set size of pid and its descendants, in KiB.
+func pssKiB(tb testing.TB, pid int) int {
+	tb.Helper()
+	total := 0
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "Pss:" {
+			n, _ := strconv.Atoi(f[1])
+			total += n
+		}
+	}
+	kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	for _, k := range strings.Fields(string(kids)) {
+		n, _ := strconv.Atoi(k)
+		total += pssKiB(tb, n)
+	}
+	return total
+}
+
+// TestIdleSandboxPSS: an idle prepared sandbox, cold and warm (each
+// language), stays far below a run's smallest memory limit; its size is
+// logged for the README: go test -run TestIdleSandboxPSS -v ./jail/
+func TestIdleSandboxPSS(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		warm  bool
+		limit int // KiB
+	}{{"cold", false, 64 << 10}, {"warm", true, 96 << 10}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l *Launcher
+			if tc.warm {
+				l = newWarmLauncher(t, 1)
+				waitWarm(t, l)
+			} else {
+				l = newTestLauncher(t, 1)
+				for _, pool := range l.pools {
+					waitPool(t, pool)
+				}
+			}
+			// The prepared inits are this process's children; a warm one has
+			// its interpreter as its child.
+			for _, p := range testutil.ChildPIDs() {
+				pid, _ := strconv.Atoi(p)
+				kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+				what := "init alone"
+				if k := strings.Fields(string(kids)); len(k) > 0 {
+					comm, _ := os.ReadFile("/proc/" + k[0] + "/comm")
+					what = "init and " + strings.TrimSpace(string(comm))
+				}
+				kib := pssKiB(t, pid)
+				t.Logf("%s prepared sandbox (%s): PSS %d KiB", tc.name, what, kib)
+				if kib <= 0 || kib > tc.limit {
+					t.Errorf("%s prepared sandbox: PSS %d KiB, want some, and under %d KiB", tc.name, kib, tc.limit)
+				}
+			}
+		})
+	}
+}
+
+func waitPool(tb testing.TB, pool chan *slot) {
+	deadline := time.Now().Add(30 * time.Second)
+	for len(pool) == 0 {
+		if time.Now().After(deadline) {
+			tb.Fatal("the pool did not fill in 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

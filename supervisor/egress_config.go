@@ -9,10 +9,10 @@ import (
 )
 
 // networkModes are the network modes of API.md, in its order.
-var networkModes = []string{api.NetworkNone, api.NetworkRegistries, api.NetworkDomains, api.NetworkAny}
+var networkModes = api.Strings(api.NetworkModes)
 
 // languages are the languages whose registries the config may name.
-var languages = []string{"python", "javascript"}
+var languages = api.Strings(api.Languages)
 
 // checkNetworkModes checks the modes a host offers: known, each once, and
 // "none" among them, since a request without a network asks for it.

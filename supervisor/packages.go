@@ -34,7 +34,7 @@ func (p PackagesConfig) languages() []string {
 	case p.Cache == nil:
 		return []string{}
 	case p.Languages == nil:
-		return []string{"python", "javascript"}
+		return api.Strings(api.Languages)
 	}
 	return p.Languages
 }
@@ -51,10 +51,10 @@ const (
 // layerSpec adds the lease's layer to a run's spec.
 func layerSpec(spec *jail.Spec, language string, lease *packages.Lease) {
 	switch language {
-	case "python":
+	case string(api.Python):
 		spec.Mounts = append(spec.Mounts, jail.Mount{Source: lease.Dir, Target: pythonLayerTarget})
 		spec.BrigEnv = map[string]string{"PYTHONPATH": pythonLayerTarget}
-	case "javascript":
+	case string(api.JavaScript):
 		spec.Mounts = append(spec.Mounts, jail.Mount{Source: lease.Dir, Target: javascriptLayerTarget})
 	}
 }

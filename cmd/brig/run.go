@@ -43,7 +43,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "local", Usage: "run in this process, without the service (root only)"},
 			&cli.StringFlag{Name: "language", Aliases: []string{"l"}, Required: true, Usage: "python or javascript"},
 			&cli.IntFlag{Name: "timeout", Value: api.DefaultTimeoutSeconds, Usage: "wall-clock limit in seconds (1-300), from the interpreter's start"},
-			&cli.IntFlag{Name: "memory", Value: api.DefaultMemoryMiB, Usage: "memory limit in MiB (128-2048)"},
+			&cli.IntFlag{Name: "memory", Value: api.DefaultMemoryMiB, Usage: fmt.Sprintf("memory limit in MiB (%d-%d)", api.MinMemoryMiB, api.MaxMemoryMiB)},
 			&cli.StringSliceFlag{Name: "package", Usage: "a package with a version constraint (repeatable)"},
 			&cli.StringSliceFlag{Name: "env", Usage: "an environment variable K=V (repeatable)"},
 			&cli.StringFlag{Name: "network", Value: api.NetworkNone, Usage: "none, registries, domains or any"},

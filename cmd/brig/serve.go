@@ -558,7 +558,7 @@ func (sc serveConfig) launcherConfig() (launcherConfig, error) {
 		}
 		lang, err := rootfs.ParseLanguage(w)
 		if err != nil {
-			return fmt.Errorf("sandbox.warm %q: %w (use python, javascript or none)", w, err)
+			return lc, fmt.Errorf("sandbox.warm %q: %w (use python, javascript or none)", w, err)
 		}
 		lc.Warm[lang] = true
 	}
