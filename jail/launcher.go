@@ -288,6 +288,9 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	warm, why := l.warmFor(spec)
 	res.Start = why
 	s, ready, err := l.take(root, warm, spec.MemoryBytes)
+	if err == nil && warm != "" && !ready {
+		res.Start = StartColdEmpty
+	}
 	if err != nil {
 		return internal("sandbox", "could not prepare a sandbox: %v", err)
 	}
@@ -397,6 +400,8 @@ const (
 	// StartColdFailing: warm starts are on, but the last warm sandbox failed to
 	// prepare: the run falls back to the cold path.
 	StartColdFailing = "cold-failing"
+	// StartColdEmpty: warm starts are on, but no warm sandbox was waiting.
+	StartColdEmpty = "cold-empty"
 )
 
 // warmFor decides whether spec's run takes a warm sandbox, and says why not.

@@ -182,7 +182,10 @@ func (l *Launcher) takeSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes
 		}
 		return s, true, nil
 	default:
-		s, err := l.newSlot(root, warm, memoryBytes)
+		// An empty warm pool: a sandbox made now would start its
+		// interpreter before the run as a cold one does after, with its
+		// bootstrap on top; the cold path is the cheaper.
+		s, err := l.newSlot(root, "", memoryBytes)
 		return s, false, err
 	}
 }
