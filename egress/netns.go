@@ -2,9 +2,10 @@ package egress
 
 import (
 	"fmt"
-	"runtime"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/brig-sandbox/brig/internal/osthread"
 )
 
 // inNetns runs bind with the calling OS thread in the network namespace of
@@ -13,41 +14,30 @@ import (
 // in, so they are served from ordinary goroutines afterwards, and dials from
 // ordinary goroutines leave from the host.
 //
-// It runs on a goroutine of its own, locked to its thread: if the thread
-// cannot be returned to the host's namespace, the goroutine exits still
-// locked and Go discards the thread, so no other goroutine ever runs in the
-// run's namespace by accident.
+// It runs on a thread of its own (osthread.Run, never the main thread): if the
+// thread cannot be returned to the host's namespace, it ends, so no other
+// goroutine ever runs in the run's namespace by accident.
 func inNetns(pid int, bind func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
+	return osthread.Run(func() (bool, error) {
 		host, err := netns.Get()
 		if err != nil {
-			runtime.UnlockOSThread() // nothing was changed
-			errc <- fmt.Errorf("opening the host's network namespace: %w", err)
-			return
+			return false, fmt.Errorf("opening the host's network namespace: %w", err)
 		}
 		defer host.Close()
 		target, err := netns.GetFromPid(pid)
 		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("opening the network namespace of pid %d: %w", pid, err)
-			return
+			return false, fmt.Errorf("opening the network namespace of pid %d: %w", pid, err)
 		}
 		defer target.Close()
 		if err := netns.Set(target); err != nil {
 			// setns failing leaves the thread where it was; discard it anyway,
 			// it costs a thread and proves nothing.
-			errc <- fmt.Errorf("entering the network namespace of pid %d: %w", pid, err)
-			return
+			return true, fmt.Errorf("entering the network namespace of pid %d: %w", pid, err)
 		}
 		bindErr := bind()
 		if err := netns.Set(host); err != nil {
-			errc <- fmt.Errorf("returning to the host's network namespace (the thread is discarded): %w", err)
-			return // still locked: Go ends the thread with the goroutine
+			return true, fmt.Errorf("returning to the host's network namespace (the thread is discarded): %w", err)
 		}
-		runtime.UnlockOSThread()
-		errc <- bindErr
-	}()
-	return <-errc
+		return false, bindErr
+	})
 }

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/internal/osthread"
 )
 
 // mountIntoSandbox mounts ms into the mount namespace of the sandbox whose init
@@ -18,8 +19,8 @@ import (
 // attached from a thread that has entered the sandbox's mount namespace: the
 // kernel attaches a mount only into its caller's namespace. Entering one needs a
 // thread that shares no filesystem state with the others (unshare CLONE_FS),
-// and such a thread can't be trusted back: the goroutine exits still locked, so
-// Go ends the thread.
+// and such a thread can't be trusted back: it ends (osthread.Run, which also
+// keeps the work off the process's main thread).
 //
 // A writable mount's source directory is given to the run's host ids first, so
 // that the program (1000 inside) can write in it; what it writes is owned by
@@ -62,34 +63,9 @@ func mountIntoSandbox(pid int, ids runIDs, ms []Mount) error {
 		return fmt.Errorf("opening the sandbox's mount namespace: %w", err)
 	}
 	defer unix.Close(ns)
-	return onThrowawayThread(func() error { return attachMounts(ns, ms, fds) })
-}
-
-// onThrowawayThread runs f on an OS thread that ends with it: f may leave its
-// thread in a state no other goroutine may inherit (another mount namespace).
-// A goroutine that exits locked to its thread ends the thread, except the
-// process's main thread, whose end would leave the process's /proc/self
-// pointing at a zombie; so f never runs there.
-func onThrowawayThread(f func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if unix.Gettid() != unix.Getpid() {
-			done <- f() // exits locked: the thread ends
-			return
-		}
-		// On the main thread: while this goroutine holds it, f's goroutine
-		// runs on another.
-		inner := make(chan error, 1)
-		go func() {
-			runtime.LockOSThread()
-			inner <- f()
-		}()
-		err := <-inner
-		runtime.UnlockOSThread()
-		done <- err
-	}()
-	return <-done
+	// The thread is tainted whatever happens once it has left the shared
+	// filesystem state: it always ends.
+	return osthread.Run(func() (bool, error) { return true, attachMounts(ns, ms, fds) })
 }
 
 // attachMounts runs on a locked thread of its own: it enters the sandbox's mount
