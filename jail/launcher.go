@@ -198,8 +198,16 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 			}
 			pool := make(chan *slot, cfg.PoolSize)
 			l.pools[key] = pool
-			l.wg.Add(1)
-			go l.fill(root, warm, pool)
+			// A warm sandbox takes a whole interpreter start to prepare: two
+			// fillers keep up with twice the runs.
+			fillers := 1
+			if warm != "" {
+				fillers = 2
+			}
+			for range fillers {
+				l.wg.Add(1)
+				go l.fill(root, warm, pool)
+			}
 		}
 	}
 	return l, nil
