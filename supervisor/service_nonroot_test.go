@@ -416,3 +416,31 @@ func TestFakeJournal(t *testing.T) {
 		t.Fatalf("got code %q, want %q", ce.API.Code, api.ErrorNotFound)
 	}
 }
+
+// TestStartPathCounted: each run's start path (jail.Result.Start) is counted by
+// language and path in brig_run_starts_total.
+func TestStartPathCounted(t *testing.T) {
+	paths := []string{jail.StartWarm, jail.StartColdEmpty, jail.StartWarm}
+	var n int
+	var mu sync.Mutex
+	l := &fakeLauncher{run: func(_ context.Context, spec jail.Spec) (*jail.Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		zero := 0
+		res := &jail.Result{End: jail.EndCompleted, ExitCode: &zero, Start: paths[n]}
+		n++
+		return res, nil
+	}}
+	fs := newFakeService(t, l)
+	for range paths {
+		if _, err := fs.client.Run(context.Background(), api.Request{Language: "javascript", Code: "0"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := scrapeMetrics(fs.Service)
+	for path, want := range map[string]float64{jail.StartWarm: 2, jail.StartColdEmpty: 1} {
+		if got, _ := metricSum(text, "brig_run_starts_total", `language="javascript"`, `path="`+path+`"`); got != want {
+			t.Errorf("brig_run_starts_total{path=%q}: got %v, want %v", path, got, want)
+		}
+	}
+}
