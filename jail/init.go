@@ -121,7 +121,8 @@ func Init() int {
 	// interpreter would inherit) and dropped: the run ends when the program ends,
 	// never because a signal crashed the Go runtime of its init. (The init also
 	// runs as another uid than the program, which may not signal it at all.)
-	signal.Notify(make(chan os.Signal, 1))
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals)
 
 	st := &initState{}
 	specFile := os.NewFile(specFD, "spec")
@@ -151,6 +152,15 @@ func Init() int {
 		if err := s.run(st); err != nil {
 			return fail(s.name, err)
 		}
+	}
+	if st.run.Zygote {
+		report(message{Kind: msgPlaced})
+		for _, s := range hardenSteps {
+			if err := s.run(st); err != nil {
+				return fail(s.name, err)
+			}
+		}
+		reapOrphans(signals)
 	}
 	var pid int
 	var err error
@@ -184,6 +194,19 @@ func Init() int {
 			// program left in the pid namespace.
 			return 0
 		}
+	}
+}
+
+// reapOrphans is the init of a sandbox whose program is not its child (a
+// zygote's): it reaps whatever the program leaves to it, woken by SIGCHLD,
+// until the run's end kills it.
+func reapOrphans(signals <-chan os.Signal) {
+	for {
+		var ws syscall.WaitStatus
+		if got, err := syscall.Wait4(-1, &ws, syscall.WNOHANG|unix.WALL, nil); got > 0 || err == syscall.EINTR {
+			continue
+		}
+		<-signals
 	}
 }
 

@@ -118,6 +118,14 @@ type Launcher struct {
 	// active counts runs under way and the background release of finished
 	// ones; Close waits for it before it stops the spawner. Add under mu.
 	active sync.WaitGroup
+
+	// zmu guards the Python zygotes (zygote.go): the one serving each root,
+	// those retired but still reporting their children's exits, and whether
+	// Close has ended them all.
+	zmu     sync.Mutex
+	zygotes map[string]*zygote
+	retired []*zygote
+	zclosed bool
 }
 
 // NewLauncher checks cfg, compiles the filter and starts the pool.
@@ -261,6 +269,7 @@ func (l *Launcher) close() {
 			s.discard()
 		}
 	}
+	l.closeZygotes()
 	l.ids.close()
 }
 
@@ -343,7 +352,14 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 			attached[k] = v
 		}
 	}
-	err = json.NewEncoder(s.spec).Encode(runSpecOf(spec, root, attached))
+	rs := runSpecOf(spec, root, attached)
+	if s.zchild != nil {
+		rs.Zygote = true
+		if s.zchild.env, err = warmEnv(rs.Env); err != nil {
+			return internal("env", "%v", err)
+		}
+	}
+	err = json.NewEncoder(s.spec).Encode(rs)
 	s.spec.Close()
 	s.spec = nil
 	if err != nil {

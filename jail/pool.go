@@ -50,6 +50,9 @@ type slot struct {
 	// baseline is the cgroup's usage before the run (the init's own start and
 	// preparing), subtracted from the run's CPU time.
 	baseline cgroup.Usage
+	// zchild is a warm Python sandbox's program, forked by a zygote into the
+	// sandbox (zygote.go); nil otherwise.
+	zchild *zygoteChild
 }
 
 // poolKey identifies what prepareSteps build: a root, and for a warm sandbox the
@@ -96,6 +99,11 @@ func (l *Launcher) fill(root *rootfs.Root, warm rootfs.Language, pool chan *slot
 		s, err := l.newSlot(root, warm, api.DefaultMemoryMiB<<20)
 		if err == nil {
 			err = s.waitReady()
+		}
+		if err == nil && warm == rootfs.Python {
+			if err = l.forkWarm(root, s); err != nil {
+				s.discard()
+			}
 		}
 		if err != nil {
 			select {
@@ -224,7 +232,9 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 		}
 	}
 	prep := l.prepareSpec(root, memoryBytes, s.ids)
-	if warm != "" {
+	if warm == rootfs.JavaScript {
+		// A warm Python sandbox is prepared cold, and a zygote's child
+		// joins it once it is ready (zygote.go).
 		prep.Warm = warmArgv(root)
 	}
 	if err := json.NewEncoder(s.spec).Encode(prep); err != nil {
@@ -319,6 +329,9 @@ func (l *Launcher) clone() (s *slot, retErr error) {
 func (s *slot) discard() error {
 	var err error
 	s.stop()
+	if s.zchild != nil {
+		s.zchild.kill()
+	}
 	for _, f := range []*os.File{s.spec, s.status, s.stdout, s.stderr} {
 		if f != nil {
 			f.Close()
@@ -366,6 +379,10 @@ func (s *slot) setNice(nice int) {
 func (s *slot) kill() {
 	if s.group != nil {
 		s.group.Kill()
+	}
+	if s.zchild != nil && s.zchild.pidfd >= 0 {
+		// Before it joined the cgroup, the child is not among the group's.
+		unix.PidfdSendSignal(s.zchild.pidfd, unix.SIGKILL, nil, 0)
 	}
 	if s.cmd != nil && s.cmd.Process != nil {
 		s.cmd.Process.Kill()

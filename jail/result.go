@@ -103,6 +103,33 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 	// exec'd; the clock is the host's (there is no time namespace), so the deadline
 	// and the wall time count from the exec, however late its message arrives.
 	var startedAt time.Duration
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	start := func(mono time.Duration) {
+		startedAt = mono
+		e.started = true
+		setup.Stop()
+		res.Timing.StartMS = time.Since(begin).Milliseconds() - (monotonic() - startedAt).Milliseconds()
+		timer = time.NewTimer(spec.Timeout - (monotonic() - startedAt))
+		deadline = timer.C
+		if spec.OnStart != nil {
+			spec.OnStart()
+		}
+	}
+	exit := func(mono time.Duration, ws uint32) ending {
+		res.Usage.WallMS = (mono - startedAt).Milliseconds()
+		e.exited, e.ws = true, syscall.WaitStatus(ws)
+		return e
+	}
+	// A zygote's child reports its exit through the zygote, not the init.
+	var zexit <-chan uint32
+	if s.zchild != nil {
+		zexit = s.zchild.exit
+	}
 	for {
 		select {
 		case m, ok := <-s.msgs:
@@ -115,22 +142,23 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			case m.Kind == msgError:
 				e.setupErr = &m
 				return e
-			case m.Kind == msgStarted:
-				startedAt = time.Duration(m.Mono)
-				e.started = true
-				setup.Stop()
-				res.Timing.StartMS = time.Since(begin).Milliseconds() - (monotonic() - startedAt).Milliseconds()
-				t := time.NewTimer(spec.Timeout - (monotonic() - startedAt))
-				defer t.Stop()
-				deadline = t.C
-				if spec.OnStart != nil {
-					spec.OnStart()
+			case m.Kind == msgPlaced && s.zchild != nil:
+				if err := s.zchild.handOver(); err != nil {
+					e.setupErr = &message{Kind: msgError, Step: "hand-over", Error: err.Error()}
+					return e
 				}
+				start(monotonic())
+			case m.Kind == msgStarted:
+				start(time.Duration(m.Mono))
 			case m.Kind == msgExit:
-				res.Usage.WallMS = (time.Duration(m.Mono) - startedAt).Milliseconds()
-				e.exited, e.ws = true, syscall.WaitStatus(m.WaitStatus)
+				return exit(time.Duration(m.Mono), m.WaitStatus)
+			}
+		case ws, ok := <-zexit:
+			if !ok {
+				e.lost = true
 				return e
 			}
+			return exit(monotonic(), ws)
 		case <-deadline:
 			res.Usage.WallMS = (monotonic() - startedAt).Milliseconds()
 			e.timedOut = true

@@ -105,6 +105,10 @@ type runSpec struct {
 	Code       []byte
 	Argv       []string
 	Env        []string
+	// Zygote: the program is a zygote's child that waits in the sandbox
+	// (zygote.go); the init writes the program file, says so (msgPlaced) and
+	// starts nothing.
+	Zygote bool `json:",omitempty"`
 }
 
 type rlimit struct {
@@ -115,7 +119,8 @@ type rlimit struct {
 // message is what the init writes on its status pipe, one JSON object a line.
 type message struct {
 	// Kind is "ready" (the root is built; the init waits for the run),
-	// "started" (the interpreter was exec'd), "error" (a step failed; the program
+	// "started" (the interpreter was exec'd), "placed" (the program file is in
+	// place for a zygote's child to run), "error" (a step failed; the program
 	// did not run, or is killed at once) or "exit" (the program ended with
 	// WaitStatus).
 	Kind       string `json:"kind"`
@@ -132,6 +137,7 @@ type message struct {
 
 const (
 	msgReady   = "ready"
+	msgPlaced  = "placed"
 	msgStarted = "started"
 	msgError   = "error"
 	msgExit    = "exit"

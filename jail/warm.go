@@ -12,12 +12,15 @@ import (
 // started, as the run's program process, waiting for its program. The
 // interpreter's own start (most of a short run's time) then happens while the
 // sandbox waits in the pool, not while the run waits. It is the same sandbox as
-// a cold run's (the process is spawned exactly as a cold run's, by
-// spawnInUserNS), used for one run only: nothing carries over from one run to
+// a cold run's, used for one run only: nothing carries over from one run to
 // the next, and no request data reaches the process before it belongs to its
-// run.
+// run. A JavaScript interpreter is spawned exactly as a cold run's, by
+// spawnInUserNS; a Python one is forked from a zygote, an interpreter started
+// and initialised once, and joins the sandbox as spawnInUserNS would have
+// started it (zygote.go), which saves the interpreter's start in CPU too.
 //
-// The waiting interpreter runs a bootstrap (below) that says it is ready (one
+// The waiting interpreter runs a bootstrap (nodeBoot below; zygote.py's end
+// for Python) that says it is ready (one
 // byte on warmFD, a socket) and then reads one JSON object, the run's
 // environment, from it: the init writes it once the program file is in place,
 // and closes the socket. The bootstrap then makes the process look as
@@ -30,43 +33,6 @@ import (
 // warmFD is the descriptor on which a warm interpreter reads its run's
 // environment.
 const warmFD = 3
-
-// pythonBoot is run as `python3 -u -c pythonBoot`.
-const pythonBoot = `import sys, os, json
-os.write(3, b'r')
-with os.fdopen(3, 'rb') as _f:
-    _env = json.load(_f)
-os.environ.clear()
-os.environ.update(_env)
-_path = '/sandbox/main.py'
-sys.argv[:] = [_path]
-sys.path[0] = '/sandbox'
-for _p in reversed([p for p in _env.get('PYTHONPATH', '').split(':') if p]):
-    sys.path.insert(1, _p)
-import builtins, types, importlib.machinery
-_main = types.ModuleType('__main__')
-_main.__file__ = _path
-_main.__builtins__ = builtins
-_main.__loader__ = importlib.machinery.SourceFileLoader('__main__', _path)
-_main.__spec__ = None
-_main.__cached__ = None
-sys.modules['__main__'] = _main
-try:
-    with open(_path, 'rb') as _f:
-        _code = compile(_f.read(), _path, 'exec')
-    exec(_code, _main.__dict__)
-except SystemExit:
-    raise
-except BaseException as _e:
-    # As the interpreter would report it, without this bootstrap's frame.
-    _e = _e.with_traceback(_e.__traceback__.tb_next)
-    sys.excepthook(type(_e), _e, _e.__traceback__)
-    if isinstance(_e, KeyboardInterrupt):
-        import signal
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-    sys.exit(1)
-`
 
 // nodeBoot is run as `node -e nodeBoot`.
 const nodeBoot = `'use strict';
@@ -81,11 +47,9 @@ process.execArgv.length = 0;
 require('module').runMain();
 `
 
-// warmArgv is the command line of a language's waiting interpreter.
+// warmArgv is the command line of a warm JavaScript sandbox's waiting
+// interpreter. (A warm Python sandbox's is forked by a zygote: zygote.go.)
 func warmArgv(root *rootfs.Root) []string {
-	if root.Language == rootfs.Python {
-		return append(append([]string{root.Interpreter}, root.Args...), "-c", pythonBoot)
-	}
 	return []string{root.Interpreter, "-e", nodeBoot}
 }
 

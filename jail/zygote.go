@@ -1,0 +1,529 @@
+package jail
+
+import (
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// A Python zygote: one interpreter per root, started by the supervisor and
+// never touched by a run, which forks the program of each warm Python sandbox.
+// A warm sandbox's interpreter then costs a fork and its joining the sandbox,
+// not an interpreter start (about 8 ms of CPU here, most of a short run's).
+//
+// The zygote (zygote.py) runs as host root, outside every sandbox, and reads
+// nothing but this file's requests: ids, and descriptors. For each prepared
+// sandbox (a cold one: its init has built the root and waits) it enters the
+// sandbox's pid namespace for its children, forks, and returns to its own. The
+// child, in the sandbox's pid namespace under the sandbox's init, then joins
+// the rest as the init's spawnInUserNS starts a cold run's program:
+//
+//  1. the supervisor moves it into the run's cgroups (Group.Attach);
+//  2. it enters the init's mount, network, UTS, IPC and cgroup namespaces,
+//     sets the run's rlimits, drops its groups, sets its euid to the run's
+//     host id and makes its own user namespace (owned by that id);
+//  3. the supervisor writes the namespace's id maps, as the init does for a
+//     cold run (0 to the init's host id, 1000 to the program's);
+//  4. it starts a session, empties its bounding set, becomes uid and gid 1000,
+//     drops every capability, takes the run's descriptors (/dev/null, the
+//     output pipes, its socket as 3, nothing else), moves to /sandbox, sets
+//     no_new_privs and loads the init's spawn filter and the program's filter;
+//  5. it says it is ready, and waits, as a warm sandbox's interpreter does,
+//     for its run's environment on descriptor 3 (warm.go).
+//
+// The program is then the zygote's child, not the init's: the zygote reports
+// its exit status on the control socket. The init stays the pid namespace's
+// pid 1 (orphans are its), writes the program file when the run comes, and
+// says so (msgPlaced) instead of starting a program.
+//
+// A zygote serves zygoteRuns forks or zygoteAge, whichever ends first, and is
+// then replaced: its children share its address-space layout and its str hash
+// seed, which must not stay fixed for long. Each child reseeds `random` (the
+// fork hooks of os.fork) and the rest of the process's randomness comes from
+// the kernel.
+
+//go:embed zygote.py
+var zygoteSource string
+
+const (
+	zygoteRuns = 200
+	zygoteAge  = time.Minute
+	// zygoteTimeout bounds a zygote's start and each of its replies.
+	zygoteTimeout = 10 * time.Second
+)
+
+// zygotePreload are the modules a zygote imports before it forks: the
+// standard library that short programs most import, so that their import
+// costs a run nothing. A run sees them in sys.modules.
+var zygotePreload = []string{
+	"abc", "argparse", "base64", "bisect", "collections", "contextlib", "copy", "csv",
+	"dataclasses", "datetime", "decimal", "enum", "fractions", "functools", "glob",
+	"hashlib", "heapq", "io", "itertools", "json", "logging", "math", "operator",
+	"pathlib", "pprint", "random", "re", "shutil", "signal", "statistics", "string",
+	"struct", "subprocess", "tempfile", "textwrap", "threading", "time", "traceback",
+	"types", "typing", "uuid", "warnings", "weakref",
+}
+
+// zygote is one running zygote process and its control socket.
+type zygote struct {
+	cmd  *exec.Cmd
+	conn *net.UnixConn
+	born time.Time
+	// forks counts fork requests, under mu, which also serialises them.
+	mu    sync.Mutex
+	forks int
+	// replies carries the zygote's answers to fork requests, in order.
+	replies chan zygoteReply
+	// exits has, per forked pid, the channel its wait status goes to; guarded
+	// by emu. A channel is closed without a value when the zygote died first.
+	emu   sync.Mutex
+	exits map[int]chan uint32
+	// dead is closed once the control socket is gone.
+	dead chan struct{}
+	// stderr has what the zygote printed, for errors.
+	stderr *limitedWriter
+}
+
+type zygoteReply struct {
+	Pid    int    `json:"pid"`
+	Error  string `json:"error"`
+	Exit   *int   `json:"exit"`
+	Status uint32 `json:"status"`
+	Ready  bool   `json:"ready"`
+}
+
+// zygoteConfig is the first message a zygote reads.
+type zygoteConfig struct {
+	Preload     []string    `json:"preload"`
+	Rlimits     [][3]uint64 `json:"rlimits"`
+	LastCap     int         `json:"last_cap"`
+	SpawnFilter string      `json:"spawn_filter"`
+	Filter      string      `json:"filter"`
+}
+
+// zygoteRoot is the directory a zygote of root chroots into ("/" when it can
+// share the host's: every path a run sees of the interpreter is a bind of the
+// same host path), or an error when neither holds.
+func zygoteRoot(root *rootfs.Root) (string, error) {
+	if len(root.Binds) == 0 {
+		return root.Lower, nil
+	}
+	for _, b := range root.Binds {
+		if b.Source != b.Target {
+			return "", fmt.Errorf("the root binds %s at %s: a zygote could not import what the run imports", b.Source, b.Target)
+		}
+	}
+	return "/", nil
+}
+
+// startZygote starts a zygote for root and waits until it has imported its
+// preload and is ready to fork.
+func startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, retErr error) {
+	chroot, err := zygoteRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("making the zygote's socket: %w", err)
+	}
+	parent, child := os.NewFile(uintptr(fds[0]), "zygote"), os.NewFile(uintptr(fds[1]), "zygote-child")
+	defer child.Close()
+	defer parent.Close() // FileConn dups it
+	pidns, err := os.Open("/proc/self/ns/pid")
+	if err != nil {
+		return nil, err
+	}
+	defer pidns.Close()
+	z := &zygote{
+		born:    time.Now(),
+		replies: make(chan zygoteReply, 1),
+		exits:   map[int]chan uint32{},
+		dead:    make(chan struct{}),
+		stderr:  &limitedWriter{n: 4096},
+	}
+	sys := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if chroot != "/" {
+		sys.Chroot = chroot
+	}
+	z.cmd = &exec.Cmd{
+		Path:        root.Interpreter,
+		Args:        append(append([]string{root.Interpreter}, root.Args...), "-c", zygoteSource),
+		Env:         Environ(nil),
+		Dir:         "/",
+		Stderr:      z.stderr,
+		ExtraFiles:  []*os.File{child, pidns}, // 3: control, 4: its pid namespace
+		SysProcAttr: sys,
+	}
+	if err := z.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the zygote: %w", err)
+	}
+	defer func() {
+		if retErr != nil {
+			z.cmd.Process.Kill()
+			z.cmd.Wait()
+		}
+	}()
+	c, err := net.FileConn(parent)
+	if err != nil {
+		return nil, err
+	}
+	z.conn = c.(*net.UnixConn)
+	b, _ := json.Marshal(cfg)
+	if _, err := z.conn.Write(b); err != nil {
+		z.conn.Close()
+		return nil, fmt.Errorf("configuring the zygote: %w", err)
+	}
+	z.conn.SetReadDeadline(time.Now().Add(zygoteTimeout))
+	buf := make([]byte, 4096)
+	n, err := z.conn.Read(buf)
+	var r zygoteReply
+	if err == nil {
+		err = json.Unmarshal(buf[:n], &r)
+	}
+	if err != nil || !r.Ready {
+		z.conn.Close()
+		z.cmd.Process.Kill()
+		z.cmd.Wait()
+		return nil, fmt.Errorf("the zygote did not start (%v; it printed %q)", err, z.stderr.String())
+	}
+	z.conn.SetReadDeadline(time.Time{})
+	go z.read()
+	return z, nil
+}
+
+// read dispatches the zygote's messages until its socket closes, then reaps it.
+func (z *zygote) read() {
+	buf := make([]byte, 4096)
+	for {
+		n, err := z.conn.Read(buf)
+		if err != nil || n == 0 {
+			break
+		}
+		var r zygoteReply
+		if json.Unmarshal(buf[:n], &r) != nil {
+			continue
+		}
+		if r.Exit != nil {
+			z.emu.Lock()
+			ch := z.exits[*r.Exit]
+			delete(z.exits, *r.Exit)
+			z.emu.Unlock()
+			if ch != nil {
+				ch <- r.Status
+			}
+			continue
+		}
+		if r.Pid > 0 {
+			// Registered before the reply is handed on, so that an exit that
+			// follows at once finds its channel.
+			z.emu.Lock()
+			z.exits[r.Pid] = make(chan uint32, 1)
+			z.emu.Unlock()
+		}
+		z.replies <- r
+	}
+	close(z.dead)
+	z.conn.Close()
+	z.emu.Lock()
+	for pid, ch := range z.exits {
+		close(ch)
+		delete(z.exits, pid)
+	}
+	z.emu.Unlock()
+	z.cmd.Wait()
+}
+
+// worn reports whether the zygote has served its time and must be replaced.
+func (z *zygote) worn() bool {
+	select {
+	case <-z.dead:
+		return true
+	default:
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.forks >= zygoteRuns || time.Since(z.born) >= zygoteAge
+}
+
+// retire asks the zygote to exit once its last child has: it forks no more.
+func (z *zygote) retire() {
+	z.conn.Write([]byte(`{"retire":true}`))
+}
+
+// kill ends the zygote at once (its children are the sandboxes', which their
+// discard kills).
+func (z *zygote) kill() {
+	z.conn.Close()
+	z.cmd.Process.Kill()
+	<-z.dead
+}
+
+// zygoteRequest is a fork request: the program's ids inside its namespace
+// and the run's host id, which owns it.
+type zygoteRequest struct {
+	UID     int `json:"uid"`
+	GID     int `json:"gid"`
+	HostUID int `json:"host_uid"`
+}
+
+// fork asks for a child with descriptors fds (the init's pidfd, the child's
+// end of its socket, its stdout and stderr) and returns its pid and the
+// channel its wait status will come on.
+func (z *zygote) fork(req zygoteRequest, fds []int) (int, <-chan uint32, error) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.forks++
+	b, _ := json.Marshal(req)
+	if _, _, err := z.conn.WriteMsgUnix(b, unix.UnixRights(fds...), nil); err != nil {
+		return 0, nil, fmt.Errorf("asking the zygote to fork: %w", err)
+	}
+	var r zygoteReply
+	select {
+	case r = <-z.replies:
+	case <-z.dead:
+		return 0, nil, fmt.Errorf("the zygote exited (it printed %q)", z.stderr.String())
+	case <-time.After(zygoteTimeout):
+		return 0, nil, errors.New("the zygote did not answer a fork request")
+	}
+	if r.Error != "" {
+		return 0, nil, fmt.Errorf("the zygote could not fork: %s", r.Error)
+	}
+	z.emu.Lock()
+	ch := z.exits[r.Pid]
+	z.emu.Unlock()
+	if ch == nil { // it exited, and its status was dropped, before we got here
+		ch = make(chan uint32)
+		close(ch)
+	}
+	return r.Pid, ch, nil
+}
+
+// zygoteChild is a warm Python sandbox's program, forked by a zygote.
+type zygoteChild struct {
+	pid   int // in the host's pid namespace
+	pidfd int
+	// conn is the supervisor's end of the child's descriptor 3.
+	conn *os.File
+	// exit has the child's wait status; closed without one if the zygote died.
+	exit <-chan uint32
+	// env is the run's environment, as the child reads it (warmEnv).
+	env []byte
+}
+
+// zygoteFor returns a running zygote for root, starting (or replacing) one
+// where needed.
+func (l *Launcher) zygoteFor(root *rootfs.Root) (*zygote, error) {
+	key := rootKey(root)
+	l.zmu.Lock()
+	defer l.zmu.Unlock()
+	if l.zclosed {
+		return nil, ErrClosed
+	}
+	if z := l.zygotes[key]; z != nil {
+		if !z.worn() {
+			return z, nil
+		}
+		z.retire()
+		delete(l.zygotes, key)
+		l.retired = append(l.retired, z)
+	}
+	last, err := lastCap()
+	if err != nil {
+		return nil, err
+	}
+	cfg := zygoteConfig{
+		Preload:     zygotePreload,
+		LastCap:     last,
+		SpawnFilter: hex.EncodeToString(l.spawnFilter),
+		Filter:      hex.EncodeToString(l.filter),
+	}
+	for _, r := range defaultRlimits() {
+		cfg.Rlimits = append(cfg.Rlimits, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
+	}
+	z, err := startZygote(root, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if l.zygotes == nil {
+		l.zygotes = map[string]*zygote{}
+	}
+	l.zygotes[key] = z
+	return z, nil
+}
+
+// closeZygotes kills every zygote; the sandboxes, and so their children, are
+// gone by then.
+func (l *Launcher) closeZygotes() {
+	l.zmu.Lock()
+	zs := l.retired
+	for _, z := range l.zygotes {
+		zs = append(zs, z)
+	}
+	l.zygotes, l.retired, l.zclosed = nil, nil, true
+	l.zmu.Unlock()
+	for _, z := range zs {
+		z.kill()
+	}
+}
+
+// forkWarm makes s, a prepared cold sandbox, a warm Python one: a zygote's
+// child joins it and waits there for its run (see the top of this file).
+func (l *Launcher) forkWarm(root *rootfs.Root, s *slot) (retErr error) {
+	z, err := l.zygoteFor(root)
+	if err != nil {
+		return err
+	}
+	pidfd, err := unix.PidfdOpen(s.cmd.Process.Pid, 0)
+	if err != nil {
+		return fmt.Errorf("opening the init's pidfd: %w", err)
+	}
+	defer unix.Close(pidfd)
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	unix.SetNonblock(pair[0], true) // for read deadlines
+	conn := os.NewFile(uintptr(pair[0]), "zygote-child")
+	childEnd := os.NewFile(uintptr(pair[1]), "zygote-child-end")
+	defer childEnd.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	defer outW.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		conn.Close()
+		outR.Close()
+		return err
+	}
+	defer errW.Close()
+	// The program's output comes from these from now on; the init's own pipes
+	// carry nothing more.
+	s.stdout.Close()
+	s.stderr.Close()
+	s.stdout, s.stderr = outR, errR
+	c := &zygoteChild{conn: conn, pidfd: -1}
+	s.zchild = c
+	c.pid, c.exit, err = z.fork(zygoteRequest{UID: rootfs.SandboxUID, GID: rootfs.SandboxGID, HostUID: s.ids.UID},
+		[]int{pidfd, int(childEnd.Fd()), int(outW.Fd()), int(errW.Fd())})
+	if err != nil {
+		return err
+	}
+	if c.pidfd, err = unix.PidfdOpen(c.pid, 0); err != nil {
+		return fmt.Errorf("opening the zygote child's pidfd: %w", err)
+	}
+	conn.SetDeadline(time.Now().Add(zygoteTimeout))
+	if err := s.group.Attach(c.pid); err != nil {
+		return err
+	}
+	if err := c.say('g'); err != nil {
+		return err
+	}
+	if err := c.expect('m'); err != nil {
+		return err
+	}
+	for _, m := range []struct{ file, data string }{
+		{"uid_map", fmt.Sprintf("0 %d 1\n%d %d 1\n", s.ids.InitUID, rootfs.SandboxUID, s.ids.UID)},
+		{"gid_map", fmt.Sprintf("0 %d 1\n%d %d 1\n", s.ids.InitGID, rootfs.SandboxGID, s.ids.GID)},
+	} {
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/%s", c.pid, m.file), []byte(m.data), 0); err != nil {
+			return fmt.Errorf("writing the zygote child's %s: %w", m.file, err)
+		}
+	}
+	if err := c.say('g'); err != nil {
+		return err
+	}
+	if err := c.expect('r'); err != nil {
+		return err
+	}
+	conn.SetDeadline(time.Time{})
+	// The child's joining is the sandbox's preparation, not the run's CPU.
+	s.baseline, err = s.group.Usage()
+	return err
+}
+
+func (c *zygoteChild) say(b byte) error {
+	if _, err := c.conn.Write([]byte{b}); err != nil {
+		return fmt.Errorf("talking to the zygote child: %w", err)
+	}
+	return nil
+}
+
+// expect reads the child's next word, b, or the error it failed with.
+func (c *zygoteChild) expect(b byte) error {
+	buf := make([]byte, 1024)
+	n, err := c.conn.Read(buf[:1])
+	if err != nil || n != 1 {
+		return fmt.Errorf("the zygote child ended while joining its sandbox (%v)", err)
+	}
+	if buf[0] == b {
+		return nil
+	}
+	if buf[0] == 'e' {
+		n, _ = c.conn.Read(buf)
+		return fmt.Errorf("the zygote child could not join its sandbox: %s", buf[:n])
+	}
+	return fmt.Errorf("the zygote child said %q, not %q", buf[0], b)
+}
+
+// handOver gives the child its run's environment, which starts the program.
+func (c *zygoteChild) handOver() error {
+	_, err := c.conn.Write(c.env)
+	if cerr := c.conn.Close(); err == nil {
+		err = cerr
+	}
+	c.conn = nil
+	return err
+}
+
+// kill kills the child (a no-op once it is reaped) and closes what the
+// supervisor holds of it.
+func (c *zygoteChild) kill() {
+	if c.pidfd >= 0 {
+		unix.PidfdSendSignal(c.pidfd, unix.SIGKILL, nil, 0)
+		unix.Close(c.pidfd)
+		c.pidfd = -1
+	}
+	if c.conn != nil {
+		c.conn.Close()
+		c.conn = nil
+	}
+}
+
+// limitedWriter keeps the first n bytes written to it.
+type limitedWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+	n  int
+}
+
+func (w *limitedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+func (w *limitedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := w.n - w.b.Len(); room > 0 {
+		w.b.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}

@@ -1,0 +1,242 @@
+# brig's Python zygote (see zygote.go). Run as `python3 -u -c <this file>` by
+# the supervisor, as host root, with its control socket (SOCK_SEQPACKET) on fd 3
+# and its own pid namespace on fd 4. It starts once, imports what runs commonly
+# import, and then forks one child per prepared sandbox. It never executes
+# request code and never reads request data: a child reads its run's
+# environment, and then its program, only once it has joined the sandbox and
+# dropped to the run's identity and filter.
+import os, sys, json, socket, select, ctypes, resource
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWCGROUP = 0x02000000
+_CLONE_NEWUTS = 0x04000000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
+_SYS_capset = 126
+_SYS_seccomp = 317
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_SECCOMP_SET_MODE_FILTER = 1
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+def _prctl(*args):
+    return _libc.prctl(*[ctypes.c_ulong(a) for a in args])
+
+
+def _check(r, what):
+    if r < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, '%s: %s' % (what, os.strerror(e)))
+
+
+class _Filter(ctypes.Structure):
+    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]
+
+
+def _serve():
+    """Serves fork requests; returns only in a child, with its request."""
+    ctl = socket.socket(fileno=3)
+    own_pidns = 4
+    cfg = json.loads(ctl.recv(1 << 20))
+    for name in cfg['preload']:
+        try:
+            __import__(name)
+        except Exception:
+            pass  # not in this rootfs: a run that imports it pays for it
+    # Everything the zygote made stays out of its children's collections: a
+    # collection writes to every object it visits, which would copy the
+    # zygote's pages into each child.
+    import gc
+    gc.collect()
+    gc.freeze()
+    ctl.send(b'{"ready":true}')
+    poll = select.poll()
+    poll.register(ctl.fileno(), select.POLLIN)
+    children = {}  # pidfd -> pid
+    retiring = False
+    while True:
+        if retiring and not children:
+            os._exit(0)
+        for fd, _ in poll.poll():
+            if fd != ctl.fileno():
+                pid = children.pop(fd)
+                poll.unregister(fd)
+                os.close(fd)
+                _, status = os.waitpid(pid, 0)
+                if ctl.fileno() >= 0:
+                    try:
+                        ctl.send(json.dumps({'exit': pid, 'status': status}).encode())
+                    except OSError:
+                        pass
+                continue
+            msg, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 8)
+            if not msg:  # the supervisor is gone: wait out the children
+                poll.unregister(ctl.fileno())
+                ctl.close()
+                retiring = True
+                continue
+            req = json.loads(msg)
+            if req.get('retire'):
+                retiring = True
+                continue
+            try:
+                pid = _fork(fds[0], own_pidns)
+            except OSError as e:
+                for f in fds:
+                    os.close(f)
+                ctl.send(json.dumps({'error': str(e)}).encode())
+                continue
+            if pid == 0:
+                ctl.detach()  # its descriptor is closed below, never by the object
+                return cfg, req, fds
+            for f in fds:
+                os.close(f)
+            pidfd = os.pidfd_open(pid)
+            children[pidfd] = pid
+            poll.register(pidfd, select.POLLIN)
+            ctl.send(json.dumps({'pid': pid}).encode())
+
+
+def _fork(init_pidfd, own_pidns):
+    # The child is made in the sandbox's pid namespace (the sandbox's init is
+    # its pid 1) by one plain fork: setns of a pid namespace applies to the
+    # caller's children only, and the zygote returns to its own at once.
+    _check(_libc.setns(init_pidfd, _CLONE_NEWPID), 'entering the pid namespace')
+    pid = os.fork()
+    if pid != 0:
+        _check(_libc.setns(own_pidns, _CLONE_NEWPID), 'leaving the pid namespace')
+    return pid
+
+
+def _sandbox(cfg, req, fds):
+    """Joins the prepared sandbox as its program would be started there."""
+    init_pidfd, env_fd, out_fd, err_fd = fds
+
+    def sync(expect):
+        b = os.read(env_fd, 1)
+        if b != expect:
+            raise OSError(0, 'the supervisor said %r, not %r' % (b, expect))
+
+    step = 'cgroup'
+    report = env_fd
+    try:
+        sync(b'g')  # the supervisor has moved this process into the run's cgroup
+        step = 'namespaces'
+        _check(_libc.setns(init_pidfd, _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWUTS |
+                           _CLONE_NEWIPC | _CLONE_NEWCGROUP), 'setns')
+        step = 'rlimits'
+        for res, cur, mx in cfg['rlimits']:
+            resource.setrlimit(res, (cur, mx))
+        step = 'user namespace'
+        os.setgroups([])
+        # The namespace's owner is the run's own host id, as a cold run's is.
+        os.setresuid(-1, req['host_uid'], -1)
+        _check(_libc.unshare(_CLONE_NEWUSER), 'unshare')
+        os.write(env_fd, b'm')
+        sync(b'g')  # the supervisor has written the id maps
+        step = 'setsid'
+        os.setsid()
+        step = 'bounding set'
+        for cap in range(cfg['last_cap'] + 1):
+            _check(_prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), 'PR_CAPBSET_DROP')
+        step = 'identity'
+        os.setgroups([])
+        os.setresgid(req['gid'], req['gid'], req['gid'])
+        os.setresuid(req['uid'], req['uid'], req['uid'])
+        step = 'capabilities'
+        hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)
+        data = (ctypes.c_uint32 * 6)()
+        _check(_libc.syscall(ctypes.c_long(_SYS_capset), hdr, data), 'capset')
+        step = 'descriptors'
+        null = os.open('/dev/null', os.O_RDONLY)
+        for fd, to in ((null, 0), (out_fd, 1), (err_fd, 2), (env_fd, 3)):
+            os.dup2(fd, to)
+        report = 3
+        os.closerange(4, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+        os.chdir('/sandbox')
+        step = 'seccomp'
+        _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 'PR_SET_NO_NEW_PRIVS')
+        for key in ('spawn_filter', 'filter'):
+            code = bytes.fromhex(cfg[key])
+            buf = ctypes.create_string_buffer(code, len(code))
+            prog = _Filter(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
+            _check(_libc.syscall(ctypes.c_long(_SYS_seccomp), ctypes.c_long(_SECCOMP_SET_MODE_FILTER), ctypes.c_long(0), ctypes.byref(prog)), 'seccomp')
+    except BaseException as e:
+        try:
+            os.write(report, ('e%s: %s' % (step, e)).encode())
+        finally:
+            os._exit(127)
+
+
+_cfg, _req, _fds = _serve()
+_sandbox(_cfg, _req, _fds)
+del _cfg, _req, _fds, _serve, _fork, _sandbox, _check, _prctl, _Filter, _libc
+# From here on this process is the run's program, as a warm interpreter that
+# waits in its sandbox for its run's environment (jail/warm.go).
+os.write(3, b'r')
+with os.fdopen(3, 'rb') as _f:
+    _env = json.load(_f)
+os.environ.clear()
+os.environ.update(_env)
+_path = '/sandbox/main.py'
+sys.argv[:] = [_path]
+sys.orig_argv[:] = [sys.orig_argv[0], '-u', _path]
+sys.path[0] = '/sandbox'
+sys.path[1:1] = [p for p in _env.get('PYTHONPATH', '').split(':') if p]
+if 'time' in sys.modules:
+    sys.modules['time'].tzset()  # the run's TZ, as a fresh interpreter reads it
+del _env, _f
+import builtins, types, importlib.machinery
+_main = types.ModuleType('__main__')
+_main.__file__ = _path
+_main.__builtins__ = builtins
+_main.__loader__ = importlib.machinery.SourceFileLoader('__main__', _path)
+_main.__spec__ = None
+_main.__cached__ = None
+sys.modules['__main__'] = _main
+_status, _sigint = 0, False
+try:
+    with open(_path, 'rb') as _f:
+        _code = compile(_f.read(), _path, 'exec')
+    exec(_code, _main.__dict__)
+except SystemExit as _e:
+    # As the interpreter's handling of an uncaught SystemExit.
+    _status = _e.code
+    if _status is None:
+        _status = 0
+    elif not isinstance(_status, int):
+        sys.stderr.write(str(_status) + '\n')
+        _status = 1
+except BaseException as _e:
+    # As the interpreter would report it, without this bootstrap's frame.
+    _e = _e.with_traceback(_e.__traceback__.tb_next)
+    sys.excepthook(type(_e), _e, _e.__traceback__)
+    _status, _sigint = 1, isinstance(_e, KeyboardInterrupt)
+# The interpreter's exit, but for what it would spend most on: tearing down
+# every module, which writes to each object it frees and so copies the
+# zygote's pages into this process (6 ms of CPU against 1). What a program can
+# observe of that is kept: non-daemon threads are joined, atexit handlers run,
+# the program's globals are released (their __del__ methods run) and its
+# garbage is collected, and the output is flushed.
+sys.modules['threading']._shutdown()
+import atexit
+atexit._run_exitfuncs()
+_main.__dict__.clear()
+del _main
+import gc
+gc.collect()
+for _f in (sys.stdout, sys.stderr):
+    try:
+        _f.flush()
+    except Exception:
+        pass
+if _sigint:
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+os._exit(_status & 0xff)
