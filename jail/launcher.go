@@ -75,6 +75,11 @@ type Config struct {
 	// already started, waiting for its program (see warm.go). It needs
 	// PoolSize; a run that can't use one (WarmEligible) runs cold.
 	Warm map[rootfs.Language]bool
+	// ZygoteRuns and ZygoteAge bound the life of a Python zygote (zygote.go):
+	// it is replaced after this many forks or this long, whichever comes
+	// first; zero means DefaultZygoteRuns and DefaultZygoteAge.
+	ZygoteRuns int
+	ZygoteAge  time.Duration
 	// InitPath is the brig binary to re-execute as the init; zero means
 	// /proc/self/exe.
 	InitPath string

@@ -49,7 +49,7 @@ import (
 // pid 1 (orphans are its), writes the program file when the run comes, and
 // says so (msgPlaced) instead of starting a program.
 //
-// A zygote serves zygoteRuns forks or zygoteAge, whichever ends first, and is
+// A zygote serves Config.ZygoteRuns forks or ZygoteAge, whichever ends first, and is
 // then replaced: its children share its address-space layout and its str hash
 // seed, which must not stay fixed for long. Each child reseeds `random` (the
 // fork hooks of os.fork) and the rest of the process's randomness comes from
@@ -59,8 +59,8 @@ import (
 var zygoteSource string
 
 const (
-	zygoteRuns = 200
-	zygoteAge  = time.Minute
+	DefaultZygoteRuns = 200
+	DefaultZygoteAge  = time.Minute
 	// zygoteTimeout bounds a zygote's start and each of its replies.
 	zygoteTimeout = 10 * time.Second
 )
@@ -82,6 +82,9 @@ type zygote struct {
 	cmd  *exec.Cmd
 	conn *net.UnixConn
 	born time.Time
+	// runs and age are its bounds (Config.ZygoteRuns and ZygoteAge).
+	runs int
+	age  time.Duration
 	// forks counts fork requests, under mu, which also serialises them.
 	mu    sync.Mutex
 	forks int
@@ -256,7 +259,7 @@ func (z *zygote) worn() bool {
 	}
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	return z.forks >= zygoteRuns || time.Since(z.born) >= zygoteAge
+	return z.forks >= z.runs || time.Since(z.born) >= z.age
 }
 
 // retire asks the zygote to exit once its last child has: it forks no more.
@@ -357,6 +360,13 @@ func (l *Launcher) zygoteFor(root *rootfs.Root) (*zygote, error) {
 	z, err := startZygote(root, cfg)
 	if err != nil {
 		return nil, err
+	}
+	z.runs, z.age = l.cfg.ZygoteRuns, l.cfg.ZygoteAge
+	if z.runs <= 0 {
+		z.runs = DefaultZygoteRuns
+	}
+	if z.age <= 0 {
+		z.age = DefaultZygoteAge
 	}
 	if l.zygotes == nil {
 		l.zygotes = map[string]*zygote{}
