@@ -112,42 +112,57 @@ func phaseAt(rps int, p50ms int) Phase {
 func TestServicePrintGoals(t *testing.T) {
 	bare := phaseAt(100, 20)
 	tests := []struct {
-		name string
-		brig Phase
-		want []string
+		name       string
+		lang       rootfs.Language
+		warm, cold Phase
+		want       []string
 	}{
 		{
-			name: "both pass",
-			brig: phaseAt(75, 22),
-			want: []string{"python throughput ≥ 70% of bare: PASS (75.0%)", "python p50 ≤ bare + 3 ms: PASS (+2.00ms)"},
+			name: "all pass",
+			lang: rootfs.Python,
+			warm: phaseAt(200, 10),
+			cold: phaseAt(75, 22),
+			want: []string{
+				"python warm throughput ≥ 200% of bare: PASS (200.0%)", "python warm p50 ≤ 50% of bare: PASS (50.0%)",
+				"python cold throughput ≥ 70% of bare: PASS (75.0%)", "python cold p50 ≤ bare + 3 ms: PASS (+2.00ms)",
+			},
 		},
 		{
-			name: "both miss",
-			brig: phaseAt(60, 25),
-			want: []string{"python throughput ≥ 70% of bare: MISS (60.0%)", "python p50 ≤ bare + 3 ms: MISS (+5.00ms)"},
+			name: "all miss",
+			lang: rootfs.Python,
+			warm: phaseAt(150, 11),
+			cold: phaseAt(60, 25),
+			want: []string{
+				"python warm throughput ≥ 200% of bare: MISS (150.0%)", "python warm p50 ≤ 50% of bare: MISS (55.0%)",
+				"python cold throughput ≥ 70% of bare: MISS (60.0%)", "python cold p50 ≤ bare + 3 ms: MISS (+5.00ms)",
+			},
 		},
 		{
 			name: "exactly at the goals",
-			brig: phaseAt(70, 23),
-			want: []string{"python throughput ≥ 70% of bare: PASS (70.0%)", "python p50 ≤ bare + 3 ms: PASS (+3.00ms)"},
-		},
-		{
-			name: "faster than bare",
-			brig: phaseAt(110, 18),
-			want: []string{"python throughput ≥ 70% of bare: PASS (110.0%)", "python p50 ≤ bare + 3 ms: PASS (-2.00ms)"},
+			lang: rootfs.JavaScript,
+			warm: phaseAt(120, 20),
+			cold: phaseAt(70, 23),
+			want: []string{
+				"javascript warm throughput ≥ 120% of bare: PASS (120.0%)", "javascript warm p50 ≤ 100% of bare: PASS (100.0%)",
+				"javascript cold throughput ≥ 70% of bare: PASS (70.0%)", "javascript cold p50 ≤ bare + 3 ms: PASS (+3.00ms)",
+			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			tt.warm.ServiceCPU = time.Duration(tt.warm.Runs) * 900 * time.Microsecond
+			tt.warm.Starts = map[string]int{"warm": 90, "cold-empty": 10}
 			rep := &ServiceReport{
 				Config:      ServiceConfig{Concurrency: 4, Runs: 100},
 				Concurrency: 4,
-				Rows:        []ServiceRow{{Language: rootfs.Python, Bare: bare, Brig: tt.brig}},
+				Rows:        []ServiceRow{{Language: tt.lang, Bare: bare, Brig: tt.warm, Cold: tt.cold}},
 			}
 			var buf bytes.Buffer
 			rep.Print(&buf)
 			out := buf.String()
-			for _, w := range append(tt.want, "concurrency=4, each phase 100 runs", "checked here at concurrency 4") {
+			for _, w := range append(tt.want, "concurrency=4, each phase 100 runs", "checked here at concurrency 4",
+				"service CPU per run ≤ 1.00ms: PASS (0.90ms)", "starts: warm 90, cold-empty 10", "starts: unknown",
+				tt.lang.String()+" brig cold") {
 				if !strings.Contains(out, w) {
 					t.Errorf("got output\n%s\nwant it to contain %q", out, w)
 				}
@@ -156,6 +171,23 @@ func TestServicePrintGoals(t *testing.T) {
 				t.Errorf("got an RSS line without an RSS phase, want none:\n%s", out)
 			}
 		})
+	}
+}
+
+func TestParseStarts(t *testing.T) {
+	text := `# HELP brig_run_starts_total Runs by how their interpreter was started.
+# TYPE brig_run_starts_total counter
+brig_run_starts_total{language="javascript",path="warm"} 7
+brig_run_starts_total{language="python",path="cold-empty"} 3
+brig_run_starts_total{language="python",path="warm"} 1.2e+03
+brig_runs_total{language="python"} 99
+`
+	got, err := parseStarts(strings.NewReader(text), rootfs.Python)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["warm"] != 1200 || got["cold-empty"] != 3 {
+		t.Errorf("got %v, want python's warm 1200 and cold-empty 3 only", got)
 	}
 }
 
