@@ -211,11 +211,14 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 			}
 			pool := make(chan *slot, cfg.PoolSize)
 			l.pools[key] = pool
-			// A warm sandbox takes a whole interpreter start to prepare: two
-			// fillers keep up with twice the runs.
+			// A warm sandbox takes longer to prepare than a cold one (a whole
+			// interpreter start for JavaScript; for Python a second cgroup
+			// move, which on v1 waits for an RCU grace period): its
+			// preparation is mostly waiting, which one filler per pooled
+			// sandbox overlaps.
 			fillers := 1
 			if warm != "" {
-				fillers = 2
+				fillers = max(2, cfg.PoolSize)
 			}
 			for range fillers {
 				l.wg.Add(1)
