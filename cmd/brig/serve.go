@@ -171,7 +171,7 @@ func defaultServeConfig() serveConfig {
 	sc.Sandbox.Pids = jail.DefaultPids
 	sc.Sandbox.IDFirst = jail.DefaultIDFirst
 	sc.Sandbox.IDCount = jail.DefaultIDCount
-	sc.Sandbox.Warm = []string{"javascript"}
+	sc.Sandbox.Warm = []string{"python", "javascript"}
 	sc.Sandbox.Rootfs = map[string]string{}
 	sc.Packages.Enabled = true
 	sc.Packages.CacheMaxBytes = packages.DefaultCacheBytes
@@ -233,7 +233,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "pool", Usage: "prepared sandboxes kept waiting per rootfs"},
 			&cli.Float64Flag{Name: "cpus", Usage: "CPU limit of each run, in CPUs"},
 			&cli.Int64Flag{Name: "pids", Usage: "limit on processes and threads of each run"},
-			&cli.StringSliceFlag{Name: "warm", Usage: "a language whose pooled sandboxes hold its interpreter already started (repeatable; default javascript; --warm none for none)"},
+			&cli.StringSliceFlag{Name: "warm", Usage: "a language whose pooled sandboxes hold its interpreter already started (repeatable; default python and javascript; --warm none for none)"},
 			&cli.UintFlag{Name: "id-first", Usage: "first host id of the range runs are mapped to (see brig check)"},
 			&cli.UintFlag{Name: "id-count", Usage: "how many host ids the range holds (two per sandbox)"},
 			&cli.StringSliceFlag{Name: "rootfs", Usage: "a built rootfs for a language, as LANG=DIR"},
