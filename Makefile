@@ -2,6 +2,11 @@
 # install what they need on a fresh Debian machine (as root).
 GO ?= go
 BIN := bin/brig
+# bin/brig-init is each sandbox's init (cmd/brig-init), which bin/brig uses when
+# both carry the same build stamp.
+INIT_BIN := bin/brig-init
+STAMP := $(shell git rev-parse --short HEAD 2>/dev/null)-$(shell date +%s%N)
+LDFLAGS := -X github.com/brig-sandbox/brig/jail.buildStamp=$(STAMP)
 # urfave_cli_no_docs leaves out the CLI's man page generator, whose package
 # initialisation every sandbox's init (this binary, re-executed) would pay.
 TAGS := urfave_cli_no_docs
@@ -24,7 +29,8 @@ deps:
 	fi
 
 build: deps
-	$(GO) build -tags $(TAGS) -o $(BIN) ./cmd/brig
+	$(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/brig
+	$(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(INIT_BIN) ./cmd/brig-init
 
 # test runs every test; the privileged ones need root (CI runs as root). The
 # clients' tests run against bin/brig serve.

@@ -80,8 +80,8 @@ type Config struct {
 	// first; zero means DefaultZygoteRuns and DefaultZygoteAge.
 	ZygoteRuns int
 	ZygoteAge  time.Duration
-	// InitPath is the brig binary to re-execute as the init; zero means
-	// /proc/self/exe.
+	// InitPath is the binary each sandbox's init runs (brig-init, or brig
+	// re-executed); zero means DefaultInitPath's choice.
 	InitPath string
 	// Logger gets one line per pool failure; nil means slog.Default().
 	Logger *slog.Logger
@@ -151,11 +151,14 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 	if cfg.IDLockDir == "" {
 		cfg.IDLockDir = IDLockDir
 	}
-	if cfg.InitPath == "" {
-		cfg.InitPath = "/proc/self/exe"
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.InitPath == "" {
+		var why string
+		if cfg.InitPath, why = DefaultInitPath(); why != "" {
+			cfg.Logger.Info("sandboxes' inits re-execute this binary", "init", cfg.InitPath, "why", why)
+		}
 	}
 	if err := validateConfig(cfg); err != nil {
 		return nil, err

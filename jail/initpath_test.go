@@ -1,0 +1,62 @@
+package jail
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/brig-sandbox/brig/internal/testutil"
+)
+
+// TestDefaultInitPath: brig-init next to the executable is used only when it
+// is root's, writable by root alone, and of the same build.
+func TestDefaultInitPath(t *testing.T) {
+	testutil.RequireRoot(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(filepath.Dir(exe), InitBinary)
+	if _, err := os.Stat(p); err == nil {
+		t.Skipf("%s exists; not replacing it", p)
+	}
+	t.Cleanup(func() { os.Remove(p) })
+	old := buildStamp
+	t.Cleanup(func() { buildStamp = old })
+	// A stand-in that answers "stamp" as brig-init does.
+	fake := func(stamp string, mode os.FileMode) {
+		t.Helper()
+		os.Remove(p)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\necho "+stamp+"\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, stamp, fakeStamp string
+		mode                   os.FileMode
+		want, why              string
+	}{
+		{"no stamp in this binary", "", "", 0o755, "/proc/self/exe", "no build stamp"},
+		{"same build", "b1", "b1", 0o755, p, ""},
+		{"another build", "b1", "b2", 0o755, "/proc/self/exe", "another build"},
+		{"writable by others", "b1", "b1", 0o757, "/proc/self/exe", "only root can write"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buildStamp = tc.stamp
+			fake(tc.fakeStamp, tc.mode)
+			got, why := DefaultInitPath()
+			if got != tc.want || !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
+				t.Errorf("got %q (%q), want %q (%q)", got, why, tc.want, tc.why)
+			}
+		})
+	}
+	os.Remove(p)
+	buildStamp = "b1"
+	if got, why := DefaultInitPath(); got != "/proc/self/exe" || !strings.Contains(why, "no "+InitBinary) {
+		t.Errorf("without the file: got %q (%q), want /proc/self/exe and why", got, why)
+	}
+}
