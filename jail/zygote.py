@@ -16,6 +16,7 @@ _CLONE_NEWPID = 0x20000000
 _CLONE_NEWNET = 0x40000000
 _SYS_capset = 126
 _SYS_seccomp = 317
+_PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
 _SECCOMP_SET_MODE_FILTER = 1
@@ -148,6 +149,9 @@ def _sandbox(cfg, req, fds):
         os.setgroups([])
         os.setresgid(req['gid'], req['gid'], req['gid'])
         os.setresuid(req['uid'], req['uid'], req['uid'])
+        # The uid change made the process non-dumpable; an exec'd program
+        # (a cold run's) is dumpable, and owns its /proc files.
+        _check(_prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0), 'PR_SET_DUMPABLE')
         step = 'capabilities'
         hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)
         data = (ctypes.c_uint32 * 6)()
