@@ -5,8 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -52,5 +56,47 @@ func BenchmarkBare(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkFirstByte measures, through the jail (no service), the time from
+// Run to the program's first byte of stdout, cold and warm, with a pool that
+// is full when each run starts (a pause between runs lets it refill); it
+// reports the p50 as first-byte-ms. The bare figure is BenchmarkBare's.
+//
+//	go test -tags urfave_cli_no_docs -run xxx -bench FirstByte -benchtime 50x ./jail
+func BenchmarkFirstByte(b *testing.B) {
+	for _, lang := range rootfs.Languages {
+		for _, warm := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/warm=%v", lang, warm), func(b *testing.B) {
+				testutil.RequireRoot(b)
+				state := b.TempDir()
+				p, err := rootfs.NewHost(state, rootfs.HostConfig{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				l := newTestLauncherWith(b, state, p, 2, func(c *Config) {
+					c.Warm = map[rootfs.Language]bool{lang: warm}
+				})
+				var firsts []time.Duration
+				for i := 0; i < b.N; i++ {
+					time.Sleep(100 * time.Millisecond) // the pool refills
+					var first time.Duration
+					var once sync.Once
+					t0 := time.Now()
+					res := run(b, l, lang, map[rootfs.Language]string{rootfs.Python: "print(1)", rootfs.JavaScript: "console.log(1)"}[lang],
+						func(s *Spec) { s.OnStdout = func(string) { once.Do(func() { first = time.Since(t0) }) } })
+					if !res.Succeeded() || first == 0 {
+						b.Fatalf("got %s: %s %s (first byte %s)", res.End, res.Message, res.Stderr, first)
+					}
+					if (res.Start == StartWarm) != warm {
+						b.Fatalf("run started %s, want warm=%v", res.Start, warm)
+					}
+					firsts = append(firsts, first)
+				}
+				slices.Sort(firsts)
+				b.ReportMetric(float64(firsts[len(firsts)/2])/float64(time.Millisecond), "first-byte-ms")
+			})
+		}
 	}
 }

@@ -139,6 +139,14 @@ func Init() int {
 		}
 	}
 	report(message{Kind: msgReady, ScratchFD: st.scratchFD})
+	if st.prep.Zygote {
+		for _, s := range hardenSteps {
+			if err := s.run(st); err != nil {
+				return fail(s.name, err)
+			}
+		}
+		reapOrphans(signals)
+	}
 	if err := dec.Decode(&st.run); err != nil {
 		if errors.Is(err, io.EOF) {
 			return 0 // discarded from the pool
@@ -152,15 +160,6 @@ func Init() int {
 		if err := s.run(st); err != nil {
 			return fail(s.name, err)
 		}
-	}
-	if st.run.Zygote {
-		report(message{Kind: msgPlaced})
-		for _, s := range hardenSteps {
-			if err := s.run(st); err != nil {
-				return fail(s.name, err)
-			}
-		}
-		reapOrphans(signals)
 	}
 	var pid int
 	var err error

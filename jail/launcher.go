@@ -365,12 +365,11 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	rs := runSpecOf(spec, root, attached)
 	if s.zchild != nil {
-		rs.Zygote = true
-		if s.zchild.env, err = warmEnv(rs.Env); err != nil {
-			return internal("env", "%v", err)
-		}
+		// The zygote's child gets its run straight from here (supervise).
+		err = s.zchild.setRun(rs)
+	} else {
+		err = json.NewEncoder(s.spec).Encode(rs)
 	}
-	err = json.NewEncoder(s.spec).Encode(rs)
 	s.spec.Close()
 	s.spec = nil
 	if err != nil {

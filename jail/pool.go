@@ -232,10 +232,12 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 		}
 	}
 	prep := l.prepareSpec(root, memoryBytes, s.ids)
-	if warm == rootfs.JavaScript {
-		// A warm Python sandbox is prepared cold, and a zygote's child
-		// joins it once it is ready (zygote.go).
+	switch warm {
+	case rootfs.JavaScript:
 		prep.Warm = warmArgv(root)
+	case rootfs.Python:
+		// A zygote's child joins the sandbox once it is built (zygote.go).
+		prep.Zygote = true
 	}
 	if err := json.NewEncoder(s.spec).Encode(prep); err != nil {
 		return nil, fmt.Errorf("sending the prepare spec: %w", err)

@@ -125,9 +125,15 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 		e.exited, e.ws = true, syscall.WaitStatus(ws)
 		return e
 	}
-	// A zygote's child reports its exit through the zygote, not the init.
+	// A zygote's child waits for its run from the supervisor, and reports its
+	// exit through the zygote, not the init.
 	var zexit <-chan uint32
 	if s.zchild != nil {
+		if err := s.zchild.handOver(); err != nil {
+			e.setupErr = &message{Kind: msgError, Step: "hand-over", Error: err.Error()}
+			return e
+		}
+		start(monotonic())
 		zexit = s.zchild.exit
 	}
 	for {
@@ -142,12 +148,6 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			case m.Kind == msgError:
 				e.setupErr = &m
 				return e
-			case m.Kind == msgPlaced && s.zchild != nil:
-				if err := s.zchild.handOver(); err != nil {
-					e.setupErr = &message{Kind: msgError, Step: "hand-over", Error: err.Error()}
-					return e
-				}
-				start(monotonic())
 			case m.Kind == msgStarted:
 				start(time.Duration(m.Mono))
 			case m.Kind == msgExit:

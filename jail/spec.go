@@ -93,6 +93,11 @@ type prepareSpec struct {
 	// Warm, when set, is the command line of the interpreter a warm sandbox
 	// starts before its run (see warm.go); nil for a cold sandbox.
 	Warm []string
+	// Zygote: the sandbox's program will be a zygote's child, which joins it
+	// and gets its program and environment from the supervisor (zygote.go).
+	// The init has nothing to do for the run: it hardens itself as soon as
+	// the root is built and only reaps.
+	Zygote bool `json:",omitempty"`
 }
 
 // runSpec is the second thing the parent sends: the run itself. (The run's
@@ -105,10 +110,6 @@ type runSpec struct {
 	Code       []byte
 	Argv       []string
 	Env        []string
-	// Zygote: the program is a zygote's child that waits in the sandbox
-	// (zygote.go); the init writes the program file, says so (msgPlaced) and
-	// starts nothing.
-	Zygote bool `json:",omitempty"`
 }
 
 type rlimit struct {
@@ -119,8 +120,7 @@ type rlimit struct {
 // message is what the init writes on its status pipe, one JSON object a line.
 type message struct {
 	// Kind is "ready" (the root is built; the init waits for the run),
-	// "started" (the interpreter was exec'd), "placed" (the program file is in
-	// place for a zygote's child to run), "error" (a step failed; the program
+	// "started" (the interpreter was exec'd), "error" (a step failed; the program
 	// did not run, or is killed at once) or "exit" (the program ended with
 	// WaitStatus).
 	Kind       string `json:"kind"`
@@ -137,7 +137,6 @@ type message struct {
 
 const (
 	msgReady   = "ready"
-	msgPlaced  = "placed"
 	msgStarted = "started"
 	msgError   = "error"
 	msgExit    = "exit"

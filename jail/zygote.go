@@ -44,10 +44,12 @@ import (
 //  5. it says it is ready, and waits, as a warm sandbox's interpreter does,
 //     for its run's environment on descriptor 3 (warm.go).
 //
-// The program is then the zygote's child, not the init's: the zygote reports
-// its exit status on the control socket. The init stays the pid namespace's
-// pid 1 (orphans are its), writes the program file when the run comes, and
-// says so (msgPlaced) instead of starting a program.
+// When the run comes, the supervisor writes it on the child's socket: the
+// program, which the child writes at its script path as the program's own
+// file, and the environment. The program is the zygote's child, not the
+// init's: the zygote reports its exit status on the control socket. The init
+// stays the pid namespace's pid 1 (orphans are its); it has nothing to do for
+// the run, and hardens itself as soon as the root is built.
 //
 // A zygote serves Config.ZygoteRuns forks or ZygoteAge, whichever ends first, and is
 // then replaced: its children share its address-space layout and its str hash
@@ -323,8 +325,24 @@ type zygoteChild struct {
 	conn *os.File
 	// exit has the child's wait status; closed without one if the zygote died.
 	exit <-chan uint32
-	// env is the run's environment, as the child reads it (warmEnv).
-	env []byte
+	// run is what the child reads once it is sandboxed: its program and
+	// environment (setRun).
+	run []byte
+}
+
+// setRun sets what handOver gives the child: the program's code, which it
+// writes at its script path, and its whole environment.
+func (c *zygoteChild) setRun(rs *runSpec) error {
+	env, err := warmEnv(rs.Env)
+	if err != nil {
+		return err
+	}
+	c.run, err = json.Marshal(struct {
+		Path string          `json:"path"`
+		Code string          `json:"code"`
+		Env  json.RawMessage `json:"env"`
+	}{rs.ScriptPath, string(rs.Code), env})
+	return err
 }
 
 // zygoteFor returns a running zygote for root, starting (or replacing) one
@@ -492,9 +510,9 @@ func (c *zygoteChild) expect(b byte) error {
 	return fmt.Errorf("the zygote child said %q, not %q", buf[0], b)
 }
 
-// handOver gives the child its run's environment, which starts the program.
+// handOver gives the child its run, which starts the program.
 func (c *zygoteChild) handOver() error {
-	_, err := c.conn.Write(c.env)
+	_, err := c.conn.Write(c.run)
 	if cerr := c.conn.Close(); err == nil {
 		err = cerr
 	}

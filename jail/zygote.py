@@ -180,14 +180,17 @@ def _sandbox(cfg, req, fds):
 _cfg, _req, _fds = _serve()
 _sandbox(_cfg, _req, _fds)
 del _cfg, _req, _fds, _serve, _fork, _sandbox, _check, _prctl, _Filter, _libc
-# From here on this process is the run's program, as a warm interpreter that
-# waits in its sandbox for its run's environment (jail/warm.go).
+# From here on this process is the run's program, which waits in its sandbox
+# for its run: the code, written as its script, and the environment.
 os.write(3, b'r')
 with os.fdopen(3, 'rb') as _f:
-    _env = json.load(_f)
+    _run = json.load(_f)
+_path, _env, _src = _run['path'], _run['env'], _run['code'].encode('utf-8')
+with open(_path, 'wb') as _f:
+    _f.write(_src)
+del _run
 os.environ.clear()
 os.environ.update(_env)
-_path = '/sandbox/main.py'
 sys.argv[:] = [_path]
 sys.orig_argv[:] = [sys.orig_argv[0], '-u', _path]
 sys.path[0] = '/sandbox'
@@ -205,8 +208,8 @@ _main.__cached__ = None
 sys.modules['__main__'] = _main
 _status, _sigint = 0, False
 try:
-    with open(_path, 'rb') as _f:
-        _code = compile(_f.read(), _path, 'exec')
+    _code = compile(_src, _path, 'exec')
+    del _src
     exec(_code, _main.__dict__)
 except SystemExit as _e:
     # As the interpreter's handling of an uncaught SystemExit.
