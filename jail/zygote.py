@@ -35,6 +35,20 @@ def _check(r, what):
         raise OSError(e, '%s: %s' % (what, os.strerror(e)))
 
 
+def _retitle(argv):
+    # The process's command line (/proc/self/cmdline, what ps shows) is the
+    # memory of its first argv: rewritten in place as a cold run's, padded
+    # with NULs, instead of the zygote's source.
+    with open('/proc/self/stat', 'rb') as f:
+        fields = f.read().rsplit(b')', 1)[1].split()
+    start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end
+    size = end - start
+    title = b'\0'.join(a.encode() for a in argv) + b'\0'
+    if len(title) <= size:
+        ctypes.memset(start, 0, size)
+        ctypes.memmove(start, title, len(title))
+
+
 class _Filter(ctypes.Structure):
     _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]
 
@@ -179,7 +193,7 @@ def _sandbox(cfg, req, fds):
 
 _cfg, _req, _fds = _serve()
 _sandbox(_cfg, _req, _fds)
-del _cfg, _req, _fds, _serve, _fork, _sandbox, _check, _prctl, _Filter, _libc
+del _cfg, _req, _fds, _serve, _fork, _sandbox, _check, _prctl, _Filter
 # From here on this process is the run's program, which waits in its sandbox
 # for its run: the code, written as its script, and the environment.
 os.write(3, b'r')
@@ -193,6 +207,8 @@ os.environ.clear()
 os.environ.update(_env)
 sys.argv[:] = [_path]
 sys.orig_argv[:] = [sys.orig_argv[0], '-u', _path]
+_retitle(sys.orig_argv)
+del _retitle, _libc
 sys.path[0] = '/sandbox'
 sys.path[1:1] = [p for p in _env.get('PYTHONPATH', '').split(':') if p]
 if 'time' in sys.modules:
