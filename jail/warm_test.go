@@ -73,6 +73,36 @@ var warmCorpus = []struct {
 	{"py pickle main", rootfs.Python, "import pickle\nclass C: pass\nprint(type(pickle.loads(pickle.dumps(C()))).__qualname__)", 0},
 	{"py fds", rootfs.Python, "import os\nprint(sorted(int(f) for f in os.listdir('/proc/self/fd')))", 0},
 	{"py uncaught in thread", rootfs.Python, "import threading\nt = threading.Thread(target=lambda: 1/0)\nt.start(); t.join()\nprint('after')", 0},
+	// The emulated interpreter exit (the end of zygote.py): what a program can
+	// observe of it is the interpreter's own.
+	{"py del at exit", rootfs.Python, "class D:\n    def __del__(self):\n        print('del')\nd = D()\nprint('main')", 0},
+	{"py weakref finalize at exit", rootfs.Python, "import weakref\nclass O: pass\no = O()\nweakref.finalize(o, print, 'finalized')\nprint('main')", 0},
+	// The thread waits for the main thread's end, so it prints only once the
+	// exit has begun: the run must wait for it (threading._shutdown).
+	{"py thread joined at exit", rootfs.Python, "import threading\ndef f():\n    threading.main_thread().join()\n    print('after main')\nthreading.Thread(target=f).start()\nprint('main done')", 0},
+	{"py daemon thread blocked", rootfs.Python, "import threading\nthreading.Thread(target=threading.Event().wait, daemon=True).start()\nprint('main')", 0},
+	{"py exit 256", rootfs.Python, "import sys\nsys.exit(256)", 0},
+	{"py exit -1", rootfs.Python, "import sys\nsys.exit(-1)", 0},
+	{"py exit None", rootfs.Python, "import sys\nprint('x')\nsys.exit(None)", 0},
+	{"py exit str", rootfs.Python, "import sys\nsys.exit('msg')", 0},
+	{"py exit float", rootfs.Python, "import sys\nsys.exit(2.5)", 0},
+	// os._exit skips the exit: no atexit handler runs.
+	{"py os._exit", rootfs.Python, "import atexit, os\natexit.register(print, 'not printed')\nprint('x')\nos._exit(5)", 0},
+	// The traceback, then the atexit handlers, then death by SIGINT.
+	{"py KeyboardInterrupt", rootfs.Python, "import atexit\natexit.register(print, 'at exit')\nraise KeyboardInterrupt", 0},
+	{"py SIGINT", rootfs.Python, "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)", 0},
+	// The handler's repr has no address (a function's differs from run to
+	// run, warm or cold); handlers run last registered first.
+	{"py atexit raises", rootfs.Python, "import atexit\nclass H:\n    def __repr__(self):\n        return 'H'\n    def __call__(self):\n        raise ValueError('in handler')\natexit.register(H())\natexit.register(print, 'first')\nprint('main')", 0},
+	// What the program sees of how it was started. Left out because they
+	// legitimately differ: sys.flags has no `unbuffered` in 3.11 (-u shows as
+	// write_through); os.getppid() is 1 cold (the init) and 0 warm (the
+	// zygote, outside the run's pid namespace).
+	{"py argv and __main__", rootfs.Python, "import sys\nprint(sys.argv, sys.orig_argv, sys.stdout.write_through, __spec__, __loader__.name, type(__loader__).__name__, __package__, __cached__)", 0},
+	{"py DeprecationWarning in __main__", rootfs.Python, "import warnings\nwarnings.warn('w', DeprecationWarning)", 0},
+	// spawn re-imports the main module from __main__.__file__ in a fresh
+	// interpreter.
+	{"py multiprocessing spawn", rootfs.Python, "import multiprocessing as mp\ndef sq(x):\n    return x * x\nif __name__ == '__main__':\n    with mp.get_context('spawn').Pool(1) as p:\n        print(p.map(sq, [1, 2, 3]))", 0},
 	{"js main", rootfs.JavaScript, "console.log(require.main === module, __filename, __dirname, process.argv.length, process.argv[1], process.cwd(), process.env.REQ_A, process.execArgv)", 0},
 	{"js exit code", rootfs.JavaScript, "console.log('before'); process.exit(4)", 0},
 	{"js throw", rootfs.JavaScript, "function f() { throw new Error('boom') }\nf()", 5},
@@ -107,6 +137,39 @@ func TestWarmMatchesCold(t *testing.T) {
 			}
 			if ws != cs {
 				t.Errorf("stderr: warm %q, cold %q", ws, cs)
+			}
+		})
+	}
+}
+
+// TestWarmTZMatchesCold: a warm Python interpreter, started before its run,
+// takes the run's TZ as a fresh one would read it at its start, and a later
+// warm run without TZ does not keep the earlier run's zone.
+func TestWarmTZMatchesCold(t *testing.T) {
+	cold := newTestLauncher(t, 0)
+	warm := newWarmLauncher(t, 1)
+	const code = "import os, time, datetime\nprint(os.environ.get('TZ'), time.tzname, time.localtime().tm_gmtoff, time.strftime('%Z'), datetime.datetime.now().astimezone().tzname())"
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // the cold run's, checked so that the comparison means something
+	}{
+		{"Asia/Tokyo", map[string]string{"TZ": "Asia/Tokyo"}, "Asia/Tokyo ('JST', 'JST') 32400 JST JST\n"},
+		{"unset", nil, ""},
+		{"UTC+5", map[string]string{"TZ": "XYZ-5"}, "XYZ-5 ('XYZ', 'XYZ') 18000 XYZ XYZ\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			waitWarm(t, warm)
+			w := run(t, warm, rootfs.Python, code, withEnv(tc.env))
+			c := run(t, cold, rootfs.Python, code, withEnv(tc.env))
+			if w.Start != StartWarm || c.Start != StartCold {
+				t.Fatalf("start paths: got %s and %s, want warm and cold", w.Start, c.Start)
+			}
+			if !c.Succeeded() || (tc.want != "" && c.Stdout != tc.want) {
+				t.Fatalf("cold: %s %q (stderr %q), want %q", c.End, c.Stdout, c.Stderr, tc.want)
+			}
+			if w.Stdout != c.Stdout || w.Stderr != c.Stderr || w.End != c.End {
+				t.Errorf("warm: %s %q %q; cold: %s %q %q", w.End, w.Stdout, w.Stderr, c.End, c.Stdout, c.Stderr)
 			}
 		})
 	}

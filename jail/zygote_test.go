@@ -1,0 +1,342 @@
+package jail
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// newZygoteLauncher is a launcher with warm Python sandboxes (a pool of one)
+// whose zygotes have the bounds opts set.
+func newZygoteLauncher(tb testing.TB, opts func(*Config)) *Launcher {
+	tb.Helper()
+	testutil.RequireRoot(tb)
+	state := tb.TempDir()
+	p, err := rootfs.NewHost(state, rootfs.HostConfig{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return newTestLauncherWith(tb, state, p, 1, func(c *Config) {
+		c.Warm = map[rootfs.Language]bool{rootfs.Python: true}
+		if opts != nil {
+			opts(c)
+		}
+	})
+}
+
+// servingZygote is the zygote serving l's Python root now.
+func servingZygote(tb testing.TB, l *Launcher) *zygote {
+	tb.Helper()
+	l.zmu.Lock()
+	defer l.zmu.Unlock()
+	if len(l.zygotes) != 1 {
+		tb.Fatalf("%d zygotes serve, want 1 (the host root serves both languages)", len(l.zygotes))
+	}
+	for _, z := range l.zygotes {
+		return z
+	}
+	return nil
+}
+
+// retiredZygotes are the pids of the zygotes l has replaced.
+func retiredZygotes(l *Launcher) []int {
+	l.zmu.Lock()
+	defer l.zmu.Unlock()
+	var pids []int
+	for _, z := range l.retired {
+		pids = append(pids, z.cmd.Process.Pid)
+	}
+	return pids
+}
+
+// childPids are the live (or unreaped) children of pid.
+func childPids(pid int) []string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	return strings.Fields(string(b))
+}
+
+// gone reports whether pid no longer exists, reaped.
+func gone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// warmRun is a run that must take a warm sandbox and succeed.
+func warmRun(t *testing.T, l *Launcher, code string, opts ...func(*Spec)) *Result {
+	t.Helper()
+	waitWarm(t, l)
+	res := run(t, l, rootfs.Python, code, opts...)
+	if res.Start != StartWarm || !res.Succeeded() {
+		t.Fatalf("got start %s end %s message %q stderr %q, want a warm run that succeeds", res.Start, res.End, res.Message, res.Stderr)
+	}
+	return res
+}
+
+// TestZygoteRandomnessPerRun: two warm runs forked by the same zygote get
+// randomness of their own: the random module, uuid4, tempfile's names and the
+// kernel's. (The str hash seed is the zygote's, by design: zygote.go.)
+func TestZygoteRandomnessPerRun(t *testing.T) {
+	l := newWarmLauncher(t, 1)
+	const code = `import hashlib, os, random, tempfile, uuid
+print(random.random())
+print(hashlib.sha256(repr(random.getstate()).encode()).hexdigest())
+print(random.randrange(1 << 62))
+print(uuid.uuid4())
+print(next(tempfile._get_candidate_names()))
+print(os.urandom(8).hex())
+`
+	names := []string{"random.random()", "random.getstate()", "random.randrange", "uuid.uuid4()", "tempfile name", "os.urandom"}
+	waitWarm(t, l)
+	z := servingZygote(t, l)
+	var outs [][]string
+	for range 2 {
+		res := warmRun(t, l, code)
+		lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+		if len(lines) != len(names) {
+			t.Fatalf("output %q, want %d lines", res.Stdout, len(names))
+		}
+		outs = append(outs, lines)
+	}
+	// Else the runs would differ for having different zygotes, which proves
+	// nothing of a zygote's children.
+	if servingZygote(t, l) != z {
+		t.Fatal("the zygote was replaced between the runs")
+	}
+	for i, name := range names {
+		if outs[0][i] == outs[1][i] {
+			t.Errorf("%s: both runs got %q", name, outs[0][i])
+		}
+	}
+}
+
+// TestZygoteReplaced: a zygote forks at most Config.ZygoteRuns children (or
+// lives at most ZygoteAge), and is then replaced by one with a hash seed of its
+// own; a retired zygote exits once its last child has, and is reaped.
+func TestZygoteReplaced(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts func(*Config)
+		// minDistinct is how many distinct zygotes 8 runs must see.
+		minDistinct int
+	}{
+		// Two forks each, and the pool's fillers may fork one more before
+		// the count is seen: 8 runs see at least 2.
+		{"runs", func(c *Config) { c.ZygoteRuns = 2 }, 2},
+		// Worn at its next fork: every child has a zygote of its own.
+		{"age", func(c *Config) { c.ZygoteAge = time.Nanosecond }, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newZygoteLauncher(t, tc.opts)
+			hashes := map[string]int{}
+			serving := map[int]bool{}
+			// A run may go cold: zygoteFor can retire a zygote that the
+			// other filler has just been handed and not yet forked from; with
+			// no child left it exits, that fork fails, and runs go
+			// cold-failing until the next warm sandbox is ready. Such a run
+			// must still succeed.
+			warm := 0
+			for i := 0; warm < 8; i++ {
+				if i == 30 {
+					t.Fatalf("only %d of 30 runs were warm", warm)
+				}
+				waitWarm(t, l)
+				res := run(t, l, rootfs.Python, "print(hash('brig'))")
+				if !res.Succeeded() {
+					t.Fatalf("run %d: start %s end %s message %q stderr %q", i, res.Start, res.End, res.Message, res.Stderr)
+				}
+				if res.Start != StartWarm {
+					t.Logf("run %d started %s", i, res.Start)
+					continue
+				}
+				warm++
+				hashes[res.Stdout]++
+				serving[servingZygote(t, l).cmd.Process.Pid] = true
+			}
+			if len(hashes) < tc.minDistinct {
+				t.Errorf("8 warm runs saw %d zygotes (hash seeds %v), want at least %d", len(hashes), hashes, tc.minDistinct)
+			}
+			if len(serving) < 2 {
+				t.Errorf("the launcher served from %d zygote(s) over 8 runs, want several", len(serving))
+			}
+			// A retired zygote whose children are all gone exits; one may
+			// still have a child in the pool (at most the pool's one and the
+			// two fillers' prepared sandboxes, from the last two zygotes).
+			retired := retiredZygotes(l)
+			if len(retired) == 0 {
+				t.Fatal("no zygote was retired")
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			reaped := map[int]bool{} // once gone, a pid may be another process's
+			for {
+				var exited, waiting, stuck []int
+				for _, pid := range retired {
+					switch {
+					case reaped[pid] || gone(pid):
+						reaped[pid] = true
+						exited = append(exited, pid)
+					case len(childPids(pid)) > 0:
+						waiting = append(waiting, pid)
+					default:
+						stuck = append(stuck, pid)
+					}
+				}
+				if len(stuck) == 0 && len(waiting) <= 2 && len(exited) > 0 {
+					t.Logf("%d zygotes retired: %d exited and reaped, %d wait for a pooled child", len(retired), len(exited), len(waiting))
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("retired zygotes after 10 s: %v exited, %v still have children, %v have none and still exist", exited, waiting, stuck)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestZygoteInvisibleToRuns: a warm run sees its own pid namespace only (the
+// init, itself and its children), not the zygote that forked it: it can't
+// find, open or signal it, and kill(-1, SIGKILL) kills only the run's own
+// processes. The zygote serves on.
+func TestZygoteInvisibleToRuns(t *testing.T) {
+	l := newWarmLauncher(t, 1)
+	waitWarm(t, l)
+	z := servingZygote(t, l)
+	zpid := z.cmd.Process.Pid
+	if zpid < 100 {
+		// The run's own pids are small: a clash would make the checks below
+		// say nothing.
+		t.Skipf("the zygote's host pid %d is small enough to exist in the run's pid namespace", zpid)
+	}
+	code := pyTrial + fmt.Sprintf("zpid = %d\n", zpid) + `
+import signal, subprocess
+def procs():
+    return sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+me = os.getpid()
+r['alone'] = str(procs() == [1, me])
+child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])
+r['with child'] = str(procs() == sorted([1, me, child.pid]))
+r['proc zygote'] = trial(lambda: os.stat('/proc/%d' % zpid))
+r['proc zygote status'] = trial(lambda: open('/proc/%d/status' % zpid).read())
+r['pidfd zygote'] = trial(lambda: os.close(os.pidfd_open(zpid)))
+r['kill zygote 0'] = trial(lambda: os.kill(zpid, 0))
+r['kill zygote KILL'] = trial(lambda: os.kill(zpid, signal.SIGKILL))
+r['kill zygote group'] = trial(lambda: os.killpg(zpid, signal.SIGKILL))
+r['kill -1 0'] = trial(lambda: os.kill(-1, 0))
+r['kill -1 KILL'] = trial(lambda: os.kill(-1, signal.SIGKILL))
+r['child status'] = str(child.wait())
+r['after'] = str(procs() == [1, me])
+` + pyDump
+	before := warmRun(t, l, "print(hash('brig'))")
+	waitWarm(t, l)
+	res := run(t, l, rootfs.Python, code)
+	if res.Start != StartWarm {
+		t.Fatalf("start %s, want warm", res.Start)
+	}
+	got, err := tryProbeResult(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkProbe(t, got, []check{
+		{name: "only the init and itself", key: "alone", want: "True"},
+		{name: "and its child", key: "with child", want: "True"},
+		{name: "no /proc entry for the zygote", key: "proc zygote", want: "ENOENT"},
+		{name: "no /proc status for the zygote", key: "proc zygote status", want: "ENOENT"},
+		{name: "no pidfd for the zygote", key: "pidfd zygote", want: "ESRCH"},
+		{name: "no signal 0 to the zygote", key: "kill zygote 0", want: "ESRCH"},
+		{name: "no SIGKILL to the zygote", key: "kill zygote KILL", want: "ESRCH"},
+		{name: "no SIGKILL to the zygote's group", key: "kill zygote group", want: "ESRCH"},
+		{name: "kill -1 reaches its child", key: "kill -1 0", want: "ok"},
+		{name: "kill -1 SIGKILL kills its child", key: "kill -1 KILL", want: "ok"},
+		{name: "the child died of it", key: "child status", want: "-9"},
+		{name: "nothing else was there", key: "after", want: "True"},
+	})
+	if servingZygote(t, l) != z || gone(zpid) {
+		t.Fatal("the zygote was replaced or is gone")
+	}
+	select {
+	case <-z.dead:
+		t.Fatal("the zygote's control socket closed")
+	default:
+	}
+	// It still serves: the next run is its child (its hash seed).
+	after := warmRun(t, l, "print(hash('brig'))")
+	if after.Stdout != before.Stdout {
+		t.Errorf("hash('brig') was %q before and %q after: the run after was not the same zygote's child", before.Stdout, after.Stdout)
+	}
+}
+
+// tryProbeResult is tryProbe's reading of a result that has been run.
+func tryProbeResult(res *Result) (map[string]string, error) {
+	if !res.Succeeded() {
+		return nil, fmt.Errorf("probe run: got %s message %q stderr %q, want succeeded", res.End, res.Message, res.Stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	got := map[string]string{}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+		return nil, fmt.Errorf("probe output %q: %w", res.Stdout, err)
+	}
+	return got, nil
+}
+
+// TestZygoteDeathFallsBack: when a zygote dies, the launcher starts another,
+// and runs go on. The sandboxes it had forked lose their program's exit
+// status with it: a run that takes one ends internal (at most one per such
+// sandbox, and before any warm run from the new zygote); every other run
+// succeeds, and within 20 runs one is warm again, from a new zygote.
+func TestZygoteDeathFallsBack(t *testing.T) {
+	l := newWarmLauncher(t, 1)
+	waitWarm(t, l)
+	z := servingZygote(t, l)
+	zpid := z.cmd.Process.Pid
+	// With the zygote's lock held no fork is under way: its children are
+	// every sandbox it forked that is still there.
+	z.mu.Lock()
+	orphans := len(childPids(zpid))
+	if err := syscall.Kill(zpid, syscall.SIGKILL); err != nil {
+		z.mu.Unlock()
+		t.Fatal(err)
+	}
+	z.mu.Unlock()
+	select {
+	case <-z.dead:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the launcher did not see the zygote die in 10 s")
+	}
+	t.Logf("killed zygote %d with %d forked sandboxes", zpid, orphans)
+	internal := 0
+	for i := range 20 {
+		waitWarm(t, l)
+		res := run(t, l, rootfs.Python, "print(6 * 7)")
+		switch {
+		case res.End == EndInternal:
+			internal++
+			t.Logf("run %d took a sandbox of the dead zygote: start %s, internal: %s", i, res.Start, res.Message)
+			if internal > orphans {
+				t.Fatalf("run %d: %d internal results, but the dead zygote had forked only %d sandboxes", i, internal, orphans)
+			}
+		case !res.Succeeded() || res.Stdout != "42\n":
+			t.Fatalf("run %d: start %s end %s message %q stdout %q stderr %q, want 42", i, res.Start, res.End, res.Message, res.Stdout, res.Stderr)
+		case res.Start == StartWarm:
+			if nz := servingZygote(t, l); nz == z || gone(nz.cmd.Process.Pid) {
+				t.Fatalf("run %d was warm, but no new zygote serves", i)
+			}
+			if !gone(zpid) {
+				t.Errorf("the killed zygote %d was not reaped", zpid)
+			}
+			t.Logf("run %d was warm again, after %d internal results", i, internal)
+			// The rest of the new zygote's children are fine too.
+			for range 3 {
+				warmRun(t, l, "print(6 * 7)")
+			}
+			return
+		}
+	}
+	t.Fatal("no run was warm again within 20 runs of the zygote's death")
+}
