@@ -17,6 +17,23 @@ import (
 // cmd/brig calls Init when it sees it.
 const InitArg = "init"
 
+// ZygoteInitArg is the argument a zygote's init is started with: it builds a
+// sandbox's root in a mount namespace of its own and execs the zygote there
+// (zygote.go).
+const ZygoteInitArg = "zygote-init"
+
+// InitMain runs this process as the init it was started as, if it was, and
+// exits; otherwise it returns. Every binary the jail may start as an init
+// (brig, brig-init, test binaries) calls it first thing.
+func InitMain() {
+	switch {
+	case len(os.Args) == 2 && os.Args[1] == InitArg && os.Getpid() == 1:
+		os.Exit(Init())
+	case len(os.Args) == 2 && os.Args[1] == ZygoteInitArg:
+		os.Exit(zygoteInit())
+	}
+}
+
 // initState is what the init's steps share.
 type initState struct {
 	prep prepareSpec
@@ -194,6 +211,58 @@ func Init() int {
 			return 0
 		}
 	}
+}
+
+// zygoteRootSteps build a zygote's root: a sandbox's, so that the zygote
+// imports exactly what a run's interpreter would find (site's paths and .pth
+// files, the made-up /etc), never the host's; then read-only.
+var zygoteRootSteps = []step{
+	{"mount propagation", func(*initState) error { return makePrivate() }},
+	{"scratch tmpfs", mountScratch},
+	{"overlay root", mountOverlay},
+	{"read-only binds", mountBinds},
+	{"dev", mountDev},
+	{"pivot_root", pivotRoot},
+	{"read-only root", func(*initState) error {
+		return unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+	}},
+	{"no_new_privs", func(*initState) error { return unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }},
+}
+
+// zygoteInit builds a zygote's root (zygoteRootSteps) and execs the zygote,
+// which keeps the descriptors from zygoteFirstFD on. It runs in the host's
+// pid namespace (the zygote enters the sandboxes' from there) and in a mount
+// namespace of its own, which it checks before it mounts anything.
+func zygoteInit() int {
+	runtime.LockOSThread()
+	status := os.NewFile(statusFD, "status")
+	fail := func(stepName string, err error) int {
+		b, _ := json.Marshal(message{Kind: msgError, Step: stepName, Error: err.Error()})
+		status.Write(append(b, '\n'))
+		return 1
+	}
+	own, err1 := os.Readlink("/proc/self/ns/mnt")
+	parent, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", os.Getppid()))
+	if err := errors.Join(err1, err2); err != nil || own == parent {
+		return fail("mount namespace", fmt.Errorf("not in a mount namespace of its own (%s, the parent's %s): %v", own, parent, err))
+	}
+	st := &initState{}
+	if err := json.NewDecoder(os.NewFile(specFD, "spec")).Decode(&st.prep); err != nil {
+		return fail("reading the prepare spec", err)
+	}
+	if len(st.prep.ZygoteArgv) == 0 {
+		return fail("reading the prepare spec", errors.New("no zygote command line"))
+	}
+	for _, s := range zygoteRootSteps {
+		if err := s.run(st); err != nil {
+			return fail(s.name, err)
+		}
+	}
+	// The spec and status pipes close on exec: EOF on status says it worked.
+	unix.CloseOnExec(specFD)
+	unix.CloseOnExec(statusFD)
+	err := unix.Exec(st.prep.ZygoteArgv[0], st.prep.ZygoteArgv, st.prep.ZygoteEnv)
+	return fail("exec", err)
 }
 
 // reapOrphans is the init of a sandbox whose program is not its child (a

@@ -21,9 +21,7 @@ const testCgroupParent = "brig-test-jail"
 // TestMain makes the test binary able to serve as a run's init: the Launcher
 // re-executes /proc/self/exe, which under go test is this binary.
 func TestMain(m *testing.M) {
-	if len(os.Args) == 2 && os.Args[1] == InitArg && os.Getpid() == 1 {
-		os.Exit(Init())
-	}
+	InitMain()
 	// Remove what an interrupted earlier run of these tests left, so that the leak
 	// checks start from nothing.
 	if os.Geteuid() == 0 {

@@ -93,6 +93,10 @@ type prepareSpec struct {
 	// Warm, when set, is the command line of the interpreter a warm sandbox
 	// starts before its run (see warm.go); nil for a cold sandbox.
 	Warm []string
+	// ZygoteArgv and ZygoteEnv, for a zygote's init (ZygoteInitArg), are the
+	// zygote's command line and environment, which it execs once the root is
+	// built.
+	ZygoteArgv, ZygoteEnv []string `json:",omitempty"`
 	// Zygote: the sandbox's program will be a zygote's child, which joins it
 	// and gets its program and environment from the supervisor (zygote.go).
 	// The init has nothing to do for the run: it hardens itself as soon as

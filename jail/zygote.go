@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -119,28 +120,23 @@ type zygoteConfig struct {
 	Filter      string      `json:"filter"`
 }
 
-// zygoteRoot is the directory a zygote of root chroots into ("/" when it can
-// share the host's: every path a run sees of the interpreter is a bind of the
-// same host path), or an error when neither holds.
-func zygoteRoot(root *rootfs.Root) (string, error) {
-	if len(root.Binds) == 0 {
-		return root.Lower, nil
-	}
-	for _, b := range root.Binds {
-		if b.Source != b.Target {
-			return "", fmt.Errorf("the root binds %s at %s: a zygote could not import what the run imports", b.Source, b.Target)
-		}
-	}
-	return "/", nil
-}
+// zygoteScratchBytes is the size of a zygote's scratch tmpfs: its root is
+// read-only, so the overlay's upper layer stays empty.
+const zygoteScratchBytes = 1 << 20
+
+// The zygote's descriptors: its control socket and its pid namespace. (An
+// init's 3 and 4 are its spec and status pipes, which close on the exec.)
+const (
+	zygoteCtlFD   = 5
+	zygotePidnsFD = 6
+)
 
 // startZygote starts a zygote for root and waits until it has imported its
-// preload and is ready to fork.
-func startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, retErr error) {
-	chroot, err := zygoteRoot(root)
-	if err != nil {
-		return nil, err
-	}
+// preload and is ready to fork. It runs in a root built as a sandbox's
+// (zygoteInit), so that it imports what a run's interpreter would, in
+// network, UTS and IPC namespaces of its own, and in the host's pid
+// namespace, from which it enters the sandboxes'.
+func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, retErr error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("making the zygote's socket: %w", err)
@@ -153,6 +149,18 @@ func startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, retErr error) 
 		return nil, err
 	}
 	defer pidns.Close()
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer specR.Close()
+	defer specW.Close()
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer statusR.Close()
+	defer statusW.Close()
 	z := &zygote{
 		born:    time.Now(),
 		replies: make(chan zygoteReply, 1),
@@ -160,21 +168,24 @@ func startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, retErr error) 
 		dead:    make(chan struct{}),
 		stderr:  &limitedWriter{n: 4096},
 	}
-	sys := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if chroot != "/" {
-		sys.Chroot = chroot
-	}
 	z.cmd = &exec.Cmd{
-		Path:        root.Interpreter,
-		Args:        append(append([]string{root.Interpreter}, root.Args...), "-c", zygoteSource),
-		Env:         Environ(nil),
-		Dir:         "/",
-		Stderr:      z.stderr,
-		ExtraFiles:  []*os.File{child, pidns}, // 3: control, 4: its pid namespace
-		SysProcAttr: sys,
+		Path: l.cfg.InitPath,
+		Args: []string{"brig", ZygoteInitArg},
+		Env:  []string{"GOMAXPROCS=1"},
+		// A pipe, not /dev/null: the zygote's stdio objects are its
+		// children's, and a run's stdout is a pipe, not seekable.
+		Stdout: z.stderr,
+		Stderr: z.stderr,
+		// 3: spec, 4: status (the init's), 5: control, 6: the pid namespace.
+		ExtraFiles: []*os.File{specR, statusW, child, pidns},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWNET | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
+			Pdeathsig:  syscall.SIGKILL,
+			Setpgid:    true,
+		},
 	}
 	if err := z.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the zygote: %w", err)
+		return nil, fmt.Errorf("starting the zygote's init: %w", err)
 	}
 	defer func() {
 		if retErr != nil {
@@ -182,6 +193,27 @@ func startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, retErr error) 
 			z.cmd.Wait()
 		}
 	}()
+	specR.Close()
+	statusW.Close()
+	prep := prepareSpec{
+		Scratch:      l.scratch,
+		ScratchBytes: zygoteScratchBytes,
+		Lower:        root.Lower,
+		Binds:        root.Binds,
+		ZygoteArgv:   append(append([]string{root.Interpreter}, root.Args...), "-c", zygoteSource),
+		ZygoteEnv:    Environ(nil),
+	}
+	if err := json.NewEncoder(specW).Encode(prep); err != nil {
+		return nil, fmt.Errorf("sending the zygote's init its spec: %w", err)
+	}
+	specW.Close()
+	// EOF: the init exec'd the zygote (its status pipe closes on exec).
+	statusR.SetReadDeadline(time.Now().Add(zygoteTimeout))
+	if b, _ := io.ReadAll(io.LimitReader(statusR, 4096)); len(b) > 0 {
+		var m message
+		json.Unmarshal(b, &m)
+		return nil, fmt.Errorf("building the zygote's root failed at step %q: %s", m.Step, m.Error)
+	}
 	c, err := net.FileConn(parent)
 	if err != nil {
 		return nil, err
@@ -375,7 +407,7 @@ func (l *Launcher) zygoteFor(root *rootfs.Root) (*zygote, error) {
 	for _, r := range defaultRlimits() {
 		cfg.Rlimits = append(cfg.Rlimits, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
 	}
-	z, err := startZygote(root, cfg)
+	z, err := l.startZygote(root, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -18,9 +18,7 @@ const testCgroupParent = "brig-test-packages"
 // tests run pip and npm in jails, and the Launcher re-executes /proc/self/exe,
 // which under go test is this binary.
 func TestMain(m *testing.M) {
-	if len(os.Args) == 2 && os.Args[1] == jail.InitArg && os.Getpid() == 1 {
-		os.Exit(jail.Init())
-	}
+	jail.InitMain()
 	// Remove what an interrupted earlier run of these tests left (but not the
 	// groups of a test binary running beside this one), so that the leak checks
 	// start from nothing.

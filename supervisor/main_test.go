@@ -38,9 +38,7 @@ const serveEnv = "BRIG_TEST_SERVE"
 // re-executes /proc/self/exe), as a whole service process (serveEnv) and as a
 // peer of another uid (dialEnv).
 func TestMain(m *testing.M) {
-	if len(os.Args) == 2 && os.Args[1] == jail.InitArg && os.Getpid() == 1 {
-		os.Exit(jail.Init())
-	}
+	jail.InitMain()
 	if v := os.Getenv(serveEnv); v != "" {
 		os.Exit(serveForTest(v))
 	}

@@ -16,9 +16,8 @@ import (
 )
 
 func main() {
+	jail.InitMain()
 	switch {
-	case len(os.Args) == 2 && os.Args[1] == jail.InitArg && os.Getpid() == 1:
-		os.Exit(jail.Init())
 	case len(os.Args) == 2 && os.Args[1] == jail.StampArg:
 		fmt.Println(jail.BuildStamp())
 	default:

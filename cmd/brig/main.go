@@ -21,9 +21,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e))
 func main() {
 	// A run's init is this binary re-executed: it must reach jail.Init before
 	// anything else starts.
-	if len(os.Args) == 2 && os.Args[1] == jail.InitArg && os.Getpid() == 1 {
-		os.Exit(jail.Init())
-	}
+	jail.InitMain()
 	app := &cli.App{
 		Name:  "brig",
 		Usage: "run untrusted Python and JavaScript in fresh, isolated sandboxes",
