@@ -177,6 +177,13 @@ func (l *Launcher) take(root *rootfs.Root, warm rootfs.Language, memoryBytes int
 func (l *Launcher) takeSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes int64) (s *slot, ready bool, err error) {
 	select {
 	case s := <-l.pools[poolKey(root, warm)]: // never closed while runs are active
+		if s.zchild != nil && !s.zchild.alive() {
+			// Its program died waiting (its zygote was killed): not a run's
+			// failure. The next one, or a cold sandbox.
+			l.log.Warn("a warm sandbox's program died in the pool; taking another", "language", string(warm))
+			s.discard()
+			return l.takeSlot(root, warm, memoryBytes)
+		}
 		if s.memoryBytes != memoryBytes {
 			if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: memoryBytes}); err != nil {
 				s.discard()

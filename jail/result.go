@@ -85,6 +85,9 @@ type ending struct {
 	timedOut bool
 	stopped  bool
 	lost     bool // the init died without reporting (OOM-killed, or a defect)
+	// zygoteLost: the zygote that forked the program died before it could
+	// report the program's exit.
+	zygoteLost bool
 	// oomKilled: the cgroup reported an OOM kill, after which every process of
 	// the run was killed (a run is one unit: see cgroup.Group.OOMKilled).
 	oomKilled bool
@@ -155,7 +158,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			}
 		case ws, ok := <-zexit:
 			if !ok {
-				e.lost = true
+				e.zygoteLost = true
 				return e
 			}
 			return exit(monotonic(), ws)
@@ -233,6 +236,9 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 		res.End = EndMemory
 	case e.lost:
 		res.Message = "the sandbox init ended without reporting the program's status"
+		res.End = EndInternal
+	case e.zygoteLost:
+		res.Message = "the Python zygote that started the program ended before it could report the program's status; the run was killed"
 		res.End = EndInternal
 	case e.ws.Exited() && e.ws.ExitStatus() == 0:
 		code := 0

@@ -55,8 +55,10 @@ func warmArgv(root *rootfs.Root) []string {
 
 // startupEnvPrefixes are the variables an interpreter reads at its own start:
 // a run that sets one (the request's or brig's) can't use a warm interpreter.
+// CPython sets its locale, UTF-8 mode and stdio encodings from LC_* at start
+// (LANG is brig's own).
 var startupEnvPrefixes = map[rootfs.Language][]string{
-	rootfs.Python:     {"PYTHON"},
+	rootfs.Python:     {"PYTHON", "LC_"},
 	rootfs.JavaScript: {"NODE_", "UV_", "OPENSSL_", "SSL_CERT_"},
 }
 

@@ -103,6 +103,13 @@ var warmCorpus = []struct {
 	// spawn re-imports the main module from __main__.__file__ in a fresh
 	// interpreter.
 	{"py multiprocessing spawn", rootfs.Python, "import multiprocessing as mp\ndef sq(x):\n    return x * x\nif __name__ == '__main__':\n    with mp.get_context('spawn').Pool(1) as p:\n        print(p.map(sq, [1, 2, 3]))", 0},
+	{"py del uses globals at exit", rootfs.Python, "import sys\nclass D:\n    def __del__(self):\n        sys.stdout.write('del\\n')\nd = D()\nprint('main')", 0},
+	{"py exit beyond a C long", rootfs.Python, "import sys\nsys.exit(2**70)", 0},
+	{"py __main__ names", rootfs.Python, "print(list(globals()), __annotations__, __doc__, __package__, __cached__)", 0},
+	{"py stdio", rootfs.Python, "import sys\nprint([(f.seekable(), f.isatty(), f.encoding, f.errors, f.line_buffering) for f in (sys.stdin, sys.stdout, sys.stderr)])", 0},
+	{"py sys.path and flags", rootfs.Python, "import sys\nprint(sys.path, sys.flags, sys.stdout.write_through)", 0},
+	{"py dumpable", rootfs.Python, "import ctypes, os\nprint(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0), os.stat('/proc/self/environ').st_uid, len(open('/proc/self/environ', 'rb').read()) > 0)", 0},
+	{"py cmdline", rootfs.Python, "print(open('/proc/self/cmdline', 'rb').read().rstrip(b'\\0').split(b'\\0'))", 0},
 	{"js main", rootfs.JavaScript, "console.log(require.main === module, __filename, __dirname, process.argv.length, process.argv[1], process.cwd(), process.env.REQ_A, process.execArgv)", 0},
 	{"js exit code", rootfs.JavaScript, "console.log('before'); process.exit(4)", 0},
 	{"js throw", rootfs.JavaScript, "function f() { throw new Error('boom') }\nf()", 5},
@@ -317,5 +324,29 @@ func waitPool(tb testing.TB, pool chan *slot) {
 			tb.Fatal("the pool did not fill in 30 s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestWarmEligible: a run that sets what its interpreter reads at its own
+// start goes cold, and says which name.
+func TestWarmEligible(t *testing.T) {
+	for _, tc := range []struct {
+		lang rootfs.Language
+		env  map[string]string
+		ok   bool
+		why  string
+	}{
+		{rootfs.Python, map[string]string{"A": "1"}, true, ""},
+		{rootfs.Python, map[string]string{"PYTHONPATH": "/opt/brig/python"}, true, ""},
+		{rootfs.Python, map[string]string{"PYTHONHASHSEED": "0"}, false, "PYTHONHASHSEED"},
+		{rootfs.Python, map[string]string{"LC_ALL": "C"}, false, "LC_ALL"},
+		{rootfs.Python, map[string]string{"NODE_OPTIONS": "x"}, true, ""},
+		{rootfs.JavaScript, map[string]string{"NODE_OPTIONS": "x"}, false, "NODE_OPTIONS"},
+		{rootfs.JavaScript, map[string]string{"LC_ALL": "C"}, true, ""},
+	} {
+		ok, why := WarmEligible(tc.lang, tc.env)
+		if ok != tc.ok || why != tc.why {
+			t.Errorf("WarmEligible(%s, %v) = %v, %q; want %v, %q", tc.lang, tc.env, ok, why, tc.ok, tc.why)
+		}
 	}
 }

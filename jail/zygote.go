@@ -10,8 +10,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -88,9 +90,9 @@ type zygote struct {
 	// runs and age are its bounds (Config.ZygoteRuns and ZygoteAge).
 	runs int
 	age  time.Duration
-	// forks counts fork requests, under mu, which also serialises them.
+	// mu serialises fork requests; forks counts them.
 	mu    sync.Mutex
-	forks int
+	forks atomic.Int64
 	// replies carries the zygote's answers to fork requests, in order.
 	replies chan zygoteReply
 	// exits has, per forked pid, the channel its wait status goes to; guarded
@@ -99,6 +101,11 @@ type zygote struct {
 	exits map[int]chan uint32
 	// dead is closed once the control socket is gone.
 	dead chan struct{}
+	// users counts the forks zygoteFor has handed it out for and that are
+	// not made yet, and retiring is set once it is replaced; both guarded by
+	// Launcher.zmu.
+	users    int
+	retiring bool
 	// stderr has what the zygote printed, for errors.
 	stderr *limitedWriter
 }
@@ -286,14 +293,20 @@ func (z *zygote) read() {
 
 // worn reports whether the zygote has served its time and must be replaced.
 func (z *zygote) worn() bool {
+	if z.exited() {
+		return true
+	}
+	return z.forks.Load() >= int64(z.runs) || time.Since(z.born) >= z.age
+}
+
+// exited reports whether the zygote's control socket is gone.
+func (z *zygote) exited() bool {
 	select {
 	case <-z.dead:
 		return true
 	default:
+		return false
 	}
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	return z.forks >= z.runs || time.Since(z.born) >= z.age
 }
 
 // retire asks the zygote to exit once its last child has: it forks no more.
@@ -323,7 +336,7 @@ type zygoteRequest struct {
 func (z *zygote) fork(req zygoteRequest, fds []int) (int, <-chan uint32, error) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	z.forks++
+	z.forks.Add(1)
 	b, _ := json.Marshal(req)
 	if _, _, err := z.conn.WriteMsgUnix(b, unix.UnixRights(fds...), nil); err != nil {
 		return 0, nil, fmt.Errorf("asking the zygote to fork: %w", err)
@@ -386,13 +399,18 @@ func (l *Launcher) zygoteFor(root *rootfs.Root) (*zygote, error) {
 	if l.zclosed {
 		return nil, ErrClosed
 	}
+	l.retired = slices.DeleteFunc(l.retired, func(z *zygote) bool { return z.exited() })
 	if z := l.zygotes[key]; z != nil {
 		if !z.worn() {
+			z.users++
 			return z, nil
 		}
-		z.retire()
 		delete(l.zygotes, key)
 		l.retired = append(l.retired, z)
+		z.retiring = true
+		if z.users == 0 {
+			z.retire()
+		}
 	}
 	last, err := lastCap()
 	if err != nil {
@@ -422,7 +440,20 @@ func (l *Launcher) zygoteFor(root *rootfs.Root) (*zygote, error) {
 		l.zygotes = map[string]*zygote{}
 	}
 	l.zygotes[key] = z
+	z.users++
 	return z, nil
+}
+
+// zygoteDone says that a caller of zygoteFor has made its fork: a retiring
+// zygote is told to retire once no fork is pending, since it exits as soon as
+// it has retired and has no children.
+func (l *Launcher) zygoteDone(z *zygote) {
+	l.zmu.Lock()
+	defer l.zmu.Unlock()
+	z.users--
+	if z.retiring && z.users == 0 {
+		z.retire()
+	}
 }
 
 // closeZygotes kills every zygote; the sandboxes, and so their children, are
@@ -447,6 +478,8 @@ func (l *Launcher) forkWarm(root *rootfs.Root, s *slot) (retErr error) {
 	if err != nil {
 		return err
 	}
+	done := sync.OnceFunc(func() { l.zygoteDone(z) })
+	defer done()
 	pidfd, err := unix.PidfdOpen(s.cmd.Process.Pid, 0)
 	if err != nil {
 		return fmt.Errorf("opening the init's pidfd: %w", err)
@@ -482,6 +515,12 @@ func (l *Launcher) forkWarm(root *rootfs.Root, s *slot) (retErr error) {
 	s.zchild = c
 	c.pid, c.exit, err = z.fork(zygoteRequest{UID: rootfs.SandboxUID, GID: rootfs.SandboxGID, HostUID: s.ids.UID},
 		[]int{pidfd, int(childEnd.Fd()), int(outW.Fd()), int(errW.Fd())})
+	done()
+	// The child holds its own copies now: without these, a child that dies
+	// while joining is seen at once (EOF), and the output ends when it does.
+	childEnd.Close()
+	outW.Close()
+	errW.Close()
 	if err != nil {
 		return err
 	}
@@ -550,6 +589,17 @@ func (c *zygoteChild) handOver() error {
 	}
 	c.conn = nil
 	return err
+}
+
+// alive reports whether the child still waits for its run: neither it nor its
+// zygote has died since it joined its sandbox.
+func (c *zygoteChild) alive() bool {
+	select {
+	case <-c.exit:
+		return false
+	default:
+		return true
+	}
 }
 
 // kill kills the child (a no-op once it is reaped) and closes what the

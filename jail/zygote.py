@@ -216,11 +216,12 @@ if 'time' in sys.modules:
     sys.modules['time'].tzset()  # the run's TZ, as a fresh interpreter reads it
 del _env, _f
 import builtins, types, importlib.machinery
+# As the interpreter makes __main__ for a script, names in the same order.
 _main = types.ModuleType('__main__')
-_main.__file__ = _path
-_main.__builtins__ = builtins
 _main.__loader__ = importlib.machinery.SourceFileLoader('__main__', _path)
-_main.__spec__ = None
+_main.__annotations__ = {}
+_main.__builtins__ = builtins
+_main.__file__ = _path
 _main.__cached__ = None
 sys.modules['__main__'] = _main
 _status, _sigint = 0, False
@@ -229,13 +230,16 @@ try:
     del _src
     exec(_code, _main.__dict__)
 except SystemExit as _e:
-    # As the interpreter's handling of an uncaught SystemExit.
+    # As the interpreter's handling of an uncaught SystemExit: a code that
+    # does not fit a C long exits -1.
     _status = _e.code
     if _status is None:
         _status = 0
     elif not isinstance(_status, int):
         sys.stderr.write(str(_status) + '\n')
         _status = 1
+    elif not -2**63 <= _status < 2**63:
+        _status = -1
 except BaseException as _e:
     # As the interpreter would report it, without this bootstrap's frame.
     _e = _e.with_traceback(_e.__traceback__.tb_next)
@@ -245,20 +249,22 @@ except BaseException as _e:
 # every module, which writes to each object it frees and so copies the
 # zygote's pages into this process (6 ms of CPU against 1). What a program can
 # observe of that is kept: non-daemon threads are joined, atexit handlers run,
-# the program's globals are released (their __del__ methods run) and its
-# garbage is collected, and the output is flushed.
+# __main__ is released and collected (the __del__ methods of its objects run
+# with its globals intact, as the interpreter's collection runs them), and the
+# output is flushed, a failure as the interpreter reports it (status 120).
 sys.modules['threading']._shutdown()
 import atexit
 atexit._run_exitfuncs()
-_main.__dict__.clear()
-del _main
+del sys.modules['__main__'], _main
 import gc
 gc.collect()
 for _f in (sys.stdout, sys.stderr):
     try:
         _f.flush()
-    except Exception:
-        pass
+    except Exception as _e:
+        sys.unraisablehook(types.SimpleNamespace(
+            exc_type=type(_e), exc_value=_e, exc_traceback=_e.__traceback__, err_msg=None, object=_f))
+        _status = 120
 if _sigint:
     import signal
     signal.signal(signal.SIGINT, signal.SIG_DFL)
