@@ -63,6 +63,17 @@ type snapshot struct {
 	fds      int
 }
 
+// ofOtherProcess reports whether a run's cgroup name (run-<pid>-<n>, as the
+// jail names them) is another process's: a test binary of another package,
+// or another developer's, may share the parent.
+func ofOtherProcess(name string) bool {
+	var pid, n int
+	if _, err := fmt.Sscanf(name, "run-%d-%d", &pid, &n); err != nil {
+		return false
+	}
+	return pid != os.Getpid()
+}
+
 func take(cgroupParents []string) snapshot {
 	var s snapshot
 	s.children = ChildPIDs()
@@ -72,9 +83,13 @@ func take(cgroupParents []string) snapshot {
 	}
 	for _, root := range roots {
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() && p != root {
-				s.cgroups = append(s.cgroups, p)
+			if err != nil || !d.IsDir() || p == root {
+				return nil
 			}
+			if filepath.Dir(p) == root && ofOtherProcess(d.Name()) {
+				return filepath.SkipDir
+			}
+			s.cgroups = append(s.cgroups, p)
 			return nil
 		})
 	}
