@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -136,11 +138,12 @@ func TestZygoteReplaced(t *testing.T) {
 			l := newZygoteLauncher(t, tc.opts)
 			hashes := map[string]int{}
 			serving := map[int]bool{}
-			// A run may go cold: zygoteFor can retire a zygote that the
-			// other filler has just been handed and not yet forked from; with
-			// no child left it exits, that fork fails, and runs go
-			// cold-failing until the next warm sandbox is ready. Such a run
-			// must still succeed.
+			// The launcher forgets a retired zygote once it has exited: its
+			// pids are gathered as the runs go.
+			retiredSeen := map[int]bool{}
+			// A run may still go cold (a zygote's start is slower than a
+			// fork, and the pool may be empty for a moment); such a run must
+			// succeed too.
 			warm := 0
 			for i := 0; warm < 8; i++ {
 				if i == 30 {
@@ -158,6 +161,9 @@ func TestZygoteReplaced(t *testing.T) {
 				warm++
 				hashes[res.Stdout]++
 				serving[servingZygote(t, l).cmd.Process.Pid] = true
+				for _, pid := range retiredZygotes(l) {
+					retiredSeen[pid] = true
+				}
 			}
 			if len(hashes) < tc.minDistinct {
 				t.Errorf("8 warm runs saw %d zygotes (hash seeds %v), want at least %d", len(hashes), hashes, tc.minDistinct)
@@ -168,7 +174,10 @@ func TestZygoteReplaced(t *testing.T) {
 			// A retired zygote whose children are all gone exits; one may
 			// still have a child in the pool (at most the pool's one and the
 			// two fillers' prepared sandboxes, from the last two zygotes).
-			retired := retiredZygotes(l)
+			for _, pid := range retiredZygotes(l) {
+				retiredSeen[pid] = true
+			}
+			retired := slices.Collect(maps.Keys(retiredSeen))
 			if len(retired) == 0 {
 				t.Fatal("no zygote was retired")
 			}
