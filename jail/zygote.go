@@ -131,12 +131,18 @@ type zygoteConfig struct {
 // read-only, so the overlay's upper layer stays empty.
 const zygoteScratchBytes = 1 << 20
 
-// The zygote's descriptors: its control socket and its pid namespace. (An
-// init's 3 and 4 are its spec and status pipes, which close on the exec.)
+// The zygote's descriptors: its control socket, its pid namespace, and a pipe
+// it reads its source from. (An init's 3 and 4 are its spec and status pipes,
+// which close on the exec.)
 const (
-	zygoteCtlFD   = 5
-	zygotePidnsFD = 6
+	zygoteCtlFD    = 5
+	zygotePidnsFD  = 6
+	zygoteSourceFD = 7
 )
+
+// zygoteLoader is the zygote's command line's program: it reads the source
+// (zygote.py) from zygoteSourceFD, so that the host's ps shows one short line.
+var zygoteLoader = fmt.Sprintf("import os; exec(compile(b''.join(iter(lambda: os.read(%d, 65536), b'')), '<brig zygote>', 'exec'))", zygoteSourceFD)
 
 // startZygote starts a zygote for root and waits until it has imported its
 // preload and is ready to fork. It runs in a root built as a sandbox's
@@ -168,6 +174,12 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 	}
 	defer statusR.Close()
 	defer statusW.Close()
+	sourceR, sourceW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer sourceR.Close()
+	defer sourceW.Close()
 	z := &zygote{
 		born:    time.Now(),
 		replies: make(chan zygoteReply, 1),
@@ -183,8 +195,9 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		// children's, and a run's stdout is a pipe, not seekable.
 		Stdout: z.stderr,
 		Stderr: z.stderr,
-		// 3: spec, 4: status (the init's), 5: control, 6: the pid namespace.
-		ExtraFiles: []*os.File{specR, statusW, child, pidns},
+		// 3: spec, 4: status (the init's), 5: control, 6: the pid
+		// namespace, 7: the source.
+		ExtraFiles: []*os.File{specR, statusW, child, pidns, sourceR},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWNET | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
 			Pdeathsig:  syscall.SIGKILL,
@@ -202,12 +215,19 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 	}()
 	specR.Close()
 	statusW.Close()
+	sourceR.Close()
+	// The source (about 10 kB) fits the pipe's buffer: written before the
+	// zygote exists, it reads it to EOF.
+	if _, err := io.WriteString(sourceW, zygoteSource); err != nil {
+		return nil, fmt.Errorf("sending the zygote its source: %w", err)
+	}
+	sourceW.Close()
 	prep := prepareSpec{
 		Scratch:      l.scratch,
 		ScratchBytes: zygoteScratchBytes,
 		Lower:        root.Lower,
 		Binds:        root.Binds,
-		ZygoteArgv:   append(append([]string{root.Interpreter}, root.Args...), "-c", zygoteSource),
+		ZygoteArgv:   append(append([]string{root.Interpreter}, root.Args...), "-c", zygoteLoader),
 		ZygoteEnv:    Environ(nil),
 	}
 	if err := json.NewEncoder(specW).Encode(prep); err != nil {

@@ -1,7 +1,7 @@
-# brig's Python zygote (see zygote.go). Run as `python3 -u -c <this file>` by
-# its init, as host root in a sandbox's root made read-only, with its control
-# socket (SOCK_SEQPACKET) on fd 5 and the host's pid namespace, its own, on fd
-# 6. It starts once, imports what runs commonly
+# brig's Python zygote (see zygote.go). Run by its init as `python3 -u -c
+# <zygoteLoader>`, which reads this file from fd 7, as host root in a sandbox's
+# root made read-only, with its control socket (SOCK_SEQPACKET) on fd 5 and the
+# host's pid namespace, its own, on fd 6. It starts once, imports what runs commonly
 # import, and then forks one child per prepared sandbox. It never executes
 # request code and never reads request data: a child reads its run's
 # environment, and then its program, only once it has joined the sandbox and
@@ -56,6 +56,7 @@ class _Filter(ctypes.Structure):
 
 def _serve():
     """Serves fork requests; returns only in a child, with its request."""
+    os.close(7)  # its source, read
     ctl = socket.socket(fileno=5)
     own_pidns = 6
     cfg = json.loads(ctl.recv(1 << 20))
