@@ -108,7 +108,10 @@ type Launcher struct {
 	spawns chan chan spawned
 	// pools holds, for each distinct root the provider gives (the host rootfs
 	// serves both languages with one), the inits that have built it and wait.
-	pools     map[string]chan *slot
+	pools map[string]chan *slot
+	// rooms holds, per pool, a token for each sandbox it may prepare more
+	// (see fill).
+	rooms     map[string]chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
 	// wg counts the spawner and the fillers; Close waits for them.
@@ -191,6 +194,7 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		log:         cfg.Logger,
 		spawns:      make(chan chan spawned),
 		pools:       map[string]chan *slot{},
+		rooms:       map[string]chan struct{}{},
 		done:        make(chan struct{}),
 	}
 	l.wg.Add(1)
@@ -214,18 +218,23 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 			}
 			pool := make(chan *slot, cfg.PoolSize)
 			l.pools[key] = pool
+			room := make(chan struct{}, cfg.PoolSize)
+			for range cfg.PoolSize {
+				room <- struct{}{}
+			}
+			l.rooms[key] = room
 			// A warm sandbox takes longer to prepare than a cold one (a whole
 			// interpreter start for JavaScript; for Python a second cgroup
 			// move, which on v1 waits for an RCU grace period): its
 			// preparation is mostly waiting, which one filler per pooled
-			// sandbox overlaps.
+			// sandbox overlaps. (The pool's room bounds what they prepare.)
 			fillers := 1
 			if warm != "" {
-				fillers = max(2, cfg.PoolSize)
+				fillers = cfg.PoolSize
 			}
 			for range fillers {
 				l.wg.Add(1)
-				go l.fill(root, warm, pool)
+				go l.fill(root, warm, pool, room)
 			}
 		}
 	}

@@ -91,11 +91,19 @@ func (l *Launcher) spawner() {
 	}
 }
 
-// fill keeps pool full of inits that have built root and wait for a run.
-func (l *Launcher) fill(root *rootfs.Root, warm rootfs.Language, pool chan *slot) {
+// fill keeps pool full of inits that have built root and wait for a run. It
+// prepares one only with a token from room, which holds one per pooled
+// sandbox and gets it back when a run takes one: however many fillers a pool
+// has, at most PoolSize sandboxes are prepared or being prepared.
+func (l *Launcher) fill(root *rootfs.Root, warm rootfs.Language, pool chan *slot, room chan struct{}) {
 	defer l.wg.Done()
 	backoff := 10 * time.Millisecond
 	for {
+		select {
+		case <-room:
+		case <-l.done:
+			return
+		}
 		s, err := l.newSlot(root, warm, api.DefaultMemoryMiB<<20)
 		if err == nil {
 			err = s.waitReady()
@@ -117,6 +125,7 @@ func (l *Launcher) fill(root *rootfs.Root, warm rootfs.Language, pool chan *slot
 		}
 		if err != nil {
 			l.log.Error("preparing a sandbox for the pool", "warm", string(warm), "err", err)
+			room <- struct{}{}
 			select {
 			case <-time.After(backoff):
 				backoff = min(2*backoff, 5*time.Second)
@@ -177,6 +186,7 @@ func (l *Launcher) take(root *rootfs.Root, warm rootfs.Language, memoryBytes int
 func (l *Launcher) takeSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes int64) (s *slot, ready bool, err error) {
 	select {
 	case s := <-l.pools[poolKey(root, warm)]: // never closed while runs are active
+		l.rooms[poolKey(root, warm)] <- struct{}{} // a filler may prepare the next
 		if s.zchild != nil && !s.zchild.alive() {
 			// Its program died waiting (its zygote was killed): not a run's
 			// failure. The next one, or a cold sandbox.
