@@ -207,38 +207,48 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 				continue
 			}
 			// A warm language has a pool of its own (each sandbox holds its
-			// interpreter); the cold ones share one per root.
-			var warm rootfs.Language
+			// interpreter); every root has a cold one, which the cold
+			// languages share and the warm ones fall back on (a run whose
+			// environment keeps it cold, or that finds no warm sandbox).
+			kinds := []rootfs.Language{""}
 			if cfg.Warm[lang] {
-				warm = lang
+				kinds = append(kinds, lang)
 			}
-			key := poolKey(root, warm)
-			if _, ok := l.pools[key]; ok {
-				continue
-			}
-			pool := make(chan *slot, cfg.PoolSize)
-			l.pools[key] = pool
-			room := make(chan struct{}, cfg.PoolSize)
-			for range cfg.PoolSize {
-				room <- struct{}{}
-			}
-			l.rooms[key] = room
-			// A warm sandbox takes longer to prepare than a cold one (a whole
-			// interpreter start for JavaScript; for Python a second cgroup
-			// move, which on v1 waits for an RCU grace period): its
-			// preparation is mostly waiting, which one filler per pooled
-			// sandbox overlaps. (The pool's room bounds what they prepare.)
-			fillers := 1
-			if warm != "" {
-				fillers = cfg.PoolSize
-			}
-			for range fillers {
-				l.wg.Add(1)
-				go l.fill(root, warm, pool, room)
+			for _, warm := range kinds {
+				l.startPool(root, warm)
 			}
 		}
 	}
 	return l, nil
+}
+
+// startPool starts the pool of root's sandboxes prepared for warm ("": cold),
+// unless it exists.
+func (l *Launcher) startPool(root *rootfs.Root, warm rootfs.Language) {
+	key := poolKey(root, warm)
+	if _, ok := l.pools[key]; ok {
+		return
+	}
+	pool := make(chan *slot, l.cfg.PoolSize)
+	l.pools[key] = pool
+	room := make(chan struct{}, l.cfg.PoolSize)
+	for range l.cfg.PoolSize {
+		room <- struct{}{}
+	}
+	l.rooms[key] = room
+	// A warm sandbox takes longer to prepare than a cold one (a whole
+	// interpreter start for JavaScript; for Python a second cgroup move, which
+	// on v1 waits for an RCU grace period): its preparation is mostly waiting,
+	// which one filler per pooled sandbox overlaps. (The pool's room bounds
+	// what they prepare.)
+	fillers := 1
+	if warm != "" {
+		fillers = l.cfg.PoolSize
+	}
+	for range fillers {
+		l.wg.Add(1)
+		go l.fill(root, warm, pool, room)
+	}
 }
 
 // validateConfig is the list of checks made before anything privileged.
@@ -325,7 +335,7 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	warm, why := l.warmFor(spec)
 	res.Start = why
 	s, ready, err := l.take(root, warm, spec.MemoryBytes)
-	if err == nil && warm != "" && !ready {
+	if err == nil && warm != "" && s.warm == "" {
 		res.Start = StartColdEmpty
 	}
 	if err != nil {

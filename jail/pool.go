@@ -50,6 +50,9 @@ type slot struct {
 	// baseline is the cgroup's usage before the run (the init's own start and
 	// preparing), subtracted from the run's CPU time.
 	baseline cgroup.Usage
+	// warm is the language whose interpreter the sandbox holds waiting, ""
+	// for a cold one.
+	warm rootfs.Language
 	// zchild is a warm Python sandbox's program, forked by a zygote into the
 	// sandbox (zygote.go); nil otherwise.
 	zchild *zygoteChild
@@ -207,9 +210,12 @@ func (l *Launcher) takeSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes
 		}
 		return s, true, nil
 	default:
-		// An empty warm pool: a sandbox made now would start its
-		// interpreter before the run as a cold one does after, with its
-		// bootstrap on top; the cold path is the cheaper.
+		if warm != "" {
+			// An empty warm pool: a sandbox made now would start its
+			// interpreter before the run as a cold one does after; the
+			// cold path, and its pool, are the quicker.
+			return l.takeSlot(root, "", memoryBytes)
+		}
 		s, err := l.newSlot(root, "", memoryBytes)
 		return s, false, err
 	}
@@ -249,6 +255,7 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 		}
 	}
 	prep := l.prepareSpec(root, memoryBytes, s.ids)
+	s.warm = warm
 	switch warm {
 	case rootfs.JavaScript:
 		prep.Warm = warmArgv(root)
