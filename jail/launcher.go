@@ -106,6 +106,11 @@ type Launcher struct {
 	// parent-death signal fires when the thread that cloned it exits, so every
 	// clone comes from a thread that lives as long as the Launcher.
 	spawns chan chan spawned
+	// onSpawner runs functions on the spawner's thread: starting a process
+	// that must outlive whatever thread asks for it (a zygote, whose
+	// parent-death signal would otherwise fire when a Go thread that a
+	// locked goroutine took over exits).
+	onSpawner chan func()
 	// pools holds, for each distinct root the provider gives (the host rootfs
 	// serves both languages with one), the inits that have built it and wait.
 	pools map[string]chan *slot
@@ -193,6 +198,7 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		scratch:     scratch,
 		log:         cfg.Logger,
 		spawns:      make(chan chan spawned),
+		onSpawner:   make(chan func()),
 		pools:       map[string]chan *slot{},
 		rooms:       map[string]chan struct{}{},
 		done:        make(chan struct{}),

@@ -88,6 +88,8 @@ func (l *Launcher) spawner() {
 		case reply := <-l.spawns:
 			s, err := l.clone()
 			reply <- spawned{s, err}
+		case f := <-l.onSpawner:
+			f()
 		case <-l.done:
 			return
 		}

@@ -204,8 +204,23 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 			Setpgid:    true,
 		},
 	}
-	if err := z.cmd.Start(); err != nil {
+	// From the spawner's thread, which lives as long as the Launcher: the
+	// parent-death signal fires when the thread that started it exits.
+	started := make(chan error, 1)
+	select {
+	case l.onSpawner <- func() { started <- z.cmd.Start() }:
+	case <-l.done:
+		return nil, ErrClosed
+	}
+	if err := <-started; err != nil {
 		return nil, fmt.Errorf("starting the zygote's init: %w", err)
+	}
+	// The spawner's thread prepares sandboxes at a low priority, which the
+	// zygote, and so every warm Python program, would inherit.
+	if err := unix.Setpriority(unix.PRIO_PROCESS, z.cmd.Process.Pid, 0); err != nil {
+		z.cmd.Process.Kill()
+		z.cmd.Wait()
+		return nil, fmt.Errorf("setting the zygote's priority: %w", err)
 	}
 	defer func() {
 		if retErr != nil {
@@ -213,9 +228,12 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 			z.cmd.Wait()
 		}
 	}()
+	// The zygote's ends: kept here, they would hide its death (no EOF).
 	specR.Close()
 	statusW.Close()
 	sourceR.Close()
+	child.Close()
+	pidns.Close()
 	// The source (about 10 kB) fits the pipe's buffer: written before the
 	// zygote exists, it reads it to EOF.
 	if _, err := io.WriteString(sourceW, zygoteSource); err != nil {

@@ -144,7 +144,10 @@ func newTestLauncher(tb testing.TB, state string) *jail.Launcher {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	l, err := jail.NewLauncher(jail.Config{StateDir: state, Rootfs: p, Cgroups: cg, PoolSize: 2})
+	// As brig serve's defaults: both languages warm, so that the service's
+	// tests (network, packages, streams, limits) cover the warm paths too.
+	l, err := jail.NewLauncher(jail.Config{StateDir: state, Rootfs: p, Cgroups: cg, PoolSize: 2,
+		Warm: map[rootfs.Language]bool{rootfs.Python: true, rootfs.JavaScript: true}})
 	if err != nil {
 		tb.Fatal(err)
 	}
