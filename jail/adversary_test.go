@@ -57,9 +57,12 @@ func tryProbe(l *Launcher, lang rootfs.Language, code string, opts ...func(*Spec
 	for _, o := range opts {
 		o(&spec)
 	}
-	res, err := l.Run(context.Background(), spec)
+	res, err := launch(context.Background(), l, spec)
 	if err != nil {
 		return nil, fmt.Errorf("Run: %w", err)
+	}
+	if err := checkPath(l, spec, res); err != nil {
+		return nil, err
 	}
 	if !res.Succeeded() {
 		return nil, fmt.Errorf("probe run: got %s reason %s message %q stderr %q, want succeeded", res.End, res.Step, res.Message, res.Stderr)

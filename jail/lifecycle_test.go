@@ -21,13 +21,17 @@ func TestCloseWaitsForRunsAndRefusesNew(t *testing.T) {
 	started := make(chan struct{})
 	done := make(chan *Result)
 	go func() {
-		res, err := l.Run(context.Background(), Spec{
+		spec := Spec{
 			Language: rootfs.Python, Code: "import time; time.sleep(0.5); print('done')",
 			Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20,
 			OnStart: func() { close(started) },
-		})
+		}
+		res, err := launch(context.Background(), l, spec)
 		if err != nil {
 			t.Errorf("Run: %v", err)
+		}
+		if err := checkPath(l, spec, res); err != nil {
+			t.Error(err)
 		}
 		done <- res
 	}()

@@ -65,7 +65,7 @@ func TestTimeoutKillsEverything(t *testing.T) {
 					t.Errorf("processes 150 ms after the deadline: got %q, want none", left)
 				}
 			}
-			assertNoRunCgroups(t)
+			assertNoRunCgroups(t, l)
 		})
 	}
 }

@@ -18,10 +18,18 @@ import (
 // parallel, and each checks only its own for leaks.
 const testCgroupParent = "brig-test-jail"
 
+// testWarm is set in the warm pass (warmpass_test.go): the Launchers the
+// tests make have warm sandboxes for both languages, and a run that can take
+// one must.
+var testWarm = os.Getenv(warmPassEnv) == "1"
+
 // TestMain makes the test binary able to serve as a run's init: the Launcher
-// re-executes /proc/self/exe, which under go test is this binary.
+// re-executes /proc/self/exe, which under go test is this binary. Once the
+// tests have passed, it runs the warm pass (runWarmPass), unless it is the
+// warm pass.
 func TestMain(m *testing.M) {
 	InitMain()
+	begin := time.Now()
 	// Remove what an interrupted earlier run of these tests left, so that the leak
 	// checks start from nothing.
 	if os.Geteuid() == 0 {
@@ -35,6 +43,9 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
+	}
+	if code == 0 && !testWarm {
+		code = runWarmPass(begin)
 	}
 	os.Exit(code)
 }
@@ -62,6 +73,10 @@ func newTestLauncherWith(tb testing.TB, state string, p rootfs.Provider, pool in
 		tb.Fatal(err)
 	}
 	cfg := Config{StateDir: state, Rootfs: p, Cgroups: cg, PoolSize: pool}
+	if testWarm {
+		cfg.Warm = map[rootfs.Language]bool{rootfs.Python: true, rootfs.JavaScript: true}
+		cfg.PoolSize = max(pool, 1)
+	}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -73,16 +88,21 @@ func newTestLauncherWith(tb testing.TB, state string, p rootfs.Provider, pool in
 	return l
 }
 
-// run runs code with the API's default limits unless spec says otherwise.
+// run runs code with the API's default limits unless spec says otherwise. On
+// the warm pass, a run that can take a warm sandbox takes one (launch), or
+// fails the test.
 func run(tb testing.TB, l *Launcher, lang rootfs.Language, code string, opts ...func(*Spec)) *Result {
 	tb.Helper()
 	spec := Spec{Language: lang, Code: code, Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20}
 	for _, o := range opts {
 		o(&spec)
 	}
-	res, err := l.Run(context.Background(), spec)
+	res, err := launch(context.Background(), l, spec)
 	if err != nil {
 		tb.Fatalf("Run: %v", err)
+	}
+	if err := checkPath(l, spec, res); err != nil {
+		tb.Error(err)
 	}
 	return res
 }

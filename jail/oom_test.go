@@ -77,7 +77,7 @@ process.exit(0);
 					took, res.Usage.WallMS, promptly)
 			}
 			assertNoHostProcs(t, marker)
-			assertNoRunCgroups(t)
+			assertNoRunCgroups(t, l)
 		})
 	}
 }

@@ -130,7 +130,7 @@ func runningProgram(t *testing.T, l *Launcher, code string) (pid int, uid uint32
 	var mu sync.Mutex
 	done := make(chan *Result, 1)
 	go func() {
-		res, err := l.Run(ctx, Spec{Language: rootfs.Python, Code: code, Timeout: 60 * time.Second,
+		spec := Spec{Language: rootfs.Python, Code: code, Timeout: 60 * time.Second,
 			MemoryBytes: api.DefaultMemoryMiB << 20, OnStdout: func(s string) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -141,9 +141,13 @@ func runningProgram(t *testing.T, l *Launcher, code string) (pid int, uid uint32
 					default:
 					}
 				}
-			}})
+			}}
+		res, err := launch(ctx, l, spec)
 		if err != nil {
 			t.Errorf("Run: %v", err)
+		}
+		if err := checkPath(l, spec, res); err != nil {
+			t.Error(err)
 		}
 		done <- res
 	}()

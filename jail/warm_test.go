@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -334,13 +335,34 @@ func TestIdleSandboxPSS(t *testing.T) {
 }
 
 func waitPool(tb testing.TB, pool chan *slot) {
+	tb.Helper()
+	if err := waitFor(pool); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// waitFull waits until pool is full, for 30 s at most.
+func waitFull(pool chan *slot) error {
 	deadline := time.Now().Add(30 * time.Second)
-	for len(pool) == 0 {
+	for len(pool) < cap(pool) {
 		if time.Now().After(deadline) {
-			tb.Fatal("the pool did not fill in 30 s")
+			return errors.New("the pool did not fill in 30 s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return nil
+}
+
+// waitFor waits until pool holds a sandbox, for 30 s at most.
+func waitFor(pool chan *slot) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for len(pool) == 0 {
+		if time.Now().After(deadline) {
+			return errors.New("the pool did not fill in 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
 }
 
 // TestWarmEligible: a run that sets what its interpreter reads at its own
