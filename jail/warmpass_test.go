@@ -53,7 +53,7 @@ var warmPassTests = []string{
 	"TestIdentityFromInside", "TestInitNotInspectable", "TestEnvCannotOverrideBrig",
 	// userns_test.go
 	"TestUserNamespaceIDs", "TestHostUserCannotReachRun", "TestRunsDoNotShareUIDCounters",
-	"TestMountTableRevealsNoHostPath", "TestPty", "TestWhatProgramsExpect", "TestAttach",
+	"TestMountTableRevealsNoHostPath", "TestPty", "TestWhatProgramsExpect", "TestAttach", "TestMounts",
 	// filter_run_test.go, seccomp_jail_test.go
 	"TestFilterRulesInsideRun", "TestSeccompInsideRun", "TestSeccompJavaScript",
 	// limits_test.go, oom_test.go
@@ -93,15 +93,7 @@ var warmPassSkipped = map[string]string{
 // warmPassBroken are tests of warmPassFiles that fail on the warm path
 // because of a defect of the warm path itself, and why: the warm pass leaves
 // them out until it is fixed. Remove an entry with its fix.
-var warmPassBroken = map[string]string{
-	// Run BRIG_TEST_WARM=1 go test -run '^TestMounts$' ./jail/ a few times:
-	// about half fail with "the Python zygote that started the program ended
-	// before it could report the program's status".
-	"TestMounts": "the Python zygote is started (startZygote) with Pdeathsig from whichever OS thread runs " +
-		"the filler that needs it, and mountIntoSandbox ends the thread it attaches mounts from (osthread.Run, " +
-		"as egress's network setup does): when that thread is the one that started the zygote, the kernel " +
-		"SIGKILLs the zygote, and with it every warm Python run and sandbox it forked",
-}
+var warmPassBroken = map[string]string{}
 
 // runWarmPass runs the warm pass as a child of this test binary, streaming
 // its output, and returns its exit code. It does nothing (0) for a binary

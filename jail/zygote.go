@@ -408,6 +408,8 @@ type zygoteChild struct {
 	conn *os.File
 	// exit has the child's wait status; closed without one if the zygote died.
 	exit <-chan uint32
+	// dead is set once alive has seen the child end.
+	dead bool
 	// run is what the child reads once it is sandboxed: its program and
 	// environment (setRun).
 	run []byte
@@ -630,10 +632,15 @@ func (c *zygoteChild) handOver() error {
 }
 
 // alive reports whether the child still waits for its run: neither it nor its
-// zygote has died since it joined its sandbox.
+// zygote has died since it joined its sandbox. (It takes the exit status: a
+// dead child's sandbox is only discarded.)
 func (c *zygoteChild) alive() bool {
+	if c.dead {
+		return false
+	}
 	select {
 	case <-c.exit:
+		c.dead = true
 		return false
 	default:
 		return true
