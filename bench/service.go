@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -19,6 +18,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/client"
@@ -567,63 +570,62 @@ func readStarts(ctx context.Context, c *client.Client, lang rootfs.Language) (ma
 	return parseStarts(body, lang)
 }
 
+// metricFamilies parses a Prometheus text exposition.
+func metricFamilies(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parsing /metrics: %w", err)
+	}
+	return mfs, nil
+}
+
 // parseStarts returns the brig_run_starts_total samples of lang, by path, in
 // a Prometheus text exposition.
 func parseStarts(r io.Reader, lang rootfs.Language) (map[string]int, error) {
-	starts := map[string]int{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), startsMetric+"{")
-		if !ok {
-			continue
-		}
-		labels, value, ok := strings.Cut(rest, "} ")
-		if !ok || !strings.Contains(labels, `language="`+lang.String()+`"`) {
-			continue
-		}
-		_, path, ok := strings.Cut(labels, `path="`)
-		if !ok {
-			continue
-		}
-		path, _, _ = strings.Cut(path, `"`)
-		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("parsing %s: %w", startsMetric, err)
-		}
-		starts[path] = int(v)
+	mfs, err := metricFamilies(r)
+	if err != nil {
+		return nil, err
 	}
-	return starts, sc.Err()
+	starts := map[string]int{}
+	for _, m := range mfs[startsMetric].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["language"] == lang.String() {
+			starts[labels["path"]] = int(sampleValue(m))
+		}
+	}
+	return starts, nil
 }
 
 // errNoRSS is returned by parseRSS for a metrics text without the gauge.
 var errNoRSS = errors.New("no " + rssMetric + " in /metrics")
 
 // parseRSS returns the value of the process_resident_memory_bytes gauge in a
-// Prometheus text exposition. The value may be written as a float with an
-// exponent (2.5e+07) and followed by a timestamp.
+// Prometheus text exposition.
 func parseRSS(r io.Reader) (int64, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), rssMetric+" ")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			return 0, fmt.Errorf("parsing %s: no value", rssMetric)
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return 0, fmt.Errorf("parsing %s: %w", rssMetric, err)
-		}
-		return int64(v), nil
+	mfs, err := metricFamilies(r)
+	if err != nil {
+		return 0, err
 	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("reading /metrics: %w", err)
+	ms := mfs[rssMetric].GetMetric()
+	if len(ms) == 0 {
+		return 0, errNoRSS
 	}
-	return 0, errNoRSS
+	return int64(sampleValue(ms[0])), nil
+}
+
+// sampleValue is a gauge's, a counter's or an untyped sample's value.
+func sampleValue(m *dto.Metric) float64 {
+	switch {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	}
+	return m.GetUntyped().GetValue()
 }
 
 // Print writes the report: per language and kind the runs, throughput and

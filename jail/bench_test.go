@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -69,13 +68,7 @@ func BenchmarkFirstByte(b *testing.B) {
 	for _, lang := range rootfs.Languages {
 		for _, warm := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/warm=%v", lang, warm), func(b *testing.B) {
-				testutil.RequireRoot(b)
-				state := b.TempDir()
-				p, err := rootfs.NewHost(state, rootfs.HostConfig{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				l := newTestLauncherWith(b, state, p, 2, func(c *Config) {
+				l := newTestLauncher(b, 2, func(c *Config) {
 					c.Warm = map[rootfs.Language]bool{lang: warm}
 				})
 				var firsts []time.Duration

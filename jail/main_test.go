@@ -51,8 +51,9 @@ func TestMain(m *testing.M) {
 }
 
 // newTestLauncher returns a Launcher on the host rootfs with its own state
-// directory, closed (and checked for leaks) when the test ends.
-func newTestLauncher(tb testing.TB, pool int) *Launcher {
+// directory, closed (and checked for leaks) when the test ends; opts change
+// its Config.
+func newTestLauncher(tb testing.TB, pool int, opts ...func(*Config)) *Launcher {
 	tb.Helper()
 	testutil.RequireRoot(tb)
 	state := tb.TempDir()
@@ -60,7 +61,7 @@ func newTestLauncher(tb testing.TB, pool int) *Launcher {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return newTestLauncherWith(tb, state, p, pool)
+	return newTestLauncherWith(tb, state, p, pool, opts...)
 }
 
 // newTestLauncherWith is newTestLauncher with a rootfs provider of the test's.

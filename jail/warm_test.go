@@ -9,20 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
 // newWarmLauncher is newTestLauncher with warm sandboxes for both languages.
 func newWarmLauncher(tb testing.TB, pool int) *Launcher {
 	tb.Helper()
-	testutil.RequireRoot(tb)
-	state := tb.TempDir()
-	p, err := rootfs.NewHost(state, rootfs.HostConfig{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return newTestLauncherWith(tb, state, p, pool, func(c *Config) {
+	return newTestLauncher(tb, pool, func(c *Config) {
 		c.Warm = map[rootfs.Language]bool{rootfs.Python: true, rootfs.JavaScript: true}
 	})
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -20,13 +19,7 @@ import (
 // whose zygotes have the bounds opts set.
 func newZygoteLauncher(tb testing.TB, opts func(*Config)) *Launcher {
 	tb.Helper()
-	testutil.RequireRoot(tb)
-	state := tb.TempDir()
-	p, err := rootfs.NewHost(state, rootfs.HostConfig{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return newTestLauncherWith(tb, state, p, 1, func(c *Config) {
+	return newTestLauncher(tb, 1, func(c *Config) {
 		c.Warm = map[rootfs.Language]bool{rootfs.Python: true}
 		if opts != nil {
 			opts(c)
