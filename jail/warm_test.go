@@ -381,3 +381,26 @@ func TestWarmEligible(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmEmptyFallsBackToColdPool: a run that finds its warm pool empty takes
+// a prepared sandbox from the root's cold pool, and says so.
+func TestWarmEmptyFallsBackToColdPool(t *testing.T) {
+	l := newWarmLauncher(t, 1)
+	waitWarm(t, l)
+	root, err := l.cfg.Rootfs.Root(rootfs.Python)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warmKey, coldKey := poolKey(root, rootfs.Python), poolKey(root, "")
+	// Empty the warm pool, and keep its token, so that it stays empty.
+	s := <-l.pools[warmKey]
+	s.discard()
+	waitPool(t, l.pools[coldKey])
+	res := run(t, l, rootfs.Python, "print('ok')")
+	if !res.Succeeded() || res.Stdout != "ok\n" || res.Start != StartColdEmpty {
+		t.Fatalf("got %s, start %s, stdout %q, stderr %q; want success from a cold sandbox (%s)", res.End, res.Start, res.Stdout, res.Stderr, StartColdEmpty)
+	}
+	// The warm pool's token is held here: give it back, so the filler can
+	// stop at Close.
+	l.rooms[warmKey] <- struct{}{}
+}
