@@ -27,7 +27,8 @@ import (
 // A warm sandbox's interpreter then costs a fork and its joining the sandbox,
 // not an interpreter start (about 8 ms of CPU here, most of a short run's).
 //
-// The zygote (zygote.py) runs as host root, outside every sandbox, and reads
+// The zygote (zygote.py) runs as host root in the host's pid namespace, in a
+// sandbox's root made read-only by an init of its own (zygoteInit), and reads
 // nothing but this file's requests: ids, and descriptors. For each prepared
 // sandbox (a cold one: its init has built the root and waits) it enters the
 // sandbox's pid namespace for its children, forks, and returns to its own. The
@@ -45,7 +46,7 @@ import (
 //     output pipes, its socket as 3, nothing else), moves to /sandbox, sets
 //     no_new_privs and loads the init's spawn filter and the program's filter;
 //  5. it says it is ready, and waits, as a warm sandbox's interpreter does,
-//     for its run's environment on descriptor 3 (warm.go).
+//     for its run on descriptor 3 (warm.go).
 //
 // When the run comes, the supervisor writes it on the child's socket: the
 // program, which the child writes at its script path as the program's own
@@ -63,9 +64,14 @@ import (
 //go:embed zygote.py
 var zygoteSource string
 
+// DefaultZygoteRuns and DefaultZygoteAge are Config.ZygoteRuns' and
+// ZygoteAge's zero values.
 const (
 	DefaultZygoteRuns = 200
 	DefaultZygoteAge  = time.Minute
+)
+
+const (
 	// zygoteTimeout bounds a zygote's start and each of its replies.
 	zygoteTimeout = 10 * time.Second
 )
@@ -385,7 +391,10 @@ func (z *zygote) fork(req zygoteRequest, fds []int) (int, <-chan uint32, error) 
 	case <-z.dead:
 		return 0, nil, fmt.Errorf("the zygote exited (it printed %q)", z.stderr.String())
 	case <-time.After(zygoteTimeout):
-		return 0, nil, errors.New("the zygote did not answer a fork request")
+		// Its answer, if it ever came, would be taken for the next
+		// request's: a zygote that does not answer is not used again.
+		z.cmd.Process.Kill()
+		return 0, nil, errors.New("the zygote did not answer a fork request; it was killed")
 	}
 	if r.Error != "" {
 		return 0, nil, fmt.Errorf("the zygote could not fork: %s", r.Error)
