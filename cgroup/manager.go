@@ -208,7 +208,15 @@ func (m *Manager) Create(name string) (_ *Group, retErr error) {
 	// mkdir, not mkdir -p: a group of that name left over from before a crash
 	// must not be adopted with whatever limits and processes it holds.
 	for _, d := range g.dirs() {
-		if err := os.Mkdir(d, 0o755); err != nil {
+		err := os.Mkdir(d, 0o755)
+		if errors.Is(err, fs.ErrNotExist) {
+			// A parent that several brig processes share is removed by
+			// each as it stops, if empty: maybe just now. Made again, once.
+			if err = m.makeParent(); err == nil {
+				err = os.Mkdir(d, 0o755)
+			}
+		}
+		if err != nil {
 			if errors.Is(err, fs.ErrExist) {
 				return nil, fmt.Errorf("creating cgroup %q: %w (a leftover? Sweep removes them)", d, ErrExists)
 			}
@@ -353,6 +361,24 @@ func (m *Manager) removeParentDirs(busyOK bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// makeParent makes the parent again where it is missing (as New made it:
+// both steps do nothing where it exists).
+func (m *Manager) makeParent() error {
+	if m.mode == ModeLegacy || m.mode == ModeHybrid {
+		if err := newV1Parent(m.v1Info, m.cfg.Parent); err != nil {
+			return err
+		}
+	}
+	var err error
+	switch m.mode {
+	case ModeUnified:
+		_, err = setupV2(m.cfg.MountRoot, m.cfg.Parent, true)
+	case ModeHybrid:
+		_, err = setupV2(filepath.Join(m.cfg.MountRoot, unifiedDir), m.cfg.Parent, false)
+	}
+	return err
 }
 
 // parentDirs is the parent's directory in every hierarchy.

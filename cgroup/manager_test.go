@@ -2,6 +2,7 @@ package cgroup
 
 import (
 	"errors"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -293,6 +294,33 @@ func TestSweepIf(t *testing.T) {
 			for _, d := range theirs.dirs() {
 				if _, err := os.Stat(d); err != nil {
 					t.Errorf("refused group: got %v, want %s kept", err, d)
+				}
+			}
+		})
+	}
+}
+
+// TestCreateAfterParentRemoved: another brig process sharing the parent may
+// remove it when it stops (RemoveParentIfEmpty); a Create then makes it again.
+func TestCreateAfterParentRemoved(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			m := newManager(t, l)
+			other := newManager(t, l)
+			if err := other.RemoveParentIfEmpty(); err != nil {
+				t.Fatalf("removing the shared parent: %v", err)
+			}
+			for _, d := range m.parentDirs() {
+				if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("parent %s: got %v, want it removed", d, err)
+				}
+			}
+			g := newGroup(t, m)
+			for _, d := range g.dirs() {
+				if _, err := os.Stat(d); err != nil {
+					t.Errorf("after Create: got %v, want %s to exist", err, d)
 				}
 			}
 		})
