@@ -230,7 +230,7 @@ var zygoteRootSteps = []step{
 }
 
 // zygoteInit builds a zygote's root (zygoteRootSteps) and execs the zygote,
-// which keeps descriptors 5 to 7 (zygoteCtlFD and on). It runs in the host's
+// which keeps descriptors zygoteCtlFD, zygotePidnsFD and zygoteSourceFD. It runs in the host's
 // pid namespace (the zygote enters the sandboxes' from there) and in a mount
 // namespace of its own, which it checks before it mounts anything.
 func zygoteInit() int {

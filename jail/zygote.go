@@ -146,9 +146,22 @@ const (
 	zygoteSourceFD = 7
 )
 
-// zygoteLoader is the zygote's command line's program: it reads the source
-// (zygote.py) from zygoteSourceFD, so that the host's ps shows one short line.
-var zygoteLoader = fmt.Sprintf("import os; exec(compile(b''.join(iter(lambda: os.read(%d, 65536), b'')), '<brig zygote>', 'exec'))", zygoteSourceFD)
+// zygoteLoader is the zygote's command line's program: it names the
+// descriptors for zygote.py (CTL, PIDNS) and reads its source from
+// zygoteSourceFD, so that the host's ps shows one short line.
+var zygoteLoader = fmt.Sprintf("import os; CTL, PIDNS, SRC = %d, %d, %d; "+
+	"exec(compile(b''.join(iter(lambda: os.read(SRC, 65536), b'')), '<brig zygote>', 'exec'))",
+	zygoteCtlFD, zygotePidnsFD, zygoteSourceFD)
+
+// extraFiles is exec.Cmd.ExtraFiles for files by their descriptor number in
+// the child (3 and on, without gaps).
+func extraFiles(byFD map[int]*os.File) []*os.File {
+	files := make([]*os.File, len(byFD))
+	for fd, f := range byFD {
+		files[fd-3] = f
+	}
+	return files
+}
 
 // startZygote starts a zygote for root and waits until it has imported its
 // preload and is ready to fork. It runs in a root built as a sandbox's
@@ -201,9 +214,10 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		// children's, and a run's stdout is a pipe, not seekable.
 		Stdout: z.stderr,
 		Stderr: z.stderr,
-		// 3: spec, 4: status (the init's), 5: control, 6: the pid
-		// namespace, 7: the source.
-		ExtraFiles: []*os.File{specR, statusW, child, pidns, sourceR},
+		ExtraFiles: extraFiles(map[int]*os.File{
+			specFD: specR, statusFD: statusW, // the init's
+			zygoteCtlFD: child, zygotePidnsFD: pidns, zygoteSourceFD: sourceR,
+		}),
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWNET | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
 			Pdeathsig:  syscall.SIGKILL,

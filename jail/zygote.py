@@ -1,7 +1,8 @@
 # brig's Python zygote (see zygote.go). Run by its init as `python3 -u -c
-# <zygoteLoader>`, which reads this file from fd 7, as host root in a sandbox's
-# root made read-only, with its control socket (SOCK_SEQPACKET) on fd 5 and the
-# host's pid namespace, its own, on fd 6. It starts once, imports what runs commonly
+# <zygoteLoader>`, which reads this file from fd SRC, as host root in a
+# sandbox's root made read-only, with its control socket (SOCK_SEQPACKET) on fd
+# CTL and the host's pid namespace, its own, on fd PIDNS (the loader sets the
+# three from zygote.go's constants). It starts once, imports what runs commonly
 # import, and then forks one child per prepared sandbox. It never executes
 # request code and never reads request data: a child reads its run's
 # environment, and then its program, only once it has joined the sandbox and
@@ -56,9 +57,9 @@ class _Filter(ctypes.Structure):
 
 def _serve():
     """Serves fork requests; returns only in a child, with its request."""
-    os.close(7)  # its source, read
-    ctl = socket.socket(fileno=5)
-    own_pidns = 6
+    os.close(SRC)  # its source, read
+    ctl = socket.socket(fileno=CTL)
+    own_pidns = PIDNS
     cfg = json.loads(ctl.recv(1 << 20))
     for name in cfg['preload']:
         try:
