@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -395,10 +396,22 @@ func TestWarmEmptyFallsBackToColdPool(t *testing.T) {
 	// Empty the warm pool, and keep its token, so that it stays empty.
 	s := <-l.pools[warmKey]
 	s.discard()
+	// The cold pool's one sandbox, whose init the run must use up.
 	waitPool(t, l.pools[coldKey])
+	cold := <-l.pools[coldKey]
+	initPid := cold.cmd.Process.Pid
+	l.pools[coldKey] <- cold
 	res := run(t, l, rootfs.Python, "print('ok')")
 	if !res.Succeeded() || res.Stdout != "ok\n" || res.Start != StartColdEmpty {
 		t.Fatalf("got %s, start %s, stdout %q, stderr %q; want success from a cold sandbox (%s)", res.End, res.Start, res.Stdout, res.Stderr, StartColdEmpty)
+	}
+	// A sandbox made for the run instead would have left the pooled init alive.
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(initPid, 0) != syscall.ESRCH {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pooled cold sandbox's init %d is still alive: the run did not take it", initPid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	// The warm pool's token is held here: give it back, so the filler can
 	// stop at Close.
