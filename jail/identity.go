@@ -158,7 +158,13 @@ func verifyNoCapabilities(*initState) error {
 // loadThreadFilter installs the spawner's filter on this thread only: no other
 // thread has to be synchronised, which keeps it off the cost of a run's start.
 // The interpreter, cloned from this thread, inherits it beneath its own.
+// The init of a zygote's sandbox starts no interpreter (the zygote forks it)
+// and goes straight on to hardenSteps, whose filter is the program's: it
+// skips this one, which no verdict of the stack would come from.
 func loadThreadFilter(st *initState) error {
+	if st.prep.Zygote {
+		return nil
+	}
 	prog, err := seccomp.Unmarshal(st.prep.SpawnSeccomp)
 	if err != nil {
 		return err

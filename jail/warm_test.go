@@ -208,6 +208,13 @@ r['env'] = ' '.join(sorted(os.environ))
 	waitWarm(t, warm)
 	w := probe(t, warm, rootfs.Python, code)
 	c := probe(t, cold, rootfs.Python, code)
+	// A cold program runs under two filters (its init thread's Spawner, then
+	// Default), a warm one under Default alone, whose verdicts are the stack's
+	// (seccomp's TestSpawnerStackedUnderDefault).
+	if c["Seccomp_filters"] != "2" || w["Seccomp_filters"] != "1" {
+		t.Errorf("Seccomp_filters: warm %q, cold %q, want 1 and 2", w["Seccomp_filters"], c["Seccomp_filters"])
+	}
+	delete(c, "Seccomp_filters")
 	for k, cv := range c {
 		if w[k] != cv {
 			t.Errorf("%s: warm %q, cold %q", k, w[k], cv)

@@ -182,11 +182,10 @@ def _sandbox(cfg, req, fds):
         os.chdir('/sandbox')
         step = 'seccomp'
         _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 'PR_SET_NO_NEW_PRIVS')
-        for key in ('spawn_filter', 'filter'):
-            code = bytes.fromhex(cfg[key])
-            buf = ctypes.create_string_buffer(code, len(code))
-            prog = _Filter(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
-            _check(_libc.syscall(ctypes.c_long(_SYS_seccomp), ctypes.c_long(_SECCOMP_SET_MODE_FILTER), ctypes.c_long(0), ctypes.byref(prog)), 'seccomp')
+        code = bytes.fromhex(cfg['filter'])
+        buf = ctypes.create_string_buffer(code, len(code))
+        prog = _Filter(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        _check(_libc.syscall(ctypes.c_long(_SYS_seccomp), ctypes.c_long(_SECCOMP_SET_MODE_FILTER), ctypes.c_long(0), ctypes.byref(prog)), 'seccomp')
     except BaseException as e:
         try:
             os.write(report, ('e%s: %s' % (step, e)).encode())

@@ -530,6 +530,49 @@ func TestSpawnerClone(t *testing.T) {
 	}
 }
 
+// TestSpawnerStackedUnderDefault: with Default stacked on top of Spawner (a cold
+// program's stack: its init's thread filter, then its own), every verdict is
+// Default's, which is why a warm program, forked from the zygote, loads Default
+// alone. The kernel runs every filter and keeps the most restrictive action
+// (the lowest as a signed 32-bit number); on a tie the newest filter's, Default.
+func TestSpawnerStackedUnderDefault(t *testing.T) {
+	spawner, err := Compile(Spawner())
+	if err != nil {
+		t.Fatalf("Compile(Spawner()): %v", err)
+	}
+	def, spawn := newVM(t, compileDefault(t)), newVM(t, spawner)
+	stacked := func(nr uint32, args [6]uint64) (got, want uint32) {
+		want = def.run(t, unix.AUDIT_ARCH_X86_64, nr, args)
+		got = want
+		if s := spawn.run(t, unix.AUDIT_ARCH_X86_64, nr, args); int32(s&unix.SECCOMP_RET_ACTION_FULL) < int32(want&unix.SECCOMP_RET_ACTION_FULL) {
+			got = s
+		}
+		return got, want
+	}
+	for nr := range uint32(1024) {
+		if got, want := stacked(nr, [6]uint64{}); got != want {
+			t.Errorf("call %d with zero arguments: stacked %s, Default %s", nr, retName(got), retName(want))
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, p := range []Policy{Default(), Spawner()} {
+		for _, r := range p.Rules {
+			argSets := ruleArgSets(r, rng)
+			for _, name := range r.Names {
+				call, err := libseccomp.GetSyscallFromName(name)
+				if err != nil {
+					t.Fatalf("resolving %s: %v", name, err)
+				}
+				for _, args := range argSets {
+					if got, want := stacked(uint32(call), args); got != want {
+						t.Errorf("%s%#x: stacked %s, Default %s", name, args, retName(got), retName(want))
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestCasesFirstMatchWins checks the semantics of a rule's Cases, in the table
 // and in the compiled program: the first case that holds decides, so an earlier
 // case carves an exception out of a later one, and cases that compare the same
