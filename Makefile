@@ -6,7 +6,7 @@ BIN := bin/brig
 # both carry the same build stamp.
 INIT_BIN := bin/brig-init
 STAMP := $(shell git rev-parse --short HEAD 2>/dev/null)-$(shell date +%s%N)
-LDFLAGS := -X github.com/brig-sandbox/brig/jail.buildStamp=$(STAMP)
+LDFLAGS := -X github.com/brig-sandbox/brig/jail/pid1.buildStamp=$(STAMP)
 # urfave_cli_no_docs leaves out the CLI's man page generator, whose package
 # initialisation every sandbox's init (this binary, re-executed) would pay.
 TAGS := urfave_cli_no_docs

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -109,7 +110,7 @@ r['cgroup paths'] = ' '.join(sorted(set(l.split(':', 2)[2] for l in open('/proc/
 		{name: "cwd", key: "cwd", want: "/sandbox"},
 		{name: "only the init and the program", key: "pids", want: "1 " + pid},
 		{name: "program is not PID 1", key: "ppid", want: ppid},
-		{name: "PID 1 is the init", key: "pid1 argv", want: "brig " + InitArg},
+		{name: "PID 1 is the init", key: "pid1 argv", want: "brig " + pid1.InitArg},
 		{name: "hostname", key: "hostname", want: "sandbox"},
 		{name: "uname nodename", key: "nodename", want: "sandbox"},
 		{name: "proc hostname", key: "proc hostname", want: "sandbox"},

@@ -7,32 +7,26 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+
+	"github.com/brig-sandbox/brig/jail/pid1"
 )
 
-// InitBinary is the lean init (cmd/brig-init), looked for next to the running
-// executable: its start, paid once per sandbox, costs about 2 ms less CPU
-// than re-executing the whole brig binary, whose package initialisation
-// (metrics, CLI, journal, HTTP) a sandbox's init never uses.
+// InitBinary is the lean init (cmd/brig-init, package pid1 alone), looked for
+// next to the running executable: its start, paid once per sandbox, costs less
+// CPU than re-executing the whole brig binary, whose package initialisation
+// (cgroups, metrics, CLI, journal, HTTP) a sandbox's init never uses.
 const InitBinary = "brig-init"
-
-// buildStamp is set, the same in brig and brig-init, by the Makefile's build
-// (-ldflags -X): an init from another build may speak another protocol or
-// build another sandbox, so it is used only when its stamp is this binary's.
-var buildStamp string
-
-// BuildStamp is what brig-init prints when asked for its stamp.
-func BuildStamp() string { return buildStamp }
-
-// StampArg asks brig-init for its build stamp.
-const StampArg = "stamp"
 
 // DefaultInitPath is the init a sandbox runs when Config.InitPath is empty:
 // brig-init next to this executable, when it is a regular file that only
 // root can write and was built with this binary; otherwise this executable,
 // re-executed, and why.
-func DefaultInitPath() (path, why string) {
+func DefaultInitPath() (path, why string) { return initPath(pid1.BuildStamp()) }
+
+// initPath is DefaultInitPath for a binary whose build stamp is stamp.
+func initPath(stamp string) (path, why string) {
 	const self = "/proc/self/exe"
-	if buildStamp == "" {
+	if stamp == "" {
 		return self, "this binary has no build stamp (build with make to use " + InitBinary + ")"
 	}
 	exe, err := os.Executable()
@@ -47,9 +41,9 @@ func DefaultInitPath() (path, why string) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); !fi.Mode().IsRegular() || fi.Mode().Perm()&0o022 != 0 || !ok || st.Uid != 0 {
 		return self, fmt.Sprintf("%s is not a regular file owned by root that only root can write", p)
 	}
-	out, err := exec.Command(p, StampArg).Output()
-	if got := string(bytes.TrimSpace(out)); err != nil || got != buildStamp {
-		return self, fmt.Sprintf("%s is from another build (stamp %q, this binary's %q): rebuild both with make", p, got, buildStamp)
+	out, err := exec.Command(p, pid1.StampArg).Output()
+	if got := string(bytes.TrimSpace(out)); err != nil || got != stamp {
+		return self, fmt.Sprintf("%s is from another build (stamp %q, this binary's %q): rebuild both with make", p, got, stamp)
 	}
 	return p, ""
 }

@@ -22,8 +22,6 @@ func TestDefaultInitPath(t *testing.T) {
 		t.Skipf("%s exists; not replacing it", p)
 	}
 	t.Cleanup(func() { os.Remove(p) })
-	old := buildStamp
-	t.Cleanup(func() { buildStamp = old })
 	// A stand-in that answers "stamp" as brig-init does.
 	fake := func(stamp string, mode os.FileMode) {
 		t.Helper()
@@ -46,17 +44,15 @@ func TestDefaultInitPath(t *testing.T) {
 		{"writable by others", "b1", "b1", 0o757, "/proc/self/exe", "only root can write"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			buildStamp = tc.stamp
 			fake(tc.fakeStamp, tc.mode)
-			got, why := DefaultInitPath()
+			got, why := initPath(tc.stamp)
 			if got != tc.want || !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
 				t.Errorf("got %q (%q), want %q (%q)", got, why, tc.want, tc.why)
 			}
 		})
 	}
 	os.Remove(p)
-	buildStamp = "b1"
-	if got, why := DefaultInitPath(); got != "/proc/self/exe" || !strings.Contains(why, "no "+InitBinary) {
+	if got, why := initPath("b1"); got != "/proc/self/exe" || !strings.Contains(why, "no "+InitBinary) {
 		t.Errorf("without the file: got %q (%q), want /proc/self/exe and why", got, why)
 	}
 }

@@ -96,7 +96,7 @@ type Launcher struct {
 	cfg    Config
 	filter []byte
 	// spawnFilter is the init thread's filter until the program starts: see
-	// prepareSpec.SpawnSeccomp.
+	// pid1.PrepareSpec.SpawnSeccomp.
 	spawnFilter []byte
 	ids         *idAllocator
 	scratch     string

@@ -11,6 +11,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -28,7 +29,7 @@ var testWarm = os.Getenv(warmPassEnv) == "1"
 // tests have passed, it runs the warm pass (runWarmPass), unless it is the
 // warm pass.
 func TestMain(m *testing.M) {
-	InitMain()
+	pid1.Main()
 	begin := time.Now()
 	// Remove what an interrupted earlier run of these tests left, so that the leak
 	// checks start from nothing.

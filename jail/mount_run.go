@@ -89,3 +89,26 @@ func attachMounts(ns int, ms []Mount, fds []int) error {
 	}
 	return nil
 }
+
+// resizeScratch sets the scratch tmpfs of the init pid to bytes, through a copy
+// of the init's descriptor ctxFD (its fspick context). It bounds all the run's
+// writable space, so that filling it ends in ENOSPC rather than an OOM kill.
+func resizeScratch(pid, ctxFD int, bytes int64) error {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	defer unix.Close(pidfd)
+	fd, err := unix.PidfdGetfd(pidfd, ctxFD, 0)
+	if err != nil {
+		return fmt.Errorf("taking the scratch context of init %d: %w", pid, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.FsconfigSetString(fd, "size", fmt.Sprint(bytes)); err != nil {
+		return fmt.Errorf("setting the scratch size to %d: %w", bytes, err)
+	}
+	if err := unix.FsconfigReconfigure(fd); err != nil {
+		return fmt.Errorf("resizing the scratch tmpfs to %d bytes: %w", bytes, err)
+	}
+	return nil
+}

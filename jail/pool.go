@@ -17,6 +17,7 @@ import (
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/cgroup"
+	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -33,14 +34,14 @@ type slot struct {
 	// ids are the sandbox's host ids, given back to ids when it is discarded.
 	ids      runIDs
 	released func(runIDs)
-	// spec is the write end of the init's spec pipe (specFD in the child).
+	// spec is the write end of the init's spec pipe (pid1.SpecFD in the child).
 	spec *os.File
-	// status is the read end of the init's status pipe (statusFD in the child).
+	// status is the read end of the init's status pipe (pid1.StatusFD in the child).
 	status *os.File
 	// stdout and stderr are the read ends of the program's output pipes.
 	stdout, stderr *os.File
 	// msgs has the init's status messages, decoded from status by a goroutine.
-	msgs chan message
+	msgs chan pid1.Message
 	// memoryBytes is the memory limit the cgroup and the scratch size were
 	// prepared for.
 	memoryBytes int64
@@ -159,10 +160,10 @@ func (s *slot) waitReady() error {
 		n, _ := io.ReadFull(s.stderr, out)
 		s.discard()
 		return fmt.Errorf("the init exited before building the root (it printed %q)", out[:n])
-	case m.Kind == msgError:
+	case m.Kind == pid1.MsgError:
 		s.discard()
 		return fmt.Errorf("building the root failed at step %q: %s", m.Step, m.Error)
-	case m.Kind != msgReady:
+	case m.Kind != pid1.MsgReady:
 		s.discard()
 		return fmt.Errorf("unexpected message %q from a preparing init", m.Kind)
 	}
@@ -226,7 +227,7 @@ func (l *Launcher) takeSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes
 // newSlot clones an init on the spawner thread, moves it into the run's cgroups
 // where the layout needs it (on cgroup v1, the move that may wait for an RCU grace
 // period; it happens here, off the spawner thread, so that it delays no other
-// clone), and only then sends it the prepareSpec: the init makes its cgroup
+// clone), and only then sends it the pid1.PrepareSpec: the init makes its cgroup
 // namespace first thing.
 func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes int64) (s *slot, retErr error) {
 	reply := make(chan spawned, 1)
@@ -256,11 +257,11 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 			return nil, fmt.Errorf("moving the init into its cgroup: %w", err)
 		}
 	}
-	prep := l.prepareSpec(root, memoryBytes, s.ids)
+	prep := l.newPrepareSpec(root, memoryBytes, s.ids)
 	s.warm = warm
 	switch warm {
 	case rootfs.JavaScript:
-		prep.Warm = warmArgv(root)
+		prep.Warm, prep.WarmEnviron = warmArgv(root), Environ(nil)
 	case rootfs.Python:
 		// A zygote's child joins the sandbox once it is built (zygote.go).
 		prep.Zygote = true
@@ -333,19 +334,19 @@ func (l *Launcher) clone() (s *slot, retErr error) {
 	}
 	s.cmd = &exec.Cmd{
 		Path: l.cfg.InitPath,
-		Args: []string{"brig", InitArg},
+		Args: []string{"brig", pid1.InitArg},
 		// The init's own environment; the program's comes from the spec.
 		Env:         []string{"GOMAXPROCS=1"},
 		Stdout:      childEnds[2],
 		Stderr:      childEnds[3],
-		ExtraFiles:  []*os.File{childEnds[0], childEnds[1]}, // specFD, statusFD
+		ExtraFiles:  []*os.File{childEnds[0], childEnds[1]}, // pid1.SpecFD, pid1.StatusFD
 		SysProcAttr: sys,
 	}
 	if err := s.cmd.Start(); err != nil {
 		s.cmd = nil
 		return nil, fmt.Errorf("cloning the init into new namespaces: %w", err)
 	}
-	s.msgs = make(chan message, 4)
+	s.msgs = make(chan pid1.Message, 4)
 	go readMessages(s.status, s.msgs)
 	return s, nil
 }
@@ -427,11 +428,11 @@ func (s *slot) stop() {
 }
 
 // readMessages decodes the init's status pipe into msgs and closes msgs at EOF.
-func readMessages(f *os.File, msgs chan<- message) {
+func readMessages(f *os.File, msgs chan<- pid1.Message) {
 	defer close(msgs)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var m message
+		var m pid1.Message
 		if json.Unmarshal(sc.Bytes(), &m) == nil {
 			msgs <- m
 		}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/cgroup"
+	"github.com/brig-sandbox/brig/jail/pid1"
 )
 
 // End is how a run ended, as the jail saw it. The supervisor turns it, with the
@@ -78,7 +79,7 @@ func (r *Result) Succeeded() bool { return r.End == EndCompleted }
 
 // ending is how supervise saw the run end.
 type ending struct {
-	setupErr *message           // the init failed a step
+	setupErr *pid1.Message      // the init failed a step
 	started  bool               // the program was started
 	ws       syscall.WaitStatus // the program's wait status, when exited
 	exited   bool
@@ -116,8 +117,8 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 		startedAt = mono
 		e.started = true
 		setup.Stop()
-		res.Timing.StartMS = time.Since(begin).Milliseconds() - (monotonic() - startedAt).Milliseconds()
-		timer = time.NewTimer(spec.Timeout - (monotonic() - startedAt))
+		res.Timing.StartMS = time.Since(begin).Milliseconds() - (pid1.Monotonic() - startedAt).Milliseconds()
+		timer = time.NewTimer(spec.Timeout - (pid1.Monotonic() - startedAt))
 		deadline = timer.C
 		if spec.OnStart != nil {
 			spec.OnStart()
@@ -133,27 +134,27 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 	var zexit <-chan uint32
 	if s.zchild != nil {
 		if err := s.zchild.handOver(); err != nil {
-			e.setupErr = &message{Kind: msgError, Step: "hand-over", Error: err.Error()}
+			e.setupErr = &pid1.Message{Kind: pid1.MsgError, Step: "hand-over", Error: err.Error()}
 			return e
 		}
-		start(monotonic())
+		start(pid1.Monotonic())
 		zexit = s.zchild.exit
 	}
 	for {
 		select {
 		case m, ok := <-s.msgs:
 			switch {
-			case m.Kind == msgReady && !ready:
+			case m.Kind == pid1.MsgReady && !ready:
 				ready = true
 			case !ok:
 				e.lost = true
 				return e
-			case m.Kind == msgError:
+			case m.Kind == pid1.MsgError:
 				e.setupErr = &m
 				return e
-			case m.Kind == msgStarted:
+			case m.Kind == pid1.MsgStarted:
 				start(time.Duration(m.Mono))
-			case m.Kind == msgExit:
+			case m.Kind == pid1.MsgExit:
 				return exit(time.Duration(m.Mono), m.WaitStatus)
 			}
 		case ws, ok := <-zexit:
@@ -161,25 +162,25 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 				e.zygoteLost = true
 				return e
 			}
-			return exit(monotonic(), ws)
+			return exit(pid1.Monotonic(), ws)
 		case <-deadline:
-			res.Usage.WallMS = (monotonic() - startedAt).Milliseconds()
+			res.Usage.WallMS = (pid1.Monotonic() - startedAt).Milliseconds()
 			e.timedOut = true
 			return e
 		case <-oom:
 			// The cgroup has killed every process of the run already; the
 			// program's exit, if it is on its way, is not waited for.
 			if e.started {
-				res.Usage.WallMS = (monotonic() - startedAt).Milliseconds()
+				res.Usage.WallMS = (pid1.Monotonic() - startedAt).Milliseconds()
 			}
 			e.oomKilled = true
 			return e
 		case <-setup.C:
-			e.setupErr = &message{Kind: msgError, Step: "start", Error: fmt.Sprintf("the program had not started after %s", setupTimeout)}
+			e.setupErr = &pid1.Message{Kind: pid1.MsgError, Step: "start", Error: fmt.Sprintf("the program had not started after %s", setupTimeout)}
 			return e
 		case <-ctx.Done():
 			if e.started {
-				res.Usage.WallMS = (monotonic() - startedAt).Milliseconds()
+				res.Usage.WallMS = (pid1.Monotonic() - startedAt).Milliseconds()
 			}
 			e.stopped = true
 			return e
@@ -273,11 +274,4 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
 	case <-done:
 	case <-time.After(d):
 	}
-}
-
-// monotonic reads CLOCK_MONOTONIC, the clock the init stamps its messages with.
-func monotonic() time.Duration {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return time.Duration(ts.Nano())
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -63,105 +64,13 @@ type Mount struct {
 	Writable bool
 }
 
-// prepareSpec is the first thing the parent sends an init over its spec pipe: what
-// the sandbox is built from, which does not depend on the run. The init builds the
-// whole root from it and pivots into it before any run is known, so a pooled init
-// has done that work before a run takes it.
-type prepareSpec struct {
-	// Scratch is the host directory the init mounts the run's tmpfs on, inside its
-	// own mount namespace (every run mounts on the same directory, privately).
-	Scratch string
-	// ScratchBytes is the tmpfs's size: all the run's writable space (overlay
-	// upper, /tmp, /sandbox, /dev/shm).
-	ScratchBytes int64
-	Lower        string
-	Binds        []rootfs.Bind
-	// UID and GID are the program's identity inside its user namespace;
-	// HostUID and HostGID what they map to, the run's own host ids. InitUID and
-	// InitGID are the init's host ids once the program has started.
-	UID, GID         int
-	HostUID, HostGID int
-	InitUID, InitGID int
-	Hostname         string
-	Rlimits          []rlimit
-	// Seccomp is the program's compiled filter (seccomp.Program.Marshal), which
-	// the init also loads on all its threads once the program has started.
-	Seccomp []byte
-	// SpawnSeccomp is the filter of the init's thread from the end of the
-	// preparation: Seccomp but for the clone into the program's user namespace.
-	SpawnSeccomp []byte
-	// Warm, when set, is the command line of the interpreter a warm sandbox
-	// starts before its run (see warm.go); nil for a cold sandbox.
-	Warm []string
-	// ZygoteArgv and ZygoteEnv, for a zygote's init (ZygoteInitArg), are the
-	// zygote's command line and environment, which it execs once the root is
-	// built.
-	ZygoteArgv, ZygoteEnv []string `json:",omitempty"`
-	// Zygote: the sandbox's program will be a zygote's child, which joins it
-	// and gets its program and environment from the supervisor (zygote.go).
-	// The init has nothing to do for the run: it hardens itself as soon as
-	// the root is built and only reaps.
-	Zygote bool `json:",omitempty"`
-}
-
-// runSpec is the second thing the parent sends: the run itself. (The run's
-// scratch size, when it differs from the prepared one, is set by the parent
-// through the init's scratch context, message.ScratchFD, before it sends the
-// runSpec: the init's filter is loaded by then and refuses the mount family.)
-type runSpec struct {
-	// ScriptPath and Code: the program, written inside the root.
-	ScriptPath string
-	Code       []byte
-	Argv       []string
-	Env        []string
-}
-
-type rlimit struct {
-	Resource int
-	Cur, Max uint64
-}
-
-// message is what the init writes on its status pipe, one JSON object a line.
-type message struct {
-	// Kind is "ready" (the root is built; the init waits for the run),
-	// "started" (the interpreter was exec'd), "error" (a step failed; the program
-	// did not run, or is killed at once) or "exit" (the program ended with
-	// WaitStatus).
-	Kind       string `json:"kind"`
-	Step       string `json:"step,omitempty"`
-	Error      string `json:"error,omitempty"`
-	WaitStatus uint32 `json:"wait_status,omitempty"`
-	// Mono, in "started" and "exit", is the init's CLOCK_MONOTONIC reading, in
-	// nanoseconds, when the interpreter was exec'd or reaped.
-	Mono int64 `json:"mono,omitempty"`
-	// ScratchFD, in "ready", is the init's descriptor of its scratch tmpfs's
-	// reconfiguration context, for the parent's pidfd_getfd.
-	ScratchFD int `json:"scratch_fd,omitempty"`
-}
-
-const (
-	msgReady   = "ready"
-	msgStarted = "started"
-	msgError   = "error"
-	msgExit    = "exit"
-)
-
-// The init's file descriptors, set by the parent through ExtraFiles.
-const (
-	// specFD is the read end of the spec pipe: a prepareSpec and a runSpec, each
-	// a JSON value.
-	specFD = 3
-	// statusFD is the write end of the status pipe: messages, one a line.
-	statusFD = 4
-)
-
 // ScratchBytes is the size of a run's writable space for a memory limit: half of
 // it, so that filling the disk ends in ENOSPC for the program while the
 // interpreter still has the other half, not in an OOM kill.
 func ScratchBytes(memoryBytes int64) int64 { return memoryBytes / 2 }
 
-func (l *Launcher) prepareSpec(root *rootfs.Root, memoryBytes int64, ids runIDs) *prepareSpec {
-	return &prepareSpec{
+func (l *Launcher) newPrepareSpec(root *rootfs.Root, memoryBytes int64, ids runIDs) *pid1.PrepareSpec {
+	return &pid1.PrepareSpec{
 		Scratch:      l.scratch,
 		ScratchBytes: ScratchBytes(memoryBytes),
 		Lower:        root.Lower,
@@ -173,7 +82,7 @@ func (l *Launcher) prepareSpec(root *rootfs.Root, memoryBytes int64, ids runIDs)
 		InitUID:      ids.InitUID,
 		InitGID:      ids.InitGID,
 		Hostname:     DefaultHostname,
-		Rlimits:      defaultRlimits(),
+		Rlimits:      pid1.DefaultRlimits(),
 		Seccomp:      l.filter,
 		SpawnSeccomp: l.spawnFilter,
 	}
@@ -181,13 +90,13 @@ func (l *Launcher) prepareSpec(root *rootfs.Root, memoryBytes int64, ids runIDs)
 
 // runSpecOf is the run's spec for the init; attached is the environment that
 // Spec.Attach gave, which goes before the request's with brig's own names.
-func runSpecOf(spec Spec, root *rootfs.Root, attached map[string]string) *runSpec {
+func runSpecOf(spec Spec, root *rootfs.Root, attached map[string]string) *pid1.RunSpec {
 	script := "/sandbox/" + spec.Language.ScriptName()
 	env := make([]string, 0, len(attached))
 	for k, v := range attached {
 		env = append(env, k+"="+v)
 	}
-	return &runSpec{
+	return &pid1.RunSpec{
 		ScriptPath: script,
 		Code:       []byte(spec.Code),
 		Argv:       root.Argv(script),

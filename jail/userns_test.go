@@ -16,6 +16,7 @@ import (
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -335,14 +336,14 @@ func TestMountTableRevealsNoHostPath(t *testing.T) {
 	}
 	var checks []check
 	code := pyTrial
-	for _, f := range maskedProcFiles {
+	for _, f := range pid1.MaskedProcFiles {
 		if _, err := os.Stat(filepath.Join("/proc", f)); err != nil {
 			continue
 		}
 		code += fmt.Sprintf("r[%q] = trial(lambda: len(open('/proc/%s', 'rb').read()))\n", f, f)
 		checks = append(checks, check{name: f, key: f, wantAny: []string{"0", "EACCES"}})
 	}
-	for _, d := range maskedProcDirs {
+	for _, d := range pid1.MaskedProcDirs {
 		if _, err := os.Stat(filepath.Join("/proc", d)); err != nil {
 			continue
 		}

@@ -1,8 +1,6 @@
 package jail
 
 import (
-	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/brig-sandbox/brig/rootfs"
@@ -21,7 +19,7 @@ import (
 //
 // The waiting interpreter runs a bootstrap (nodeBoot below; zygote.py's end
 // for Python) that says it is ready (one
-// byte on warmFD, a socket) and then reads one JSON object, the run's
+// byte on pid1.WarmFD, a socket) and then reads one JSON object, the run's
 // environment, from it: the init writes it once the program file is in place,
 // and closes the socket. The bootstrap then makes the process look as
 // `python3 -u /sandbox/main.py` or `node /sandbox/main.js` would: the
@@ -29,10 +27,6 @@ import (
 // bootstrap frames. What it can't change is what the interpreter reads from
 // its environment at its own start (PYTHON* and NODE_* variables), so a run
 // whose environment sets such a name takes the cold path (WarmEligible).
-
-// warmFD is the descriptor on which a warm interpreter reads its run's
-// environment.
-const warmFD = 3
 
 // nodeBoot is run as `node -e nodeBoot`.
 const nodeBoot = `'use strict';
@@ -81,19 +75,4 @@ func WarmEligible(lang rootfs.Language, env map[string]string) (bool, string) {
 		}
 	}
 	return true, ""
-}
-
-// warmEnv is the JSON a warm interpreter reads: the run's whole environment.
-func warmEnv(env []string) ([]byte, error) {
-	m := make(map[string]string, len(env))
-	for _, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return nil, fmt.Errorf("environment entry %q has no '='", kv)
-		}
-		if _, dup := m[k]; !dup { // the first wins, as getenv's does
-			m[k] = v
-		}
-	}
-	return json.Marshal(m)
 }

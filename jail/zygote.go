@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -141,21 +142,12 @@ type zygoteConfig struct {
 // read-only, so the overlay's upper layer stays empty.
 const zygoteScratchBytes = 1 << 20
 
-// The zygote's descriptors: its control socket, its pid namespace, and a pipe
-// it reads its source from. (An init's 3 and 4 are its spec and status pipes,
-// which close on the exec.)
-const (
-	zygoteCtlFD    = 5
-	zygotePidnsFD  = 6
-	zygoteSourceFD = 7
-)
-
 // zygoteLoader is the zygote's command line's program: it names the
 // descriptors for zygote.py (CTL, PIDNS) and reads its source from
-// zygoteSourceFD, so that the host's ps shows one short line.
+// pid1.ZygoteSourceFD, so that the host's ps shows one short line.
 var zygoteLoader = fmt.Sprintf("import os; CTL, PIDNS, SRC = %d, %d, %d; "+
 	"exec(compile(b''.join(iter(lambda: os.read(SRC, 65536), b'')), '<brig zygote>', 'exec'))",
-	zygoteCtlFD, zygotePidnsFD, zygoteSourceFD)
+	pid1.ZygoteCtlFD, pid1.ZygotePidnsFD, pid1.ZygoteSourceFD)
 
 // extraFiles is exec.Cmd.ExtraFiles for files by their descriptor number in
 // the child (3 and on, without gaps).
@@ -212,15 +204,15 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 	}
 	z.cmd = &exec.Cmd{
 		Path: l.cfg.InitPath,
-		Args: []string{"brig", ZygoteInitArg},
+		Args: []string{"brig", pid1.ZygoteInitArg},
 		Env:  []string{"GOMAXPROCS=1"},
 		// A pipe, not /dev/null: the zygote's stdio objects are its
 		// children's, and a run's stdout is a pipe, not seekable.
 		Stdout: z.stderr,
 		Stderr: z.stderr,
 		ExtraFiles: extraFiles(map[int]*os.File{
-			specFD: specR, statusFD: statusW, // the init's
-			zygoteCtlFD: child, zygotePidnsFD: pidns, zygoteSourceFD: sourceR,
+			pid1.SpecFD: specR, pid1.StatusFD: statusW, // the init's
+			pid1.ZygoteCtlFD: child, pid1.ZygotePidnsFD: pidns, pid1.ZygoteSourceFD: sourceR,
 		}),
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWNET | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
@@ -264,7 +256,7 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		return nil, fmt.Errorf("sending the zygote its source: %w", err)
 	}
 	sourceW.Close()
-	prep := prepareSpec{
+	prep := pid1.PrepareSpec{
 		Scratch:      l.scratch,
 		ScratchBytes: zygoteScratchBytes,
 		Lower:        root.Lower,
@@ -279,7 +271,7 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 	// EOF: the init exec'd the zygote (its status pipe closes on exec).
 	statusR.SetReadDeadline(time.Now().Add(zygoteTimeout))
 	if b, _ := io.ReadAll(io.LimitReader(statusR, 4096)); len(b) > 0 {
-		var m message
+		var m pid1.Message
 		json.Unmarshal(b, &m)
 		return nil, fmt.Errorf("building the zygote's root failed at step %q: %s", m.Step, m.Error)
 	}
@@ -444,8 +436,8 @@ type zygoteChild struct {
 
 // setRun sets what handOver gives the child: the program's code, which it
 // writes at its script path, and its whole environment.
-func (c *zygoteChild) setRun(rs *runSpec) error {
-	env, err := warmEnv(rs.Env)
+func (c *zygoteChild) setRun(rs *pid1.RunSpec) error {
+	env, err := pid1.WarmEnv(rs.Env)
 	if err != nil {
 		return err
 	}
@@ -479,7 +471,7 @@ func (l *Launcher) zygoteFor(root *rootfs.Root) (*zygote, error) {
 			z.retire()
 		}
 	}
-	last, err := lastCap()
+	last, err := pid1.LastCap()
 	if err != nil {
 		return nil, err
 	}
@@ -488,7 +480,7 @@ func (l *Launcher) zygoteFor(root *rootfs.Root) (*zygote, error) {
 		LastCap: last,
 		Filter:  hex.EncodeToString(l.filter),
 	}
-	for _, r := range defaultRlimits() {
+	for _, r := range pid1.DefaultRlimits() {
 		cfg.Rlimits = append(cfg.Rlimits, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
 	}
 	z, err := l.startZygote(root, cfg)

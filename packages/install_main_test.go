@@ -8,6 +8,7 @@ import (
 	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/jail/pid1"
 )
 
 // testCgroupParent is this package's own cgroup parent: go test runs packages in
@@ -18,7 +19,7 @@ const testCgroupParent = "brig-test-packages"
 // tests run pip and npm in jails, and the Launcher re-executes /proc/self/exe,
 // which under go test is this binary.
 func TestMain(m *testing.M) {
-	jail.InitMain()
+	pid1.Main()
 	// Remove what an interrupted earlier run of these tests left (but not the
 	// groups of a test binary running beside this one), so that the leak checks
 	// start from nothing.

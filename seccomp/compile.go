@@ -1,7 +1,6 @@
 package seccomp
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -9,32 +8,27 @@ import (
 	"math/bits"
 	"os"
 	"slices"
-	"unsafe"
 
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/seccomp/bpf"
 )
 
-// Program is a compiled filter: classic BPF over struct seccomp_data, as
-// seccomp(2) takes it.
-type Program []unix.SockFilter
+// Program is a compiled filter (bpf.Program): Compile needs cgo and
+// libseccomp, the program does not, and a sandbox's init loads it with package
+// bpf alone.
+type Program = bpf.Program
 
 var (
 	// ErrInvalidPolicy is returned by Compile for a policy that breaks a rule of
 	// the Policy type.
 	ErrInvalidPolicy = errors.New("invalid seccomp policy")
-	// ErrInvalidProgram is returned by Unmarshal and Load for bytes or a program
-	// that cannot be a filter.
-	ErrInvalidProgram = errors.New("invalid seccomp program")
 )
 
 const (
-	// maxInstructions is the kernel's BPF_MAXINSNS.
-	maxInstructions = 4096
-	// instructionSize is sizeof(struct sock_filter).
-	instructionSize = int(unsafe.Sizeof(unix.SockFilter{}))
 	// maxBranchesPerCall bounds the libseccomp rules one call's conditions expand
-	// to, so that a careless Cond cannot blow the program past maxInstructions.
+	// to, so that a careless Cond cannot blow the program past bpf.MaxInstructions.
 	// Default's largest is socket, whose per-family protocols expand to 97
 	// (about 310 instructions, reached only by socket(2) calls).
 	maxBranchesPerCall = 128
@@ -107,7 +101,7 @@ func Compile(p Policy) (Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	prog, err := Unmarshal(raw)
+	prog, err := bpf.Unmarshal(raw)
 	if err != nil {
 		return nil, fmt.Errorf("reading libseccomp's program: %w", err)
 	}
@@ -134,44 +128,6 @@ func exportBPF(f *libseccomp.ScmpFilter) ([]byte, error) {
 		return nil, fmt.Errorf("reading filter memfd: %w", err)
 	}
 	return raw, nil
-}
-
-// Marshal encodes p as the kernel's array of struct sock_filter, in host byte
-// order: the bytes only travel to a process on the same machine.
-func (p Program) Marshal() []byte {
-	b := make([]byte, 0, len(p)*instructionSize)
-	for _, ins := range p {
-		b = binary.NativeEndian.AppendUint16(b, ins.Code)
-		b = append(b, ins.Jt, ins.Jf)
-		b = binary.NativeEndian.AppendUint32(b, ins.K)
-	}
-	return b
-}
-
-// Unmarshal decodes what Marshal encoded. It rejects an empty program, a length
-// that is not whole instructions and one over the kernel's 4096 instructions;
-// the kernel checks the rest when the program is loaded.
-func Unmarshal(b []byte) (Program, error) {
-	switch {
-	case len(b) == 0:
-		return nil, fmt.Errorf("decoding seccomp program: empty: %w", ErrInvalidProgram)
-	case len(b)%instructionSize != 0:
-		return nil, fmt.Errorf("decoding seccomp program: %d bytes is not a whole number of %d-byte instructions: %w",
-			len(b), instructionSize, ErrInvalidProgram)
-	case len(b)/instructionSize > maxInstructions:
-		return nil, fmt.Errorf("decoding seccomp program: %d instructions, the kernel takes at most %d: %w",
-			len(b)/instructionSize, maxInstructions, ErrInvalidProgram)
-	}
-	p := make(Program, 0, len(b)/instructionSize)
-	for ; len(b) > 0; b = b[instructionSize:] {
-		p = append(p, unix.SockFilter{
-			Code: binary.NativeEndian.Uint16(b[0:]),
-			Jt:   b[2],
-			Jf:   b[3],
-			K:    binary.NativeEndian.Uint32(b[4:]),
-		})
-	}
-	return p, nil
 }
 
 func (a Action) libseccomp() libseccomp.ScmpAction {

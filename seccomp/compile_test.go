@@ -7,6 +7,8 @@ import (
 
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/seccomp/bpf"
 )
 
 func TestCompileRejectsInvalidPolicy(t *testing.T) {
@@ -210,7 +212,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 			if got, want := len(b), 8*len(tt.prog); got != want {
 				t.Errorf("got %d bytes, want %d", got, want)
 			}
-			got, err := Unmarshal(b)
+			got, err := bpf.Unmarshal(b)
 			if err != nil {
 				t.Fatalf("Unmarshal: %v", err)
 			}
@@ -234,8 +236,8 @@ func TestUnmarshalRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Unmarshal(tt.b)
-			if !errors.Is(err, ErrInvalidProgram) {
+			_, err := bpf.Unmarshal(tt.b)
+			if !errors.Is(err, bpf.ErrInvalidProgram) {
 				t.Errorf("got error %v, want ErrInvalidProgram", err)
 			}
 		})
@@ -344,8 +346,8 @@ func TestExplainedCatchesBareRules(t *testing.T) {
 
 func TestDefaultFitsKernel(t *testing.T) {
 	prog := compileDefault(t)
-	if len(prog) > maxInstructions {
-		t.Errorf("got %d instructions, want at most %d", len(prog), maxInstructions)
+	if len(prog) > bpf.MaxInstructions {
+		t.Errorf("got %d instructions, want at most %d", len(prog), bpf.MaxInstructions)
 	}
 	t.Logf("default policy: %d instructions", len(prog))
 }

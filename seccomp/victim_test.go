@@ -25,6 +25,8 @@ import (
 	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/seccomp/internal/victim"
 	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/seccomp/bpf"
 )
 
 // The victim tests prove the kernel enforces the policy. The test binary re-runs
@@ -99,7 +101,7 @@ func runVictim(kind string) int {
 		return 2
 	}
 	if os.Getenv(envNoFilter) == "" && kind != victimThreads {
-		if err := loadFromFD(programFD, Load); err != nil {
+		if err := loadFromFD(programFD, bpf.Load); err != nil {
 			fmt.Fprintln(os.Stderr, "victim:", err)
 			return 2
 		}
@@ -181,7 +183,7 @@ func loadFromFD(fd uintptr, load func(Program) error) error {
 	if err != nil {
 		return fmt.Errorf("reading program: %w", err)
 	}
-	prog, err := Unmarshal(b)
+	prog, err := bpf.Unmarshal(b)
 	if err != nil {
 		return err
 	}
@@ -196,7 +198,7 @@ func loadFromFD(fd uintptr, load func(Program) error) error {
 // (unshare, with flags the kernel would reject as EINVAL) on both threads and
 // prints the two errnos.
 func loadBesideThread(mode string) error {
-	load := map[string]func(Program) error{"process": Load, "thread": LoadThread}[mode]
+	load := map[string]func(Program) error{"process": bpf.Load, "thread": bpf.LoadThread}[mode]
 	if load == nil {
 		return fmt.Errorf("unknown mode %q", mode)
 	}
@@ -776,13 +778,13 @@ func TestLoadRequiresNoNewPrivs(t *testing.T) {
 		name string
 		load func(Program) error
 	}{
-		{"Load", Load},
-		{"LoadThread", LoadThread},
+		{"Load", bpf.Load},
+		{"LoadThread", bpf.LoadThread},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.load(Program{{Code: 0x06, K: unix.SECCOMP_RET_ALLOW}})
-			if !errors.Is(err, ErrNoNewPrivs) {
+			if !errors.Is(err, bpf.ErrNoNewPrivs) {
 				t.Errorf("got error %v, want ErrNoNewPrivs", err)
 			}
 		})
@@ -790,7 +792,7 @@ func TestLoadRequiresNoNewPrivs(t *testing.T) {
 }
 
 func TestLoadRejectsEmptyProgram(t *testing.T) {
-	if err := Load(nil); !errors.Is(err, ErrInvalidProgram) {
+	if err := bpf.Load(nil); !errors.Is(err, bpf.ErrInvalidProgram) {
 		t.Errorf("got error %v, want ErrInvalidProgram", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/brig-sandbox/brig/internal/apitest"
 	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -38,7 +39,7 @@ const serveEnv = "BRIG_TEST_SERVE"
 // re-executes /proc/self/exe), as a whole service process (serveEnv) and as a
 // peer of another uid (dialEnv).
 func TestMain(m *testing.M) {
-	jail.InitMain()
+	pid1.Main()
 	if v := os.Getenv(serveEnv); v != "" {
 		os.Exit(serveForTest(v))
 	}

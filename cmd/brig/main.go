@@ -10,7 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/jail/pid1"
 )
 
 // exitError carries a process exit status out of a verb without printing anything.
@@ -19,9 +19,9 @@ type exitError int
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 func main() {
-	// A run's init is this binary re-executed: it must reach jail.Init before
+	// A run's init is this binary re-executed: it must reach pid1.Main before
 	// anything else starts.
-	jail.InitMain()
+	pid1.Main()
 	app := &cli.App{
 		Name:  "brig",
 		Usage: "run untrusted Python and JavaScript in fresh, isolated sandboxes",

@@ -1,4 +1,4 @@
-package jail
+package pid1
 
 /*
 #define _GNU_SOURCE

@@ -1,4 +1,4 @@
-package jail
+package pid1
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The layout of the scratch tmpfs, relative to prepareSpec.Scratch. Everything the
+// The layout of the scratch tmpfs, relative to PrepareSpec.Scratch. Everything the
 // run can write lives on it, so its size bounds all of it.
 const (
 	scratchUpper = "upper" // the overlay's upper layer
@@ -21,15 +21,15 @@ const (
 	scratchLower = "lower"
 )
 
-// maskedProcFiles are overmounted with the run's /dev/null: kernel memory, key,
+// MaskedProcFiles are overmounted with the run's /dev/null: kernel memory, key,
 // timer and scheduler internals a program has no use for (runc's and Docker's
 // masked files under /proc), the kernel's symbol addresses, and the host's
 // per-CPU interrupt counts, a side channel on what other tenants do.
-var maskedProcFiles = []string{"kcore", "keys", "timer_list", "timer_stats", "sched_debug", "kallsyms", "latency_stats", "interrupts"}
+var MaskedProcFiles = []string{"kcore", "keys", "timer_list", "timer_stats", "sched_debug", "kallsyms", "latency_stats", "interrupts"}
 
-// maskedProcDirs are overmounted with an empty read-only tmpfs: the sound,
+// MaskedProcDirs are overmounted with an empty read-only tmpfs: the sound,
 // ACPI and SCSI hardware trees (runc's and Docker's masked directories).
-var maskedProcDirs = []string{"asound", "acpi", "scsi"}
+var MaskedProcDirs = []string{"asound", "acpi", "scsi"}
 
 // readOnlyProc are rebound read-only: the kernel's tunables, hardware state and
 // the magic SysRq trigger.
@@ -94,29 +94,6 @@ func mountScratch(st *initState) error {
 	return unix.Chmod(shm, 0o1777) // os.Chmod would drop the sticky bit
 }
 
-// resizeScratch sets the scratch tmpfs of the init pid to bytes, through a copy
-// of the init's descriptor ctxFD (its fspick context). It bounds all the run's
-// writable space, so that filling it ends in ENOSPC rather than an OOM kill.
-func resizeScratch(pid, ctxFD int, bytes int64) error {
-	pidfd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return fmt.Errorf("pidfd_open %d: %w", pid, err)
-	}
-	defer unix.Close(pidfd)
-	fd, err := unix.PidfdGetfd(pidfd, ctxFD, 0)
-	if err != nil {
-		return fmt.Errorf("taking the scratch context of init %d: %w", pid, err)
-	}
-	defer unix.Close(fd)
-	if err := unix.FsconfigSetString(fd, "size", fmt.Sprint(bytes)); err != nil {
-		return fmt.Errorf("setting the scratch size to %d: %w", bytes, err)
-	}
-	if err := unix.FsconfigReconfigure(fd); err != nil {
-		return fmt.Errorf("resizing the scratch tmpfs to %d bytes: %w", bytes, err)
-	}
-	return nil
-}
-
 // mountOverlay mounts the root: the rootfs, bound into the scratch tmpfs, under
 // the tmpfs's upper layer. The options name the layers relative to the scratch
 // directory (the init's working directory for the call), so that the mount
@@ -176,7 +153,7 @@ func mountProc(st *initState) error {
 	// The run's own /dev/null (mountDev comes first), not the host's, whose
 	// devtmpfs options would tell the run the host's memory size.
 	null := filepath.Join(s.Scratch, scratchRoot, "dev", "null")
-	for _, f := range maskedProcFiles {
+	for _, f := range MaskedProcFiles {
 		p := filepath.Join(proc, f)
 		if _, err := os.Lstat(p); err != nil {
 			continue // not in this kernel
@@ -185,7 +162,7 @@ func mountProc(st *initState) error {
 			return fmt.Errorf("masking %q: %w", p, err)
 		}
 	}
-	for _, d := range maskedProcDirs {
+	for _, d := range MaskedProcDirs {
 		p := filepath.Join(proc, d)
 		if _, err := os.Lstat(p); err != nil {
 			continue

@@ -1,4 +1,4 @@
-package jail
+package pid1
 
 import (
 	"errors"
@@ -10,10 +10,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/brig-sandbox/brig/seccomp"
+	"github.com/brig-sandbox/brig/seccomp/bpf"
 )
 
-// defaultRlimits are set on every run. There is no RLIMIT_NPROC: the pids cgroup
+// DefaultRlimits are set on every run. There is no RLIMIT_NPROC: the pids cgroup
 // bounds processes per run instead.
 //
 // RLIMIT_CORE is 1, not 0: for a core_pattern that pipes to a program (which the
@@ -21,8 +21,8 @@ import (
 // own "skip pipe dumps" value (it is what it gives the helper itself, against
 // recursion), and 1 byte is below the smallest ELF core, so no core file is
 // written either. The filter keeps a program from changing it.
-func defaultRlimits() []rlimit {
-	return []rlimit{
+func DefaultRlimits() []Rlimit {
+	return []Rlimit{
 		{unix.RLIMIT_CORE, 1, 1},
 		{unix.RLIMIT_RTPRIO, 0, 0},
 		{unix.RLIMIT_NOFILE, 4096, 4096},
@@ -67,7 +67,7 @@ func releaseOutput(*initState) error {
 // dropBoundingSet empties this thread's capability bounding, ambient and
 // inheritable sets; the interpreter is forked from this thread and inherits them.
 func dropBoundingSet(*initState) error {
-	last, err := lastCap()
+	last, err := LastCap()
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func dropBoundingSet(*initState) error {
 	return nil
 }
 
-func lastCap() (int, error) {
+func LastCap() (int, error) {
 	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
 	if err != nil {
 		return 0, err
@@ -129,7 +129,7 @@ func rearmParentDeathSignal(*initState) error {
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
 		return fmt.Errorf("setting the parent-death signal: %w", err)
 	}
-	fds := []unix.PollFd{{Fd: statusFD, Events: unix.POLLOUT}}
+	fds := []unix.PollFd{{Fd: StatusFD, Events: unix.POLLOUT}}
 	if _, err := unix.Poll(fds, 0); err != nil {
 		return fmt.Errorf("polling the status pipe: %w", err)
 	}
@@ -165,21 +165,21 @@ func loadThreadFilter(st *initState) error {
 	if st.prep.Zygote {
 		return nil
 	}
-	prog, err := seccomp.Unmarshal(st.prep.SpawnSeccomp)
+	prog, err := bpf.Unmarshal(st.prep.SpawnSeccomp)
 	if err != nil {
 		return err
 	}
-	return seccomp.LoadThread(prog)
+	return bpf.LoadThread(prog)
 }
 
 // loadProcessFilter installs the program's filter on every thread of the init
 // (this one already has the spawner's; the two stack, and the stricter wins).
 func loadProcessFilter(st *initState) error {
-	prog, err := seccomp.Unmarshal(st.prep.Seccomp)
+	prog, err := bpf.Unmarshal(st.prep.Seccomp)
 	if err != nil {
 		return err
 	}
-	return seccomp.Load(prog)
+	return bpf.Load(prog)
 }
 
 // loopbackUp brings up lo in the run's new network namespace, which starts down.

@@ -1,4 +1,4 @@
-package jail
+package pid1
 
 import (
 	"encoding/json"
@@ -19,13 +19,13 @@ const InitArg = "init"
 
 // ZygoteInitArg is the argument a zygote's init is started with: it builds a
 // sandbox's root in a mount namespace of its own and execs the zygote there
-// (zygote.go).
+// (jail's zygote.go).
 const ZygoteInitArg = "zygote-init"
 
-// InitMain runs this process as the init it was started as, if it was, and
+// Main runs this process as the init it was started as, if it was, and
 // exits; otherwise it returns. Every binary the jail may start as an init
 // (brig, brig-init, test binaries) calls it first thing.
-func InitMain() {
+func Main() {
 	switch {
 	case len(os.Args) == 2 && os.Args[1] == InitArg && os.Getpid() == 1:
 		os.Exit(Init())
@@ -36,14 +36,14 @@ func InitMain() {
 
 // initState is what the init's steps share.
 type initState struct {
-	prep prepareSpec
-	run  runSpec
+	prep PrepareSpec
+	run  RunSpec
 	// scratchFD is a reconfiguration context (fspick) of the scratch tmpfs, kept
 	// so that the parent can resize it once the tmpfs has no path (after
 	// pivot_root) and the init is filtered.
 	scratchFD int
 	// warmPID is the waiting interpreter of a warm sandbox, and warmConn the
-	// init's end of the socket (warmFD in the interpreter) over which it gets
+	// init's end of the socket (WarmFD in the interpreter) over which it gets
 	// its run's environment; zero and nil in a cold sandbox.
 	warmPID  int
 	warmConn *os.File
@@ -63,7 +63,7 @@ type step struct {
 var prepareSteps = []step{
 	// The cgroup namespace is made now, not at clone: on cgroup v1 the init is
 	// moved into the run's cgroups after it was cloned (the parent sends the
-	// prepareSpec only after the move), and the namespace's root must be the run's
+	// PrepareSpec only after the move), and the namespace's root must be the run's
 	// cgroup, not the supervisor's.
 	{"cgroup namespace", func(*initState) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
 	{"loopback", func(*initState) error { return loopbackUp() }},
@@ -125,13 +125,13 @@ func Init() int {
 	// without TSYNC are per thread: every step and the fork of the interpreter
 	// happen on this one thread.
 	runtime.LockOSThread()
-	status := os.NewFile(statusFD, "status")
-	report := func(m message) {
+	status := os.NewFile(StatusFD, "status")
+	report := func(m Message) {
 		b, _ := json.Marshal(m)
 		status.Write(append(b, '\n'))
 	}
 	fail := func(stepName string, err error) int {
-		report(message{Kind: msgError, Step: stepName, Error: err.Error()})
+		report(Message{Kind: MsgError, Step: stepName, Error: err.Error()})
 		return 1
 	}
 	// Every signal that can reach the init is caught (not ignored, which the
@@ -142,7 +142,7 @@ func Init() int {
 	signal.Notify(signals)
 
 	st := &initState{}
-	specFile := os.NewFile(specFD, "spec")
+	specFile := os.NewFile(SpecFD, "spec")
 	dec := json.NewDecoder(specFile)
 	if err := dec.Decode(&st.prep); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -155,7 +155,7 @@ func Init() int {
 			return fail(s.name, err)
 		}
 	}
-	report(message{Kind: msgReady, ScratchFD: st.scratchFD})
+	report(Message{Kind: MsgReady, ScratchFD: st.scratchFD})
 	if st.prep.Zygote {
 		for _, s := range hardenSteps {
 			if err := s.run(st); err != nil {
@@ -188,7 +188,7 @@ func Init() int {
 	if err != nil {
 		return fail("exec", err)
 	}
-	report(message{Kind: msgStarted, Mono: monotonic().Nanoseconds()})
+	report(Message{Kind: MsgStarted, Mono: Monotonic().Nanoseconds()})
 	for _, s := range hardenSteps {
 		if err := s.run(st); err != nil {
 			// Fail closed: the parent kills the run on an error message.
@@ -205,7 +205,7 @@ func Init() int {
 			return fail("wait", err)
 		}
 		if got == pid {
-			report(message{Kind: msgExit, WaitStatus: uint32(ws), Mono: monotonic().Nanoseconds()})
+			report(Message{Kind: MsgExit, WaitStatus: uint32(ws), Mono: Monotonic().Nanoseconds()})
 			// Returning makes the init exit, and the kernel kills whatever the
 			// program left in the pid namespace.
 			return 0
@@ -230,14 +230,14 @@ var zygoteRootSteps = []step{
 }
 
 // zygoteInit builds a zygote's root (zygoteRootSteps) and execs the zygote,
-// which keeps descriptors zygoteCtlFD, zygotePidnsFD and zygoteSourceFD. It runs in the host's
+// which keeps descriptors ZygoteCtlFD, ZygotePidnsFD and ZygoteSourceFD. It runs in the host's
 // pid namespace (the zygote enters the sandboxes' from there) and in a mount
 // namespace of its own, which it checks before it mounts anything.
 func zygoteInit() int {
 	runtime.LockOSThread()
-	status := os.NewFile(statusFD, "status")
+	status := os.NewFile(StatusFD, "status")
 	fail := func(stepName string, err error) int {
-		b, _ := json.Marshal(message{Kind: msgError, Step: stepName, Error: err.Error()})
+		b, _ := json.Marshal(Message{Kind: MsgError, Step: stepName, Error: err.Error()})
 		status.Write(append(b, '\n'))
 		return 1
 	}
@@ -247,7 +247,7 @@ func zygoteInit() int {
 		return fail("mount namespace", fmt.Errorf("not in a mount namespace of its own (%s, the parent's %s): %v", own, parent, err))
 	}
 	st := &initState{}
-	if err := json.NewDecoder(os.NewFile(specFD, "spec")).Decode(&st.prep); err != nil {
+	if err := json.NewDecoder(os.NewFile(SpecFD, "spec")).Decode(&st.prep); err != nil {
 		return fail("reading the prepare spec", err)
 	}
 	if len(st.prep.ZygoteArgv) == 0 {
@@ -259,8 +259,8 @@ func zygoteInit() int {
 		}
 	}
 	// The spec and status pipes close on exec: EOF on status says it worked.
-	unix.CloseOnExec(specFD)
-	unix.CloseOnExec(statusFD)
+	unix.CloseOnExec(SpecFD)
+	unix.CloseOnExec(StatusFD)
 	err := unix.Exec(st.prep.ZygoteArgv[0], st.prep.ZygoteArgv, st.prep.ZygoteEnv)
 	return fail("exec", err)
 }
@@ -278,7 +278,7 @@ func reapOrphans(signals <-chan os.Signal) {
 	}
 }
 
-// startWarm starts a warm sandbox's interpreter (prepareSpec.Warm) with the
+// startWarm starts a warm sandbox's interpreter (PrepareSpec.Warm) with the
 // run-independent part of the environment, and waits for its bootstrap to say
 // it is ready. Nothing the init holds but the socket reaches it: every other
 // descriptor is close-on-exec first.
@@ -296,7 +296,7 @@ func startWarm(st *initState) error {
 	child := os.NewFile(uintptr(fds[1]), "warm-child")
 	defer child.Close()
 	st.warmConn = os.NewFile(uintptr(fds[0]), "warm")
-	pid, err := spawn(st, st.prep.Warm, Environ(nil), int(child.Fd()))
+	pid, err := spawn(st, st.prep.Warm, st.prep.WarmEnviron, int(child.Fd()))
 	if err != nil {
 		return err
 	}
@@ -315,7 +315,7 @@ func startWarm(st *initState) error {
 // once the program file is in place, and the end of the socket. It returns the
 // interpreter's pid, the run's program from now on.
 func handOver(st *initState) (int, error) {
-	env, err := warmEnv(st.run.Env)
+	env, err := WarmEnv(st.run.Env)
 	if err != nil {
 		return 0, err
 	}
@@ -338,14 +338,14 @@ func startProgram(st *initState) (int, error) {
 }
 
 // spawn starts argv as the run's program (see startProgram), with extraFD, when
-// positive, as its descriptor warmFD.
+// positive, as its descriptor WarmFD.
 func spawn(st *initState, argv, env []string, extraFD int) (int, error) {
 	stdin, err := os.Open("/dev/null")
 	if err != nil {
 		return 0, err
 	}
 	defer stdin.Close()
-	last, err := lastCap()
+	last, err := LastCap()
 	if err != nil {
 		return 0, err
 	}

@@ -1,6 +1,11 @@
-package seccomp
+// Package bpf is a compiled seccomp filter as the kernel takes it: its wire
+// form between the supervisor, which compiles it (package seccomp, with cgo and
+// libseccomp), and a sandbox's init, which loads it with the raw seccomp(2)
+// call and so links neither.
+package bpf
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -8,6 +13,59 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// Program is a compiled filter: classic BPF over struct seccomp_data, as
+// seccomp(2) takes it.
+type Program []unix.SockFilter
+
+const (
+	// MaxInstructions is the kernel's BPF_MAXINSNS.
+	MaxInstructions = 4096
+	// instructionSize is sizeof(struct sock_filter).
+	instructionSize = int(unsafe.Sizeof(unix.SockFilter{}))
+)
+
+// ErrInvalidProgram is returned by Unmarshal and Load for bytes or a program
+// that cannot be a filter.
+var ErrInvalidProgram = errors.New("invalid seccomp program")
+
+// Marshal encodes p as the kernel's array of struct sock_filter, in host byte
+// order: the bytes only travel to a process on the same machine.
+func (p Program) Marshal() []byte {
+	b := make([]byte, 0, len(p)*instructionSize)
+	for _, ins := range p {
+		b = binary.NativeEndian.AppendUint16(b, ins.Code)
+		b = append(b, ins.Jt, ins.Jf)
+		b = binary.NativeEndian.AppendUint32(b, ins.K)
+	}
+	return b
+}
+
+// Unmarshal decodes what Marshal encoded. It rejects an empty program, a length
+// that is not whole instructions and one over the kernel's 4096 instructions;
+// the kernel checks the rest when the program is loaded.
+func Unmarshal(b []byte) (Program, error) {
+	switch {
+	case len(b) == 0:
+		return nil, fmt.Errorf("decoding seccomp program: empty: %w", ErrInvalidProgram)
+	case len(b)%instructionSize != 0:
+		return nil, fmt.Errorf("decoding seccomp program: %d bytes is not a whole number of %d-byte instructions: %w",
+			len(b), instructionSize, ErrInvalidProgram)
+	case len(b)/instructionSize > MaxInstructions:
+		return nil, fmt.Errorf("decoding seccomp program: %d instructions, the kernel takes at most %d: %w",
+			len(b)/instructionSize, MaxInstructions, ErrInvalidProgram)
+	}
+	p := make(Program, 0, len(b)/instructionSize)
+	for ; len(b) > 0; b = b[instructionSize:] {
+		p = append(p, unix.SockFilter{
+			Code: binary.NativeEndian.Uint16(b[0:]),
+			Jt:   b[2],
+			Jf:   b[3],
+			K:    binary.NativeEndian.Uint32(b[4:]),
+		})
+	}
+	return p, nil
+}
 
 var (
 	// ErrNoNewPrivs is returned by Load when the calling thread has not set
@@ -52,7 +110,7 @@ func LoadThread(prog Program) error {
 
 // load is the one raw seccomp(2) call behind Load and LoadThread.
 func load(prog Program, flags uintptr) error {
-	if len(prog) == 0 || len(prog) > maxInstructions {
+	if len(prog) == 0 || len(prog) > MaxInstructions {
 		return fmt.Errorf("loading seccomp filter of %d instructions: %w", len(prog), ErrInvalidProgram)
 	}
 	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)

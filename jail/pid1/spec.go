@@ -1,0 +1,151 @@
+package pid1
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// PrepareSpec is the first thing the parent sends an init over its spec pipe: what
+// the sandbox is built from, which does not depend on the run. The init builds the
+// whole root from it and pivots into it before any run is known, so a pooled init
+// has done that work before a run takes it.
+type PrepareSpec struct {
+	// Scratch is the host directory the init mounts the run's tmpfs on, inside its
+	// own mount namespace (every run mounts on the same directory, privately).
+	Scratch string
+	// ScratchBytes is the tmpfs's size: all the run's writable space (overlay
+	// upper, /tmp, /sandbox, /dev/shm).
+	ScratchBytes int64
+	Lower        string
+	Binds        []rootfs.Bind
+	// UID and GID are the program's identity inside its user namespace;
+	// HostUID and HostGID what they map to, the run's own host ids. InitUID and
+	// InitGID are the init's host ids once the program has started.
+	UID, GID         int
+	HostUID, HostGID int
+	InitUID, InitGID int
+	Hostname         string
+	Rlimits          []Rlimit
+	// Seccomp is the program's compiled filter (seccomp.Program.Marshal), which
+	// the init also loads on all its threads once the program has started.
+	Seccomp []byte
+	// SpawnSeccomp is the filter of the init's thread from the end of the
+	// preparation: Seccomp but for the clone into the program's user namespace.
+	SpawnSeccomp []byte
+	// Warm, when set, is the command line of the interpreter a warm sandbox
+	// starts before its run (see jail's warm.go), and WarmEnviron its
+	// environment, brig's own names (jail.Environ); nil for a cold sandbox.
+	Warm, WarmEnviron []string
+	// ZygoteArgv and ZygoteEnv, for a zygote's init (ZygoteInitArg), are the
+	// zygote's command line and environment, which it execs once the root is
+	// built.
+	ZygoteArgv, ZygoteEnv []string `json:",omitempty"`
+	// Zygote: the sandbox's program will be a zygote's child, which joins it
+	// and gets its program and environment from the supervisor (jail's zygote.go).
+	// The init has nothing to do for the run: it hardens itself as soon as
+	// the root is built and only reaps.
+	Zygote bool `json:",omitempty"`
+}
+
+// RunSpec is the second thing the parent sends: the run itself. (The run's
+// scratch size, when it differs from the prepared one, is set by the parent
+// through the init's scratch context, message.ScratchFD, before it sends the
+// RunSpec: the init's filter is loaded by then and refuses the mount family.)
+type RunSpec struct {
+	// ScriptPath and Code: the program, written inside the root.
+	ScriptPath string
+	Code       []byte
+	Argv       []string
+	Env        []string
+}
+
+type Rlimit struct {
+	Resource int
+	Cur, Max uint64
+}
+
+// message is what the init writes on its status pipe, one JSON object a line.
+type Message struct {
+	// Kind is "ready" (the root is built; the init waits for the run),
+	// "started" (the interpreter was exec'd), "error" (a step failed; the program
+	// did not run, or is killed at once) or "exit" (the program ended with
+	// WaitStatus).
+	Kind       string `json:"kind"`
+	Step       string `json:"step,omitempty"`
+	Error      string `json:"error,omitempty"`
+	WaitStatus uint32 `json:"wait_status,omitempty"`
+	// Mono, in "started" and "exit", is the init's CLOCK_MONOTONIC reading, in
+	// nanoseconds, when the interpreter was exec'd or reaped.
+	Mono int64 `json:"mono,omitempty"`
+	// ScratchFD, in "ready", is the init's descriptor of its scratch tmpfs's
+	// reconfiguration context, for the parent's pidfd_getfd.
+	ScratchFD int `json:"scratch_fd,omitempty"`
+}
+
+const (
+	MsgReady   = "ready"
+	MsgStarted = "started"
+	MsgError   = "error"
+	MsgExit    = "exit"
+)
+
+// The init's file descriptors, set by the parent through ExtraFiles.
+const (
+	// SpecFD is the read end of the spec pipe: a PrepareSpec and a RunSpec, each
+	// a JSON value.
+	SpecFD = 3
+	// StatusFD is the write end of the status pipe: messages, one a line.
+	StatusFD = 4
+)
+
+// WarmFD is the descriptor on which a warm interpreter reads its run's
+// environment.
+const WarmFD = 3
+
+// WarmEnv is the JSON a warm interpreter reads: the run's whole environment.
+func WarmEnv(env []string) ([]byte, error) {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("environment entry %q has no '='", kv)
+		}
+		if _, dup := m[k]; !dup { // the first wins, as getenv's does
+			m[k] = v
+		}
+	}
+	return json.Marshal(m)
+}
+
+// The zygote's descriptors: its control socket, its pid namespace, and a pipe
+// it reads its source from. (An init's 3 and 4 are its spec and status pipes,
+// which close on the exec.)
+const (
+	ZygoteCtlFD    = 5
+	ZygotePidnsFD  = 6
+	ZygoteSourceFD = 7
+)
+
+// buildStamp is set, the same in brig and brig-init, by the Makefile's build
+// (-ldflags -X): an init from another build may speak another protocol or
+// build another sandbox, so it is used only when its stamp is this binary's.
+var buildStamp string
+
+// BuildStamp is what brig-init prints when asked for its stamp.
+func BuildStamp() string { return buildStamp }
+
+// StampArg asks brig-init for its build stamp.
+const StampArg = "stamp"
+
+// Monotonic reads CLOCK_MONOTONIC, the clock the init stamps its messages with.
+func Monotonic() time.Duration {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return time.Duration(ts.Nano())
+}
