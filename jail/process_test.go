@@ -344,6 +344,29 @@ func TestKillEverythingFromInside(t *testing.T) {
 	}
 }
 
+// TestProgramSignalDispositions: the program starts with every signal at its
+// default and none blocked, as under a bare interpreter, though its init
+// ignores them all but two: the only ignored ones are those the interpreter
+// ignores itself (SIGPIPE and SIGXFSZ for both).
+func TestProgramSignalDispositions(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	for _, tc := range []struct {
+		lang rootfs.Language
+		code string
+	}{
+		{rootfs.Python, "print(''.join(l for l in open('/proc/self/status') if l.startswith(('SigIgn', 'SigBlk'))), end='')"},
+		{rootfs.JavaScript, "process.stdout.write(require('fs').readFileSync('/proc/self/status', 'utf8').split('\\n').filter(l => /^Sig(Ign|Blk)/.test(l)).map(l => l + '\\n').join(''))"},
+	} {
+		t.Run(string(tc.lang), func(t *testing.T) {
+			res := run(t, l, tc.lang, tc.code)
+			want := "SigBlk:\t0000000000000000\nSigIgn:\t0000000001001000\n"
+			if res.Stdout != want {
+				t.Errorf("got %q (stderr %q), want %q", res.Stdout, res.Stderr, want)
+			}
+		})
+	}
+}
+
 // TestSignalsToInit: the program runs as the same uid as its init and so may signal
 // it; no signal it sends may stop, kill or crash the init, or change the result.
 func TestSignalsToInit(t *testing.T) {

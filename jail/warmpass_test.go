@@ -60,7 +60,7 @@ var warmPassTests = []string{
 	"TestTimeoutKillsEverything", "TestMemoryLimit", "TestWritableSpaceFull", "TestOOMEndsWholeRun",
 	// process_test.go
 	"TestForkAndThreadBombs", "TestBackgroundChildrenDoNotOutliveRun", "TestOrphansAreReaped",
-	"TestProgramDiesOfItsOwnSignal", "TestKillEverythingFromInside", "TestSignalsToInit",
+	"TestProgramDiesOfItsOwnSignal", "TestKillEverythingFromInside", "TestProgramSignalDispositions", "TestSignalsToInit",
 	// lifecycle_test.go
 	"TestCloseWaitsForRunsAndRefusesNew", "TestProgramRunsAtNormalPriority",
 	// output_test.go
