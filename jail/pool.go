@@ -264,7 +264,8 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 		prep.Warm, prep.WarmEnviron = warmArgv(root), Environ(nil)
 	case rootfs.Python:
 		// A zygote's child joins the sandbox once it is built (zygote.go).
-		prep.Zygote = true
+		// The init starts no program, so it needs no spawner filter.
+		prep.Zygote, prep.SpawnSeccomp = true, nil
 	}
 	if err := json.NewEncoder(s.spec).Encode(prep); err != nil {
 		return nil, fmt.Errorf("sending the prepare spec: %w", err)

@@ -37,7 +37,8 @@ type PrepareSpec struct {
 	Seccomp []byte
 	// SpawnSeccomp is the filter of the init's thread from the end of the
 	// preparation: Seccomp but for the clone into the program's user namespace.
-	SpawnSeccomp []byte
+	// Empty for a Zygote sandbox, whose init starts no program.
+	SpawnSeccomp []byte `json:",omitempty"`
 	// Warm, when set, is the command line of the interpreter a warm sandbox
 	// starts before its run (see jail's warm.go), and WarmEnviron its
 	// environment, brig's own names (jail.Environ); nil for a cold sandbox.
