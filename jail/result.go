@@ -96,9 +96,10 @@ type ending struct {
 
 // supervise waits for the program to start and end, enforcing the deadline and
 // ending the run at the first OOM kill of any of its processes, and kills the
-// sandbox (the init, which takes its pid namespace with it) when it returns.
+// sandbox's pid namespace when it returns (killNamespace; release kills its
+// cgroup too).
 func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool, res *Result, begin time.Time) (e ending) {
-	defer s.kill()
+	defer s.killNamespace()
 	oom := s.group.OOMKilled()
 	setup := time.NewTimer(setupTimeout)
 	defer setup.Stop()
