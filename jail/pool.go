@@ -383,8 +383,8 @@ func (s *slot) discard() error {
 
 // setNice sets the nice value of every thread of the init and of its children (a
 // warm sandbox's waiting interpreter; the program, forked later from the init's
-// main thread, inherits the init's). Best effort: a thread that exits meanwhile
-// is no error, and a failure only costs speed.
+// main thread, inherits the init's), and of a zygote's child. Best effort: a
+// thread that exits meanwhile is no error, and a failure only costs speed.
 func (s *slot) setNice(nice int) {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
@@ -393,6 +393,9 @@ func (s *slot) setNice(nice int) {
 	pids := []string{strconv.Itoa(pid)}
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
 		pids = append(pids, strings.Fields(string(b))...)
+	}
+	if s.zchild != nil {
+		pids = append(pids, strconv.Itoa(s.zchild.pid))
 	}
 	for _, p := range pids {
 		tasks, _ := os.ReadDir("/proc/" + p + "/task")

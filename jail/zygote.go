@@ -130,6 +130,10 @@ type zygoteConfig struct {
 	Preload []string    `json:"preload"`
 	Rlimits [][3]uint64 `json:"rlimits"`
 	LastCap int         `json:"last_cap"`
+	// PrepareNice is the nice value a child takes first thing, as a cold
+	// pooled init has prepareNice from the spawner's thread: its joining of a
+	// pooled sandbox takes CPU from no run. take sets it back to 0 (setNice).
+	PrepareNice int `json:"prepare_nice"`
 	// Filter is the program's (Default). A cold program runs under the
 	// spawner's filter too, inherited from its init's thread, but Spawner
 	// allows everything Default does (TestSpawnerStackedUnderDefault), so
@@ -476,9 +480,10 @@ func (l *Launcher) zygoteFor(root *rootfs.Root) (*zygote, error) {
 		return nil, err
 	}
 	cfg := zygoteConfig{
-		Preload: zygotePreload,
-		LastCap: last,
-		Filter:  hex.EncodeToString(l.filter),
+		Preload:     zygotePreload,
+		LastCap:     last,
+		PrepareNice: prepareNice,
+		Filter:      hex.EncodeToString(l.filter),
 	}
 	for _, r := range pid1.DefaultRlimits() {
 		cfg.Rlimits = append(cfg.Rlimits, [3]uint64{uint64(r.Resource), r.Cur, r.Max})

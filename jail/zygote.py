@@ -103,7 +103,7 @@ def _serve():
                 retiring = True
                 continue
             try:
-                pid = _fork(fds[0], own_pidns)
+                pid = _fork(fds[0], own_pidns, cfg['prepare_nice'])
             except OSError as e:
                 for f in fds:
                     os.close(f)
@@ -120,7 +120,7 @@ def _serve():
             ctl.send(json.dumps({'pid': pid}).encode())
 
 
-def _fork(init_pidfd, own_pidns):
+def _fork(init_pidfd, own_pidns, nice):
     # The child is made in the sandbox's pid namespace (the sandbox's init is
     # its pid 1) by one plain fork: setns of a pid namespace applies to the
     # caller's children only, and the zygote returns to its own at once.
@@ -128,6 +128,8 @@ def _fork(init_pidfd, own_pidns):
     pid = os.fork()
     if pid != 0:
         _check(_libc.setns(own_pidns, _CLONE_NEWPID), 'leaving the pid namespace')
+    else:
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
     return pid
 
 

@@ -1,12 +1,14 @@
 package jail
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -341,4 +343,45 @@ func TestZygoteDeathFallsBack(t *testing.T) {
 		}
 	}
 	t.Fatal("no run was warm again within 20 runs of the zygote's death")
+}
+
+// TestZygoteChildPreparesNice: a zygote's child joins its pooled sandbox at
+// prepareNice, as a cold pooled init prepares, so that refilling the pool takes
+// CPU from no run; the run that takes it runs at 0 (TestProgramRunsAtNormalPriority).
+func TestZygoteChildPreparesNice(t *testing.T) {
+	l := newWarmLauncher(t, 1)
+	waitWarm(t, l)
+	root, err := l.cfg.Rootfs.Root(rootfs.Python)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := l.pools[poolKey(root, rootfs.Python)]
+	s := <-pool
+	defer s.discard()
+	if s.zchild == nil {
+		t.Fatal("the warm Python pool holds a sandbox without a zygote's child")
+	}
+	if got := niceOf(t, s.zchild.pid); got != prepareNice {
+		t.Errorf("a waiting zygote's child: nice %d, want %d", got, prepareNice)
+	}
+	s.setNice(0)
+	if got := niceOf(t, s.zchild.pid); got != 0 {
+		t.Errorf("a taken zygote's child: nice %d, want 0", got)
+	}
+}
+
+// niceOf reads a process's nice value from /proc/PID/stat.
+func niceOf(tb testing.TB, pid int) int {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// After the command's closing parenthesis: state is field 3, nice field 19.
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	n, err := strconv.Atoi(fields[16])
+	if err != nil {
+		tb.Fatalf("nice of %d: %v", pid, err)
+	}
+	return n
 }
