@@ -5,12 +5,13 @@
 //
 // The parent half (Launcher: launcher.go, the pool of prepared inits in pool.go,
 // the end of a run in result.go) lives in the supervisor or in `brig run
-// --local`. It clones a re-executed `brig init` into new namespaces and into the run's
-// cgroup, hands it the run's spec over a pipe, streams the program's output through
-// capped readers, enforces the deadline and reads usage and OOM kills from the
-// cgroup. The child half (Init, in init.go) builds the root, drops every privilege,
-// starts the interpreter in a user namespace of its own under the filter
-// (spawn_unsafe.go), and stays behind as the pid namespace's init: it reaps
+// --local`. It clones the init (brig-init, or brig re-executed: initpath.go) into new
+// namespaces and into the run's cgroup, hands it the run's spec over a pipe, streams
+// the program's output through capped readers, enforces the deadline and reads usage
+// and OOM kills from the cgroup. The child half (package pid1, which brig-init alone
+// links) builds the root, drops every privilege, starts the interpreter in a user
+// namespace of its own under the filter (pid1's spawn_unsafe.go), and stays behind
+// as the pid namespace's init: it reaps
 // orphans, keeps the program from being PID 1, and reports the program's wait
 // status. When the program exits the init exits, and the kernel kills
 // everything left in the pid namespace.

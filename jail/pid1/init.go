@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,9 +29,27 @@ const ZygoteInitArg = "zygote-init"
 func Main() {
 	switch {
 	case len(os.Args) == 2 && os.Args[1] == InitArg && os.Getpid() == 1:
+		resetLibcSignals()
 		os.Exit(Init())
 	case len(os.Args) == 2 && os.Args[1] == ZygoteInitArg:
+		resetLibcSignals()
 		os.Exit(zygoteInit())
+	}
+}
+
+// resetLibcSignals sets signals 32 and 33 back to their default action. An
+// ignored signal is inherited through fork and execve, and GNU make, for one,
+// starts its commands with both ignored (so `make serve` would hand them to
+// every run). Neither the Go runtime (which leaves the two to the C library)
+// nor glibc's sigaction (which refuses them: they are its own, for thread
+// cancellation and setxid) sets them, so spawnInUserNS's reset of every other
+// signal misses them and the program would start with SIGRTMIN-2 ignored, where
+// a bare interpreter has it at its default (TestProgramSignalDispositions). The
+// raw system call does it; glibc installs its handlers when it needs them.
+func resetLibcSignals() {
+	var dfl struct{ handler, flags, restorer, mask uint64 } // struct kernel_sigaction, SIG_DFL
+	for _, sig := range []uintptr{32, 33} {
+		unix.RawSyscall6(unix.SYS_RT_SIGACTION, sig, uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
 	}
 }
 
