@@ -37,20 +37,21 @@ func Main() {
 	}
 }
 
-// resetLibcSignals sets signals 32 and 33 back to their default action. An
-// ignored signal is inherited through fork and execve, and GNU make, for one,
-// starts its commands with both ignored (so `make serve` would hand them to
-// every run). Neither the Go runtime (which leaves the two to the C library)
-// nor glibc's sigaction (which refuses them: they are its own, for thread
-// cancellation and setxid) sets them, so spawnInUserNS's reset of every other
-// signal misses them and the program would start with SIGRTMIN-2 ignored, where
-// a bare interpreter has it at its default (TestProgramSignalDispositions). The
-// raw system call does it; glibc installs its handlers when it needs them.
+// resetLibcSignals sets signal 32 back to its default action. An ignored
+// signal is inherited through fork and execve, and GNU make, for one, starts
+// its commands with 32 and 33 ignored (so `make serve` would hand them to every
+// run). Both are glibc's own (thread cancellation and setxid), so neither the
+// Go runtime (which leaves them to the C library) nor glibc's sigaction (which
+// refuses them) sets them, and spawnInUserNS's reset of every other signal
+// misses them. 33 needs nothing: glibc installs its setxid handler at start,
+// over the inherited SIG_IGN, and execve resets a handler (resetting 33 here
+// would break glibc's setresuid across threads). 32's handler is installed
+// only by a pthread_cancel, which nothing here calls, so the program would
+// start with SIGRTMIN-2 ignored where a bare interpreter has it at its default
+// (TestProgramSignalDispositions). The raw system call resets it.
 func resetLibcSignals() {
 	var dfl struct{ handler, flags, restorer, mask uint64 } // struct kernel_sigaction, SIG_DFL
-	for _, sig := range []uintptr{32, 33} {
-		unix.RawSyscall6(unix.SYS_RT_SIGACTION, sig, uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
-	}
+	unix.RawSyscall6(unix.SYS_RT_SIGACTION, 32, uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
 }
 
 // initState is what the init's steps share.
