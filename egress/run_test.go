@@ -32,10 +32,10 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/jail/pid1"
 )
 
 // testNS is a network namespace the test made, held by a child process, with
@@ -64,7 +64,7 @@ func newTestNS(tb testing.TB) *testNS {
 	}
 	n.handle = h
 	n.do(func() {
-		err = linkUp("lo")
+		err = pid1.LinkUp("lo")
 	})
 	if err != nil {
 		tb.Fatalf("bringing lo up in the test namespace: %v", err)
@@ -96,25 +96,6 @@ func (n *testNS) do(fn func()) {
 		runtime.UnlockOSThread()
 	}()
 	<-done
-}
-
-// linkUp sets the IFF_UP flag of an interface of the calling thread's
-// namespace.
-func linkUp(name string) error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq(name)
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
 // dial connects from inside the namespace. A host name is resolved by the

@@ -321,10 +321,7 @@ for d in ['/tmp', '/sandbox', '/dev/shm']:
 // rootfs's lower layer and the host's scratch mount point as they were.
 func TestHostRootfsUnchanged(t *testing.T) {
 	l := newTestLauncher(t, 0)
-	root, err := l.cfg.Rootfs.Root(rootfs.Python)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := rootOf(t, l, rootfs.Python)
 	before := treeDigest(t, root.Lower)
 	res := run(t, l, rootfs.Python, pyTrial+`
 import shutil

@@ -130,3 +130,13 @@ func TestHelloBothLanguages(t *testing.T) {
 }
 
 var _ = filepath.Join
+
+// rootOf is l's root for lang.
+func rootOf(tb testing.TB, l *Launcher, lang rootfs.Language) *rootfs.Root {
+	tb.Helper()
+	root, err := l.cfg.Rootfs.Root(lang)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return root
+}

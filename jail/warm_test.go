@@ -395,10 +395,7 @@ func TestWarmEligible(t *testing.T) {
 func TestWarmEmptyFallsBackToColdPool(t *testing.T) {
 	l := newWarmLauncher(t, 1)
 	waitWarm(t, l)
-	root, err := l.cfg.Rootfs.Root(rootfs.Python)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := rootOf(t, l, rootfs.Python)
 	warmKey, coldKey := poolKey(root, rootfs.Python), poolKey(root, "")
 	// Empty the warm pool, and keep its token, so that it stays empty.
 	s := <-l.pools[warmKey]

@@ -351,10 +351,7 @@ func TestZygoteDeathFallsBack(t *testing.T) {
 func TestZygoteChildPreparesNice(t *testing.T) {
 	l := newWarmLauncher(t, 1)
 	waitWarm(t, l)
-	root, err := l.cfg.Rootfs.Root(rootfs.Python)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := rootOf(t, l, rootfs.Python)
 	pool := l.pools[poolKey(root, rootfs.Python)]
 	s := <-pool
 	defer s.discard()

@@ -182,14 +182,16 @@ func loadProcessFilter(st *initState) error {
 	return bpf.Load(prog)
 }
 
-// loopbackUp brings up lo in the run's new network namespace, which starts down.
-func loopbackUp() error {
+// LinkUp sets the IFF_UP flag of an interface of the calling thread's network
+// namespace: the init brings up lo in the run's new namespace, which starts
+// down (and the egress tests their test namespaces' links).
+func LinkUp(name string) error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
+	ifr, err := unix.NewIfreq(name)
 	if err != nil {
 		return err
 	}

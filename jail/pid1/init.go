@@ -86,7 +86,7 @@ var prepareSteps = []step{
 	// PrepareSpec only after the move), and the namespace's root must be the run's
 	// cgroup, not the supervisor's.
 	{"cgroup namespace", func(*initState) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
-	{"loopback", func(*initState) error { return loopbackUp() }},
+	{"loopback", func(*initState) error { return LinkUp("lo") }},
 	// Mounts need root and the host's /dev/null, so they come before pivot_root.
 	{"mount propagation", func(*initState) error { return makePrivate() }},
 	{"scratch tmpfs", mountScratch},
