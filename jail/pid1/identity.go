@@ -91,6 +91,7 @@ func dropBoundingSet(*initState) error {
 	return nil
 }
 
+// LastCap is the highest capability number this kernel knows.
 func LastCap() (int, error) {
 	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// InitArg is the argument the parent re-executes brig with to become a run's init;
-// cmd/brig calls Init when it sees it.
+// InitArg is the argument a sandbox's init is started with (brig-init, or brig
+// re-executed); Main runs sandboxInit when it sees it.
 const InitArg = "init"
 
 // ZygoteInitArg is the argument a zygote's init is started with: it builds a
@@ -30,7 +30,7 @@ func Main() {
 	switch {
 	case len(os.Args) == 2 && os.Args[1] == InitArg && os.Getpid() == 1:
 		resetLibcSignals()
-		os.Exit(Init())
+		os.Exit(sandboxInit())
 	case len(os.Args) == 2 && os.Args[1] == ZygoteInitArg:
 		resetLibcSignals()
 		os.Exit(zygoteInit())
@@ -137,10 +137,10 @@ var hardenSteps = []step{
 	{"init seccomp", loadProcessFilter},
 }
 
-// Init is the child half of a run: it builds the root, waits for the run, starts
-// the interpreter and reaps until it exits. It returns the exit code for cmd/brig to
+// sandboxInit is the child half of a run: it builds the root, waits for the run, starts
+// the interpreter and reaps until it exits. It returns the exit code for Main to
 // exit with; the parent learns everything from the status pipe, not from it.
-func Init() int {
+func sandboxInit() int {
 	// Namespaces, the capability bounding set, no_new_privs and a filter loaded
 	// without TSYNC are per thread: every step and the fork of the interpreter
 	// happen on this one thread.

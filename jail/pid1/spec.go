@@ -56,7 +56,7 @@ type PrepareSpec struct {
 
 // RunSpec is the second thing the parent sends: the run itself. (The run's
 // scratch size, when it differs from the prepared one, is set by the parent
-// through the init's scratch context, message.ScratchFD, before it sends the
+// through the init's scratch context, Message.ScratchFD, before it sends the
 // RunSpec: the init's filter is loaded by then and refuses the mount family.)
 type RunSpec struct {
 	// ScriptPath and Code: the program, written inside the root.
@@ -66,12 +66,13 @@ type RunSpec struct {
 	Env        []string
 }
 
+// Rlimit is one resource limit the init sets (setrlimit).
 type Rlimit struct {
 	Resource int
 	Cur, Max uint64
 }
 
-// message is what the init writes on its status pipe, one JSON object a line.
+// Message is what the init writes on its status pipe, one JSON object a line.
 type Message struct {
 	// Kind is "ready" (the root is built; the init waits for the run),
 	// "started" (the interpreter was exec'd), "error" (a step failed; the program
