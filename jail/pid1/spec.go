@@ -90,6 +90,7 @@ type Message struct {
 	ScratchFD int `json:"scratch_fd,omitempty"`
 }
 
+// Message kinds: Message.Kind says what each means.
 const (
 	MsgReady   = "ready"
 	MsgStarted = "started"
