@@ -45,7 +45,8 @@ import (
 //  4. it starts a session, empties its bounding set, becomes uid and gid 1000,
 //     drops every capability, takes the run's descriptors (/dev/null, the
 //     output pipes, its socket as 3, nothing else), moves to /sandbox, sets
-//     no_new_privs and loads the init's spawn filter and the program's filter;
+//     no_new_privs and loads the program's filter (only: see
+//     zygoteConfig.Filter);
 //  5. it says it is ready, and waits, as a warm sandbox's interpreter does,
 //     for its run on descriptor 3 (warm.go).
 //
