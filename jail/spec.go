@@ -88,10 +88,13 @@ func (l *Launcher) newPrepareSpec(root *rootfs.Root, memoryBytes int64, ids runI
 	}
 }
 
+// scriptPath is where a run's program is written in its sandbox.
+func scriptPath(lang rootfs.Language) string { return "/sandbox/" + lang.ScriptName() }
+
 // runSpecOf is the run's spec for the init; attached is the environment that
 // Spec.Attach gave, which goes before the request's with brig's own names.
 func runSpecOf(spec Spec, root *rootfs.Root, attached map[string]string) *pid1.RunSpec {
-	script := "/sandbox/" + spec.Language.ScriptName()
+	script := scriptPath(spec.Language)
 	env := make([]string, 0, len(attached))
 	for k, v := range attached {
 		env = append(env, k+"="+v)

@@ -387,6 +387,9 @@ type zygoteRequest struct {
 	UID     int `json:"uid"`
 	GID     int `json:"gid"`
 	HostUID int `json:"host_uid"`
+	// Path is the program's script path, the same for every Python run
+	// (scriptPath): the child sets up what names it before it waits.
+	Path string `json:"path"`
 }
 
 // fork asks for a child with descriptors fds (the init's pidfd, the child's
@@ -440,17 +443,16 @@ type zygoteChild struct {
 }
 
 // setRun sets what handOver gives the child: the program's code, which it
-// writes at its script path, and its whole environment.
+// writes at its script path (zygoteRequest.Path), and its whole environment.
 func (c *zygoteChild) setRun(rs *pid1.RunSpec) error {
 	env, err := pid1.WarmEnv(rs.Env)
 	if err != nil {
 		return err
 	}
 	c.run, err = json.Marshal(struct {
-		Path string          `json:"path"`
 		Code string          `json:"code"`
 		Env  json.RawMessage `json:"env"`
-	}{rs.ScriptPath, string(rs.Code), env})
+	}{string(rs.Code), env})
 	return err
 }
 
@@ -577,7 +579,7 @@ func (l *Launcher) forkWarm(root *rootfs.Root, s *slot) (retErr error) {
 	s.stdout, s.stderr = outR, errR
 	c := &zygoteChild{conn: conn, pidfd: -1}
 	s.zchild = c
-	c.pid, c.exit, err = z.fork(zygoteRequest{UID: rootfs.SandboxUID, GID: rootfs.SandboxGID, HostUID: s.ids.UID},
+	c.pid, c.exit, err = z.fork(zygoteRequest{UID: rootfs.SandboxUID, GID: rootfs.SandboxGID, HostUID: s.ids.UID, Path: scriptPath(rootfs.Python)},
 		[]int{pidfd, int(childEnd.Fd()), int(outW.Fd()), int(errW.Fd())})
 	done()
 	// The child holds its own copies now: without these, a child that dies

@@ -197,35 +197,39 @@ def _sandbox(cfg, req, fds):
 
 _cfg, _req, _fds = _serve()
 _sandbox(_cfg, _req, _fds)
+_path = _req['path']
 del _cfg, _req, _fds, _serve, _fork, _sandbox, _check, _prctl, _Filter
 # From here on this process is the run's program, which waits in its sandbox
-# for its run: the code, written as its script, and the environment.
-os.write(3, b'r')
-with os.fdopen(3, 'rb') as _f:
-    _run = json.load(_f)
-_path, _env, _src = _run['path'], _run['env'], _run['code'].encode('utf-8')
-with open(_path, 'wb') as _f:
-    _f.write(_src)
-del _run
-os.environ.clear()
-os.environ.update(_env)
+# for its run: the code, written as its script, and the environment. What does
+# not depend on the run is done first, before it says it is ready, so that the
+# run does not wait for it: the command line, sys.path's first entry, and
+# __main__, made as the interpreter makes it for a script (names in the same
+# order) and put in place once the script exists.
 sys.argv[:] = [_path]
 sys.orig_argv[:] = [sys.orig_argv[0], '-u', _path]
 _retitle(sys.orig_argv)
 del _retitle, _libc
 sys.path[0] = '/sandbox'
-sys.path[1:1] = [p for p in _env.get('PYTHONPATH', '').split(':') if p]
-if 'time' in sys.modules:
-    sys.modules['time'].tzset()  # the run's TZ, as a fresh interpreter reads it
-del _env, _f
 import builtins, types, importlib.machinery
-# As the interpreter makes __main__ for a script, names in the same order.
 _main = types.ModuleType('__main__')
 _main.__loader__ = importlib.machinery.SourceFileLoader('__main__', _path)
 _main.__annotations__ = {}
 _main.__builtins__ = builtins
 _main.__file__ = _path
 _main.__cached__ = None
+os.write(3, b'r')
+with os.fdopen(3, 'rb') as _f:
+    _run = json.load(_f)
+_env, _src = _run['env'], _run['code'].encode('utf-8')
+with open(_path, 'wb') as _f:
+    _f.write(_src)
+del _run
+os.environ.clear()
+os.environ.update(_env)
+sys.path[1:1] = [p for p in _env.get('PYTHONPATH', '').split(':') if p]
+if 'time' in sys.modules:
+    sys.modules['time'].tzset()  # the run's TZ, as a fresh interpreter reads it
+del _env, _f
 sys.modules['__main__'] = _main
 _status, _sigint = 0, False
 try:
