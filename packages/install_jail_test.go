@@ -202,11 +202,7 @@ func TestInstallPythonWheels(t *testing.T) {
 
 	t.Run("import", func(t *testing.T) {
 		code := "import sys\nsys.path.insert(0, '/layer')\nimport pkg_a\nprint(pkg_a.VALUE, pkg_a.B)\n"
-		res, err := l.Run(context.Background(), jail.Spec{Language: rootfs.Python, Code: code, Timeout: 10 * time.Second, MemoryBytes: 256 << 20,
-			Mounts: []jail.Mount{{Source: staging, Target: "/layer"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := runWithLayer(t, l, rootfs.Python, code, staging, "/layer")
 		if !res.Succeeded() || res.Stdout != "2 b\n" {
 			t.Fatalf("got %s %q %q %s, want 2 b", res.End, res.Stdout, res.Stderr, res.Message)
 		}
@@ -340,11 +336,7 @@ func TestInstallNpm(t *testing.T) {
 
 	t.Run("import", func(t *testing.T) {
 		code := "console.log(require('app'));\nimport('@brig/esm').then(m => console.log(m.default))\n"
-		res, err := l.Run(context.Background(), jail.Spec{Language: rootfs.JavaScript, Code: code, Timeout: 10 * time.Second, MemoryBytes: 256 << 20,
-			Mounts: []jail.Mount{{Source: staging, Target: "/node_modules"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := runWithLayer(t, l, rootfs.JavaScript, code, staging, "/node_modules")
 		if !res.Succeeded() || res.Stdout != "42\nesm\n" {
 			t.Fatalf("got %s %q %q %s, want 42 and esm", res.End, res.Stdout, res.Stderr, res.Message)
 		}
@@ -519,4 +511,16 @@ func TestInstallThroughCache(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runWithLayer runs code with an installed layer, staging, mounted read-only at
+// target, as a run that asked for its packages would have it.
+func runWithLayer(t *testing.T, l *jail.Launcher, lang rootfs.Language, code, staging, target string) *jail.Result {
+	t.Helper()
+	res, err := l.Run(context.Background(), jail.Spec{Language: lang, Code: code, Timeout: 10 * time.Second, MemoryBytes: 256 << 20,
+		Mounts: []jail.Mount{{Source: staging, Target: target}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
