@@ -24,19 +24,21 @@ bench=$!
 # The bare phase takes 5 s, then a short warm-up: the brig phase runs from
 # about 5.1 s to 10.1 s.
 sleep 6
-perf record -a -F 2000 -o "$dir/perf.data" -- sleep 3 >/dev/null 2>&1
+perf record -a -e 'cpu-clock/freq=2000/' -e sched:sched_switch -o "$dir/perf.data" -- sleep 3 >/dev/null 2>&1
 wait "$bench"
 cat "$dir/bench.txt"
 rate=$(awk -v l="$lang" '$1 == l && $2 == "brig" && $3 ~ /^[0-9]+$/ {print $5; exit}' "$dir/bench.txt")
 ncpu=$(nproc)
 echo
-echo "CPU per run by process, $lang brig phase at concurrency $conc ($rate runs/s; perf over 3 s of $ncpu CPUs):"
-perf script -i "$dir/perf.data" -F pid,comm 2>/dev/null |
+echo "CPU and context switches (the process switched out) per run by process, $lang brig phase"
+echo "at concurrency $conc ($rate runs/s; perf over 3 s of $ncpu CPUs):"
+perf script -i "$dir/perf.data" -F comm,pid,event 2>/dev/null |
   awk -v svc="$svc" -v rate="$rate" -v ncpu="$ncpu" '
-    { pid = $NF; comm = $1; n++  # perf prints the command, then the pid
+    { ev = $NF; pid = $(NF-1); comm = $1  # perf prints the command, the pid, the event
       if (comm == "brig") key = (pid == svc) ? "service (brig serve)" : "brig (other)"
       else if (comm ~ /^swapper/) key = "idle"
       else if (comm ~ /^(kworker|ksoftirqd|rcu_|migration|kdamond|khugepaged)/) key = "kernel threads"
       else key = comm
-      c[key]++ }
-    END { for (k in c) printf "  %6.2f ms  %s\n", c[k] / n * ncpu * 1000 / rate, k }' | sort -rn
+      if (ev ~ /sched_switch/) sw[key]++
+      else { c[key]++; n++ } }
+    END { for (k in c) printf "  %6.2f ms  %6.1f switches  %s\n", c[k] / n * ncpu * 1000 / rate, sw[k] / (3 * rate), k }' | sort -rn
