@@ -2,7 +2,6 @@ package jail
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/cgroup"
+	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 	"github.com/brig-sandbox/brig/seccomp"
 )
@@ -393,7 +393,7 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 		// The zygote's child gets its run straight from here (supervise).
 		err = s.zchild.setRun(rs)
 	} else {
-		err = json.NewEncoder(s.spec).Encode(rs)
+		err = pid1.WriteRun(s.spec, rs)
 	}
 	s.spec.Close()
 	s.spec = nil

@@ -267,7 +267,7 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 		// The init starts no program, so it needs no spawner filter.
 		prep.Zygote, prep.SpawnSeccomp = true, nil
 	}
-	if err := json.NewEncoder(s.spec).Encode(prep); err != nil {
+	if err := pid1.WritePrepare(s.spec, prep); err != nil {
 		return nil, fmt.Errorf("sending the prepare spec: %w", err)
 	}
 	return s, nil

@@ -74,7 +74,7 @@ func (l *Launcher) newPrepareSpec(root *rootfs.Root, memoryBytes int64, ids runI
 		Scratch:      l.scratch,
 		ScratchBytes: ScratchBytes(memoryBytes),
 		Lower:        root.Lower,
-		Binds:        root.Binds,
+		Binds:        bindsOf(root),
 		UID:          rootfs.SandboxUID,
 		GID:          rootfs.SandboxGID,
 		HostUID:      ids.UID,
@@ -86,6 +86,15 @@ func (l *Launcher) newPrepareSpec(root *rootfs.Root, memoryBytes int64, ids runI
 		Seccomp:      l.filter,
 		SpawnSeccomp: l.spawnFilter,
 	}
+}
+
+// bindsOf is root's binds as the init's spec carries them.
+func bindsOf(root *rootfs.Root) []pid1.Bind {
+	b := make([]pid1.Bind, len(root.Binds))
+	for i, rb := range root.Binds {
+		b[i] = pid1.Bind{Source: rb.Source, Target: rb.Target}
+	}
+	return b
 }
 
 // scriptPath is where a run's program is written in its sandbox.

@@ -265,11 +265,11 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		Scratch:      l.scratch,
 		ScratchBytes: zygoteScratchBytes,
 		Lower:        root.Lower,
-		Binds:        root.Binds,
+		Binds:        bindsOf(root),
 		ZygoteArgv:   append(append([]string{root.Interpreter}, root.Args...), "-c", zygoteLoader),
 		ZygoteEnv:    Environ(nil),
 	}
-	if err := json.NewEncoder(specW).Encode(prep); err != nil {
+	if err := pid1.WritePrepare(specW, &prep); err != nil {
 		return nil, fmt.Errorf("sending the zygote's init its spec: %w", err)
 	}
 	specW.Close()

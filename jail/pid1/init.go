@@ -161,8 +161,7 @@ func sandboxInit() int {
 
 	st := &initState{}
 	specFile := os.NewFile(SpecFD, "spec")
-	dec := json.NewDecoder(specFile)
-	if err := dec.Decode(&st.prep); err != nil {
+	if err := readPrepare(specFile, &st.prep); err != nil {
 		if errors.Is(err, io.EOF) {
 			return 0 // the parent discarded this init before preparing it
 		}
@@ -182,7 +181,7 @@ func sandboxInit() int {
 		}
 		reapOrphans()
 	}
-	if err := dec.Decode(&st.run); err != nil {
+	if err := readRun(specFile, &st.run); err != nil {
 		if errors.Is(err, io.EOF) {
 			return 0 // discarded from the pool
 		}
@@ -265,7 +264,7 @@ func zygoteInit() int {
 		return fail("mount namespace", fmt.Errorf("not in a mount namespace of its own (%s, the parent's %s): %v", own, parent, err))
 	}
 	st := &initState{}
-	if err := json.NewDecoder(os.NewFile(SpecFD, "spec")).Decode(&st.prep); err != nil {
+	if err := readPrepare(os.NewFile(SpecFD, "spec"), &st.prep); err != nil {
 		return fail("reading the prepare spec", err)
 	}
 	if len(st.prep.ZygoteArgv) == 0 {

@@ -1,14 +1,14 @@
 package pid1
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/brig-sandbox/brig/rootfs"
 )
 
 // PrepareSpec is the first thing the parent sends an init over its spec pipe: what
@@ -23,7 +23,7 @@ type PrepareSpec struct {
 	// upper, /tmp, /sandbox, /dev/shm).
 	ScratchBytes int64
 	Lower        string
-	Binds        []rootfs.Bind
+	Binds        []Bind
 	// UID and GID are the program's identity inside its user namespace;
 	// HostUID and HostGID what they map to, the run's own host ids. InitUID and
 	// InitGID are the init's host ids once the program has started.
@@ -34,11 +34,11 @@ type PrepareSpec struct {
 	Rlimits          []Rlimit
 	// Seccomp is the program's compiled filter (seccomp.Program.Marshal), which
 	// the init also loads on all its threads once the program has started.
-	Seccomp []byte
+	Seccomp []byte `json:"-"`
 	// SpawnSeccomp is the filter of the init's thread from the end of the
 	// preparation: Seccomp but for the clone into the program's user namespace.
 	// Empty for a Zygote sandbox, whose init starts no program.
-	SpawnSeccomp []byte `json:",omitempty"`
+	SpawnSeccomp []byte `json:"-"`
 	// Warm, when set, is the command line of the interpreter a warm sandbox
 	// starts before its run (see jail's warm.go), and WarmEnviron its
 	// environment, brig's own names (jail.Environ); nil for a cold sandbox.
@@ -54,6 +54,14 @@ type PrepareSpec struct {
 	Zygote bool `json:",omitempty"`
 }
 
+// Bind is a host directory mounted read-only, nosuid and nodev into the root
+// (rootfs.Bind, which the launcher converts: the init does not link the rootfs
+// package, whose start-up costs every sandbox about 0.2 ms).
+type Bind struct {
+	Source string // absolute path on the host
+	Target string // absolute path inside the root
+}
+
 // RunSpec is the second thing the parent sends: the run itself. (The run's
 // scratch size, when it differs from the prepared one, is set by the parent
 // through the init's scratch context, Message.ScratchFD, before it sends the
@@ -61,9 +69,93 @@ type PrepareSpec struct {
 type RunSpec struct {
 	// ScriptPath and Code: the program, written inside the root.
 	ScriptPath string
-	Code       []byte
+	Code       []byte `json:"-"`
 	Argv       []string
 	Env        []string
+}
+
+// The spec pipe carries each spec as frames, a frame a 4-byte little-endian
+// length and that many bytes: first the spec's JSON, then its byte fields raw,
+// a frame each (PrepareSpec: Seccomp, SpawnSeccomp; RunSpec: Code). Two
+// filters of 11 kB each, base64 inside the JSON, cost every init 0.4 ms in
+// encoding/json's scanner, and a large program would cost more.
+
+// maxSpecFrame bounds a frame the init reads: a run's code is far smaller.
+const maxSpecFrame = 1 << 30
+
+// WritePrepare writes s to the spec pipe, in one write.
+func WritePrepare(w io.Writer, s *PrepareSpec) error {
+	return writeSpec(w, s, s.Seccomp, s.SpawnSeccomp)
+}
+
+// WriteRun writes s to the spec pipe, in one write.
+func WriteRun(w io.Writer, s *RunSpec) error { return writeSpec(w, s, s.Code) }
+
+func readPrepare(r io.Reader, s *PrepareSpec) error {
+	return readSpec(r, s, &s.Seccomp, &s.SpawnSeccomp)
+}
+
+func readRun(r io.Reader, s *RunSpec) error { return readSpec(r, s, &s.Code) }
+
+func writeSpec(w io.Writer, spec any, raw ...[]byte) error {
+	j, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	n := 4 + len(j)
+	for _, r := range raw {
+		n += 4 + len(r)
+	}
+	buf := make([]byte, 0, n)
+	for _, f := range append([][]byte{j}, raw...) {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(f)))
+		buf = append(buf, f...)
+	}
+	_, err = w.Write(buf)
+	return err
+}
+
+// readSpec reads a spec written by writeSpec into spec and raw. It returns
+// io.EOF, and only then, when the pipe closed before the spec began.
+func readSpec(r io.Reader, spec any, raw ...*[]byte) error {
+	j, err := readFrame(r)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(j, spec); err != nil {
+		return err
+	}
+	for _, f := range raw {
+		if *f, err = readFrame(r); err != nil {
+			return noEOF(err)
+		}
+	}
+	return nil
+}
+
+func readFrame(r io.Reader) ([]byte, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	size := binary.LittleEndian.Uint32(n[:])
+	if size > maxSpecFrame {
+		return nil, fmt.Errorf("a spec frame of %d bytes, more than %d", size, maxSpecFrame)
+	}
+	if size == 0 {
+		return nil, nil
+	}
+	b := make([]byte, size)
+	_, err := io.ReadFull(r, b)
+	return b, noEOF(err)
+}
+
+// noEOF turns an EOF inside a spec into the truncation it is.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // Rlimit is one resource limit the init sets (setrlimit).
