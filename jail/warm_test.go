@@ -421,3 +421,22 @@ func TestWarmEmptyFallsBackToColdPool(t *testing.T) {
 	// stop at Close.
 	l.rooms[warmKey] <- struct{}{}
 }
+
+// TestWarmEmptyWaitsForPreparing: a Python run that finds its warm pool empty
+// while a filler prepares the next sandbox waits for that one, which costs
+// less than the cold start it would otherwise pay.
+func TestWarmEmptyWaitsForPreparing(t *testing.T) {
+	l := newWarmLauncher(t, 1)
+	waitWarm(t, l)
+	root := rootOf(t, l, rootfs.Python)
+	warmKey := poolKey(root, rootfs.Python)
+	// Empty the warm pool and give its token back: the filler starts on the
+	// next sandbox, which takes milliseconds, and the run comes at once.
+	s := <-l.pools[warmKey]
+	s.discard()
+	l.rooms[warmKey] <- struct{}{}
+	res := run(t, l, rootfs.Python, "print('ok')")
+	if !res.Succeeded() || res.Stdout != "ok\n" || res.Start != StartWarm {
+		t.Fatalf("got %s, start %s, stdout %q, stderr %q; want success from the warm sandbox being prepared", res.End, res.Start, res.Stdout, res.Stderr)
+	}
+}
