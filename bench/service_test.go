@@ -238,6 +238,19 @@ func TestRunPhaseLimits(t *testing.T) {
 			}
 		})
 	}
+	t.Run("spacing", func(t *testing.T) {
+		// Each client pauses after each run; the pause is not a run's latency.
+		p, _, err := runPhase(context.Background(), 1, phaseLimit{runs: 5, spacing: 20 * time.Millisecond},
+			func(context.Context) (time.Duration, error, error) { return time.Millisecond, nil, nil })
+		if err != nil || p.Runs != 5 || p.Elapsed < 100*time.Millisecond {
+			t.Errorf("got runs=%d elapsed=%s err=%v, want 5 runs over at least 100ms", p.Runs, p.Elapsed, err)
+		}
+		for _, d := range p.Latencies {
+			if d != time.Millisecond {
+				t.Errorf("a latency of %s, want the run's own 1ms", d)
+			}
+		}
+	})
 	t.Run("duration limit", func(t *testing.T) {
 		p, _, err := runPhase(context.Background(), 2, phaseLimit{duration: 30 * time.Millisecond},
 			func(context.Context) (time.Duration, error, error) {

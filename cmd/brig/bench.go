@@ -37,8 +37,11 @@ func benchCommand() *cli.Command {
 				}
 				langs = append(langs, lang)
 			}
+			if err := benchFlagsApply(c); err != nil {
+				return err
+			}
 			if !c.Bool("local") {
-				cfg := bench.ServiceConfig{Concurrency: c.Int("c"), Duration: c.Duration("d"), Languages: langs, RSSConcurrency: c.Int("rss-runs"), Network: c.String("network")}
+				cfg := bench.ServiceConfig{Concurrency: c.Int("c"), Duration: c.Duration("d"), Languages: langs, RSSConcurrency: c.Int("rss-runs"), Network: c.String("network"), Spacing: c.Duration("spacing")}
 				if cfg.Duration == 0 {
 					cfg.Runs = c.Int("n")
 				}
@@ -69,4 +72,37 @@ func benchCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// benchFlagsApply refuses a flag that the chosen benchmark would ignore: the
+// service benchmark measures the running service with its own configuration,
+// and --local measures a jail in this process.
+func benchFlagsApply(c *cli.Context) error {
+	serviceOnly := []string{"socket", "c", "d", "rss-runs", "network"}
+	localOnly := []string{"heap-mib"}
+	for _, f := range sandboxFlags() {
+		localOnly = append(localOnly, f.Names()[0])
+	}
+	if c.Bool("local") {
+		for _, name := range serviceOnly {
+			if c.IsSet(name) {
+				return fmt.Errorf("%s applies to the service benchmark, not --local", flagName(name))
+			}
+		}
+		return nil
+	}
+	for _, name := range localOnly {
+		if c.IsSet(name) {
+			return fmt.Errorf("%s applies to --local only: the service benchmark measures the service with its own configuration (set it on brig serve)", flagName(name))
+		}
+	}
+	return nil
+}
+
+// flagName is name as typed: -c, --socket.
+func flagName(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }

@@ -221,3 +221,22 @@ func TestInterspersed(t *testing.T) {
 		})
 	}
 }
+
+// brig bench refuses a flag the chosen benchmark would ignore, before it
+// measures anything, with the reason.
+func TestBenchRefusesFlagsItWouldIgnore(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--pool", "4"}, "--pool applies to --local only"},
+		{[]string{"bench", "--heap-mib", "64"}, "--heap-mib applies to --local only"},
+		{[]string{"bench", "--local", "-c", "4"}, "-c applies to the service benchmark"},
+		{[]string{"bench", "--local", "--rss-runs", "4"}, "--rss-runs applies to the service benchmark"},
+	} {
+		_, stderr, code := brig(t, "", tc.args...)
+		if code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("brig %v: exit %d, stderr %q; want a failure saying %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
