@@ -3,7 +3,8 @@
 GO ?= go
 BIN := bin/brig
 # bin/brig-init is each sandbox's init (cmd/brig-init), which bin/brig uses when
-# both carry the same build stamp.
+# both carry the same build stamp; built without cgo, a static binary whose start
+# skips the dynamic loader and the C library (about 1 ms of CPU per sandbox).
 INIT_BIN := bin/brig-init
 STAMP := $(shell git rev-parse --short HEAD 2>/dev/null)-$(shell date +%s%N)
 LDFLAGS := -X github.com/brig-sandbox/brig/jail/pid1.buildStamp=$(STAMP)
@@ -30,7 +31,7 @@ deps:
 
 build: deps
 	$(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/brig
-	$(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(INIT_BIN) ./cmd/brig-init
+	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(INIT_BIN) ./cmd/brig-init
 
 # test runs every test; the privileged ones need root (CI runs as root). The
 # clients' tests run against bin/brig serve.

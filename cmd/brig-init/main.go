@@ -2,8 +2,9 @@
 // as pid 1 of its pid namespace, to build the sandbox's root and start its
 // program (package jail/pid1). It is brig's own init in a binary of its own,
 // which links pid1 and nothing of the service (the cgroups, the metrics, the
-// CLI, the journal, the HTTP server, libseccomp), so that its start, paid once
-// per sandbox, costs less (see jail.InitBinary). brig uses it when it lies
+// CLI, the journal, the HTTP server, libseccomp), and is built without cgo
+// into a static binary, so that its start, paid once per sandbox, costs less
+// (see jail.InitBinary). brig uses it when it lies
 // next to the brig binary and comes from the same build
 // (jail.DefaultInitPath), and re-executes itself otherwise. It is not a
 // command to run by hand.

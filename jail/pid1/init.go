@@ -29,29 +29,32 @@ const ZygoteInitArg = "zygote-init"
 func Main() {
 	switch {
 	case len(os.Args) == 2 && os.Args[1] == InitArg && os.Getpid() == 1:
-		resetLibcSignals()
 		os.Exit(sandboxInit())
 	case len(os.Args) == 2 && os.Args[1] == ZygoteInitArg:
-		resetLibcSignals()
 		os.Exit(zygoteInit())
 	}
 }
 
-// resetLibcSignals sets signal 32 back to its default action. An ignored
-// signal is inherited through fork and execve, and GNU make, for one, starts
-// its commands with 32 and 33 ignored (so `make serve` would hand them to every
-// run). Both are glibc's own (thread cancellation and setxid), so neither the
-// Go runtime (which leaves them to the C library) nor glibc's sigaction (which
-// refuses them) sets them, and spawnInUserNS's reset of every other signal
-// misses them. 33 needs nothing: glibc installs its setxid handler at start,
-// over the inherited SIG_IGN, and execve resets a handler (resetting 33 here
-// would break glibc's setresuid across threads). 32's handler is installed
-// only by a pthread_cancel, which nothing here calls, so the program would
-// start with SIGRTMIN-2 ignored where a bare interpreter has it at its default
-// (TestProgramSignalDispositions). The raw system call resets it.
-func resetLibcSignals() {
-	var dfl struct{ handler, flags, restorer, mask uint64 } // struct kernel_sigaction, SIG_DFL
-	unix.RawSyscall6(unix.SYS_RT_SIGACTION, 32, uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+// resetIgnoredSignals sets every ignored signal back to its default action,
+// as execve already does for caught ones. An ignored signal is inherited
+// through fork and execve: nohup hands down SIGHUP ignored, GNU make 32 and
+// 33 (glibc's own, which neither glibc's sigaction nor the Go runtime sets),
+// and brig's own service passes them on. A cold program's child resets every
+// signal before its execve (runChild); the zygote, exec'd from zygoteInit,
+// would otherwise hand them to every warm Python program
+// (TestProgramSignalDispositions, with the test ignoring some first). The raw
+// call reaches 32 and 33, which libc's wrapper refuses. (33 is never ignored
+// here: glibc, or the Go runtime without it, installs its handler at start.)
+func resetIgnoredSignals() {
+	var dfl, old sigaction // SIG_DFL
+	for sig := uintptr(1); sig <= 64; sig++ {
+		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, sig, 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
+			continue // SIGKILL and SIGSTOP can't be read or set
+		}
+		if old.handler == 1 { // SIG_IGN
+			unix.RawSyscall6(unix.SYS_RT_SIGACTION, sig, uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+		}
+	}
 }
 
 // initState is what the init's steps share.
@@ -278,6 +281,7 @@ func zygoteInit() int {
 	// The spec and status pipes close on exec: EOF on status says it worked.
 	unix.CloseOnExec(SpecFD)
 	unix.CloseOnExec(StatusFD)
+	resetIgnoredSignals()
 	err := unix.Exec(st.prep.ZygoteArgv[0], st.prep.ZygoteArgv, st.prep.ZygoteEnv)
 	return fail("exec", err)
 }
@@ -302,8 +306,8 @@ func reapOrphans() {
 // program's status, and reapOrphans is woken by it), and SIGURG, the Go
 // runtime's own preemption signal. The runtime leaves the signals it needs
 // itself (the faults, SIGPROF, glibc's two) as they are. The program does not
-// inherit the ignored dispositions: spawnInUserNS sets every signal back to
-// its default before execve.
+// inherit the ignored dispositions: spawnInUserNS's child sets every signal
+// back to its default before execve.
 //
 // Ignoring costs the init nothing per signal, where signal.Notify of every
 // signal (which dropped them as well, through a handler) took a handshake with
