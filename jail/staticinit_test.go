@@ -4,8 +4,10 @@ import (
 	"debug/elf"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/brig-sandbox/brig/rootfs"
@@ -15,8 +17,11 @@ import (
 // cgo, a static binary. The other tests' inits are the test binary, which
 // links libc; this one covers what differs without it (the identity change
 // on every thread through the Go runtime rather than libc, the program's
-// clone), cold and warm, in both languages.
+// clone), cold and warm, in both languages, with SIGHUP ignored by the
+// process that starts them, as under nohup.
 func TestStaticInit(t *testing.T) {
+	signal.Ignore(syscall.SIGHUP)
+	defer signal.Reset(syscall.SIGHUP)
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("building brig-init needs the go command: %v", err)
