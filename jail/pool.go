@@ -424,7 +424,16 @@ func (s *slot) discard() error {
 // warm sandbox's waiting interpreter; the program, forked later from the init's
 // main thread, inherits the init's), and of a zygote's child. Best effort: a
 // thread that exits meanwhile is no error, and a failure only costs speed.
+//
+// A zygote's sandbox needs only its child set: its init changed its identity
+// while it prepared (hardenSteps), which put every thread of it at nice 0
+// (gatherThreads), and it starts no program. Reading and setting the init's
+// threads cost a run 0.17 ms before its program started.
 func (s *slot) setNice(nice int) {
+	if s.zchild != nil {
+		unix.Setpriority(unix.PRIO_PROCESS, s.zchild.pid, nice)
+		return
+	}
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
@@ -432,9 +441,6 @@ func (s *slot) setNice(nice int) {
 	pids := []string{strconv.Itoa(pid)}
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
 		pids = append(pids, strings.Fields(string(b))...)
-	}
-	if s.zchild != nil {
-		pids = append(pids, strconv.Itoa(s.zchild.pid))
 	}
 	for _, p := range pids {
 		tasks, _ := os.ReadDir("/proc/" + p + "/task")
