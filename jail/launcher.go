@@ -349,23 +349,23 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	defer l.release(s)
 	if !ready {
-		// The init's own start is not the run's CPU (a pooled init's baseline
-		// was read when it became ready).
-		if s.baseline, err = s.group.Usage(); err != nil {
+		// A fresh sandbox. With mounts, its init must have built the root
+		// first: its mount namespace is a copy of the host's until its
+		// pivot_root, and mounts go in once it is ready. The run's CPU counts
+		// from here, as a pooled sandbox's counts from when it became ready:
+		// the init's own start is not the run's.
+		if len(spec.Mounts) > 0 {
+			if err := s.waitReady(); err != nil {
+				return internal("sandbox", "could not prepare a sandbox: %v", err)
+			}
+			ready = true
+		}
+		if err := s.readBaseline(); err != nil {
 			return internal("cgroup", "reading the run's cgroup: %v", err)
 		}
 	}
 	// The init reads the whole spec before it acts on it, so this write does not
 	// depend on the init making progress beyond reading.
-	if len(spec.Mounts) > 0 && !ready {
-		// A fresh sandbox's init is still building its root, in a mount
-		// namespace that is a copy of the host's until its pivot_root: mounts
-		// go in once it is ready.
-		if err := s.waitReady(); err != nil {
-			return internal("sandbox", "could not prepare a sandbox: %v", err)
-		}
-		ready = true
-	}
 	if err := mountIntoSandbox(s.cmd.Process.Pid, s.ids, spec.Mounts); err != nil {
 		return internal("mounts", "could not mount the run's directories: %v", err)
 	}

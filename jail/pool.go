@@ -152,11 +152,16 @@ func (l *Launcher) prepare(root *rootfs.Root, warm rootfs.Language) (*slot, erro
 	if err := s.waitReady(); err != nil { // it discarded s
 		return nil, err
 	}
+	// The run's CPU counts from here: the init waits and uses none until
+	// then. A zygote's child joins first, and forkWarm reads it after.
 	if warm == rootfs.Python {
-		if err := l.forkWarm(root, s); err != nil {
-			s.discard()
-			return nil, err
-		}
+		err = l.forkWarm(root, s)
+	} else {
+		err = s.readBaseline()
+	}
+	if err != nil {
+		s.discard()
+		return nil, err
 	}
 	return s, nil
 }
@@ -179,10 +184,14 @@ func (s *slot) waitReady() error {
 		return fmt.Errorf("unexpected message %q from a preparing init", m.Kind)
 	}
 	s.scratchFD = m.ScratchFD
-	// Read now, off the run's path: the init waits and uses no CPU until then.
+	return nil
+}
+
+// readBaseline reads the cgroup's usage so far, which the run's own is counted
+// from (Result.Usage).
+func (s *slot) readBaseline() error {
 	u, err := s.group.Usage()
 	if err != nil {
-		s.discard()
 		return fmt.Errorf("reading the cgroup's usage: %w", err)
 	}
 	s.baseline = u
