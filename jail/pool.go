@@ -431,8 +431,8 @@ func (s *slot) discard() error {
 
 // setNice sets the nice value of every thread of the init and of its children (a
 // warm sandbox's waiting interpreter; the program, forked later from the init's
-// main thread, inherits the init's), and of a zygote's child. Best effort: a
-// thread that exits meanwhile is no error, and a failure only costs speed.
+// main thread, inherits the init's). Best effort: a thread that exits meanwhile
+// is no error, and a failure only costs speed.
 //
 // A zygote's sandbox needs only its child set: its init changed its identity
 // while it prepared (hardenSteps), which put every thread of it at nice 0

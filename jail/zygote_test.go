@@ -348,6 +348,9 @@ func TestZygoteDeathFallsBack(t *testing.T) {
 // TestZygoteChildPreparesNice: a zygote's child joins its pooled sandbox at
 // prepareNice, as a cold pooled init prepares, so that refilling the pool takes
 // CPU from no run; the run that takes it runs at 0 (TestProgramRunsAtNormalPriority).
+// The sandbox's init is at 0 already, every thread of it (gatherThreads, when
+// it hardened itself as it prepared), which is why taking the sandbox sets the
+// child alone.
 func TestZygoteChildPreparesNice(t *testing.T) {
 	l := newWarmLauncher(t, 1)
 	waitWarm(t, l)
@@ -364,6 +367,17 @@ func TestZygoteChildPreparesNice(t *testing.T) {
 	s.setNice(0)
 	if got := niceOf(t, s.zchild.pid); got != 0 {
 		t.Errorf("a taken zygote's child: nice %d, want 0", got)
+	}
+	init := s.cmd.Process.Pid
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", init))
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("listing the init's threads: %v", err)
+	}
+	for _, task := range tasks {
+		tid, _ := strconv.Atoi(task.Name())
+		if got := niceOf(t, tid); got != 0 {
+			t.Errorf("the init's thread %d: nice %d, want 0", tid, got)
+		}
 	}
 }
 
