@@ -322,3 +322,19 @@ func (g *Group) closeFDLocked() {
 		g.fd2 = -1
 	}
 }
+
+// Procs lists the processes in the group and in any group below it, from
+// one hierarchy: every process is in the group in each (Attach). A process
+// that exits leaves the list late in its exit (cgroup_exit), after it has
+// closed its files, before its parent can reap it.
+func (g *Group) Procs() ([]int, error) {
+	dir := g.dir2
+	if dir == "" || g.m.mode == ModeHybrid {
+		dir = g.v1Dirs()[0]
+	}
+	pids, err := procsTree(dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing the processes of cgroup %q: %w", g.name, err)
+	}
+	return pids, nil
+}

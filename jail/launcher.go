@@ -101,6 +101,12 @@ type Launcher struct {
 	ids         *idAllocator
 	scratch     string
 	log         *slog.Logger
+	// exits tells of a warm Python program's exit before the kernel has torn
+	// down its address space (exitwatch.go); nil where taskstats is missing.
+	exits *exitWatch
+	// earlyExits counts the runs whose end exits let Run take without waiting
+	// for the program's pipes to close.
+	earlyExits atomic.Int64
 
 	// spawns is served by one goroutine locked to its own OS thread: an init's
 	// parent-death signal fires when the thread that cloned it exits, so every
@@ -202,6 +208,11 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		pools:       map[string]chan *slot{},
 		rooms:       map[string]chan struct{}{},
 		done:        make(chan struct{}),
+	}
+	if cfg.Warm[rootfs.Python] && cfg.PoolSize > 0 {
+		if l.exits, err = newExitWatch(); err != nil {
+			l.log.Info("warm Python runs learn of their program's exit from the zygote alone, after the kernel's teardown of it", "why", err)
+		}
 	}
 	l.wg.Add(1)
 	go l.spawner()
@@ -307,6 +318,9 @@ func (l *Launcher) close() {
 	}
 	l.closeZygotes()
 	l.ids.close()
+	if l.exits != nil {
+		l.exits.close()
+	}
 }
 
 // Run runs spec in a fresh sandbox and returns its result. Every way the run can
@@ -433,6 +447,13 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	markStarted() // a run that ended without starting has no more to wait for
 
 	// Every process of the run is killed: the pipes reach EOF as they die.
+	// A program whose exit came before its teardown (exitWatch), and that left
+	// no other process that could hold its pipes, has written all it will:
+	// what the pipes hold is its output, without waiting for the EOF that
+	// comes after the teardown.
+	if ended.early && s.onlyProgramLeft() && takeBuffered(s.stdout, s.stderr) {
+		l.earlyExits.Add(1)
+	}
 	waitTimeout(&drained, drainGrace)
 	res.Stdout, res.StdoutTruncated = stdout.Text()
 	res.Stderr, res.StderrTruncated = stderr.Text()

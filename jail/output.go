@@ -2,9 +2,13 @@ package jail
 
 import (
 	"io"
+	"os"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // Output keeps what one stream of the program printed: at most Cap characters
@@ -142,4 +146,38 @@ func (o *Output) Text() (string, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.buf.String(), o.truncated
+}
+
+// takeBuffered ends the drains of pipes whose writers are all gone or can
+// write no more, but whose write ends are not closed yet: it waits until
+// each pipe is empty (its drain has read what it held: FIONREAD, which is
+// TIOCINQ on Linux), then stops the drain
+// with a read deadline. It reports false, having stopped nothing, if a pipe
+// is not emptied within a second; EOF ends the drains then as ever.
+func takeBuffered(pipes ...*os.File) bool {
+	deadline := time.Now().Add(time.Second)
+	for _, p := range pipes {
+		rc, err := p.SyscallConn()
+		if err != nil {
+			return false
+		}
+		for {
+			var n int
+			var ierr error
+			if err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }); err != nil || ierr != nil {
+				return false
+			}
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return false
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	for _, p := range pipes {
+		p.SetReadDeadline(time.Now())
+	}
+	return true
 }

@@ -461,6 +461,26 @@ func (s *slot) setNice(nice int) {
 	}
 }
 
+// onlyProgramLeft reports whether the sandbox's cgroup holds no process but
+// its init and a zygote's child: none that could hold the child's output
+// pipes (the init never has them). A process that has exited leaves the list
+// only after it has closed its files.
+func (s *slot) onlyProgramLeft() bool {
+	if s.zchild == nil || s.cmd == nil || s.cmd.Process == nil {
+		return false
+	}
+	pids, err := s.group.Procs()
+	if err != nil {
+		return false
+	}
+	for _, p := range pids {
+		if p != s.zchild.pid && p != s.cmd.Process.Pid {
+			return false
+		}
+	}
+	return true
+}
+
 // kill kills every process of the run: those of its pid namespace, then the
 // cgroup's. It does not wait for them to be reaped.
 func (s *slot) kill() {

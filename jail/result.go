@@ -92,6 +92,9 @@ type ending struct {
 	// oomKilled: the cgroup reported an OOM kill, after which every process of
 	// the run was killed (a run is one unit: see cgroup.Group.OOMKilled).
 	oomKilled bool
+	// early: the exit came from the kernel's taskstats record (exitWatch),
+	// before the program's teardown.
+	early bool
 }
 
 // supervise waits for the program to start and end, enforcing the deadline and
@@ -132,8 +135,12 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 	}
 	// A zygote's child waits for its run from the supervisor, and reports its
 	// exit through the zygote, not the init.
-	var zexit <-chan uint32
+	var zexit, early <-chan uint32
 	if s.zchild != nil {
+		if l.exits != nil {
+			early = l.exits.expect(s.zchild.pid)
+			defer l.exits.forget(s.zchild.pid)
+		}
 		if err := s.zchild.handOver(); err != nil {
 			e.setupErr = &pid1.Message{Kind: pid1.MsgError, Step: "hand-over", Error: err.Error()}
 			return e
@@ -159,10 +166,19 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 				return exit(time.Duration(m.Mono), m.WaitStatus)
 			}
 		case ws, ok := <-zexit:
+			select {
+			case ews := <-early: // both came: the early record lets Run take the output sooner
+				e.early = true
+				return exit(pid1.Monotonic(), ews)
+			default:
+			}
 			if !ok {
 				e.zygoteLost = true
 				return e
 			}
+			return exit(pid1.Monotonic(), ws)
+		case ws := <-early:
+			e.early = true
 			return exit(pid1.Monotonic(), ws)
 		case <-deadline:
 			res.Usage.WallMS = (pid1.Monotonic() - startedAt).Milliseconds()
