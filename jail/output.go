@@ -149,11 +149,11 @@ func (o *Output) Text() (string, bool) {
 }
 
 // takeBuffered ends the drains of pipes whose writers are all gone or can
-// write no more, but whose write ends are not closed yet: it waits until
-// each pipe is empty (its drain has read what it held: FIONREAD, which is
-// TIOCINQ on Linux), then stops the drain
-// with a read deadline. It reports false, having stopped nothing, if a pipe
-// is not emptied within a second; EOF ends the drains then as ever.
+// write no more, but whose write ends are not closed yet: it waits until each
+// pipe is empty (its drain has read what it held: FIONREAD, which is TIOCINQ
+// on Linux), then stops the drains with a read deadline. It reports false,
+// having stopped nothing, if a pipe is not emptied within a second; EOF ends
+// the drains then as ever.
 func takeBuffered(pipes ...*os.File) bool {
 	deadline := time.Now().Add(time.Second)
 	for _, p := range pipes {
