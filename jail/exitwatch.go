@@ -194,12 +194,12 @@ func (w *exitWatch) read() {
 }
 
 // groupExit reads a taskstats message: the pid of a process whose last
-// thread was its first, and its wait status. A record is sent for each
-// thread that exits; the last of a thread group's is flagged AGROUP. Only
-// when that thread is the group's leader is its exit code the group's wait
-// status: a thread killed by its group's exit, which may go last, records 0
-// (seen here when a program exited with a daemon thread running). Those
-// exits are left to the zygote's report.
+// thread exited, and its wait status. A record is sent for each thread that
+// exits, under its own id, with its thread group's id in ac_tgid; the last of
+// a group's is flagged AGROUP, and every thread of a group that exits
+// together records the group's status (do_group_exit), so that one is the
+// process's end, whichever thread it was (TestExitWatch: a leader that exits
+// while a thread runs, a thread that exits the process, a thread's SIGSEGV).
 func groupExit(m syscall.NetlinkMessage) (pid int, ws uint32, ok bool) {
 	if m.Header.Type < unix.NLMSG_MIN_TYPE || len(m.Data) < nl.SizeofGenlmsg {
 		return 0, 0, false
@@ -224,8 +224,8 @@ func groupExit(m syscall.NetlinkMessage) (pid int, ws uint32, ok bool) {
 			// 0, and nothing matches) or newer (longer) than this one.
 			var ts unix.Taskstats
 			copy(unsafe.Slice((*byte)(unsafe.Pointer(&ts)), unsafe.Sizeof(ts)), b.Value)
-			if ts.Ac_flag&acctGroup != 0 && ts.Ac_pid != 0 && ts.Ac_pid == ts.Ac_tgid {
-				return int(ts.Ac_pid), ts.Ac_exitcode, true
+			if ts.Ac_flag&acctGroup != 0 && ts.Ac_tgid != 0 {
+				return int(ts.Ac_tgid), ts.Ac_exitcode, true
 			}
 		}
 	}
