@@ -94,7 +94,6 @@ func TestEarlyExitKeepsOutput(t *testing.T) {
 	}{
 		{"a thread left running", "import sys, threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\nprint('done')\nsys.exit(4)\n", "done\n", "", 4},
 		{"alone", "import sys\nsys.stdout.write('x' * 1000000)\nsys.stderr.write('e' * 70000)\nsys.exit(3)\n", strings.Repeat("x", 1000000), strings.Repeat("e", 70000), 3},
-
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Which of the kernel's record and the zygote's report reaches the
