@@ -77,7 +77,7 @@ func TestExitWatch(t *testing.T) {
 	}
 }
 
-// TestEarlyExitKeepsOutput: a warm Python program whose exit the kernel's
+// TestEarlyExitKeepsOutput: a warm program (Python or node) whose exit the kernel's
 // record tells of before its teardown ends the run on that record, with all
 // its output and its exit status, taken from the pipes without waiting for
 // their EOF. (Whether the output of a program that leaves a process behind
@@ -89,11 +89,13 @@ func TestEarlyExitKeepsOutput(t *testing.T) {
 		t.Skip("no taskstats on this host: runs learn of exits from the zygote alone")
 	}
 	for _, tc := range []struct {
+		lang                       rootfs.Language
 		name, code, stdout, stderr string
 		exit                       int
 	}{
-		{"a thread left running", "import sys, threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\nprint('done')\nsys.exit(4)\n", "done\n", "", 4},
-		{"alone", "import sys\nsys.stdout.write('x' * 1000000)\nsys.stderr.write('e' * 70000)\nsys.exit(3)\n", strings.Repeat("x", 1000000), strings.Repeat("e", 70000), 3},
+		{rootfs.Python, "a thread left running", "import sys, threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\nprint('done')\nsys.exit(4)\n", "done\n", "", 4},
+		{rootfs.Python, "alone", "import sys\nsys.stdout.write('x' * 1000000)\nsys.stderr.write('e' * 70000)\nsys.exit(3)\n", strings.Repeat("x", 1000000), strings.Repeat("e", 70000), 3},
+		{rootfs.JavaScript, "node", "process.stdout.write('x'.repeat(1000000));\nprocess.stderr.write('e'.repeat(70000));\nprocess.exitCode = 3;\n", strings.Repeat("x", 1000000), strings.Repeat("e", 70000), 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Which of the kernel's record and the zygote's report reaches the
@@ -102,7 +104,7 @@ func TestEarlyExitKeepsOutput(t *testing.T) {
 			before := l.earlyExits.Load()
 			for range 5 {
 				waitWarm(t, l)
-				res := run(t, l, rootfs.Python, tc.code)
+				res := run(t, l, tc.lang, tc.code)
 				if res.Start != StartWarm {
 					t.Fatalf("the run started %s, want warm", res.Start)
 				}

@@ -101,8 +101,8 @@ type Launcher struct {
 	ids         *idAllocator
 	scratch     string
 	log         *slog.Logger
-	// exits tells of a warm Python program's exit before the kernel has torn
-	// down its address space (exitwatch.go); nil where taskstats is missing.
+	// exits tells of a warm program's exit before the kernel has torn down
+	// its address space (exitwatch.go); nil where taskstats is missing.
 	exits *exitWatch
 	// earlyExits counts the runs whose end exits let Run take without waiting
 	// for the program's pipes to close.
@@ -209,9 +209,9 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		rooms:       map[string]chan struct{}{},
 		done:        make(chan struct{}),
 	}
-	if cfg.Warm[rootfs.Python] && cfg.PoolSize > 0 {
+	if (cfg.Warm[rootfs.Python] || cfg.Warm[rootfs.JavaScript]) && cfg.PoolSize > 0 {
 		if l.exits, err = newExitWatch(); err != nil {
-			l.log.Info("warm Python runs learn of their program's exit from the zygote alone, after the kernel's teardown of it", "why", err)
+			l.log.Info("warm runs learn of their program's exit from its parent, after the kernel's teardown of it", "why", err)
 		}
 	}
 	l.wg.Add(1)
@@ -403,6 +403,13 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 		}
 	}
 	rs := runSpecOf(spec, root, attached)
+	// The kernel's record of the program's exit is awaited before the program
+	// gets its run, so that no exit goes unheard.
+	var early <-chan uint32
+	if pid := s.programPID(); pid != 0 && l.exits != nil {
+		early = l.exits.expect(pid)
+		defer l.exits.forget(pid)
+	}
 	if s.zchild != nil {
 		// The zygote's child gets its run straight from here (supervise).
 		err = s.zchild.setRun(rs)
@@ -443,7 +450,7 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	go func() { defer drained.Done(); stdout.Drain(s.stdout) }()
 	go func() { defer drained.Done(); stderr.Drain(s.stderr) }()
 
-	ended := l.supervise(ctx, spec, s, ready, res, begin)
+	ended := l.supervise(ctx, spec, s, ready, res, begin, early)
 	markStarted() // a run that ended without starting has no more to wait for
 
 	// Every process of the run is killed: the pipes reach EOF as they die.

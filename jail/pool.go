@@ -57,6 +57,18 @@ type slot struct {
 	// zchild is a warm Python sandbox's program, forked by a zygote into the
 	// sandbox (zygote.go); nil otherwise.
 	zchild *zygoteChild
+	// nodePID is a warm JavaScript sandbox's program, the waiting node, in
+	// the host's pid namespace; 0 otherwise.
+	nodePID int
+}
+
+// programPID is the host pid of the program a warm sandbox holds waiting
+// (a zygote's child, or node), or 0.
+func (s *slot) programPID() int {
+	if s.zchild != nil {
+		return s.zchild.pid
+	}
+	return s.nodePID
 }
 
 // poolKey identifies what prepareSteps build: a root, and for a warm sandbox the
@@ -154,9 +166,15 @@ func (l *Launcher) prepare(root *rootfs.Root, warm rootfs.Language) (*slot, erro
 	}
 	// The run's CPU counts from here: the init waits and uses none until
 	// then. A zygote's child joins first, and forkWarm reads it after.
-	if warm == rootfs.Python {
+	switch warm {
+	case rootfs.Python:
 		err = l.forkWarm(root, s)
-	} else {
+	case rootfs.JavaScript:
+		// The init's one child: the node it started, waiting for its run.
+		if s.nodePID, err = onlyChild(s.cmd.Process.Pid); err == nil {
+			err = s.readBaseline()
+		}
+	default:
 		err = s.readBaseline()
 	}
 	if err != nil {
@@ -463,11 +481,14 @@ func (s *slot) setNice(nice int) {
 }
 
 // onlyProgramLeft reports whether the sandbox's cgroup holds no process but
-// its init and a zygote's child: none that could hold the child's output
-// pipes (the init never has them). A process that has exited leaves the list
+// its init and its warm program: none that could write to the program's
+// output pipes. (A zygote's child's pipes are its own; node's are its init's
+// stdout and stderr too, which the init points at /dev/null once the program
+// has them, and never writes to.) A process that has exited leaves the list
 // only after it has closed its files.
 func (s *slot) onlyProgramLeft() bool {
-	if s.zchild == nil || s.cmd == nil || s.cmd.Process == nil {
+	program := s.programPID()
+	if program == 0 || s.cmd == nil || s.cmd.Process == nil {
 		return false
 	}
 	pids, err := s.group.Procs()
@@ -475,11 +496,24 @@ func (s *slot) onlyProgramLeft() bool {
 		return false
 	}
 	for _, p := range pids {
-		if p != s.zchild.pid && p != s.cmd.Process.Pid {
+		if p != program && p != s.cmd.Process.Pid {
 			return false
 		}
 	}
 	return true
+}
+
+// onlyChild returns the one child of pid, from /proc/PID/task/PID/children.
+func onlyChild(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 1 {
+		return 0, fmt.Errorf("the init has %d children, want its program alone", len(f))
+	}
+	return strconv.Atoi(f[0])
 }
 
 // kill kills every process of the run: those of its pid namespace, then the

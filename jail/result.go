@@ -101,7 +101,11 @@ type ending struct {
 // ending the run at the first OOM kill of any of its processes, and kills the
 // sandbox's pid namespace when it returns (killNamespace; release kills its
 // cgroup too).
-func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool, res *Result, begin time.Time) (e ending) {
+//
+// early, when not nil, gets the program's wait status from the kernel's record
+// of its exit (exitWatch), which comes before the init's or the zygote's
+// report; it is heeded once the program has started.
+func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool, res *Result, begin time.Time, early <-chan uint32) (e ending) {
 	defer s.killNamespace()
 	oom := s.group.OOMKilled()
 	setup := time.NewTimer(setupTimeout)
@@ -117,9 +121,11 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			timer.Stop()
 		}
 	}()
+	var exited <-chan uint32 // early, once started
 	start := func(mono time.Duration) {
 		startedAt = mono
 		e.started = true
+		exited = early
 		setup.Stop()
 		res.Timing.StartMS = time.Since(begin).Milliseconds() - (pid1.Monotonic() - startedAt).Milliseconds()
 		timer = time.NewTimer(spec.Timeout - (pid1.Monotonic() - startedAt))
@@ -129,18 +135,21 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 		}
 	}
 	exit := func(mono time.Duration, ws uint32) ending {
+		// When the kernel's record has come too, it ends the run: Run can
+		// then take the output without waiting for the teardown.
+		select {
+		case ews := <-exited:
+			mono, ws, e.early = pid1.Monotonic(), ews, true
+		default:
+		}
 		res.Usage.WallMS = (mono - startedAt).Milliseconds()
 		e.exited, e.ws = true, syscall.WaitStatus(ws)
 		return e
 	}
 	// A zygote's child waits for its run from the supervisor, and reports its
 	// exit through the zygote, not the init.
-	var zexit, early <-chan uint32
+	var zexit <-chan uint32
 	if s.zchild != nil {
-		if l.exits != nil {
-			early = l.exits.expect(s.zchild.pid)
-			defer l.exits.forget(s.zchild.pid)
-		}
 		if err := s.zchild.handOver(); err != nil {
 			e.setupErr = &pid1.Message{Kind: pid1.MsgError, Step: "hand-over", Error: err.Error()}
 			return e
@@ -166,18 +175,12 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 				return exit(time.Duration(m.Mono), m.WaitStatus)
 			}
 		case ws, ok := <-zexit:
-			select {
-			case ews := <-early: // both came: the early record lets Run take the output sooner
-				e.early = true
-				return exit(pid1.Monotonic(), ews)
-			default:
-			}
 			if !ok {
 				e.zygoteLost = true
 				return e
 			}
 			return exit(pid1.Monotonic(), ws)
-		case ws := <-early:
+		case ws := <-exited:
 			e.early = true
 			return exit(pid1.Monotonic(), ws)
 		case <-deadline:
