@@ -21,14 +21,15 @@ import (
 // address space (taskstats_exit comes before exit_mm in do_exit). Anything
 // else learns of the exit after that teardown, a pidfd, the parent's wait and
 // EOF on the process's pipes alike: for a zygote's child, which maps the
-// zygote's address space, 0.75 to 1 ms later at the median (`sudo python3
-// bench/measure/exit_notice.py`), a third of a warm run's latency.
+// zygote's address space, 0.75 to 1 ms later at the median, a third of a warm
+// run's latency, and for node 2.3 ms (`sudo python3
+// bench/measure/exit_notice.py [node]`).
 //
 // A record carries the wait status and the pid in the host's pid namespace.
 // It comes from the kernel only (the sender's port id is 0, which no process
 // can send from) and is sent for every exit on the host: the watch keeps only
 // those it was asked for. One lost (the socket's buffer full) costs only
-// time, since the zygote still reports every exit.
+// time, since the zygote or the init still reports every exit.
 type exitWatch struct {
 	sock *os.File // a generic netlink socket, non-blocking, in the poller
 	buf  []byte   // the reader's, reused: records come for every exit on the host
