@@ -10,7 +10,8 @@
 // controller; brig uses only memory, pids, cpu, cpuacct and freezer. The
 // hybrid layout (ModeHybrid) has the v1 controllers plus a cgroup2 hierarchy
 // at <mount root>/unified: limits go through v1, and each group's cgroup2
-// twin gives cgroup.kill, cgroup.events and CLONE_INTO_CGROUP. The files are
+// twin gives cgroup.kill, cgroup.events, CLONE_INTO_CGROUP and the CPU time,
+// so a hybrid group with cgroup.kill has no cpuacct or freezer directory. The files are
 // driven through github.com/containerd/cgroups/v3.
 //
 // Fail closed: a limit whose controller the host lacks is an error wrapping

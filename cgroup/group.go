@@ -169,7 +169,7 @@ func (g *Group) Attach(pid int) error {
 		return fmt.Errorf("attaching pid %d to cgroup %q: reading its cgroups: %w", pid, g.name, err)
 	}
 	if g.v2 != nil && v2Path != g.path {
-		if err := g.v2.AddProc(uint64(pid)); err != nil {
+		if err := writeProcs(filepath.Join(g.dir2, "cgroup.procs"), pid); err != nil {
 			return fmt.Errorf("attaching pid %d to %q: %w", pid, g.dir2, err)
 		}
 	}
@@ -236,15 +236,15 @@ func (g *Group) readUsageLocked(u *Usage) error {
 			return err
 		}
 		u.CPU = time.Duration(usec) * time.Microsecond
-	case m.controllers["cpuacct"]:
+	case m.v1Info.has("cpuacct"):
 		ns, err := readInt(v1("cpuacct", "cpuacct.usage"))
 		if err != nil {
 			return err
 		}
 		u.CPU = time.Duration(ns)
 	case g.dir2 != "":
-		// Hybrid without cpuacct: the twin's core cpu.stat counts the same
-		// tasks.
+		// Hybrid, which leaves cpuacct out where the twin has cgroup.kill
+		// (twinServes): the twin's core cpu.stat counts the same tasks.
 		usec, _, err := readKey(filepath.Join(g.dir2, "cpu.stat"), "usage_usec")
 		if err != nil {
 			return err

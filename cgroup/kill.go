@@ -93,7 +93,7 @@ var errNoFreezer = errors.New("no v1 freezer hierarchy")
 // the kernel to report it. Freezing is not instant: tasks stop at their next
 // chance, and the state reads FREEZING until all have.
 func (g *Group) freezeV1(on bool, deadline time.Time) error {
-	if !g.m.controllers["freezer"] {
+	if !g.m.v1Info.has("freezer") {
 		return errNoFreezer
 	}
 	file := filepath.Join(g.m.cfg.MountRoot, "freezer", g.path, "freezer.state")
@@ -193,7 +193,9 @@ func (g *Group) populated() (bool, error) {
 // emptyLocked kills what is in the group, if anything, and waits for it to
 // leave, up to the Manager's emptyTimeout. On hybrid, processes that somehow sit in the v1
 // groups but not in the twin survive cgroup.kill; if any are left at the
-// deadline they get the v1 freeze, kill, thaw and one more wait.
+// deadline they are killed through the v1 groups' process lists (in a loop,
+// bounded by the pids limit, since a hybrid group with cgroup.kill has no v1
+// freezer) and waited for once more.
 func (g *Group) emptyLocked() error {
 	busy, err := g.populated()
 	if err != nil || !busy {

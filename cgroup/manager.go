@@ -81,13 +81,8 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{cfg: cfg, mode: mode, kernel: kernelRelease(), emptyTimeout: defaultEmptyTimeout, live: map[string]bool{}}
 	m.hostSwaps = hostSwaps()
 
-	// Order: v1 first so that on hybrid the limits' hierarchies exist before
-	// the twin that only serves kill, events and clone.
 	if mode == ModeLegacy || mode == ModeHybrid {
 		if m.v1Info, err = findV1(cfg.MountRoot); err != nil {
-			return nil, err
-		}
-		if err = newV1Parent(m.v1Info, cfg.Parent); err != nil {
 			return nil, err
 		}
 	}
@@ -99,6 +94,14 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if mode == ModeHybrid && m.v2Info.hasKill {
+		m.v1Info = m.v1Info.without(twinServes)
+	}
+	if mode == ModeLegacy || mode == ModeHybrid {
+		if err = newV1Parent(m.v1Info, cfg.Parent); err != nil {
+			return nil, err
+		}
 	}
 	m.v2 = m.v2Info.parent
 	m.controllers = m.findControllers()
@@ -127,6 +130,10 @@ func (m *Manager) findControllers() map[string]bool {
 	}
 	for _, s := range m.v1Info.subsystems {
 		c[string(s.Name())] = true
+	}
+	if m.mode == ModeHybrid {
+		// The twin's core cpu.stat (readUsageLocked).
+		c["cpuacct"] = true
 	}
 	return c
 }

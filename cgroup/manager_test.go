@@ -76,13 +76,16 @@ func TestControllers(t *testing.T) {
 	requireHybridHost(t)
 	testutil.CheckLeaks(t, testParent)
 	all := map[string]bool{"memory": true, "pids": true, "cpu": true, "cpuacct": true, "freezer": true}
+	// A hybrid group with cgroup.kill uses the twin instead of the v1 freezer
+	// (twinServes), and its cpu.stat instead of cpuacct.
+	hybrid := map[string]bool{"memory": true, "pids": true, "cpu": true, "cpuacct": true, "freezer": false}
 	tests := []struct {
 		layout   layout
 		wantMode Mode
 		want     map[string]bool
 	}{
-		{layout: layout{"detected", ModeDetect, DefaultMountRoot}, wantMode: ModeHybrid, want: all},
-		{layout: layout{"hybrid", ModeHybrid, DefaultMountRoot}, wantMode: ModeHybrid, want: all},
+		{layout: layout{"detected", ModeDetect, DefaultMountRoot}, wantMode: ModeHybrid, want: hybrid},
+		{layout: layout{"hybrid", ModeHybrid, DefaultMountRoot}, wantMode: ModeHybrid, want: hybrid},
 		{layout: layout{"v1", ModeLegacy, DefaultMountRoot}, wantMode: ModeLegacy, want: all},
 		// The development hosts' cgroup2 hierarchy holds only hugetlb; cpu.stat
 		// and cgroup.freeze are core files.
@@ -108,26 +111,35 @@ func TestControllers(t *testing.T) {
 }
 
 // TestV1OnlyBrigHierarchies checks that the v1 backend makes groups in the
-// hierarchies brig uses and in no other (cpuset, devices, blkio, ...).
+// hierarchies brig uses and in no other (cpuset, devices, blkio, ...); on
+// hybrid, not in those whose work the twin does (twinServes).
 func TestV1OnlyBrigHierarchies(t *testing.T) {
 	testutil.RequireRoot(t)
 	requireHybridHost(t)
 	testutil.CheckLeaks(t, testParent)
-	m := newManager(t, layout{"hybrid", ModeHybrid, DefaultMountRoot})
-	g := newGroup(t, m)
-	tests := []struct {
-		hierarchy string
-		want      bool
+	for _, l := range []struct {
+		layout layout
+		twin   bool
 	}{
-		{"memory", true}, {"pids", true}, {"cpu", true}, {"cpuacct", true}, {"freezer", true}, {"unified", true},
-		{"cpuset", false}, {"devices", false}, {"blkio", false}, {"systemd", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.hierarchy, func(t *testing.T) {
-			dir := filepath.Join(DefaultMountRoot, tt.hierarchy, g.path)
-			_, err := os.Stat(dir)
-			if got := err == nil; got != tt.want {
-				t.Errorf("%s exists: got %v, want %v", dir, got, tt.want)
+		{layout{"hybrid", ModeHybrid, DefaultMountRoot}, true},
+		{layout{"v1", ModeLegacy, DefaultMountRoot}, false},
+	} {
+		t.Run(l.layout.name, func(t *testing.T) {
+			g := newGroup(t, newManager(t, l.layout))
+			tests := []struct {
+				hierarchy string
+				want      bool
+			}{
+				{"memory", true}, {"pids", true}, {"cpu", true}, {"unified", l.twin},
+				{"cpuacct", !l.twin}, {"freezer", !l.twin},
+				{"cpuset", false}, {"devices", false}, {"blkio", false}, {"systemd", false},
+			}
+			for _, tt := range tests {
+				dir := filepath.Join(DefaultMountRoot, tt.hierarchy, g.path)
+				_, err := os.Stat(dir)
+				if got := err == nil; got != tt.want {
+					t.Errorf("%s exists: got %v, want %v", dir, got, tt.want)
+				}
 			}
 		})
 	}

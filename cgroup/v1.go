@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -118,6 +119,37 @@ func v1Mounts() (map[string]map[string]bool, error) {
 		return nil, fmt.Errorf("reading mounts: %w", err)
 	}
 	return out, nil
+}
+
+// twinServes are the v1 controllers whose work a hybrid host's unified twin
+// does when it has cgroup.kill: the twin's core cpu.stat counts the same
+// tasks' CPU time as cpuacct.usage, and cgroup.kill ends a group without the
+// freezer. Every hierarchy a group uses costs a mkdir, a move per process
+// brought in, and an rmdir (go test -bench 'CreateSetLimitsDelete|Attach'
+// ./cgroup), so a hybrid group leaves these two out.
+var twinServes = []string{"cpuacct", "freezer"}
+
+// without is l less the controllers in drop, and less the hierarchies named
+// by one of them. A hierarchy is named by the first of v1Controllers it holds,
+// so one that also holds memory, pids or cpu (cpu,cpuacct) stays.
+func (l v1Layout) without(drop []string) v1Layout {
+	out := v1Layout{swapLimit: l.swapLimit}
+	for _, s := range l.subsystems {
+		if !slices.Contains(drop, string(s.Name())) {
+			out.subsystems = append(out.subsystems, s)
+		}
+	}
+	for _, h := range l.hierarchies {
+		if !slices.Contains(drop, string(h.name)) {
+			out.hierarchies = append(out.hierarchies, h)
+		}
+	}
+	return out
+}
+
+// has says l uses controller c.
+func (l v1Layout) has(c string) bool {
+	return slices.ContainsFunc(l.subsystems, func(s cgroup1.Subsystem) bool { return string(s.Name()) == c })
 }
 
 // hierarchy is the library's cgroup1.Hierarchy for l: only the controllers
