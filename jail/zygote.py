@@ -77,6 +77,11 @@ def _serve():
     ctl = socket.socket(fileno=CTL)
     own_pidns = PIDNS
     cfg = json.loads(ctl.recv(1 << 20))
+    # The program's filter, the same for every child, is decoded once here:
+    # a child only passes its address to the kernel, which copies it.
+    code = bytes.fromhex(cfg['filter'])
+    buf = ctypes.create_string_buffer(code, len(code))
+    cfg['filter'] = (_Filter(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p)), buf)
     for name in cfg['preload']:
         try:
             __import__(name)
@@ -200,10 +205,7 @@ def _sandbox(cfg, req, fds):
         os.chdir('/sandbox')
         step = 'seccomp'
         _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 'PR_SET_NO_NEW_PRIVS')
-        code = bytes.fromhex(cfg['filter'])
-        buf = ctypes.create_string_buffer(code, len(code))
-        prog = _Filter(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
-        _check(_syscall(_SYS_seccomp, _SECCOMP_SET_MODE_FILTER, 0, ctypes.addressof(prog)), 'seccomp')
+        _check(_syscall(_SYS_seccomp, _SECCOMP_SET_MODE_FILTER, 0, ctypes.addressof(cfg['filter'][0])), 'seccomp')
     except BaseException as e:
         try:
             os.write(report, ('e%s: %s' % (step, e)).encode())
