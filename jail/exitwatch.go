@@ -36,6 +36,21 @@ type exitWatch struct {
 
 	mu      sync.Mutex
 	waiters map[int]chan uint32 // by pid
+	// recent are the last exits heard, oldest first from next, for a waiter
+	// that asks after the fact (expectChild).
+	recent [recentExits]exitRecord
+	next   int
+}
+
+// recentExits bounds exitWatch.recent: the exits heard on the whole host
+// between a cold program's exit and the service's learning its pid (the
+// init's "started" message and a read of /proc), a few milliseconds.
+const recentExits = 256
+
+// exitRecord is one process's end, as its taskstats record gives it.
+type exitRecord struct {
+	pid, ppid int // in the host's pid namespace
+	ws        uint32
 }
 
 // The taskstats interface (linux/taskstats.h, linux/acct.h); the record
@@ -155,6 +170,26 @@ func (w *exitWatch) expect(pid int) <-chan uint32 {
 	return ch
 }
 
+// expectChild is expect for a pid learnt once the process may have exited
+// already: a cold program, whose pid the service reads from its init's
+// children after the init says it started. An exit heard before is matched
+// by the pid and the parent's, the init's: for that pair to name another
+// process, the init's pid and then the program's would have had to be used
+// again since, within recentExits exits.
+func (w *exitWatch) expectChild(pid, parent int) <-chan uint32 {
+	ch := make(chan uint32, 1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.waiters[pid] = ch
+	for _, r := range w.recent {
+		if r.pid == pid && r.ppid == parent {
+			ch <- r.ws
+			break
+		}
+	}
+	return ch
+}
+
 // forget drops pid's channel.
 func (w *exitWatch) forget(pid int) {
 	w.mu.Lock()
@@ -177,16 +212,18 @@ func (w *exitWatch) read() {
 			return // closed
 		}
 		for _, m := range msgs {
-			pid, ws, ok := groupExit(m)
+			r, ok := groupExit(m)
 			if !ok {
 				continue
 			}
 			w.mu.Lock()
-			ch := w.waiters[pid]
+			w.recent[w.next] = r
+			w.next = (w.next + 1) % recentExits
+			ch := w.waiters[r.pid]
 			w.mu.Unlock()
 			if ch != nil {
 				select {
-				case ch <- ws:
+				case ch <- r.ws:
 				default:
 				}
 			}
@@ -195,19 +232,19 @@ func (w *exitWatch) read() {
 }
 
 // groupExit reads a taskstats message: the pid of a process whose last
-// thread exited, and its wait status. A record is sent for each thread that
+// thread exited, its parent's, and its wait status. A record is sent for each thread that
 // exits, under its own id, with its thread group's id in ac_tgid; the last of
 // a group's is flagged AGROUP, and every thread of a group that exits
 // together records the group's status (do_group_exit), so that one is the
 // process's end, whichever thread it was (TestExitWatch: a leader that exits
 // while a thread runs, a thread that exits the process, a thread's SIGSEGV).
-func groupExit(m syscall.NetlinkMessage) (pid int, ws uint32, ok bool) {
+func groupExit(m syscall.NetlinkMessage) (r exitRecord, ok bool) {
 	if m.Header.Type < unix.NLMSG_MIN_TYPE || len(m.Data) < nl.SizeofGenlmsg {
-		return 0, 0, false
+		return r, false
 	}
 	attrs, err := nl.ParseRouteAttr(m.Data[nl.SizeofGenlmsg:])
 	if err != nil {
-		return 0, 0, false
+		return r, false
 	}
 	for _, a := range attrs {
 		if a.Attr.Type != taskstatsTypeAggrPID {
@@ -226,9 +263,9 @@ func groupExit(m syscall.NetlinkMessage) (pid int, ws uint32, ok bool) {
 			var ts unix.Taskstats
 			copy(unsafe.Slice((*byte)(unsafe.Pointer(&ts)), unsafe.Sizeof(ts)), b.Value)
 			if ts.Ac_flag&acctGroup != 0 && ts.Ac_tgid != 0 {
-				return int(ts.Ac_tgid), ts.Ac_exitcode, true
+				return exitRecord{pid: int(ts.Ac_tgid), ppid: int(ts.Ac_ppid), ws: ts.Ac_exitcode}, true
 			}
 		}
 	}
-	return 0, 0, false
+	return r, false
 }

@@ -2,6 +2,7 @@ package jail
 
 import (
 	"bufio"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -77,7 +78,53 @@ func TestExitWatch(t *testing.T) {
 	}
 }
 
-// TestEarlyExitKeepsOutput: a warm program (Python or node) whose exit the kernel's
+// TestExitWatchAfterTheFact: expectChild hears of an exit that came before it
+// was asked for, as a cold program's can, by its pid and its parent's, and of
+// no exit with another parent.
+func TestExitWatchAfterTheFact(t *testing.T) {
+	testutil.RequireRoot(t)
+	w, err := newExitWatch()
+	if err != nil {
+		t.Skipf("no taskstats on this host: %v", err)
+	}
+	defer w.close()
+	cmd := exec.Command("sh", "-c", "read x; exit 6")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	// Asked for in time, the exit tells when the watch has read its record.
+	heard := w.expect(pid)
+	in.Write([]byte("go\n"))
+	select {
+	case <-heard:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no record of the exit within 10 s")
+	}
+	w.forget(pid)
+	cmd.Wait()
+	other := w.expectChild(pid, os.Getpid()+1)
+	defer w.forget(pid)
+	select {
+	case ws := <-other:
+		t.Fatalf("with another parent's pid: got status %#x, want none", ws)
+	default:
+	}
+	select {
+	case ws := <-w.expectChild(pid, os.Getpid()):
+		if syscall.WaitStatus(ws) != 6<<8 {
+			t.Errorf("got status %#x, want %#x", ws, 6<<8)
+		}
+	default:
+		t.Error("asked after the exit: got nothing, want its status")
+	}
+}
+
+// TestEarlyExitKeepsOutput: a program (Python or node, warm or cold) whose exit the kernel's
 // record tells of before its teardown ends the run on that record, with all
 // its output and its exit status, taken from the pipes without waiting for
 // their EOF. (Whether the output of a program that leaves a process behind
@@ -88,25 +135,38 @@ func TestEarlyExitKeepsOutput(t *testing.T) {
 	if l.exits == nil {
 		t.Skip("no taskstats on this host: runs learn of exits from the zygote alone")
 	}
+	pyCode := "import sys\nsys.stdout.write('x' * 1000000)\nsys.stderr.write('e' * 70000)\nsys.exit(3)\n"
+	jsCode := "process.stdout.write('x'.repeat(1000000));\nprocess.stderr.write('e'.repeat(70000));\nprocess.exitCode = 3;\n"
+	// A variable the interpreter reads at its start sends a run down the
+	// cold path, whose program's pid is learnt once it has started.
+	coldEnv := map[rootfs.Language]map[string]string{rootfs.Python: {"PYTHONHASHSEED": "0"}, rootfs.JavaScript: {"NODE_NO_WARNINGS": "1"}}
 	for _, tc := range []struct {
 		lang                       rootfs.Language
 		name, code, stdout, stderr string
 		exit                       int
+		cold                       bool
 	}{
-		{rootfs.Python, "a thread left running", "import sys, threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\nprint('done')\nsys.exit(4)\n", "done\n", "", 4},
-		{rootfs.Python, "alone", "import sys\nsys.stdout.write('x' * 1000000)\nsys.stderr.write('e' * 70000)\nsys.exit(3)\n", strings.Repeat("x", 1000000), strings.Repeat("e", 70000), 3},
-		{rootfs.JavaScript, "node", "process.stdout.write('x'.repeat(1000000));\nprocess.stderr.write('e'.repeat(70000));\nprocess.exitCode = 3;\n", strings.Repeat("x", 1000000), strings.Repeat("e", 70000), 3},
+		{rootfs.Python, "a thread left running", "import sys, threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\nprint('done')\nsys.exit(4)\n", "done\n", "", 4, false},
+		{rootfs.Python, "alone", pyCode, strings.Repeat("x", 1000000), strings.Repeat("e", 70000), 3, false},
+		{rootfs.JavaScript, "node", jsCode, strings.Repeat("x", 1000000), strings.Repeat("e", 70000), 3, false},
+		{rootfs.Python, "cold", pyCode, strings.Repeat("x", 1000000), strings.Repeat("e", 70000), 3, true},
+		{rootfs.JavaScript, "cold node", jsCode, strings.Repeat("x", 1000000), strings.Repeat("e", 70000), 3, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// Which of the kernel's record and the zygote's report reaches the
-			// run first is a race the record wins by about a millisecond: up
-			// to five runs, for one on the early record.
+			// Which of the kernel's record and the zygote's or the init's
+			// report reaches the run first is a race the record wins by about
+			// a millisecond: up to five runs, for one on the early record.
 			before := l.earlyExits.Load()
+			start, opts := StartWarm, []func(*Spec){}
+			if tc.cold {
+				start = StartColdEnv
+				opts = append(opts, func(s *Spec) { s.Env = coldEnv[tc.lang] })
+			}
 			for range 5 {
 				waitWarm(t, l)
-				res := run(t, l, tc.lang, tc.code)
-				if res.Start != StartWarm {
-					t.Fatalf("the run started %s, want warm", res.Start)
+				res := run(t, l, tc.lang, tc.code, opts...)
+				if res.Start != start {
+					t.Fatalf("the run started %s, want %s", res.Start, start)
 				}
 				if res.ExitCode == nil || *res.ExitCode != tc.exit || res.Stdout != tc.stdout {
 					t.Fatalf("got exit %v and %d characters of stdout (%q...), want exit %d and %d", res.ExitCode, len(res.Stdout), res.Stdout[:min(20, len(res.Stdout))], tc.exit, len(tc.stdout))

@@ -209,10 +209,8 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		rooms:       map[string]chan struct{}{},
 		done:        make(chan struct{}),
 	}
-	if (cfg.Warm[rootfs.Python] || cfg.Warm[rootfs.JavaScript]) && cfg.PoolSize > 0 {
-		if l.exits, err = newExitWatch(); err != nil {
-			l.log.Info("warm runs learn of their program's exit from its parent, after the kernel's teardown of it", "why", err)
-		}
+	if l.exits, err = newExitWatch(); err != nil {
+		l.log.Info("runs learn of their program's exit from its parent, after the kernel's teardown of it", "why", err)
 	}
 	l.wg.Add(1)
 	go l.spawner()

@@ -57,18 +57,21 @@ type slot struct {
 	// zchild is a warm Python sandbox's program, forked by a zygote into the
 	// sandbox (zygote.go); nil otherwise.
 	zchild *zygoteChild
-	// nodePID is a warm JavaScript sandbox's program, the waiting node, in
-	// the host's pid namespace; 0 otherwise.
-	nodePID int
+	// childPID is the program when it is the init's child, in the host's pid
+	// namespace: a warm JavaScript sandbox's waiting node from its
+	// preparation, a cold sandbox's interpreter once it has started
+	// (supervise); 0 otherwise.
+	childPID int
 }
 
-// programPID is the host pid of the program a warm sandbox holds waiting
-// (a zygote's child, or node), or 0.
+// programPID is the host pid of the program, once the service knows it: a
+// warm sandbox's from its preparation (a zygote's child, or node), a cold
+// one's from its start; else 0.
 func (s *slot) programPID() int {
 	if s.zchild != nil {
 		return s.zchild.pid
 	}
-	return s.nodePID
+	return s.childPID
 }
 
 // poolKey identifies what prepareSteps build: a root, and for a warm sandbox the
@@ -171,7 +174,7 @@ func (l *Launcher) prepare(root *rootfs.Root, warm rootfs.Language) (*slot, erro
 		err = l.forkWarm(root, s)
 	case rootfs.JavaScript:
 		// The init's one child: the node it started, waiting for its run.
-		if s.nodePID, err = onlyChild(s.cmd.Process.Pid); err == nil {
+		if s.childPID, err = onlyChild(s.cmd.Process.Pid); err == nil {
 			err = s.readBaseline()
 		}
 	default:

@@ -104,7 +104,8 @@ type ending struct {
 //
 // early, when not nil, gets the program's wait status from the kernel's record
 // of its exit (exitWatch), which comes before the init's or the zygote's
-// report; it is heeded once the program has started.
+// report; it is heeded once the program has started. A cold program's record
+// is asked for once it has started, when its pid is known.
 func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool, res *Result, begin time.Time, early <-chan uint32) (e ending) {
 	defer s.killNamespace()
 	oom := s.group.OOMKilled()
@@ -171,6 +172,15 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 				return e
 			case m.Kind == pid1.MsgStarted:
 				start(time.Duration(m.Mono))
+				if exited == nil && s.zchild == nil && s.childPID == 0 && l.exits != nil {
+					// A cold program: its pid is known from now, and it
+					// may have exited already (expectChild).
+					if pid, err := onlyChild(s.cmd.Process.Pid); err == nil {
+						s.childPID = pid
+						exited = l.exits.expectChild(pid, s.cmd.Process.Pid)
+						defer l.exits.forget(pid)
+					}
+				}
 			case m.Kind == pid1.MsgExit:
 				return exit(time.Duration(m.Mono), m.WaitStatus)
 			}
