@@ -139,10 +139,11 @@ type Launcher struct {
 	active sync.WaitGroup
 
 	// zmu guards the Python zygotes (zygote.go): the one serving each root,
-	// those retired but still reporting their children's exits, and whether
-	// Close has ended them all.
+	// the one starting to succeed it, those retired but still reporting their
+	// children's exits, and whether Close has ended them all.
 	zmu     sync.Mutex
 	zygotes map[string]*zygote
+	znext   map[string]*zygoteStart
 	retired []*zygote
 	zclosed bool
 }

@@ -204,6 +204,49 @@ func TestZygoteReplaced(t *testing.T) {
 	}
 }
 
+// TestZygoteSuccessorStartsAhead: a zygote's successor starts once the zygote
+// has made three quarters of its forks, and serves once it is worn, so that
+// no fill waits for a zygote's start.
+func TestZygoteSuccessorStartsAhead(t *testing.T) {
+	l := newZygoteLauncher(t, func(c *Config) { c.ZygoteRuns = 8 })
+	key := rootKey(rootOf(t, l, rootfs.Python))
+	waitWarm(t, l)
+	first := servingZygote(t, l)
+	var next *zygoteStart
+	for i := 0; next == nil; i++ {
+		if i == 8 {
+			t.Fatalf("no successor after %d forks of 8", first.forks.Load())
+		}
+		l.zmu.Lock()
+		started := l.znext[key] != nil
+		l.zmu.Unlock()
+		if f := first.forks.Load(); started && f < 6 {
+			t.Fatalf("a successor started after %d forks of 8, want 6", f)
+		}
+		waitWarm(t, l)
+		run(t, l, rootfs.Python, "pass")
+		l.zmu.Lock()
+		next = l.znext[key]
+		l.zmu.Unlock()
+	}
+	<-next.done
+	if next.err != nil {
+		t.Fatalf("starting the successor: %v", next.err)
+	}
+	for i := 0; servingZygote(t, l) == first; i++ {
+		if i == 10 {
+			t.Fatalf("the first zygote still serves after %d forks of 8", first.forks.Load())
+		}
+		waitWarm(t, l)
+		if res := run(t, l, rootfs.Python, "pass"); !res.Succeeded() {
+			t.Fatalf("got %s: %s", res.End, res.Message)
+		}
+	}
+	if got, want := servingZygote(t, l).cmd.Process.Pid, next.z.cmd.Process.Pid; got != want {
+		t.Errorf("the serving zygote is pid %d, want the successor started ahead, %d", got, want)
+	}
+}
+
 // TestZygoteInvisibleToRuns: a warm run sees its own pid namespace only (the
 // init, itself and its children), not the zygote that forked it: it can't
 // find, open or signal it, and kill(-1, SIGKILL) kills only the run's own
