@@ -27,8 +27,9 @@ import (
 //
 // A record carries the wait status and the pid in the host's pid namespace.
 // It comes from the kernel only (the sender's port id is 0, which no process
-// can send from) and is sent for every exit on the host: the watch keeps only
-// those it was asked for. One lost (the socket's buffer full) costs only
+// can send from) and is sent for every exit on the host: the watch hands on
+// those it was asked for, and keeps the last recentExits of the rest for a
+// cold run that asks after the fact (expectChild). One lost (the socket's buffer full) costs only
 // time, since the zygote or the init still reports every exit.
 type exitWatch struct {
 	sock *os.File // a generic netlink socket, non-blocking, in the poller
@@ -66,7 +67,7 @@ const (
 
 // newExitWatch registers a taskstats listener for every CPU. It fails where
 // the kernel has no taskstats (CONFIG_TASKSTATS) or the caller lacks
-// CAP_NET_ADMIN; runs then learn of exits from the zygote alone.
+// CAP_NET_ADMIN; runs then learn of exits from the zygote or the init alone.
 func newExitWatch() (*exitWatch, error) {
 	fam, err := netlink.GenlFamilyGet("TASKSTATS")
 	if err != nil {
