@@ -406,7 +406,14 @@ func TestNetworkManyRunsLeaveNothing(t *testing.T) {
 					}
 					res, err := ts.client.Run(context.Background(), request(lang, code, networked(api.NetworkDomains, upstreamHost)))
 					if err != nil || res.Outcome != api.OutcomeSucceeded {
-						failed.Add(1)
+						// Say why, for the first few: a bare count tells nothing.
+						if failed.Add(1) <= 3 {
+							if err != nil {
+								t.Errorf("%s run: %v", lang, err)
+							} else {
+								t.Errorf("%s run: outcome %s, reason %s, exit %v, message %q, stderr %q", lang, res.Outcome, res.Reason, res.ExitCode, res.Message, res.Stderr)
+							}
+						}
 					}
 				}
 			}()
