@@ -473,7 +473,7 @@ func (c *zygoteChild) setRun(rs *pid1.RunSpec) error {
 // zygoteFor returns a running zygote for root, starting (or replacing) one
 // where needed. A zygote's successor starts once it has served three
 // quarters of its time, so that the fills do not wait for a zygote's start
-// when it is replaced (57 to 68 ms of CPU for its python3 alone:
+// when it is replaced (50 to 57 ms of CPU for its python3 alone:
 // bench/measure/zygote_start.py): the runs that came meanwhile found the warm
 // pool empty and went cold.
 func (l *Launcher) zygoteFor(root *rootfs.Root) (*zygote, error) {
