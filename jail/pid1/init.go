@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"syscall"
 	"unsafe"
 
@@ -65,6 +66,9 @@ type initState struct {
 	// so that the parent can resize it once the tmpfs has no path (after
 	// pivot_root) and the init is filtered.
 	scratchFD int
+	// pidns, when set, is the pid namespace whose proc mountProc mounts
+	// (BuildRoot); nil for an init, which mounts its own.
+	pidns *os.File
 	// warmPID is the waiting interpreter of a warm sandbox, and warmConn the
 	// init's end of the socket (WarmFD in the interpreter) over which it gets
 	// its run's environment; zero and nil in a cold sandbox.
@@ -79,16 +83,11 @@ type step struct {
 	run  func(*initState) error
 }
 
-// prepareSteps build the root and drop what can be dropped before the run is
-// known; a pooled init runs them before a run takes it, so they cost a run nothing.
-// The last four act on this thread only, and the interpreter, cloned from this
-// thread, inherits them.
-var prepareSteps = []step{
-	// The cgroup namespace is made now, not at clone: on cgroup v1 the init is
-	// moved into the run's cgroups after it was cloned (the parent sends the
-	// PrepareSpec only after the move), and the namespace's root must be the run's
-	// cgroup, not the supervisor's.
-	{"cgroup namespace", func(*initState) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
+// rootSteps build a sandbox's root: its loopback, its mounts, pivot_root and
+// its hostname. A pooled init runs them among prepareSteps; for a zygote's
+// sandbox whose pid 1 is a reaper (jail/reaper), a thread of the supervisor
+// runs them from inside the sandbox's namespaces (BuildRoot).
+var rootSteps = []step{
 	{"loopback", func(*initState) error { return LinkUp("lo") }},
 	// Mounts need root and the host's /dev/null, so they come before pivot_root.
 	{"mount propagation", func(*initState) error { return makePrivate() }},
@@ -103,6 +102,19 @@ var prepareSteps = []step{
 	// program later only creates a file.
 	{"sandbox dir", func(st *initState) error { return os.Chown("/sandbox", st.prep.HostUID, st.prep.HostGID) }},
 	{"hostname", func(st *initState) error { return unix.Sethostname([]byte(st.prep.Hostname)) }},
+}
+
+// prepareSteps build the root and drop what can be dropped before the run is
+// known; a pooled init runs them before a run takes it, so they cost a run nothing.
+// The last four act on this thread only, and the interpreter, cloned from this
+// thread, inherits them.
+var prepareSteps = slices.Concat([]step{
+	// The cgroup namespace is made now, not at clone: on cgroup v1 the init is
+	// moved into the run's cgroups after it was cloned (the parent sends the
+	// PrepareSpec only after the move), and the namespace's root must be the run's
+	// cgroup, not the supervisor's.
+	{"cgroup namespace", func(*initState) error { return unix.Unshare(unix.CLONE_NEWCGROUP) }},
+}, rootSteps, []step{
 	{"rlimits", setRlimits},
 	// The bounding set can only be dropped while CAP_SETPCAP is held; the
 	// interpreter's uid change (in the fork, see startProgram) then clears every
@@ -119,7 +131,39 @@ var prepareSteps = []step{
 	// A warm sandbox starts its interpreter now, exactly as startProgram
 	// starts a cold run's, and waits until it is ready for its program.
 	{"warm interpreter", startWarm},
+})
+
+// BuildRoot runs rootSteps for a sandbox whose pid 1 is not a Go init (a
+// reaper), from a thread of the supervisor: the calling goroutine holds its
+// thread (runtime.LockOSThread) and never gives it back, has unshared the
+// thread's filesystem attributes (CLONE_FS: its root, working directory and
+// umask are the thread's own) and has joined the sandbox's mount, network and
+// UTS namespaces. pidns is the sandbox's pid namespace, whose proc it mounts
+// (ProcPidnsSupported). The thread is host root, as an init is before it
+// hardens itself, so that what it makes is owned as a Go init would make it.
+// It returns the scratch tmpfs's reconfiguration context (close-on-exec), the
+// caller's to close.
+func BuildRoot(prep *PrepareSpec, pidns *os.File) (scratchFD int, err error) {
+	st := &initState{prep: *prep, pidns: pidns, scratchFD: -1}
+	for _, s := range rootSteps {
+		if err := s.run(st); err != nil {
+			if st.scratchFD >= 0 {
+				unix.Close(st.scratchFD)
+			}
+			return -1, &StepError{Step: s.name, Err: err}
+		}
+	}
+	return st.scratchFD, nil
 }
+
+// StepError is BuildRoot's error: the step that failed, and why.
+type StepError struct {
+	Step string
+	Err  error
+}
+
+func (e *StepError) Error() string { return fmt.Sprintf("step %q: %v", e.Step, e.Err) }
+func (e *StepError) Unwrap() error { return e.Err }
 
 // runSteps put the run's program in place; startProgram then forks it.
 var runSteps = []step{

@@ -147,7 +147,7 @@ func mountBinds(st *initState) error {
 func mountProc(st *initState) error {
 	s := &st.prep
 	proc := filepath.Join(s.Scratch, scratchRoot, "proc")
-	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	if err := mountProcOf(st.pidns, proc); err != nil {
 		return fmt.Errorf("mounting proc at %q: %w", proc, err)
 	}
 	// The run's own /dev/null (mountDev comes first), not the host's, whose
@@ -181,6 +181,66 @@ func mountProc(st *initState) error {
 		}
 	}
 	return nil
+}
+
+// mountProcOf mounts at target the proc of pidns, or with a nil pidns the
+// caller's own (mount(2) gives the proc of the caller's pid namespace, which
+// is the run's for an init). A supervisor's thread is in the host's, and names
+// the run's through the filesystem context (ProcPidnsSupported); the mount
+// reads as mount(2)'s does in the run's mount table.
+func mountProcOf(pidns *os.File, target string) error {
+	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	if pidns == nil {
+		return unix.Mount("proc", target, "proc", flags, "")
+	}
+	fsfd, err := procContext(pidns)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fsfd)
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return fmt.Errorf("creating proc: %w", err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsmount proc: %w", err)
+	}
+	defer unix.Close(mfd)
+	return unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+// procContext opens a proc filesystem context of pidns, its source named as
+// mount(2) names it.
+func procContext(pidns *os.File) (int, error) {
+	fsfd, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen proc: %w", err)
+	}
+	if err := unix.FsconfigSetString(fsfd, "source", "proc"); err != nil {
+		unix.Close(fsfd)
+		return -1, fmt.Errorf("naming proc's source: %w", err)
+	}
+	if err := unix.FsconfigSetFd(fsfd, "pidns", int(pidns.Fd())); err != nil {
+		unix.Close(fsfd)
+		return -1, fmt.Errorf("setting proc's pid namespace: %w", err)
+	}
+	return fsfd, nil
+}
+
+// ProcPidnsSupported reports, with nil, whether this kernel can mount the
+// proc of a pid namespace other than the caller's (proc's "pidns" parameter,
+// Linux 6.15), which BuildRoot needs; it mounts nothing.
+func ProcPidnsSupported() error {
+	own, err := os.Open("/proc/self/ns/pid")
+	if err != nil {
+		return err
+	}
+	defer own.Close()
+	fsfd, err := procContext(own)
+	if err != nil {
+		return err
+	}
+	return unix.Close(fsfd)
 }
 
 // mountDev makes a minimal /dev: a small tmpfs with the device nodes of devNodes,
