@@ -365,7 +365,7 @@ func TestProgramMatchesTable(t *testing.T) {
 	for _, pol := range []struct {
 		name   string
 		policy Policy
-	}{{"Default", Default()}, {"Spawner", Spawner()}} {
+	}{{"Default", Default()}, {"Spawner", Spawner()}, {"Reaper", Reaper()}} {
 		t.Run(pol.name, func(t *testing.T) {
 			programMatchesTable(t, pol.policy)
 		})
@@ -625,5 +625,29 @@ func TestCasesFirstMatchWins(t *testing.T) {
 		if got := v.run(t, unix.AUDIT_ARCH_X86_64, unix.SYS_GETPID, args); got != want {
 			t.Errorf("getpid%#x: got %s, want %s", args, retName(got), retName(want))
 		}
+	}
+}
+
+// TestReaperAllowsOnlyItsLoop: the reaper's filter lets through its last
+// steps and its loop, and refuses what a compromised pid 1 would reach for
+// (EPERM, the default).
+func TestReaperAllowsOnlyItsLoop(t *testing.T) {
+	p := Reaper()
+	for _, name := range []string{"write", "close_range", "wait4", "rt_sigtimedwait", "exit_group"} {
+		if got := p.action(name, [6]uint64{}); got != Allow {
+			t.Errorf("%s: got %v, want allow", name, got)
+		}
+	}
+	for _, name := range []string{"read", "openat", "execve", "clone", "kill", "ptrace", "mount", "socket", "setns", "mmap", "setresuid"} {
+		if got := p.action(name, [6]uint64{}); got != Deny {
+			t.Errorf("%s: got %v, want deny", name, got)
+		}
+	}
+	prog, err := Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prog) > 64 {
+		t.Errorf("the reaper's filter has %d instructions; it was meant to cost next to nothing to load", len(prog))
 	}
 }

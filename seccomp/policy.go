@@ -299,6 +299,17 @@ func Spawner() Policy {
 	return p
 }
 
+// Reaper returns the policy of the reaper (jail/reaper), the pid 1 of a
+// zygote's sandbox, once it has dropped its identity: the calls of its last
+// two steps (its "ready" message, closing its descriptors) and of its loop,
+// which reaps and waits for SIGCHLD. Anything else fails with EPERM.
+func Reaper() Policy {
+	return Policy{Default: Deny, Rules: []Rule{{Action: Allow, Names: []string{
+		"write", "close_range", "wait4", "rt_sigtimedwait", "rt_sigreturn",
+		"restart_syscall", "exit", "exit_group",
+	}}}}
+}
+
 // cloneRule is Default's clone rule: no namespace flag at all.
 func cloneRule() Rule {
 	return Rule{Action: Allow, Names: []string{"clone"},
