@@ -6,6 +6,12 @@ BIN := bin/brig
 # both carry the same build stamp; built without cgo, a static binary whose start
 # skips the dynamic loader and the C library (about 1 ms of CPU per sandbox).
 INIT_BIN := bin/brig-init
+# bin/brig-reaper is the pid 1 of a zygote's sandbox (jail/reaper), a static
+# executable without a C library, which bin/brig uses when both carry the same
+# build stamp (otherwise bin/brig runs it from a constructor, at about 2 ms
+# more CPU per sandbox).
+REAPER_BIN := bin/brig-reaper
+REAPER_CFLAGS := -O2 -Wall -static -nostdlib -ffreestanding -fno-builtin -fno-stack-protector -no-pie
 STAMP := $(shell git rev-parse --short HEAD 2>/dev/null)-$(shell date +%s%N)
 LDFLAGS := -X github.com/brig-sandbox/brig/jail/pid1.buildStamp=$(STAMP)
 # urfave_cli_no_docs leaves out the CLI's man page generator, whose package
@@ -32,6 +38,7 @@ deps:
 build: deps
 	$(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/brig
 	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(INIT_BIN) ./cmd/brig-init
+	$(CC) $(REAPER_CFLAGS) -DREAPER_STANDALONE -DREAPER_STAMP='"$(STAMP)"' -o $(REAPER_BIN) jail/reaper/reaper.c
 
 # test runs every test; the privileged ones need root (CI runs as root). The
 # clients' tests run against bin/brig serve.

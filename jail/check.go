@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/cgroup"
+	"github.com/brig-sandbox/brig/jail/pid1"
 )
 
 // Check is one host requirement and whether this host meets it.
@@ -77,6 +78,14 @@ func CheckHost() []Check {
 		OK:     okSeccomp,
 		Detail: "actions: " + strings.TrimSpace(string(actions)),
 		Hint:   "enable CONFIG_SECCOMP_FILTER; brig needs the kill_process and errno actions",
+	})
+	// Not required: without it a zygote's sandbox keeps a Go init as its pid 1
+	// (rootbuild.go), which costs a warm Python run more CPU.
+	pidns := pid1.ProcPidnsSupported()
+	out = append(out, Check{
+		Name:   "proc of another pid namespace",
+		OK:     true,
+		Detail: orNone("available: zygotes' sandboxes get brig-reaper as their pid 1", fmt.Sprintf("unavailable (%v): zygotes' sandboxes keep a Go init as their pid 1; Linux 6.15 has it", pidns), pidns == nil),
 	})
 	fs := filesystems()
 	for _, f := range []string{"overlay", "tmpfs", "proc"} {

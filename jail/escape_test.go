@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/jail/pid1"
+	"github.com/brig-sandbox/brig/jail/reaper"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -102,6 +103,12 @@ r['cgroup paths'] = ' '.join(sorted(set(l.split(':', 2)[2] for l in open('/proc/
 	if testWarm {
 		ppid = "0"
 	}
+	// Pid 1 is the init, but in a zygote's sandbox where the reaper is on
+	// (rootbuild.go).
+	pid1Argv := "brig " + pid1.InitArg
+	if testWarm && l.reaper != nil {
+		pid1Argv = "brig " + reaper.Arg
+	}
 	checkProbe(t, got, []check{
 		{name: "uid and gid 1000", key: "ids", want: "1000/1000/1000 1000/1000/1000"},
 		{name: "no supplementary groups", key: "groups", want: "[]"},
@@ -110,7 +117,7 @@ r['cgroup paths'] = ' '.join(sorted(set(l.split(':', 2)[2] for l in open('/proc/
 		{name: "cwd", key: "cwd", want: "/sandbox"},
 		{name: "only the init and the program", key: "pids", want: "1 " + pid},
 		{name: "program is not PID 1", key: "ppid", want: ppid},
-		{name: "PID 1 is the init", key: "pid1 argv", want: "brig " + pid1.InitArg},
+		{name: "PID 1 is the init", key: "pid1 argv", want: pid1Argv},
 		{name: "hostname", key: "hostname", want: "sandbox"},
 		{name: "uname nodename", key: "nodename", want: "sandbox"},
 		{name: "proc hostname", key: "proc hostname", want: "sandbox"},

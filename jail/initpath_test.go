@@ -45,14 +45,14 @@ func TestDefaultInitPath(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake(tc.fakeStamp, tc.mode)
-			got, why := initPath(tc.stamp)
+			got, why := helperPath(InitBinary, tc.stamp)
 			if got != tc.want || !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
 				t.Errorf("got %q (%q), want %q (%q)", got, why, tc.want, tc.why)
 			}
 		})
 	}
 	os.Remove(p)
-	if got, why := initPath("b1"); got != "/proc/self/exe" || !strings.Contains(why, "no "+InitBinary) {
+	if got, why := helperPath(InitBinary, "b1"); got != "/proc/self/exe" || !strings.Contains(why, "no "+InitBinary) {
 		t.Errorf("without the file: got %q (%q), want /proc/self/exe and why", got, why)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/jail/pid1"
+	"github.com/brig-sandbox/brig/jail/reaper"
 	"github.com/brig-sandbox/brig/rootfs"
 	"github.com/brig-sandbox/brig/seccomp"
 )
@@ -83,6 +84,9 @@ type Config struct {
 	// InitPath is the binary each sandbox's init runs (brig-init, or brig
 	// re-executed); zero means DefaultInitPath's choice.
 	InitPath string
+	// ReaperPath is the binary a zygote's sandbox's reaper runs (brig-reaper,
+	// or brig re-executed: rootbuild.go); zero means DefaultReaperPath's.
+	ReaperPath string
 	// Logger gets one line per pool failure; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -98,9 +102,14 @@ type Launcher struct {
 	// spawnFilter is the init thread's filter until the program starts: see
 	// pid1.PrepareSpec.SpawnSeccomp.
 	spawnFilter []byte
-	ids         *idAllocator
-	scratch     string
-	log         *slog.Logger
+	// reaper, when set, is the config of a zygote's sandbox's pid 1: a
+	// reaper (jail/reaper), whose root the supervisor builds (buildRoot),
+	// instead of a Go init. Nil where the kernel can't mount the proc of
+	// another pid namespace (pid1.ProcPidnsSupported).
+	reaper  *reaper.Config
+	ids     *idAllocator
+	scratch string
+	log     *slog.Logger
 	// exits tells of a warm program's exit before the kernel has torn down
 	// its address space (exitwatch.go); nil where taskstats is missing.
 	exits *exitWatch
@@ -111,7 +120,7 @@ type Launcher struct {
 	// spawns is served by one goroutine locked to its own OS thread: an init's
 	// parent-death signal fires when the thread that cloned it exits, so every
 	// clone comes from a thread that lives as long as the Launcher.
-	spawns chan chan spawned
+	spawns chan spawnRequest
 	// onSpawner runs functions on the spawner's thread: starting a process
 	// that must outlive whatever thread asks for it (a zygote, whose
 	// parent-death signal would otherwise fire when a Go thread that a
@@ -175,6 +184,12 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 			cfg.Logger.Info("sandboxes' inits re-execute this binary", "init", cfg.InitPath, "why", why)
 		}
 	}
+	if cfg.ReaperPath == "" {
+		var why string
+		if cfg.ReaperPath, why = DefaultReaperPath(); why != "" {
+			cfg.Logger.Info("zygotes' sandboxes' reapers re-execute this binary", "reaper", cfg.ReaperPath, "why", why)
+		}
+	}
 	if err := validateConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -189,6 +204,13 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compiling the init's seccomp filter: %w", err)
 	}
+	reaperCfg, why, err := newReaperConfig()
+	if err != nil {
+		return nil, err
+	}
+	if why != "" {
+		cfg.Logger.Info("zygotes' sandboxes have a Go init as their pid 1, not a reaper", "why", why)
+	}
 	ids, err := newIDAllocator(cfg.IDs, cfg.IDLockDir)
 	if err != nil {
 		return nil, err
@@ -201,10 +223,11 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		cfg:         cfg,
 		filter:      cfg.Filter.Marshal(),
 		spawnFilter: spawn.Marshal(),
+		reaper:      reaperCfg,
 		ids:         ids,
 		scratch:     scratch,
 		log:         cfg.Logger,
-		spawns:      make(chan chan spawned),
+		spawns:      make(chan spawnRequest),
 		onSpawner:   make(chan func()),
 		pools:       map[string]chan *slot{},
 		rooms:       map[string]chan struct{}{},

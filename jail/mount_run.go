@@ -90,20 +90,29 @@ func attachMounts(ns int, ms []Mount, fds []int) error {
 	return nil
 }
 
-// resizeScratch sets the scratch tmpfs of the init pid to bytes, through a copy
-// of the init's descriptor ctxFD (its fspick context). It bounds all the run's
-// writable space, so that filling it ends in ENOSPC rather than an OOM kill.
-func resizeScratch(pid, ctxFD int, bytes int64) error {
+// resizeScratch sets the slot's scratch tmpfs to bytes, through its fspick
+// context: the supervisor's own (scratchCtx) or a copy of the init's
+// descriptor (scratchFD). It bounds all the run's writable space, so that
+// filling it ends in ENOSPC rather than an OOM kill.
+func (s *slot) resizeScratch(bytes int64) error {
+	if s.scratchCtx != nil {
+		return resizeContext(int(s.scratchCtx.Fd()), bytes)
+	}
+	pid := s.cmd.Process.Pid
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return fmt.Errorf("pidfd_open %d: %w", pid, err)
 	}
 	defer unix.Close(pidfd)
-	fd, err := unix.PidfdGetfd(pidfd, ctxFD, 0)
+	fd, err := unix.PidfdGetfd(pidfd, s.scratchFD, 0)
 	if err != nil {
 		return fmt.Errorf("taking the scratch context of init %d: %w", pid, err)
 	}
 	defer unix.Close(fd)
+	return resizeContext(fd, bytes)
+}
+
+func resizeContext(fd int, bytes int64) error {
 	if err := unix.FsconfigSetString(fd, "size", fmt.Sprint(bytes)); err != nil {
 		return fmt.Errorf("setting the scratch size to %d: %w", bytes, err)
 	}

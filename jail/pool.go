@@ -18,6 +18,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/jail/pid1"
+	"github.com/brig-sandbox/brig/jail/reaper"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -48,6 +49,9 @@ type slot struct {
 	// scratchFD is the init's descriptor of its scratch tmpfs's reconfiguration
 	// context, from its ready message.
 	scratchFD int
+	// scratchCtx is that context when the supervisor built the root (a
+	// reaper's sandbox, rootbuild.go), and then holds it itself.
+	scratchCtx *os.File
 	// baseline is the cgroup's usage before the run (the init's own start and
 	// preparing), subtracted from the run's CPU time.
 	baseline cgroup.Usage
@@ -101,9 +105,9 @@ func (l *Launcher) spawner() {
 	// with it, since Close has waited for every clone.
 	for {
 		select {
-		case reply := <-l.spawns:
-			s, err := l.clone()
-			reply <- spawned{s, err}
+		case req := <-l.spawns:
+			s, err := l.clone(req.reaper)
+			req.reply <- spawned{s, err}
 		case f := <-l.onSpawner:
 			f()
 		case <-l.done:
@@ -285,7 +289,7 @@ func (l *Launcher) took(s *slot, root *rootfs.Root, warm rootfs.Language, memory
 			s.discard()
 			return nil, false, fmt.Errorf("setting the run's memory limit: %w", err)
 		}
-		if err := resizeScratch(s.cmd.Process.Pid, s.scratchFD, ScratchBytes(memoryBytes)); err != nil {
+		if err := s.resizeScratch(ScratchBytes(memoryBytes)); err != nil {
 			s.discard()
 			return nil, false, err
 		}
@@ -301,8 +305,10 @@ func (l *Launcher) took(s *slot, root *rootfs.Root, warm rootfs.Language, memory
 // namespace first thing.
 func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes int64) (s *slot, retErr error) {
 	reply := make(chan spawned, 1)
+	// A zygote's sandbox gets a reaper where it can (rootbuild.go).
+	useReaper := warm == rootfs.Python && l.reaper != nil
 	select {
-	case l.spawns <- reply:
+	case l.spawns <- spawnRequest{reply, useReaper}:
 	case <-l.done:
 		return nil, ErrClosed
 	}
@@ -336,6 +342,12 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 		// A zygote's child joins the sandbox once it is built (zygote.go).
 		// The init starts no program, so it needs no spawner filter.
 		prep.Zygote, prep.SpawnSeccomp = true, nil
+		if useReaper {
+			if err := l.startReaper(s, prep); err != nil {
+				return nil, err
+			}
+			return s, nil
+		}
 	}
 	if err := pid1.WritePrepare(s.spec, prep); err != nil {
 		return nil, fmt.Errorf("sending the prepare spec: %w", err)
@@ -354,9 +366,10 @@ func LeftoverOfDeadProcess(name string) bool {
 	return unix.Kill(pid, 0) == unix.ESRCH
 }
 
-// clone creates the run's cgroup and clones the init into its namespaces (and, where
-// a cgroup2 directory exists, straight into the cgroup with CLONE_INTO_CGROUP).
-func (l *Launcher) clone() (s *slot, retErr error) {
+// clone creates the run's cgroup and clones the init (or a reaper) into its
+// namespaces (and, where a cgroup2 directory exists, straight into the cgroup
+// with CLONE_INTO_CGROUP).
+func (l *Launcher) clone(useReaper bool) (s *slot, retErr error) {
 	name := fmt.Sprintf("run-%d-%d", os.Getpid(), groupSeq.Add(1))
 	g, err := l.cfg.Cgroups.Create(name)
 	if err != nil {
@@ -389,10 +402,14 @@ func (l *Launcher) clone() (s *slot, retErr error) {
 		childEnds = append(childEnds, r)
 		return w, nil
 	}
-	for _, p := range []struct {
+	pipes := []struct {
 		dst         **os.File
 		parentReads bool
-	}{{&s.spec, false}, {&s.status, true}, {&s.stdout, true}, {&s.stderr, true}} {
+	}{{&s.spec, false}, {&s.status, true}, {&s.stdout, true}, {&s.stderr, true}}
+	if useReaper {
+		pipes = pipes[:2] // it prints nothing; its stdout and stderr are /dev/null
+	}
+	for _, p := range pipes {
 		if *p.dst, err = pipe(p.parentReads); err != nil {
 			return nil, fmt.Errorf("making pipes: %w", err)
 		}
@@ -408,10 +425,16 @@ func (l *Launcher) clone() (s *slot, retErr error) {
 		Args: []string{"brig", pid1.InitArg},
 		// The init's own environment; the program's comes from the spec.
 		Env:         []string{"GOMAXPROCS=1"},
-		Stdout:      childEnds[2],
-		Stderr:      childEnds[3],
 		ExtraFiles:  []*os.File{childEnds[0], childEnds[1]}, // pid1.SpecFD, pid1.StatusFD
 		SysProcAttr: sys,
+	}
+	if useReaper {
+		// brig-reaper, or this binary, whose constructor takes it over
+		// before its Go runtime starts. Its working directory is the root,
+		// which pivot_root then moves to the sandbox's, as it does the root.
+		s.cmd.Path, s.cmd.Args, s.cmd.Env, s.cmd.Dir = l.cfg.ReaperPath, []string{"brig", reaper.Arg}, []string{}, "/"
+	} else {
+		s.cmd.Stdout, s.cmd.Stderr = childEnds[2], childEnds[3]
 	}
 	if err := s.cmd.Start(); err != nil {
 		s.cmd = nil
@@ -432,12 +455,12 @@ func (s *slot) discard() error {
 	if s.zchild != nil {
 		s.zchild.kill()
 	}
-	for _, f := range []*os.File{s.spec, s.status, s.stdout, s.stderr} {
+	for _, f := range []*os.File{s.spec, s.status, s.stdout, s.stderr, s.scratchCtx} {
 		if f != nil {
 			f.Close()
 		}
 	}
-	s.spec, s.status, s.stdout, s.stderr = nil, nil, nil, nil
+	s.spec, s.status, s.stdout, s.stderr, s.scratchCtx = nil, nil, nil, nil, nil
 	if s.group != nil {
 		err = s.group.Delete()
 		s.group = nil

@@ -1,0 +1,154 @@
+package jail
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/brig-sandbox/brig/jail/pid1"
+	"github.com/brig-sandbox/brig/jail/reaper"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// pid1Probe prints, from inside a run, what the run can see of its pid 1.
+const pid1Probe = `import os
+fields = dict(l.split(':', 1) for l in open('/proc/1/status').read().splitlines())
+for k in ('Name', 'Uid', 'Gid', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs', 'Seccomp'):
+    print(k, fields[k].split()[0] if k not in ('Uid', 'Gid') else ' '.join(fields[k].split()))
+for path in ('/proc/1/fd', '/proc/1/root', '/proc/1/cwd', '/proc/1/environ'):
+    try:
+        os.listdir(path) if path.endswith('fd') or path.endswith('root') else open(path).read()
+        print(path, 'readable')
+    except OSError as e:
+        print(path, type(e).__name__)
+print('ns', os.readlink('/proc/self/ns/mnt') == os.readlink('/proc/1/ns/mnt') if os.access('/proc/1/ns/mnt', os.R_OK) else 'hidden')
+`
+
+// warmPythonLauncher is a Launcher whose Python runs take a zygote's
+// sandbox, with opts applied after.
+func warmPythonLauncher(tb testing.TB, opts ...func(*Config)) *Launcher {
+	tb.Helper()
+	return newTestLauncher(tb, 1, append([]func(*Config){func(c *Config) {
+		c.Warm = map[rootfs.Language]bool{rootfs.Python: true}
+	}}, opts...)...)
+}
+
+// checkHardenedPID1 checks what a run saw of its pid 1 (pid1Probe): an
+// unprivileged id that is not the program's, every capability set empty,
+// no_new_privs, a filter, and nothing of it readable.
+func checkHardenedPID1(t *testing.T, res *Result, name string) {
+	t.Helper()
+	if res.End != EndCompleted || res.Start != StartWarm {
+		t.Fatalf("run: %s (%s, start %s), stderr %q", res.End, res.Message, res.Start, res.Stderr)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		got[k] = v
+	}
+	want := map[string]string{
+		"Name": name, "CapInh": "0000000000000000", "CapPrm": "0000000000000000",
+		"CapEff": "0000000000000000", "CapBnd": "0000000000000000", "CapAmb": "0000000000000000",
+		"NoNewPrivs": "1", "Seccomp": "2",
+		"/proc/1/fd": "PermissionError", "/proc/1/root": "PermissionError",
+		"/proc/1/cwd": "PermissionError", "/proc/1/environ": "PermissionError",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("pid 1's %s: got %q, want %q (all: %q)", k, got[k], v, res.Stdout)
+		}
+	}
+	// The program's namespace maps two host ids: the init's to 0 and the
+	// program's own to 1000. Pid 1 is the init's.
+	for _, k := range []string{"Uid", "Gid"} {
+		if got[k] != "0 0 0 0" {
+			t.Errorf("pid 1's %s: %q, want the init's host id, which the program sees as 0", k, got[k])
+		}
+	}
+}
+
+// TestReaperIsHardenedPID1: a zygote's sandbox's pid 1 is the reaper, and
+// the program finds it as unprivileged and as closed to it as a Go init.
+func TestReaperIsHardenedPID1(t *testing.T) {
+	l := warmPythonLauncher(t)
+	if l.reaper == nil {
+		t.Fatal("this kernel can't mount the proc of another pid namespace; the reaper is off (pid1.ProcPidnsSupported)")
+	}
+	waitWarm(t, l)
+	checkHardenedPID1(t, run(t, l, rootfs.Python, pid1Probe), "brig-reaper")
+	// And from the host: the init's own host ids, not root's.
+	waitWarm(t, l)
+	s := <-l.pools[poolKey(rootOf(t, l, rootfs.Python), rootfs.Python)]
+	defer s.discard()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("Uid:\t%[1]d\t%[1]d\t%[1]d\t%[1]d\n", s.ids.InitUID),
+		fmt.Sprintf("Gid:\t%[1]d\t%[1]d\t%[1]d\t%[1]d\n", s.ids.InitGID),
+		"Threads:\t1\n",
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the reaper's status has no %q:\n%s", want, b)
+		}
+	}
+	// Its one descriptor is the status pipe.
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.cmd.Process.Pid))
+	if err != nil || len(fds) != 1 || fds[0].Name() != strconv.Itoa(reaper.StatusFD) {
+		t.Errorf("the reaper's descriptors: %v (%v), want only %d", fds, err, reaper.StatusFD)
+	}
+}
+
+// TestZygoteSandboxWithGoInit: where the reaper is off (a kernel without
+// proc's pidns parameter), a zygote's sandbox has a Go init, as hardened.
+func TestZygoteSandboxWithGoInit(t *testing.T) {
+	reaperOff = true
+	l := warmPythonLauncher(t)
+	reaperOff = false
+	if l.reaper != nil {
+		t.Fatal("reaperOff did not turn the reaper off")
+	}
+	waitWarm(t, l)
+	res := run(t, l, rootfs.Python, pid1Probe)
+	// The Go init re-executes this test binary, whose name the kernel
+	// took from /proc/self/exe.
+	checkHardenedPID1(t, res, "exe")
+	if res := run(t, l, rootfs.Python, "import os\nos.makedirs('/tmp/a/b')\nprint(open('/etc/hostname').read().strip() if os.path.exists('/etc/hostname') else os.uname().nodename)"); res.End != EndCompleted || res.Start != StartWarm {
+		t.Errorf("second run: %s (%s), start %s", res.End, res.Message, res.Start)
+	}
+}
+
+// TestReaperBinary builds brig-reaper as make does (a static executable
+// without a C library) and runs a zygote's sandbox with it.
+func TestReaperBinary(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, ReaperBinary)
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	cmd := exec.Command(cc, "-O2", "-Wall", "-static", "-nostdlib", "-ffreestanding", "-fno-builtin", "-fno-stack-protector", "-no-pie",
+		"-DREAPER_STANDALONE", `-DREAPER_STAMP="test-stamp"`, "-o", bin, filepath.Join("reaper", "reaper.c"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the reaper as the Makefile does: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, pid1.StampArg).Output()
+	if err != nil || strings.TrimSpace(string(out)) != "test-stamp" {
+		t.Fatalf("%s %s: %q, %v; want its build stamp", bin, pid1.StampArg, out, err)
+	}
+	// Not pid 1, or any other argument: it refuses, and says why.
+	if out, err := exec.Command(bin, "reaper").CombinedOutput(); err == nil || !strings.Contains(string(out), "not run by hand") {
+		t.Errorf("run by hand: %q, %v; want a refusal", out, err)
+	}
+	l := warmPythonLauncher(t, func(c *Config) { c.ReaperPath = bin })
+	if l.reaper == nil {
+		t.Fatal("the reaper is off")
+	}
+	waitWarm(t, l)
+	checkHardenedPID1(t, run(t, l, rootfs.Python, pid1Probe), "brig-reaper")
+}
