@@ -7,7 +7,8 @@
 # Needs perf (Debian's linux-perf). The figures are ms of CPU per run at the
 # rate the bench reached: "service" is the brig serve process, "brig (other)"
 # the bench's own client and the service's children before they exec
-# brig-init, "brig-init" every sandbox's init, "python3"/"node" the programs,
+# brig-init, "brig-init" every sandbox's init, "brig-reaper" the pid 1 of a
+# zygote's sandbox (jail/reaper), "python3"/"node" the programs,
 # the zygote and its children, the rest the kernel's threads and idle.
 set -euo pipefail
 sock=${1:-/run/brig/brig.sock}
