@@ -134,6 +134,15 @@ func buildRootOnThread(pid int, prep *pid1.PrepareSpec) (int, error) {
 	if err := unix.Setns(pidfd, unix.CLONE_NEWNS|unix.CLONE_NEWNET|unix.CLONE_NEWUTS); err != nil {
 		return -1, fmt.Errorf("joining the sandbox's namespaces: %w", err)
 	}
+	// Belt and braces before pivot_root, which in the service's own mount
+	// namespace would move the root of every process in it: the reaper is
+	// this process's unreaped child, so its pid can't have been reused, but
+	// the thread must be somewhere else than the main thread all the same.
+	here, err1 := os.Readlink("/proc/thread-self/ns/mnt")
+	service, err2 := os.Readlink("/proc/self/ns/mnt")
+	if err1 != nil || err2 != nil || here == service {
+		return -1, fmt.Errorf("the building thread is not in a mount namespace of the sandbox's (%s, the service's %s: %v, %v)", here, service, err1, err2)
+	}
 	fd, err := pid1.BuildRoot(prep, pidns)
 	if err != nil {
 		return -1, fmt.Errorf("building the root failed at %w", err)
