@@ -203,7 +203,7 @@ func (s *slot) waitReady() error {
 		return fmt.Errorf("the init exited before building the root (it printed %q)", out[:n])
 	case m.Kind == pid1.MsgError:
 		s.discard()
-		return fmt.Errorf("building the root failed at step %q: %s", m.Step, m.Error)
+		return fmt.Errorf("building the root failed at step %q: %s", m.Step, withErrnoText(m.Error))
 	case m.Kind != pid1.MsgReady:
 		s.discard()
 		return fmt.Errorf("unexpected message %q from a preparing init", m.Kind)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -148,4 +149,14 @@ func buildRootOnThread(pid int, prep *pid1.PrepareSpec) (int, error) {
 		return -1, fmt.Errorf("building the root failed at %w", err)
 	}
 	return fd, nil
+}
+
+// withErrnoText adds the text of the reaper's bare "errno N" (it has no
+// strerror), so that its errors read as an init's do.
+func withErrnoText(msg string) string {
+	var n int
+	if _, err := fmt.Sscanf(msg, "errno %d", &n); err != nil || fmt.Sprintf("errno %d", n) != msg {
+		return msg
+	}
+	return fmt.Sprintf("%s (%v)", msg, syscall.Errno(n))
 }

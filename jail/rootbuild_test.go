@@ -9,9 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/jail/reaper"
 	"github.com/brig-sandbox/brig/rootfs"
+	"github.com/brig-sandbox/brig/seccomp/bpf"
 )
 
 // pid1Probe prints, from inside a run, what the run can see of its pid 1.
@@ -151,4 +154,25 @@ func TestReaperBinary(t *testing.T) {
 	}
 	waitWarm(t, l)
 	checkHardenedPID1(t, run(t, l, rootfs.Python, pid1Probe), "brig-reaper")
+}
+
+// TestReaperReportsItsFailure: a reaper that can't harden itself says at
+// which step, as an init does, and the sandbox is not used.
+func TestReaperReportsItsFailure(t *testing.T) {
+	l := newTestLauncher(t, 0, func(c *Config) { c.Warm = map[rootfs.Language]bool{rootfs.Python: true} })
+	if l.reaper == nil {
+		t.Fatal("the reaper is off")
+	}
+	// A jump past the program's end: the kernel refuses the filter.
+	broken := *l.reaper
+	broken.Filter = bpf.Program{{Code: unix.BPF_JMP | unix.BPF_JA, K: 5}}
+	l.reaper = &broken
+	s, err := l.prepare(rootOf(t, l, rootfs.Python), rootfs.Python)
+	if err == nil {
+		s.discard()
+		t.Fatal("a reaper with a filter the kernel refuses prepared a sandbox")
+	}
+	if !strings.Contains(err.Error(), `"init seccomp"`) || !strings.Contains(err.Error(), "errno 22 (invalid argument)") {
+		t.Errorf("got %v, want the step and errno (EINVAL)", err)
+	}
 }
