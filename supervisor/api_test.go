@@ -221,7 +221,7 @@ func TestAPIStatusCodes(t *testing.T) {
 	t.Run("409 for an id reused with another request", func(t *testing.T) {
 		ts.mustRun(t, request("python", "print(1)", func(r *api.Request) { r.ID = "reused-1" }))
 		_, err := ts.client.Run(ctx, request("python", "print(2)", func(r *api.Request) { r.ID = "reused-1" }))
-		if ce := apiErr(t, err, http.StatusConflict, ""); ce.API.Code != api.ErrorConflict {
+		if ce := apiErr(t, err, http.StatusConflict, "id"); ce.API.Code != api.ErrorConflict {
 			t.Fatalf("got code %q, want %q", ce.API.Code, api.ErrorConflict)
 		}
 		body, _ := json.Marshal(request("python", "print(1)", func(r *api.Request) { r.ID = "reused-1"; r.Env = map[string]string{"A": "1"} }))

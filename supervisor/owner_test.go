@@ -195,10 +195,10 @@ func TestRunOwnership(t *testing.T) {
 			t.Fatalf("got %v, %v for A's retry, want A's first result (stdout %q)", again, err, resA.Stdout)
 		}
 		_, err = a.Run(ctx, request("python", "print(2)", withRunID("shared")))
-		apiErr(t, err, http.StatusConflict, "")
+		apiErr(t, err, http.StatusConflict, "id")
 		// B's different body never conflicted with A's id: B's id is its own.
 		_, err = b.Run(ctx, request("python", "print(2)", withRunID("shared")))
-		apiErr(t, err, http.StatusConflict, "")
+		apiErr(t, err, http.StatusConflict, "id")
 	})
 
 	t.Run("another uid gets 404 as for an unknown id", func(t *testing.T) {

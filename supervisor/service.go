@@ -305,8 +305,11 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 	return r, nil, nil
 }
 
+// conflict names the field at fault, id, as an invalid request's error does.
 func conflict(id string) error {
-	return newError(api.ErrorConflict, "the id %q belongs to a run with a different request; send the same request to get that run, or use a new id", id)
+	e := newError(api.ErrorConflict, "the id %q belongs to a run with a different request; send the same request to get that run, or use a new id", id)
+	e.body.Field = "id"
+	return e
 }
 
 // available refuses what this host can't give, rather than run with less than

@@ -408,7 +408,7 @@ func TestFakeJournal(t *testing.T) {
 	other := req
 	other.Code = "print('other')"
 	_, err = fs.client.Run(context.Background(), other)
-	if ce := apiErr(t, err, http.StatusConflict, ""); ce.API.Code != api.ErrorConflict {
+	if ce := apiErr(t, err, http.StatusConflict, "id"); ce.API.Code != api.ErrorConflict {
 		t.Fatalf("got code %q, want %q", ce.API.Code, api.ErrorConflict)
 	}
 	_, err = fs.client.Get(context.Background(), "never-ran")

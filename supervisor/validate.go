@@ -30,6 +30,9 @@ var networkFields = []string{"mode", "domains"}
 // a model can act on. The request it returns has every default filled in.
 func decodeRequest(body []byte) (api.Request, *apiError) {
 	var req api.Request
+	if err := checkUTF8(body); err != nil {
+		return req, err
+	}
 	fields, err := decodeObject(body, "", requestFields)
 	if err != nil {
 		return req, err
@@ -69,7 +72,16 @@ func decodeField(req *api.Request, f string, raw json.RawMessage) *apiError {
 	case "memory_mib":
 		err = json.Unmarshal(raw, &req.MemoryMiB)
 	case "packages":
-		err = json.Unmarshal(raw, &req.Packages)
+		// Element by element, so that a wrong type is named by its index.
+		var items []json.RawMessage
+		if err = json.Unmarshal(raw, &items); err == nil {
+			req.Packages = make([]string, len(items))
+			for i, it := range items {
+				if bytes.Equal(bytes.TrimSpace(it), []byte("null")) || json.Unmarshal(it, &req.Packages[i]) != nil {
+					return invalid(fmt.Sprintf("packages[%d]", i), `must be a string: a package with a version constraint, such as "numpy==1.26.4" or "lodash@4.17.21"`)
+				}
+			}
+		}
 	case "env":
 		return decodeEnv(req, raw)
 	case "network":
@@ -95,7 +107,7 @@ func decodeEnv(req *api.Request, raw json.RawMessage) *apiError {
 		v := members[k]
 		var s string
 		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) || json.Unmarshal(v, &s) != nil {
-			return invalid("env."+k, "must be a string; %s", typeHint["env"])
+			return invalid("env."+k, "must be a string, such as {%q: \"1\"}: env's values are strings", k)
 		}
 		req.Env[k] = s
 	}
@@ -249,7 +261,76 @@ func checkField(req api.Request, f string) *apiError {
 	return nil
 }
 
+// checkUTF8 refuses a body that is not UTF-8, or whose strings escape half a
+// surrogate pair: encoding/json would turn either into U+FFFD, and the run
+// would get code or an environment other than the one sent.
+func checkUTF8(body []byte) *apiError {
+	if !utf8.Valid(body) {
+		i := 0
+		for i < len(body) {
+			r, n := utf8.DecodeRune(body[i:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			i += n
+		}
+		return invalid("", "the body is not UTF-8 (byte %d is 0x%02x); send JSON encoded in UTF-8", i, body[i])
+	}
+	// Escapes occur only inside strings, and an escaped backslash is
+	// skipped whole, so this reads every \u escape of a valid body.
+	for i := 0; i+1 < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		if body[i+1] != 'u' {
+			i++
+			continue
+		}
+		hi, ok := hex4(body, i+2)
+		switch {
+		case !ok:
+		case hi >= 0xdc00 && hi <= 0xdfff:
+			return invalid("", "the body escapes half a surrogate pair (\\u%04x at byte %d); escape a character beyond U+FFFF as a high and a low surrogate, or send it as UTF-8", hi, i)
+		case hi >= 0xd800 && hi <= 0xdbff:
+			lo, ok := rune(0), i+7 < len(body) && body[i+6] == '\\' && body[i+7] == 'u'
+			if ok {
+				lo, ok = hex4(body, i+8)
+			}
+			if !ok || lo < 0xdc00 || lo > 0xdfff {
+				return invalid("", "the body escapes half a surrogate pair (\\u%04x at byte %d); escape a character beyond U+FFFF as a high and a low surrogate, or send it as UTF-8", hi, i)
+			}
+			i += 6
+		}
+		i += 5
+	}
+	return nil
+}
+
+// hex4 reads the four hex digits of a \u escape at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
 func validateID(id string) *apiError {
+	if id == "." || id == ".." {
+		return invalid("id", "is %q, a path segment that HTTP clients and servers remove from /v1/runs/{id}, so the run could never be read or stopped; use another id, or leave it out to get a generated id", id)
+	}
 	if len(id) > api.MaxIDChars {
 		return invalid("id", "has %d characters; give %d to %d of A-Z a-z 0-9 . _ : -, or leave it out to get a generated id", len(id), api.MinIDChars, api.MaxIDChars)
 	}

@@ -144,7 +144,7 @@ func TestDecodeRequest(t *testing.T) {
 		{name: "packages javascript without constraint", body: validBody(`"language": "javascript"`, `"packages": ["lodash"]`), field: "packages[0]"},
 		{name: "packages python syntax for javascript", body: validBody(`"language": "javascript"`, `"packages": ["lodash==4.17.21"]`), field: "packages[0]"},
 		{name: "packages not an array", body: validBody(`"packages": "numpy==1.26.4"`), field: "packages"},
-		{name: "packages number entry", body: validBody(`"packages": [1]`), field: "packages"},
+		{name: "packages number entry", body: validBody(`"packages": [1]`), field: "packages[0]"},
 
 		// env
 		{name: "env empty", body: validBody(`"env": {}`), valid: true},
@@ -159,7 +159,36 @@ func TestDecodeRequest(t *testing.T) {
 		{name: "env name with dash", body: validBody(`"env": {"A-B": "v"}`), field: "env.A-B"},
 		{name: "env underscore name", body: validBody(`"env": {"_a1": "v"}`), valid: true},
 		{name: "env PATH reserved", body: validBody(`"env": {"PATH": "/bin"}`), field: "env.PATH", contains: []string{"reserved"}},
+		{name: "packages element not a string", body: validBody(`"packages": ["numpy==1.26.4", 5]`), field: "packages[1]", contains: []string{"must be a string"}},
+		{name: "packages element null", body: validBody(`"packages": [null]`), field: "packages[0]"},
 		{name: "env HTTP_PROXY reserved", body: validBody(`"env": {"HTTP_PROXY": "http://x"}`), field: "env.HTTP_PROXY", contains: []string{"reserved"}},
+		// Python's urllib reads proxy variables in any case.
+		{name: "env Http_Proxy reserved", body: validBody(`"env": {"Http_Proxy": "http://x"}`), field: "env.Http_Proxy", contains: []string{"reserved"}},
+		{name: "env No_Proxy reserved", body: validBody(`"env": {"No_Proxy": "*"}`), field: "env.No_Proxy", contains: []string{"reserved"}},
+		{name: "env MY_PROXY free", body: validBody(`"env": {"MY_PROXY": "x"}`), valid: true},
+
+		// The body's encoding: encoding/json would turn what is not UTF-8,
+		// and half a surrogate pair, into U+FFFD.
+		{name: "body not UTF-8", body: validBody("\"env\": {\"A\": \"\xff\"}"), field: "", contains: []string{"not UTF-8", "0xff"}},
+		{name: "lone high surrogate", body: validBody(`"code": "print('\ud800')"`), field: "", contains: []string{"surrogate", `\ud800`}},
+		{name: "lone low surrogate", body: validBody(`"code": "print('\udc00')"`), field: "", contains: []string{"surrogate", `\udc00`}},
+		{name: "high surrogate then other escape", body: validBody(`"code": "print('\ud800\u0041')"`), field: "", contains: []string{"surrogate"}},
+		{name: "surrogate pair", body: validBody(`"code": "print('\ud83d\ude00')"`), valid: true,
+			check: func(t *testing.T, req api.Request) {
+				if req.Code != "print('\U0001F600')" {
+					t.Errorf("code %q, want the emoji", req.Code)
+				}
+			}},
+		{name: "escaped backslash before u", body: validBody(`"code": "print('\\ud800')"`), valid: true,
+			check: func(t *testing.T, req api.Request) {
+				if req.Code != `print('\ud800')` {
+					t.Errorf("code %q, want a backslash and ud800", req.Code)
+				}
+			}},
+		{name: "literal U+FFFD", body: validBody(`"code": "print('\ufffd�')"`), valid: true},
+		{name: "id dot", body: validBody(`"id": "."`), field: "id", contains: []string{"path segment"}},
+		{name: "id dot dot", body: validBody(`"id": ".."`), field: "id", contains: []string{"path segment"}},
+		{name: "id three dots", body: validBody(`"id": "..."`), valid: true},
 		{name: "env NUL in value", body: validBody(`"env": {"A": "x\u0000y"}`), field: "env.A"},
 		{name: "env number value", body: validBody(`"env": {"A": 1}`), field: "env.A"},
 		{name: "env null value", body: validBody(`"env": {"A": null}`), field: "env.A"},
@@ -343,7 +372,8 @@ func wantDecodedMode(mode string) func(*testing.T, api.Request) {
 func TestValidateIDEveryByte(t *testing.T) {
 	for c := 0; c < 256; c++ {
 		id := string(rune(c))
-		want := c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.ContainsRune("._:-", rune(c))
+		// "." alone is a path segment, which HTTP removes from /v1/runs/{id}.
+		want := c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.ContainsRune("_:-", rune(c))
 		_, aerr := decodeRequest([]byte(validBody(`"id": ` + jsonQuote(id))))
 		if got := aerr == nil; got != want {
 			t.Errorf("id %q: got accepted %v, want %v", id, got, want)
