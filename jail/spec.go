@@ -142,6 +142,10 @@ func ReservedEnv(name string) bool {
 	if _, ok := brigEnv[name]; ok {
 		return true
 	}
+	// The proxy variables in any case: Python's urllib reads them so.
+	if strings.HasSuffix(strings.ToUpper(name), "_PROXY") && slices.Contains(brigOnlyEnv, strings.ToUpper(name)) {
+		return true
+	}
 	return slices.Contains(brigOnlyEnv, name)
 }
 
