@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -143,8 +144,13 @@ func npmResolved(set Set, r *driverResult) ([]Resolved, error) {
 // version satisfies together.
 var npmUnavailableCodes = []string{"E404", "ETARGET", "ERESOLVE"}
 
-// npmError is npm's failure: an *UnavailableError for the codes above, else a
-// plain error.
+// npmNetworkCodes are npm's error codes for a registry that did not answer:
+// the system's for a connection that failed, and npm's for an HTTP status of
+// the server's.
+var npmNetworkCodes = []string{"ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EAI_AGAIN", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "E500", "E502", "E503", "E504"}
+
+// npmError is npm's failure: an *UnavailableError for the codes above, an
+// *IndexError for a registry that did not answer, else a plain error.
 func npmError(r *driverResult) error {
 	code := ""
 	var lines []string
@@ -169,6 +175,9 @@ func npmError(r *driverResult) error {
 		msg := strings.Join(lines, " ")
 		if msg == "" {
 			msg = strings.TrimPrefix(quoteTail(strings.Join(r.Tail, "\n")), ": ")
+		}
+		if slices.Contains(npmNetworkCodes, code) {
+			return &IndexError{Message: fmt.Sprintf("the javascript installer could not read the registry (npm's code %s): %s", code, clip(msg, maxMessage))}
 		}
 		return fmt.Errorf("the javascript installer failed (npm exited with status %d, code %q): %s", r.Exit, code, clip(msg, maxMessage))
 	}

@@ -196,9 +196,9 @@ var (
 	pipNoiseRE = lazyRegexp(`^ERROR: ResolutionImpossible: for help`)
 )
 
-// pipError is pip's failure: an *UnavailableError when pip says a package or
-// version can't be found or resolved (unless the index itself did not
-// answer), else a plain error.
+// pipError is pip's failure: an *IndexError when the index did not answer,
+// an *UnavailableError when pip says a package or version can't be found or
+// resolved, else a plain error.
 func pipError(r *driverResult, allowSourceBuilds bool) error {
 	down := indexFailures(r.FetchFailures)
 	for _, w := range r.Warnings {
@@ -207,7 +207,7 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		}
 	}
 	if len(down) > 0 {
-		return fmt.Errorf("the python installer could not read the package index: %s", clip(strings.Join(down, " | "), maxMessage))
+		return &IndexError{Message: "the python installer could not read the package index: " + clip(strings.Join(down, " | "), maxMessage)}
 	}
 	unavailable := false
 	var lines []string

@@ -234,6 +234,10 @@ func TestPipError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := pipError(&tc.r, tc.allowSource)
 			checkInstallError(t, err, tc.unavailable, tc.want)
+			var ie *IndexError
+			if got, want := errors.As(err, &ie), tc.name == "index down"; got != want {
+				t.Errorf("got IndexError %v (%v), want %v", got, err, want)
+			}
 		})
 	}
 }
@@ -282,10 +286,24 @@ func TestNpmError(t *testing.T) {
 			"npm error errno ECONNREFUSED",
 			"npm error FetchError: request to http://npm.test/app failed, reason: connect ECONNREFUSED 127.0.0.1:80",
 			"npm error A complete log of this run can be found in: /sandbox/.npm/_logs/x-debug-0.log",
-		}}, false, []string{`code "ECONNREFUSED"`, "request to http://npm.test/app failed"}},
+		}}, false, []string{"could not read the registry", "code ECONNREFUSED", "request to http://npm.test/app failed"}},
+		{"registry answers 503", driverResult{Exit: 1, Errors: []string{
+			"npm error code E503",
+			"npm error 503 Service Unavailable - GET http://npm.test/app",
+		}}, false, []string{"could not read the registry", "code E503"}},
+		{"disk full", driverResult{Exit: 1, Errors: []string{
+			"npm error code ENOSPC",
+			"npm error nospc ENOSPC: no space left on device, write",
+		}}, false, []string{`code "ENOSPC"`, "no space left"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkInstallError(t, npmError(&tc.r), tc.unavailable, tc.want)
+			err := npmError(&tc.r)
+			checkInstallError(t, err, tc.unavailable, tc.want)
+			// The registry's own failures, and only they, are IndexErrors.
+			var ie *IndexError
+			if got, want := errors.As(err, &ie), strings.HasPrefix(tc.name, "registry"); got != want {
+				t.Errorf("got IndexError %v (%v), want %v", got, err, want)
+			}
 		})
 	}
 }

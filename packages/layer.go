@@ -132,6 +132,15 @@ type UnavailableError struct {
 
 func (e *UnavailableError) Error() string { return e.Message }
 
+// IndexError is an install that failed because the registry did not answer:
+// not the request's fault, and worth trying again later. Message says what the
+// installer saw.
+type IndexError struct {
+	Message string
+}
+
+func (e *IndexError) Error() string { return e.Message }
+
 // ErrUnavailable matches an *UnavailableError with errors.Is.
 var ErrUnavailable = errors.New("package unavailable")
 

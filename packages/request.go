@@ -202,6 +202,10 @@ func parsePython(s string) (Request, error) {
 		if at > 0 {
 			if name := strings.TrimSpace(s[:at]); pyNameRE().MatchString(name) {
 				example = name + "==1.0.0"
+				// npm's syntax for a Python run: say so, with pip's spelling.
+				if v := strings.TrimSpace(s[at+1:]); v != "" && strings.Trim(v, "0123456789.") == "" {
+					return Request{}, refuse(s, "%q is written as for npm; a Python run's packages are pip's, written name==version, such as %s==%s", s, name, v)
+				}
 			}
 		}
 		return Request{}, refuse(s, "%q is a URL or a direct reference: brig installs from the package index only; give the name with a version constraint, such as %s", s, example)
@@ -383,6 +387,16 @@ func parseJavaScript(s string) (Request, error) {
 		return Request{}, refuse(s, "%q is a tarball: brig installs from the npm registry only; give name@range, such as %s", s, npmExample)
 	case strings.Contains(s, ":"):
 		return Request{}, refuse(s, "%q has a \":\", which neither a package name nor a version range holds: give name@range, such as %s", s, npmExample)
+	}
+	// pip's syntax for a JavaScript run: say so, with the npm spelling.
+	if i := strings.IndexAny(s, "=<>!~"); i > 0 && !strings.Contains(s, "@") {
+		if name := strings.TrimSpace(s[:i]); npmNamePartRE().MatchString(name) {
+			rng := strings.TrimLeft(s[i:], "=<>!~ ")
+			if rng == "" || strings.Trim(rng, "0123456789.") != "" {
+				rng = "1.0.0"
+			}
+			return Request{}, refuse(s, "%q is written as for pip; a JavaScript run's packages are npm's, written name@range, such as %s@%s", s, name, rng)
+		}
 	}
 
 	// The range follows the last "@" that is not a scope's leading one.

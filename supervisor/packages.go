@@ -85,9 +85,14 @@ func (s *Service) preparePackages(r *run) (*packages.Lease, *api.Result) {
 		Options: s.cfg.Packages.Options[r.req.Language]}
 	lease, err := s.cfg.Packages.Cache.Acquire(r.ctx, set, r.onPackage)
 	var unavailable *packages.UnavailableError
+	var index *packages.IndexError
 	switch {
 	case errors.As(err, &unavailable):
 		return nil, end(api.ReasonPackageUnavailable, "%s", unavailable.Message)
+	case errors.As(err, &index):
+		// Not the request's fault: internal, and a message that says to try
+		// again, without the layer's key that the error chain carries.
+		return nil, end(api.ReasonInternal, "%s; the program did not run: the registry or this host's network failed, not the request, so the same request may work later", index.Message)
 	case r.ctx.Err() != nil:
 		return nil, end(api.ReasonStopped, "the run was stopped while its packages were prepared; the program did not run")
 	case errors.Is(err, context.DeadlineExceeded):

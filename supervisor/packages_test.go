@@ -54,8 +54,14 @@ func newRegistryStandIns(t *testing.T) *registryStandIns {
 // withPackages gives the service a package cache whose installer uses the
 // stand-ins, and policy.
 func (r *registryStandIns) withPackages(t testing.TB, ts **testService, policy packages.PolicyConfig) func(*Config) {
+	return withPackagesAt(t, ts, policy, r.py.Host(), r.npm.Host())
+}
+
+// withPackagesAt is withPackages with the registries' names pinned to the
+// addresses given.
+func withPackagesAt(t testing.TB, ts **testService, policy packages.PolicyConfig, pyAddr, npmAddr string) func(*Config) {
 	return func(cfg *Config) {
-		ecfg := egress.Config{Pins: map[string]string{pyRegistryHost + ":80": r.py.Host(), npmRegistryHost + ":80": r.npm.Host()}}
+		ecfg := egress.Config{Pins: map[string]string{pyRegistryHost + ":80": pyAddr, npmRegistryHost + ":80": npmAddr}}
 		hosts := map[string][]string{"python": {pyRegistryHost}, "javascript": {npmRegistryHost}}
 		inst, err := packages.NewInstaller(packages.InstallerConfig{
 			Run: func(ctx context.Context, spec jail.Spec) (*jail.Result, error) {
@@ -321,5 +327,35 @@ func TestPackagesRealNpmRegistry(t *testing.T) {
 	}
 	if len(res.Packages) != 1 || res.Packages[0].Version != "7.0.0" || res.Packages[0].Cached {
 		t.Errorf("packages: got %+v, want is-number 7.0.0 installed now", res.Packages)
+	}
+}
+
+// TestPackagesIndexDown: a package index that does not answer (a loopback port
+// nothing listens on) ends the run internal, with one message that says the
+// request was not at fault and may work later, not the layer's error chain.
+func TestPackagesIndexDown(t *testing.T) {
+	testutil.RequireRoot(t)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := closed.Addr().String()
+	closed.Close() // nothing listens there now
+	var ts *testService
+	ts = newTestService(t, func(cfg *Config) {
+		withPackagesAt(t, &ts, packages.PolicyConfig{Mode: packages.PolicyOpen}, down, down)(cfg)
+	})
+	res := ts.mustRun(t, request("python", "print('ran')", withPackageRequests("pkg-a==1.0")))
+	if res.Reason != api.ReasonInternal || res.Stdout != "" {
+		t.Fatalf("got %s/%s stdout %q (%s), want internal and no output", res.Outcome, res.Reason, res.Stdout, res.Message)
+	}
+	for _, want := range []string{"could not read the package index", "the program did not run", "may work later"} {
+		if !strings.Contains(res.Message, want) {
+			t.Errorf("message %q, want it to say %q", res.Message, want)
+		}
+	}
+	t.Logf("message: %s", res.Message)
+	if strings.Contains(res.Message, "installing layer") {
+		t.Errorf("message %q carries the layer's error chain", res.Message)
 	}
 }
