@@ -78,6 +78,11 @@ func (l *Launcher) startReaper(s *slot, prep *pid1.PrepareSpec) error {
 	s.spec = nil
 	fd, err := buildRoot(s.cmd.Process.Pid, prep)
 	if err != nil {
+		// A reaper that failed first fails the build too (its namespaces
+		// gone: ESRCH); its own report says why.
+		if rerr := s.waitReady(); rerr != nil {
+			return rerr
+		}
 		return err
 	}
 	s.scratchCtx = os.NewFile(uintptr(fd), "scratch-context")
