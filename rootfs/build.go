@@ -225,6 +225,9 @@ func buildLocked(ctx context.Context, opts BuildOptions, progress io.Writer) (_ 
 	if err := opts.resolveSource(hostOSRelease, hostAptDir); err != nil {
 		return nil, err
 	}
+	if err := checkReplaceable(opts.Dir, opts.Language); err != nil {
+		return nil, err
+	}
 
 	// 2. A temporary tree beside Dir, so that publishing is one rename on one file
 	// system. Leftovers of builds killed before their cleanup ran go first; the
@@ -526,4 +529,22 @@ func tailFile(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// checkReplaceable refuses to build into dir when it holds something other
+// than a rootfs of brig's (a manifest.json at its top): publishing a build
+// replaces the whole directory, and a mistyped --dir (a state directory, a
+// home) would lose what it holds.
+func checkReplaceable(dir string, lang Language) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) || err == nil && len(ents) == 0 {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, ManifestName)); err == nil {
+		return nil
+	}
+	return fmt.Errorf("%q holds %d entries and no %s: a build replaces the directory it is given, so brig builds only into a missing or empty one, or over an earlier build; give another --dir, such as <state_dir>/rootfs/%s", dir, len(ents), ManifestName, lang)
 }

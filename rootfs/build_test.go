@@ -665,3 +665,32 @@ func TestResolveSource(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckReplaceable: a build replaces its directory, so it goes only into
+// a missing or empty one, or over an earlier build (manifest.json at the top).
+func TestCheckReplaceable(t *testing.T) {
+	base := t.TempDir()
+	empty := filepath.Join(base, "empty")
+	built := filepath.Join(base, "built")
+	other := filepath.Join(base, "other")
+	for _, d := range []string{empty, built, other} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(built, ManifestName), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "journal.db"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(base, "missing"), empty, built} {
+		if err := checkReplaceable(d, Python); err != nil {
+			t.Errorf("%s: got %v, want it accepted", d, err)
+		}
+	}
+	err := checkReplaceable(other, Python)
+	if err == nil || !strings.Contains(err.Error(), "no "+ManifestName) || !strings.Contains(err.Error(), "rootfs/python") {
+		t.Errorf("a directory of something else: got %v, want a refusal that says why and what to give", err)
+	}
+}
