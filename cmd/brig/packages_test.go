@@ -59,7 +59,14 @@ func TestPackagesCLI(t *testing.T) {
 	if out, stderr, code := brig(t, "", "packages", "rm", "--cache-dir", dir, keys[0][:12]); code != 0 || !strings.Contains(out, keys[0]) {
 		t.Fatalf("rm: got %q %q (exit %d)", out, stderr, code)
 	}
-	if out, stderr, code := brig(t, "", "packages", "prune", "--cache-dir", dir); code != 0 || !strings.Contains(out, keys[1]) {
+	// prune without --max-bytes empties nothing: the flag is required.
+	if _, stderr, code := brig(t, "", "packages", "prune", "--cache-dir", dir); code == 0 || !strings.Contains(stderr, "max-bytes") {
+		t.Errorf("prune without --max-bytes: exit %d, stderr %q; want a refusal naming the flag", code, stderr)
+	}
+	if layers, err := packages.ListLayers(dir); err != nil || len(layers) != 1 {
+		t.Fatalf("after a refused prune: got %d layers (%v), want 1", len(layers), err)
+	}
+	if out, stderr, code := brig(t, "", "packages", "prune", "--cache-dir", dir, "--max-bytes", "0"); code != 0 || !strings.Contains(out, keys[1]) {
 		t.Fatalf("prune: got %q %q (exit %d)", out, stderr, code)
 	}
 	if layers, err := packages.ListLayers(dir); err != nil || len(layers) != 0 {
