@@ -220,7 +220,7 @@ func checkIDRange(r IDRange, lockDir string, roots, accountFiles, subIDFiles []s
 	}
 	out = append(out, Check{Name: "id range: accounts", OK: len(found) == 0,
 		Detail: orNone(fmt.Sprintf("no account, group or subordinate range in %s", r), "in the range: "+strings.Join(found, ", "), len(found) == 0),
-		Hint:   "choose another id range (id_range_first, id_range_count) or move those ids out of it"})
+		Hint:   "choose another id range (sandbox.id_first and sandbox.id_count in the config, --id-first and --id-count) or move those ids out of it"})
 
 	found = found[:0]
 	procs, _ := os.ReadDir("/proc")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -34,6 +35,21 @@ func main() {
 			packagesCommand(),
 		},
 		HideHelpCommand: true,
+		// An unknown verb is an error that names the verbs, not urfave's
+		// "No help topic" with status 3.
+		CommandNotFound: func(c *cli.Context, name string) {
+			if name == "help" {
+				cli.ShowAppHelpAndExit(c, 0)
+			}
+			var names []string
+			for _, cmd := range c.App.Commands {
+				if !cmd.Hidden {
+					names = append(names, cmd.Name)
+				}
+			}
+			fmt.Fprintf(c.App.ErrWriter, "brig: unknown command %q: the commands are %s (brig COMMAND --help)\n", name, strings.Join(names, ", "))
+			os.Exit(2)
+		},
 	}
 	if err := app.Run(interspersed(app.Commands, os.Args)); err != nil {
 		var code exitError

@@ -240,3 +240,15 @@ func TestBenchRefusesFlagsItWouldIgnore(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownCommand: an unknown verb is an error that names the verbs (exit
+// 2), and `brig help` is the help.
+func TestUnknownCommand(t *testing.T) {
+	_, stderr, code := brig(t, "", "serv")
+	if code != 2 || !strings.Contains(stderr, `unknown command "serv"`) || !strings.Contains(stderr, "serve, run, check") {
+		t.Errorf("brig serv: exit %d, stderr %q; want 2 and the list of commands", code, stderr)
+	}
+	if out, stderr, code := brig(t, "", "help"); code != 0 || !strings.Contains(out, "COMMANDS") {
+		t.Errorf("brig help: exit %d, stdout %q, stderr %q; want the help", code, out, stderr)
+	}
+}

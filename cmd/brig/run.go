@@ -147,7 +147,11 @@ func runRemote(c *cli.Context, req api.Request) error {
 		case ctx.Err() != nil:
 			return exitError(exitStopped)
 		}
-		return fmt.Errorf("talking to the service at %s: %w (is `brig serve` running? Hint: sudo make serve)", c.String("socket"), err)
+		hint := "is `brig serve` running there? Start it (systemctl start brig, or make serve from a checkout), or give its --socket"
+		if errors.Is(err, syscall.EACCES) {
+			hint = "this user may not open the socket: ask the operator to add it to the service's socket_group, or run as root"
+		}
+		return fmt.Errorf("talking to the service at %s: %w (%s)", c.String("socket"), err, hint)
 	}
 	return finishRun(c, res)
 }
