@@ -158,13 +158,18 @@ func (cfg Config) validate() error {
 	if cfg.Retention < MinRetention {
 		errs = append(errs, fmt.Errorf("retention %s: results must be kept at least %s (API.md)", cfg.Retention, MinRetention))
 	}
-	for _, g := range cfg.AdminGIDs {
-		if g < 0 {
-			errs = append(errs, fmt.Errorf("admin gid %d: give a group id, zero or more", g))
+	for _, ids := range []struct {
+		what string
+		ids  []int
+	}{{"admin gid", cfg.AdminGIDs}, {"allowed uid", cfg.AllowUIDs}, {"allowed gid", cfg.AllowGIDs}} {
+		for _, id := range ids.ids {
+			if id < 0 {
+				errs = append(errs, fmt.Errorf("%s %d: give an id, zero or more", ids.what, id))
+			}
 		}
 	}
 	if cfg.Grace < 0 {
-		errs = append(errs, fmt.Errorf("grace %s: give zero or more", cfg.Grace))
+		errs = append(errs, fmt.Errorf("grace %s: give a duration of zero (the default, %s) or more", cfg.Grace, DefaultGrace))
 	}
 	errs = append(errs, checkNetworkModes(cfg.NetworkModes)...)
 	errs = append(errs, checkEgress(cfg.Egress)...)

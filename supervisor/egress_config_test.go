@@ -27,6 +27,9 @@ func TestConfigValidateNetwork(t *testing.T) {
 		wantHint string // a piece of the error; "" when valid
 	}{
 		{name: "defaults", cfg: func(*Config) {}},
+		// Peers' ids (not a network setting, but checked by the same validate).
+		{name: "negative allowed uid", cfg: func(c *Config) { c.AllowUIDs = []int{-1} }, wantHint: "allowed uid -1: give an id"},
+		{name: "negative allowed gid", cfg: func(c *Config) { c.AllowGIDs = []int{-5} }, wantHint: "allowed gid -5: give an id"},
 		{name: "all four modes", cfg: func(c *Config) { c.NetworkModes = allModes }},
 		{name: "none only", cfg: func(c *Config) { c.NetworkModes = []string{api.NetworkNone} }},
 		{name: "unknown mode", cfg: func(c *Config) { c.NetworkModes = []string{"none", "some"} }, wantHint: `network mode "some": use none, registries, domains or any`},

@@ -226,7 +226,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-concurrent", Usage: "runs executing at once (default: from the host's cores and memory)"},
 			&cli.IntFlag{Name: "queue", Usage: "runs that may wait for a slot before requests get 429"},
 			&cli.DurationFlag{Name: "retention", Usage: "how long finished results are kept (at least 1h)"},
-			&cli.DurationFlag{Name: "grace", Usage: "how long runs may finish on SIGTERM before they are stopped"},
+			&cli.DurationFlag{Name: "grace", Usage: "how long runs may finish on SIGTERM before they are stopped (0 means the default, 30s; 1ms stops them at once)"},
 			&cli.StringFlag{Name: "log-format", Usage: "json or text"},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "cgroup-parent", Usage: "cgroup under which runs' groups are made (default brig)"},
