@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -40,8 +41,22 @@ func cacheDir(c *cli.Context) string {
 	return filepath.Join(c.String("state-dir"), "packages")
 }
 
+// existingCacheDir is cacheDir when it exists: a mistyped directory is an
+// error, not an empty cache (nor, for prune, a new one).
+func existingCacheDir(c *cli.Context) (string, error) {
+	dir := cacheDir(c)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("no package cache at %s: give the service's --state-dir (or --cache-dir)", dir)
+	}
+	return dir, nil
+}
+
 func packagesLs(c *cli.Context) error {
-	layers, err := packages.ListLayers(cacheDir(c))
+	dir, err := existingCacheDir(c)
+	if err != nil {
+		return err
+	}
+	layers, err := packages.ListLayers(dir)
 	if err != nil {
 		return err
 	}
@@ -67,7 +82,11 @@ func (maintenanceOnly) Install(context.Context, packages.Set, string, func(strin
 }
 
 func openCacheForMaintenance(c *cli.Context) (*packages.Cache, error) {
-	cache, err := packages.OpenCache(packages.CacheConfig{Dir: cacheDir(c), Installer: maintenanceOnly{}, MaxBytes: 1 << 62})
+	dir, err := existingCacheDir(c)
+	if err != nil {
+		return nil, err
+	}
+	cache, err := packages.OpenCache(packages.CacheConfig{Dir: dir, Installer: maintenanceOnly{}, MaxBytes: 1 << 62})
 	if err != nil {
 		return nil, fmt.Errorf("%w (Hint: stop brig serve first: it holds the cache)", err)
 	}
