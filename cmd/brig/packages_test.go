@@ -59,6 +59,17 @@ func TestPackagesCLI(t *testing.T) {
 	if out, stderr, code := brig(t, "", "packages", "rm", "--cache-dir", dir, keys[0][:12]); code != 0 || !strings.Contains(out, keys[0]) {
 		t.Fatalf("rm: got %q %q (exit %d)", out, stderr, code)
 	}
+	// A directory that holds no cache is an error, not an empty one.
+	missing := filepath.Join(t.TempDir(), "nosuch")
+	for _, verb := range [][]string{{"ls"}, {"prune", "--max-bytes", "0"}, {"rm", "abc"}} {
+		args := append([]string{"packages", verb[0], "--cache-dir", missing}, verb[1:]...)
+		if _, stderr, code := brig(t, "", args...); code == 0 || !strings.Contains(stderr, "no package cache at") {
+			t.Errorf("packages %s on a missing directory: exit %d, stderr %q; want a refusal", verb[0], code, stderr)
+		}
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("a refused command created %s", missing)
+	}
 	// prune without --max-bytes empties nothing: the flag is required.
 	if _, stderr, code := brig(t, "", "packages", "prune", "--cache-dir", dir); code == 0 || !strings.Contains(stderr, "max-bytes") {
 		t.Errorf("prune without --max-bytes: exit %d, stderr %q; want a refusal naming the flag", code, stderr)
