@@ -115,6 +115,9 @@ func CheckCgroups(parent string) []Check {
 			Hint: "brig needs the " + strings.Join(requiredControllers, ", ") + " controllers"})
 	}
 	have := cg.Controllers()
+	// A check leaves no parent behind (unless a service's groups are in it):
+	// the sandboxed runs that follow make it again, and remove it after.
+	cg.RemoveParentIfEmpty()
 	var names, missing []string
 	for n, ok := range have {
 		if ok {

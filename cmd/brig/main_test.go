@@ -252,3 +252,20 @@ func TestUnknownCommand(t *testing.T) {
 		t.Errorf("brig help: exit %d, stdout %q, stderr %q; want the help", code, out, stderr)
 	}
 }
+
+// TestFailedCheckLeavesNoCgroup: a check that fails (here, an id range too
+// small to be accepted) removes the cgroup parent it made to look at the
+// controllers.
+func TestFailedCheckLeavesNoCgroup(t *testing.T) {
+	testutil.RequireRoot(t)
+	const parent = "brig-test-check"
+	out, _, code := brig(t, "", "check", "--cgroup-parent", parent, "--id-count", "100")
+	if code == 0 || !strings.Contains(out, "FAIL") {
+		t.Fatalf("brig check with 100 ids: exit %d, %q; want a failure", code, out)
+	}
+	for _, d := range []string{"memory", "pids", "cpu", "unified"} {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", d, parent)); err == nil {
+			t.Errorf("the check left /sys/fs/cgroup/%s/%s", d, parent)
+		}
+	}
+}
