@@ -135,8 +135,22 @@ func TestReaperBinary(t *testing.T) {
 	if cc == "" {
 		cc = "cc"
 	}
-	cmd := exec.Command(cc, "-O2", "-Wall", "-static", "-nostdlib", "-ffreestanding", "-fno-builtin", "-fno-stack-protector", "-no-pie",
-		"-DREAPER_STANDALONE", `-DREAPER_STAMP="test-stamp"`, "-o", bin, filepath.Join("reaper", "reaper.c"))
+	// The Makefile's flags, read from it, so that the test builds what make does.
+	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags []string
+	for _, line := range strings.Split(string(mk), "\n") {
+		if v, ok := strings.CutPrefix(line, "REAPER_CFLAGS := "); ok {
+			flags = strings.Fields(v)
+		}
+	}
+	if len(flags) == 0 {
+		t.Fatal("the Makefile has no REAPER_CFLAGS line")
+	}
+	args := append(flags, "-DREAPER_STANDALONE", `-DREAPER_STAMP="test-stamp"`, "-o", bin, filepath.Join("reaper", "reaper.c"))
+	cmd := exec.Command(cc, args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the reaper as the Makefile does: %v\n%s", err, out)
 	}

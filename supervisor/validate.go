@@ -265,16 +265,12 @@ func checkField(req api.Request, f string) *apiError {
 // surrogate pair: encoding/json would turn either into U+FFFD, and the run
 // would get code or an environment other than the one sent.
 func checkUTF8(body []byte) *apiError {
-	if !utf8.Valid(body) {
-		i := 0
-		for i < len(body) {
-			r, n := utf8.DecodeRune(body[i:])
-			if r == utf8.RuneError && n <= 1 {
-				break
-			}
-			i += n
+	for i := 0; i < len(body); {
+		r, n := utf8.DecodeRune(body[i:])
+		if r == utf8.RuneError && n == 1 {
+			return invalid("", "the body is not UTF-8 (byte %d is 0x%02x); send JSON encoded in UTF-8", i, body[i])
 		}
-		return invalid("", "the body is not UTF-8 (byte %d is 0x%02x); send JSON encoded in UTF-8", i, body[i])
+		i += n
 	}
 	// Escapes occur only inside strings, and an escaped backslash is
 	// skipped whole, so this reads every \u escape of a valid body.

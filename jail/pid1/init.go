@@ -150,20 +150,11 @@ func BuildRoot(prep *PrepareSpec, pidns *os.File) (scratchFD int, err error) {
 			if st.scratchFD >= 0 {
 				unix.Close(st.scratchFD)
 			}
-			return -1, &StepError{Step: s.name, Err: err}
+			return -1, fmt.Errorf("step %q: %w", s.name, err)
 		}
 	}
 	return st.scratchFD, nil
 }
-
-// StepError is BuildRoot's error: the step that failed, and why.
-type StepError struct {
-	Step string
-	Err  error
-}
-
-func (e *StepError) Error() string { return fmt.Sprintf("step %q: %v", e.Step, e.Err) }
-func (e *StepError) Unwrap() error { return e.Err }
 
 // runSteps put the run's program in place; startProgram then forks it.
 var runSteps = []step{
