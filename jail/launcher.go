@@ -162,22 +162,7 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 	if cfg.Rootfs == nil || cfg.Cgroups == nil {
 		return nil, errors.New("jail: Config.Rootfs and Config.Cgroups are required")
 	}
-	if cfg.StateDir == "" {
-		cfg.StateDir = DefaultStateDir
-	}
-	if cfg.CPUs == 0 {
-		cfg.CPUs = DefaultCPUs
-	}
-	if cfg.Pids == 0 {
-		cfg.Pids = DefaultPids
-	}
-	cfg.IDs = cfg.IDs.withDefaults()
-	if cfg.IDLockDir == "" {
-		cfg.IDLockDir = IDLockDir
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg = cfg.withDefaults()
 	if cfg.InitPath == "" {
 		var why string
 		if cfg.InitPath, why = DefaultInitPath(); why != "" {
@@ -291,6 +276,34 @@ func (l *Launcher) startPool(root *rootfs.Root, warm rootfs.Language) {
 }
 
 // validateConfig is the list of checks made before anything privileged.
+// withDefaults is cfg with its zero values filled in.
+func (cfg Config) withDefaults() Config {
+	if cfg.StateDir == "" {
+		cfg.StateDir = DefaultStateDir
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = DefaultCPUs
+	}
+	if cfg.Pids == 0 {
+		cfg.Pids = DefaultPids
+	}
+	cfg.IDs = cfg.IDs.withDefaults()
+	if cfg.IDLockDir == "" {
+		cfg.IDLockDir = IDLockDir
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+// Validate runs the checks of cfg, its defaults filled in, that NewLauncher
+// runs, but for the required Rootfs and Cgroups: a caller runs them before
+// anything privileged.
+func (cfg Config) Validate() error {
+	return validateConfig(cfg.withDefaults())
+}
+
 func validateConfig(cfg Config) error {
 	for _, c := range []struct {
 		ok  bool

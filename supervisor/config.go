@@ -65,7 +65,7 @@ type Config struct {
 	// DefaultRetention. Less than MinRetention is refused.
 	Retention time.Duration
 	// Grace is how long Shutdown lets runs finish before it stops them; zero
-	// means DefaultGrace.
+	// means DefaultGrace, negative none: the runs are stopped at once.
 	Grace time.Duration
 	// NetworkModes are the network modes this host gives a run (of
 	// api.NetworkModes), api.NetworkNone among them: a request without a network
@@ -167,9 +167,6 @@ func (cfg Config) validate() error {
 				errs = append(errs, fmt.Errorf("%s %d: give an id, zero or more", ids.what, id))
 			}
 		}
-	}
-	if cfg.Grace < 0 {
-		errs = append(errs, fmt.Errorf("grace %s: give a duration of zero (the default, %s) or more", cfg.Grace, DefaultGrace))
 	}
 	errs = append(errs, checkNetworkModes(cfg.NetworkModes)...)
 	errs = append(errs, checkEgress(cfg.Egress)...)

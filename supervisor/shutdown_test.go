@@ -44,6 +44,14 @@ func TestShutdown(t *testing.T) {
 			minTook: 500 * time.Millisecond,
 			maxTook: 5 * time.Second,
 		},
+		{
+			// brig serve's grace = "0s".
+			name:    "no grace",
+			grace:   -1,
+			code:    "while True:\n    pass\n",
+			check:   func(t *testing.T, res *api.Result) { checkStopped(t, res) },
+			maxTook: 3 * time.Second,
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := newTestService(t, func(c *Config) { c.Grace = tc.grace })

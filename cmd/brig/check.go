@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,22 +20,26 @@ import (
 
 func checkCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "check",
-		Usage:  "check that this host can run brig; exits non-zero when it can't",
-		Flags:  sandboxFlags(),
+		Name:  "check",
+		Usage: "check that this host can run brig; exits non-zero when it can't",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "config", Usage: "check the service's config file too, and this host with its [sandbox] and registries (the sandboxed runs still use the cgroup parent brig-local)"},
+		}, sandboxFlags()...),
 		Action: checkAction,
 	}
 }
 
 func checkAction(c *cli.Context) error {
 	checks := jail.CheckHost()
-	lc, err := launcherConfigFrom(c, "brig-local")
+	lc, configured, cfgCheck, err := checkConfig(c)
 	if err != nil {
 		return err
 	}
+	if cfgCheck != nil {
+		checks = append(checks, *cfgCheck)
+	}
 	checks = append(checks, jail.CheckCgroups(lc.CgroupParent)...)
 	p, perr := newProvider(lc)
-	seen := []string{lc.StateDir}
 	for _, lang := range rootfs.Languages {
 		if perr != nil {
 			checks = append(checks, jail.Check{Name: "rootfs " + lang.String(), Detail: perr.Error(), Hint: "fix the rootfs configuration"})
@@ -46,6 +51,64 @@ func checkAction(c *cli.Context) error {
 			continue
 		}
 		checks = append(checks, jail.Check{Name: "interpreter " + lang.String(), OK: true, Detail: fmt.Sprintf("%s %s (%s rootfs)", r.Interpreter, r.Version, p.Name())})
+	}
+	checks = append(checks, jail.CheckIDRange(lc.IDs, "", idRangeRoots(lc, p))...)
+	checks = append(checks, initCheck())
+	checks = append(checks, packageChecks(c.Context, configured)...)
+	if allOK(checks) {
+		checks = append(checks, smokeRuns(c.Context, lc)...)
+	}
+	return printChecks(c.App.Writer, checks)
+}
+
+// checkConfig is the sandboxes' config brig check checks, from the flags or,
+// with --config, from the service's config file with the flags given over it,
+// and the registries configured there. With --config, check says whether the
+// file is one brig serve would take. The sandboxed runs use the cgroup parent
+// of local runs all the same, unless --cgroup-parent says otherwise: a
+// running service owns its own.
+func checkConfig(c *cli.Context) (launcherConfig, func(api.Language) []string, *jail.Check, error) {
+	none := func(api.Language) []string { return nil }
+	if !c.IsSet("config") {
+		lc, err := launcherConfigFrom(c, "brig-local")
+		if err != nil {
+			return lc, none, nil, err
+		}
+		if err := lc.check(); err != nil {
+			return lc, none, &jail.Check{Name: "config", Detail: err.Error(), Hint: "fix the flags"}, nil
+		}
+		return lc, none, nil, nil
+	}
+	// The flags check shares with serve are given over the file as serve
+	// gives them.
+	sc, err := serveConfigFrom(c)
+	if err != nil {
+		return launcherConfig{}, none, nil, err
+	}
+	ch := jail.Check{Name: "config", OK: true, Detail: c.String("config") + " is valid"}
+	lc, lerr := sc.launcherConfig()
+	_, _, serr := sc.serviceConfig(c.Context, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := errors.Join(serr, lerr); err != nil {
+		ch = jail.Check{Name: "config", Detail: err.Error(), Hint: "fix " + c.String("config") + " or the flags given over it; deploy/brig.toml lists every key with its default"}
+	}
+	lc.CgroupParent = "brig-local"
+	override(c, "cgroup-parent", &lc.CgroupParent, c.String)
+	return lc, func(l api.Language) []string { return *sc.Egress.registries(l) }, &ch, nil
+}
+
+// idRangeRoots are the directories whose files' owners the id range is
+// checked against: the state directory and every rootfs layer and bind a run
+// sees (none when p is nil: the roots can't be opened).
+func idRangeRoots(lc launcherConfig, p rootfs.Provider) []string {
+	seen := []string{lc.StateDir}
+	if p == nil {
+		return seen
+	}
+	for _, lang := range rootfs.Languages {
+		r, err := p.Root(lang)
+		if err != nil {
+			continue
+		}
 		dirs := []string{r.Lower}
 		for _, b := range r.Binds {
 			dirs = append(dirs, b.Source)
@@ -56,13 +119,7 @@ func checkAction(c *cli.Context) error {
 			}
 		}
 	}
-	checks = append(checks, jail.CheckIDRange(lc.IDs, "", seen)...)
-	checks = append(checks, initCheck())
-	checks = append(checks, packageChecks(c.Context)...)
-	if allOK(checks) {
-		checks = append(checks, smokeRuns(c.Context, lc)...)
-	}
-	return printChecks(c.App.Writer, checks)
+	return seen
 }
 
 // initCheck says which binary each sandbox's init runs. Re-executing brig
@@ -78,7 +135,7 @@ func initCheck() jail.Check {
 // smokeRuns runs a one-line program of each language through a real sandbox: the
 // proof that every step works here.
 func smokeRuns(ctx context.Context, lc launcherConfig) []jail.Check {
-	sb, err := newSandbox(lc, false, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sb, err := newSandbox(lc, nil, false, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return []jail.Check{{Name: "sandbox", Detail: err.Error(), Hint: "see the error"}}
 	}
@@ -132,10 +189,10 @@ func printChecks(w io.Writer, checks []jail.Check) error {
 // packageChecks say which languages can install packages here: their package
 // manager answers with a registry. A language without one is not a failure (its
 // runs may still run without packages), so these lines pass and say so.
-func packageChecks(ctx context.Context) []jail.Check {
+func packageChecks(ctx context.Context, configured func(api.Language) []string) []jail.Check {
 	var out []jail.Check
 	for _, lang := range api.Languages {
-		r, err := packages.Managers{}.Registry(ctx, lang.String(), nil)
+		r, err := packages.Managers{}.Registry(ctx, lang.String(), configured(lang))
 		ch := jail.Check{Name: "packages " + lang.String(), OK: true}
 		switch {
 		case err != nil:

@@ -39,7 +39,7 @@ type launcherConfig struct {
 	CPUs         float64
 	Pids         int64
 	Pool         int
-	// IDs is the host id range of the runs; zero is jail's default.
+	// IDs is the host id range of the runs.
 	IDs jail.IDRange
 	// Warm are the languages with warm sandboxes.
 	Warm map[rootfs.Language]bool
@@ -70,6 +70,44 @@ func launcherConfigFrom(c *cli.Context, defaultParent string) (launcherConfig, e
 		return lc, err
 	}
 	return lc, nil
+}
+
+// check refuses the values lc can't mean. A flag or a config key means what it
+// says: jail reads a zero limit or id range as its default, so a zero is
+// refused here rather than silently replaced.
+func (lc launcherConfig) check() error {
+	var errs []error
+	for _, v := range []struct {
+		key string
+		ok  bool
+		val any
+	}{
+		{"cpus", lc.CPUs > 0, lc.CPUs},
+		{"pids", lc.Pids > 0, lc.Pids},
+		{"id_first", lc.IDs.First > 0, lc.IDs.First},
+		{"id_count", lc.IDs.Count > 0, lc.IDs.Count},
+	} {
+		if !v.ok {
+			errs = append(errs, fmt.Errorf("%s %v: give a positive value", v.key, v.val))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+	}
+	return lc.jailConfig().Validate()
+}
+
+// jailConfig is lc as the Launcher's config, without its Rootfs, Cgroups and
+// Logger.
+func (lc launcherConfig) jailConfig() jail.Config {
+	return jail.Config{
+		StateDir: lc.StateDir,
+		PoolSize: lc.Pool,
+		CPUs:     lc.CPUs,
+		Pids:     lc.Pids,
+		IDs:      lc.IDs,
+		Warm:     lc.Warm,
+	}
 }
 
 // parseRootfsFlags adds the values of --rootfs, each LANG=DIR, to built.
@@ -132,10 +170,13 @@ func (sb *sandbox) Close() error {
 // newSandbox builds everything a Launcher needs. sweep removes every group left
 // under the parent (the service, which owns its parent, does that); otherwise only
 // those of brig processes that are gone are removed.
-func newSandbox(lc launcherConfig, sweep bool, log *slog.Logger) (*sandbox, error) {
-	p, err := newProvider(lc)
-	if err != nil {
-		return nil, err
+// p is lc's roots, opened by the caller, or nil.
+func newSandbox(lc launcherConfig, p rootfs.Provider, sweep bool, log *slog.Logger) (*sandbox, error) {
+	if p == nil {
+		var err error
+		if p, err = newProvider(lc); err != nil {
+			return nil, err
+		}
 	}
 	cg, err := cgroup.New(cgroup.Config{Parent: lc.CgroupParent, Logger: log})
 	if err != nil {
@@ -152,17 +193,9 @@ func newSandbox(lc launcherConfig, sweep bool, log *slog.Logger) (*sandbox, erro
 	if n > 0 {
 		log.Info("removed leftover run cgroups", "count", n)
 	}
-	l, err := jail.NewLauncher(jail.Config{
-		StateDir: lc.StateDir,
-		Rootfs:   p,
-		Cgroups:  cg,
-		PoolSize: lc.Pool,
-		CPUs:     lc.CPUs,
-		Pids:     lc.Pids,
-		IDs:      lc.IDs,
-		Warm:     lc.Warm,
-		Logger:   log,
-	})
+	jc := lc.jailConfig()
+	jc.Rootfs, jc.Cgroups, jc.Logger = p, cg, log
+	l, err := jail.NewLauncher(jc)
 	if err != nil {
 		return nil, err
 	}
@@ -173,10 +206,13 @@ func newSandbox(lc launcherConfig, sweep bool, log *slog.Logger) (*sandbox, erro
 // bench --local): the shared local cgroup parent, warnings on stderr.
 func localSandbox(c *cli.Context) (*sandbox, launcherConfig, error) {
 	lc, err := launcherConfigFrom(c, "brig-local")
+	if err == nil {
+		err = lc.check()
+	}
 	if err != nil {
 		return nil, lc, err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sb, err := newSandbox(lc, false, log)
+	sb, err := newSandbox(lc, nil, false, log)
 	return sb, lc, err
 }

@@ -269,3 +269,28 @@ func TestFailedCheckLeavesNoCgroup(t *testing.T) {
 		}
 	}
 }
+
+// brig check --config checks the service's config file, and the host with its
+// [sandbox] keys; a bad file is a failing line, not the end of the check.
+func TestCheckConfigFile(t *testing.T) {
+	testutil.RequireRoot(t)
+	const parent = "brig-test-check-config"
+	p := filepath.Join(t.TempDir(), "brig.toml")
+	os.WriteFile(p, []byte("queue_size = -2\n[sandbox]\nid_first = 1000\n"), 0o644)
+	out, _, code := brig(t, "", "check", "--config", p, "--cgroup-parent", parent)
+	for _, want := range []string{"FAIL  config", "queue_size -2", "FAIL  id range", "starts below 65536"} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Errorf("brig check --config: exit %d, want 1 and %q in:\n%s", code, want, out)
+		}
+	}
+	// A flag is refused as the same key would be.
+	out, _, code = brig(t, "", "check", "--cpus", "0", "--cgroup-parent", parent)
+	if code != 1 || !strings.Contains(out, "FAIL  config") || !strings.Contains(out, "cpus 0: give a positive value") {
+		t.Errorf("brig check --cpus 0: exit %d, want 1 and the refusal in:\n%s", code, out)
+	}
+	for _, d := range []string{"memory", "pids", "cpu", "unified"} {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", d, parent)); err == nil {
+			t.Errorf("the check left /sys/fs/cgroup/%s/%s", d, parent)
+		}
+	}
+}

@@ -217,25 +217,25 @@ func serveCommand() *cli.Command {
 		Usage: "run the service on its Unix socket, in the foreground, until SIGTERM or SIGINT",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "a TOML config file (see deploy/brig.toml); flags override it"},
-			&cli.StringFlag{Name: "socket", Usage: "the API socket (default " + supervisor.DefaultSocket + ")"},
+			&cli.StringFlag{Name: "socket", Usage: "the API socket", DefaultText: supervisor.DefaultSocket},
 			&cli.StringFlag{Name: "socket-group", Usage: "group that owns the socket with root (mode 0660)"},
-			&cli.StringFlag{Name: "state-dir", Usage: "directory of the journal and the sandboxes' state (default " + supervisor.DefaultStateDir + ")"},
+			&cli.StringFlag{Name: "state-dir", Usage: "directory of the journal and the sandboxes' state", DefaultText: supervisor.DefaultStateDir},
 			&cli.IntSliceFlag{Name: "allow-uid", Usage: "a uid allowed to use the API (repeatable; default root only)"},
 			&cli.IntSliceFlag{Name: "allow-gid", Usage: "a gid allowed to use the API (repeatable)"},
 			&cli.IntSliceFlag{Name: "admin-gid", Usage: "a gid whose members see and stop every uid's runs, as root does (repeatable; default none)"},
-			&cli.IntFlag{Name: "max-concurrent", Usage: "runs executing at once (default: from the host's cores and memory)"},
-			&cli.IntFlag{Name: "queue", Usage: "runs that may wait for a slot before requests get 429"},
-			&cli.DurationFlag{Name: "retention", Usage: "how long finished results are kept (at least 1h)"},
-			&cli.DurationFlag{Name: "grace", Usage: "how long runs may finish on SIGTERM before they are stopped (0 means the default, 30s; 1ms stops them at once)"},
-			&cli.StringFlag{Name: "log-format", Usage: "json or text"},
-			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error"},
-			&cli.StringFlag{Name: "cgroup-parent", Usage: "cgroup under which runs' groups are made (default brig)"},
-			&cli.IntFlag{Name: "pool", Usage: "prepared sandboxes kept waiting per rootfs"},
-			&cli.Float64Flag{Name: "cpus", Usage: "CPU limit of each run, in CPUs"},
-			&cli.Int64Flag{Name: "pids", Usage: "limit on processes and threads of each run"},
+			&cli.IntFlag{Name: "max-concurrent", Usage: "runs executing at once (0: from the host's cores and memory)", DefaultText: "0"},
+			&cli.IntFlag{Name: "queue", Usage: "runs that may wait for a slot before requests get 429 (0: no queue)", DefaultText: fmt.Sprint(supervisor.DefaultQueueSize)},
+			&cli.DurationFlag{Name: "retention", Usage: "how long finished results are kept (at least 1h)", DefaultText: supervisor.DefaultRetention.String()},
+			&cli.DurationFlag{Name: "grace", Usage: "how long runs may finish on SIGTERM before they are stopped (0s: stopped at once)", DefaultText: supervisor.DefaultGrace.String()},
+			&cli.StringFlag{Name: "log-format", Usage: "json or text", DefaultText: defaultLogFormat},
+			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", DefaultText: defaultLogLevel},
+			&cli.StringFlag{Name: "cgroup-parent", Usage: "cgroup under which runs' groups are made", DefaultText: defaultServeParent},
+			&cli.IntFlag{Name: "pool", Usage: "prepared sandboxes kept waiting per rootfs (0: each run builds its own)", DefaultText: fmt.Sprint(defaultServePool)},
+			&cli.Float64Flag{Name: "cpus", Usage: "CPU limit of each run, in CPUs", DefaultText: fmt.Sprint(jail.DefaultCPUs)},
+			&cli.Int64Flag{Name: "pids", Usage: "limit on processes and threads of each run", DefaultText: fmt.Sprint(jail.DefaultPids)},
 			&cli.StringSliceFlag{Name: "warm", Usage: "a language whose pooled sandboxes hold its interpreter already started (repeatable; default python and javascript; --warm none for none)"},
-			&cli.UintFlag{Name: "id-first", Usage: "first host id of the range runs are mapped to (see brig check)"},
-			&cli.UintFlag{Name: "id-count", Usage: "how many host ids the range holds (two per sandbox)"},
+			&cli.UintFlag{Name: "id-first", Usage: "first host id of the range runs are mapped to (see brig check)", DefaultText: fmt.Sprint(jail.DefaultIDFirst)},
+			&cli.UintFlag{Name: "id-count", Usage: "how many host ids the range holds (two per sandbox)", DefaultText: fmt.Sprint(jail.DefaultIDCount)},
 			&cli.StringSliceFlag{Name: "rootfs", Usage: "a built rootfs for a language, as LANG=DIR"},
 			&cli.StringSliceFlag{Name: "network-mode", Usage: "a network mode this host offers: none, registries, domains or any (repeatable; default all four)"},
 			&cli.StringSliceFlag{Name: "egress-pin", Usage: "a destination the proxy dials at a fixed address, as HOST:PORT=IP:PORT (repeatable)"},
@@ -311,9 +311,51 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 	return sc, nil
 }
 
-// supervisorConfig maps the config file's service keys to supervisor.Config.
+// checkValues refuses the values of the service's keys that they can't mean.
+// Every key means what it says: deploy/brig.toml writes each default down, so a
+// zero is never "the default", as it is in the libraries' configs. A bound must
+// be positive; queue_size and grace may be zero, meaning none. max_concurrent
+// and memory_budget_mib are the exceptions, documented: 0 sizes them from the
+// host.
+func (sc serveConfig) checkValues() error {
+	var errs []error
+	for _, v := range []struct {
+		key string
+		ok  bool
+		val any
+	}{
+		{"retention", sc.Retention > 0, time.Duration(sc.Retention)},
+		{"packages.cache_max_bytes", sc.Packages.CacheMaxBytes > 0, sc.Packages.CacheMaxBytes},
+		{"packages.install_timeout", sc.Packages.InstallTimeout > 0, time.Duration(sc.Packages.InstallTimeout)},
+		{"packages.install_memory_mib", sc.Packages.InstallMemoryMiB > 0, sc.Packages.InstallMemoryMiB},
+		{"egress.max_conns", sc.Egress.MaxConns > 0, sc.Egress.MaxConns},
+		{"egress.conns_per_second", sc.Egress.ConnsPerSecond > 0, sc.Egress.ConnsPerSecond},
+		{"egress.max_bytes", sc.Egress.MaxBytes > 0, sc.Egress.MaxBytes},
+		{"egress.handshake_timeout", sc.Egress.HandshakeTimeout > 0, time.Duration(sc.Egress.HandshakeTimeout)},
+	} {
+		if !v.ok {
+			errs = append(errs, fmt.Errorf("%s %v: give a positive value", v.key, v.val))
+		}
+	}
+	if sc.QueueSize < 0 {
+		errs = append(errs, fmt.Errorf("queue_size %d: give 0 (no queue: a request that finds no free slot gets 429) or more", sc.QueueSize))
+	}
+	if sc.Grace < 0 {
+		errs = append(errs, fmt.Errorf("grace %s: give 0s (runs are stopped at once) or more", time.Duration(sc.Grace)))
+	}
+	return errors.Join(errs...)
+}
+
+// supervisorConfig maps the config file's service keys to supervisor.Config,
+// whose zero queue and grace mean its defaults and a negative one none.
 // RegistryHosts is left to registryHosts, which runs the package managers.
 func (sc serveConfig) supervisorConfig(log *slog.Logger) supervisor.Config {
+	none := func(v int64) int64 {
+		if v == 0 {
+			return -1
+		}
+		return v
+	}
 	return supervisor.Config{
 		StateDir:        sc.StateDir,
 		AllowUIDs:       sc.AllowUIDs,
@@ -321,9 +363,9 @@ func (sc serveConfig) supervisorConfig(log *slog.Logger) supervisor.Config {
 		AdminGIDs:       sc.AdminGIDs,
 		MaxConcurrent:   sc.MaxConcurrent,
 		MemoryBudgetMiB: sc.MemoryBudgetMiB,
-		QueueSize:       sc.QueueSize,
+		QueueSize:       int(none(int64(sc.QueueSize))),
 		Retention:       time.Duration(sc.Retention),
-		Grace:           time.Duration(sc.Grace),
+		Grace:           time.Duration(none(int64(sc.Grace))),
 		NetworkModes:    sc.Egress.Modes,
 		Egress: egress.Config{
 			Pins:              sc.Egress.Pins,
@@ -471,6 +513,18 @@ func serveAction(c *cli.Context) error {
 	if err := jail.FirstFailure(jail.CheckHost()); err != nil {
 		return err
 	}
+	// A run must share no id with anything else on the host, as brig check
+	// says: no runs are served on a range that an account, a subordinate
+	// range, a process or a file a run sees already uses. This comes before
+	// the launcher claims its first block of the range, whose ids the check
+	// would take for another brig process's.
+	roots, err := newProvider(lc)
+	if err != nil {
+		return err
+	}
+	if err := jail.FirstFailure(jail.CheckIDRange(lc.IDs, "", idRangeRoots(lc, roots))); err != nil {
+		return err
+	}
 	// The service owns its cgroup parent: whatever a previous instance left
 	// there (after a crash) is removed before anything runs.
 	lock, err := cgroup.LockParent("", lc.CgroupParent)
@@ -478,7 +532,7 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	defer lock.Close() // also keeps the lock from the GC
-	sb, err := newSandbox(lc, true, log)
+	sb, err := newSandbox(lc, roots, true, log)
 	if err != nil {
 		return err
 	}
@@ -520,7 +574,7 @@ func serveAction(c *cli.Context) error {
 // registries read, for the package installer.
 func (sc serveConfig) serviceConfig(ctx context.Context, log *slog.Logger) (supervisor.Config, map[string]packages.Registry, error) {
 	cfg := sc.supervisorConfig(log)
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(sc.checkValues(), cfg.Validate()); err != nil {
 		return cfg, nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	regs, err := registries(ctx, sc, packages.Managers{}, log)
@@ -569,7 +623,7 @@ func (sc serveConfig) launcherConfig() (launcherConfig, error) {
 		}
 		lc.Built[lang] = v
 	}
-	return lc, nil
+	return lc, lc.check()
 }
 
 // packageLanguages are the languages whose registry has an index to install from.

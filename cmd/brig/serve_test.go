@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -20,6 +22,7 @@ import (
 	"github.com/brig-sandbox/brig/client"
 	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/packages"
+	"github.com/brig-sandbox/brig/supervisor"
 	"github.com/urfave/cli/v2"
 )
 
@@ -351,4 +354,86 @@ func TestRegistryHostsAtStart(t *testing.T) {
 	if _, err := os.Stat(ran); err == nil {
 		t.Errorf("got npm run with registries not on offer, want it left alone")
 	}
+}
+
+// Every key of the config file means what it says: a zero bound is refused,
+// not read as the default, and queue_size and grace of zero mean none.
+func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
+	for _, tc := range []struct{ name, body, want string }{
+		{"zero cpus", "[sandbox]\ncpus = 0.0\n", "cpus 0: give a positive value"},
+		{"negative pids", "[sandbox]\npids = -1\n", "pids -1"},
+		{"zero id count", "[sandbox]\nid_count = 0\n", "id_count 0"},
+		{"zero id first", "[sandbox]\nid_first = 0\n", "id_first 0"},
+		{"pool too large", "[sandbox]\npool = 65\n", "pool size must be 0 to 64"},
+		{"relative state dir", "state_dir = \"var/brig\"\n", "must be an absolute path"},
+		{"zero retention", "retention = \"0s\"\n", "retention 0s: give a positive value"},
+		{"negative queue", "queue_size = -1\n", "queue_size -1: give 0 (no queue"},
+		{"negative grace", "grace = \"-1s\"\n", "grace -1s: give 0s"},
+		{"zero max_conns", "[egress]\nmax_conns = 0\n", "egress.max_conns 0"},
+		{"zero handshake timeout", "[egress]\nhandshake_timeout = \"0s\"\n", "egress.handshake_timeout 0s"},
+		{"zero install memory", "[packages]\ninstall_memory_mib = 0\n", "packages.install_memory_mib 0"},
+		{"zero cache", "[packages]\ncache_max_bytes = 0\n", "packages.cache_max_bytes 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkServeConfigFile(t, tc.body, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("zero queue and grace mean none", func(t *testing.T) {
+		var cfg supervisor.Config
+		if err := checkServeConfigFile(t, "queue_size = 0\ngrace = \"0s\"\n", &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.QueueSize >= 0 || cfg.Grace >= 0 {
+			t.Fatalf("got queue %d and grace %s, want both negative: supervisor.Config reads zero as its default", cfg.QueueSize, cfg.Grace)
+		}
+	})
+}
+
+// checkServeConfigFile writes body as a config file and checks it as brig
+// serve does before anything privileged; cfg, when given, gets the service's
+// config.
+func checkServeConfigFile(t *testing.T, body string, cfg *supervisor.Config) error {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "brig.toml")
+	os.WriteFile(p, []byte(body), 0o644)
+	sc, err := loadServeConfig(p)
+	if err != nil {
+		return err
+	}
+	// Nothing that runs the package managers.
+	sc.Packages.Enabled, sc.Egress.Modes = false, []string{"none"}
+	c, _, err := sc.serviceConfig(context.Background(), slog.New(slog.DiscardHandler))
+	if cfg != nil {
+		*cfg = c
+	}
+	if _, lerr := sc.launcherConfig(); lerr != nil {
+		err = errors.Join(err, lerr)
+	}
+	return err
+}
+
+// brig serve refuses an id range that something on the host already uses, as
+// brig check reports it, and leaves no cgroup behind.
+func TestServeRefusesAnIDRangeInUse(t *testing.T) {
+	testutil.RequireRoot(t)
+	const parent = "brig-test-cli-idrange"
+	testutil.CheckLeaks(t, parent)
+	const first = 1 << 20
+	squatter := exec.Command("sleep", "60")
+	squatter.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: first + 5, Gid: first + 5}}
+	if err := squatter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { squatter.Process.Kill(); squatter.Wait() }()
+	dir := t.TempDir()
+	_, errOut, status := brigWithin(t, 30*time.Second, "serve", "--socket", filepath.Join(dir, "s.sock"), "--state-dir", filepath.Join(dir, "state"),
+		"--cgroup-parent", parent, "--pool", "0", "--network-mode", "none", "--id-first", fmt.Sprint(first), "--id-count", "128")
+	want := fmt.Sprintf("id range: processes: in the range: pid %d (uid %d)", squatter.Process.Pid, first+5)
+	if status == 0 || !strings.Contains(errOut, want) {
+		t.Fatalf("got status %d, stderr %q; want a refusal containing %q", status, errOut, want)
+	}
+	os.Remove(cgroup.ParentLockPath("", parent))
 }
