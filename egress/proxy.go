@@ -23,6 +23,7 @@ const (
 	ruleHostMismatch = "the Host does not match the CONNECT host"
 	ruleProxyItself  = "the proxy itself"
 	ruleNotProxyForm = "not a proxy request"
+	ruleTargetHost   = "the request target names another host than the Host header"
 )
 
 // Ways a decision was reached, the Connection's Via.
@@ -79,9 +80,14 @@ func (r *Run) serveHTTP(c *net.TCPConn) {
 		r.refuseHTTP(c, "", 80, viaHTTP, 400, ruleBadHead+": the Host "+err.Error())
 		return
 	}
+	target, err := originTarget(h.target, host)
+	if err != nil {
+		r.refuseHTTP(c, host, 80, viaHTTP, 400, ruleTargetHost+": "+err.Error())
+		return
+	}
 	c.SetReadDeadline(time.Time{})
 	r.connect(c, host, 80, viaHTTP, nil, func(up *net.TCPConn, rec *record) {
-		r.relayHTTP(c, br, up, h, h.target, "", rec)
+		r.relayHTTP(c, br, up, h, target, "", rec)
 	})
 }
 
@@ -152,8 +158,12 @@ func (r *Run) serveProxy(c *net.TCPConn) {
 			if inner, _, err := hostPort(h.host, 80); err != nil || inner != host {
 				return fmt.Sprintf("%s (%q, not %q)", ruleHostMismatch, clip(h.host), host), nil
 			}
+			target, err := originTarget(h.target, host)
+			if err != nil {
+				return ruleTargetHost + ": " + err.Error(), nil
+			}
 			c.SetReadDeadline(time.Time{})
-			return "", func() { r.relayHTTP(c, br, up, h, h.target, "", rec) }
+			return "", func() { r.relayHTTP(c, br, up, h, target, "", rec) }
 		})
 	default:
 		// Another port's protocol is unknown (SSH speaks first from the

@@ -135,10 +135,36 @@ func hostPort(s string, def int) (string, int, error) {
 	} else if strings.HasPrefix(s, "[") {
 		host = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
 	}
-	if !isHostChars(host) {
+	// One trailing dot makes a name absolute; two leave an empty label.
+	if !isHostChars(host) || strings.HasSuffix(host, "..") {
 		return "", 0, fmt.Errorf("%q is not a host name", clip(s))
 	}
 	return normalHost(host), port, nil
+}
+
+// originTarget is the target that a request decided on its Host header (on
+// the transparent :80, or in a CONNECT tunnel to port 80) is forwarded with.
+// An origin-form target ("/path") and "*" go as they are. An absolute-form
+// one ("http://host/path") is legal there too, and a server routes by it,
+// not by the Host header (RFC 9112, 3.2.2): it is forwarded in origin form,
+// and only when it names host on port 80. Otherwise a request decided on one
+// name would reach whatever other site shares its server.
+func originTarget(target, host string) (string, error) {
+	if strings.HasPrefix(target, "/") || target == "*" {
+		return target, nil
+	}
+	authority, origin, err := absoluteTarget(target)
+	if err != nil {
+		return "", err
+	}
+	named, port, err := hostPort(authority, 80)
+	if err != nil {
+		return "", err
+	}
+	if named != host || port != 80 {
+		return "", fmt.Errorf("%q, not %s:80", clip(authority), host)
+	}
+	return origin, nil
 }
 
 // absoluteTarget splits a plain proxy request's absolute URL into its

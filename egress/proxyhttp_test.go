@@ -95,6 +95,7 @@ func TestHostPort(t *testing.T) {
 		{in: "a.example:443", wantHost: "a.example", wantPort: 443},
 		{in: "[::1]:80", wantHost: "::1", wantPort: 80},
 		{in: "a.example:0", wantErr: true},
+		{in: "a.example..", wantErr: true},
 		{in: "a.example:99999", wantErr: true},
 		{in: "a example", wantErr: true},
 		{in: "", wantErr: true},

@@ -421,6 +421,35 @@ func TestRunProxies(t *testing.T) {
 			t.Errorf("got %q, want a 403 naming the ip literal rule", got)
 		}
 	})
+	// A server routes an absolute-form target by its URL, not by the Host
+	// header (RFC 9112, 3.2.2): the URL must name the host decided on.
+	for _, tt := range []struct{ name, addr, prefix, req string }{
+		{"transparent", "127.0.0.1:80", "", ""},
+		{"CONNECT to port 80", proxyURL.Host, "HTTP/1.1 200 Connection established\r\n\r\n", "CONNECT upstream.test:80 HTTP/1.1\r\n\r\n"},
+	} {
+		t.Run("HTTP "+tt.name+" absolute-form target of the same host", func(t *testing.T) {
+			got := rawExchange(t, ns, tt.addr, tt.req+"GET http://UPSTREAM.test/abs?q=1 HTTP/1.1\r\nHost: upstream.test\r\n\r\n")
+			if !strings.HasPrefix(got, tt.prefix+"HTTP/1.1 200 OK") || !strings.HasSuffix(got, "hello upstream.test /abs 0") {
+				t.Errorf("got %q, want the upstream's answer", got)
+			}
+		})
+		t.Run("HTTP "+tt.name+" absolute-form target of another host", func(t *testing.T) {
+			for _, target := range []string{"http://denied.test/secret", "http://upstream.test:8080/x", "http://other.test/"} {
+				got := rawExchange(t, ns, tt.addr, tt.req+"GET "+target+" HTTP/1.1\r\nHost: upstream.test\r\n\r\n")
+				if strings.Contains(got, "hello") {
+					t.Errorf("%s: got %q, want it refused", target, got)
+				}
+				if tt.prefix == "" && (!strings.HasPrefix(got, "HTTP/1.1 400 ") || !strings.Contains(got, "the request target names another host")) {
+					t.Errorf("%s: got %q, want a 400 naming the rule", target, got)
+				}
+			}
+			for _, h := range u.seenHosts() {
+				if h != "upstream.test" {
+					t.Errorf("the upstream saw a request for %q", h)
+				}
+			}
+		})
+	}
 	t.Run("HTTPS through CONNECT", func(t *testing.T) {
 		status, body, err := get(proxied, "https://upstream.test/c")
 		if err != nil || status != 200 || body != "hello upstream.test /c 0" {
