@@ -70,19 +70,24 @@ func (b *budget) take(want int64) int64 {
 
 func (b *budget) give(n int64) { b.left.Add(n) }
 
-// spliceChunk is what a raw copy reserves at a time: large enough that the
-// bookkeeping is nothing next to the copy (Go splices at most 1 MiB a call),
-// small enough that the reservations of MaxConns connections do not hold the
-// run's whole budget.
-const spliceChunk = 1 << 20
+// A raw copy reserves spliceFirst of the budget, and twice what it used up
+// each time after, to spliceChunk: a large transfer's bookkeeping is nothing
+// next to its copy (Go splices at most 1 MiB a call), and a connection that
+// waits for its answer holds little. A reservation is held while the copy
+// waits: at 1 MiB from the start, four connections waiting at once held a
+// 1 MiB budget whole, and a fifth was cut having moved nothing.
+const (
+	spliceFirst = 16 << 10
+	spliceChunk = 1 << 20
+)
 
 // spliceCopy copies src to dst until EOF, within the run's budget b, adding
 // what it copied to count as it goes. dst and src are *net.TCPConn and the
 // io.LimitedReader around src is one that net's splice path unwraps, so the
 // bytes move with splice(2) and never enter user space.
 func spliceCopy(dst, src *net.TCPConn, b *budget, count *atomic.Int64) error {
-	for {
-		n := b.take(spliceChunk)
+	for chunk := int64(spliceFirst); ; chunk = min(2*chunk, spliceChunk) {
+		n := b.take(chunk)
 		if n == 0 {
 			return errBytesLimit
 		}

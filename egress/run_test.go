@@ -166,6 +166,9 @@ func newUpstreams(t testing.TB) *upstreams {
 		u.mu.Lock()
 		u.hosts = append(u.hosts, req.Host)
 		u.mu.Unlock()
+		if d, err := time.ParseDuration(req.URL.Query().Get("delay")); err == nil {
+			time.Sleep(d)
+		}
 		if n, err := strconv.Atoi(req.URL.Query().Get("bytes")); err == nil {
 			w.Header().Set("Content-Length", strconv.Itoa(n))
 			buf := make([]byte, 64<<10)
@@ -737,6 +740,38 @@ func TestRunMaxBytes(t *testing.T) {
 	conns := r.Close()
 	if len(conns) != 1 || conns[0].BytesReceived > 1<<20 || conns[0].BytesReceived < 1<<19 || conns[0].Failure != errBytesLimit.Error() {
 		t.Errorf("got %+v, want one connection cut at the limit of 1 MiB received", conns)
+	}
+}
+
+// Connections that wait for their answer hold little of the run's byte
+// budget: four at once, with 1 MiB in all, each get their small answer.
+func TestRunMaxBytesConcurrentWaits(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	u := newUpstreams(t)
+	cfg := u.config(io.Discard)
+	cfg.MaxBytes = 1 << 20
+	r, ns, _ := startRun(t, cfg, testPolicy)
+	tr := transport(ns, u, nil)
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			status, body, err := get(tr, fmt.Sprintf("http://upstream.test/wait%d?delay=300ms", i))
+			if err == nil && (status != 200 || !strings.HasPrefix(body, "hello upstream.test")) {
+				err = fmt.Errorf("got %d %q", status, body)
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Errorf("a request: %v, want its answer", err)
+		}
+	}
+	for _, c := range r.Close() {
+		if c.Failure != "" {
+			t.Errorf("got %+v, want no connection cut", c)
+		}
 	}
 }
 
