@@ -99,9 +99,10 @@ var groupSeq atomic.Uint64
 type Launcher struct {
 	cfg    Config
 	filter []byte
-	// spawnFilter is the init thread's filter until the program starts: see
-	// pid1.PrepareSpec.SpawnSeccomp.
-	spawnFilter []byte
+	// spawnFilter is the init thread's filter until the program starts, and
+	// initFilter the init's once it has hardened itself: see
+	// pid1.PrepareSpec.SpawnSeccomp and InitSeccomp.
+	spawnFilter, initFilter []byte
 	// reaper, when set, is the config of a zygote's sandbox's pid 1: a
 	// reaper (jail/reaper), whose root the supervisor builds (buildRoot),
 	// instead of a Go init. Nil where the kernel can't mount the proc of
@@ -189,6 +190,10 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compiling the init's seccomp filter: %w", err)
 	}
+	initFilter, err := seccomp.Compile(seccomp.Init())
+	if err != nil {
+		return nil, fmt.Errorf("compiling the hardened init's seccomp filter: %w", err)
+	}
 	reaperCfg, why, err := newReaperConfig()
 	if err != nil {
 		return nil, err
@@ -208,6 +213,7 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		cfg:         cfg,
 		filter:      cfg.Filter.Marshal(),
 		spawnFilter: spawn.Marshal(),
+		initFilter:  initFilter.Marshal(),
 		reaper:      reaperCfg,
 		ids:         ids,
 		scratch:     scratch,

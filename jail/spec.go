@@ -85,6 +85,7 @@ func (l *Launcher) newPrepareSpec(root *rootfs.Root, memoryBytes int64, ids runI
 		Rlimits:      pid1.DefaultRlimits(),
 		Seccomp:      l.filter,
 		SpawnSeccomp: l.spawnFilter,
+		InitSeccomp:  l.initFilter,
 	}
 }
 

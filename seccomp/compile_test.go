@@ -308,7 +308,7 @@ func TestParseOp(t *testing.T) {
 // every non-obvious entry: every denial, every ENOSYS, every ignored call and
 // every argument check or list of cases.
 func TestDefaultRulesExplained(t *testing.T) {
-	for name, p := range map[string]Policy{"Default": Default(), "Spawner": Spawner(), "Reaper": Reaper()} {
+	for name, p := range map[string]Policy{"Default": Default(), "Spawner": Spawner(), "Reaper": Reaper(), "Init": Init()} {
 		for _, r := range p.Rules {
 			if !explained(r) {
 				t.Errorf("%s rule %v (%v): got no Comment, want one saying why", name, r.Names, r.Action)

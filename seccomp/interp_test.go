@@ -365,7 +365,7 @@ func TestProgramMatchesTable(t *testing.T) {
 	for _, pol := range []struct {
 		name   string
 		policy Policy
-	}{{"Default", Default()}, {"Spawner", Spawner()}, {"Reaper", Reaper()}} {
+	}{{"Default", Default()}, {"Spawner", Spawner()}, {"Reaper", Reaper()}, {"Init", Init()}} {
 		t.Run(pol.name, func(t *testing.T) {
 			programMatchesTable(t, pol.policy)
 		})
@@ -650,4 +650,44 @@ func TestReaperAllowsOnlyItsLoop(t *testing.T) {
 	if len(prog) > 64 {
 		t.Errorf("the reaper's filter has %d instructions; it was meant to cost next to nothing to load", len(prog))
 	}
+}
+
+func TestInitAllowsOnlyItsCalls(t *testing.T) {
+	p := Init()
+	for _, name := range []string{"write", "wait4", "futex", "nanosleep", "tgkill", "mmap", "madvise", "epoll_pwait", "exit_group"} {
+		if got := p.action(name, [6]uint64{}); got != Allow {
+			t.Errorf("%s: got %v, want allow", name, got)
+		}
+	}
+	for _, name := range []string{"openat", "execve", "kill", "ptrace", "mount", "socket", "setns", "unshare", "setresuid", "prctl", "seccomp", "connect"} {
+		if got := p.action(name, [6]uint64{}); got != Deny {
+			t.Errorf("%s: got %v, want deny", name, got)
+		}
+	}
+	thread := uint64(unix.CLONE_VM | unix.CLONE_FS | unix.CLONE_FILES | unix.CLONE_SIGHAND | unix.CLONE_THREAD | unix.CLONE_SYSVSEM)
+	for _, tc := range []struct {
+		flags uint64
+		want  Action
+	}{
+		{thread, Allow},
+		{thread | unix.CLONE_SETTLS | unix.CLONE_PARENT_SETTID | unix.CLONE_CHILD_CLEARTID, Allow},
+		{uint64(unix.SIGCHLD), Deny}, // fork
+		{thread | unix.CLONE_NEWUSER, Deny},
+		{unix.CLONE_NEWNET, Deny},
+	} {
+		if got := p.action("clone", [6]uint64{tc.flags}); got != tc.want {
+			t.Errorf("clone(%#x): got %v, want %v", tc.flags, got, tc.want)
+		}
+	}
+	if got := p.action("clone3", [6]uint64{}); got != NoSys {
+		t.Errorf("clone3: got %v, want nosys", got)
+	}
+	prog, err := Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prog) > 96 {
+		t.Errorf("the init's filter has %d instructions; it was meant to be a short list", len(prog))
+	}
+	t.Logf("%d instructions", len(prog))
 }

@@ -187,8 +187,8 @@ func verifyNoCapabilities(*initState) error {
 // thread has to be synchronised, which keeps it off the cost of a run's start.
 // The interpreter, cloned from this thread, inherits it beneath its own.
 // The init of a zygote's sandbox starts no interpreter (the zygote forks it)
-// and goes straight on to hardenSteps, whose filter is the program's: it
-// skips this one, which no verdict of the stack would come from.
+// and goes straight on to hardenSteps, whose filter is stricter: it skips
+// this one, which no verdict of the stack would come from.
 func loadThreadFilter(st *initState) error {
 	if st.prep.Zygote {
 		return nil
@@ -200,10 +200,11 @@ func loadThreadFilter(st *initState) error {
 	return bpf.LoadThread(prog)
 }
 
-// loadProcessFilter installs the program's filter on every thread of the init
-// (this one already has the spawner's; the two stack, and the stricter wins).
+// loadProcessFilter installs the init's own filter (PrepareSpec.InitSeccomp)
+// on every thread of the init (this one already has the spawner's; the two
+// stack, and the stricter wins).
 func loadProcessFilter(st *initState) error {
-	prog, err := bpf.Unmarshal(st.prep.Seccomp)
+	prog, err := bpf.Unmarshal(st.prep.InitSeccomp)
 	if err != nil {
 		return err
 	}

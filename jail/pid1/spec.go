@@ -32,9 +32,11 @@ type PrepareSpec struct {
 	InitUID, InitGID int
 	Hostname         string
 	Rlimits          []Rlimit
-	// Seccomp is the program's compiled filter (seccomp.Program.Marshal), which
-	// the init also loads on all its threads once the program has started.
+	// Seccomp is the program's compiled filter (seccomp.Program.Marshal).
 	Seccomp []byte `json:"-"`
+	// InitSeccomp is the filter the init loads on all its threads once it has
+	// dropped its identity (seccomp.Init): only what it still does.
+	InitSeccomp []byte `json:"-"`
 	// SpawnSeccomp is the filter of the init's thread from the end of the
 	// preparation: Seccomp but for the clone into the program's user namespace.
 	// Empty for a Zygote sandbox, whose init starts no program.
@@ -76,8 +78,8 @@ type RunSpec struct {
 
 // The spec pipe carries each spec as frames, a frame a 4-byte little-endian
 // length and that many bytes: first the spec's JSON, then its byte fields raw,
-// a frame each (PrepareSpec: Seccomp, SpawnSeccomp; RunSpec: Code). Two
-// filters of 11 kB each, base64 inside the JSON, cost every init 0.4 ms in
+// a frame each (PrepareSpec: Seccomp, SpawnSeccomp, InitSeccomp; RunSpec:
+// Code). Two filters of 11 kB each, base64 inside the JSON, cost every init 0.4 ms in
 // encoding/json's scanner, and a large program would cost more.
 
 // maxSpecFrame bounds a frame the init reads: a run's code is far smaller.
@@ -85,14 +87,14 @@ const maxSpecFrame = 1 << 30
 
 // WritePrepare writes s to the spec pipe, in one write.
 func WritePrepare(w io.Writer, s *PrepareSpec) error {
-	return writeSpec(w, s, s.Seccomp, s.SpawnSeccomp)
+	return writeSpec(w, s, s.Seccomp, s.SpawnSeccomp, s.InitSeccomp)
 }
 
 // WriteRun writes s to the spec pipe, in one write.
 func WriteRun(w io.Writer, s *RunSpec) error { return writeSpec(w, s, s.Code) }
 
 func readPrepare(r io.Reader, s *PrepareSpec) error {
-	return readSpec(r, s, &s.Seccomp, &s.SpawnSeccomp)
+	return readSpec(r, s, &s.Seccomp, &s.SpawnSeccomp, &s.InitSeccomp)
 }
 
 func readRun(r io.Reader, s *RunSpec) error { return readSpec(r, s, &s.Code) }

@@ -15,7 +15,7 @@ func TestSpecFramesRoundTrip(t *testing.T) {
 	prep := PrepareSpec{
 		Scratch: "/s", Lower: "/l", Binds: []Bind{{Source: "/a", Target: "/b"}},
 		UID: 1000, Hostname: "sandbox", Rlimits: DefaultRlimits(),
-		Seccomp: bytes.Repeat([]byte{0, 1, 2, 0xff}, 2000), Zygote: true,
+		Seccomp: bytes.Repeat([]byte{0, 1, 2, 0xff}, 2000), InitSeccomp: []byte{7, 8, 9}, Zygote: true,
 	}
 	run := RunSpec{ScriptPath: "/sandbox/main.py", Code: []byte("print('\\x00 é')\n"), Argv: []string{"python3"}, Env: []string{"A=1"}}
 	var pipe bytes.Buffer
