@@ -12,6 +12,8 @@
 //	if t := *req.TimeoutSeconds; t < api.MinTimeoutSeconds || t > api.MaxTimeoutSeconds { ... }
 package api
 
+import "encoding/json"
+
 // OutcomeOf is the outcome of a finished run that ended for reason (ReasonNone for a
 // run that completed) with the given network mode. A networked run cut short
 // (timeout, memory, stopped) may have changed something outside: unknown.
@@ -74,6 +76,10 @@ type Connection struct {
 	Rule          string `json:"rule"`
 	BytesSent     int64  `json:"bytes_sent"`
 	BytesReceived int64  `json:"bytes_received"`
+	// Failure says why an allowed connection did not get through or was cut
+	// ("the run's byte limit was reached", an upstream that did not answer);
+	// empty when it went through.
+	Failure string `json:"failure,omitempty"`
 }
 
 // Usage is what the run consumed.
@@ -165,6 +171,23 @@ type Event struct {
 	Package string  `json:"package,omitempty"`
 	Message string  `json:"message,omitempty"`
 	Result  *Result `json:"result,omitempty"`
+}
+
+// MarshalJSON omits the empty fields of an Event, but for an egress event's
+// host and port, which API.md shows on every one: the host is "" for a
+// connection refused before it named one (a limit, an unreadable head), the
+// port 0 for a name lookup.
+func (e Event) MarshalJSON() ([]byte, error) {
+	type plain Event
+	if e.Event != EventEgress {
+		return json.Marshal(plain(e))
+	}
+	return json.Marshal(struct {
+		Event   string `json:"event"`
+		Host    string `json:"host"`
+		Port    int    `json:"port"`
+		Allowed *bool  `json:"allowed"`
+	}{e.Event, e.Host, e.Port, e.Allowed})
 }
 
 // ErrorBody is the body of every error response: {"error": {...}}.

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -72,10 +73,18 @@ func ParseDomain(s string) (string, error) {
 			return "", err
 		}
 	}
-	// No top-level domain is all digits; a name that ends in one is an IPv4
-	// address in another spelling ("127.1", "0x7f.0.0.1") or a typo of one.
-	if isDigits(labels[len(labels)-1]) {
+	// No top-level domain is a number; a name that ends in one is an IPv4
+	// address in another spelling ("127.1", "0x7f.0x1") or a typo of one.
+	if endsInNumber(name) {
 		return "", fmt.Errorf("%q ends in a number, like an IP address: give a host name such as example.com", s)
+	}
+	// The name must be one a connection can be decided on, or the entry
+	// would be accepted and match nothing.
+	switch got, err := NormalizeHost(name); {
+	case errors.Is(err, ErrLoopbackName):
+		return "", fmt.Errorf("%q is a name of the run's own loopback (RFC 6761), where no connection leaves the sandbox: give a host name such as example.com", s)
+	case err != nil || got != name:
+		return "", fmt.Errorf("%q is not a valid host name (an xn-- label must be valid punycode): give a host name such as example.com", s)
 	}
 	return name, nil
 }

@@ -53,6 +53,7 @@ const (
 	ruleNotRegistry  = "not a registry host"
 	ruleIPLiteral    = "ip literal (the proxy dials names only)"
 	ruleInvalidHost  = "invalid host name"
+	ruleLoopbackName = "a name of the run's own loopback (localhost)"
 	ruleInvalidPort  = "invalid port"
 	ruleAddrPublic   = "address public"
 	ruleHostAddr     = "address of this host"
@@ -67,6 +68,9 @@ var (
 	ErrIPLiteral = errors.New("ip literal")
 	// ErrInvalidHost: the host is no host name.
 	ErrInvalidHost = errors.New("invalid host name")
+	// ErrLoopbackName: localhost or a name under it (RFC 6761), which names
+	// the run's own loopback and is never looked up outside.
+	ErrLoopbackName = errors.New("a name of loopback")
 )
 
 // maxHostInput bounds the raw host NormalizeHost reads: four times the
@@ -134,6 +138,9 @@ func NormalizeHost(host string) (string, error) {
 		if checkLabel(name, label) != nil {
 			return "", ErrInvalidHost
 		}
+	}
+	if labels[len(labels)-1] == "localhost" {
+		return "", ErrLoopbackName
 	}
 	return name, nil
 }
@@ -203,6 +210,8 @@ func (p Policy) DecideName(host string, port int) Decision {
 	switch {
 	case errors.Is(err, ErrIPLiteral):
 		return Decision{Rule: ruleIPLiteral}
+	case errors.Is(err, ErrLoopbackName):
+		return Decision{Rule: ruleLoopbackName}
 	case err != nil:
 		return Decision{Rule: ruleInvalidHost}
 	}

@@ -212,6 +212,11 @@ func TestDecideName(t *testing.T) {
 			any: deny("invalid port"), domains: deny("invalid port"), registries: deny("invalid port")},
 		{name: "ip literal and port 0", host: "127.0.0.1", portZero: true,
 			any: deny(ruleIPLiteral), domains: deny(ruleIPLiteral), registries: deny(ruleIPLiteral)},
+		// RFC 6761: never looked up outside, in any mode, on any path.
+		{name: "under localhost", host: "secret.localhost",
+			any: deny(ruleLoopbackName), domains: deny(ruleLoopbackName), registries: deny(ruleLoopbackName)},
+		{name: "under localhost, upper case and a dot", host: "A.LocalHost.",
+			any: deny(ruleLoopbackName), domains: deny(ruleLoopbackName), registries: deny(ruleLoopbackName)},
 	}
 	for _, h := range ipLiterals {
 		tests = append(tests, nameCase{name: "ip literal " + h, host: h, any: deny(ruleIPLiteral), domains: deny(ruleIPLiteral), registries: deny(ruleIPLiteral)})
@@ -231,7 +236,7 @@ func TestDecideName(t *testing.T) {
 			t.Run(m.p.Mode+"/"+tt.name, func(t *testing.T) {
 				got := m.p.DecideName(tt.host, port)
 				want := m.want
-				if want.Rule != ruleIPLiteral && want.Rule != ruleInvalidHost {
+				if want.Rule != ruleIPLiteral && want.Rule != ruleInvalidHost && want.Rule != ruleLoopbackName {
 					want.Name = tt.wantName
 				}
 				if got != want {

@@ -368,7 +368,15 @@ func (r *Run) refuseHTTP(c *net.TCPConn, host string, port int, via string, stat
 	if host != "" {
 		dest = fmt.Sprintf("%s:%d", host, port)
 	}
-	writeStatus(c, status, fmt.Sprintf("brig egress: refused %s: %s", dest, rule))
+	writeStatus(c, status, fmt.Sprintf("brig egress: refused %s: %s%s", dest, rule, ruleHints[rule]))
+}
+
+// ruleHints say what to do about a refusal, for the rules the request can
+// change: the program, or the model that wrote it, reads the answer.
+var ruleHints = map[string]string{
+	ruleNotDomain:   " (to reach it, list it or a parent domain in the run's network.domains)",
+	ruleNotRegistry: " (mode registries reaches only the package registries; mode domains reaches the hosts listed)",
+	ruleModeNone:    " (the run's network mode is none; ask for mode domains with the hosts to reach)",
 }
 
 func writeStatus(c *net.TCPConn, status int, body string) {

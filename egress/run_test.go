@@ -394,8 +394,8 @@ func TestRunProxies(t *testing.T) {
 	})
 	t.Run("HTTP transparent denied Host", func(t *testing.T) {
 		got := rawExchange(t, ns, "127.0.0.1:80", "GET / HTTP/1.1\r\nHost: denied.test\r\n\r\n")
-		if !strings.HasPrefix(got, "HTTP/1.1 403 ") || !strings.Contains(got, "not in the run's domains") {
-			t.Errorf("got %q, want a 403 naming the rule", got)
+		if !strings.HasPrefix(got, "HTTP/1.1 403 ") || !strings.Contains(got, "not in the run's domains (to reach it, list it") {
+			t.Errorf("got %q, want a 403 naming the rule and what to do", got)
 		}
 	})
 	t.Run("HTTP transparent keep-alive second request to a denied Host", func(t *testing.T) {

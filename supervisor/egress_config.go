@@ -135,5 +135,6 @@ func apiConnection(c egress.Connection) api.Connection {
 		Rule:          c.Rule,
 		BytesSent:     c.BytesSent,
 		BytesReceived: c.BytesReceived,
+		Failure:       c.Failure,
 	}
 }

@@ -179,13 +179,13 @@ func TestRecordEgress(t *testing.T) {
 	conns := []egress.Connection{
 		{Host: "api.example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 500, BytesReceived: 4000},
 		{Host: "evil.example", Port: 80, Allowed: false, Rule: "not in the run's domains"},
-		{Host: "www.example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 20, BytesReceived: 30},
+		{Host: "www.example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 20, BytesReceived: 30, Failure: "the run's byte limit was reached"},
 	}
 	got := s.recordEgress(api.NetworkDomains, conns)
 	want := []api.Connection{
 		{Host: "api.example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 500, BytesReceived: 4000},
 		{Host: "evil.example", Port: 80, Allowed: false, Rule: "not in the run's domains"},
-		{Host: "www.example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 20, BytesReceived: 30},
+		{Host: "www.example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 20, BytesReceived: 30, Failure: "the run's byte limit was reached"},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
@@ -288,6 +288,23 @@ func TestOnEgress(t *testing.T) {
 		r.mu.Unlock()
 		if n != maxEgressEvents {
 			t.Fatalf("got %d egress events, want %d", n, maxEgressEvents)
+		}
+	})
+
+	t.Run("replayed from the journal", func(t *testing.T) {
+		res := pendingResult("r4", api.Request{Language: "python"}.WithDefaults())
+		res.Network.Connections = []api.Connection{
+			{Host: "api.example.com", Port: 443, Allowed: true},
+			{Host: "evil.example", Port: 0, Allowed: false},
+		}
+		var got []string
+		for _, ev := range replay(&record{Result: res, Started: true}) {
+			b, _ := json.Marshal(ev)
+			got = append(got, string(b))
+		}
+		if len(got) != 5 || got[2] != `{"event":"egress","host":"api.example.com","port":443,"allowed":true}` ||
+			got[3] != `{"event":"egress","host":"evil.example","port":0,"allowed":false}` {
+			t.Fatalf("got %q, want accepted, started, the two egress events with host and port, result", got)
 		}
 	})
 

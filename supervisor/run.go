@@ -209,12 +209,19 @@ func (r *run) follow(ctx context.Context, emit func(api.Event) error) error {
 }
 
 // replay is the event stream of a finished run known only from the journal: its
-// output in one event per stream (the interleaving of the two is not kept).
+// egress decisions, one event per connection of the Result in its order (up to
+// as many as the live stream carries), and its output in one event per stream
+// (the interleaving of these is not kept, nor the install progress).
 func replay(rec *record) []api.Event {
 	res := rec.Result
 	evs := []api.Event{{Event: api.EventAccepted, ID: res.ID}}
 	if rec.Started {
 		evs = append(evs, api.Event{Event: api.EventStarted})
+	}
+	conns := res.Network.Connections
+	for _, c := range conns[:min(len(conns), maxEgressEvents)] {
+		allowed := c.Allowed
+		evs = append(evs, api.Event{Event: api.EventEgress, Host: c.Host, Port: c.Port, Allowed: &allowed})
 	}
 	if res.Stdout != "" {
 		evs = append(evs, api.Event{Event: api.EventStdout, Data: res.Stdout})

@@ -72,16 +72,9 @@ func decodeField(req *api.Request, f string, raw json.RawMessage) *apiError {
 	case "memory_mib":
 		err = json.Unmarshal(raw, &req.MemoryMiB)
 	case "packages":
-		// Element by element, so that a wrong type is named by its index.
-		var items []json.RawMessage
-		if err = json.Unmarshal(raw, &items); err == nil {
-			req.Packages = make([]string, len(items))
-			for i, it := range items {
-				if bytes.Equal(bytes.TrimSpace(it), []byte("null")) || json.Unmarshal(it, &req.Packages[i]) != nil {
-					return invalid(fmt.Sprintf("packages[%d]", i), `must be a string: a package with a version constraint, such as "numpy==1.26.4" or "lodash@4.17.21"`)
-				}
-			}
-		}
+		var aerr *apiError
+		req.Packages, aerr = decodeStrings("packages", raw, `a package with a version constraint, such as "numpy==1.26.4" or "lodash@4.17.21"`)
+		return aerr
 	case "env":
 		return decodeEnv(req, raw)
 	case "network":
@@ -179,10 +172,30 @@ func decodeNetwork(raw json.RawMessage) (*api.Network, *apiError) {
 	if v, ok := fields["mode"]; ok && (json.Unmarshal(v, &n.Mode) != nil || n.Mode == "") {
 		return nil, invalid("network.mode", "%s", typeHint["network.mode"])
 	}
-	if v, ok := fields["domains"]; ok && json.Unmarshal(v, &n.Domains) != nil {
-		return nil, invalid("network.domains", "%s", typeHint["network.domains"])
+	if v, ok := fields["domains"]; ok {
+		var aerr *apiError
+		if n.Domains, aerr = decodeStrings("network.domains", v, `a host name such as "example.com"`); aerr != nil {
+			return nil, aerr
+		}
 	}
 	return n, nil
+}
+
+// decodeStrings decodes field, an array of strings, element by element, so
+// that a wrong type (null too, which encoding/json would make "") is named by
+// its index: field[i].
+func decodeStrings(field string, raw json.RawMessage, elemHint string) ([]string, *apiError) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, invalid(field, "%s", typeHint[field])
+	}
+	out := make([]string, len(items))
+	for i, it := range items {
+		if bytes.Equal(bytes.TrimSpace(it), []byte("null")) || json.Unmarshal(it, &out[i]) != nil {
+			return nil, invalid(fmt.Sprintf("%s[%d]", field, i), "must be a string: %s", elemHint)
+		}
+	}
+	return out, nil
 }
 
 // refuseNull refuses a member whose value is null: null is not a value of any
