@@ -28,17 +28,27 @@ import (
 // its environment at its own start (PYTHON* and NODE_* variables), so a run
 // whose environment sets such a name takes the cold path (WarmEligible).
 
-// nodeBoot is run as `node -e nodeBoot`.
+// nodeBoot is run as `node -e nodeBoot`. -e makes globals a script does not
+// have: every public built-in module by its name (fs, path...: a program that
+// used path.join without requiring it would work warm and fail cold), and
+// require, module, exports, __filename and __dirname. They are removed before
+// the program runs; process, console and crypto, which -e leaves as they are
+// (it skips names already defined), are a script's globals too.
 const nodeBoot = `'use strict';
-require('fs').writeSync(3, 'r');
-const env = JSON.parse(require('fs').readFileSync(3, 'utf8'));
-require('fs').closeSync(3);
+const fs = require('fs'), Module = require('module');
+for (const name of Module.builtinModules) {
+  if (!name.includes('/') && !name.startsWith('_') && name !== 'process' && name !== 'console' && name !== 'crypto') delete globalThis[name];
+}
+for (const name of ['require', 'module', 'exports', '__filename', '__dirname']) delete globalThis[name];
+fs.writeSync(3, 'r');
+const env = JSON.parse(fs.readFileSync(3, 'utf8'));
+fs.closeSync(3);
 for (const k of Object.keys(process.env)) delete process.env[k];
 Object.assign(process.env, env);
 process.argv.length = 1;
 process.argv.push('/sandbox/main.js');
 process.execArgv.length = 0;
-require('module').runMain();
+Module.runMain();
 `
 
 // warmArgv is the command line of a warm JavaScript sandbox's waiting
@@ -49,11 +59,11 @@ func warmArgv(root *rootfs.Root) []string {
 
 // startupEnvPrefixes are the variables an interpreter reads at its own start:
 // a run that sets one (the request's or brig's) can't use a warm interpreter.
-// CPython sets its locale, UTF-8 mode and stdio encodings from LC_* at start
-// (LANG is brig's own).
+// CPython sets its locale, UTF-8 mode and stdio encodings from LC_* at start,
+// and Node its ICU default locale (Intl, toLocaleString); LANG is brig's own.
 var startupEnvPrefixes = map[rootfs.Language][]string{
 	rootfs.Python:     {"PYTHON", "LC_"},
-	rootfs.JavaScript: {"NODE_", "UV_", "OPENSSL_", "SSL_CERT_"},
+	rootfs.JavaScript: {"NODE_", "UV_", "OPENSSL_", "SSL_CERT_", "LC_"},
 }
 
 // startupEnvAllowed are the ones a warm interpreter still honours, because its

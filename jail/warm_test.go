@@ -113,6 +113,8 @@ var warmCorpus = []struct {
 	{"js fork", rootfs.JavaScript, "const cp = require('child_process'), fs = require('fs'); fs.writeFileSync('/tmp/child.js', 'process.send(42)'); const c = cp.fork('/tmp/child.js'); c.on('message', (m) => { console.log('got', m); c.disconnect() })", 0},
 	{"js stdin", rootfs.JavaScript, "console.log(JSON.stringify(require('fs').readFileSync(0, 'utf8')))", 0},
 	{"js exit handler", rootfs.JavaScript, "process.on('exit', (c) => console.log('exit', c)); console.log('main')", 0},
+	// -e's globals are gone: a program sees a script's globals only.
+	{"js globals", rootfs.JavaScript, "console.log(Object.getOwnPropertyNames(globalThis).sort().join(' ')); try { path } catch (e) { console.log(e.name) }", 0},
 	{"js fds", rootfs.JavaScript, "const fs = require('fs'); const kinds = []; for (const f of fs.readdirSync('/proc/self/fd')) { try { kinds.push(fs.readlinkSync('/proc/self/fd/' + f).replace(/[0-9]+/g, 'N')) } catch {} } console.log(kinds.sort().join(' '))", 0},
 }
 
@@ -381,7 +383,7 @@ func TestWarmEligible(t *testing.T) {
 		{rootfs.Python, map[string]string{"LC_ALL": "C"}, false, "LC_ALL"},
 		{rootfs.Python, map[string]string{"NODE_OPTIONS": "x"}, true, ""},
 		{rootfs.JavaScript, map[string]string{"NODE_OPTIONS": "x"}, false, "NODE_OPTIONS"},
-		{rootfs.JavaScript, map[string]string{"LC_ALL": "C"}, true, ""},
+		{rootfs.JavaScript, map[string]string{"LC_ALL": "de_DE.UTF-8"}, false, "LC_ALL"},
 	} {
 		ok, why := WarmEligible(tc.lang, tc.env)
 		if ok != tc.ok || why != tc.why {
