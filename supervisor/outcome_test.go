@@ -61,3 +61,19 @@ func TestResultOf(t *testing.T) {
 		t.Errorf("got %+v, want the jail's result in API words", res)
 	}
 }
+
+// A run that ended before its program ran (stopped in the queue or while its
+// packages were prepared, a sandbox that could not start) changed nothing
+// outside: failed, networked or not. One in flight when the service died may
+// have: unknown when networked.
+func TestOutcomeBeforeTheProgramRan(t *testing.T) {
+	req := api.Request{Language: "python", Network: &api.Network{Mode: api.NetworkAny}}
+	for _, reason := range []api.Reason{api.ReasonStopped, api.ReasonInternal, api.ReasonPackageUnavailable} {
+		if got := failedResult("r", req, reason, "m").Outcome; got != api.OutcomeFailed {
+			t.Errorf("%s before the program ran, network any: got %q, want failed", reason, got)
+		}
+	}
+	if got := interruptedResult("r", &record{Language: "python", Network: api.NetworkAny}).Outcome; got != api.OutcomeUnknown {
+		t.Errorf("interrupted by the service's end, network any: got %q, want unknown", got)
+	}
+}

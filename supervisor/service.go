@@ -153,18 +153,23 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 func interruptedResult(id string, rec *record) *api.Result {
 	res := failedResult(id, api.Request{Language: rec.Language, Network: &api.Network{Mode: rec.Network}}, api.ReasonStopped,
 		"the service stopped (it was restarted or crashed) before the run finished; its processes were killed and its output was lost")
+	// The journal does not say whether its program had started: a networked
+	// run may have changed something outside.
+	res.Outcome = api.OutcomeOf(api.ReasonStopped, rec.Network)
 	res.Timing.TotalMS = time.Since(rec.AcceptedAt).Milliseconds()
 	return res
 }
 
-// failedResult is the result of a run that ended for reason before the jail
-// could give one, with the outcome its network mode implies.
+// failedResult is the result of a run that ended for reason before its
+// program ran (in the queue, while its packages were prepared, or because its
+// sandbox could not start). Such a run changed nothing outside, so a
+// networked one's outcome is failed too, not unknown.
 func failedResult(id string, req api.Request, reason api.Reason, message string) *api.Result {
 	res := pendingResult(id, req)
 	res.State = api.StateFinished
 	res.Status = api.StatusFailed
 	res.Reason = reason
-	res.Outcome = api.OutcomeOf(reason, req.Network.Mode)
+	res.Outcome = api.OutcomeOf(reason, api.NetworkNone)
 	res.Message = message
 	return res
 }
