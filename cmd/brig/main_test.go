@@ -294,3 +294,27 @@ func TestCheckConfigFile(t *testing.T) {
 		}
 	}
 }
+
+// brig run's exit status: the program's own where it has one, else one per
+// reason, each its own.
+func TestExitStatus(t *testing.T) {
+	three := 3
+	for _, tc := range []struct {
+		res  api.Result
+		want int
+	}{
+		{api.Result{Reason: api.ReasonNone, ExitCode: new(int)}, 0},
+		{api.Result{Reason: api.ReasonError, ExitCode: &three}, 3},
+		{api.Result{Reason: api.ReasonError, Signal: "SIGSEGV"}, 139},
+		{api.Result{Reason: api.ReasonTimeout}, exitTimeout},
+		{api.Result{Reason: api.ReasonMemory}, exitMemory},
+		{api.Result{Reason: api.ReasonStopped}, exitStopped},
+		{api.Result{Reason: api.ReasonPackageBlocked}, exitBlocked},
+		{api.Result{Reason: api.ReasonPackageUnavailable}, exitNoPkg},
+		{api.Result{Reason: api.ReasonInternal}, exitInternal},
+	} {
+		if got := exitStatus(&tc.res); got != tc.want {
+			t.Errorf("%s: got %d, want %d", tc.res.Reason, got, tc.want)
+		}
+	}
+}

@@ -31,6 +31,7 @@ const (
 	exitStopped  = 130 // as after SIGINT
 	exitMemory   = 137 // as a SIGKILLed process
 	exitBlocked  = 126 // the package policy refused a package; the program did not run
+	exitNoPkg    = 127 // a requested package or version could not be had; the program did not run
 )
 
 func runCommand() *cli.Command {
@@ -306,6 +307,8 @@ func exitStatus(res *api.Result) int {
 		return exitStopped
 	case api.ReasonPackageBlocked:
 		return exitBlocked
+	case api.ReasonPackageUnavailable:
+		return exitNoPkg
 	case api.ReasonNone, api.ReasonError:
 		if res.ExitCode != nil {
 			return *res.ExitCode
