@@ -98,6 +98,7 @@ var warmCorpus = []struct {
 	// spawn re-imports the main module from __main__.__file__ in a fresh
 	// interpreter.
 	{"py multiprocessing spawn", rootfs.Python, "import multiprocessing as mp\ndef sq(x):\n    return x * x\nif __name__ == '__main__':\n    with mp.get_context('spawn').Pool(1) as p:\n        print(p.map(sq, [1, 2, 3]))", 0},
+	{"py file outside __main__ flushed at exit", rootfs.Python, "import builtins, os\nbuiltins.out = os.fdopen(os.dup(1), 'w')\nbuiltins.out.write('buffered\\n')\nprint('main end')", 0},
 	{"py del uses globals at exit", rootfs.Python, "import sys\nclass D:\n    def __del__(self):\n        sys.stdout.write('del\\n')\nd = D()\nprint('main')", 0},
 	{"py exit beyond a C long", rootfs.Python, "import sys\nsys.exit(2**70)", 0},
 	{"py __main__ names", rootfs.Python, "print(list(globals()), __annotations__, __doc__, __package__, __cached__)", 0},

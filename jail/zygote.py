@@ -312,6 +312,17 @@ atexit._run_exitfuncs()
 del sys.modules['__main__'], _main
 import gc
 gc.collect()
+# A file the program left open outside __main__ (in a module, on builtins)
+# loses no buffered data: the teardown would flush it as it freed it. Only the
+# run's own objects are the collector's; the zygote's are frozen out of it.
+import io
+for _f in gc.get_objects():
+    if isinstance(_f, io.IOBase) and _f not in (sys.stdout, sys.stderr):
+        try:
+            if not _f.closed:
+                _f.flush()
+        except Exception:
+            pass
 for _f in (sys.stdout, sys.stderr):
     try:
         _f.flush()
