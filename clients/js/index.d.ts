@@ -112,6 +112,9 @@ export interface Connection {
   rule: string;
   bytes_sent: number;
   bytes_received: number;
+  /** Why an allowed connection did not get through or was cut, such as
+   * `the run's byte limit was reached`; absent when it went through. */
+  failure?: string;
 }
 
 export interface Usage {
@@ -248,8 +251,10 @@ export declare class BrigError extends Error {
 }
 
 /**
- * The event stream ended before the result event (the connection dropped). The
+ * A response ended before the run's result (the connection dropped): an event
+ * stream before its result event, or the Result of `run`, `get` or `cancel`. The
  * run may still be going: reattach with `events(id)`, or read it with `get(id)`.
+ * `cause` is the socket's error, when there was one.
  */
 export declare class NoResultError extends Error {
   name: 'NoResultError';

@@ -61,15 +61,18 @@ export class BrigError extends Error {
 }
 
 /**
- * The event stream of a run ended before its result event: the connection
- * dropped. The run may still be going: `id` (when the stream said it) reattaches
- * with client.events(id) or reads it with client.get(id).
+ * A response ended before the run's result: the connection dropped during an
+ * event stream (before its result event) or during the Result of run, get or
+ * cancel. The run may still be going: `id` (when the request or the stream said
+ * it) reattaches with client.events(id) or reads it with client.get(id). `cause`
+ * is the socket's error, when there was one.
  */
 export class NoResultError extends Error {
   constructor(id, cause) {
     super(
-      'the event stream ended before the run\'s result' +
-        (id ? `; the run ${id} may still be going: reattach with events(id)` : ''),
+      'the response ended before the run\'s result' +
+        (id ? `; the run ${id} may still be going: reattach with events(id) or read it with get(id)` : '') +
+        (cause?.message ? ` (${cause.message})` : ''),
       cause === undefined ? undefined : { cause },
     );
     this.name = 'NoResultError';
@@ -114,7 +117,7 @@ export class Client {
   /** Starts a run and resolves with its Result once it has finished. */
   async run(request, options = {}) {
     checkRequest(request);
-    return this.#json('POST', '/v1/runs', options, request);
+    return this.#json('POST', '/v1/runs', options, request, { id: request.id });
   }
 
   /**
@@ -129,7 +132,7 @@ export class Client {
 
   /** Resolves with a run's Result, finished or not (its state says). */
   async get(id, options = {}) {
-    return this.#json('GET', runPath(id, '', options), options);
+    return this.#json('GET', runPath(id, '', options), options, undefined, { id });
   }
 
   /** Replays a run's events from the start and follows them to the result event. */
@@ -139,7 +142,7 @@ export class Client {
 
   /** Stops a run (reason stopped) and resolves with its Result. */
   async cancel(id, options = {}) {
-    return this.#json('DELETE', runPath(id, '', options), options);
+    return this.#json('DELETE', runPath(id, '', options), options, undefined, { id });
   }
 
   /** Liveness, and what the host supports: languages, network modes... */
@@ -152,11 +155,18 @@ export class Client {
     return this.#json('GET', '/v1/limits', options);
   }
 
-  async #json(method, path, options, body) {
+  // json resolves with the JSON body of a request's 200 response. run is { id }
+  // when that body is a run's Result (id undefined when not known): a connection
+  // that drops while it is read is then a NoResultError, as in a stream.
+  async #json(method, path, options, body, run) {
     const signal = this.#signal(options);
+    const dropped = (err) => (run
+      ? new NoResultError(run.id, err)
+      : new Error(`the connection dropped while reading the response of ${method} ${path}: ${err.message}`,
+        { cause: err }));
     try {
       const res = await this.#send(method, path, body, 'application/json', signal);
-      const text = await readAll(res, maxLine);
+      const text = await readAll(res, maxLine, dropped);
       try {
         return JSON.parse(text);
       } catch (err) {
@@ -347,17 +357,26 @@ function parseRetryAfter(value) {
   return Math.max(0, Math.ceil((at - Date.now()) / 1000));
 }
 
-async function readAll(res, limit) {
+// readAll resolves with a response's whole body, at most limit characters; a
+// connection that drops before its end rejects with dropped(the socket's error).
+async function readAll(res, limit, dropped = (err) => err) {
   res.setEncoding('utf8');
+  const chunks = res[Symbol.asyncIterator]();
   let text = '';
-  for await (const chunk of res) {
-    text += chunk;
+  for (;;) {
+    let next;
+    try {
+      next = await chunks.next();
+    } catch (err) {
+      throw dropped(err);
+    }
+    if (next.done) return text;
+    text += next.value;
     if (text.length > limit) {
       res.destroy();
       throw new Error(`the response is longer than ${limit} characters`);
     }
   }
-  return text;
 }
 
 function runPath(id, suffix, { uid } = {}) {

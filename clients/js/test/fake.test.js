@@ -306,6 +306,51 @@ describe('event streams', () => {
     });
   });
 
+  // A body cut halfway, by Content-Length or chunked framing: the error of a
+  // dropped stream (NoResultError, with the run's id when known and the socket's
+  // error as cause), never a bare "aborted".
+  const cutBody = (framing) => (req, res) => {
+    const body = JSON.stringify(result());
+    res.writeHead(200, {
+      'Content-Type': 'application/json',
+      ...(framing === 'content-length' ? { 'Content-Length': Buffer.byteLength(body) } : {}),
+    });
+    res.write(body.slice(0, 40));
+    setTimeout(() => res.destroy(), 50);
+  };
+  const cutCalls = [
+    { name: 'run with an id', call: (brig) => brig.run({ ...request, id: 'r-cut' }), id: 'r-cut' },
+    { name: 'run without an id', call: (brig) => brig.run(request), id: undefined },
+    { name: 'get', call: (brig) => brig.get('r-cut'), id: 'r-cut' },
+    { name: 'cancel', call: (brig) => brig.cancel('r-cut'), id: 'r-cut' },
+  ];
+  for (const framing of ['content-length', 'chunked']) {
+    for (const tc of cutCalls) {
+      it(`a connection cut in the result of ${tc.name} (${framing}) is a NoResultError`, async () => {
+        await withFake(cutBody(framing), {}, async (brig) => {
+          await assert.rejects(tc.call(brig), (err) => {
+            assert.ok(err instanceof NoResultError, `got ${err}`);
+            assert.equal(err.name, 'NoResultError');
+            assert.equal(err.id, tc.id);
+            assert.ok(err.cause instanceof Error, 'the socket\'s error is the cause');
+            if (tc.id) assert.match(err.message, new RegExp(`the run ${tc.id} may still be going`));
+            return true;
+          });
+        });
+      });
+    }
+    it(`a connection cut in the answer of health (${framing}) says so, with the cause`, async () => {
+      await withFake(cutBody(framing), {}, async (brig) => {
+        await assert.rejects(brig.health(), (err) => {
+          assert.ok(!(err instanceof NoResultError), `got ${err}`);
+          assert.match(err.message, /connection dropped while reading the response of GET \/v1\/health/);
+          assert.ok(err.cause instanceof Error, 'the socket\'s error is the cause');
+          return true;
+        });
+      });
+    });
+  }
+
   it('timeoutMs ends a stream that has started, with a TimeoutError', async () => {
     await withFake((req, res) => {
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });

@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import socket
 import socketserver
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -277,6 +280,83 @@ class FramingTest(FakeCase):
                     self.assertEqual(cm.exception.code, "stream_ended")
                     self.assertIsNone(cm.exception.status)
 
+    def test_last_line_without_newline(self) -> None:
+        """A body that ends properly after a whole last line without its
+        newline still gives that line's event."""
+        data = events_ndjson().rstrip(b"\n")
+        self.check(chunked([data]))
+        self.check(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nConnection: close\r\n\r\n" + data)
+
+    def test_stream_cut_mid_line(self) -> None:
+        """A connection that drops inside a line, however the body is framed,
+        ends the stream with stream_ended after the whole lines before it; the
+        cut line is not decoded."""
+        lines = events_ndjson().splitlines(keepends=True)
+        whole = b"".join(lines[:3])  # accepted, started, one stdout
+        cut = lines[3][:9]  # '{"event":' of the next stdout line
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+        answers = [
+            ("within a chunk", head + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % (len(whole) + 100) + whole + cut),
+            ("between chunks", chunked([whole, cut], end=False)),
+            ("short of Content-Length", head + b"Content-Length: %d\r\n\r\n" % (len(whole) + 100) + whole + cut),
+            ("at the connection's end", head + b"Connection: close\r\n\r\n" + whole + cut),
+        ]
+        for name in ("sync", "async"):
+            for framing, answer in answers:
+                with self.subTest(name, framing=framing):
+                    fake = self.fake([answer])
+                    seen: List[str] = []
+                    with self.assertRaises(brig.ProtocolError) as cm:
+                        if name == "sync":
+                            with brig.Client(fake.socket, timeout=WAIT, wait_timeout=WAIT).stream("python", "x") as s:
+                                seen.extend(ev.event for ev in s)
+                        else:
+                            asyncio.run(self.record_async(fake.socket, seen))
+                    self.assertEqual(cm.exception.code, "stream_ended", str(cm.exception))
+                    self.assertIsNone(cm.exception.status)
+                    self.assertEqual(seen, ["accepted", "started", "stdout"])
+
+    @staticmethod
+    async def record_async(path: str, seen: List[str]) -> None:
+        async for ev in brig.AsyncClient(path, timeout=WAIT, wait_timeout=WAIT).stream("python", "x"):
+            seen.append(ev.event)
+
+    def test_run_cut(self) -> None:
+        """run, get and cancel whose response is cut raise the same error from
+        both clients: stream_ended, saying the run may still be going."""
+        body = json.dumps(RESULT).encode()
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        answers = [
+            ("short of Content-Length", head + b"Content-Length: %d\r\n\r\n" % len(body) + body[:40]),
+            ("within a chunk", head + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(body) + body[:40]),
+        ]
+        calls = [
+            ("run", lambda c: c.run("python", "x", id="r1")),
+            ("get", lambda c: c.get("r1")),
+            ("cancel", lambda c: c.cancel("r1")),
+        ]
+        for framing, answer in answers:
+            for call, do in calls:
+                errs = {}
+                for name in ("sync", "async"):
+                    with self.subTest(framing, call=call, client=name):
+                        fake = self.fake([answer])
+                        with self.assertRaises(brig.ProtocolError) as cm:
+                            if name == "sync":
+                                do(brig.Client(fake.socket, timeout=WAIT, wait_timeout=WAIT))
+                            else:
+                                asyncio.run(do(brig.AsyncClient(fake.socket, timeout=WAIT, wait_timeout=WAIT)))
+                        err = cm.exception
+                        self.assertEqual((err.code, err.status), ("stream_ended", None))
+                        self.assertIn("the run r1 may still be going", err.message)
+                        errs[name] = err.message
+                self.assertEqual(errs.get("sync"), errs.get("async"), "both clients say the same")
+        fake = self.fake([head + b"Content-Length: 100\r\n\r\n{}"])
+        with self.assertRaises(brig.ProtocolError) as cm:
+            brig.Client(fake.socket, timeout=WAIT).run("python", "x")
+        self.assertEqual(cm.exception.code, "stream_ended")
+        self.assertIn("; the run may still be going", cm.exception.message)
+
     def test_silence_is_bounded(self) -> None:
         """wait_timeout bounds each silence of a run's response, timeout that
         of any other call."""
@@ -345,6 +425,40 @@ class FramingTest(FakeCase):
             ("GET", "/v1/runs/r%2F1"),
             ("DELETE", "/v1/runs/r1"),
         ])
+
+
+README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")
+
+
+class ReadmeTest(FakeCase):
+    def test_async_quickstart_output(self) -> None:
+        """The README's asyncio block prints whole lines when the service
+        sends a line of stderr as two events ('oops', then the newline), as
+        `print(..., file=sys.stderr)` under `python3 -u` does."""
+        with open(README, encoding="utf-8") as f:
+            blocks = re.findall(r"^```python\n(.*?)^```", f.read(), flags=re.S | re.M)
+        code = next((b for b in blocks if "AsyncClient" in b), None)
+        self.assertIsNotNone(code, "the README has an asyncio quickstart")
+        assert code is not None
+        self.assertIn(brig.DEFAULT_SOCKET, code)
+        hi = dict(RESULT, stdout="hi\n")
+        oops = dict(RESULT, stdout="", stderr="oops\n")
+        events = [
+            {"event": "accepted", "id": "r1"}, {"event": "started"},
+            {"event": "stderr", "data": "oops"}, {"event": "stderr", "data": "\n"},
+            {"event": "result", "result": oops},
+        ]
+        fake = self.fake([
+            response("200 OK", json.dumps(hi).encode()),
+            chunked([json.dumps(e).encode() + b"\n" for e in events]),
+        ])
+        src = os.path.join(os.path.dirname(README), "src")
+        proc = subprocess.run(
+            [sys.executable, "-c", code.replace(brig.DEFAULT_SOCKET, fake.socket)],
+            env=dict(os.environ, PYTHONPATH=src), capture_output=True, text=True, timeout=60,
+        )
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout, "hi\nstderr: oops\n")
 
 
 if __name__ == "__main__":

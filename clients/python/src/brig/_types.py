@@ -122,7 +122,8 @@ class PackageResult:
 @dataclasses.dataclass
 class Connection:
     """One connection the run attempted, allowed or not (a denied DNS query has
-    port 0). ``rule`` says in words which rule decided."""
+    port 0). ``rule`` says in words which rule decided; ``failure``, for an
+    allowed connection that did not get through or was cut, why."""
 
     host: str = ""
     port: int = 0
@@ -130,6 +131,7 @@ class Connection:
     rule: str = ""
     bytes_sent: int = 0
     bytes_received: int = 0
+    failure: str = ""
     extra: Dict[str, Any] = _extra()
 
     @classmethod

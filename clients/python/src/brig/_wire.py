@@ -135,6 +135,34 @@ def stream_ended() -> ProtocolError:
     )
 
 
+def response_cut(what: str, run_id: Optional[str] = None) -> ProtocolError:
+    """The error of a JSON response whose connection dropped before its end:
+    code stream_ended, as for a stream cut before its result. For a run's result
+    (``run_id``: the run's id, "" when not known), the run may still be going."""
+    message = f"the connection dropped while reading {what}"
+    if run_id is not None:
+        named = f"the run {run_id}" if run_id else "the run"
+        message += f"; {named} may still be going: get or follow it by its id"
+    return ProtocolError(message, code="stream_ended")
+
+
+def last_line(splitter: "LineSplitter") -> List[bytes]:
+    """The line left in splitter once a body has really ended (not cut by a
+    dropped connection): what follows the last newline, when it is a whole JSON
+    value (a last line sent without its newline). A body framed by the
+    connection's end looks just as ended when the connection dropped in a line:
+    a rest that is not JSON is that cut line, and no event (the caller then
+    raises stream_ended, as the JS client does)."""
+    rest = splitter.rest()
+    if not rest:
+        return []
+    try:
+        json.loads(rest.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return []
+    return [rest]
+
+
 class LineSplitter:
     """Splits a byte stream into NDJSON lines, refusing a line longer than
     MAX_EVENT_LINE."""

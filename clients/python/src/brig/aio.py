@@ -31,6 +31,8 @@ from ._wire import (
     RetryPolicy,
     decode_event,
     decode_json,
+    last_line,
+    response_cut,
     run_path,
     run_request,
     stream_ended,
@@ -287,10 +289,9 @@ class AsyncEventStream:
                 raise stream_ended()
             data = await self._resp.read()
             if not data:
+                # The body ended as framed (a cut one raises stream_ended).
                 self._eof = True
-                rest = self._splitter.rest()
-                if rest:
-                    self._pending.append(rest)
+                self._pending.extend(last_line(self._splitter))
                 continue
             self._pending.extend(self._splitter.feed(data))
         return self._pending.popleft()
@@ -354,7 +355,7 @@ class AsyncClient:
             packages=packages, env=env, network=network, domains=domains, id=id,
         )
         resp = await self._open("POST", "/v1/runs", body, "application/json", wait=True)
-        return Result.from_json(await self._read_json(resp, "the result"))
+        return Result.from_json(await self._read_json(resp, "the result", id or ""))
 
     def stream(
         self,
@@ -380,7 +381,7 @@ class AsyncClient:
     async def get(self, id: str, *, uid: Optional[int] = None) -> Result:
         """The run's Result, finished or not (its ``state`` says)."""
         resp = await self._open("GET", run_path(id, uid=uid), None, "application/json")
-        return Result.from_json(await self._read_json(resp, "the result"))
+        return Result.from_json(await self._read_json(resp, "the result", id))
 
     def events(self, id: str, *, uid: Optional[int] = None) -> AsyncEventStream:
         """Replays the run's events from the start and follows them to its
@@ -392,7 +393,7 @@ class AsyncClient:
         """Stops the run (``reason`` stopped, unless it had already finished)
         and returns its Result."""
         resp = await self._open("DELETE", run_path(id, uid=uid), None, "application/json")
-        return Result.from_json(await self._read_json(resp, "the result"))
+        return Result.from_json(await self._read_json(resp, "the result", id))
 
     async def health(self) -> Health:
         """The service's liveness and what its host supports."""
@@ -452,9 +453,15 @@ class AsyncClient:
             raise
 
     @staticmethod
-    async def _read_json(resp: _Response, what: str) -> Any:
+    async def _read_json(resp: _Response, what: str, run_id: Optional[str] = None) -> Any:
+        """The JSON body of resp; run_id is the run's id ("" when not known)
+        when the body is a run's result."""
         try:
             raw = await resp.read_all(MAX_EVENT_LINE, what)
+        except errors.ProtocolError as err:
+            if err.code != "stream_ended":
+                raise
+            raise response_cut(what, run_id) from None
         finally:
             resp.close()
         return decode_json(raw, what)

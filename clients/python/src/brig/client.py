@@ -24,6 +24,8 @@ from ._wire import (
     RetryPolicy,
     decode_event,
     decode_json,
+    last_line,
+    response_cut,
     run_path,
     run_request,
     stream_ended,
@@ -101,13 +103,18 @@ class EventStream:
                 raise stream_ended()
             try:
                 data = self._resp.read1(READ_SIZE)
-            except http.client.IncompleteRead:
-                data = b""
+            except http.client.IncompleteRead as cut:
+                # The connection dropped within a chunk or between chunks: the
+                # whole lines it brought are events; after them, a cut line is
+                # not one, and the stream ends before its result.
+                self._eof = True
+                self._pending.extend(self._splitter.feed(cut.partial))
+                continue
             if not data:
                 self._eof = True
-                rest = self._splitter.rest()
-                if rest:
-                    self._pending.append(rest)
+                # Short of its Content-Length, the body was cut, not ended.
+                if not self._resp.length:
+                    self._pending.extend(last_line(self._splitter))
                 continue
             self._pending.extend(self._splitter.feed(data))
         return self._pending.popleft()
@@ -182,7 +189,7 @@ class Client:
             packages=packages, env=env, network=network, domains=domains, id=id,
         )
         conn, resp = self._open("POST", "/v1/runs", body, "application/json", wait=True)
-        return Result.from_json(self._read_json(conn, resp, "the result"))
+        return Result.from_json(self._read_json(conn, resp, "the result", id or ""))
 
     def stream(
         self,
@@ -210,7 +217,7 @@ class Client:
     def get(self, id: str, *, uid: Optional[int] = None) -> Result:
         """The run's Result, finished or not (its ``state`` says)."""
         conn, resp = self._open("GET", run_path(id, uid=uid), None, "application/json")
-        return Result.from_json(self._read_json(conn, resp, "the result"))
+        return Result.from_json(self._read_json(conn, resp, "the result", id))
 
     def events(self, id: str, *, uid: Optional[int] = None) -> EventStream:
         """Replays the run's events from the start and follows them to its
@@ -221,7 +228,7 @@ class Client:
         """Stops the run (``reason`` stopped, unless it had already finished)
         and returns its Result."""
         conn, resp = self._open("DELETE", run_path(id, uid=uid), None, "application/json")
-        return Result.from_json(self._read_json(conn, resp, "the result"))
+        return Result.from_json(self._read_json(conn, resp, "the result", id))
 
     def health(self) -> Health:
         """The service's liveness and what its host supports."""
@@ -290,11 +297,15 @@ class Client:
             raise send_err from None
 
     @staticmethod
-    def _read_json(conn: UnixHTTPConnection, resp: http.client.HTTPResponse, what: str) -> object:
+    def _read_json(
+        conn: UnixHTTPConnection, resp: http.client.HTTPResponse, what: str, run_id: Optional[str] = None
+    ) -> object:
+        """The JSON body of resp; run_id is the run's id ("" when not known)
+        when the body is a run's result."""
         try:
             raw = resp.read()
         except http.client.IncompleteRead:
-            raise errors.ProtocolError(f"the connection dropped while reading {what}", code="bad_response") from None
+            raise response_cut(what, run_id) from None
         finally:
             conn.close()
         return decode_json(raw, what)

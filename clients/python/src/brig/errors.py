@@ -89,9 +89,11 @@ class Unavailable(BrigError):
 
 
 class ProtocolError(BrigError):
-    """The service's response could not be read as the API describes it, or an
-    event stream ended before its ``result`` event (the connection dropped: the
-    run may still be going; ``get`` or ``events`` its id). ``status`` is None."""
+    """The service's response could not be read as the API describes it (code
+    ``bad_response``), or the connection dropped before the response's end
+    (code ``stream_ended``): an event stream before its ``result`` event, or the
+    body of ``run``, ``get``... The run may still be going: ``get`` or
+    ``events`` its id. ``status`` is None."""
 
 
 _BY_STATUS: Dict[int, Type[BrigError]] = {
