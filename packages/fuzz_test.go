@@ -31,6 +31,8 @@ func FuzzParseRequest(f *testing.F) {
 		{"javascript", "@types/node@20"},
 		{"javascript", "lodash@1.2.3 - 2.3.4 || >=5.0.0-rc.1+b <6"},
 		{"javascript", "x@npm:y@1"},
+		{"python", "torch[cuda] (==2.1.0+cu121, !=2.1.1)"},
+		{"javascript", "JSONStream@>= 1.3.0 < 2 || ~ 2"},
 		{"ruby", "rails==7"},
 	} {
 		f.Add(seed[0], seed[1])

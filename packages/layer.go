@@ -39,8 +39,10 @@ type Set struct {
 //
 // The Python constraint is compared without spaces, case-insensitively and
 // with its comma-separated clauses sorted (">=2, <3" and "<3,>=2" are one
-// set); an npm range with its runs of spaces folded to one. Both are spellings
-// the tools read the same way.
+// set); an npm range with its runs of spaces folded to one and an operator
+// joined to its version (">= 1 <2" is ">=1 <2"). Both are spellings the tools
+// read the same way. A Python constraint in PEP 508's parentheses is one
+// without them (Request.Constraint).
 func (s Set) Key() string {
 	type entry struct {
 		Name       string   `json:"n"`
@@ -82,7 +84,7 @@ func canonicalConstraint(language, c string) string {
 	}
 	sets := strings.Split(c, "||")
 	for i, set := range sets {
-		sets[i] = strings.Join(strings.Fields(set), " ")
+		sets[i] = strings.Join(npmComparators(set), " ")
 	}
 	return strings.Join(sets, " || ")
 }

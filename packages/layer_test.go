@@ -33,6 +33,9 @@ func TestSetKey(t *testing.T) {
 		{name: "extras order and spelling", a: py("httpx[http2,Socks]==0.27.0"), b: py("httpx[socks,http2]==0.27.0"), same: true},
 		{name: "npm range spaces", a: js("lodash@>=4  <5"), b: js("lodash@>=4 <5"), same: true},
 		{name: "npm order", a: js("lodash@^4.17.0", "@types/node@20"), b: js("@types/node@20", "lodash@^4.17.0"), same: true},
+		{name: "npm operator apart from its version", a: js("left-pad@>= 1.3.0  < 2"), b: js("left-pad@>=1.3.0 <2"), same: true},
+		{name: "npm caret apart from its version", a: js("lodash@^ 4.17.0 || ~ 5"), b: js("lodash@^4.17.0 || ~5"), same: true},
+		{name: "python parenthesised", a: py("Alpha (>=1.0, <2)"), b: py("alpha>=1.0,<2"), same: true},
 		{name: "options order", a: withOptions(py("numpy>=1"), "b", "a"), b: withOptions(py("numpy>=1"), "a", "b"), same: true},
 
 		{name: "constraint", a: py("requests>=2"), b: py("requests>=2.1"), same: false},
@@ -40,6 +43,8 @@ func TestSetKey(t *testing.T) {
 		{name: "extras", a: py("httpx==0.27.0"), b: py("httpx[http2]==0.27.0"), same: false},
 		{name: "runtime", a: py("numpy==1.26.4"), b: withRuntime(py("numpy==1.26.4"), "3.12.0"), same: false},
 		{name: "language", a: py("left-pad>=1"), b: js("left-pad@>=1"), same: false},
+		{name: "npm legacy capitals are another name", a: js("JSONStream@1.3.5"), b: js("jsonstream@1.3.5"), same: false},
+		{name: "python local version", a: py("torch==2.1.0"), b: py("torch==2.1.0+cpu"), same: false},
 		{name: "one more package", a: py("numpy>=1"), b: py("numpy>=1", "requests>=2"), same: false},
 		{name: "options", a: py("numpy>=1"), b: withOptions(py("numpy>=1"), "source-builds"), same: false},
 		// A request's name can't run into its constraint in the encoding.

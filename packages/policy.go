@@ -20,8 +20,9 @@ const (
 //
 // Names and globs (path.Match syntax: "*", "?", "[a-z]") match normalised names:
 // an entry is normalised for the language being checked (PEP 503 for Python,
-// so "Django_*" matches "django-rest"; npm names as written, lower-cased), so
-// one list can serve both languages. A scoped npm glob keeps its "/":
+// so "Django_*" matches "django-rest"; npm names exactly as written, as npm
+// compares them: "JSONStream" is a legacy name of its own, not "jsonstream"),
+// so one list can serve both languages. A scoped npm glob keeps its "/":
 // "@types/*" matches "@types/node", and "*" alone matches scoped names too.
 type PolicyConfig struct {
 	// Mode is "" or "open", "allow", "deny" or "reviewed".
@@ -33,6 +34,8 @@ type PolicyConfig struct {
 	// Reviewed lists the pairs admitted in "reviewed" mode: "numpy==1.26.4" for
 	// Python, "lodash@4.17.21" or "@types/node@20.11.0" for npm. A request must
 	// then pin exactly one of them ("numpy==1.26.4"; "numpy>=1" is refused).
+	// Versions compare as the language does: PEP 440 equality for Python
+	// ("1.2" is "1.2.0", names PEP 503-normalised), exact semver for npm.
 	Reviewed []string
 }
 
@@ -107,7 +110,7 @@ func validateGlob(e string) error {
 func parseReviewed(e string) (language, name, version string, err error) {
 	if n, v, ok := strings.Cut(e, "=="); ok {
 		n, v = strings.TrimSpace(n), strings.TrimSpace(v)
-		if !pyNameRE().MatchString(n) || !pyVersionRE().MatchString(v) {
+		if _, version := canonicalPEP440(v); !pyNameRE().MatchString(n) || !version {
 			return "", "", "", fmt.Errorf("entry %q is not a Python name==version pair such as %s", e, pyExample)
 		}
 		return languagePython, n, v, nil
@@ -135,12 +138,13 @@ func isExactSemver(v string) bool {
 }
 
 // normaliseName is name as the language compares it; glob metacharacters pass
-// through.
+// through. npm compares names exactly: new names are lower case, and a legacy
+// name with capitals ("JSONStream") is another package than its lower case.
 func normaliseName(language, name string) string {
 	if language == languagePython {
 		return normalisePython(name)
 	}
-	return strings.ToLower(name)
+	return name
 }
 
 // matchGlob reports whether the normalised name matches the normalised glob.
@@ -193,16 +197,22 @@ func (p PolicyConfig) check(language string, r Request) error {
 		"%s is refused: this host's package policy has an unknown mode %q", r.Name, p.Mode)}
 }
 
-func (p PolicyConfig) checkReviewed(language string, r Request) error {
-	var versions, pairs []string // of r.Name
+// reviewedOf returns the reviewed versions of name (normalised) for
+// language, and their entries as the config writes them.
+func (p PolicyConfig) reviewedOf(language, name string) (versions, pairs []string) {
 	for _, e := range p.Reviewed {
-		lang, name, version, err := parseReviewed(e)
-		if err != nil || lang != language || normaliseName(language, name) != r.Name {
+		lang, n, version, err := parseReviewed(e)
+		if err != nil || lang != language || normaliseName(language, n) != name {
 			continue
 		}
 		versions = append(versions, version)
 		pairs = append(pairs, e)
 	}
+	return versions, pairs
+}
+
+func (p PolicyConfig) checkReviewed(language string, r Request) error {
+	versions, pairs := p.reviewedOf(language, r.Name)
 	if len(versions) == 0 {
 		return &BlockedError{Request: r.Raw, Rule: PolicyReviewed, Message: fmt.Sprintf(
 			"%s has no reviewed version on this host, which installs only reviewed name and version pairs", r.Name)}
@@ -214,13 +224,19 @@ func (p PolicyConfig) checkReviewed(language string, r Request) error {
 			}
 		}
 	}
-	how := "pin one of them exactly, as " + exampleReviewed(language, r.Name, versions[0])
+	// The advice keeps the request's extras: a pin that drops them would
+	// install less than was asked for.
+	display := r.Name
+	if len(r.Extras) > 0 {
+		display += "[" + strings.Join(r.Extras, ",") + "]"
+	}
+	how := "pin one of them exactly, as " + exampleReviewed(language, display, versions[0])
 	return &BlockedError{Request: r.Raw, Rule: PolicyReviewed, Message: fmt.Sprintf(
 		"%s asks for a version of %s that is not reviewed on this host (reviewed: %s): %s", r.Raw, r.Name, listEntries(pairs), how)}
 }
 
 // exactPin returns the one version a constraint pins: "==1.2" or "===1.2" in
-// Python, "1.2.3" or "=1.2.3" in npm.
+// Python, "1.2.3" or "=1.2.3" (also "= 1.2.3") in npm.
 func exactPin(language, constraint string) (string, bool) {
 	c := strings.TrimSpace(constraint)
 	if language == languagePython {
@@ -234,7 +250,7 @@ func exactPin(language, constraint string) (string, bool) {
 		}
 		return "", false
 	}
-	c = strings.TrimPrefix(c, "=")
+	c = strings.TrimSpace(strings.TrimPrefix(c, "="))
 	if !isExactSemver(c) {
 		return "", false
 	}
@@ -242,16 +258,14 @@ func exactPin(language, constraint string) (string, bool) {
 }
 
 // sameVersion compares two versions as the language does, for the exact pins
-// the reviewed mode admits: PEP 440 versions are case-insensitive and may start
-// with "v"; npm versions compare as written, build metadata aside.
+// the reviewed mode admits: PEP 440 equality for Python ("1.2" is "1.2.0",
+// "1.0alpha1" is "1.0a1"), exact semver equality for npm (build metadata
+// aside).
 func sameVersion(language, a, b string) bool {
 	if language == languagePython {
-		norm := func(v string) string { return strings.TrimPrefix(strings.ToLower(v), "v") }
-		return norm(a) == norm(b)
+		return samePEP440(a, b)
 	}
-	a, _, _ = strings.Cut(a, "+")
-	b, _, _ = strings.Cut(b, "+")
-	return a == b
+	return sameSemver(a, b)
 }
 
 func exampleReviewed(language, name, version string) string {
@@ -292,7 +306,8 @@ func (p PolicyConfig) CheckResolved(language string, pkgs []Resolved) error {
 		if language == languagePython {
 			constraint = "==" + r.Version
 		}
-		req := Request{Raw: pin, Name: normaliseName(language, r.Name), Constraint: constraint}
+		name := normaliseName(language, r.Name)
+		req := Request{Raw: pin, Name: name, Constraint: constraint}
 		err := p.check(language, req)
 		var b *BlockedError
 		if !errors.As(err, &b) {
@@ -307,8 +322,19 @@ func (p PolicyConfig) CheckResolved(language string, pkgs []Resolved) error {
 		}
 		if p.Mode == PolicyDeny {
 			b.Message = fmt.Sprintf("%s is refused by this host's deny list (entry %s)", what, strings.TrimPrefix(b.Rule, PolicyDeny+":"))
-		} else {
-			b.Message = fmt.Sprintf("%s is not a reviewed version on this host, which installs only reviewed name and version pairs", what)
+			return b
+		}
+		versions, pairs := p.reviewedOf(language, name)
+		switch {
+		case len(versions) == 0:
+			b.Message = fmt.Sprintf("%s has no reviewed version on this host, which installs only reviewed name and version pairs: request packages whose dependencies are all reviewed here", what)
+		case r.Request != "":
+			// The request pinned a reviewed version (Check passed) and the
+			// index gave another build of it, such as a local "+label".
+			b.Message = fmt.Sprintf("%s is not a reviewed version on this host (reviewed: %s), which installs only reviewed name and version pairs", what, listEntries(pairs))
+		default:
+			b.Message = fmt.Sprintf("%s is not a reviewed version on this host (reviewed: %s), which installs only reviewed name and version pairs: add a reviewed version of it to the requests, as %s, or request versions whose dependencies are reviewed",
+				what, listEntries(pairs), exampleReviewed(language, name, versions[0]))
 		}
 		return b
 	}

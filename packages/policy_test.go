@@ -42,6 +42,13 @@ func TestPolicyCheck(t *testing.T) {
 
 		{name: "deny admits others", policy: PolicyConfig{Mode: "deny", Deny: []string{"evil-*"}}, language: "python", requests: []string{"numpy==1.26.4"}},
 		{
+			name: "allow npm name is exact", policy: PolicyConfig{Mode: "allow", Allow: []string{"jsonstream"}},
+			language: "javascript", requests: []string{"JSONStream@1.3.5"},
+			blocked: "JSONStream@1.3.5", rule: "allow", message: "JSONStream is not on this host's allow list",
+		},
+		{name: "allow npm legacy capitals", policy: PolicyConfig{Mode: "allow", Allow: []string{"JSON*"}}, language: "javascript", requests: []string{"JSONStream@1.3.5"}},
+		{name: "deny npm name is exact", policy: PolicyConfig{Mode: "deny", Deny: []string{"jsonstream"}}, language: "javascript", requests: []string{"JSONStream@1.3.5"}},
+		{
 			name: "deny glob", policy: PolicyConfig{Mode: "deny", Deny: []string{"evil-*"}},
 			language: "python", requests: []string{"numpy==1.26.4", "Evil_Pkg>=0"},
 			blocked: "Evil_Pkg>=0", rule: "deny:evil-*", message: "evil-pkg is refused by this host's deny list (entry evil-*)",
@@ -76,7 +83,53 @@ func TestPolicyCheck(t *testing.T) {
 			language: "python", requests: []string{"requests==2.32.3"},
 			blocked: "requests==2.32.3", rule: "reviewed", message: "requests has no reviewed version on this host",
 		},
+		// PEP 440 equality: zero padding, spellings, PEP 503 names.
+		{name: "reviewed zero padding", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"alpha==1.0"}}, language: "python", requests: []string{"alpha==1.0.0"}},
+		{name: "reviewed zero padding the other way", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"foo-bar==1.2.0"}}, language: "python", requests: []string{"foo_bar==1.2"}},
+		{name: "reviewed name and version spelled otherwise", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"Foo_Bar==1.2"}}, language: "python", requests: []string{"foo.bar==v1.2.0"}},
+		{name: "reviewed prerelease spelling", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"alpha==1.0a1"}}, language: "python", requests: []string{"alpha==1.0.0-ALPHA.1"}},
+		{name: "reviewed post release spelling", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"alpha==1.0.post1"}}, language: "python", requests: []string{"alpha==1.0-1"}},
+		{name: "reviewed parenthesised pin", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"alpha==1.0"}}, language: "python", requests: []string{"alpha (==1.0)"}},
+		{name: "reviewed local version", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"torch==2.1.0+cpu"}}, language: "python", requests: []string{"torch==2.1+CPU"}},
+		{
+			name: "reviewed zero padding is not a prefix", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"alpha==1.0"}},
+			language: "python", requests: []string{"alpha==1.0.1"},
+			blocked: "alpha==1.0.1", rule: "reviewed", message: "pin one of them exactly, as alpha==1.0",
+		},
+		{
+			name: "reviewed local version is another version", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"torch==2.1.0"}},
+			language: "python", requests: []string{"torch==2.1.0+cpu"},
+			blocked: "torch==2.1.0+cpu", rule: "reviewed",
+		},
+		{
+			name: "reviewed prerelease is another version", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"alpha==1.0"}},
+			language: "python", requests: []string{"alpha==1.0rc1"},
+			blocked: "alpha==1.0rc1", rule: "reviewed",
+		},
+		{
+			name: "reviewed advice keeps the extras", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"httpx==0.27.0"}},
+			language: "python", requests: []string{"HTTPX[HTTP2]>=0.27"},
+			blocked: "HTTPX[HTTP2]>=0.27", rule: "reviewed", message: "pin one of them exactly, as httpx[http2]==0.27.0",
+		},
 		{name: "reviewed npm exact", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"lodash@4.17.21"}}, language: "javascript", requests: []string{"lodash@4.17.21"}},
+		{name: "reviewed npm equals apart", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"left-pad@1.3.0"}}, language: "javascript", requests: []string{"left-pad@= 1.3.0"}},
+		{name: "reviewed npm build metadata aside", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"react@1.0.0-beta.1+b7"}}, language: "javascript", requests: []string{"react@1.0.0-beta.1"}},
+		{
+			name: "reviewed npm has no zero padding", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"lodash@4.17.21"}},
+			language: "javascript", requests: []string{"lodash@4.17"},
+			blocked: "lodash@4.17", rule: "reviewed", message: "as lodash@4.17.21",
+		},
+		{
+			name: "reviewed npm prerelease is another version", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"react@1.0.0"}},
+			language: "javascript", requests: []string{"react@1.0.0-rc.1"},
+			blocked: "react@1.0.0-rc.1", rule: "reviewed",
+		},
+		{name: "reviewed npm legacy capitals", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"JSONStream@1.3.5"}}, language: "javascript", requests: []string{"JSONStream@1.3.5"}},
+		{
+			name: "reviewed npm capitals are another name", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"jsonstream@1.3.5"}},
+			language: "javascript", requests: []string{"JSONStream@1.3.5"},
+			blocked: "JSONStream@1.3.5", rule: "reviewed", message: "JSONStream has no reviewed version",
+		},
 		{name: "reviewed npm equals", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"@types/node@20.11.0"}}, language: "javascript", requests: []string{"@types/node@=20.11.0"}},
 		{
 			name: "reviewed npm caret refused", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"lodash@4.17.21"}},
@@ -135,6 +188,8 @@ func TestPolicyValidate(t *testing.T) {
 		{name: "allow", policy: PolicyConfig{Mode: "allow", Allow: []string{"numpy", "django-*", "@types/*"}}},
 		{name: "deny with no list", policy: PolicyConfig{Mode: "deny"}},
 		{name: "reviewed", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4", "lodash@4.17.21", "@types/node@20.11.0-beta.1"}}},
+		{name: "reviewed local version and legacy npm name", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"torch==2.1.0+cpu", "JSONStream@1.3.5"}}},
+		{name: "reviewed scoped npm capitals", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"@Types/node@20.11.0"}}, want: "not an npm name@version pair"},
 		{name: "unknown mode", policy: PolicyConfig{Mode: "strict"}, want: `unknown mode "strict"`},
 		{name: "allow with no list", policy: PolicyConfig{Mode: "allow"}, want: "empty allow list"},
 		{name: "reviewed with no list", policy: PolicyConfig{Mode: "reviewed"}, want: "empty reviewed list"},
@@ -196,7 +251,25 @@ func TestPolicyCheckResolved(t *testing.T) {
 		{name: "reviewed all", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4", "Six==1.16.0"}}, language: "python", pkgs: resolved},
 		{
 			name: "reviewed refuses an unreviewed dependency", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4", "six==1.15.0"}}, language: "python", pkgs: resolved,
-			want: "six==1.16.0, a dependency the install resolved, is not a reviewed version",
+			want: "six==1.16.0, a dependency the install resolved, is not a reviewed version on this host (reviewed: six==1.15.0), which installs only reviewed name and version pairs: add a reviewed version of it to the requests, as six==1.15.0",
+		},
+		{
+			name: "reviewed refuses a dependency with no reviewed version", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4"}}, language: "python", pkgs: resolved,
+			want: "six==1.16.0, a dependency the install resolved, has no reviewed version on this host",
+		},
+		// PEP 440 equality: "foo_bar==1.2" installs 1.2.0, reviewed as foo-bar==1.2.
+		{
+			name: "reviewed zero padding", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"foo-bar==1.2", "Six==1.16"}}, language: "python",
+			pkgs: []Resolved{{Name: "foo-bar", Version: "1.2.0", Request: "foo_bar==1.2"}, {Name: "six", Version: "1.16.0"}},
+		},
+		{
+			name: "reviewed local build refused", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"alpha==1.0"}}, language: "python",
+			pkgs: []Resolved{{Name: "alpha", Version: "1.0+evil", Request: "alpha==1.0"}},
+			want: "alpha==1.0+evil, which alpha==1.0 resolved to, is not a reviewed version on this host (reviewed: alpha==1.0)",
+		},
+		{
+			name: "reviewed npm legacy capitals", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"JSONStream@1.3.5", "through@2.3.8"}}, language: "javascript",
+			pkgs: []Resolved{{Name: "JSONStream", Version: "1.3.5", Request: "JSONStream@1.3.5"}, {Name: "through", Version: "2.3.8"}},
 		},
 		{
 			name: "reviewed refuses a request resolved elsewhere", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"lodash@4.17.20"}}, language: "javascript",

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -29,13 +30,15 @@ const (
 type Request struct {
 	Raw string // as the run asked, unchanged
 	// Name is normalised: Python per PEP 503 (lower case, runs of -_. become -);
-	// npm names as written (npm names are already lower case), scope included
-	// ("@types/node").
+	// npm names as written, as npm compares them, scope included ("@types/node";
+	// new npm names are lower case, a few legacy ones such as "JSONStream" are
+	// not).
 	Name string
 	// Extras are the Python extras, normalised like Name and sorted; nil for npm.
 	Extras []string
 	// Constraint is the version constraint as written after the name and extras
-	// ("==1.26.4", ">=2,<3", "^4.17.0", "*", "20").
+	// ("==1.26.4", ">=2,<3", "^4.17.0", "*", "20"), without PEP 508's optional
+	// parentheses ("numpy (>=1.26)" has ">=1.26").
 	Constraint string
 }
 
@@ -156,8 +159,10 @@ var (
 	pySeparatorsRE = lazyRegexp(`[-_.]+`)
 
 	// The version patterns of PEP 440's specifiers, after the `packaging` library's
-	// Specifier regex, without local versions (+local): brig asks the public index.
+	// Specifier regex. A local version ("+cpu") is checked apart: PEP 440 admits
+	// it after == and != only.
 	pyVersionRE    = lazyRegexp(`^(?i:` + pep440Release + `(?:\.[0-9]+)*` + pep440Suffixes + `)$`)
+	pyLocalRE      = lazyRegexp(`^(?i:[a-z0-9]+(?:[-_.][a-z0-9]+)*)$`)
 	pyCompatibleRE = lazyRegexp(`^(?i:` + pep440Release + `(?:\.[0-9]+)+` + pep440Suffixes + `)$`)
 	pyWildcardRE   = lazyRegexp(`^(?i:` + pep440Release + `(?:\.[0-9]+)*\.\*)$`)
 )
@@ -184,7 +189,7 @@ func normalisePython(name string) string {
 
 // pyPin is the message's hint for name (as written) without a usable constraint.
 func pyPin(name string) string {
-	return fmt.Sprintf("pin it as %s==1.0.0 with the version you need, or leave it open as %s>=0", name, name)
+	return fmt.Sprintf("pin it as %s==VERSION, with the exact version you need, or leave it open as %s>=0", name, name)
 }
 
 func isPyNameByte(c byte) bool {
@@ -215,7 +220,7 @@ func parsePython(s string) (Request, error) {
 		if example == "" {
 			example = pyExample
 		}
-		return Request{}, refuse(s, "%q has an environment marker: markers are not supported; drop everything from the \";\", as in %s", s, example)
+		return Request{}, refuse(s, "%q has an environment marker, which brig does not take (a run's interpreter is known, so the marker decides nothing): drop everything from the \";\", as in %s", s, example)
 	}
 	if strings.ContainsAny(s, `/\`) {
 		return Request{}, refuse(s, "%q is a path: brig installs from the package index only; give a name with a version constraint, such as %s", s, pyExample)
@@ -239,7 +244,7 @@ func parsePython(s string) (Request, error) {
 		switch c := rest[0]; {
 		case spaced && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'):
 			return Request{}, refuse(s, "%q has a space inside the package name: write the name without spaces, then the constraint, such as %s", s, pyExample)
-		case !spaced && !strings.ContainsRune("[=!<>~", rune(c)):
+		case !spaced && !strings.ContainsRune("[=!<>~(", rune(c)):
 			r, _ := utf8.DecodeRuneInString(rest)
 			return Request{}, refuse(s, "%q has %q after the name %q: names are ASCII letters, digits, \".\", \"_\" and \"-\", followed by optional [extras] and a version constraint, such as httpx[http2]==0.27.0", s, r, name)
 		}
@@ -260,8 +265,16 @@ func parsePython(s string) (Request, error) {
 		rest = strings.TrimLeft(rest[end+1:], " ")
 	}
 
+	// PEP 508 allows the specifiers in parentheses: "numpy (>=1.26)".
+	if inner, ok := strings.CutPrefix(rest, "("); ok {
+		inner, ok = strings.CutSuffix(inner, ")")
+		if !ok {
+			return Request{}, refuse(s, "%q has no \")\" closing its version constraint: write it as %s (>=1.0.0), or without the parentheses, as %s>=1.0.0", s, display, display)
+		}
+		rest = strings.Trim(inner, " ")
+	}
 	if rest == "" {
-		return Request{}, refuse(s, "%q has no version constraint: %s", s, pyPin(display))
+		return Request{}, refuse(s, "%q has no version constraint, which brig requires: %s", s, pyPin(display))
 	}
 	if err := checkSpecifiers(s, display, rest); err != nil {
 		return Request{}, err
@@ -315,6 +328,7 @@ func checkSpecifiers(s, display, spec string) error {
 			return refuse(s, "%q has %q where a version constraint belongs: %s", s, clause, pyPin(display))
 		}
 		v := strings.TrimLeft(clause[len(op):], " ")
+		release, local, isLocal := strings.Cut(v, "+")
 		switch {
 		case v == "":
 			return refuse(s, "%q has %q without a version: write it as in %s%s1.0.0", s, op, display, op)
@@ -335,6 +349,12 @@ func checkSpecifiers(s, display, spec string) error {
 			if !pyWildcardRE().MatchString(v) {
 				return refuse(s, "%q has %q, which is not a PEP 440 wildcard: write release numbers then \".*\", as in %s==1.26.*", s, v, display)
 			}
+		case isLocal && op != "==" && op != "!=":
+			return refuse(s, "%q has the local version %q after %q: PEP 440 allows a local version (+label) only after == or !=, as in %s==%s", s, v, op, display, v)
+		case isLocal:
+			if !pyVersionRE().MatchString(release) || !pyLocalRE().MatchString(local) {
+				return refuse(s, "%q has %q, which is not a PEP 440 version: a local version is a version, \"+\" and a label of letters and digits separated by \".\", as in torch==2.1.0+cpu", s, v)
+			}
 		case op == "~=" && pyVersionRE().MatchString(v) && !pyCompatibleRE().MatchString(v):
 			return refuse(s, "%q uses \"~=\" with one release number: ~= needs at least two, as in %s~=2.31", s, display)
 		case !pyVersionRE().MatchString(v):
@@ -347,10 +367,11 @@ func checkSpecifiers(s, display, spec string) error {
 // JavaScript: name@range in npm's syntax.
 
 var (
-	// npmNamePartRE is the rule validate-npm-package-name applies to a new
-	// package's name and to its scope: lower case, URL-safe, not starting with
-	// "." or "_".
-	npmNamePartRE = lazyRegexp(`^[a-z0-9~-][a-z0-9._~-]*$`)
+	// npmNamePartRE is the rule validate-npm-package-name applies to a
+	// package's name and to its scope: URL-safe, not starting with "." or "_".
+	// Upper case is checked apart: the registry holds legacy names with
+	// capitals ("JSONStream"), never a scoped one.
+	npmNamePartRE = lazyRegexp(`^[A-Za-z0-9~-][A-Za-z0-9._~-]*$`)
 	// npmTagRE is what a dist-tag ("latest", "next", "beta") looks like.
 	npmTagRE = lazyRegexp(`^[A-Za-z][A-Za-z0-9._-]*$`)
 )
@@ -362,7 +383,7 @@ const (
 
 // npmPin is the message's hint for name (as written) without a usable range.
 func npmPin(name string) string {
-	return fmt.Sprintf("pin it as %s@1.0.0 with the version you need, or leave it open as %s@*", name, name)
+	return fmt.Sprintf("pin it as %s@VERSION, with the exact version you need, or leave it open as %s@*", name, name)
 }
 
 func parseJavaScript(s string) (Request, error) {
@@ -405,7 +426,7 @@ func parseJavaScript(s string) (Request, error) {
 		if err := checkNpmName(s, s, "1.0.0"); err != nil {
 			return Request{}, err
 		}
-		return Request{}, refuse(s, "%q has no version range: %s", s, npmPin(s))
+		return Request{}, refuse(s, "%q has no version range, which brig requires: %s", s, npmPin(s))
 	}
 	name, rng := s[:at], s[at+1:]
 	if err := checkNpmName(s, name, rng); err != nil {
@@ -416,7 +437,9 @@ func parseJavaScript(s string) (Request, error) {
 		return Request{}, refuse(s, "%q has an empty version range after \"@\": %s", s, npmPin(name))
 	case validRange(rng):
 	case strings.HasPrefix(rng, "v") && validRange(rng[1:]):
-		return Request{}, refuse(s, "%q writes the version with a \"v\": write it without, as %s@%s", s, name, rng[1:])
+		return Request{}, refuse(s, "%q writes the version with a \"v\", which npm ignores and brig does not take: write it without, as %s@%s", s, name, rng[1:])
+	case strings.Contains(rng, "~>") && validRange(strings.ReplaceAll(rng, "~>", "~")):
+		return Request{}, refuse(s, "%q uses \"~>\", which npm reads as \"~\" and brig does not take: write it with \"~\", as %s@%s", s, name, strings.ReplaceAll(rng, "~>", "~"))
 	case npmTagRE().MatchString(rng):
 		return Request{}, refuse(s, "%q asks for the dist-tag %q, and a tag is not a version constraint: %s", s, rng, npmPin(name))
 	case strings.Contains(rng, "/"):
@@ -431,14 +454,16 @@ func parseJavaScript(s string) (Request, error) {
 // written, for the messages. The name can't exceed npm's 214 characters: the
 // whole request is at most that.
 func checkNpmName(s, name, rng string) error {
-	if lower := strings.ToLower(name); lower != name {
-		return refuse(s, "%q has upper case letters: npm names are lower case, as in %s@%s", s, lower, rng)
-	}
 	pkg := name
 	if strings.HasPrefix(name, "@") {
 		scope, p, ok := strings.Cut(name[1:], "/")
 		if !ok {
 			return refuse(s, "%q has a scope without a package: write @scope/name@range, such as @types/node@20", s)
+		}
+		// Scopes came after npm made new names lower case: no scoped name
+		// has capitals. (Unscoped legacy names may: "JSONStream".)
+		if lower := strings.ToLower(name); lower != name {
+			return refuse(s, "%q has upper case letters, which no scoped npm name has: scopes and scoped names are lower case; if you meant %s, write %s@%s", s, lower, lower, rng)
 		}
 		if !npmNamePartRE().MatchString(scope) {
 			return refuse(s, "%q has an invalid scope %q: scopes, like names, are lower case letters, digits, \"-\", \".\", \"_\" and \"~\", and do not start with \".\" or \"_\"", s, scope)
@@ -448,9 +473,9 @@ func checkNpmName(s, name, rng string) error {
 		return refuse(s, "%q looks like a GitHub repository (user/repo): brig installs from the npm registry only; give name@range, such as %s", s, npmExample)
 	}
 	if !npmNamePartRE().MatchString(pkg) {
-		return refuse(s, "%q is not a valid npm package name: names are lower case letters, digits, \"-\", \".\", \"_\" and \"~\", and do not start with \".\" or \"_\"", name)
+		return refuse(s, "%q is not a valid npm package name: names are letters (lower case, but for a few older packages), digits, \"-\", \".\", \"_\" and \"~\", and do not start with \".\" or \"_\"", name)
 	}
-	if name == "node_modules" || name == "favicon.ico" {
+	if lower := strings.ToLower(name); lower == "node_modules" || lower == "favicon.ico" {
 		return refuse(s, "%q is a name npm does not allow: give a package of the registry, such as %s", name, npmExample)
 	}
 	return nil
@@ -458,7 +483,8 @@ func checkNpmName(s, name, rng string) error {
 
 // validRange reports whether r is a version range in npm's syntax: node-semver's
 // grammar (range-set, hyphen, simple, partial, qualifier), strictly: no "v"
-// prefix, no space between an operator and its version, no "~>".
+// prefix, no "~>". Spaces between an operator and its version (">= 1.2") are
+// taken, as node-semver takes them (npmComparators).
 //
 // It is written here because no library fits: Masterminds/semver, the usual Go
 // choice, has its own constraint syntax (commas for "and", "||" spacing, "v"
@@ -466,12 +492,7 @@ func checkNpmName(s, name, rng string) error {
 // other way round; and this check needs no new dependency.
 func validRange(r string) bool {
 	for _, set := range strings.Split(r, "||") {
-		var fields []string // only " " separates: tabs and other spaces are refused earlier or here
-		for _, f := range strings.Split(set, " ") {
-			if f != "" {
-				fields = append(fields, f)
-			}
-		}
+		fields := npmComparators(set)
 		if len(fields) == 0 {
 			return false // "1 || " and the like: node-semver reads it as "*", which is surely not meant
 		}
@@ -492,6 +513,30 @@ func validRange(r string) bool {
 
 // npmOperators are the comparator and range operators, longest first.
 var npmOperators = []string{">=", "<=", ">", "<", "=", "~", "^"}
+
+// npmComparators splits one set of a range (between "||") into its fields,
+// an operator written apart from its version joined to it: node-semver reads
+// ">= 1.2.3 < 2" as ">=1.2.3 <2" (its comparator, tilde and caret trims). Only
+// " " separates: tabs and other spaces are refused earlier or left in a field,
+// which then fails its check.
+func npmComparators(set string) []string {
+	var fields []string
+	pending := "" // an operator waiting for its version
+	for _, f := range strings.Split(set, " ") {
+		switch {
+		case f == "":
+		case slices.Contains(npmOperators, f) && pending == "":
+			pending = f
+		default:
+			fields = append(fields, pending+f)
+			pending = ""
+		}
+	}
+	if pending != "" {
+		fields = append(fields, pending) // an operator with no version: refused
+	}
+	return fields
+}
 
 func validComparator(c string) bool {
 	for _, op := range npmOperators {

@@ -42,6 +42,12 @@ func TestParseRequestAccepts(t *testing.T) {
 		{name: "python prerelease post dev epoch", language: "python", in: "foo>=1!2.0rc1.post2.dev3", wantName: "foo", wantConstraint: ">=1!2.0rc1.post2.dev3"},
 		{name: "python v prefix", language: "python", in: "foo>v1.0", wantName: "foo", wantConstraint: ">v1.0"},
 		{name: "python compatible with three numbers", language: "python", in: "foo~=1.4.5", wantName: "foo", wantConstraint: "~=1.4.5"},
+		{name: "python local version", language: "python", in: "torch==2.1.0+cpu", wantName: "torch", wantConstraint: "==2.1.0+cpu"},
+		{name: "python local version not equal", language: "python", in: "alpha!=1.0+Local_2.x-1", wantName: "alpha", wantConstraint: "!=1.0+Local_2.x-1"},
+		{name: "python local version in a range", language: "python", in: "alpha>=1,!=1.5+ubuntu1", wantName: "alpha", wantConstraint: ">=1,!=1.5+ubuntu1"},
+		{name: "python parenthesised", language: "python", in: "alpha (>=1.0)", wantName: "alpha", wantConstraint: ">=1.0"},
+		{name: "python parenthesised without a space", language: "python", in: "alpha(==1.0)", wantName: "alpha", wantConstraint: "==1.0"},
+		{name: "python parenthesised after extras", language: "python", in: "httpx[http2] ( >=0.27, <1 )", wantName: "httpx", wantExtras: []string{"http2"}, wantConstraint: ">=0.27, <1"},
 
 		// npm ranges.
 		{name: "npm x", language: "javascript", in: "lodash@x", wantName: "lodash", wantConstraint: "x"},
@@ -55,6 +61,10 @@ func TestParseRequestAccepts(t *testing.T) {
 		{name: "npm prerelease and build", language: "javascript", in: "react@1.0.0-beta.1+build.7", wantName: "react", wantConstraint: "1.0.0-beta.1+build.7"},
 		{name: "npm equals", language: "javascript", in: "lodash@=4.17.21", wantName: "lodash", wantConstraint: "=4.17.21"},
 		{name: "npm name with dot and tilde", language: "javascript", in: "socket.io~x@1", wantName: "socket.io~x", wantConstraint: "1"},
+		{name: "npm space after operator", language: "javascript", in: "left-pad@>= 1.3.0", wantName: "left-pad", wantConstraint: ">= 1.3.0"},
+		{name: "npm spaces after operators", language: "javascript", in: "left-pad@>= 1.3.0  < 2 || = 3.0.0", wantName: "left-pad", wantConstraint: ">= 1.3.0  < 2 || = 3.0.0"},
+		{name: "npm space after caret and tilde", language: "javascript", in: "lodash@^ 4.17.0 || ~ 5.1", wantName: "lodash", wantConstraint: "^ 4.17.0 || ~ 5.1"},
+		{name: "npm legacy name with capitals", language: "javascript", in: "JSONStream@1.3.5", wantName: "JSONStream", wantConstraint: "1.3.5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,8 +88,8 @@ func TestParseRequestRefuses(t *testing.T) {
 		wantHint string // a piece of the message that tells how to write it
 	}{
 		// Python.
-		{name: "python no constraint", language: "python", in: "requests", wantHint: "pin it as requests==1.0.0 with the version you need, or leave it open as requests>=0"},
-		{name: "python no constraint after extras", language: "python", in: "httpx[http2]", wantHint: "pin it as httpx[http2]==1.0.0"},
+		{name: "python no constraint", language: "python", in: "requests", wantHint: "pin it as requests==VERSION, with the exact version you need, or leave it open as requests>=0"},
+		{name: "python no constraint after extras", language: "python", in: "httpx[http2]", wantHint: "pin it as httpx[http2]==VERSION"},
 		{name: "python direct URL", language: "python", in: "pkg @ https://example.com/pkg.whl", wantHint: "such as pkg==1.0.0"},
 		{name: "python bare URL", language: "python", in: "https://example.com/pkg.whl", wantHint: "package index only"},
 		{name: "python git", language: "python", in: "git+https://github.com/a/b", wantHint: "package index only"},
@@ -93,7 +103,7 @@ func TestParseRequestRefuses(t *testing.T) {
 		{name: "python windows path", language: "python", in: `C:\x\y`, wantHint: "is a path"},
 		{name: "python editable", language: "python", in: "-e .", wantHint: "installer option"},
 		{name: "python index url", language: "python", in: "--index-url https://evil.example/simple", wantHint: "installer option"},
-		{name: "python marker", language: "python", in: `numpy==1.26.4; python_version < "3.12"`, wantHint: "markers are not supported; drop everything from the \";\", as in numpy==1.26.4"},
+		{name: "python marker", language: "python", in: `numpy==1.26.4; python_version < "3.12"`, wantHint: "has an environment marker, which brig does not take (a run's interpreter is known, so the marker decides nothing): drop everything from the \";\", as in numpy==1.26.4"},
 		{name: "python space in name", language: "python", in: "num py==1", wantHint: "without spaces"},
 		{name: "python control character", language: "python", in: "numpy==1\n", wantHint: "on one line"},
 		{name: "python tab", language: "python", in: "numpy\t==1", wantHint: "on one line"},
@@ -108,20 +118,26 @@ func TestParseRequestRefuses(t *testing.T) {
 		{name: "python compatible one number", language: "python", in: "requests~=2", wantHint: "~= needs at least two"},
 		{name: "python wildcard with >=", language: "python", in: "numpy>=1.*", wantHint: "== or != only"},
 		{name: "python bad version", language: "python", in: "numpy==latest", wantHint: "not a PEP 440 version"},
-		{name: "python local version", language: "python", in: "torch==2.1.0+cpu", wantHint: "not a PEP 440 version"},
+		{name: "python local version after >=", language: "python", in: "torch>=2.1.0+cpu", wantHint: "PEP 440 allows a local version (+label) only after == or !=, as in torch==2.1.0+cpu"},
+		{name: "python local version after ~=", language: "python", in: "torch~=2.1+cpu", wantHint: "only after == or !="},
+		{name: "python empty local version", language: "python", in: "torch==2.1.0+", wantHint: "a local version is a version, \"+\" and a label"},
+		{name: "python bad local version", language: "python", in: "torch==2.1.0+cpu!", wantHint: "a local version is a version"},
+		{name: "python local wildcard", language: "python", in: "torch==2.1.0+cpu.*", wantHint: "not a PEP 440 wildcard"},
 		{name: "python operator without version", language: "python", in: "numpy>=", wantHint: "without a version"},
 		{name: "python empty clause", language: "python", in: "numpy>=1,,<2", wantHint: "single commas"},
 		{name: "python trailing comma", language: "python", in: "numpy>=1,", wantHint: "single commas"},
 		{name: "python space inside version", language: "python", in: "numpy>=1 2", wantHint: "space inside the version"},
 		{name: "python unclosed extras", language: "python", in: "httpx[http2==1", wantHint: "closing its extras"},
 		{name: "python bad extra", language: "python", in: "httpx[-x]==1", wantHint: "invalid extra"},
-		{name: "python parenthesised", language: "python", in: "numpy (>=1)", wantHint: "pin it as numpy==1.0.0"},
+		{name: "python parentheses unclosed", language: "python", in: "numpy (>=1", wantHint: "no \")\" closing its version constraint: write it as numpy (>=1.0.0), or without the parentheses, as numpy>=1.0.0"},
+		{name: "python parentheses empty", language: "python", in: "numpy ()", wantHint: "no version constraint, which brig requires: pin it as numpy==VERSION"},
+		{name: "python parenthesis after the constraint", language: "python", in: "numpy>=1)", wantHint: "not a PEP 440 version"},
 
 		// JavaScript.
-		{name: "npm no range", language: "javascript", in: "lodash", wantHint: "pin it as lodash@1.0.0 with the version you need, or leave it open as lodash@*"},
-		{name: "npm scoped no range", language: "javascript", in: "@types/node", wantHint: "pin it as @types/node@1.0.0"},
-		{name: "npm empty range", language: "javascript", in: "lodash@", wantHint: "pin it as lodash@1.0.0"},
-		{name: "npm latest tag", language: "javascript", in: "lodash@latest", wantHint: "a tag is not a version constraint: pin it as lodash@1.0.0"},
+		{name: "npm no range", language: "javascript", in: "lodash", wantHint: "pin it as lodash@VERSION, with the exact version you need, or leave it open as lodash@*"},
+		{name: "npm scoped no range", language: "javascript", in: "@types/node", wantHint: "pin it as @types/node@VERSION"},
+		{name: "npm empty range", language: "javascript", in: "lodash@", wantHint: "pin it as lodash@VERSION"},
+		{name: "npm latest tag", language: "javascript", in: "lodash@latest", wantHint: "a tag is not a version constraint: pin it as lodash@VERSION"},
 		{name: "npm next tag", language: "javascript", in: "react@next", wantHint: "a tag is not a version constraint"},
 		{name: "npm v prefix", language: "javascript", in: "lodash@v4", wantHint: "as lodash@4"},
 		{name: "npm URL", language: "javascript", in: "https://example.com/x.tgz", wantHint: "npm registry only"},
@@ -139,7 +155,11 @@ func TestParseRequestRefuses(t *testing.T) {
 		{name: "npm tarball", language: "javascript", in: "x-1.0.0.tgz", wantHint: "tarball"},
 		{name: "npm option", language: "javascript", in: "--registry=https://evil.example", wantHint: "installer option"},
 		{name: "npm blank", language: "javascript", in: "   ", wantHint: "blank"},
-		{name: "npm upper case", language: "javascript", in: "Lodash@4", wantHint: "as in lodash@4"},
+		{name: "npm scoped upper case", language: "javascript", in: "@Types/node@20", wantHint: "which no scoped npm name has: scopes and scoped names are lower case; if you meant @types/node, write @types/node@20"},
+		{name: "npm node_modules in capitals", language: "javascript", in: "Node_Modules@1", wantHint: "npm does not allow"},
+		{name: "npm Ruby's pessimistic operator", language: "javascript", in: "lodash@~>4.17", wantHint: "brig does not take: write it with \"~\", as lodash@~4.17"},
+		{name: "npm operator without a version", language: "javascript", in: "lodash@>=", wantHint: "not an npm version range"},
+		{name: "npm operator twice", language: "javascript", in: "lodash@>= >= 1", wantHint: "not an npm version range"},
 		{name: "npm starts with dot", language: "javascript", in: ".x@1", wantHint: "do not start with"},
 		{name: "npm starts with underscore", language: "javascript", in: "_x@1", wantHint: "do not start with"},
 		{name: "npm node_modules", language: "javascript", in: "node_modules@1", wantHint: "npm does not allow"},
@@ -151,7 +171,6 @@ func TestParseRequestRefuses(t *testing.T) {
 		{name: "npm prerelease on partial", language: "javascript", in: "lodash@1.2-beta", wantHint: "not an npm version range"},
 		{name: "npm empty union member", language: "javascript", in: "lodash@1 ||", wantHint: "not an npm version range"},
 		{name: "npm empty union member inside", language: "javascript", in: "lodash@1 || || 2", wantHint: "not an npm version range"},
-		{name: "npm space after operator", language: "javascript", in: "lodash@>= 1", wantHint: "not an npm version range"},
 		{name: "npm tab in range", language: "javascript", in: "lodash@>=1\t<2", wantHint: "on one line"},
 	}
 	for _, tt := range tests {
@@ -240,7 +259,7 @@ func TestParseRequests(t *testing.T) {
 		{name: "python duplicate after normalising", language: "python", in: []string{"numpy==1", "pandas>=2", "NumPy>=1"}, wantIndex: 2, wantHint: "asks for numpy again (packages[0] is \"numpy==1\")"},
 		{name: "python duplicate with extras", language: "python", in: []string{"httpx==0.27.0", "httpx[http2]==0.27.0"}, wantIndex: 1, wantHint: "request each package once"},
 		{name: "npm duplicate", language: "javascript", in: []string{"lodash@4", "lodash@^4.17.0"}, wantIndex: 1, wantHint: "lodash@>=4 <5"},
-		{name: "invalid names its index", language: "javascript", in: []string{"lodash@4", "react"}, wantIndex: 1, wantHint: "pin it as react@1.0.0"},
+		{name: "invalid names its index", language: "javascript", in: []string{"lodash@4", "react"}, wantIndex: 1, wantHint: "pin it as react@VERSION"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

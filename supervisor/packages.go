@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/brig-sandbox/brig/api"
@@ -102,8 +103,8 @@ func (s *Service) preparePackages(r *run) (*packages.Lease, *api.Result) {
 	}
 	// The requests passed; what they pulled in must too (a denied or an
 	// unreviewed dependency), whether installed now or long ago under another
-	// policy.
-	if err := s.cfg.Packages.Policy.CheckResolved(r.req.Language, lease.Manifest.Packages); errors.As(err, &blocked) {
+	// policy. A refusal names this run's requests, not the installing run's.
+	if err := s.cfg.Packages.Policy.CheckResolved(r.req.Language, asRequested(reqs, lease.Manifest.Packages)); errors.As(err, &blocked) {
 		lease.Release()
 		return nil, end(api.ReasonPackageBlocked, "%s; the program did not run", blocked.Message)
 	} else if err != nil {
@@ -114,13 +115,40 @@ func (s *Service) preparePackages(r *run) (*packages.Lease, *api.Result) {
 	return lease, nil
 }
 
+// asRequested is a layer's packages as this run's requests name them: each
+// package a request asks for carries this run's request (Raw). A layer is
+// keyed by the normalised requests, so the run that installed it may have
+// spelled them otherwise ("Alpha==1.0" for "alpha==1.0", "beta<3, >=2" for
+// "beta>=2,<3"), and the manifest keeps that run's spelling. A request matches
+// on its normalised name, which is what Resolved.Name holds (PEP 503 for
+// Python, the npm name as written); only the packages the install resolved
+// for a request have a Request, so an npm dependency nested under the same
+// name is not taken for it.
+func asRequested(reqs []packages.Request, pkgs []packages.Resolved) []packages.Resolved {
+	raw := make(map[string]string, len(reqs)) // normalised name -> this run's request
+	for _, q := range reqs {
+		raw[q.Name] = q.Raw
+	}
+	out := slices.Clone(pkgs)
+	for i, p := range out {
+		if r, ok := raw[p.Name]; ok && p.Request != "" {
+			out[i].Request = r
+		}
+	}
+	return out
+}
+
 // packageResults is the Result's packages block: for each request, in the
-// run's order, the package that satisfies it.
+// run's order and as the run wrote it, the package that satisfies it.
 func packageResults(req api.Request, lease *packages.Lease) []api.PackageResult {
+	pkgs := lease.Manifest.Packages
+	if reqs, err := packages.ParseRequests(req.Language, req.Packages); err == nil {
+		pkgs = asRequested(reqs, pkgs)
+	} // else validation and preparePackages parsed them already: match as written
 	out := make([]api.PackageResult, 0, len(req.Packages))
 	for _, raw := range req.Packages {
 		pr := api.PackageResult{Request: raw, Cached: lease.Cached}
-		for _, p := range lease.Manifest.Packages {
+		for _, p := range pkgs {
 			if p.Request == raw {
 				pr.Name, pr.Version = p.Name, p.Version
 				break

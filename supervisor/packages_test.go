@@ -222,6 +222,120 @@ import('esm-only').then((m) => {
 	}
 }
 
+// TestPackageResultsSpelling: a layer is shared by requests spelled
+// differently (its key is normalised), and each run's Result gives its own
+// request with the name and exact version, whichever spelling installed the
+// layer. A nested npm package of a requested name is not taken for it.
+func TestPackageResultsSpelling(t *testing.T) {
+	tests := []struct {
+		name      string
+		language  string
+		installed []packages.Resolved // as the installing run's manifest holds them
+		requests  []string            // this run's
+		want      []api.PackageResult
+	}{
+		{
+			name: "python names and constraints spelled otherwise", language: "python",
+			installed: []packages.Resolved{
+				{Name: "alpha", Version: "1.0", Request: "alpha==1.0"},
+				{Name: "beta", Version: "2.0", Request: "beta>=2,<3"},
+				{Name: "delta", Version: "1.0"},
+			},
+			requests: []string{"beta<3, >=2", "Alpha[] (== 1.0)"},
+			want: []api.PackageResult{
+				{Request: "beta<3, >=2", Name: "beta", Version: "2.0", Cached: true},
+				{Request: "Alpha[] (== 1.0)", Name: "alpha", Version: "1.0", Cached: true},
+			},
+		},
+		{
+			name: "python same spelling", language: "python",
+			installed: []packages.Resolved{{Name: "foo-bar", Version: "1.2.0", Request: "foo_bar==1.2"}},
+			requests:  []string{"foo_bar==1.2"},
+			want:      []api.PackageResult{{Request: "foo_bar==1.2", Name: "foo-bar", Version: "1.2.0", Cached: true}},
+		},
+		{
+			name: "npm range spaces and a nested copy of the name", language: "javascript",
+			installed: []packages.Resolved{
+				{Name: "left-pad", Version: "1.1.0"}, // under another package's node_modules
+				{Name: "left-pad", Version: "1.3.0", Request: "left-pad@>=1.3.0 <2"},
+				{Name: "JSONStream", Version: "1.3.5", Request: "JSONStream@1.3.5"},
+			},
+			requests: []string{"JSONStream@1.3.5", "left-pad@>= 1.3.0  <2"},
+			want: []api.PackageResult{
+				{Request: "JSONStream@1.3.5", Name: "JSONStream", Version: "1.3.5", Cached: true},
+				{Request: "left-pad@>= 1.3.0  <2", Name: "left-pad", Version: "1.3.0", Cached: true},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lease := &packages.Lease{Manifest: packages.Manifest{Language: tt.language, Packages: tt.installed}, Cached: true}
+			got := packageResults(api.Request{Language: tt.language, Packages: tt.requests}, lease)
+			if !samePackages(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPackagesSpellingsShareALayer: concurrent runs that spell one request
+// differently share one install, and each Result names its own request with
+// the resolved name and version, the run that waited for the install too.
+func TestPackagesSpellingsShareALayer(t *testing.T) {
+	reg := newRegistryStandIns(t)
+	var ts *testService
+	ts = newTestService(t, func(cfg *Config) { reg.withPackages(t, &ts, packages.PolicyConfig{})(cfg) })
+	spellings := []string{"pkg-a==1.0", "PKG_A (==1.0)", "pkg.a == 1.0.0"}
+	results := make([]*api.Result, len(spellings))
+	var wg sync.WaitGroup
+	for i, spelling := range spellings[:2] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = ts.mustRun(t, request("python", "import pkg_a\nprint(pkg_a.VALUE)\n", withPackageRequests(spelling)))
+		}()
+	}
+	wg.Wait()
+	// Another spelling of the constraint is another layer ("==1.0.0"), which
+	// installs the same version.
+	results[2] = ts.mustRun(t, request("python", "import pkg_a\nprint(pkg_a.VALUE)\n", withPackageRequests(spellings[2])))
+	for i, res := range results {
+		if res.Outcome != api.OutcomeSucceeded || res.Stdout != "42\n" {
+			t.Fatalf("run %d: got %s %s %q (stdout %q, stderr %q)", i, res.Outcome, res.Reason, res.Message, res.Stdout, res.Stderr)
+		}
+		if len(res.Packages) != 1 || res.Packages[0].Request != spellings[i] || res.Packages[0].Name != "pkg-a" || res.Packages[0].Version != "1.0" {
+			t.Errorf("run %d: packages %+v, want %q resolved to pkg-a 1.0", i, res.Packages, spellings[i])
+		}
+	}
+	again := ts.mustRun(t, request("python", "print(1)", withPackageRequests("Pkg-A==1.0")))
+	want := []api.PackageResult{{Request: "Pkg-A==1.0", Name: "pkg-a", Version: "1.0", Cached: true}}
+	if !samePackages(again.Packages, want) {
+		t.Errorf("cached run: packages %+v, want %+v", again.Packages, want)
+	}
+	if n, _ := metricSum(scrapeMetrics(ts.Service), "brig_package_installs_total"); n != 2 {
+		t.Errorf("brig_package_installs_total: got %v, want 2 (==1.0 and ==1.0.0)", n)
+	}
+}
+
+// TestPackagesReviewedPEP440: the reviewed mode compares versions as PEP 440
+// does, before the install ("==1" pins the reviewed 1.0.0) and after it (pkg-a
+// 1.0 and dep-b 2.0 installed are the reviewed 1.0.0 and 2).
+func TestPackagesReviewedPEP440(t *testing.T) {
+	reg := newRegistryStandIns(t)
+	var ts *testService
+	ts = newTestService(t, func(cfg *Config) {
+		reg.withPackages(t, &ts, packages.PolicyConfig{Mode: packages.PolicyReviewed, Reviewed: []string{"Pkg_A==1.0.0", "dep.b==2"}})(cfg)
+	})
+	res := ts.mustRun(t, request("python", "import pkg_a\nprint(pkg_a.VALUE)\n", withPackageRequests("pkg-a==1")))
+	if res.Outcome != api.OutcomeSucceeded || res.Stdout != "42\n" {
+		t.Fatalf("got %s %s %q (stdout %q, stderr %q), want the reviewed pair installed", res.Outcome, res.Reason, res.Message, res.Stdout, res.Stderr)
+	}
+	want := []api.PackageResult{{Request: "pkg-a==1", Name: "pkg-a", Version: "1.0"}}
+	if !samePackages(res.Packages, want) {
+		t.Errorf("packages: got %+v, want %+v", res.Packages, want)
+	}
+}
+
 func samePackages(a, b []api.PackageResult) bool {
 	if len(a) != len(b) {
 		return false
