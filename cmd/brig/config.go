@@ -76,25 +76,34 @@ func launcherConfigFrom(c *cli.Context, defaultParent string) (launcherConfig, e
 // says: jail reads a zero limit or id range as its default, so a zero is
 // refused here rather than silently replaced.
 func (lc launcherConfig) check() error {
-	var errs []error
-	for _, v := range []struct {
-		key string
-		ok  bool
-		val any
-	}{
-		{"cpus", lc.CPUs > 0, lc.CPUs},
-		{"pids", lc.Pids > 0, lc.Pids},
-		{"id_first", lc.IDs.First > 0, lc.IDs.First},
-		{"id_count", lc.IDs.Count > 0, lc.IDs.Count},
-	} {
-		if !v.ok {
-			errs = append(errs, fmt.Errorf("%s %v: give a positive value", v.key, v.val))
-		}
-	}
+	errs := refuseNonPositive(
+		bound{"cpus", lc.CPUs > 0, lc.CPUs},
+		bound{"pids", lc.Pids > 0, lc.Pids},
+		bound{"id_first", lc.IDs.First > 0, lc.IDs.First},
+		bound{"id_count", lc.IDs.Count > 0, lc.IDs.Count},
+	)
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
 	}
 	return lc.jailConfig().Validate()
+}
+
+// bound is a config value, by its key, that must be positive: ok says it is.
+type bound struct {
+	key string
+	ok  bool
+	val any
+}
+
+// refuseNonPositive is an error for each bound that is not positive.
+func refuseNonPositive(bounds ...bound) []error {
+	var errs []error
+	for _, b := range bounds {
+		if !b.ok {
+			errs = append(errs, fmt.Errorf("%s %v: give a positive value", b.key, b.val))
+		}
+	}
+	return errs
 }
 
 // jailConfig is lc as the Launcher's config, without its Rootfs, Cgroups and

@@ -318,25 +318,16 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 // and memory_budget_mib are the exceptions, documented: 0 sizes them from the
 // host.
 func (sc serveConfig) checkValues() error {
-	var errs []error
-	for _, v := range []struct {
-		key string
-		ok  bool
-		val any
-	}{
-		{"retention", sc.Retention > 0, time.Duration(sc.Retention)},
-		{"packages.cache_max_bytes", sc.Packages.CacheMaxBytes > 0, sc.Packages.CacheMaxBytes},
-		{"packages.install_timeout", sc.Packages.InstallTimeout > 0, time.Duration(sc.Packages.InstallTimeout)},
-		{"packages.install_memory_mib", sc.Packages.InstallMemoryMiB > 0, sc.Packages.InstallMemoryMiB},
-		{"egress.max_conns", sc.Egress.MaxConns > 0, sc.Egress.MaxConns},
-		{"egress.conns_per_second", sc.Egress.ConnsPerSecond > 0, sc.Egress.ConnsPerSecond},
-		{"egress.max_bytes", sc.Egress.MaxBytes > 0, sc.Egress.MaxBytes},
-		{"egress.handshake_timeout", sc.Egress.HandshakeTimeout > 0, time.Duration(sc.Egress.HandshakeTimeout)},
-	} {
-		if !v.ok {
-			errs = append(errs, fmt.Errorf("%s %v: give a positive value", v.key, v.val))
-		}
-	}
+	errs := refuseNonPositive(
+		bound{"retention", sc.Retention > 0, time.Duration(sc.Retention)},
+		bound{"packages.cache_max_bytes", sc.Packages.CacheMaxBytes > 0, sc.Packages.CacheMaxBytes},
+		bound{"packages.install_timeout", sc.Packages.InstallTimeout > 0, time.Duration(sc.Packages.InstallTimeout)},
+		bound{"packages.install_memory_mib", sc.Packages.InstallMemoryMiB > 0, sc.Packages.InstallMemoryMiB},
+		bound{"egress.max_conns", sc.Egress.MaxConns > 0, sc.Egress.MaxConns},
+		bound{"egress.conns_per_second", sc.Egress.ConnsPerSecond > 0, sc.Egress.ConnsPerSecond},
+		bound{"egress.max_bytes", sc.Egress.MaxBytes > 0, sc.Egress.MaxBytes},
+		bound{"egress.handshake_timeout", sc.Egress.HandshakeTimeout > 0, time.Duration(sc.Egress.HandshakeTimeout)},
+	)
 	if sc.QueueSize < 0 {
 		errs = append(errs, fmt.Errorf("queue_size %d: give 0 (no queue: a request that finds no free slot gets 429) or more", sc.QueueSize))
 	}
