@@ -226,6 +226,22 @@ type Limits struct {
 	Languages      []string `json:"languages"`
 	NetworkModes   []string `json:"network_modes"`
 	ReservedEnv    []string `json:"reserved_env"`
+	// Egress is what bounds a networked run's connections, when this host
+	// offers a networked mode.
+	Egress *EgressLimits `json:"egress,omitempty"`
+}
+
+// EgressLimits are the operator's bounds on each networked run's connections.
+type EgressLimits struct {
+	// MaxConns connections may be open at once, and ConnsPerSecond opened a
+	// second (a burst of MaxConns).
+	MaxConns       int     `json:"max_conns"`
+	ConnsPerSecond float64 `json:"conns_per_second"`
+	// MaxBytes may be sent, and as many received, over all the run's connections.
+	MaxBytes int64 `json:"max_bytes"`
+	// HandshakeTimeoutSeconds bounds reading a TLS ClientHello, a request head or
+	// a CONNECT line.
+	HandshakeTimeoutSeconds float64 `json:"handshake_timeout_seconds"`
 }
 
 // Bound is a range and, where the field has one, its default.

@@ -405,6 +405,18 @@ func TestNetworkModesOnOffer(t *testing.T) {
 	if want := []string{"none", "registries", "domains"}; !slices.Equal(l.NetworkModes, want) {
 		t.Errorf("limits: got network_modes %v, want %v", l.NetworkModes, want)
 	}
+	want := api.EgressLimits{MaxConns: egress.DefaultMaxConns, ConnsPerSecond: egress.DefaultConnsPerSecond,
+		MaxBytes: egress.DefaultMaxBytes, HandshakeTimeoutSeconds: egress.DefaultHandshakeTimeout.Seconds()}
+	if l.Egress == nil || *l.Egress != want {
+		t.Errorf("limits: got egress %+v, want %+v", l.Egress, want)
+	}
+	// A host without a networked mode has no egress bounds to tell.
+	_, none := availableService(t, Config{NetworkModes: []string{api.NetworkNone}})
+	var l2 api.Limits
+	getJSON(t, none, "/v1/limits", &l2)
+	if l2.Egress != nil {
+		t.Errorf("limits of a host of mode none: got egress %+v, want none", l2.Egress)
+	}
 	s.recordEgress(api.NetworkDomains, []egress.Connection{{Host: "api.example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 7}})
 	var metrics strings.Builder
 	resp, err := c.Get("http://brig/metrics")

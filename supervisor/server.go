@@ -381,7 +381,19 @@ func (s *Service) limits() api.Limits {
 		Languages:      api.Strings(api.Languages),
 		NetworkModes:   s.cfg.NetworkModes,
 		ReservedEnv:    jail.ReservedEnvNames(),
+		Egress:         s.egressLimits(),
 	}
+}
+
+// egressLimits are the bounds of a networked run's connections, nil when the
+// host offers mode none alone.
+func (s *Service) egressLimits() *api.EgressLimits {
+	if !slices.ContainsFunc(s.cfg.NetworkModes, func(m string) bool { return api.NetworkMode(m).Online() }) {
+		return nil
+	}
+	e := s.cfg.Egress.WithDefaults()
+	return &api.EgressLimits{MaxConns: e.MaxConns, ConnsPerSecond: e.ConnsPerSecond, MaxBytes: e.MaxBytes,
+		HandshakeTimeoutSeconds: e.HandshakeTimeout.Seconds()}
 }
 
 func (s *Service) getHealth(w http.ResponseWriter, r *http.Request) error {

@@ -253,6 +253,7 @@ func limits() api.Limits {
 		Languages:      []string{python, javascript},
 		NetworkModes:   []string{api.NetworkNone, api.NetworkRegistries, api.NetworkDomains, api.NetworkAny},
 		ReservedEnv:    []string{"HTTP_PROXY", "HTTPS_PROXY", "PYTHONPATH", "NODE_PATH"},
+		Egress:         &api.EgressLimits{MaxConns: 64, ConnsPerSecond: 50, MaxBytes: 1 << 30, HandshakeTimeoutSeconds: 10},
 	}
 }
 
