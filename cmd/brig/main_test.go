@@ -318,3 +318,23 @@ func TestExitStatus(t *testing.T) {
 		}
 	}
 }
+
+// On a terminal, brig run says which connections the egress refused and why.
+func TestRefusals(t *testing.T) {
+	var b strings.Builder
+	conns := []api.Connection{
+		{Host: "ok.test", Port: 443, Allowed: true, Rule: "domain ok.test"},
+		{Host: "evil.test", Port: 80, Allowed: false, Rule: "not in the run's domains"},
+		{Host: "ok.test", Port: 443, Allowed: true, Rule: "domain ok.test", Failure: "the run's byte limit was reached"},
+	}
+	for range 11 {
+		conns = append(conns, api.Connection{Host: "x.test", Port: 0, Rule: "not in the run's domains"})
+	}
+	refusals(&b, conns)
+	got := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(got) != 11 || got[0] != "brig: egress refused evil.test:80 (not in the run's domains)" ||
+		got[1] != "brig: egress failed ok.test:443 (the run's byte limit was reached)" ||
+		got[10] != "brig: and 3 more connections refused or failed (--json lists them)" {
+		t.Errorf("got %q", got)
+	}
+}

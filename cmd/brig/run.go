@@ -183,13 +183,42 @@ func finishRun(c *cli.Context, res *api.Result) error {
 		if _, err := os.Stdout.Write(append(b, '\n')); err != nil {
 			return err
 		}
-	} else if res.Reason != api.ReasonNone && res.Reason != api.ReasonError {
-		fmt.Fprintf(os.Stderr, "brig: %s\n", res.Message)
+	} else {
+		if isTerminal(os.Stderr) {
+			refusals(os.Stderr, res.Network.Connections)
+		}
+		if res.Reason != api.ReasonNone && res.Reason != api.ReasonError {
+			fmt.Fprintf(os.Stderr, "brig: %s\n", res.Message)
+		}
 	}
 	if code := exitStatus(res); code != 0 {
 		return exitError(code)
 	}
 	return nil
+}
+
+// refusals writes to w the connections the run's egress refused, or that did
+// not get through, with the rule or the failure, so that the operator at a
+// terminal sees why a program's request failed. The first ten; a count of the
+// rest.
+func refusals(w io.Writer, conns []api.Connection) {
+	n := 0
+	for _, c := range conns {
+		if c.Allowed && c.Failure == "" {
+			continue
+		}
+		if n++; n > 10 {
+			continue
+		}
+		why, what := c.Rule, "refused"
+		if c.Allowed {
+			why, what = c.Failure, "failed"
+		}
+		fmt.Fprintf(w, "brig: egress %s %s:%d (%s)\n", what, c.Host, c.Port, escapeControls(why))
+	}
+	if n > 10 {
+		fmt.Fprintf(w, "brig: and %d more connections refused or failed (--json lists them)\n", n-10)
+	}
 }
 
 // runLocal runs the program in this process, without the service.
