@@ -297,15 +297,15 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 	s.runsWG.Add(1)
 	s.mu.Unlock()
 
-	err := s.journal.accept(r.runKey(), &record{Key: key, Language: req.Language, Network: req.Network.Mode, PeerUID: peerUID, AcceptedAt: r.accepted})
-	if err != nil {
-		s.mu.Lock()
-		delete(s.runs, r.runKey())
-		s.mu.Unlock()
-		s.adm.cancel(t)
-		s.runsWG.Done()
-		return nil, nil, fmt.Errorf("recording the run in the journal: %w", err)
-	}
+	// The run is recorded while it is admitted and its sandbox is taken: its
+	// program alone waits for the record to be durable (jail.Spec.BeforeStart),
+	// so that a retry after a crash never runs a program twice, and neither
+	// the request nor the sandbox waits for the journal's fsyncs.
+	recorded := make(chan error, 1)
+	go func() {
+		recorded <- s.journal.accept(r.runKey(), &record{Key: key, Language: req.Language, Network: req.Network.Mode, PeerUID: peerUID, AcceptedAt: r.accepted})
+	}()
+	r.recorded = sync.OnceValue(func() error { return <-recorded })
 	go s.execute(r, t)
 	return r, nil, nil
 }
@@ -363,6 +363,12 @@ func (s *Service) execute(r *run, t *ticket) {
 		OnStart:     r.onStart,
 		OnStdout:    r.onOutput(api.EventStdout),
 		OnStderr:    r.onOutput(api.EventStderr),
+		BeforeStart: func() error {
+			if err := r.recorded(); err != nil {
+				return fmt.Errorf("the run could not be recorded in the journal: %w", err)
+			}
+			return nil
+		},
 	}
 	if lease != nil {
 		layerSpec(&spec, r.req.Language, lease)
@@ -423,6 +429,11 @@ func (s *Service) finish(r *run, res *api.Result) {
 	started := r.started
 	r.mu.Unlock()
 	now := time.Now()
+	// After the acceptance, which it replaces: written the other way round,
+	// the journal would hold the run as unfinished.
+	if err := r.recorded(); err != nil {
+		s.log.Error("recording a run in the journal", logID, r.id, "err", err)
+	}
 	err := s.journal.finish(r.runKey(), &record{
 		Key: r.key, Language: r.req.Language, Network: r.req.Network.Mode, PeerUID: r.peerUID,
 		AcceptedAt: r.accepted, Started: started, FinishedAt: now, Result: res,
