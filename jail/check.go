@@ -169,6 +169,11 @@ func filesystems() map[string]bool {
 	return m
 }
 
+// IDRangeProcesses names CheckIDRange's check of the processes: the one that
+// reports a passing state (a brig process that just stopped leaves runs that
+// are still dying, their ids no longer held) rather than a configuration.
+const IDRangeProcesses = "id range: processes"
+
 // CheckIDRange checks that nothing on the host but brig's own runs uses an id of
 // r: no account or group in /etc/passwd and /etc/group, no subordinate range in
 // /etc/subuid and /etc/subgid, no process (other than those of ids a brig
@@ -248,7 +253,7 @@ func checkIDRange(r IDRange, lockDir string, roots, accountFiles, subIDFiles []s
 			}
 		}
 	}
-	out = append(out, Check{Name: "id range: processes", OK: len(found) == 0,
+	out = append(out, Check{Name: IDRangeProcesses, OK: len(found) == 0,
 		Detail: orNone("no process of the range's ids but brig's runs", "in the range: "+strings.Join(uniqueFirst(found, 5), ", "), len(found) == 0),
 		Hint:   "a process brig did not start runs as an id of the range: choose another range"})
 

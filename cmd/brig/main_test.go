@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,12 +48,16 @@ func brig(t *testing.T, stdin string, args ...string) (string, string, int) {
 	return brigCmd(t, exec.Command(os.Args[0], args...), stdin)
 }
 
-// brigWithin is brig without stdin, killed after d.
+// brigWithin is brig without stdin, stopped after d: SIGTERM, as an operator
+// stops the service, so that it cleans up after itself, and SIGKILL 10 s later.
 func brigWithin(t *testing.T, d time.Duration, args ...string) (string, string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	return brigCmd(t, exec.CommandContext(ctx, os.Args[0], args...), "")
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	return brigCmd(t, cmd, "")
 }
 
 func brigCmd(t *testing.T, cmd *exec.Cmd, stdin string) (string, string, int) {
@@ -64,9 +69,12 @@ func brigCmd(t *testing.T, cmd *exec.Cmd, stdin string) (string, string, int) {
 	err := cmd.Run()
 	code := 0
 	var ee *exec.ExitError
-	if errors.As(err, &ee) {
+	switch {
+	case errors.As(err, &ee):
 		code = ee.ExitCode()
-	} else if err != nil {
+	case errors.Is(err, context.DeadlineExceeded) && cmd.ProcessState != nil:
+		code = cmd.ProcessState.ExitCode() // stopped by brigWithin
+	case err != nil:
 		t.Fatal(err)
 	}
 	return out.String(), errb.String(), code
