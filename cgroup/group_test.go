@@ -43,6 +43,8 @@ func TestSetLimitsWritesFiles(t *testing.T) {
 			v1: []limitFile{
 				{"memory", "memory.limit_in_bytes", "67108864"},
 				{"memory", "memory.memsw.limit_in_bytes", "67108864"},
+				// v1 charges TCP buffers only to a group with a TCP limit.
+				{"memory", "memory.kmem.tcp.limit_in_bytes", "67108864"},
 			},
 			v2: []limitFile{
 				{"memory", "memory.max", "67108864"},
@@ -56,6 +58,7 @@ func TestSetLimitsWritesFiles(t *testing.T) {
 			v1: []limitFile{
 				{"memory", "memory.limit_in_bytes", "33554432"},
 				{"memory", "memory.memsw.limit_in_bytes", "33554432"},
+				{"memory", "memory.kmem.tcp.limit_in_bytes", "33554432"},
 			},
 			v2: []limitFile{{"memory", "memory.max", "33554432"}},
 		},

@@ -173,7 +173,11 @@ func v1Resources(l Limits, swapLimit bool) *specs.LinuxResources {
 	var r specs.LinuxResources
 	if l.MemoryBytes > 0 {
 		mem := l.MemoryBytes
-		r.Memory = &specs.LinuxMemory{Limit: &mem}
+		// KernelTCP too: v1 charges a group's TCP buffers only once it has a
+		// TCP limit. Without one a run of 512 MiB held 1 GiB of the host's
+		// tcp_mem in unread loopback connections. (v2 charges socket memory
+		// to memory.max.)
+		r.Memory = &specs.LinuxMemory{Limit: &mem, KernelTCP: &mem}
 		if swapLimit {
 			r.Memory.Swap = &mem
 		}

@@ -54,6 +54,8 @@ call('setns', 308, -1, 0)
 for flag, n in [('user', 0x10000000), ('ns', 0x20000), ('pid', 0x20000000), ('net', 0x40000000), ('ipc', 0x08000000), ('uts', 0x04000000), ('cgroup', 0x02000000)]:
     call('clone new' + flag, 56, n | 17, 0, 0, 0, 0)             # | SIGCHLD
 call('clone fork', 56, 17, 0, 0, 0, 0)
+call('clone parent', 56, 0x8000 | 17, 0, 0, 0, 0)              # CLONE_PARENT: a warm run's would be its zygote's
+call('io_setup', 206, 1, p)
 call('kexec_load', 246, 0, 0, 0, 0)
 call('init_module', 175, 0, 0, 0)
 call('reboot', 169, 0, 0, 0, 0)
@@ -92,12 +94,13 @@ func TestSeccompInsideRun(t *testing.T) {
 		"swapon", "acct", "settimeofday", "clock_settime", "open_by_handle_at",
 		"personality PER_LINUX32", "socket AF_NETLINK", "socket AF_NETLINK dgram",
 		"socket AF_PACKET", "socket AF_INET SOCK_RAW", "socket AF_INET SOCK_RAW|SOCK_CLOEXEC",
-		"ioctl TIOCSTI", "ioctl TIOCSTI high bits",
+		"ioctl TIOCSTI", "ioctl TIOCSTI high bits", "clone parent",
 	} {
 		checks = append(checks, check{name: name, key: name, want: "EPERM"})
 	}
 	checks = append(checks,
 		check{name: "clone3", key: "clone3", want: "ENOSYS"},
+		check{name: "io_setup", key: "io_setup", want: "ENOSYS"},
 		check{name: "unknown call", key: "unknown 1000", want: "ENOSYS"},
 		// Controls: the probe can tell an allowed call from a refused one.
 		check{name: "plain fork through clone", key: "clone fork", want: "ok"},

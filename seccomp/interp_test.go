@@ -225,6 +225,10 @@ func TestProgramInVM(t *testing.T) {
 		{name: "clone pidfd", nr: unix.SYS_CLONE, args: [6]uint64{goForkExec | unix.CLONE_PIDFD}, want: retAllow},
 		{name: "clone NEWUSER with high bits", nr: unix.SYS_CLONE, args: [6]uint64{0xffffffff00000000 | unix.CLONE_NEWUSER}, want: retEPERM},
 		{name: "clone all namespace flags", nr: unix.SYS_CLONE, args: [6]uint64{namespaceFlags | sigchld}, want: retEPERM},
+		{name: "clone CLONE_PARENT", nr: unix.SYS_CLONE, args: [6]uint64{unix.CLONE_PARENT | sigchld}, want: retEPERM},
+		{name: "clone thread with CLONE_PARENT", nr: unix.SYS_CLONE, args: [6]uint64{goThread | unix.CLONE_PARENT}, want: retEPERM},
+		{name: "io_setup", nr: unix.SYS_IO_SETUP, want: retENOSYS},
+		{name: "io_submit", nr: unix.SYS_IO_SUBMIT, want: retAllow},
 
 		{name: "socket AF_INET stream", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET, unix.SOCK_STREAM}, want: retAllow},
 		{name: "socket AF_INET6 dgram cloexec nonblock", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET6, unix.SOCK_DGRAM | unix.SOCK_CLOEXEC | unix.SOCK_NONBLOCK}, want: retAllow},
@@ -289,7 +293,6 @@ func TestProgramInVM(t *testing.T) {
 		{name: "sched_setattr allowed", nr: unix.SYS_SCHED_SETATTR, want: retAllow},
 		{name: "ioprio_get allowed", nr: unix.SYS_IOPRIO_GET, want: retAllow},
 		{name: "ioprio_set allowed", nr: unix.SYS_IOPRIO_SET, want: retAllow},
-		{name: "io_setup allowed", nr: unix.SYS_IO_SETUP, want: retAllow},
 		{name: "io_submit allowed", nr: unix.SYS_IO_SUBMIT, want: retAllow},
 		{name: "io_getevents allowed", nr: unix.SYS_IO_GETEVENTS, want: retAllow},
 		{name: "io_pgetevents allowed", nr: unix.SYS_IO_PGETEVENTS, want: retAllow},

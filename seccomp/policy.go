@@ -344,18 +344,21 @@ func Init() Policy {
 // cloneRule is Default's clone rule: no namespace flag at all.
 func cloneRule() Rule {
 	return Rule{Action: Allow, Names: []string{"clone"},
-		When: []Cond{{Arg: 0, Mask: namespaceFlags, Op: In, Values: []uint64{0}}},
+		When: []Cond{{Arg: 0, Mask: namespaceFlags | unix.CLONE_PARENT, Op: In, Values: []uint64{0}}},
 		Else: Deny,
 		Comment: "Threads (CLONE_VM|CLONE_FS|CLONE_FILES|CLONE_SIGHAND|" +
 			"CLONE_THREAD|CLONE_SYSVSEM), fork and Go's vfork-style ForkExec, " +
 			"but never a new namespace: that is the jail's job, and a user " +
-			"namespace gives the caller capabilities the filter cannot see."}
+			"namespace gives the caller capabilities the filter cannot see. " +
+			"Nor CLONE_PARENT: a warm Python program's parent is its zygote, " +
+			"outside the sandbox, which would get children it never reaps " +
+			"(zombies holding host pids after the run)."}
 }
 
 // spawnerClone is Spawner's clone rule.
 func spawnerClone() Rule {
 	return Rule{Action: Allow, Names: []string{"clone"},
-		When: []Cond{{Arg: 0, Mask: namespaceFlags, Op: In, Values: []uint64{0, unix.CLONE_NEWUSER}}},
+		When: []Cond{{Arg: 0, Mask: namespaceFlags | unix.CLONE_PARENT, Op: In, Values: []uint64{0, unix.CLONE_NEWUSER}}},
 		Else: Deny,
 		Comment: "As in Default, and also CLONE_NEWUSER alone: the init clones " +
 			"the program into the run's own user namespace. Any other namespace " +
@@ -370,6 +373,8 @@ func spawnerClone() Rule {
 // EPERM like brig, and that is no difference.
 //
 // Docker allows, brig denies (EPERM):
+//   - clone with CLONE_PARENT: the new process would be its caller's
+//     parent's child, and a warm Python program's parent is its zygote.
 //   - ptrace, process_vm_readv, process_vm_writev: Docker allows them on
 //     4.8+ kernels, where ptrace can no longer bypass seccomp. brig denies
 //     them: nothing a run needs is traced, and debuggers are not its
@@ -409,6 +414,8 @@ func spawnerClone() Rule {
 //     answers ENOSYS too.
 //   - listmount, statmount, mseal, the *xattrat calls, uretprobe: newer than
 //     libseccomp 2.5.4, so unknown to the table; their callers fall back.
+//   - io_setup: native AIO contexts count against a host-wide limit that no
+//     cgroup bounds (its rule); libaio's users fall back.
 //
 // Docker denies (EPERM), brig allows:
 //   - get_mempolicy, set_mempolicy, set_mempolicy_home_node, mbind: Docker
@@ -579,13 +586,15 @@ func defaultRules() []Rule {
 				"executable (READ_IMPLIES_EXEC)."},
 
 		{Action: Allow, Names: []string{
-			"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
-		}, Comment: "Linux native AIO, used by databases and libaio. Unlike " +
-			"io_uring it runs each operation in the calling task's context or in " +
-			"the file's own completion path, under this filter. Its contexts " +
-			"count against fs.aio-max-nr, a host-wide limit: a run that takes " +
-			"it all makes io_setup fail with EAGAIN elsewhere until it ends, " +
-			"which the callers must handle anyway."},
+			"io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
+		}, Comment: "Linux native AIO on a context, which io_setup can't make: " +
+			"harmless without one."},
+		{Action: NoSys, Names: []string{"io_setup"},
+			Comment: "Linux native AIO contexts count against fs.aio-max-nr, a " +
+				"host-wide limit that no cgroup bounds: one run took it all, and " +
+				"io_setup failed with EAGAIN for every other process of the host " +
+				"until it ended. libaio's users fall back to synchronous I/O on " +
+				"ENOSYS, as on a kernel built without AIO."},
 
 		// ---- Time.
 		{Action: Allow, Names: []string{

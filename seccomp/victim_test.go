@@ -655,7 +655,6 @@ func TestKernelLetsThrough(t *testing.T) {
 		{"sched_setattr", rawCall{Nr: unix.SYS_SCHED_SETATTR, Args: [6]uintptr{0, h, 0}}},
 		{"ioprio_get", rawCall{Nr: unix.SYS_IOPRIO_GET, Args: allHarmless()}},
 		{"ioprio_set", rawCall{Nr: unix.SYS_IOPRIO_SET, Args: allHarmless()}},
-		{"io_setup", rawCall{Nr: unix.SYS_IO_SETUP, Args: [6]uintptr{1, h}}},
 		{"io_destroy", rawCall{Nr: unix.SYS_IO_DESTROY, Args: allHarmless()}},
 		{"io_submit", rawCall{Nr: unix.SYS_IO_SUBMIT, Args: allHarmless()}},
 		{"io_cancel", rawCall{Nr: unix.SYS_IO_CANCEL, Args: allHarmless()}},
