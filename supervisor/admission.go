@@ -20,8 +20,10 @@ type admission struct {
 	// running and usedMiB are what executing runs hold. Guarded by mu.
 	running int
 	usedMiB int
-	// queue holds the waiting tickets in arrival order. Guarded by mu.
+	// queue holds the waiting tickets in arrival order, held the granted
+	// ones. Guarded by mu.
 	queue []*ticket
+	held  map[*ticket]struct{}
 	// avgRun is a moving average of how long a run holds its slot, for
 	// Retry-After. Guarded by mu.
 	avgRun time.Duration
@@ -37,7 +39,7 @@ type ticket struct {
 }
 
 func newAdmission(slots, budgetMiB, queueCap int) *admission {
-	return &admission{slots: slots, budgetMiB: budgetMiB, queueCap: queueCap, avgRun: time.Second}
+	return &admission{slots: slots, budgetMiB: budgetMiB, queueCap: queueCap, avgRun: time.Second, held: map[*ticket]struct{}{}}
 }
 
 // enter takes a slot for a run of mib MiB, or a place in the queue. It returns
@@ -66,6 +68,7 @@ func (a *admission) grantLocked(t *ticket) {
 	a.usedMiB += t.mib
 	t.granted = true
 	t.since = time.Now()
+	a.held[t] = struct{}{}
 	close(t.ready)
 }
 
@@ -108,6 +111,7 @@ func (a *admission) leave(t *ticket) {
 func (a *admission) leaveLocked(t *ticket) {
 	a.running--
 	a.usedMiB -= t.mib
+	delete(a.held, t)
 	a.avgRun = (a.avgRun*7 + time.Since(t.since)) / 8
 	a.admitLocked()
 }
@@ -128,11 +132,24 @@ func (a *admission) counts() (running, queued int) {
 	return a.running, len(a.queue)
 }
 
-// retryAfter estimates, in whole seconds (at least 1), when the queue will have
-// room: the time for the runs ahead to go through the slots.
+// retryAfter estimates, in whole seconds (at least 1), when the full queue will
+// have room: when the first running run ends and the queue's head takes its
+// slot. A run is expected to go on for what is left of the recent average, or,
+// once past it, for as long again as it has run: a run 8 s in is not about to
+// end because recent runs took 0.1 s.
 func (a *admission) retryAfter() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	waves := float64(len(a.queue)+1) / float64(a.slots)
-	return max(1, int(math.Ceil(waves*a.avgRun.Seconds())))
+	soonest := time.Duration(math.MaxInt64)
+	for t := range a.held {
+		left := a.avgRun - time.Since(t.since)
+		if left <= 0 {
+			left = time.Since(t.since)
+		}
+		soonest = min(soonest, left)
+	}
+	if len(a.held) == 0 { // the memory budget holds the queue, not a run
+		soonest = a.avgRun
+	}
+	return max(1, int(math.Round(soonest.Seconds())))
 }

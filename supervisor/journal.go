@@ -205,14 +205,12 @@ func (j *journal) accept(k runKey, rec *record) error {
 	})
 }
 
-// finish records a run's result. The results of runs that end together share
-// one transaction and its fsyncs (bbolt's Batch, which waits up to its
-// MaxBatchDelay for others to join). The caller has already answered the run:
-// the wait costs it nothing, and, unlike a goroutine blocked in fsync, a
-// goroutine waiting for the batch leaves its processor to the handler that
-// writes the response.
+// finish records a run's result, durably, before anyone is answered: a result
+// once answered survives a crash (API.md). It is one fsynced transaction of its
+// own: bbolt's Batch would hold a lone result for its MaxBatchDelay (10 ms),
+// which the run's answer now waits for.
 func (j *journal) finish(k runKey, rec *record) error {
-	return j.db.Batch(func(tx *bolt.Tx) error { return finishLocked(tx, k, rec) })
+	return j.db.Update(func(tx *bolt.Tx) error { return finishLocked(tx, k, rec) })
 }
 
 func finishLocked(tx *bolt.Tx, k runKey, rec *record) error {

@@ -18,12 +18,11 @@ import (
 
 // BenchmarkJournal measures the journal's two writes of every run (README:
 // "Journal"): go test -run XXX -bench Journal ./supervisor
-//   - accept: one fsynced transaction, before the run is handed to its
-//     goroutine;
+//   - accept: one fsynced transaction, written while the run is admitted,
+//     awaited before its program starts;
 //   - finish: results written by 128 goroutines at once, as runs that end
-//     together are, which share bbolt's Batch transactions: the journal's
-//     capacity. (A result alone waits the batch's 10 ms for company, after its
-//     run has been answered.)
+//     together are, each its own fsynced transaction before its run is
+//     answered: the journal's capacity.
 func BenchmarkJournal(b *testing.B) {
 	res := &api.Result{Language: "python", State: api.StateFinished, Stdout: "hello\n"}
 	open := func(b *testing.B) *journal {

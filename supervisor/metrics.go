@@ -84,11 +84,13 @@ func newMetrics(adm *admission) *metrics {
 	return m
 }
 
-func (m *metrics) observe(res *api.Result) {
+// observe counts a finished run; started says whether its program started,
+// whose start time (under a millisecond for a warm run) is then observed.
+func (m *metrics) observe(res *api.Result, started bool) {
 	lang := res.Language.String()
 	m.runs.WithLabelValues(lang, string(res.Outcome), string(res.Reason)).Inc()
 	m.queue.WithLabelValues(lang).Observe(float64(res.Timing.QueuedMS) / 1e3)
-	if res.Timing.StartMS > 0 {
+	if started {
 		m.start.WithLabelValues(lang).Observe(float64(res.Timing.StartMS) / 1e3)
 	}
 	m.total.WithLabelValues(lang).Observe(float64(res.Timing.TotalMS) / 1e3)

@@ -126,6 +126,10 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 	}
 	for _, k := range keys {
 		s.log.Warn("run interrupted by the service's last stop, finished as stopped", logID, k.id, logPeerUID, k.uid)
+		// Counted as the runs this service finishes are: it finished this one.
+		if rec, err := j.get(k); err == nil && rec.Result != nil {
+			s.metrics.observe(rec.Result, false)
+		}
 	}
 	if _, err := j.prune(time.Now().Add(-cfg.Retention)); err != nil {
 		return nil, fmt.Errorf("pruning the journal: %w", err)
@@ -254,10 +258,8 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 	key := requestKey(req)
 	id := req.ID
 	s.mu.Lock()
-	if s.draining {
-		s.mu.Unlock()
-		return nil, nil, newError(api.ErrorUnavailable, "the service is shutting down and accepts no new runs; retry once it is back")
-	}
+	// A retry of an existing run gets it, shutting down or not; only a new run
+	// is refused then.
 	if id != "" {
 		rk := runKey{uid: peerUID, id: id}
 		if r, ok := s.runs[rk]; ok {
@@ -282,10 +284,15 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 	} else {
 		id = ulid.Make().String()
 	}
+	if s.draining {
+		s.mu.Unlock()
+		return nil, nil, newError(api.ErrorUnavailable, "the service is shutting down and accepts no new runs; retry once it is back")
+	}
 	t := s.adm.enter(*req.MemoryMiB)
 	if t == nil {
 		s.mu.Unlock()
-		e := newError(api.ErrorQueueFull, "the service is running %d runs and its queue of %d is full; retry after the Retry-After seconds", s.cfg.MaxConcurrent, s.cfg.QueueSize)
+		running, queued := s.adm.counts()
+		e := newError(api.ErrorQueueFull, "the service is running %d runs and its queue of %d is full; retry after the Retry-After seconds", running, queued)
 		e.retryAfter = s.adm.retryAfter()
 		return nil, nil, e
 	}
@@ -421,23 +428,24 @@ func (s *Service) execute(r *run, t *ticket) {
 // finish ends a run: its stream gets the result, the journal keeps it, and it
 // leaves memory once the journal has it.
 func (s *Service) finish(r *run, res *api.Result) {
-	// Counted before anyone sees the result, so that a scrape after a response
-	// always includes its run.
-	s.metrics.observe(res)
-	r.finish(res)
 	r.mu.Lock()
 	started := r.started
 	r.mu.Unlock()
-	now := time.Now()
-	// After the acceptance, which it replaces: written the other way round,
-	// the journal would hold the run as unfinished.
+	// Counted before anyone sees the result, so that a scrape after a response
+	// always includes its run.
+	s.metrics.observe(res, started)
+	// In the journal before anyone sees the result, so that an answered result
+	// survives a crash; after the acceptance, which it replaces (written the
+	// other way round, the journal would hold the run as unfinished).
 	if err := r.recorded(); err != nil {
 		s.log.Error("recording a run in the journal", logID, r.id, "err", err)
 	}
+	now := time.Now()
 	err := s.journal.finish(r.runKey(), &record{
 		Key: r.key, Language: r.req.Language, Network: r.req.Network.Mode, PeerUID: r.peerUID,
 		AcceptedAt: r.accepted, Started: started, FinishedAt: now, Result: res,
 	})
+	r.finish(res)
 	if err != nil {
 		// The run stays in memory, so it is still answered until a restart.
 		s.log.Error("recording a result in the journal", logID, r.id, "err", err)

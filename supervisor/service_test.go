@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -113,5 +114,39 @@ func TestJournalFailureKeepsTheProgramFromRunning(t *testing.T) {
 	}
 	if running, queued := ts.adm.counts(); running != 0 || queued != 0 {
 		t.Fatalf("got %d running and %d queued after the run, want the slot given back", running, queued)
+	}
+}
+
+// A result is in the journal by the time it is answered, so that a crash right
+// after the answer does not lose it; and every run whose program started is
+// in the start-time histogram, a warm start of under a millisecond too.
+func TestResultDurableWhenAnswered(t *testing.T) {
+	ts := newTestService(t)
+	const runs = 5
+	for i := range runs {
+		id := fmt.Sprintf("durable-%d", i)
+		res, err := ts.client.Run(context.Background(), request("python", "print(1)", withRunID(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := ts.journal.get(runKey{uid: os.Getuid(), id: id})
+		if err != nil || rec.Result == nil || rec.Result.State != api.StateFinished || rec.Result.Outcome != res.Outcome {
+			t.Fatalf("run %s: the journal held %+v (%v) when it was answered, want its finished result", id, rec, err)
+		}
+	}
+	mfs, err := ts.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started uint64
+	for _, mf := range mfs {
+		if mf.GetName() == "brig_run_start_seconds" {
+			for _, m := range mf.GetMetric() {
+				started += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	if started != runs {
+		t.Errorf("got %d starts in brig_run_start_seconds, want %d", started, runs)
 	}
 }

@@ -80,10 +80,13 @@ func TestShutdown(t *testing.T) {
 						t.Errorf("stream %v: got code %q, want %q", stream, ce.API.Code, api.ErrorUnavailable)
 					}
 				}
-				// The run in flight is still answered while the service drains.
+				// The run in flight is still answered while the service drains,
+				// and a retry of it (the same id and body) gets it.
 				if got, err := ts.client.Get(ctx, id); err != nil || got.State != api.StateRunning {
 					t.Errorf("GET while draining: got %+v, %v, want state running", got, err)
 				}
+				retry := openLiveStream(t, ts.client, request("python", tc.code, withRunID(id)))
+				retry.waitEvent(t, api.EventStarted, 5*time.Second)
 			}
 
 			var err error
