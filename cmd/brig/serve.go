@@ -645,7 +645,10 @@ func serveUntilSignal(svc *supervisor.Service, ln net.Listener, grace time.Durat
 	go func() { served <- svc.Serve(ln) }()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
+	// Never given back to the default action: a signal during the sandboxes'
+	// cleanup that follows (serveAction's defers) would kill the process
+	// half-way and leave its cgroups (SIGKILL still does).
+	defer signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case sig := <-sigs:
 		log.Info("shutting down", "signal", sig.String(), "grace", grace.String())

@@ -457,3 +457,31 @@ func TestServeRefusesAnIDRangeInUse(t *testing.T) {
 		t.Fatalf("with a file of the range: got status %d, stderr %q; want a refusal containing %q", status, errOut, want)
 	}
 }
+
+// Signals that keep coming while the service stops (an impatient operator, a
+// supervisor's repeated TERM) do not cut its cleanup short: it exits 0 and
+// leaves no cgroup.
+func TestServeStopsCleanlyUnderRepeatedSignals(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliServeParent)
+	_, serve, logs := startServe(t)
+	exited := make(chan error, 1)
+	go func() { exited <- serve.Wait() }()
+	for {
+		serve.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Fatalf("brig serve under repeated SIGTERMs: %v; it logged:\n%s", err, logs)
+			}
+			for _, h := range []string{"memory", "pids", "cpu", "unified"} {
+				if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, cliServeParent)); err == nil {
+					t.Errorf("got the cgroup parent left in %s, want it removed", h)
+				}
+			}
+			os.Remove(cgroup.ParentLockPath("", cliServeParent))
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
