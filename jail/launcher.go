@@ -451,11 +451,6 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 		early = l.exits.expect(pid)
 		defer l.exits.forget(pid)
 	}
-	if spec.BeforeStart != nil {
-		if err := spec.BeforeStart(); err != nil {
-			return internal("before start", "%v; the program did not run", err)
-		}
-	}
 	if s.zchild != nil {
 		// The zygote's child gets its run straight from here (supervise).
 		err = s.zchild.setRun(rs)

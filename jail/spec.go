@@ -45,10 +45,6 @@ type Spec struct {
 	// "network").
 	Attach func(initPID int) (env map[string]string, err error)
 
-	// BeforeStart, when set, is called once the sandbox is ready, before the
-	// program gets its run; an error ends the run internal, its program never
-	// having run (the supervisor waits there for its journal).
-	BeforeStart func() error
 	// OnStart, when set, is called once the interpreter has been exec'd.
 	OnStart func()
 	// OnStdout and OnStderr, when set, get the kept output as it is printed.

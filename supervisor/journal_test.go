@@ -18,8 +18,8 @@ import (
 
 // BenchmarkJournal measures the journal's two writes of every run (README:
 // "Journal"): go test -run XXX -bench Journal ./supervisor
-//   - accept: one fsynced transaction, written while the run is admitted,
-//     awaited before its program starts;
+//   - accept: one fsynced transaction, before the run is handed to its
+//     goroutine;
 //   - finish: results written by 128 goroutines at once, as runs that end
 //     together are, each its own fsynced transaction before its run is
 //     answered: the journal's capacity.

@@ -49,9 +49,6 @@ type run struct {
 	// egressEvents counts the egress events appended, up to maxEgressEvents.
 	// Guarded by mu.
 	egressEvents int
-	// recorded waits until the run's acceptance is in the journal, and says
-	// whether it could be written (submit sets it; the same answer each call).
-	recorded func() error
 }
 
 // maxEgressEvents bounds a run's egress events: a program that tries names in
@@ -73,7 +70,6 @@ func newRun(id, key string, req api.Request, peerUID int, now time.Time) *run {
 		state:    api.StateQueued,
 		events:   []api.Event{{Event: api.EventAccepted, ID: id}},
 		changed:  make(chan struct{}),
-		recorded: func() error { return nil },
 	}
 }
 

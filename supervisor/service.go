@@ -304,15 +304,15 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 	s.runsWG.Add(1)
 	s.mu.Unlock()
 
-	// The run is recorded while it is admitted and its sandbox is taken: its
-	// program alone waits for the record to be durable (jail.Spec.BeforeStart),
-	// so that a retry after a crash never runs a program twice, and neither
-	// the request nor the sandbox waits for the journal's fsyncs.
-	recorded := make(chan error, 1)
-	go func() {
-		recorded <- s.journal.accept(r.runKey(), &record{Key: key, Language: req.Language, Network: req.Network.Mode, PeerUID: peerUID, AcceptedAt: r.accepted})
-	}()
-	r.recorded = sync.OnceValue(func() error { return <-recorded })
+	err := s.journal.accept(r.runKey(), &record{Key: key, Language: req.Language, Network: req.Network.Mode, PeerUID: peerUID, AcceptedAt: r.accepted})
+	if err != nil {
+		s.mu.Lock()
+		delete(s.runs, r.runKey())
+		s.mu.Unlock()
+		s.adm.cancel(t)
+		s.runsWG.Done()
+		return nil, nil, fmt.Errorf("recording the run in the journal: %w", err)
+	}
 	go s.execute(r, t)
 	return r, nil, nil
 }
@@ -370,12 +370,6 @@ func (s *Service) execute(r *run, t *ticket) {
 		OnStart:     r.onStart,
 		OnStdout:    r.onOutput(api.EventStdout),
 		OnStderr:    r.onOutput(api.EventStderr),
-		BeforeStart: func() error {
-			if err := r.recorded(); err != nil {
-				return fmt.Errorf("the run could not be recorded in the journal: %w", err)
-			}
-			return nil
-		},
 	}
 	if lease != nil {
 		layerSpec(&spec, r.req.Language, lease)
@@ -425,8 +419,8 @@ func (s *Service) execute(r *run, t *ticket) {
 	s.finish(r, res)
 }
 
-// finish ends a run: its stream gets the result, the journal keeps it, and it
-// leaves memory once the journal has it.
+// finish ends a run: the journal keeps its result, then its stream gets it, and
+// it leaves memory once the journal has it.
 func (s *Service) finish(r *run, res *api.Result) {
 	r.mu.Lock()
 	started := r.started
@@ -435,11 +429,7 @@ func (s *Service) finish(r *run, res *api.Result) {
 	// always includes its run.
 	s.metrics.observe(res, started)
 	// In the journal before anyone sees the result, so that an answered result
-	// survives a crash; after the acceptance, which it replaces (written the
-	// other way round, the journal would hold the run as unfinished).
-	if err := r.recorded(); err != nil {
-		s.log.Error("recording a run in the journal", logID, r.id, "err", err)
-	}
+	// survives a crash.
 	now := time.Now()
 	err := s.journal.finish(r.runKey(), &record{
 		Key: r.key, Language: r.req.Language, Network: r.req.Network.Mode, PeerUID: r.peerUID,
