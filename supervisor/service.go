@@ -419,8 +419,8 @@ func (s *Service) execute(r *run, t *ticket) {
 	s.finish(r, res)
 }
 
-// finish ends a run: the journal keeps its result, then its stream gets it, and
-// it leaves memory once the journal has it.
+// finish ends a run: the journal's pending file keeps its result, then its
+// stream gets it, and it leaves memory once the journal has committed it.
 func (s *Service) finish(r *run, res *api.Result) {
 	r.mu.Lock()
 	started := r.started
@@ -428,14 +428,17 @@ func (s *Service) finish(r *run, res *api.Result) {
 	// Counted before anyone sees the result, so that a scrape after a response
 	// always includes its run.
 	s.metrics.observe(res, started)
-	// In the journal before anyone sees the result, so that an answered result
-	// survives a crash.
-	now := time.Now()
-	err := s.journal.finish(r.runKey(), &record{
+	rec := &record{
 		Key: r.key, Language: r.req.Language, Network: r.req.Network.Mode, PeerUID: r.peerUID,
-		AcceptedAt: r.accepted, Started: started, FinishedAt: now, Result: res,
-	})
+		AcceptedAt: r.accepted, Started: started, FinishedAt: time.Now(), Result: res,
+	}
+	// Kept before anyone sees the result, so that an answered result survives
+	// a crash of the service; then committed.
+	if err := s.journal.answered(r.runKey(), rec); err != nil {
+		s.log.Error("recording a result in the journal's pending file", logID, r.id, "err", err)
+	}
 	r.finish(res)
+	err := s.journal.finish(r.runKey(), rec)
 	if err != nil {
 		// The run stays in memory, so it is still answered until a restart.
 		s.log.Error("recording a result in the journal", logID, r.id, "err", err)
