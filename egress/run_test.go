@@ -726,13 +726,20 @@ func TestRunMaxConns(t *testing.T) {
 	}
 }
 
-func TestRunMaxBytes(t *testing.T) {
+// startMiBRun starts a run whose egress may move 1 MiB each way.
+func startMiBRun(t *testing.T) (*Run, *testNS, *upstreams) {
+	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.CheckLeaks(t)
 	u := newUpstreams(t)
 	cfg := u.config(io.Discard)
 	cfg.MaxBytes = 1 << 20
 	r, ns, _ := startRun(t, cfg, testPolicy)
+	return r, ns, u
+}
+
+func TestRunMaxBytes(t *testing.T) {
+	r, ns, u := startMiBRun(t)
 	status, body, err := get(transport(ns, u, nil), "http://upstream.test/big?bytes="+strconv.Itoa(8<<20))
 	if err == nil {
 		t.Errorf("got %d and %d bytes, want the transfer cut", status, len(body))
@@ -746,12 +753,7 @@ func TestRunMaxBytes(t *testing.T) {
 // Connections that wait for their answer hold little of the run's byte
 // budget: four at once, with 1 MiB in all, each get their small answer.
 func TestRunMaxBytesConcurrentWaits(t *testing.T) {
-	testutil.RequireRoot(t)
-	testutil.CheckLeaks(t)
-	u := newUpstreams(t)
-	cfg := u.config(io.Discard)
-	cfg.MaxBytes = 1 << 20
-	r, ns, _ := startRun(t, cfg, testPolicy)
+	r, ns, u := startMiBRun(t)
 	tr := transport(ns, u, nil)
 	errs := make(chan error, 4)
 	for i := range 4 {
