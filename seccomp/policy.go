@@ -315,8 +315,9 @@ func Reaper() Policy {
 // calls of what is left for it to do, wait for the program or reap orphans
 // and report the exit, and those the Go runtime makes meanwhile (its threads'
 // sleeps and wake-ups, preemption signals, heap growth and release, a new
-// thread) and glibc's where brig itself is the init (a new thread's stack
-// guard and registrations). Anything else fails with EPERM, clone3 with
+// thread, a signal's handler: the runtime throws when it can't set one) and
+// glibc's where brig itself is the init (a new thread's stack guard and
+// registrations). Anything else fails with EPERM, clone3 with
 // ENOSYS so that glibc makes its threads with clone, and clone only makes
 // threads. The program's policy, which the init loaded before, allowed every
 // call a program may make; this one is some 60 instructions against its
@@ -325,7 +326,7 @@ func Init() Policy {
 	return Policy{Default: Deny, Rules: []Rule{
 		{Action: Allow, Names: []string{
 			"read", "write", "close", "wait4", "waitid", "rt_sigtimedwait",
-			"rt_sigreturn", "rt_sigprocmask", "sigaltstack", "restart_syscall", "exit", "exit_group",
+			"rt_sigaction", "rt_sigreturn", "rt_sigprocmask", "sigaltstack", "restart_syscall", "exit", "exit_group",
 			"futex", "nanosleep", "clock_nanosleep", "sched_yield", "clock_gettime",
 			"getpid", "gettid", "tgkill", "getrandom",
 			"mmap", "munmap", "madvise", "mprotect",
