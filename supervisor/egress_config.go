@@ -101,12 +101,17 @@ func (cfg Config) egressPolicy(req api.Request) egress.Policy {
 	return pol
 }
 
-// registries is GET /v1/health's registries: each language's registry hosts,
-// an empty list for one with none.
+// registries is GET /v1/health's registries: each language's registry hosts
+// that mode registries admits, an empty list for one with none, or for every
+// language when the host does not offer the mode (the hosts it read are then
+// its package installer's alone).
 func (cfg Config) registries() map[string][]string {
 	out := make(map[string][]string, len(languages))
+	offered := slices.Contains(cfg.NetworkModes, api.NetworkRegistries)
 	for _, lang := range languages {
-		out[lang] = slices.Clone(cfg.RegistryHosts[lang])
+		if offered {
+			out[lang] = slices.Clone(cfg.RegistryHosts[lang])
+		}
 		if out[lang] == nil {
 			out[lang] = []string{}
 		}

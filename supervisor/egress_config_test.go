@@ -410,12 +410,18 @@ func TestNetworkModesOnOffer(t *testing.T) {
 	if l.Egress == nil || *l.Egress != want {
 		t.Errorf("limits: got egress %+v, want %+v", l.Egress, want)
 	}
-	// A host without a networked mode has no egress bounds to tell.
-	_, none := availableService(t, Config{NetworkModes: []string{api.NetworkNone}})
+	// A host without a networked mode has no egress bounds to tell, and no
+	// registry a run may reach, though it read them for its installer.
+	_, none := availableService(t, Config{NetworkModes: []string{api.NetworkNone}, RegistryHosts: hosts})
 	var l2 api.Limits
 	getJSON(t, none, "/v1/limits", &l2)
 	if l2.Egress != nil {
 		t.Errorf("limits of a host of mode none: got egress %+v, want none", l2.Egress)
+	}
+	var h2 api.Health
+	getJSON(t, none, "/v1/health", &h2)
+	if len(h2.Registries["python"]) != 0 || h2.Registries["python"] == nil {
+		t.Errorf("health of a host of mode none: got registries %v, want empty lists", h2.Registries)
 	}
 	s.recordEgress(api.NetworkDomains, []egress.Connection{{Host: "api.example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 7}})
 	var metrics strings.Builder

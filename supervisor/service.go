@@ -447,7 +447,7 @@ func (s *Service) finish(r *run, res *api.Result) {
 		delete(s.runs, r.runKey())
 		s.mu.Unlock()
 	}
-	exit := -1
+	var exit any // null in the log, as in the Result, when the program has none
 	if res.ExitCode != nil {
 		exit = *res.ExitCode
 	}
