@@ -386,4 +386,4 @@ func writeStatus(c *net.TCPConn, status int, body string) {
 		status, statusText[status], len(body), body)
 }
 
-var statusText = map[int]string{400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}
+var statusText = map[int]string{400: "Bad Request", 403: "Forbidden", 429: "Too Many Requests", 502: "Bad Gateway"}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -75,6 +76,8 @@ type Run struct {
 	dnsTCP    *dns.Server
 	// wg counts every goroutine the run started; Close waits for it.
 	wg sync.WaitGroup
+	// answering is a semaphore of the refusals being answered (answerRefused).
+	answering chan struct{}
 
 	resolverOnce sync.Once
 	resolver     string
@@ -128,6 +131,7 @@ func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Ru
 		onDecision:       onDecision,
 		handshakeTimeout: full.HandshakeTimeout,
 		lim:              newLimits(full.MaxConns, full.ConnsPerSecond, full.MaxBytes),
+		answering:        make(chan struct{}, refusedAnswers),
 		conns:            map[net.Conn]struct{}{},
 		deniedNames:      map[string]bool{},
 	}
@@ -218,8 +222,8 @@ func (r *Run) accept(l *net.TCPListener, port int, via string, serve func(*net.T
 			continue
 		}
 		if ok, rule := r.lim.admit(); !ok {
-			c.Close()
 			r.refuse("", port, via, rule)
+			r.answerRefused(c, via, rule)
 			continue
 		}
 		if !r.track(c) {
@@ -237,6 +241,47 @@ func (r *Run) accept(l *net.TCPListener, port int, via string, serve func(*net.T
 		}()
 	}
 }
+
+// answerRefused closes c, a connection the run's limits refused before
+// anything was read from it. An HTTP client (the :80 and CONNECT proxies) gets
+// a 429 that says which limit, rather than a reset it can't tell from a
+// network fault: written, then what the client sent is read and dropped until
+// it closes or lingerTime passes, so that closing does not reset the
+// connection under the answer. At most refusedAnswers answer at once, each on
+// a goroutine of its own; beyond them, and for TLS, c is only closed.
+func (r *Run) answerRefused(c *net.TCPConn, via, rule string) {
+	if via == viaTLS {
+		c.Close()
+		return
+	}
+	select {
+	case r.answering <- struct{}{}:
+	default:
+		c.Close()
+		return
+	}
+	// Tracked, so that the run's Close ends the wait at once.
+	if !r.track(c) {
+		<-r.answering
+		c.Close()
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer func() { <-r.answering }()
+		defer r.untrack(c)
+		defer c.Close()
+		writeStatus(c, 429, fmt.Sprintf("brig egress: refused: %s (the run's limits: %d connections at once, %g a second): close connections, or retry later",
+			rule, cap(r.lim.open), float64(r.lim.rate.Limit())))
+		c.CloseWrite()
+		c.SetReadDeadline(time.Now().Add(lingerTime))
+		io.Copy(io.Discard, io.LimitReader(c, maxHeadBytes))
+	}()
+}
+
+// refusedAnswers bounds the refusals answered at once (answerRefused).
+const refusedAnswers = 16
 
 // track adds c to the connections Close closes; false once the run is closed.
 func (r *Run) track(c net.Conn) bool {

@@ -714,6 +714,12 @@ func TestRunMaxConns(t *testing.T) {
 	if n, err := c.Read(make([]byte, 1)); err == nil {
 		t.Errorf("got %d bytes on a third connection, want it closed", n)
 	}
+	// An HTTP client is told why, with its request sent: a 429 naming the
+	// limit, not a reset.
+	got := rawExchange(t, ns, "127.0.0.1:80", "GET / HTTP/1.1\r\nHost: upstream.test\r\n\r\n")
+	if !strings.HasPrefix(got, "HTTP/1.1 429 Too Many Requests") || !strings.Contains(got, "too many connections (the run's limits: 2 connections at once") {
+		t.Errorf("got %q on :80 past the limit, want a 429 naming it", got)
+	}
 	conns := r.Close()
 	if !slices.ContainsFunc(conns, func(c Connection) bool { return c.Rule == ruleTooMany && c.Port == 443 }) {
 		t.Errorf("got %+v, want the third connection refused as %q", conns, ruleTooMany)
