@@ -52,6 +52,10 @@ type Group struct {
 // Name is the name the group was created with.
 func (g *Group) Name() string { return g.name }
 
+// Path is the group's path inside each hierarchy, "/<parent>/<name>": what
+// the package's log lines name it by.
+func (g *Group) Path() string { return g.path }
+
 // dirs lists the group's directories, one per distinct hierarchy, the cgroup2
 // one first.
 func (g *Group) dirs() []string {

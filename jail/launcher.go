@@ -403,6 +403,7 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 		return internal("sandbox", "could not prepare a sandbox: %v", err)
 	}
 	defer l.release(s)
+	res.Cgroup = s.group.Path()
 	if !ready {
 		// A fresh sandbox. With mounts, its init must have built the root
 		// first: its mount namespace is a copy of the host's until its

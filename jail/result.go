@@ -57,6 +57,11 @@ type Result struct {
 	// Start is how the interpreter was started: StartWarm, StartCold,
 	// StartColdEnv or StartColdFailing.
 	Start string
+	// Cgroup is the path of the run's cgroup in its hierarchies, by which the
+	// cgroup package's log lines (an OOM kill, a failed removal) name it: a
+	// pooled sandbox's group is made before its run is known, so the run's own
+	// log line carries it.
+	Cgroup string
 }
 
 // Usage is what a run consumed.

@@ -126,8 +126,9 @@ func newTestService(tb testing.TB, opts ...func(*Config)) *testService {
 	}
 	tb.Cleanup(func() { os.RemoveAll(dir) })
 	ts := &testService{socket: filepath.Join(dir, "brig.sock"), state: filepath.Join(dir, "state"), logs: &logBuffer{}}
-	ts.launcher = newTestLauncher(tb, ts.state)
-	cfg := Config{StateDir: ts.state, Logger: slog.New(slog.NewJSONHandler(ts.logs, nil)), Grace: 5 * time.Second}
+	log := slog.New(slog.NewJSONHandler(ts.logs, nil))
+	ts.launcher = newTestLauncher(tb, ts.state, log)
+	cfg := Config{StateDir: ts.state, Logger: log, Grace: 5 * time.Second}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -135,13 +136,15 @@ func newTestService(tb testing.TB, opts ...func(*Config)) *testService {
 	return ts
 }
 
-func newTestLauncher(tb testing.TB, state string) *jail.Launcher {
+// newTestLauncher makes the service's launcher, whose cgroups log to log, as
+// brig serve's do to the service's log.
+func newTestLauncher(tb testing.TB, state string, log *slog.Logger) *jail.Launcher {
 	tb.Helper()
 	p, err := rootfs.NewHost(state, rootfs.HostConfig{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cg, err := cgroup.New(cgroup.Config{Parent: testCgroupParent})
+	cg, err := cgroup.New(cgroup.Config{Parent: testCgroupParent, Logger: log})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -43,6 +43,9 @@ type run struct {
 	// startPath is how the run's interpreter started (jail.Result.Start), for
 	// the run's log line; set by the run's own goroutine before finish.
 	startPath string
+	// cgroup is the path of the run's cgroup (jail.Result.Cgroup), by which
+	// the cgroup package's own log lines name it; set as startPath is.
+	cgroup string
 	// packageEvents counts the package events appended, up to maxPackageEvents.
 	// Guarded by mu.
 	packageEvents int

@@ -403,7 +403,7 @@ func (s *Service) execute(r *run, t *ticket) {
 	} else {
 		res = ResultOf(r.id, r.req, jr)
 		s.metrics.starts.WithLabelValues(r.req.Language, jr.Start).Inc()
-		r.startPath = jr.Start
+		r.startPath, r.cgroup = jr.Start, jr.Cgroup
 	}
 	res.Network.Connections = s.recordEgress(r.req.Network.Mode, conns)
 	if lease != nil {
@@ -453,7 +453,7 @@ func (s *Service) finish(r *run, res *api.Result) {
 	}
 	s.log.Info("run finished",
 		logID, r.id, logLanguage, res.Language, logOutcome, res.Outcome, logReason, res.Reason,
-		logExitCode, exit, "signal", res.Signal, logNetwork, res.Network.Mode, logPeerUID, r.peerUID, "start_path", r.startPath,
+		logExitCode, exit, "signal", res.Signal, logNetwork, res.Network.Mode, logPeerUID, r.peerUID, "start_path", r.startPath, "cgroup", r.cgroup,
 		logQueued, res.Timing.QueuedMS, logStart, res.Timing.StartMS, logTotal, res.Timing.TotalMS,
 		logWall, res.Usage.WallMS, logCPU, res.Usage.CPUMS, logPeak, res.Usage.PeakMemoryBytes)
 }

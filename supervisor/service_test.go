@@ -148,3 +148,30 @@ func TestResultDurableWhenAnswered(t *testing.T) {
 		t.Errorf("got %d starts in brig_run_start_seconds, want %d", started, runs)
 	}
 }
+
+// The run's log line names its cgroup as the cgroup package's own lines do, so
+// that an operator can tie the kernel's OOM kill of a pooled sandbox's group,
+// made before its run was known, to the run.
+func TestRunLogNamesItsCgroup(t *testing.T) {
+	ts := newTestService(t)
+	res := ts.mustRun(t, request("python", "b = bytearray(400 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\n", func(r *api.Request) {
+		mib := 128
+		r.MemoryMiB = &mib
+	}))
+	if res.Reason != api.ReasonMemory {
+		t.Fatalf("got %s/%s (%s), want a memory failure", res.Outcome, res.Reason, res.Message)
+	}
+	ts.stop(t)
+	runs := ts.logs.lines("run finished")
+	if len(runs) != 1 {
+		t.Fatalf("got %d run lines, want 1", len(runs))
+	}
+	group, _ := runs[0]["cgroup"].(string)
+	if !strings.HasPrefix(group, "/"+testCgroupParent+"/run-") {
+		t.Fatalf("the run's line has cgroup %q, want a group under %s", group, testCgroupParent)
+	}
+	ooms := ts.logs.lines("the kernel OOM-killed a process of the cgroup; killed the whole group")
+	if len(ooms) != 1 || ooms[0]["cgroup"] != group {
+		t.Fatalf("the cgroup's OOM lines %v, want one naming %q", ooms, group)
+	}
+}
