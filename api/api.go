@@ -12,7 +12,10 @@
 //	if t := *req.TimeoutSeconds; t < api.MinTimeoutSeconds || t > api.MaxTimeoutSeconds { ... }
 package api
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
 
 // OutcomeOf is the outcome of a finished run that ended for reason (ReasonNone for a
 // run that completed) with the given network mode. A networked run cut short
@@ -266,4 +269,18 @@ type Health struct {
 	Registries map[string][]string `json:"registries"`
 	// PackageLanguages are the languages whose runs may ask for packages here.
 	PackageLanguages []string `json:"package_languages"`
+}
+
+// InvalidUTF8At is the offset of the first byte of b that is not valid UTF-8,
+// or -1. The API's bodies, and the programs in them, are UTF-8: a decoder
+// would turn any other byte into U+FFFD, and run other code than was sent.
+func InvalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }

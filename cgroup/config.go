@@ -144,6 +144,10 @@ func (l Limits) validate() error {
 	})
 }
 
+// CheckCPUs refuses a CPU limit (Limits.CPUs) the kernel can't set: below its
+// minimum quota, or not a finite number. 0 sets none.
+func CheckCPUs(cpus float64) error { return Limits{CPUs: cpus}.validate() }
+
 // cpuQuota is the CFS quota in µs per cpuPeriod that l.CPUs stands for.
 func (l Limits) cpuQuota() int64 {
 	return int64(math.Round(l.CPUs * cpuPeriod))

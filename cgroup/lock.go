@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,17 +20,26 @@ const DefaultLockDir = "/run/lock"
 var ErrParentLocked = errors.New("the cgroup parent is locked by another process")
 
 // ParentLock is the lock that makes one process the only owner of a cgroup
-// parent. It lasts until Close, or until the process exits.
+// parent, and of every group under it. It lasts until Close, or until the
+// process exits.
 type ParentLock struct {
-	f *os.File
+	// files are the parent's lock, held exclusively, then its ancestors',
+	// held shared.
+	files []*os.File
 }
 
-// Close releases the lock. The lock file stays: removing it could let two
+// Close releases the lock. The lock files stay: removing one could let two
 // services lock two inodes of one path.
-func (l *ParentLock) Close() error { return l.f.Close() }
+func (l *ParentLock) Close() error {
+	var errs []error
+	for _, f := range l.files {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
+}
 
 // Path is the lock file's path.
-func (l *ParentLock) Path() string { return l.f.Name() }
+func (l *ParentLock) Path() string { return l.files[0].Name() }
 
 // ParentLockPath is the lock file of parent in dir (empty: DefaultLockDir, or
 // os.TempDir() where that does not exist).
@@ -46,21 +56,39 @@ func ParentLockPath(dir, parent string) string {
 // LockParent takes, for the life of the returned lock, the lock that makes this
 // process the only owner of the cgroup parent: a second service on the same
 // parent would sweep the first's runs at its start, and remove the parent under
-// it at its stop. dir holds the lock files; empty means DefaultLockDir, or
-// os.TempDir() where that does not exist. The caller keeps the lock until it
-// exits (a lock the GC finalises is released).
+// it at its stop. So would a service on an ancestor of the parent ("brig" for
+// "brig/a"), which sweeps and removes the groups under it, and the parent with
+// them: a parent's lock is taken exclusively and each ancestor's shared, so
+// that services on siblings ("brig/a", "brig/b") run side by side, but never
+// one on a parent and another on a group within it. dir holds the lock files;
+// empty means DefaultLockDir, or os.TempDir() where that does not exist. The
+// caller keeps the lock until it exits (a lock the GC finalises is released).
 func LockParent(dir, parent string) (*ParentLock, error) {
-	path := ParentLockPath(dir, parent)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening the lock %s: %w", path, err)
+	if parent == "" {
+		return nil, errors.New("locking the cgroup parent: no parent named")
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: another brig serve owns the cgroup parent %q (lock %s): stop it first, or give this one another --cgroup-parent", ErrParentLocked, parent, path)
+	l := &ParentLock{}
+	mode := unix.LOCK_EX
+	for p := parent; p != "." && p != "/"; p = filepath.Dir(p) {
+		path := ParentLockPath(dir, p)
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("opening the lock %s: %w", path, err)
 		}
-		return nil, fmt.Errorf("locking %s: %w", path, err)
+		l.files = append(l.files, f)
+		if err := unix.Flock(int(f.Fd()), mode|unix.LOCK_NB); err != nil {
+			l.Close()
+			switch {
+			case !errors.Is(err, unix.EWOULDBLOCK):
+				return nil, fmt.Errorf("locking %s: %w", path, err)
+			case p == parent:
+				return nil, fmt.Errorf("%w: another brig serve owns the cgroup parent %q, or a group within it (lock %s): stop it first, or give this one another --cgroup-parent", ErrParentLocked, parent, path)
+			default:
+				return nil, fmt.Errorf("%w: another brig serve owns the cgroup parent %q, which holds %q (lock %s): stop it first, or give this one a --cgroup-parent outside it", ErrParentLocked, p, parent, path)
+			}
+		}
+		mode = unix.LOCK_SH
 	}
-	return &ParentLock{f: f}, nil
+	return l, nil
 }

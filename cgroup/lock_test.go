@@ -30,3 +30,36 @@ func TestLockParent(t *testing.T) {
 	}
 	again.Close()
 }
+
+// TestLockParentNested: a service on a parent and another on a group within
+// it are refused either way round, since each would sweep or remove the
+// other's groups; siblings under one ancestor are not.
+func TestLockParentNested(t *testing.T) {
+	dir := t.TempDir()
+	outer, err := LockParent(dir, "brig-n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LockParent(dir, "brig-n/sub"); !errors.Is(err, ErrParentLocked) {
+		t.Fatalf("a group within a locked parent: got %v, want ErrParentLocked", err)
+	}
+	outer.Close()
+	a, err := LockParent(dir, "brig-n/a/x")
+	if err != nil {
+		t.Fatalf("brig-n/a/x: %v", err)
+	}
+	defer a.Close()
+	b, err := LockParent(dir, "brig-n/b")
+	if err != nil {
+		t.Fatalf("a sibling: got %v, want its own lock", err)
+	}
+	defer b.Close()
+	for _, p := range []string{"brig-n", "brig-n/a"} {
+		if _, err := LockParent(dir, p); !errors.Is(err, ErrParentLocked) {
+			t.Fatalf("%s, an ancestor of a locked parent: got %v, want ErrParentLocked", p, err)
+		}
+	}
+	if _, err := LockParent(dir, ""); err == nil {
+		t.Fatal("an empty parent: got a lock, want an error")
+	}
+}

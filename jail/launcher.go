@@ -325,6 +325,9 @@ func validateConfig(cfg Config) error {
 			return fmt.Errorf("jail: invalid config: %s", c.msg)
 		}
 	}
+	if err := cgroup.CheckCPUs(cfg.CPUs); err != nil {
+		return fmt.Errorf("jail: invalid config: %w", err)
+	}
 	if err := cfg.IDs.validate(); err != nil {
 		return fmt.Errorf("jail: invalid config: %w", err)
 	}

@@ -208,7 +208,7 @@ func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
 	}()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("opening the package cache: %s is in use by another brig (or another cache of this one)", cfg.Dir)
+			return nil, fmt.Errorf("opening the package cache: %s is in use by another brig (is another brig serve using this state directory, or this cache_dir?)", cfg.Dir)
 		}
 		return nil, fmt.Errorf("opening the package cache: locking %s: %w", cfg.Dir, err)
 	}

@@ -150,7 +150,7 @@ func (cfg Config) Validate() error {
 func (cfg Config) validate() error {
 	var errs []error
 	if cfg.MaxConcurrent < 1 {
-		errs = append(errs, fmt.Errorf("max_concurrent %d: give at least 1", cfg.MaxConcurrent))
+		errs = append(errs, fmt.Errorf("max_concurrent %d: give at least 1, or 0 to size it from the host's cores and memory", cfg.MaxConcurrent))
 	}
 	if cfg.MemoryBudgetMiB < api.MaxMemoryMiB {
 		errs = append(errs, fmt.Errorf("memory_budget_mib %d: give at least %d, so that a run of the largest memory limit fits", cfg.MemoryBudgetMiB, api.MaxMemoryMiB))

@@ -292,7 +292,11 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 	if t == nil {
 		s.mu.Unlock()
 		running, queued := s.adm.counts()
-		e := newError(api.ErrorQueueFull, "the service is running %d runs and its queue of %d is full; retry after the Retry-After seconds", running, queued)
+		msg := fmt.Sprintf("its queue of %d is full", queued)
+		if queued == 0 {
+			msg = "it keeps no queue" // queue_size 0: each run needs a free slot
+		}
+		e := newError(api.ErrorQueueFull, "the service is running %d runs and %s; retry after the Retry-After seconds", running, msg)
 		e.retryAfter = s.adm.retryAfter()
 		return nil, nil, e
 	}

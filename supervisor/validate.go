@@ -278,12 +278,8 @@ func checkField(req api.Request, f string) *apiError {
 // surrogate pair: encoding/json would turn either into U+FFFD, and the run
 // would get code or an environment other than the one sent.
 func checkUTF8(body []byte) *apiError {
-	for i := 0; i < len(body); {
-		r, n := utf8.DecodeRune(body[i:])
-		if r == utf8.RuneError && n == 1 {
-			return invalid("", "the body is not UTF-8 (byte %d is 0x%02x); send JSON encoded in UTF-8", i, body[i])
-		}
-		i += n
+	if i := api.InvalidUTF8At(body); i >= 0 {
+		return invalid("", "the body is not UTF-8 (byte %d is 0x%02x); send JSON encoded in UTF-8", i, body[i])
 	}
 	// Escapes occur only inside strings, and an escaped backslash is
 	// skipped whole, so this reads every \u escape of a valid body.

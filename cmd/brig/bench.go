@@ -78,22 +78,29 @@ func benchCommand() *cli.Command {
 // service benchmark measures the running service with its own configuration,
 // and --local measures a jail in this process.
 func benchFlagsApply(c *cli.Context) error {
-	serviceOnly := []string{"socket", "c", "d", "rss-runs", "network"}
-	localOnly := []string{"heap-mib"}
+	return localFlagsApply(c, []string{"socket", "c", "d", "rss-runs", "network"}, []string{"heap-mib"},
+		"the service benchmark", "the service benchmark measures the service with its own configuration (set it on brig serve)")
+}
+
+// localFlagsApply refuses, for a command with a --local mode, a flag the mode
+// chosen would ignore: serviceOnly with --local, localOnly (and the sandbox's
+// flags) without it. service names the other mode, and why says why the
+// sandbox's flags are not its own.
+func localFlagsApply(c *cli.Context, serviceOnly, localOnly []string, service, why string) error {
 	for _, f := range sandboxFlags() {
 		localOnly = append(localOnly, f.Names()[0])
 	}
 	if c.Bool("local") {
 		for _, name := range serviceOnly {
 			if c.IsSet(name) {
-				return fmt.Errorf("%s applies to the service benchmark, not --local", flagName(name))
+				return fmt.Errorf("%s applies to %s, not --local", flagName(name), service)
 			}
 		}
 		return nil
 	}
 	for _, name := range localOnly {
 		if c.IsSet(name) {
-			return fmt.Errorf("%s applies to --local only: the service benchmark measures the service with its own configuration (set it on brig serve)", flagName(name))
+			return fmt.Errorf("%s applies to --local only: %s", flagName(name), why)
 		}
 	}
 	return nil

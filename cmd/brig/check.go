@@ -174,7 +174,7 @@ func printChecks(w io.Writer, checks []jail.Check) error {
 		if !c.OK {
 			mark = "FAIL"
 		}
-		line := fmt.Sprintf("%s  %-24s %s", mark, c.Name, c.Detail)
+		line := fmt.Sprintf("%s  %-30s %s", mark, c.Name, c.Detail)
 		if !c.OK && c.Hint != "" {
 			line += "  (hint: " + c.Hint + ")"
 		}

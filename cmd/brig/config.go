@@ -21,7 +21,7 @@ func sandboxFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "state-dir", Value: jail.DefaultStateDir, Usage: "directory for brig's state (rootfs skeleton, scratch mount point)"},
 		&cli.StringFlag{Name: "cgroup-parent", Usage: "cgroup under which runs' groups are made (default \"brig\" for the service, \"brig-local\" for --local)"},
-		&cli.StringSliceFlag{Name: "rootfs", Usage: "a built rootfs for a language, as LANG=DIR (from `brig rootfs build`); languages without one use the host rootfs"},
+		&cli.StringSliceFlag{Name: "rootfs", Usage: "a built rootfs for a language, as LANG=DIR (from brig rootfs build); languages without one use the host rootfs"},
 		&cli.Float64Flag{Name: "cpus", Value: jail.DefaultCPUs, Usage: "CPU limit of each run, in CPUs"},
 		&cli.Int64Flag{Name: "pids", Value: jail.DefaultPids, Usage: "limit on processes and threads of each run"},
 		&cli.IntFlag{Name: "pool", Usage: "sandboxes kept cloned and waiting for a run (0: clone each run's on demand)"},

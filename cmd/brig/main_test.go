@@ -346,3 +346,31 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// TestRunRefusesBadInvocations: brig run says what is wrong with its command
+// line before it reaches any service (exit 2): a missing --language, with a
+// FILE too; a program that is not UTF-8, which would otherwise reach the
+// interpreter with U+FFFD in place of its bytes; a flag the mode chosen would
+// ignore.
+func TestRunRefusesBadInvocations(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.py"), filepath.Join(dir, "bad.py")
+	os.WriteFile(good, []byte("print(1)\n"), 0o644)
+	os.WriteFile(bad, []byte("print(\"\xff\")\n"), 0o644)
+	sock := filepath.Join(dir, "none.sock")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--socket", sock, good}, "run needs --language python"},
+		{[]string{"run", "--socket", sock, "-"}, "run needs --language python"},
+		{[]string{"run", "--socket", sock, "-l", "python", bad}, "the program is not UTF-8 (byte 7, 0xff)"},
+		{[]string{"run", "--local", "--socket", sock, "-l", "python", good}, "--socket applies to runs through the service, not --local"},
+		{[]string{"run", "--pool", "2", "--socket", sock, "-l", "python", good}, "--pool applies to --local only"},
+	} {
+		_, stderr, code := brig(t, "", tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("brig %v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}

@@ -9,10 +9,10 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"unicode/utf8"
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -42,7 +42,7 @@ func runCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "socket", Value: supervisor.DefaultSocket, Usage: "the service's socket"},
 			&cli.BoolFlag{Name: "local", Usage: "run in this process, without the service (root only)"},
-			&cli.StringFlag{Name: "language", Aliases: []string{"l"}, Required: true, Usage: "python or javascript"},
+			&cli.StringFlag{Name: "language", Aliases: []string{"l"}, Usage: "python or javascript (required)"},
 			&cli.IntFlag{Name: "timeout", Value: api.DefaultTimeoutSeconds, Usage: "wall-clock limit in seconds (1-300), from the interpreter's start"},
 			&cli.IntFlag{Name: "memory", Value: api.DefaultMemoryMiB, Usage: fmt.Sprintf("memory limit in MiB (%d-%d)", api.MinMemoryMiB, api.MaxMemoryMiB)},
 			&cli.StringSliceFlag{Name: "package", Usage: "a package with a version constraint (repeatable)"},
@@ -58,8 +58,17 @@ func runCommand() *cli.Command {
 }
 
 func runAction(c *cli.Context) error {
+	// Checked here rather than by urfave's Required, which with a FILE given
+	// reports the FILE as an unknown command.
+	if !c.IsSet("language") {
+		return fmt.Errorf("run needs --language python or --language javascript")
+	}
 	if c.NArg() != 1 {
 		return fmt.Errorf("run takes one FILE, or - to read the program from stdin")
+	}
+	if err := localFlagsApply(c, []string{"socket"}, nil, "runs through the service",
+		"a run through the service gets the service's sandboxes (set them on brig serve)"); err != nil {
+		return err
 	}
 	code, err := readProgram(c.Args().First())
 	if err != nil {
@@ -144,6 +153,14 @@ func runRemote(c *cli.Context, req api.Request) error {
 		var ce *client.Error
 		switch {
 		case errors.As(err, &ce):
+			if jsonOut {
+				// The refusal's body as the API sends it, for a caller that
+				// reads stdout alone.
+				b, _ := json.Marshal(struct {
+					Error api.Error `json:"error"`
+				}{ce.API})
+				os.Stdout.Write(append(b, '\n'))
+			}
 			return fmt.Errorf("the service refused the run: %s", describeAPIError(ce))
 		case ctx.Err() != nil:
 			return exitError(exitStopped)
@@ -189,6 +206,15 @@ func finishRun(c *cli.Context, res *api.Result) error {
 		}
 		if res.Reason != api.ReasonNone && res.Reason != api.ReasonError {
 			fmt.Fprintf(os.Stderr, "brig: %s\n", res.Message)
+		}
+		for _, cut := range []struct {
+			name string
+			cut  bool
+			max  int
+		}{{"stdout", res.StdoutTruncated, api.MaxStdoutChars}, {"stderr", res.StderrTruncated, api.MaxStderrChars}} {
+			if cut.cut {
+				fmt.Fprintf(os.Stderr, "brig: the program's %s was cut at %d characters, the cap; the rest was dropped\n", cut.name, cut.max)
+			}
 		}
 	}
 	if code := exitStatus(res); code != 0 {
@@ -364,5 +390,11 @@ func readProgram(name string) (string, error) {
 	if len(b) == 0 {
 		return "", fmt.Errorf("the program is empty")
 	}
+	// As the service refuses a body that is not UTF-8: decoded, its bytes
+	// would become U+FFFD and another program would run than the file holds.
+	if i := api.InvalidUTF8At(b); i >= 0 {
+		return "", fmt.Errorf("the program is not UTF-8 (byte %d, 0x%02x): save it as UTF-8, as Python and Node read their sources", i, b[i])
+	}
 	return string(b), nil
 }
+

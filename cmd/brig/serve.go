@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -328,6 +329,12 @@ func (sc serveConfig) checkValues() error {
 		bound{"egress.max_bytes", sc.Egress.MaxBytes > 0, sc.Egress.MaxBytes},
 		bound{"egress.handshake_timeout", sc.Egress.HandshakeTimeout > 0, time.Duration(sc.Egress.HandshakeTimeout)},
 	)
+	if sc.Sandbox.CgroupParent == "" {
+		errs = append(errs, fmt.Errorf("sandbox.cgroup_parent is empty: name the cgroup the runs' groups go under (%q by default)", defaultServeParent))
+	}
+	if len(sc.Egress.Modes) == 0 {
+		errs = append(errs, fmt.Errorf("egress.modes is empty: list %q at least, the mode of every request that names no network", api.NetworkNone))
+	}
 	if sc.QueueSize < 0 {
 		errs = append(errs, fmt.Errorf("queue_size %d: give 0 (no queue: a request that finds no free slot gets 429) or more", sc.QueueSize))
 	}
@@ -396,7 +403,7 @@ func openPackageCache(sc serveConfig, regs map[string]packages.Registry, cfg sup
 	}
 	cache, err := packages.OpenCache(packages.CacheConfig{Dir: dir, MaxBytes: sc.Packages.CacheMaxBytes, Installer: inst, Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("opening the package cache: %w", err)
+		return nil, err // it says it was opening the package cache
 	}
 	return cache, nil
 }
@@ -565,6 +572,9 @@ func serveAction(c *cli.Context) error {
 		svc.Shutdown(context.Background())
 		return err
 	}
+	if n := runtime.NumCPU(); sc.Sandbox.CPUs > float64(n) {
+		log.Warn("sandbox.cpus is more than this host has: a run is held to the host's CPUs alone", "cpus", sc.Sandbox.CPUs, "host_cpus", n)
+	}
 	log.Info("serving", "socket", sc.Socket, "state_dir", sc.StateDir, "cgroup_mode", host.CgroupMode,
 		"rootfs", host.Rootfs, "pool", sc.Sandbox.Pool, "network_modes", cfg.NetworkModes, "config", c.String("config"))
 	return serveUntilSignal(svc, ln, time.Duration(sc.Grace), log)
@@ -651,7 +661,7 @@ func serveUntilSignal(svc *supervisor.Service, ln net.Listener, grace time.Durat
 	defer signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case sig := <-sigs:
-		log.Info("shutting down", "signal", sig.String(), "grace", grace.String())
+		log.Info("shutting down", "signal", sig.String(), "grace", max(grace, 0).String())
 	case err := <-served:
 		return fmt.Errorf("serving: %w", err)
 	}

@@ -124,6 +124,18 @@ func TestRunThroughService(t *testing.T) {
 		if status != 2 || !strings.Contains(errOut, "409 conflict") {
 			t.Fatalf("got status %d stderr %q, want 2 and a 409 conflict", status, errOut)
 		}
+		// With --json the refusal's body is on stdout too.
+		out, _, status = brig(t, "", "run", "--socket", socket, "--json", "-l", "python", "--id", "json-1", script("j2.py", "print('other')"))
+		var refused struct{ Error api.Error }
+		if err := json.Unmarshal([]byte(out), &refused); err != nil || status != 2 || refused.Error.Code != api.ErrorConflict || refused.Error.Field != "id" {
+			t.Fatalf("--json: got status %d and stdout %q (%v), want 2 and the conflict's error body", status, out, err)
+		}
+	})
+	t.Run("truncated output is said", func(t *testing.T) {
+		out, errOut, status := brig(t, "", "run", "--socket", socket, "-l", "python", script("big.py", "print('x' * 1_000_001, end='')"))
+		if status != 0 || len(out) != api.MaxStdoutChars || !strings.Contains(errOut, "stdout was cut at 1000000 characters") {
+			t.Fatalf("got status %d, %d bytes of stdout and stderr %q; want 0, the cap, and a line saying so", status, len(out), errOut)
+		}
 	})
 	t.Run("health", func(t *testing.T) {
 		h, err := client.New(socket).Health(context.Background())
@@ -149,6 +161,15 @@ func TestRunThroughService(t *testing.T) {
 		_, errOut, status := brigWithin(t, 20*time.Second, "serve", "--socket", filepath.Join(dir, "other.sock"), "--state-dir", filepath.Join(dir, "other"), "--cgroup-parent", cliServeParent)
 		if status != 2 || !strings.Contains(errOut, "owns the cgroup parent") {
 			t.Fatalf("got status %d stderr %q, want 2 and a refusal: it would sweep the first one's runs", status, errOut)
+		}
+	})
+
+	t.Run("second service on a group within the parent", func(t *testing.T) {
+		// It would have its groups swept and removed with the first's.
+		defer os.Remove(cgroup.ParentLockPath("", cliServeParent+"/sub"))
+		_, errOut, status := brigWithin(t, 20*time.Second, "serve", "--socket", filepath.Join(dir, "sub.sock"), "--state-dir", filepath.Join(dir, "sub"), "--cgroup-parent", cliServeParent+"/sub")
+		if status != 2 || !strings.Contains(errOut, "owns the cgroup parent") {
+			t.Fatalf("got status %d stderr %q, want 2 and a refusal", status, errOut)
 		}
 	})
 
@@ -373,6 +394,9 @@ func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
 		{"zero handshake timeout", "[egress]\nhandshake_timeout = \"0s\"\n", "egress.handshake_timeout 0s"},
 		{"zero install memory", "[packages]\ninstall_memory_mib = 0\n", "packages.install_memory_mib 0"},
 		{"zero cache", "[packages]\ncache_max_bytes = 0\n", "packages.cache_max_bytes 0"},
+		{"cpus below the kernel's quota", "[sandbox]\ncpus = 0.001\n", "below the kernel's minimum quota"},
+		{"empty cgroup parent", "[sandbox]\ncgroup_parent = \"\"\n", "sandbox.cgroup_parent is empty"},
+		{"no network modes", "[egress]\nmodes = []\n", "egress.modes is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := checkServeConfigFile(t, tc.body, nil)
@@ -404,7 +428,10 @@ func checkServeConfigFile(t *testing.T, body string, cfg *supervisor.Config) err
 		return err
 	}
 	// Nothing that runs the package managers.
-	sc.Packages.Enabled, sc.Egress.Modes = false, []string{"none"}
+	sc.Packages.Enabled = false
+	if !strings.Contains(body, "modes") {
+		sc.Egress.Modes = []string{"none"}
+	}
 	c, _, err := sc.serviceConfig(context.Background(), slog.New(slog.DiscardHandler))
 	if cfg != nil {
 		*cfg = c
