@@ -9,10 +9,10 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"unicode/utf8"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -397,4 +397,3 @@ func readProgram(name string) (string, error) {
 	}
 	return string(b), nil
 }
-
