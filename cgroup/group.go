@@ -114,6 +114,27 @@ func (g *Group) SetLimits(l Limits) error {
 	return nil
 }
 
+// Unthrottle lifts the group's CPU limit, for a run whose processes have all
+// been sent SIGKILL: they run no more code of their own, but their exits (the
+// teardown of each one's memory) are CPU time that the quota throttles. At 1
+// CPU a fork bomb's few hundred processes took 1 to 2 s to die, and the run's
+// end waited for them. A group without the cpu controller has nothing to lift.
+func (g *Group) Unthrottle() error {
+	m := g.m
+	if !m.controllers["cpu"] {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.deleted {
+		return fmt.Errorf("lifting the CPU limit of cgroup %q: %w", g.name, ErrDeleted)
+	}
+	if m.mode == ModeUnified {
+		return writeSmall(filepath.Join(g.dir2, "cpu.max"), "max")
+	}
+	return writeSmall(filepath.Join(m.cfg.MountRoot, "cpu", g.path, "cpu.cfs_quota_us"), "-1")
+}
+
 // setV1Locked writes l through the library's v1 Update. With swap accounted,
 // the kernel refuses a memory limit above memory.memsw.limit_in_bytes, so
 // raising the limit must write memsw first. The library means to order the two

@@ -132,6 +132,33 @@ func TestSetLimitsWritesFiles(t *testing.T) {
 	}
 }
 
+// TestUnthrottle: the CPU limit of a group whose run is being killed is
+// lifted, so that its processes' exits are not throttled.
+func TestUnthrottle(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			m := newManager(t, l)
+			testutil.Require(t, m.Controllers()["cpu"], fmt.Sprintf("no cpu controller in the %s layout", l.name))
+			g := newGroup(t, m)
+			if err := g.SetLimits(Limits{CPUs: 0.5}); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Unthrottle(); err != nil {
+				t.Fatal(err)
+			}
+			path, want := filepath.Join(l.root, "cpu", g.path, "cpu.cfs_quota_us"), "-1"
+			if l.mode == ModeUnified {
+				path, want = filepath.Join(g.dir2, "cpu.max"), "max 100000"
+			}
+			if got := readFile(t, path); got != want {
+				t.Errorf("%s: got %q, want %q", path, got, want)
+			}
+		})
+	}
+}
+
 func TestSetLimitsFailsClosed(t *testing.T) {
 	testutil.RequireRoot(t)
 	tests := []struct {

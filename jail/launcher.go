@@ -497,6 +497,13 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 
 	ended := l.supervise(ctx, spec, s, ready, res, begin, early)
 	markStarted() // a run that ended without starting has no more to wait for
+	if !ended.exited {
+		// Killed while it ran (a timeout, the memory limit, a stop): what
+		// is left of it dies unthrottled, and sooner.
+		if err := s.group.Unthrottle(); err != nil {
+			l.log.Warn("lifting the CPU limit of a killed run", "err", err)
+		}
+	}
 
 	// Every process of the run is killed: the pipes reach EOF as they die.
 	// A program whose exit came before its teardown (exitWatch), and that left
