@@ -103,10 +103,10 @@ r['cgroup paths'] = ' '.join(sorted(set(l.split(':', 2)[2] for l in open('/proc/
 	if testWarm {
 		ppid = "0"
 	}
-	// Pid 1 is the init, but in a zygote's sandbox where the reaper is on
-	// (rootbuild.go).
+	// Pid 1 is the reaper where it is on (rootbuild.go): in a zygote's
+	// sandbox, and in a cold one, whose program it starts; else the Go init.
 	pid1Argv := "brig " + pid1.InitArg
-	if testWarm && l.reaper != nil {
+	if l.reaper != nil && (testWarm || !coldReaperOff) {
 		pid1Argv = "brig " + reaper.Arg
 	}
 	checkProbe(t, got, []check{

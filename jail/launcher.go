@@ -455,10 +455,16 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 		early = l.exits.expect(pid)
 		defer l.exits.forget(pid)
 	}
-	if s.zchild != nil {
+	switch {
+	case s.zchild != nil:
 		// The zygote's child gets its run straight from here (supervise).
 		err = s.zchild.setRun(rs)
-	} else {
+	case s.reaperRun:
+		var b []byte
+		if b, err = reaper.MarshalRun(rs); err == nil {
+			_, err = s.spec.Write(b)
+		}
+	default:
 		err = pid1.WriteRun(s.spec, rs)
 	}
 	s.spec.Close()

@@ -55,6 +55,9 @@ type slot struct {
 	// baseline is the cgroup's usage before the run (the init's own start and
 	// preparing), subtracted from the run's CPU time.
 	baseline cgroup.Usage
+	// reaperRun: the sandbox's pid 1 is a reaper that starts the program from
+	// a run frame (reaper.MarshalRun), not a Go init (pid1.WriteRun).
+	reaperRun bool
 	// warm is the language whose interpreter the sandbox holds waiting, ""
 	// for a cold one.
 	warm rootfs.Language
@@ -106,7 +109,7 @@ func (l *Launcher) spawner() {
 	for {
 		select {
 		case req := <-l.spawns:
-			s, err := l.clone(req.reaper)
+			s, err := l.clone(req.reaper, req.program)
 			req.reply <- spawned{s, err}
 		case f := <-l.onSpawner:
 			f()
@@ -305,10 +308,12 @@ func (l *Launcher) took(s *slot, root *rootfs.Root, warm rootfs.Language, memory
 // namespace first thing.
 func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes int64) (s *slot, retErr error) {
 	reply := make(chan spawned, 1)
-	// A zygote's sandbox gets a reaper where it can (rootbuild.go).
-	useReaper := warm == rootfs.Python && l.reaper != nil
+	// A zygote's sandbox and a cold one get a reaper where they can
+	// (rootbuild.go); a cold one's starts the program.
+	useReaper := (warm == rootfs.Python || warm == "" && !coldReaperOff) && l.reaper != nil
+	program := useReaper && warm == ""
 	select {
-	case l.spawns <- spawnRequest{reply, useReaper}:
+	case l.spawns <- spawnRequest{reply, useReaper, program}:
 	case <-l.done:
 		return nil, ErrClosed
 	}
@@ -335,6 +340,13 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 	}
 	prep := l.newPrepareSpec(root, memoryBytes, s.ids)
 	s.warm = warm
+	if program {
+		s.reaperRun = true
+		if err := l.startReaper(s, prep, true); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	switch warm {
 	case rootfs.JavaScript:
 		prep.Warm, prep.WarmEnviron = warmArgv(root), Environ(nil)
@@ -343,7 +355,7 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 		// The init starts no program, so it needs no spawner filter.
 		prep.Zygote, prep.SpawnSeccomp = true, nil
 		if useReaper {
-			if err := l.startReaper(s, prep); err != nil {
+			if err := l.startReaper(s, prep, false); err != nil {
 				return nil, err
 			}
 			return s, nil
@@ -366,10 +378,10 @@ func LeftoverOfDeadProcess(name string) bool {
 	return unix.Kill(pid, 0) == unix.ESRCH
 }
 
-// clone creates the run's cgroup and clones the init (or a reaper) into its
-// namespaces (and, where a cgroup2 directory exists, straight into the cgroup
-// with CLONE_INTO_CGROUP).
-func (l *Launcher) clone(useReaper bool) (s *slot, retErr error) {
+// clone creates the run's cgroup and clones the init (or a reaper, which starts
+// the program when program is set) into its namespaces (and, where a cgroup2
+// directory exists, straight into the cgroup with CLONE_INTO_CGROUP).
+func (l *Launcher) clone(useReaper, program bool) (s *slot, retErr error) {
 	name := fmt.Sprintf("run-%d-%d", os.Getpid(), groupSeq.Add(1))
 	g, err := l.cfg.Cgroups.Create(name)
 	if err != nil {
@@ -406,7 +418,7 @@ func (l *Launcher) clone(useReaper bool) (s *slot, retErr error) {
 		dst         **os.File
 		parentReads bool
 	}{{&s.spec, false}, {&s.status, true}, {&s.stdout, true}, {&s.stderr, true}}
-	if useReaper {
+	if useReaper && !program {
 		pipes = pipes[:2] // it prints nothing; its stdout and stderr are /dev/null
 	}
 	for _, p := range pipes {
@@ -433,7 +445,8 @@ func (l *Launcher) clone(useReaper bool) (s *slot, retErr error) {
 		// before its Go runtime starts. Its working directory is the root,
 		// which pivot_root then moves to the sandbox's, as it does the root.
 		s.cmd.Path, s.cmd.Args, s.cmd.Env, s.cmd.Dir = l.cfg.ReaperPath, []string{"brig", reaper.Arg}, []string{}, "/"
-	} else {
+	}
+	if len(childEnds) == 4 {
 		s.cmd.Stdout, s.cmd.Stderr = childEnds[2], childEnds[3]
 	}
 	if err := s.cmd.Start(); err != nil {

@@ -249,11 +249,11 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 	switch {
 	case e.setupErr != nil && e.started:
 		res.Step = e.setupErr.Step
-		res.Message = fmt.Sprintf("the sandbox's init failed (step %q: %s) after the program started; the run was killed", e.setupErr.Step, e.setupErr.Error)
+		res.Message = fmt.Sprintf("the sandbox's init failed (step %q: %s) after the program started; the run was killed", e.setupErr.Step, withErrnoText(e.setupErr.Error))
 		res.End = EndInternal
 	case e.setupErr != nil:
 		res.Step = e.setupErr.Step
-		res.Message = fmt.Sprintf("the sandbox could not be built (step %q: %s); the program did not run", e.setupErr.Step, e.setupErr.Error)
+		res.Message = fmt.Sprintf("the sandbox could not be built (step %q: %s); the program did not run", e.setupErr.Step, withErrnoText(e.setupErr.Error))
 		res.End = EndInternal
 	case e.timedOut:
 		res.Signal = "SIGKILL"

@@ -34,6 +34,10 @@ import (
 // kernel without proc's pidns parameter; for the tests of that path alone.
 var reaperOff = false
 
+// coldReaperOff gives cold sandboxes a Go init where a reaper would start
+// their program; for the tests of the Go init's own program start.
+var coldReaperOff = false
+
 // newReaperConfig is the run-independent part of a reaper's config, or nil
 // and why zygotes' sandboxes keep their Go init.
 func newReaperConfig() (*reaper.Config, string, error) {
@@ -54,18 +58,28 @@ func newReaperConfig() (*reaper.Config, string, error) {
 	return &reaper.Config{LastCap: last, Filter: prog}, "", nil
 }
 
-// spawnRequest asks the spawner's thread for a slot: an init, or a reaper.
+// spawnRequest asks the spawner's thread for a slot: an init, or a reaper
+// (which starts the program when program is set).
 type spawnRequest struct {
-	reply  chan spawned
-	reaper bool
+	reply           chan spawned
+	reaper, program bool
 }
 
 // startReaper sends a freshly cloned reaper (in its cgroups by now) its
 // config, and builds its sandbox's root meanwhile. The reaper's "ready"
-// follows on the status pipe, as an init's does (waitReady).
-func (l *Launcher) startReaper(s *slot, prep *pid1.PrepareSpec) error {
+// follows on the status pipe, as an init's does (waitReady). With program, it
+// is a cold sandbox's, which then waits on its spec pipe for the run
+// (reaper.MarshalRun) and starts the program as the Go init does, from the
+// same PrepareSpec's ids, filters and rlimits.
+func (l *Launcher) startReaper(s *slot, prep *pid1.PrepareSpec, program bool) error {
 	cfg := *l.reaper
 	cfg.UID, cfg.GID = s.ids.InitUID, s.ids.InitGID
+	if program {
+		cfg.Program = &reaper.ProgramConfig{
+			UID: prep.UID, GID: prep.GID, HostUID: prep.HostUID, HostGID: prep.HostGID,
+			SpawnFilter: prep.SpawnSeccomp, Filter: prep.Seccomp, Rlimits: prep.Rlimits,
+		}
+	}
 	b, err := cfg.Marshal()
 	if err != nil {
 		return err
@@ -73,9 +87,11 @@ func (l *Launcher) startReaper(s *slot, prep *pid1.PrepareSpec) error {
 	if _, err := s.spec.Write(b); err != nil {
 		return fmt.Errorf("sending the reaper its config: %w", err)
 	}
-	// The reaper reads nothing more; EOF on its spec pipe changes nothing.
-	s.spec.Close()
-	s.spec = nil
+	if !program {
+		// The reaper reads nothing more; EOF on its spec pipe changes nothing.
+		s.spec.Close()
+		s.spec = nil
+	}
 	fd, err := buildRoot(s.cmd.Process.Pid, prep)
 	if err != nil {
 		// A reaper that failed first fails the build too (its namespaces

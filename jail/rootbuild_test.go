@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/jail/reaper"
 	"github.com/brig-sandbox/brig/rootfs"
@@ -43,9 +46,9 @@ func warmPythonLauncher(tb testing.TB, opts ...func(*Config)) *Launcher {
 // checkHardenedPID1 checks what a run saw of its pid 1 (pid1Probe): an
 // unprivileged id that is not the program's, every capability set empty,
 // no_new_privs, a filter, and nothing of it readable.
-func checkHardenedPID1(t *testing.T, res *Result, name string) {
+func checkHardenedPID1(t *testing.T, res *Result, name, start string) {
 	t.Helper()
-	if res.End != EndCompleted || res.Start != StartWarm {
+	if res.End != EndCompleted || res.Start != start {
 		t.Fatalf("run: %s (%s, start %s), stderr %q", res.End, res.Message, res.Start, res.Stderr)
 	}
 	got := map[string]string{}
@@ -82,7 +85,7 @@ func TestReaperIsHardenedPID1(t *testing.T) {
 		t.Fatal("this kernel can't mount the proc of another pid namespace; the reaper is off (pid1.ProcPidnsSupported)")
 	}
 	waitWarm(t, l)
-	checkHardenedPID1(t, run(t, l, rootfs.Python, pid1Probe), "brig-reaper")
+	checkHardenedPID1(t, run(t, l, rootfs.Python, pid1Probe), "brig-reaper", StartWarm)
 	// And from the host: the init's own host ids, not root's.
 	waitWarm(t, l)
 	s := <-l.pools[poolKey(rootOf(t, l, rootfs.Python), rootfs.Python)]
@@ -120,10 +123,39 @@ func TestZygoteSandboxWithGoInit(t *testing.T) {
 	res := run(t, l, rootfs.Python, pid1Probe)
 	// The Go init re-executes this test binary, whose name the kernel
 	// took from /proc/self/exe.
-	checkHardenedPID1(t, res, "exe")
+	checkHardenedPID1(t, res, "exe", StartWarm)
 	waitWarm(t, l) // the pool's next sandbox, its init's too
 	if res := run(t, l, rootfs.Python, "import os\nos.makedirs('/tmp/a/b')\nprint(open('/etc/hostname').read().strip() if os.path.exists('/etc/hostname') else os.uname().nodename)"); res.End != EndCompleted || res.Start != StartWarm {
 		t.Errorf("second run: %s (%s), start %s", res.End, res.Message, res.Start)
+	}
+}
+
+// TestColdReaperStartsTheProgram: a cold sandbox's pid 1 is the reaper, which
+// started the program as the Go init does (the program's parent is pid 1)
+// and then made itself as unprivileged and as closed to it as in a zygote's
+// sandbox.
+func TestColdReaperStartsTheProgram(t *testing.T) {
+	l := newTestLauncher(t, 1, func(c *Config) { c.Warm = nil })
+	if l.reaper == nil {
+		t.Fatal("this kernel can't mount the proc of another pid namespace; the reaper is off (pid1.ProcPidnsSupported)")
+	}
+	res := run(t, l, rootfs.Python, pid1Probe+"print('ppid', os.getppid())\n")
+	checkHardenedPID1(t, res, "brig-reaper", StartCold)
+	if !strings.Contains(res.Stdout, "ppid 1\n") {
+		t.Errorf("the program's parent: got %q, want pid 1", res.Stdout)
+	}
+}
+
+// TestColdGoInit: with the reaper's program start off, a cold sandbox's Go
+// init starts the program (pid1's spawnInUserNS), as hardened.
+func TestColdGoInit(t *testing.T) {
+	coldReaperOff = true
+	defer func() { coldReaperOff = false }()
+	l := newTestLauncher(t, 1, func(c *Config) { c.Warm = nil })
+	res := run(t, l, rootfs.Python, pid1Probe+"print('ppid', os.getppid())\n")
+	checkHardenedPID1(t, res, "exe", StartCold)
+	if !strings.Contains(res.Stdout, "ppid 1\n") {
+		t.Errorf("the program's parent: got %q, want pid 1", res.Stdout)
 	}
 }
 
@@ -168,7 +200,7 @@ func TestReaperBinary(t *testing.T) {
 		t.Fatal("the reaper is off")
 	}
 	waitWarm(t, l)
-	checkHardenedPID1(t, run(t, l, rootfs.Python, pid1Probe), "brig-reaper")
+	checkHardenedPID1(t, run(t, l, rootfs.Python, pid1Probe), "brig-reaper", StartWarm)
 }
 
 // TestReaperReportsItsFailure: a reaper that can't harden itself says at
@@ -189,5 +221,42 @@ func TestReaperReportsItsFailure(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), `"init seccomp"`) || !strings.Contains(err.Error(), "errno 22 (invalid argument)") {
 		t.Errorf("got %v, want the step and errno (EINVAL)", err)
+	}
+}
+
+// missingInterpreter is the host rootfs with an interpreter that is not there.
+type missingInterpreter struct{ rootfs.Provider }
+
+func (m missingInterpreter) Root(lang rootfs.Language) (*rootfs.Root, error) {
+	r, err := m.Provider.Root(lang)
+	if err != nil {
+		return nil, err
+	}
+	c := *r
+	c.Interpreter = "/usr/bin/no-such-interpreter"
+	return &c, nil
+}
+
+// TestColdStartFailureIsReported: a program the reaper can't exec ends the
+// run as brig's failure, naming the step and the error, as the Go init's do.
+func TestColdStartFailureIsReported(t *testing.T) {
+	for _, goInit := range []bool{false, true} {
+		t.Run(fmt.Sprintf("go init %v", goInit), func(t *testing.T) {
+			coldReaperOff = goInit
+			defer func() { coldReaperOff = false }()
+			state := t.TempDir()
+			p, err := rootfs.NewHost(state, rootfs.HostConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := newTestLauncherWith(t, state, missingInterpreter{p}, 0, func(c *Config) { c.Warm = nil })
+			res, err := l.Run(context.Background(), Spec{Language: rootfs.Python, Code: "print(1)", Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.End != EndInternal || !strings.Contains(res.Message, "execve") || !strings.Contains(res.Message, "no such file or directory") {
+				t.Fatalf("got %s: %q, want an internal failure naming execve and its error", res.End, res.Message)
+			}
+		})
 	}
 }

@@ -300,13 +300,15 @@ func Spawner() Policy {
 }
 
 // Reaper returns the policy of the reaper (jail/reaper), the pid 1 of a
-// zygote's sandbox, once it has dropped its identity: the calls of its last
-// two steps (its "ready" message, closing its descriptors) and of its loop,
-// which reaps and waits for SIGCHLD. Anything else fails with EPERM.
+// zygote's or a cold sandbox's, once it has dropped its identity: the calls of
+// its last two steps (its "ready" message, closing its descriptors) and of its
+// loop, which reaps and waits for SIGCHLD, or in a cold sandbox waits for the
+// program and reports its exit with the clock's reading. Anything else fails
+// with EPERM.
 func Reaper() Policy {
 	return Policy{Default: Deny, Rules: []Rule{{Action: Allow, Names: []string{
 		"write", "close_range", "wait4", "rt_sigtimedwait", "rt_sigreturn",
-		"restart_syscall", "exit", "exit_group",
+		"clock_gettime", "restart_syscall", "exit", "exit_group",
 	}}}}
 }
 

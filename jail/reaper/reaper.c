@@ -1,10 +1,11 @@
-// The reaper: pid 1 of a zygote's sandbox (see reaper.go). One source, built
-// two ways: into the Go binaries that link package reaper, where a constructor
-// runs it before their Go runtime starts; and, with REAPER_STANDALONE, by
-// make into bin/brig-reaper, a static executable without a C library. It calls
-// the kernel directly in both, since a C library's start (its CPU feature
-// probes, each CPUID a trap under a hypervisor) costs several times what the
-// reaper does.
+// The reaper: pid 1 of a sandbox whose root the supervisor builds (see
+// reaper.go). In a zygote's sandbox it only reaps; in a cold one it also
+// starts the run's program. One source, built two ways: into the Go binaries
+// that link package reaper, where a constructor runs it before their Go runtime
+// starts; and, with REAPER_STANDALONE, by make into bin/brig-reaper, a static
+// executable without a C library. It calls the kernel directly in both, since
+// a C library's start (its CPU feature probes, each CPUID a trap under a
+// hypervisor) costs several times what the reaper does.
 #include <asm/unistd.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
@@ -21,9 +22,25 @@
 #define SIGKILL 9
 #define SIGCHLD 17
 #define SIG_BLOCK 0
+#define SIG_SETMASK 2
 #define EINTR 4
+#define E2BIG 7
+#define ENOMEM 12
 #define EINVAL 22
 #define EPIPE 32
+#define AT_FDCWD -100
+#define O_RDONLY 0
+#define O_WRONLY 1
+#define O_CREAT 0100
+#define O_TRUNC 01000
+#define O_NOFOLLOW 0400000
+#define O_CLOEXEC 02000000
+#define CLOCK_MONOTONIC 1
+#define CLOSE_RANGE_CLOEXEC 4
+#define PROT_READ 1
+#define PROT_WRITE 2
+#define MAP_PRIVATE 2
+#define MAP_ANONYMOUS 0x20
 
 #if defined(__x86_64__)
 static long sys6(long n, long a, long b, long c, long d, long e, long f) {
@@ -92,24 +109,66 @@ static char *append(char *buf, size_t size, size_t *at, const char *s) {
 
 static void say(int fd, const char *s) { sys3(__NR_write, fd, s, length(s)); }
 
+// utoa writes v in decimal, NUL-terminated, to end's last bytes of a buffer of
+// at least 21 and returns where it starts.
+static char *utoa(unsigned long v, char *end) {
+	*--end = 0;
+	do
+		*--end = '0' + v % 10;
+	while (v /= 10);
+	return end;
+}
+
 // fail reports an error as the Go init does (pid1.Message) and exits 1. The
 // error is errno's number: the reaper has no strerror.
 static __attribute__((noreturn)) void fail(const char *step, long err) {
-	char num[24], *p = num + sizeof num;
-	unsigned long v = err < 0 ? -err : err;
-	*--p = 0;
-	do
-		*--p = '0' + v % 10;
-	while (v /= 10);
+	char num[24];
 	char msg[256];
 	size_t at = 0;
 	append(msg, sizeof msg, &at, "{\"kind\":\"error\",\"step\":\"");
 	append(msg, sizeof msg, &at, step);
 	append(msg, sizeof msg, &at, "\",\"error\":\"errno ");
-	append(msg, sizeof msg, &at, p);
+	append(msg, sizeof msg, &at, utoa(err < 0 ? -err : err, num + sizeof num));
 	append(msg, sizeof msg, &at, "\"}\n");
 	say(REAPER_STATUS_FD, msg);
 	die(1);
+}
+
+// report says kind ("started", "exit") with the CLOCK_MONOTONIC reading, as
+// the Go init does, and for "exit" the program's wait status.
+static void report(const char *kind, int exited, unsigned long status) {
+	struct {
+		long sec, nsec;
+	} ts = {0, 0};
+	sys2(__NR_clock_gettime, CLOCK_MONOTONIC, &ts);
+	char num[24];
+	char msg[160];
+	size_t at = 0;
+	append(msg, sizeof msg, &at, "{\"kind\":\"");
+	append(msg, sizeof msg, &at, kind);
+	if (exited) {
+		append(msg, sizeof msg, &at, "\",\"wait_status\":");
+		append(msg, sizeof msg, &at, utoa(status, num + sizeof num));
+		append(msg, sizeof msg, &at, ",\"mono\":");
+	} else {
+		append(msg, sizeof msg, &at, "\",\"mono\":");
+	}
+	append(msg, sizeof msg, &at, utoa((unsigned long)ts.sec * 1000000000UL + ts.nsec, num + sizeof num));
+	append(msg, sizeof msg, &at, "}\n");
+	say(REAPER_STATUS_FD, msg);
+}
+
+// write_all writes n bytes of p to fd: 0, or -errno.
+static long write_all(int fd, const char *p, size_t n) {
+	while (n > 0) {
+		long r = sys3(__NR_write, fd, p, n);
+		if (r == -EINTR)
+			continue;
+		if (r < 0)
+			return r;
+		p += r, n -= r;
+	}
+	return 0;
 }
 
 // read_full reads exactly n bytes: 1 when it did, 0 at EOF before the
@@ -130,6 +189,234 @@ static long read_full(int fd, void *buf, size_t n) {
 }
 
 static struct sock_filter filter[REAPER_MAX_FILTER];
+static struct sock_filter spawn_filter[REAPER_MAX_FILTER];
+static struct sock_filter prog_filter[REAPER_MAX_FILTER];
+static struct reaper_rlimit rlimits[REAPER_MAX_RLIMITS];
+static char *run_argv[REAPER_MAX_ARGS + 1];
+static char *run_envp[REAPER_MAX_ENV + 1];
+
+// read_or_fail reads exactly n bytes of the spec pipe, or reports step.
+static void read_or_fail(void *buf, size_t n, const char *step) {
+	long r = read_full(REAPER_SPEC_FD, buf, n);
+	if (r != 1)
+		fail(step, r == 0 ? -EPIPE : r);
+}
+
+// The steps of a program's start, as the Go init names them (pid1's
+// spawnStepNames), for its errors.
+enum {
+	STEP_SYNC = 1,
+	STEP_SETSID,
+	STEP_BOUNDING,
+	STEP_SETGROUPS,
+	STEP_SETGID,
+	STEP_SETUID,
+	STEP_CAPS,
+	STEP_STDIN,
+	STEP_CHDIR,
+	STEP_SECCOMP,
+	STEP_EXEC,
+};
+static const char *const step_names[] = {
+	"cloning into a user namespace and writing its id maps", "waiting for the id maps", "setsid",
+	"emptying the bounding set", "setgroups", "setresgid", "setresuid", "dropping capabilities",
+	"stdin", "chdir", "loading the seccomp filter", "execve",
+};
+
+// program_child is the program's process between the clone and its exec: in a
+// user namespace of its own, it waits for the parent to write its id maps,
+// then takes the run's identity with no capability, its stdin, /sandbox and
+// its filter (on top of the spawner's, inherited), and execs the interpreter.
+// A failed step is reported on report_fd as {step, errno} (int32s).
+static __attribute__((noreturn)) void program_child(const struct reaper_config *cfg, int sync_fd, int report_fd,
+						    int stdin_fd, char *path) {
+	int32_t rep[2];
+	long r;
+	int step;
+	char b;
+	// Every signal at its default action: an ignored one would stay ignored
+	// across exec (the supervisor's, inherited by this process).
+	unsigned long dfl[4] = {0, 0, 0, 0}; // struct sigaction: SIG_DFL, no flags, empty mask
+	for (long sig = 1; sig <= 64; sig++)
+		sys4(__NR_rt_sigaction, sig, dfl, 0, 8); // fails harmlessly for SIGKILL and SIGSTOP
+	if ((r = sys3(__NR_read, sync_fd, &b, 1)) != 1) {
+		step = STEP_SYNC, r = -EPIPE;
+		goto out;
+	}
+	// Its own session and process group: kill(0, sig) reaches its own alone.
+	if ((r = sys0(__NR_setsid)) < 0) {
+		step = STEP_SETSID;
+		goto out;
+	}
+	// A new user namespace starts with a full bounding set: emptied again
+	// while CAP_SETPCAP is held there.
+	for (uint32_t c = 0; c <= cfg->last_cap; c++)
+		if ((r = sys2(__NR_prctl, PR_CAPBSET_DROP, c)) < 0) {
+			step = STEP_BOUNDING;
+			goto out;
+		}
+	if ((r = sys2(__NR_setgroups, 0, 0)) < 0) {
+		step = STEP_SETGROUPS;
+		goto out;
+	}
+	if ((r = sys3(__NR_setresgid, cfg->prog_gid, cfg->prog_gid, cfg->prog_gid)) < 0) {
+		step = STEP_SETGID;
+		goto out;
+	}
+	if ((r = sys3(__NR_setresuid, cfg->prog_uid, cfg->prog_uid, cfg->prog_uid)) < 0) {
+		step = STEP_SETUID;
+		goto out;
+	}
+	// Inside its namespace it holds every capability until exec (the
+	// namespace's root is unmapped, so the uid change cleared none).
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2] = {{0, 0, 0}, {0, 0, 0}};
+	if ((r = sys2(__NR_capset, &hdr, data)) < 0) {
+		step = STEP_CAPS;
+		goto out;
+	}
+	if ((r = sys3(__NR_dup3, stdin_fd, 0, 0)) < 0 ||
+	    (r = sys3(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC)) < 0) {
+		step = STEP_STDIN;
+		goto out;
+	}
+	if ((r = sys1(__NR_chdir, "/sandbox")) < 0) {
+		step = STEP_CHDIR;
+		goto out;
+	}
+	struct sock_fprog prog = {(unsigned short)cfg->prog_filter_len, prog_filter};
+	if ((r = sys3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog)) < 0) {
+		step = STEP_SECCOMP;
+		goto out;
+	}
+	unsigned long none = 0;
+	sys4(__NR_rt_sigprocmask, SIG_SETMASK, &none, 0, sizeof none);
+	r = sys3(__NR_execve, path, run_argv, run_envp);
+	step = STEP_EXEC;
+out:
+	rep[0] = step, rep[1] = (int32_t)-r;
+	sys3(__NR_write, report_fd, rep, sizeof rep);
+	die(127);
+}
+
+// write_id_map writes "0 ROOT 1\nID HOST 1\n" to /proc/PID/NAME.
+static long write_id_map(long pid, const char *name, uint32_t root, uint32_t id, uint32_t host) {
+	char path[64], map[96], num[24];
+	size_t at = 0, mat = 0;
+	append(path, sizeof path, &at, "/proc/");
+	append(path, sizeof path, &at, utoa(pid, num + sizeof num));
+	append(path, sizeof path, &at, "/");
+	append(path, sizeof path, &at, name);
+	append(map, sizeof map, &mat, "0 ");
+	append(map, sizeof map, &mat, utoa(root, num + sizeof num));
+	append(map, sizeof map, &mat, " 1\n");
+	append(map, sizeof map, &mat, utoa(id, num + sizeof num));
+	append(map, sizeof map, &mat, " ");
+	append(map, sizeof map, &mat, utoa(host, num + sizeof num));
+	append(map, sizeof map, &mat, " 1\n");
+	long fd = sys4(__NR_openat, AT_FDCWD, path, O_WRONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return fd;
+	long r = write_all(fd, map, mat);
+	sys1(__NR_close, fd);
+	return r;
+}
+
+// start_program reads the run, writes its script and starts its interpreter
+// as the Go init does (pid1's spawnInUserNS): cloned into a user namespace
+// owned by the run's host id whose maps this process writes, it returns once
+// the interpreter has been exec'd, with its pid.
+static long start_program(const struct reaper_config *cfg) {
+	struct reaper_run run;
+	long r = read_full(REAPER_SPEC_FD, &run, sizeof run);
+	if (r == 0)
+		die(0); // discarded from the pool
+	if (r < 0)
+		fail("reading the run spec", r);
+	if (run.size == 0 || run.size > REAPER_MAX_RUN || run.code_len >= run.size ||
+	    run.argc == 0 || run.argc > REAPER_MAX_ARGS || run.envc > REAPER_MAX_ENV)
+		fail("reading the run spec", E2BIG);
+	char *buf = (char *)sys6(__NR_mmap, 0, run.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if ((unsigned long)buf > -4096UL)
+		fail("reading the run spec", (long)buf);
+	read_or_fail(buf, run.size, "reading the run spec");
+	// The script's path, the code, argv and envp: each string must end
+	// within the frame.
+	char *p = buf, *end = buf + run.size, *script = 0, *code = 0;
+	uint32_t n = 1 + 1 + run.argc + run.envc;
+	for (uint32_t i = 0; i < n; i++) {
+		char *s = p;
+		if (i == 1) {
+			if ((size_t)(end - p) <= run.code_len || p[run.code_len] != 0)
+				fail("reading the run spec", EINVAL);
+			p += run.code_len;
+		} else {
+			while (p < end && *p)
+				p++;
+			if (p == end)
+				fail("reading the run spec", EINVAL);
+		}
+		p++;
+		if (i == 0)
+			script = s;
+		else if (i == 1)
+			code = s;
+		else if (i < 2 + run.argc)
+			run_argv[i - 2] = s;
+		else
+			run_envp[i - 2 - run.argc] = s;
+	}
+	run_argv[run.argc] = 0;
+	run_envp[run.envc] = 0;
+
+	// The script, the run's own on its tmpfs, as a cold run's.
+	long fd = sys4(__NR_openat, AT_FDCWD, script, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		fail("program", fd);
+	if ((r = write_all(fd, code, run.code_len)) < 0 || (r = sys3(__NR_fchown, fd, cfg->host_uid, cfg->host_gid)) < 0)
+		fail("program", r);
+	sys1(__NR_close, fd);
+
+	long stdin_fd = sys4(__NR_openat, AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC, 0);
+	if (stdin_fd < 0)
+		fail("exec: stdin", stdin_fd);
+	int sync[2], rep[2];
+	if ((r = sys2(__NR_pipe2, sync, O_CLOEXEC)) < 0 || (r = sys2(__NR_pipe2, rep, O_CLOEXEC)) < 0)
+		fail("exec: pipes", r);
+	// The namespace's owner is the run's host id, as pid1's cloneUserNS
+	// explains: only the effective uid changes, and comes back after.
+	if ((r = sys3(__NR_setresuid, -1, cfg->host_uid, -1)) < 0)
+		fail("exec: owner of the user namespace", r);
+	long pid = sys6(__NR_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0, 0);
+	if (pid == 0) {
+		sys1(__NR_close, sync[1]);
+		sys1(__NR_close, rep[0]);
+		program_child(cfg, sync[0], rep[1], (int)stdin_fd, run_argv[0]);
+	}
+	if ((r = sys3(__NR_setresuid, -1, 0, -1)) < 0)
+		fail("exec: owner of the user namespace", r); // pid 1's end kills the child
+	if (pid < 0)
+		fail("exec: cloning into a user namespace", pid);
+	sys1(__NR_close, sync[0]);
+	sys1(__NR_close, rep[1]);
+	sys1(__NR_close, stdin_fd);
+	if ((r = write_id_map(pid, "uid_map", cfg->uid, cfg->prog_uid, cfg->host_uid)) < 0 ||
+	    (r = write_id_map(pid, "gid_map", cfg->gid, cfg->prog_gid, cfg->host_gid)) < 0)
+		fail("exec: writing the id maps", r);
+	char go = 'x';
+	if ((r = sys3(__NR_write, sync[1], &go, 1)) != 1)
+		fail("exec: waiting for the id maps", r);
+	sys1(__NR_close, sync[1]);
+	// The report pipe closes on exec: EOF says the interpreter started.
+	int32_t got[2];
+	r = read_full(rep[0], got, sizeof got);
+	sys1(__NR_close, rep[0]);
+	if (r == 0)
+		return pid;
+	if (r < 0)
+		fail("exec", r);
+	fail(got[0] > 0 && got[0] <= STEP_EXEC ? step_names[got[0]] : "exec", -(long)got[1]);
+}
 
 static __attribute__((noreturn)) void reaper_main(void) {
 	// Named for what it is in ps and /proc/1/comm, not after the path it
@@ -141,15 +428,25 @@ static __attribute__((noreturn)) void reaper_main(void) {
 		die(0); // discarded before it was prepared
 	if (r < 0)
 		fail("reading the config", r);
-	if (cfg.version != REAPER_VERSION || cfg.filter_len == 0 || cfg.filter_len > REAPER_MAX_FILTER)
+	int program = cfg.mode == REAPER_MODE_PROGRAM;
+	if (cfg.version != REAPER_VERSION || cfg.filter_len == 0 || cfg.filter_len > REAPER_MAX_FILTER ||
+	    (cfg.mode != REAPER_MODE_REAP && !program) ||
+	    (program && (cfg.spawn_filter_len == 0 || cfg.spawn_filter_len > REAPER_MAX_FILTER ||
+			 cfg.prog_filter_len == 0 || cfg.prog_filter_len > REAPER_MAX_FILTER ||
+			 cfg.nrlimits > REAPER_MAX_RLIMITS)))
 		fail("reading the config", EINVAL);
-	if ((r = read_full(REAPER_SPEC_FD, filter, cfg.filter_len * sizeof filter[0])) != 1)
-		fail("reading the filter", r == 0 ? -EPIPE : r);
+	read_or_fail(filter, cfg.filter_len * sizeof filter[0], "reading the filter");
+	if (program) {
+		read_or_fail(spawn_filter, cfg.spawn_filter_len * sizeof spawn_filter[0], "reading the filter");
+		read_or_fail(prog_filter, cfg.prog_filter_len * sizeof prog_filter[0], "reading the filter");
+		read_or_fail(rlimits, cfg.nrlimits * sizeof rlimits[0], "reading the config");
+	}
 
-	// As the Go init's prepareSteps and hardenSteps (package pid1), for an
-	// init that starts no program: the cgroup namespace once the supervisor
-	// has moved it into the run's cgroups (it sends the config after), then
-	// an unprivileged identity with no capability, no_new_privs and a filter.
+	// As the Go init's prepareSteps and hardenSteps (package pid1): the
+	// cgroup namespace once the supervisor has moved it into the run's
+	// cgroups (it sends the config after), then, in a zygote's sandbox at
+	// once and in a cold one once the program has started, an unprivileged
+	// identity with no capability, no_new_privs and a filter.
 	if ((r = sys1(__NR_unshare, CLONE_NEWCGROUP)) < 0)
 		fail("cgroup namespace", r);
 	for (uint32_t c = 0; c <= cfg.last_cap; c++)
@@ -158,9 +455,34 @@ static __attribute__((noreturn)) void reaper_main(void) {
 	if ((r = sys2(__NR_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)) < 0)
 		fail("capability bounding set", r);
 	// Back to nice 0 from the spawner's prepareNice while it still may, as
-	// the Go init's threads go (gatherThreads): it reaps the run's orphans.
+	// the Go init's threads go (gatherThreads): it reaps the run's orphans,
+	// and the program it starts inherits it.
 	if ((r = sys3(__NR_setpriority, 0 /* PRIO_PROCESS */, 0, 0)) < 0)
 		fail("priority", r);
+	long prog_pid = 0;
+	if (program) {
+		for (uint32_t i = 0; i < cfg.nrlimits; i++) {
+			uint64_t lim[2] = {rlimits[i].cur, rlimits[i].max};
+			if ((r = sys4(__NR_prlimit64, 0, rlimits[i].resource, lim, 0)) < 0)
+				fail("rlimits", r);
+		}
+		// As the Go init's last prepare steps: the spawner's filter, the
+		// program's but for the clone into its user namespace, on top of
+		// no_new_privs; the interpreter inherits both.
+		if ((r = sys2(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1)) < 0)
+			fail("no_new_privs", r);
+		struct sock_fprog sp = {(unsigned short)cfg.spawn_filter_len, spawn_filter};
+		if ((r = sys3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &sp)) < 0)
+			fail("seccomp", r);
+		say(REAPER_STATUS_FD, "{\"kind\":\"ready\"}\n");
+		prog_pid = start_program(&cfg);
+		report("started", 0, 0);
+		// Nothing of the supervisor's is left open but the status pipe: not
+		// the run's output, whose EOF says the program's end, nor the spec.
+		if (sys3(__NR_close_range, 0, REAPER_STATUS_FD - 1, 0) < 0 ||
+		    sys3(__NR_close_range, REAPER_STATUS_FD + 1, ~0U, 0) < 0)
+			fail("init output", EINVAL);
+	}
 	if ((r = sys2(__NR_setgroups, 0, 0)) < 0 ||
 	    (r = sys3(__NR_setresgid, cfg.gid, cfg.gid, cfg.gid)) < 0 ||
 	    (r = sys3(__NR_setresuid, cfg.uid, cfg.uid, cfg.uid)) < 0)
@@ -197,6 +519,22 @@ static __attribute__((noreturn)) void reaper_main(void) {
 	struct sock_fprog prog = {(unsigned short)cfg.filter_len, filter};
 	if ((r = sys3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog)) < 0)
 		fail("init seccomp", r);
+	if (program) {
+		// Until the program ends: then its status, and pid 1's exit takes
+		// whatever it left in the namespace.
+		for (;;) {
+			int status = 0;
+			r = sys4(__NR_wait4, -1, &status, __WALL, 0);
+			if (r == -EINTR)
+				continue;
+			if (r < 0)
+				fail("wait", r);
+			if (r == prog_pid) {
+				report("exit", 1, (unsigned)status);
+				die(0);
+			}
+		}
+	}
 	say(REAPER_STATUS_FD, "{\"kind\":\"ready\"}\n");
 	// Nothing of the supervisor's is left open but the status pipe, whose
 	// EOF tells the supervisor that pid 1 is gone, as an init's does.

@@ -33,6 +33,8 @@ import "C"
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/seccomp/bpf"
@@ -57,10 +59,26 @@ type Config struct {
 	LastCap int
 	// Filter is the reaper's own seccomp filter.
 	Filter bpf.Program
+	// Program, when set, makes it a cold sandbox's pid 1, which starts the
+	// run's program (MarshalRun) before it hardens itself.
+	Program *ProgramConfig
+}
+
+// ProgramConfig is what a cold sandbox's reaper needs to start the run's
+// program as the Go init does (pid1.PrepareSpec's fields of the same names).
+type ProgramConfig struct {
+	UID, GID         int // inside the program's user namespace
+	HostUID, HostGID int // what they map to
+	// SpawnFilter is the reaper's filter from its "ready" until it hardens
+	// itself, beneath the program's; Filter the program's own. Both as
+	// struct sock_filter[] (bpf.Program.Marshal), as the Go init gets them.
+	SpawnFilter, Filter []byte
+	Rlimits             []pid1.Rlimit
 }
 
 // Marshal encodes c as the reaper reads it: struct reaper_config, then the
-// filter's instructions, little-endian as on every architecture brig runs on.
+// filters' instructions and the rlimits, little-endian as on every
+// architecture brig runs on.
 func (c Config) Marshal() ([]byte, error) {
 	if n := len(c.Filter); n == 0 || n > C.REAPER_MAX_FILTER {
 		return nil, fmt.Errorf("a reaper filter of %d instructions (1 to %d)", n, C.REAPER_MAX_FILTER)
@@ -68,9 +86,62 @@ func (c Config) Marshal() ([]byte, error) {
 	if c.UID <= 0 || c.GID <= 0 || c.LastCap < 0 {
 		return nil, fmt.Errorf("reaper ids %d:%d, last capability %d: the init's ids are never root's", c.UID, c.GID, c.LastCap)
 	}
-	b := make([]byte, 0, 20+8*len(c.Filter))
-	for _, v := range []int{C.REAPER_VERSION, c.UID, c.GID, c.LastCap, len(c.Filter)} {
+	p, mode := c.Program, C.REAPER_MODE_REAP
+	if p == nil {
+		p = &ProgramConfig{}
+	} else {
+		mode = C.REAPER_MODE_PROGRAM
+		for _, f := range [][]byte{p.SpawnFilter, p.Filter} {
+			if n := len(f) / 8; n == 0 || n > C.REAPER_MAX_FILTER || len(f)%8 != 0 {
+				return nil, fmt.Errorf("a program's filter of %d bytes (1 to %d instructions of 8)", len(f), C.REAPER_MAX_FILTER)
+			}
+		}
+		if len(p.Rlimits) > C.REAPER_MAX_RLIMITS {
+			return nil, fmt.Errorf("%d rlimits (at most %d)", len(p.Rlimits), C.REAPER_MAX_RLIMITS)
+		}
+		if p.HostUID <= 0 || p.HostGID <= 0 {
+			return nil, fmt.Errorf("program host ids %d:%d: a run's ids are never root's", p.HostUID, p.HostGID)
+		}
+	}
+	b := make([]byte, 0, C.sizeof_struct_reaper_config+8*len(c.Filter)+len(p.SpawnFilter)+len(p.Filter)+24*len(p.Rlimits))
+	for _, v := range []int{C.REAPER_VERSION, c.UID, c.GID, c.LastCap, len(c.Filter), mode,
+		p.UID, p.GID, p.HostUID, p.HostGID, len(p.SpawnFilter) / 8, len(p.Filter) / 8, len(p.Rlimits), 0} {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
 	}
-	return append(b, c.Filter.Marshal()...), nil
+	b = append(b, c.Filter.Marshal()...)
+	if c.Program != nil {
+		b = append(append(b, p.SpawnFilter...), p.Filter...)
+		for _, r := range p.Rlimits {
+			b = binary.LittleEndian.AppendUint32(b, uint32(r.Resource))
+			b = binary.LittleEndian.AppendUint32(b, 0)
+			b = binary.LittleEndian.AppendUint64(b, r.Cur)
+			b = binary.LittleEndian.AppendUint64(b, r.Max)
+		}
+	}
+	return b, nil
+}
+
+// MarshalRun encodes a cold sandbox's run as its reaper reads it once it has
+// said "ready": struct reaper_run, then the script's path, the code, argv and
+// envp, each NUL-terminated.
+func MarshalRun(rs *pid1.RunSpec) ([]byte, error) {
+	if len(rs.Argv) == 0 || len(rs.Argv) > C.REAPER_MAX_ARGS || len(rs.Env) > C.REAPER_MAX_ENV {
+		return nil, fmt.Errorf("a run of %d arguments and %d variables (1 to %d, at most %d)", len(rs.Argv), len(rs.Env), C.REAPER_MAX_ARGS, C.REAPER_MAX_ENV)
+	}
+	body := append([]byte(rs.ScriptPath), 0)
+	body = append(append(body, rs.Code...), 0)
+	for _, s := range slices.Concat(rs.Argv, rs.Env) {
+		if strings.IndexByte(s, 0) >= 0 {
+			return nil, fmt.Errorf("an argument or variable with a NUL byte")
+		}
+		body = append(append(body, s...), 0)
+	}
+	if strings.IndexByte(rs.ScriptPath, 0) >= 0 || len(body) > C.REAPER_MAX_RUN {
+		return nil, fmt.Errorf("a run of %d bytes (at most %d), or a script path with a NUL byte", len(body), C.REAPER_MAX_RUN)
+	}
+	b := make([]byte, 0, C.sizeof_struct_reaper_run+len(body))
+	for _, v := range []int{len(body), len(rs.Code), len(rs.Argv), len(rs.Env)} {
+		b = binary.LittleEndian.AppendUint32(b, uint32(v))
+	}
+	return append(b, body...), nil
 }
