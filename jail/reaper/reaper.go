@@ -1,7 +1,10 @@
-// Package reaper is the pid 1 of a zygote's sandbox where the kernel lets the
-// supervisor build the sandbox's root itself (jail's rootbuild.go), so that a
-// sandbox whose program is a zygote's child no longer pays a Go init's start,
-// threads and exit. It is a few system calls in C (reaper.c), made without a
+// Package reaper is the pid 1 of a zygote's sandbox, and of a cold one, where
+// the kernel lets the supervisor build the sandbox's root itself (jail's
+// rootbuild.go), so that the sandbox no longer pays a Go init's start, threads
+// and exit. In a cold sandbox (Config.Program) it also starts the run's
+// program, as the Go init does, from a run frame (MarshalRun) it reads after
+// "ready", before it hardens itself; it then waits for the program and reports
+// its exit ("started" and "exit", pid1.Message) instead of only reaping. It is a few system calls in C (reaper.c), made without a
 // C library, built two ways: by make into bin/brig-reaper, a static executable
 // of about 10 kB (jail.DefaultReaperPath); and into every binary that links
 // this package, brig and the test binaries, whose constructor runs it before
