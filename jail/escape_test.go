@@ -104,9 +104,9 @@ r['cgroup paths'] = ' '.join(sorted(set(l.split(':', 2)[2] for l in open('/proc/
 		ppid = "0"
 	}
 	// Pid 1 is the reaper where it is on (rootbuild.go): in a zygote's
-	// sandbox, and in a cold one, whose program it starts; else the Go init.
+	// sandbox, and in any other, whose program it starts; else the Go init.
 	pid1Argv := "brig " + pid1.InitArg
-	if l.reaper != nil && (testWarm || !coldReaperOff) {
+	if l.reaper != nil && (testWarm || !programReaperOff) {
 		pid1Argv = "brig " + reaper.Arg
 	}
 	checkProbe(t, got, []check{

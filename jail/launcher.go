@@ -460,8 +460,14 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 		// The zygote's child gets its run straight from here (supervise).
 		err = s.zchild.setRun(rs)
 	case s.reaperRun:
-		var b []byte
-		if b, err = reaper.MarshalRun(rs); err == nil {
+		var handover, b []byte
+		if s.warm != "" {
+			handover, err = pid1.WarmEnv(rs.Env)
+		}
+		if err == nil {
+			b, err = reaper.MarshalRun(rs, handover)
+		}
+		if err == nil {
 			_, err = s.spec.Write(b)
 		}
 	default:

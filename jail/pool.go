@@ -308,10 +308,10 @@ func (l *Launcher) took(s *slot, root *rootfs.Root, warm rootfs.Language, memory
 // namespace first thing.
 func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes int64) (s *slot, retErr error) {
 	reply := make(chan spawned, 1)
-	// A zygote's sandbox and a cold one get a reaper where they can
-	// (rootbuild.go); a cold one's starts the program.
-	useReaper := (warm == rootfs.Python || warm == "" && !coldReaperOff) && l.reaper != nil
-	program := useReaper && warm == ""
+	// Every sandbox gets a reaper where it can (rootbuild.go): a zygote's
+	// only reaps; a cold or warm JavaScript one's starts the program.
+	useReaper := (warm == rootfs.Python || !programReaperOff) && l.reaper != nil
+	program := useReaper && warm != rootfs.Python
 	select {
 	case l.spawns <- spawnRequest{reply, useReaper, program}:
 	case <-l.done:
@@ -340,6 +340,10 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 	}
 	prep := l.newPrepareSpec(root, memoryBytes, s.ids)
 	s.warm = warm
+	switch warm {
+	case rootfs.JavaScript:
+		prep.Warm, prep.WarmEnviron = warmArgv(root), Environ(nil)
+	}
 	if program {
 		s.reaperRun = true
 		if err := l.startReaper(s, prep, true); err != nil {
@@ -348,8 +352,6 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 		return s, nil
 	}
 	switch warm {
-	case rootfs.JavaScript:
-		prep.Warm, prep.WarmEnviron = warmArgv(root), Environ(nil)
 	case rootfs.Python:
 		// A zygote's child joins the sandbox once it is built (zygote.go).
 		// The init starts no program, so it needs no spawner filter.

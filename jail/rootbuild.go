@@ -34,9 +34,9 @@ import (
 // kernel without proc's pidns parameter; for the tests of that path alone.
 var reaperOff = false
 
-// coldReaperOff gives cold sandboxes a Go init where a reaper would start
-// their program; for the tests of the Go init's own program start.
-var coldReaperOff = false
+// programReaperOff gives cold and warm JavaScript sandboxes a Go init where a
+// reaper would start their program; for the tests of the Go init's own start.
+var programReaperOff = false
 
 // newReaperConfig is the run-independent part of a reaper's config, or nil
 // and why zygotes' sandboxes keep their Go init.
@@ -78,6 +78,7 @@ func (l *Launcher) startReaper(s *slot, prep *pid1.PrepareSpec, program bool) er
 		cfg.Program = &reaper.ProgramConfig{
 			UID: prep.UID, GID: prep.GID, HostUID: prep.HostUID, HostGID: prep.HostGID,
 			SpawnFilter: prep.SpawnSeccomp, Filter: prep.Seccomp, Rlimits: prep.Rlimits,
+			WarmArgv: prep.Warm, WarmEnv: prep.WarmEnviron,
 		}
 	}
 	b, err := cfg.Marshal()
@@ -102,6 +103,16 @@ func (l *Launcher) startReaper(s *slot, prep *pid1.PrepareSpec, program bool) er
 		return err
 	}
 	s.scratchCtx = os.NewFile(uintptr(fd), "scratch-context")
+	if program && len(prep.Warm) > 0 {
+		// Its interpreter runs in the built root.
+		w, err := cfg.Program.MarshalWarm()
+		if err == nil {
+			_, err = s.spec.Write(w)
+		}
+		if err != nil {
+			return fmt.Errorf("sending the reaper its interpreter: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -146,16 +146,46 @@ func TestColdReaperStartsTheProgram(t *testing.T) {
 	}
 }
 
+// TestWarmJavaScriptReaper: a warm JavaScript sandbox's reaper started its
+// node before the run, handed it the run's environment, and is pid 1 as
+// hardened as in a cold sandbox.
+func TestWarmJavaScriptReaper(t *testing.T) {
+	l := newTestLauncher(t, 1, func(c *Config) { c.Warm = map[rootfs.Language]bool{rootfs.JavaScript: true} })
+	if l.reaper == nil {
+		t.Fatal("this kernel can't mount the proc of another pid namespace; the reaper is off (pid1.ProcPidnsSupported)")
+	}
+	waitWarm(t, l)
+	res := run(t, l, rootfs.JavaScript, `const fs = require('fs');
+const f = Object.fromEntries(fs.readFileSync('/proc/1/status', 'utf8').trim().split('\n').map(l => l.split(':\t')));
+let fd; try { fs.readdirSync('/proc/1/fd'); fd = 'readable'; } catch (e) { fd = e.code; }
+console.log(f.Name, f.CapEff, f.CapBnd, f.NoNewPrivs, f.Seccomp, fd, process.ppid, process.env.K, require.main === module);`,
+		func(s *Spec) { s.Env = map[string]string{"K": "v"} })
+	if res.End != EndCompleted || res.Start != StartWarm {
+		t.Fatalf("run: %s (%s, start %s), stderr %q", res.End, res.Message, res.Start, res.Stderr)
+	}
+	if want := "brig-reaper 0000000000000000 0000000000000000 1 2 EACCES 1 v true\n"; res.Stdout != want {
+		t.Errorf("got %q, want %q", res.Stdout, want)
+	}
+}
+
 // TestColdGoInit: with the reaper's program start off, a cold sandbox's Go
-// init starts the program (pid1's spawnInUserNS), as hardened.
+// init starts the program (pid1's spawnInUserNS), as hardened, and a warm
+// JavaScript sandbox's its node (startWarm).
 func TestColdGoInit(t *testing.T) {
-	coldReaperOff = true
-	defer func() { coldReaperOff = false }()
+	programReaperOff = true
+	defer func() { programReaperOff = false }()
 	l := newTestLauncher(t, 1, func(c *Config) { c.Warm = nil })
 	res := run(t, l, rootfs.Python, pid1Probe+"print('ppid', os.getppid())\n")
 	checkHardenedPID1(t, res, "exe", StartCold)
 	if !strings.Contains(res.Stdout, "ppid 1\n") {
 		t.Errorf("the program's parent: got %q, want pid 1", res.Stdout)
+	}
+	// And a warm JavaScript sandbox's, which starts node before the run.
+	js := newTestLauncher(t, 1, func(c *Config) { c.Warm = map[rootfs.Language]bool{rootfs.JavaScript: true} })
+	waitWarm(t, js)
+	res = run(t, js, rootfs.JavaScript, `console.log(require('fs').readFileSync('/proc/1/status', 'utf8').split('\n')[0], process.ppid)`)
+	if res.End != EndCompleted || res.Start != StartWarm || res.Stdout != "Name:\texe 1\n" {
+		t.Errorf("warm JavaScript: %s (%s, start %s), stdout %q; want the Go init (exe) as pid 1", res.End, res.Message, res.Start, res.Stdout)
 	}
 }
 
@@ -242,8 +272,8 @@ func (m missingInterpreter) Root(lang rootfs.Language) (*rootfs.Root, error) {
 func TestColdStartFailureIsReported(t *testing.T) {
 	for _, goInit := range []bool{false, true} {
 		t.Run(fmt.Sprintf("go init %v", goInit), func(t *testing.T) {
-			coldReaperOff = goInit
-			defer func() { coldReaperOff = false }()
+			programReaperOff = goInit
+			defer func() { programReaperOff = false }()
 			state := t.TempDir()
 			p, err := rootfs.NewHost(state, rootfs.HostConfig{})
 			if err != nil {

@@ -226,10 +226,11 @@ static const char *const step_names[] = {
 // program_child is the program's process between the clone and its exec: in a
 // user namespace of its own, it waits for the parent to write its id maps,
 // then takes the run's identity with no capability, its stdin, /sandbox and
-// its filter (on top of the spawner's, inherited), and execs the interpreter.
-// A failed step is reported on report_fd as {step, errno} (int32s).
+// its filter (on top of the spawner's, inherited), and execs the interpreter,
+// with extra_fd, when not negative, as its descriptor 3. A failed step is
+// reported on report_fd as {step, errno} (int32s).
 static __attribute__((noreturn)) void program_child(const struct reaper_config *cfg, int sync_fd, int report_fd,
-						    int stdin_fd, char *path) {
+						    int stdin_fd, int extra_fd) {
 	int32_t rep[2];
 	long r;
 	int step;
@@ -275,8 +276,11 @@ static __attribute__((noreturn)) void program_child(const struct reaper_config *
 		step = STEP_CAPS;
 		goto out;
 	}
+	// Descriptors 0 to 2, and 3 when given; everything else closes at exec
+	// (the report pipe among them, whose EOF says the exec worked).
 	if ((r = sys3(__NR_dup3, stdin_fd, 0, 0)) < 0 ||
-	    (r = sys3(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC)) < 0) {
+	    (extra_fd >= 0 && (r = sys3(__NR_dup3, extra_fd, 3, 0)) < 0) ||
+	    (r = sys3(__NR_close_range, extra_fd >= 0 ? 4 : 3, ~0U, CLOSE_RANGE_CLOEXEC)) < 0) {
 		step = STEP_STDIN;
 		goto out;
 	}
@@ -291,7 +295,7 @@ static __attribute__((noreturn)) void program_child(const struct reaper_config *
 	}
 	unsigned long none = 0;
 	sys4(__NR_rt_sigprocmask, SIG_SETMASK, &none, 0, sizeof none);
-	r = sys3(__NR_execve, path, run_argv, run_envp);
+	r = sys3(__NR_execve, run_argv[0], run_argv, run_envp);
 	step = STEP_EXEC;
 out:
 	rep[0] = step, rep[1] = (int32_t)-r;
@@ -322,62 +326,12 @@ static long write_id_map(long pid, const char *name, uint32_t root, uint32_t id,
 	return r;
 }
 
-// start_program reads the run, writes its script and starts its interpreter
-// as the Go init does (pid1's spawnInUserNS): cloned into a user namespace
-// owned by the run's host id whose maps this process writes, it returns once
-// the interpreter has been exec'd, with its pid.
-static long start_program(const struct reaper_config *cfg) {
-	struct reaper_run run;
-	long r = read_full(REAPER_SPEC_FD, &run, sizeof run);
-	if (r == 0)
-		die(0); // discarded from the pool
-	if (r < 0)
-		fail("reading the run spec", r);
-	if (run.size == 0 || run.size > REAPER_MAX_RUN || run.code_len >= run.size ||
-	    run.argc == 0 || run.argc > REAPER_MAX_ARGS || run.envc > REAPER_MAX_ENV)
-		fail("reading the run spec", E2BIG);
-	char *buf = (char *)sys6(__NR_mmap, 0, run.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if ((unsigned long)buf > -4096UL)
-		fail("reading the run spec", (long)buf);
-	read_or_fail(buf, run.size, "reading the run spec");
-	// The script's path, the code, argv and envp: each string must end
-	// within the frame.
-	char *p = buf, *end = buf + run.size, *script = 0, *code = 0;
-	uint32_t n = 1 + 1 + run.argc + run.envc;
-	for (uint32_t i = 0; i < n; i++) {
-		char *s = p;
-		if (i == 1) {
-			if ((size_t)(end - p) <= run.code_len || p[run.code_len] != 0)
-				fail("reading the run spec", EINVAL);
-			p += run.code_len;
-		} else {
-			while (p < end && *p)
-				p++;
-			if (p == end)
-				fail("reading the run spec", EINVAL);
-		}
-		p++;
-		if (i == 0)
-			script = s;
-		else if (i == 1)
-			code = s;
-		else if (i < 2 + run.argc)
-			run_argv[i - 2] = s;
-		else
-			run_envp[i - 2 - run.argc] = s;
-	}
-	run_argv[run.argc] = 0;
-	run_envp[run.envc] = 0;
-
-	// The script, the run's own on its tmpfs, as a cold run's.
-	long fd = sys4(__NR_openat, AT_FDCWD, script, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0)
-		fail("program", fd);
-	if ((r = write_all(fd, code, run.code_len)) < 0 || (r = sys3(__NR_fchown, fd, cfg->host_uid, cfg->host_gid)) < 0)
-		fail("program", r);
-	sys1(__NR_close, fd);
-
-	long stdin_fd = sys4(__NR_openat, AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC, 0);
+// spawn starts run_argv with run_envp as the run's program, as the Go init
+// does (pid1's spawnInUserNS): cloned into a user namespace owned by the run's
+// host id, whose maps this process writes. It returns once the interpreter has
+// been exec'd, with its pid; a failure is reported and ends the reaper.
+static long spawn(const struct reaper_config *cfg, int extra_fd) {
+	long r, stdin_fd = sys4(__NR_openat, AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC, 0);
 	if (stdin_fd < 0)
 		fail("exec: stdin", stdin_fd);
 	int sync[2], rep[2];
@@ -391,7 +345,7 @@ static long start_program(const struct reaper_config *cfg) {
 	if (pid == 0) {
 		sys1(__NR_close, sync[1]);
 		sys1(__NR_close, rep[0]);
-		program_child(cfg, sync[0], rep[1], (int)stdin_fd, run_argv[0]);
+		program_child(cfg, sync[0], rep[1], (int)stdin_fd, extra_fd);
 	}
 	if ((r = sys3(__NR_setresuid, -1, 0, -1)) < 0)
 		fail("exec: owner of the user namespace", r); // pid 1's end kills the child
@@ -416,6 +370,95 @@ static long start_program(const struct reaper_config *cfg) {
 	if (r < 0)
 		fail("exec", r);
 	fail(got[0] > 0 && got[0] <= STEP_EXEC ? step_names[got[0]] : "exec", -(long)got[1]);
+}
+
+// read_frame reads size bytes of the spec pipe into fresh memory.
+static char *read_frame(uint32_t size, const char *step) {
+	char *buf = (char *)sys6(__NR_mmap, 0, size ? size : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if ((unsigned long)buf > -4096UL)
+		fail(step, (long)buf);
+	read_or_fail(buf, size, step);
+	return buf;
+}
+
+// strings fills out with n NUL-terminated strings from p, which must end
+// before end, followed by a null pointer, and returns what follows them.
+static char *strings(char *p, char *end, char **out, uint32_t n, const char *step) {
+	for (uint32_t i = 0; i < n; i++) {
+		out[i] = p;
+		while (p < end && *p)
+			p++;
+		if (p == end)
+			fail(step, EINVAL);
+		p++;
+	}
+	out[n] = 0;
+	return p;
+}
+
+// start_warm starts a warm sandbox's interpreter before its run (as the Go
+// init's startWarm): from its command line and environment, which the
+// supervisor sends once the root is built, with one end of a socket as its
+// descriptor 3, on which it says 'r' once it waits for its run. It returns
+// the socket's other end, and the pid.
+static int start_warm(const struct reaper_config *cfg, long *pid) {
+	if (cfg->warm_argc == 0 || cfg->warm_argc > REAPER_MAX_ARGS || cfg->warm_envc > REAPER_MAX_ENV ||
+	    cfg->warm_size > REAPER_MAX_RUN)
+		fail("reading the config", EINVAL);
+	char *buf = read_frame(cfg->warm_size, "reading the config");
+	char *p = strings(buf, buf + cfg->warm_size, run_argv, cfg->warm_argc, "reading the config");
+	strings(p, buf + cfg->warm_size, run_envp, cfg->warm_envc, "reading the config");
+	int sv[2];
+	long r = sys4(__NR_socketpair, 1 /* AF_UNIX */, 1 /* SOCK_STREAM */ | O_CLOEXEC, 0, sv);
+	if (r < 0)
+		fail("warm interpreter", r);
+	*pid = spawn(cfg, sv[1]);
+	sys1(__NR_close, sv[1]);
+	char b = 0;
+	if ((r = read_full(sv[0], &b, 1)) != 1 || b != 'r')
+		fail("warm interpreter", r < 0 ? r : -EPIPE);
+	return sv[0];
+}
+
+// run_program reads the run, writes its script and starts its program: hands
+// the waiting interpreter of a warm sandbox (warm_fd) its environment, or
+// starts the interpreter. It returns the program's pid.
+static long run_program(const struct reaper_config *cfg, int warm_fd, long warm_pid) {
+	struct reaper_run run;
+	long r = read_full(REAPER_SPEC_FD, &run, sizeof run);
+	if (r == 0)
+		die(0); // discarded from the pool
+	if (r < 0)
+		fail("reading the run spec", r);
+	if (run.size == 0 || run.size > REAPER_MAX_RUN || run.code_len >= run.size || run.handover_len >= run.size ||
+	    run.argc > REAPER_MAX_ARGS || run.envc > REAPER_MAX_ENV || (warm_fd < 0) != (run.argc > 0))
+		fail("reading the run spec", E2BIG);
+	char *buf = read_frame(run.size, "reading the run spec"), *end = buf + run.size;
+	char *script = buf, *p = buf;
+	while (p < end && *p)
+		p++;
+	if (p == end || (size_t)(end - ++p) <= run.code_len || p[run.code_len] != 0)
+		fail("reading the run spec", EINVAL);
+	char *code = p;
+	p += run.code_len + 1;
+	p = strings(p, end, run_argv, run.argc, "reading the run spec");
+	p = strings(p, end, run_envp, run.envc, "reading the run spec");
+	if ((size_t)(end - p) != run.handover_len)
+		fail("reading the run spec", EINVAL);
+
+	// The script, the run's own on its tmpfs, as a cold run's.
+	long fd = sys4(__NR_openat, AT_FDCWD, script, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		fail("program", fd);
+	if ((r = write_all(fd, code, run.code_len)) < 0 || (r = sys3(__NR_fchown, fd, cfg->host_uid, cfg->host_gid)) < 0)
+		fail("program", r);
+	sys1(__NR_close, fd);
+	if (warm_fd < 0)
+		return spawn(cfg, -1);
+	if ((r = write_all(warm_fd, p, run.handover_len)) < 0)
+		fail("exec", r); // the interpreter died waiting
+	sys1(__NR_close, warm_fd);
+	return warm_pid;
 }
 
 static __attribute__((noreturn)) void reaper_main(void) {
@@ -474,8 +517,12 @@ static __attribute__((noreturn)) void reaper_main(void) {
 		struct sock_fprog sp = {(unsigned short)cfg.spawn_filter_len, spawn_filter};
 		if ((r = sys3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &sp)) < 0)
 			fail("seccomp", r);
+		int warm_fd = -1;
+		long warm_pid = 0;
+		if (cfg.warm_argc > 0)
+			warm_fd = start_warm(&cfg, &warm_pid);
 		say(REAPER_STATUS_FD, "{\"kind\":\"ready\"}\n");
-		prog_pid = start_program(&cfg);
+		prog_pid = run_program(&cfg, warm_fd, warm_pid);
 		report("started", 0, 0);
 		// Nothing of the supervisor's is left open but the status pipe: not
 		// the run's output, whose EOF says the program's end, nor the spec.

@@ -77,6 +77,13 @@ type ProgramConfig struct {
 	// struct sock_filter[] (bpf.Program.Marshal), as the Go init gets them.
 	SpawnFilter, Filter []byte
 	Rlimits             []pid1.Rlimit
+	// WarmArgv and WarmEnv, for a warm sandbox (pid1.PrepareSpec's Warm and
+	// WarmEnviron), are the interpreter it starts before it says "ready",
+	// which waits for its run's environment on its descriptor 3
+	// (pid1.WarmFD); nil for a cold one. The config gives their sizes; the
+	// strings (MarshalWarm) follow once the root is built, which the reaper
+	// waits for.
+	WarmArgv, WarmEnv []string
 }
 
 // Marshal encodes c as the reaper reads it: struct reaper_config, then the
@@ -106,9 +113,14 @@ func (c Config) Marshal() ([]byte, error) {
 			return nil, fmt.Errorf("program host ids %d:%d: a run's ids are never root's", p.HostUID, p.HostGID)
 		}
 	}
+	warm, err := cStrings(p.WarmArgv, p.WarmEnv)
+	if err != nil {
+		return nil, err
+	}
 	b := make([]byte, 0, C.sizeof_struct_reaper_config+8*len(c.Filter)+len(p.SpawnFilter)+len(p.Filter)+24*len(p.Rlimits))
 	for _, v := range []int{C.REAPER_VERSION, c.UID, c.GID, c.LastCap, len(c.Filter), mode,
-		p.UID, p.GID, p.HostUID, p.HostGID, len(p.SpawnFilter) / 8, len(p.Filter) / 8, len(p.Rlimits), 0} {
+		p.UID, p.GID, p.HostUID, p.HostGID, len(p.SpawnFilter) / 8, len(p.Filter) / 8, len(p.Rlimits),
+		len(warm), len(p.WarmArgv), len(p.WarmEnv)} {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
 	}
 	b = append(b, c.Filter.Marshal()...)
@@ -124,26 +136,51 @@ func (c Config) Marshal() ([]byte, error) {
 	return b, nil
 }
 
-// MarshalRun encodes a cold sandbox's run as its reaper reads it once it has
-// said "ready": struct reaper_run, then the script's path, the code, argv and
-// envp, each NUL-terminated.
-func MarshalRun(rs *pid1.RunSpec) ([]byte, error) {
-	if len(rs.Argv) == 0 || len(rs.Argv) > C.REAPER_MAX_ARGS || len(rs.Env) > C.REAPER_MAX_ENV {
-		return nil, fmt.Errorf("a run of %d arguments and %d variables (1 to %d, at most %d)", len(rs.Argv), len(rs.Env), C.REAPER_MAX_ARGS, C.REAPER_MAX_ENV)
+// MarshalWarm is what the reaper of a warm sandbox reads, once its root is
+// built, to start its interpreter: WarmArgv and WarmEnv, as the config sized
+// them.
+func (p *ProgramConfig) MarshalWarm() ([]byte, error) { return cStrings(p.WarmArgv, p.WarmEnv) }
+
+// cStrings is argv and then env as the reaper reads them, each string
+// NUL-terminated; an argument or variable with a NUL, or too many, is refused.
+func cStrings(argv, env []string) ([]byte, error) {
+	if len(argv) > C.REAPER_MAX_ARGS || len(env) > C.REAPER_MAX_ENV {
+		return nil, fmt.Errorf("%d arguments and %d variables (at most %d and %d)", len(argv), len(env), C.REAPER_MAX_ARGS, C.REAPER_MAX_ENV)
 	}
-	body := append([]byte(rs.ScriptPath), 0)
-	body = append(append(body, rs.Code...), 0)
-	for _, s := range slices.Concat(rs.Argv, rs.Env) {
+	var b []byte
+	for _, s := range slices.Concat(argv, env) {
 		if strings.IndexByte(s, 0) >= 0 {
 			return nil, fmt.Errorf("an argument or variable with a NUL byte")
 		}
-		body = append(append(body, s...), 0)
+		b = append(append(b, s...), 0)
 	}
+	return b, nil
+}
+
+// MarshalRun encodes a sandbox's run as its reaper reads it once it has said
+// "ready": struct reaper_run, then the script's path, the code, argv and envp,
+// each NUL-terminated. A warm sandbox's run (handover, the run's environment
+// as pid1.WarmEnv gives it, not nil) carries no argv nor envp: the handover
+// goes to the interpreter that waits.
+func MarshalRun(rs *pid1.RunSpec, handover []byte) ([]byte, error) {
+	argv, env := rs.Argv, rs.Env
+	if handover != nil {
+		argv, env = nil, nil
+	} else if len(argv) == 0 {
+		return nil, fmt.Errorf("a run without a command line")
+	}
+	strs, err := cStrings(argv, env)
+	if err != nil {
+		return nil, err
+	}
+	body := append([]byte(rs.ScriptPath), 0)
+	body = append(append(body, rs.Code...), 0)
+	body = append(append(body, strs...), handover...)
 	if strings.IndexByte(rs.ScriptPath, 0) >= 0 || len(body) > C.REAPER_MAX_RUN {
 		return nil, fmt.Errorf("a run of %d bytes (at most %d), or a script path with a NUL byte", len(body), C.REAPER_MAX_RUN)
 	}
 	b := make([]byte, 0, C.sizeof_struct_reaper_run+len(body))
-	for _, v := range []int{len(body), len(rs.Code), len(rs.Argv), len(rs.Env)} {
+	for _, v := range []int{len(body), len(rs.Code), len(argv), len(env), len(handover), 0} {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
 	}
 	return append(b, body...), nil

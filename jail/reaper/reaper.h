@@ -25,7 +25,10 @@ struct reaper_rlimit {
 };
 
 // The config, then the reaper's own filter (filter_len instructions); in
-// program mode then the spawner's filter, the program's and the rlimits.
+// program mode then the spawner's filter, the program's and the rlimits. A warm
+// sandbox's reaper then reads its interpreter's argv and envp (warm_size bytes
+// of NUL-terminated strings), which the supervisor sends once the root is
+// built, and starts it before it says "ready".
 struct reaper_config {
 	uint32_t version;
 	uint32_t uid, gid; // the init's host ids
@@ -37,14 +40,18 @@ struct reaper_config {
 	uint32_t host_uid, host_gid; // what they map to on the host
 	uint32_t spawn_filter_len, prog_filter_len;
 	uint32_t nrlimits;
-	uint32_t pad;
+	uint32_t warm_size, warm_argc, warm_envc;
 };
 
 // A program mode reaper's run, read once it has said "ready": this header,
 // then size bytes: the script's path, its code, argv and envp, each string
-// NUL-terminated (the code is code_len bytes, then a NUL).
+// NUL-terminated (the code is code_len bytes, then a NUL), then handover_len
+// bytes. A warm sandbox's run has no argv nor envp: its handover (the run's
+// environment, jail's WarmEnv) goes to the waiting interpreter.
 struct reaper_run {
 	uint32_t size;
 	uint32_t code_len;
 	uint32_t argc, envc;
+	uint32_t handover_len;
+	uint32_t pad;
 };

@@ -15,17 +15,22 @@ import (
 func TestMarshalRun(t *testing.T) {
 	rs := &pid1.RunSpec{ScriptPath: "/sandbox/main.py", Code: []byte("print(1)\n"),
 		Argv: []string{"/usr/bin/python3", "-u", "/sandbox/main.py"}, Env: []string{"A=b"}}
-	b, err := MarshalRun(rs)
+	b, err := MarshalRun(rs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body := "/sandbox/main.py\x00print(1)\n\x00/usr/bin/python3\x00-u\x00/sandbox/main.py\x00A=b\x00"
-	var head [4]uint32
-	for i := range head {
-		head[i] = binary.LittleEndian.Uint32(b[4*i:])
+	if head, want := header(b), [6]uint32{uint32(len(body)), 9, 3, 1, 0, 0}; head != want || string(b[24:]) != body {
+		t.Fatalf("got header %v and body %q, want %v and %q", head, b[24:], want, body)
 	}
-	if head != [4]uint32{uint32(len(body)), 9, 3, 1} || string(b[16:]) != body {
-		t.Fatalf("got header %v and body %q, want %v and %q", head, b[16:], [4]uint32{uint32(len(body)), 9, 3, 1}, body)
+	// A warm sandbox's: no command line, and the environment handed over.
+	b, err = MarshalRun(rs, []byte(`{"A":"b"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = "/sandbox/main.py\x00print(1)\n\x00{\"A\":\"b\"}"
+	if head, want := header(b), [6]uint32{uint32(len(body)), 9, 0, 0, 9, 0}; head != want || string(b[24:]) != body {
+		t.Fatalf("warm: got header %v and body %q, want %v and %q", head, b[24:], want, body)
 	}
 	for name, bad := range map[string]*pid1.RunSpec{
 		"NUL in env":  {ScriptPath: "/s", Argv: []string{"/p"}, Env: []string{"A=\x00b"}},
@@ -33,7 +38,7 @@ func TestMarshalRun(t *testing.T) {
 		"no argv":     {ScriptPath: "/s"},
 		"too large":   {ScriptPath: "/s", Argv: []string{"/p"}, Code: []byte(strings.Repeat("x", 9<<20))},
 	} {
-		if _, err := MarshalRun(bad); err == nil {
+		if _, err := MarshalRun(bad, nil); err == nil {
 			t.Errorf("%s: got a frame, want an error", name)
 		}
 	}
@@ -52,18 +57,26 @@ func TestMarshalProgramConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var head [14]uint32
+	var head [16]uint32
 	for i := range head {
 		head[i] = binary.LittleEndian.Uint32(b[4*i:])
 	}
-	if want := [14]uint32{2, 10, 11, 40, 1, 1, 1000, 1000, 20, 21, 1, 2, 1, 0}; head != want {
+	if want := [16]uint32{2, 10, 11, 40, 1, 1, 1000, 1000, 20, 21, 1, 2, 1, 0, 0, 0}; head != want {
 		t.Fatalf("got header %v, want %v", head, want)
 	}
-	if len(b) != 56+8*4+24 {
+	if len(b) != 64+8*4+24 {
 		t.Fatalf("got %d bytes, want the header, four instructions and one rlimit", len(b))
 	}
 	c.Program.SpawnFilter = nil
 	if _, err := c.Marshal(); err == nil {
 		t.Fatal("no spawner filter: got a config, want an error")
 	}
+}
+
+// header reads struct reaper_run from the start of b.
+func header(b []byte) (h [6]uint32) {
+	for i := range h {
+		h[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return h
 }
