@@ -461,6 +461,22 @@ static long run_program(const struct reaper_config *cfg, int warm_fd, long warm_
 	return warm_pid;
 }
 
+// load_filter sets no_new_privs and loads a filter of len instructions: 0, or
+// -errno.
+static long load_filter(struct sock_filter *f, uint32_t len) {
+	long r = sys2(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1);
+	if (r < 0)
+		return r;
+	struct sock_fprog prog = {(unsigned short)len, f};
+	return sys3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+}
+
+// keep_only_status closes every descriptor but the status pipe: 0, or -errno.
+static long keep_only_status(void) {
+	long r = sys3(__NR_close_range, 0, REAPER_STATUS_FD - 1, 0);
+	return r < 0 ? r : sys3(__NR_close_range, REAPER_STATUS_FD + 1, ~0U, 0);
+}
+
 static __attribute__((noreturn)) void reaper_main(void) {
 	// Named for what it is in ps and /proc/1/comm, not after the path it
 	// was started by.
@@ -512,10 +528,7 @@ static __attribute__((noreturn)) void reaper_main(void) {
 		// As the Go init's last prepare steps: the spawner's filter, the
 		// program's but for the clone into its user namespace, on top of
 		// no_new_privs; the interpreter inherits both.
-		if ((r = sys2(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1)) < 0)
-			fail("no_new_privs", r);
-		struct sock_fprog sp = {(unsigned short)cfg.spawn_filter_len, spawn_filter};
-		if ((r = sys3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &sp)) < 0)
+		if ((r = load_filter(spawn_filter, cfg.spawn_filter_len)) < 0)
 			fail("seccomp", r);
 		int warm_fd = -1;
 		long warm_pid = 0;
@@ -526,9 +539,8 @@ static __attribute__((noreturn)) void reaper_main(void) {
 		report("started", 0, 0);
 		// Nothing of the supervisor's is left open but the status pipe: not
 		// the run's output, whose EOF says the program's end, nor the spec.
-		if (sys3(__NR_close_range, 0, REAPER_STATUS_FD - 1, 0) < 0 ||
-		    sys3(__NR_close_range, REAPER_STATUS_FD + 1, ~0U, 0) < 0)
-			fail("init output", EINVAL);
+		if ((r = keep_only_status()) < 0)
+			fail("init output", r);
 	}
 	if ((r = sys2(__NR_setgroups, 0, 0)) < 0 ||
 	    (r = sys3(__NR_setresgid, cfg.gid, cfg.gid, cfg.gid)) < 0 ||
@@ -561,10 +573,7 @@ static __attribute__((noreturn)) void reaper_main(void) {
 	unsigned long chld = 1UL << (SIGCHLD - 1);
 	if ((r = sys4(__NR_rt_sigprocmask, SIG_BLOCK, &chld, 0, sizeof chld)) < 0)
 		fail("signal mask", r);
-	if ((r = sys2(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1)) < 0)
-		fail("no_new_privs", r);
-	struct sock_fprog prog = {(unsigned short)cfg.filter_len, filter};
-	if ((r = sys3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog)) < 0)
+	if ((r = load_filter(filter, cfg.filter_len)) < 0)
 		fail("init seccomp", r);
 	if (program) {
 		// Until the program ends: then its status, and pid 1's exit takes
@@ -585,8 +594,7 @@ static __attribute__((noreturn)) void reaper_main(void) {
 	say(REAPER_STATUS_FD, "{\"kind\":\"ready\"}\n");
 	// Nothing of the supervisor's is left open but the status pipe, whose
 	// EOF tells the supervisor that pid 1 is gone, as an init's does.
-	if (sys3(__NR_close_range, 0, REAPER_STATUS_FD - 1, 0) < 0 ||
-	    sys3(__NR_close_range, REAPER_STATUS_FD + 1, ~0U, 0) < 0)
+	if (keep_only_status() < 0)
 		die(1);
 	// The program is a zygote's child, not this process's: it only reaps what
 	// the program leaves to it, until the run's end kills it.
