@@ -263,7 +263,17 @@ func migrateLocked(tx *bolt.Tx) error {
 	return meta.Put(metaVersion, []byte(strconv.Itoa(journalVersion)))
 }
 
-func (j *journal) close() error { return errors.Join(j.db.Close(), j.pending.Close()) }
+// close closes the journal, and empties the pending file when every result it
+// holds is committed (a clean stop leaves nothing for the next start to do).
+func (j *journal) close() error {
+	j.mu.Lock()
+	var err error
+	if j.unsaved == 0 {
+		err = j.pending.Truncate(0)
+	}
+	j.mu.Unlock()
+	return errors.Join(err, j.db.Close(), j.pending.Close())
+}
 
 // accept records a run that was just accepted.
 func (j *journal) accept(k runKey, rec *record) error {

@@ -270,3 +270,32 @@ func TestJournalCommitsAnsweredResults(t *testing.T) {
 		t.Errorf("got the pending file %v, %v, want it emptied", st, err)
 	}
 }
+
+// A clean stop with every answered result committed leaves the pending file
+// empty.
+func TestJournalCloseEmptiesCommittedPending(t *testing.T) {
+	dir := t.TempDir()
+	j, err := openJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, now := runKey{uid: 1000, id: "done"}, time.Now()
+	rec := &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now}
+	if err := j.accept(k, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec = &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now, FinishedAt: now,
+		Result: &api.Result{ID: "done", State: api.StateFinished, Outcome: api.OutcomeSucceeded}}
+	if err := j.answered(k, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.finish(k, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, pendingFile)); err != nil || st.Size() != 0 {
+		t.Errorf("got the pending file %v, %v, want it empty after a clean stop", st, err)
+	}
+}
