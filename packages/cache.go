@@ -69,6 +69,7 @@ type Stats struct {
 	InstallFailures uint64  // installs that failed (unavailable, refused, cancelled)
 	InstallSeconds  float64 // total time of all installs, failed ones included
 	Evictions       uint64  // layers removed to keep under a size cap (Prune included)
+	Refreshes       uint64  // open layers resolved again after CacheConfig.OpenTTL
 	Layers          int     // published layers now
 	Bytes           int64   // their total size now
 }
@@ -78,6 +79,7 @@ type Cache struct {
 	log       *slog.Logger
 	installer Installer
 	maxBytes  int64
+	openTTL   time.Duration
 	layersDir string
 	stageDir  string
 	lock      *os.File // holds the flock on the directory
@@ -167,6 +169,7 @@ func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
 		log:       cfg.Logger,
 		installer: cfg.Installer,
 		maxBytes:  cfg.MaxBytes,
+		openTTL:   cfg.OpenTTL,
 		layersDir: filepath.Join(cfg.Dir, layersDirName),
 		stageDir:  filepath.Join(cfg.Dir, stagingDirName),
 		layers:    make(map[string]*cachedLayer),
@@ -177,6 +180,12 @@ func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
 	}
 	if c.maxBytes == 0 {
 		c.maxBytes = DefaultCacheBytes
+	}
+	if cfg.OpenTTL < 0 {
+		return nil, fmt.Errorf("opening the package cache: a negative open_ttl (%s)", cfg.OpenTTL)
+	}
+	if c.openTTL == 0 {
+		c.openTTL = DefaultOpenTTL
 	}
 	for _, d := range []string{cfg.Dir, c.layersDir, c.stageDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -326,6 +335,19 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 		c.mu.Unlock()
 		return nil, ErrCacheClosed
 	}
+	var stale []victim
+	if l, ok := c.layers[key]; ok && l.refs == 0 && set.Open() && time.Since(l.manifest.InstalledAt) > c.openTTL {
+		// Resolved too long ago: installed again below, as a miss. A layer
+		// a run holds is served as it is; a later run refreshes it.
+		v, err := c.takeLocked(key)
+		if err != nil {
+			c.log.Warn("re-resolving an open package layer; serving it as it is", "key", key, "err", err)
+		} else {
+			c.stats.Refreshes++
+			stale = append(stale, v)
+			c.log.Info("re-resolving an open package layer", "key", key, "installed_at", l.manifest.InstalledAt)
+		}
+	}
 	if l, ok := c.layers[key]; ok {
 		l.refs++
 		l.lastUse = time.Now()
@@ -337,6 +359,7 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 		return c.lease(m, true), nil
 	}
 	c.stats.Misses++
+	defer c.remove(stale) // after the lock is released, as eviction's
 	f := c.flights[key]
 	if f == nil {
 		f = &flight{done: make(chan struct{}), subs: make(map[int]func(string))}

@@ -835,3 +835,41 @@ func TestOpenCacheRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheRefreshesOpenLayers: a layer of open constraints is resolved again
+// once it is older than OpenTTL and no run holds it; one of exact pins never
+// is, and one a run holds is served as it is.
+func TestCacheRefreshesOpenLayers(t *testing.T) {
+	testutil.CheckLeaks(t)
+	inst := &fakeInstaller{}
+	c, err := OpenCache(CacheConfig{Dir: filepath.Join(t.TempDir(), "cache"), OpenTTL: time.Nanosecond, Installer: inst, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	open, pinned := mustSet(t, "python", "3.11.2", "requests>=2"), mustSet(t, "python", "3.11.2", "numpy==1.26.4")
+	if !open.Open() || pinned.Open() {
+		t.Fatalf("got Open %v and %v, want true for >=2 and false for ==1.26.4", open.Open(), pinned.Open())
+	}
+	for _, set := range []Set{open, pinned} {
+		acquire(t, c, set).Release()
+	}
+	held := acquire(t, c, open) // resolved again: the first is past its TTL
+	if held.Cached || inst.Calls() != 3 {
+		t.Fatalf("open layer past its TTL: got Cached %v after %d installs, want a new install (3)", held.Cached, inst.Calls())
+	}
+	if again := acquire(t, c, open); !again.Cached || inst.Calls() != 3 {
+		t.Errorf("open layer a run holds: got Cached %v after %d installs, want it served as it is", again.Cached, inst.Calls())
+	} else {
+		again.Release()
+	}
+	held.Release()
+	if l := acquire(t, c, pinned); !l.Cached || inst.Calls() != 3 {
+		t.Errorf("pinned layer: got Cached %v after %d installs, want a hit", l.Cached, inst.Calls())
+	} else {
+		l.Release()
+	}
+	if s := c.Stats(); s.Refreshes != 1 || s.Layers != 2 {
+		t.Errorf("got %d refreshes and %d layers, want 1 and 2", s.Refreshes, s.Layers)
+	}
+}

@@ -157,12 +157,32 @@ type CacheConfig struct {
 	MaxBytes int64
 	// Installer builds missing layers; required.
 	Installer Installer
+	// OpenTTL is how long a layer whose requests are not all exact pins
+	// (requests>=2, lodash@^4) serves them before the next run that asks
+	// for it, finding no run holding it, has them resolved again, so that an
+	// open constraint reaches releases newer than its first install. Zero
+	// means DefaultOpenTTL.
+	OpenTTL time.Duration
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
 
 // DefaultCacheBytes is the default size cap of the layer cache.
 const DefaultCacheBytes = 10 << 30
+
+// DefaultOpenTTL is the default CacheConfig.OpenTTL.
+const DefaultOpenTTL = 24 * time.Hour
+
+// Open reports whether a request of the set is not an exact pin: what it
+// installs may change as the registry publishes.
+func (s Set) Open() bool {
+	for _, r := range s.Requests {
+		if _, ok := exactPin(s.Language, r.Constraint); !ok {
+			return true
+		}
+	}
+	return false
+}
 
 // OpenCache opens (or creates) the cache at cfg.Dir, dropping anything a
 // crashed install left in its staging area. It takes an exclusive lock on the

@@ -169,6 +169,7 @@ func (m *metrics) registerPackageCache(c *packages.Cache) {
 		counter("brig_package_install_failures_total", "Package installs that failed (unavailable packages included).", func(s packages.Stats) float64 { return float64(s.InstallFailures) }),
 		counter("brig_package_install_seconds_total", "Time spent installing package layers.", func(s packages.Stats) float64 { return s.InstallSeconds }),
 		counter("brig_package_cache_evictions_total", "Package layers evicted from the cache.", func(s packages.Stats) float64 { return float64(s.Evictions) }),
+		counter("brig_package_cache_refreshes_total", "Package layers of open constraints resolved again after packages.open_ttl.", func(s packages.Stats) float64 { return float64(s.Refreshes) }),
 		gauge("brig_package_cache_layers", "Package layers in the cache.", func(s packages.Stats) float64 { return float64(s.Layers) }),
 		gauge("brig_package_cache_bytes", "Bytes the package layers take on disk.", func(s packages.Stats) float64 { return float64(s.Bytes) }),
 	)

@@ -67,6 +67,9 @@ type serveConfig struct {
 		// CacheMaxBytes bounds the layers' total size (least recently used
 		// evicted first, never one a run holds).
 		CacheMaxBytes int64 `toml:"cache_max_bytes"`
+		// OpenTTL is how long a layer of open constraints is reused before it
+		// is resolved again (packages.CacheConfig.OpenTTL).
+		OpenTTL duration `toml:"open_ttl"`
 		// InstallTimeout and InstallMemoryMiB bound each install's sandbox.
 		InstallTimeout   duration `toml:"install_timeout"`
 		InstallMemoryMiB int      `toml:"install_memory_mib"`
@@ -177,6 +180,7 @@ func defaultServeConfig() serveConfig {
 	sc.Packages.Enabled = true
 	sc.Packages.CacheMaxBytes = packages.DefaultCacheBytes
 	sc.Packages.InstallTimeout = duration(packages.DefaultInstallTimeout)
+	sc.Packages.OpenTTL = duration(packages.DefaultOpenTTL)
 	sc.Packages.InstallMemoryMiB = packages.DefaultInstallMemoryMiB
 	sc.Packages.Policy.Mode = "open"
 	sc.Packages.Policy.Allow, sc.Packages.Policy.Deny, sc.Packages.Policy.Reviewed = []string{}, []string{}, []string{}
@@ -323,6 +327,7 @@ func (sc serveConfig) checkValues() error {
 		bound{"retention", sc.Retention > 0, time.Duration(sc.Retention)},
 		bound{"packages.cache_max_bytes", sc.Packages.CacheMaxBytes > 0, sc.Packages.CacheMaxBytes},
 		bound{"packages.install_timeout", sc.Packages.InstallTimeout > 0, time.Duration(sc.Packages.InstallTimeout)},
+		bound{"packages.open_ttl", sc.Packages.OpenTTL > 0, time.Duration(sc.Packages.OpenTTL)},
 		bound{"packages.install_memory_mib", sc.Packages.InstallMemoryMiB > 0, sc.Packages.InstallMemoryMiB},
 		bound{"egress.max_conns", sc.Egress.MaxConns > 0, sc.Egress.MaxConns},
 		bound{"egress.conns_per_second", sc.Egress.ConnsPerSecond > 0, sc.Egress.ConnsPerSecond},
@@ -401,7 +406,7 @@ func openPackageCache(sc serveConfig, regs map[string]packages.Registry, cfg sup
 	if dir == "" {
 		dir = filepath.Join(sc.StateDir, "packages")
 	}
-	cache, err := packages.OpenCache(packages.CacheConfig{Dir: dir, MaxBytes: sc.Packages.CacheMaxBytes, Installer: inst, Logger: log})
+	cache, err := packages.OpenCache(packages.CacheConfig{Dir: dir, MaxBytes: sc.Packages.CacheMaxBytes, OpenTTL: time.Duration(sc.Packages.OpenTTL), Installer: inst, Logger: log})
 	if err != nil {
 		return nil, err // it says it was opening the package cache
 	}
