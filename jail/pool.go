@@ -499,6 +499,9 @@ func (s *slot) discard() error {
 // (gatherThreads), and it starts no program. Reading and setting the init's
 // threads cost a run 0.17 ms before its program started.
 func (s *slot) setNice(nice int) {
+	if s.reaperRun {
+		return // its reaper sets its own and its program's at the run
+	}
 	if s.zchild != nil {
 		unix.Setpriority(unix.PRIO_PROCESS, s.zchild.pid, nice)
 		return

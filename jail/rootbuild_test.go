@@ -147,12 +147,33 @@ func TestColdReaperStartsTheProgram(t *testing.T) {
 }
 
 // TestWarmJavaScriptReaper: a warm JavaScript sandbox's reaper started its
-// node before the run, handed it the run's environment, and is pid 1 as
-// hardened as in a cold sandbox.
+// node before the run, at the pool's nice value, handed it the run's
+// environment (however large its JSON) at nice 0, and is pid 1 as hardened as
+// in a cold sandbox.
 func TestWarmJavaScriptReaper(t *testing.T) {
 	l := newTestLauncher(t, 1, func(c *Config) { c.Warm = map[rootfs.Language]bool{rootfs.JavaScript: true} })
 	if l.reaper == nil {
 		t.Fatal("this kernel can't mount the proc of another pid namespace; the reaper is off (pid1.ProcPidnsSupported)")
+	}
+	waitWarm(t, l)
+	key := poolKey(rootOf(t, l, rootfs.JavaScript), rootfs.JavaScript)
+	s := <-l.pools[key]
+	l.rooms[key] <- struct{}{} // as took does: the filler makes the next
+	nice := func(pid int) string {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		return f[16] // stat's 19th field
+	}
+	if got := nice(s.childPID); got != strconv.Itoa(prepareNice) {
+		t.Errorf("a pooled node's nice value: got %s, want the pool's %d", got, prepareNice)
+	}
+	s.discard()
+	waitWarm(t, l)
+	// Each '<' is 6 bytes of the handover's JSON: 1.4 MB of them is 8.4 MB.
+	big := run(t, l, rootfs.JavaScript, `console.log(process.env.X.length, require('os').getPriority())`,
+		func(s *Spec) { s.Env = map[string]string{"X": strings.Repeat("<", 1_400_000)} })
+	if big.End != EndCompleted || big.Start != StartWarm || big.Stdout != "1400000 0\n" {
+		t.Fatalf("a large environment: %s (%s, start %s), stdout %q; want 1400000 at nice 0", big.End, big.Message, big.Start, big.Stdout)
 	}
 	waitWarm(t, l)
 	res := run(t, l, rootfs.JavaScript, `const fs = require('fs');

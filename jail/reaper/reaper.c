@@ -36,6 +36,8 @@
 #define O_NOFOLLOW 0400000
 #define O_CLOEXEC 02000000
 #define CLOCK_MONOTONIC 1
+#define PRIO_PROCESS 0
+#define PRIO_PGRP 1
 #define CLOSE_RANGE_CLOEXEC 4
 #define PROT_READ 1
 #define PROT_WRITE 2
@@ -445,6 +447,12 @@ static long run_program(const struct reaper_config *cfg, int warm_fd, long warm_
 	p = strings(p, end, run_envp, run.envc, "reading the run spec");
 	if ((size_t)(end - p) != run.handover_len)
 		fail("reading the run spec", EINVAL);
+	// Back to nice 0 from prepareNice, for the run: this process and the
+	// program it starts, or every thread of the warm interpreter's process
+	// group (its own: it made its session).
+	if ((r = sys3(__NR_setpriority, PRIO_PROCESS, 0, 0)) < 0 ||
+	    (warm_fd >= 0 && (r = sys3(__NR_setpriority, PRIO_PGRP, warm_pid, 0)) < 0))
+		fail("priority", r);
 
 	// The script, the run's own on its tmpfs, as a cold run's.
 	long fd = sys4(__NR_openat, AT_FDCWD, script, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -513,10 +521,12 @@ static __attribute__((noreturn)) void reaper_main(void) {
 			fail("capability bounding set", r);
 	if ((r = sys2(__NR_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)) < 0)
 		fail("capability bounding set", r);
-	// Back to nice 0 from the spawner's prepareNice while it still may, as
-	// the Go init's threads go (gatherThreads): it reaps the run's orphans,
-	// and the program it starts inherits it.
-	if ((r = sys3(__NR_setpriority, 0 /* PRIO_PROCESS */, 0, 0)) < 0)
+	// In a zygote's sandbox, back to nice 0 from the spawner's prepareNice
+	// while it still may, as the Go init's threads go (gatherThreads): it
+	// reaps the run's orphans. One that starts the program stays at
+	// prepareNice, and so does a warm interpreter it starts, until the run
+	// (run_program).
+	if (!program && (r = sys3(__NR_setpriority, PRIO_PROCESS, 0, 0)) < 0)
 		fail("priority", r);
 	long prog_pid = 0;
 	if (program) {

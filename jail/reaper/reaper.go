@@ -176,8 +176,11 @@ func MarshalRun(rs *pid1.RunSpec, handover []byte) ([]byte, error) {
 	body := append([]byte(rs.ScriptPath), 0)
 	body = append(append(body, rs.Code...), 0)
 	body = append(append(body, strs...), handover...)
-	if strings.IndexByte(rs.ScriptPath, 0) >= 0 || len(body) > C.REAPER_MAX_RUN {
-		return nil, fmt.Errorf("a run of %d bytes (at most %d), or a script path with a NUL byte", len(body), C.REAPER_MAX_RUN)
+	if strings.IndexByte(rs.ScriptPath, 0) >= 0 {
+		return nil, fmt.Errorf("a script path with a NUL byte")
+	}
+	if len(body) > C.REAPER_MAX_RUN {
+		return nil, fmt.Errorf("a run of %d bytes, its environment and code encoded (at most %d)", len(body), C.REAPER_MAX_RUN)
 	}
 	b := make([]byte, 0, C.sizeof_struct_reaper_run+len(body))
 	for _, v := range []int{len(body), len(rs.Code), len(argv), len(env), len(handover), 0} {

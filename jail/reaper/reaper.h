@@ -9,8 +9,9 @@
 #define REAPER_MAX_FILTER 4096
 #define REAPER_MAX_RLIMITS 16
 // A run's frame (struct reaper_run and its strings) is at most this long: the
-// API's bodies are at most 4 MiB.
-#define REAPER_MAX_RUN (8 << 20)
+// API's bodies are at most 4 MiB, whose environment a warm sandbox's handover
+// carries as JSON, where each of <, > and & takes 6 bytes.
+#define REAPER_MAX_RUN (64 << 20)
 #define REAPER_MAX_ARGS 64
 #define REAPER_MAX_ENV 512
 

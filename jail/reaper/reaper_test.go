@@ -36,7 +36,7 @@ func TestMarshalRun(t *testing.T) {
 		"NUL in env":  {ScriptPath: "/s", Argv: []string{"/p"}, Env: []string{"A=\x00b"}},
 		"NUL in path": {ScriptPath: "/s\x00", Argv: []string{"/p"}},
 		"no argv":     {ScriptPath: "/s"},
-		"too large":   {ScriptPath: "/s", Argv: []string{"/p"}, Code: []byte(strings.Repeat("x", 9<<20))},
+		"too large":   {ScriptPath: "/s", Argv: []string{"/p"}, Code: []byte(strings.Repeat("x", 65<<20))},
 	} {
 		if _, err := MarshalRun(bad, nil); err == nil {
 			t.Errorf("%s: got a frame, want an error", name)
