@@ -510,8 +510,11 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	ended := l.supervise(ctx, spec, s, ready, res, begin, early)
 	markStarted() // a run that ended without starting has no more to wait for
 	if !ended.exited {
-		// Killed while it ran (a timeout, the memory limit, a stop): what
-		// is left of it dies unthrottled, and sooner.
+		// Killed while it ran (a timeout, the memory limit, a stop): once
+		// every process of it has SIGKILL pending (the cgroup's kill, at
+		// once; the pid namespace's waits for its init to die), what is
+		// left of it dies unthrottled, and sooner.
+		s.group.Kill() // again in release, whose error it reports
 		if err := s.group.Unthrottle(); err != nil {
 			l.log.Warn("lifting the CPU limit of a killed run", "err", err)
 		}
