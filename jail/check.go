@@ -79,13 +79,13 @@ func CheckHost() []Check {
 		Detail: "actions: " + strings.TrimSpace(string(actions)),
 		Hint:   "enable CONFIG_SECCOMP_FILTER; brig needs the kill_process and errno actions",
 	})
-	// Not required: without it a zygote's sandbox keeps a Go init as its pid 1
-	// (rootbuild.go), which costs a warm Python run more CPU.
+	// Not required: without it every sandbox keeps a Go init as its pid 1
+	// (rootbuild.go), which costs each run more CPU.
 	pidns := pid1.ProcPidnsSupported()
 	out = append(out, Check{
 		Name:   "proc of another pid namespace",
 		OK:     true,
-		Detail: orNone("available: zygotes' sandboxes get brig-reaper as their pid 1", fmt.Sprintf("unavailable (%v): zygotes' sandboxes keep a Go init as their pid 1; Linux 6.15 has it", pidns), pidns == nil),
+		Detail: orNone("available: sandboxes get brig-reaper as their pid 1", fmt.Sprintf("unavailable (%v): sandboxes keep a Go init as their pid 1; Linux 6.15 has it", pidns), pidns == nil),
 	})
 	fs := filesystems()
 	for _, f := range []string{"overlay", "tmpfs", "proc"} {

@@ -173,7 +173,7 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 	if cfg.ReaperPath == "" {
 		var why string
 		if cfg.ReaperPath, why = DefaultReaperPath(); why != "" {
-			cfg.Logger.Info("zygotes' sandboxes' reapers re-execute this binary", "reaper", cfg.ReaperPath, "why", why)
+			cfg.Logger.Info("sandboxes' reapers re-execute this binary", "reaper", cfg.ReaperPath, "why", why)
 		}
 	}
 	if err := validateConfig(cfg); err != nil {
@@ -199,7 +199,7 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		return nil, err
 	}
 	if why != "" {
-		cfg.Logger.Info("zygotes' sandboxes have a Go init as their pid 1, not a reaper", "why", why)
+		cfg.Logger.Info("sandboxes have a Go init as their pid 1, not a reaper", "why", why)
 	}
 	ids, err := newIDAllocator(cfg.IDs, cfg.IDLockDir)
 	if err != nil {
