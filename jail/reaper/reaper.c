@@ -489,6 +489,11 @@ static __attribute__((noreturn)) void reaper_main(void) {
 	// Named for what it is in ps and /proc/1/comm, not after the path it
 	// was started by.
 	sys2(__NR_prctl, PR_SET_NAME, "brig-reaper");
+	// SIGCHLD at its default action, whatever the supervisor's was: ignored,
+	// the kernel would reap the program itself, whose status wait4 then
+	// never sees, and discard the signal the zygote mode waits for.
+	unsigned long dfl[4] = {0, 0, 0, 0}; // struct sigaction: SIG_DFL
+	sys4(__NR_rt_sigaction, SIGCHLD, dfl, 0, 8);
 	struct reaper_config cfg;
 	long r = read_full(REAPER_SPEC_FD, &cfg, sizeof cfg);
 	if (r == 0)
