@@ -4,9 +4,9 @@
     sudo python3 bench/measure/idle_pss.py
 
 Run it against an idle `brig serve` (its pools full, no run in flight). A
-sandbox is the processes of one init's pid namespace: the init alone (cold),
-the init and a zygote's child (warm Python), or the init and node (warm
-JavaScript). A zygote, once per rootfs, is counted apart. PSS divides each
+sandbox is the processes of one pid 1's namespace (brig-reaper, or brig-init
+on a kernel without the reaper): pid 1 alone (cold), pid 1 and a zygote's
+child (warm Python), or pid 1 and node (warm JavaScript). A zygote, once per rootfs, is counted apart. PSS divides each
 shared page among the processes that map it, so the sum over sandboxes is
 what they cost together.
 """
@@ -44,16 +44,16 @@ def main():
     host_ns = os.readlink('/proc/self/ns/pid')
     sandboxes = collections.defaultdict(list)
     for pid, (comm, ns, _) in procs.items():
-        if comm != 'brig-init' or ns == host_ns:
-            continue  # not a sandbox's init (a zygote's init runs in the host's)
+        if comm not in ('brig-init', 'brig-reaper') or ns == host_ns:
+            continue  # not a sandbox's pid 1 (a zygote's init runs in the host's)
         members = [p for p, (_, n, _) in procs.items() if n == ns]
         others = sorted(procs[p][0] for p in members if p != pid)
-        kind = 'warm: init and ' + '+'.join(others) if others else 'cold: the init alone'
+        kind = 'warm: %s and %s' % (comm, '+'.join(others)) if others else 'cold: %s alone' % comm
         sandboxes[kind].append(sum(pss_kib(p) for p in members))
     if not sandboxes:
-        raise SystemExit('no prepared sandbox found: is brig serve running, with brig-init next to brig?')
+        raise SystemExit('no prepared sandbox found: is brig serve running, with brig-init and brig-reaper next to brig?')
     for kind, sizes in sorted(sandboxes.items()):
-        print('%-34s %2d sandboxes, PSS %.1f MiB each (%.1f to %.1f)' % (
+        print('%-34s %2d sandboxes, PSS %.2f MiB each (%.2f to %.2f)' % (
             kind, len(sizes), sum(sizes) / len(sizes) / 1024, min(sizes) / 1024, max(sizes) / 1024))
     for pid, (comm, _, ppid) in procs.items():
         if comm == 'python3' and procs.get(ppid, ('',))[0] == 'brig':
