@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/internal/testutil"
@@ -372,5 +373,20 @@ func TestRunRefusesBadInvocations(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("brig %v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
 		}
+	}
+}
+
+// TestKeepInheritedFDs: a descriptor brig was started with, not close-on-exec,
+// becomes so, and reaches no sandbox's pid 1 or zygote.
+func TestKeepInheritedFDs(t *testing.T) {
+	fd, err := syscall.Open("/dev/null", syscall.O_RDONLY, 0) // no O_CLOEXEC, as a shell's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	keepInheritedFDs()
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	if err != nil || flags&unix.FD_CLOEXEC == 0 {
+		t.Fatalf("fd %d: flags %#x, %v; want close-on-exec", fd, flags, err)
 	}
 }
