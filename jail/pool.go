@@ -2,6 +2,7 @@ package jail
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -280,9 +281,9 @@ var warmWait = 50 * time.Millisecond
 // took readies s, just taken from its pool, for a run of memoryBytes.
 func (l *Launcher) took(s *slot, root *rootfs.Root, warm rootfs.Language, memoryBytes int64) (*slot, bool, error) {
 	l.rooms[poolKey(root, warm)] <- struct{}{} // a filler may prepare the next
-	if s.zchild != nil && !s.zchild.alive() {
-		// Its program died waiting (its zygote was killed): not a run's
-		// failure. The next one, or a cold sandbox.
+	if s.zchild != nil && !s.zchild.alive() || s.zchild == nil && s.childPID > 0 && exited(s.childPID) {
+		// Its program died waiting (its zygote was killed, its node was):
+		// not a run's failure. The next one, or a cold sandbox.
 		l.log.Warn("a warm sandbox's program died in the pool; taking another", "language", string(warm))
 		s.discard()
 		return l.takeSlot(root, warm, memoryBytes)
@@ -545,6 +546,15 @@ func (s *slot) onlyProgramLeft() bool {
 		}
 	}
 	return true
+}
+
+// exited reports whether pid, a waiting warm interpreter (its pid 1's child,
+// which does not reap it before the run: its pid can't be reused), has
+// exited: a zombie, or gone.
+func exited(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := bytes.LastIndexByte(b, ')')
+	return err != nil || i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // onlyChild returns the one child of pid, from /proc/PID/task/PID/children.

@@ -311,3 +311,27 @@ func TestColdStartFailureIsReported(t *testing.T) {
 		})
 	}
 }
+
+// TestWarmNodeDiedInPool: a warm JavaScript sandbox whose node died while it
+// waited in the pool is passed over, as a zygote's child that died is: the run
+// takes another sandbox instead of failing.
+func TestWarmNodeDiedInPool(t *testing.T) {
+	l := newTestLauncher(t, 1, func(c *Config) { c.Warm = map[rootfs.Language]bool{rootfs.JavaScript: true} })
+	waitWarm(t, l)
+	pool := l.pools[poolKey(rootOf(t, l, rootfs.JavaScript), rootfs.JavaScript)]
+	s := <-pool
+	node := s.childPID
+	pool <- s
+	if err := unix.Kill(node, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !exited(node); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pooled node %d had not exited 10 s after SIGKILL", node)
+		}
+	}
+	res := run(t, l, rootfs.JavaScript, `console.log('ok')`)
+	if res.End != EndCompleted || res.Stdout != "ok\n" {
+		t.Fatalf("got %s (%s, start %s), stdout %q; want the run done in another sandbox", res.End, res.Message, res.Start, res.Stdout)
+	}
+}
