@@ -6,7 +6,7 @@
 // "ready", before it hardens itself; it then waits for the program and reports
 // its exit ("started" and "exit", pid1.Message) instead of only reaping. It is a few system calls in C (reaper.c), made without a
 // C library, built two ways: by make into bin/brig-reaper, a static executable
-// of about 10 kB (jail.DefaultReaperPath); and into every binary that links
+// of about 18 kB (jail.DefaultReaperPath); and into every binary that links
 // this package, brig and the test binaries, whose constructor runs it before
 // their Go runtime starts when they are started as it.
 //
