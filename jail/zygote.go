@@ -383,6 +383,7 @@ func (z *zygote) exited() bool {
 }
 
 // retire asks the zygote to exit once its last child has: it forks no more.
+// The zygote tells it from a fork request by its lack of descriptors.
 func (z *zygote) retire() {
 	z.conn.Write([]byte(`{"retire":true}`))
 }
