@@ -106,6 +106,7 @@ var warmCorpus = []struct {
 	{"py sys.path and flags", rootfs.Python, "import sys\nprint(sys.path, sys.flags, sys.stdout.write_through)", 0},
 	{"py dumpable", rootfs.Python, "import ctypes, os\nprint(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0), os.stat('/proc/self/environ').st_uid, len(open('/proc/self/environ', 'rb').read()) > 0)", 0},
 	{"py environment, Python's and the C library's", rootfs.Python, "import ctypes, os, subprocess\ngetenv = ctypes.CDLL(None).getenv\ngetenv.restype = ctypes.c_char_p\nprint(sorted(os.environ.items()), sorted(os.environb), getenv(b'REQ_C'), getenv(b'PATH') == os.environb[b'PATH'])\nprint(sorted(l for l in subprocess.run(['/usr/bin/env'], capture_output=True, text=True).stdout.splitlines() if l.startswith('REQ')))", 0},
+	{"py threading dropped from sys.modules", rootfs.Python, "import sys, threading\ndel sys.modules['threading']\nprint('ok')", 0},
 	{"py cmdline", rootfs.Python, "print(open('/proc/self/cmdline', 'rb').read().rstrip(b'\\0').split(b'\\0'))", 0},
 	{"js main", rootfs.JavaScript, "console.log(require.main === module, __filename, __dirname, process.argv.length, process.argv[1], process.cwd(), process.env.REQ_A, process.execArgv)", 0},
 	{"js exit code", rootfs.JavaScript, "console.log('before'); process.exit(4)", 0},

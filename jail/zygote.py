@@ -340,7 +340,9 @@ except BaseException as _e:
 # __main__ is released and collected (the __del__ methods of its objects run
 # with its globals intact, as the interpreter's collection runs them), and the
 # output is flushed, a failure as the interpreter reports it (status 120).
-sys.modules['threading']._shutdown()
+_t = sys.modules.get('threading')
+if _t is not None:
+    _t._shutdown()
 import atexit
 atexit._run_exitfuncs()
 del sys.modules['__main__'], _main
