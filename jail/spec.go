@@ -183,14 +183,32 @@ func Environ(req map[string]string) []string {
 	return env
 }
 
+// MaxEnvString and MaxEnvTotal bound a request's environment by what Linux's
+// execve takes, so that a run gets it on every path: a warm sandbox's program
+// receives its environment over a socket, but a cold one's is exec'd with it,
+// and so is every process the program starts. One NAME=VALUE string may hold
+// MaxEnvString bytes (with its NUL, MAX_ARG_STRLEN, 32 pages); the
+// arguments and environment of an exec together take a quarter of the stack
+// limit, 2 MiB under a sandbox's 8 MiB, of which MaxEnvTotal (each string
+// with its NUL) is left to the request beside brig's own variables, the
+// interpreter's command line and the pointers to them.
+const (
+	MaxEnvString = 128<<10 - 1
+	MaxEnvTotal  = 2<<20 - 64<<10
+)
+
 // ValidateEnv checks a request's environment against API.md: at most api.MaxEnvEntries
-// names of [A-Za-z_][A-Za-z0-9_]*, none of them brig's own, no NUL in a value.
+// names of [A-Za-z_][A-Za-z0-9_]*, none of them brig's own, no NUL in a value;
+// and against what execve takes (MaxEnvString, MaxEnvTotal).
 func ValidateEnv(env map[string]string) error {
 	if len(env) > api.MaxEnvEntries {
 		return &EnvError{Message: fmt.Sprintf("%d environment variables; at most %d are allowed", len(env), api.MaxEnvEntries)}
 	}
+	total := 0
 	// Sorted, so that the same environment always gets the same refusal.
 	for _, k := range slices.Sorted(maps.Keys(env)) {
+		size := len(k) + 1 + len(env[k])
+		total += size + 1
 		switch {
 		case !validEnvName(k):
 			return &EnvError{Name: k, Message: fmt.Sprintf("environment variable name %q: use letters, digits and '_', not starting with a digit", k)}
@@ -198,7 +216,12 @@ func ValidateEnv(env map[string]string) error {
 			return &EnvError{Name: k, Message: fmt.Sprintf("environment variable %s is reserved by brig; leave it out (the reserved names are %s)", k, strings.Join(ReservedEnvNames(), ", "))}
 		case strings.IndexByte(env[k], 0) >= 0:
 			return &EnvError{Name: k, Message: fmt.Sprintf("environment variable %s: the value may not contain a NUL character", k)}
+		case size > MaxEnvString:
+			return &EnvError{Name: k, Message: fmt.Sprintf("environment variable %s: NAME=VALUE is %d bytes, and Linux passes at most %d in one environment string to a program (execve fails with E2BIG); put large data in the code, or have the code write it to a file", k, size, MaxEnvString)}
 		}
+	}
+	if total > MaxEnvTotal {
+		return &EnvError{Message: fmt.Sprintf("the environment's strings take %d bytes (NAME=VALUE and a NUL each), and at most %d fit beside brig's own in the 2 MiB that Linux's execve takes for a program's arguments and environment; put large data in the code, or have the code write it to a file", total, MaxEnvTotal)}
 	}
 	return nil
 }

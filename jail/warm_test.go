@@ -450,3 +450,46 @@ func TestWarmEmptyWaitsForPreparing(t *testing.T) {
 		t.Fatalf("got %s, start %s, stdout %q, stderr %q; want success from the warm sandbox being prepared", res.End, res.Start, res.Stdout, res.Stderr)
 	}
 }
+
+// TestEnvAtExecveLimits: an environment at ValidateEnv's bounds (each string
+// MaxEnvString bytes, nearly MaxEnvTotal in all) reaches the program whole on
+// every path, cold ones by execve, and a process the program starts gets it
+// too; one byte more is refused.
+func TestEnvAtExecveLimits(t *testing.T) {
+	cold := newTestLauncher(t, 0)
+	warm := newWarmLauncher(t, 1)
+	env := map[string]string{}
+	for i := range 15 {
+		k := fmt.Sprintf("BIG_%02d", i)
+		env[k] = strings.Repeat(string(rune('a'+i)), MaxEnvString-len(k)-1)
+	}
+	if err := ValidateEnv(env); err != nil {
+		t.Fatalf("ValidateEnv refused the environment at its bounds: %v", err)
+	}
+	want := fmt.Sprintf("15 %d ok\n", 15*(MaxEnvString-7))
+	codes := map[rootfs.Language]string{
+		rootfs.Python: "import os, subprocess\nbig = [v for k, v in os.environ.items() if k.startswith('BIG_')]\n" +
+			"subprocess.run(['/bin/sh', '-c', 'test ${#BIG_14} -gt 131000'], check=True)\nprint(len(big), sum(map(len, big)), 'ok')",
+		rootfs.JavaScript: "const big = Object.entries(process.env).filter(([k]) => k.startsWith('BIG_')).map(([, v]) => v)\n" +
+			"require('child_process').execFileSync('/bin/sh', ['-c', 'test ${#BIG_14} -gt 131000'])\nconsole.log(big.length, big.reduce((n, v) => n + v.length, 0), 'ok')",
+	}
+	for _, lang := range []rootfs.Language{rootfs.Python, rootfs.JavaScript} {
+		for _, c := range []struct {
+			name  string
+			l     *Launcher
+			start string
+		}{{"cold", cold, StartCold}, {"warm", warm, StartWarm}} {
+			if c.start == StartWarm {
+				waitWarm(t, warm)
+			}
+			r := run(t, c.l, lang, codes[lang], withEnv(env))
+			if r.Start != c.start || !r.Succeeded() || r.Stdout != want {
+				t.Errorf("%s %s: start %s, %s %s, stdout %q, stderr %q; want %s, completed, %q", lang, c.name, r.Start, r.End, exitCode(r), r.Stdout, r.Stderr[:min(len(r.Stderr), 500)], c.start, want)
+			}
+		}
+	}
+	env["BIG_00"] += "x"
+	if err := ValidateEnv(env); err == nil {
+		t.Error("ValidateEnv took a string one byte past MaxEnvString")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/jail"
 )
 
 // validBody builds a request body from a minimal valid python request and extra
@@ -49,6 +50,15 @@ func jsonStrings(n int, f func(i int) string) string {
 }
 
 // jsonEnvObject is a JSON object of n valid environment variables.
+// jsonBigEnv is an env object of n variables whose values are size bytes each.
+func jsonBigEnv(n, size int) string {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprintf(`"BIG_%d": %q`, i, strings.Repeat("x", size))
+	}
+	return "{" + strings.Join(items, ", ") + "}"
+}
+
 func jsonEnvObject(n int) string {
 	items := make([]string, n)
 	for i := range items {
@@ -166,6 +176,11 @@ func TestDecodeRequest(t *testing.T) {
 		{name: "env Http_Proxy reserved", body: validBody(`"env": {"Http_Proxy": "http://x"}`), field: "env.Http_Proxy", contains: []string{"reserved"}},
 		{name: "env No_Proxy reserved", body: validBody(`"env": {"No_Proxy": "*"}`), field: "env.No_Proxy", contains: []string{"reserved"}},
 		{name: "env MY_PROXY free", body: validBody(`"env": {"MY_PROXY": "x"}`), valid: true},
+		// What execve takes: one NAME=VALUE of jail.MaxEnvString bytes, and
+		// jail.MaxEnvTotal for all of them with their NULs.
+		{name: "env value at execve's string limit", body: validBody(`"env": {"BIG": "` + strings.Repeat("x", jail.MaxEnvString-4) + `"}`), valid: true},
+		{name: "env value past execve's string limit", body: validBody(`"env": {"BIG": "` + strings.Repeat("x", jail.MaxEnvString-3) + `"}`), field: "env.BIG", contains: []string{"E2BIG", "131072 bytes", "write it to a file"}},
+		{name: "env past execve's total", body: validBody(`"env": ` + jsonBigEnv(16, 127<<10)), field: "env", contains: []string{"2 MiB", "2031616"}},
 
 		// The body's encoding: encoding/json would turn what is not UTF-8,
 		// and half a surrogate pair, into U+FFFD.
