@@ -111,8 +111,8 @@ def _serve():
     # allocation) is one it shares with its children, copied at a page fault:
     # so the loop calls and allocates as little as it can. A request is read
     # into this buffer and only the child parses it; replies are formatted
-    # bytes. (With socket.recv_fds and the json module both ways, the loop
-    # took 145 page faults a fork; like this, 65.)
+    # bytes. (With socket.recv_fds and the json module both ways, the zygote
+    # took 134 page faults a fork; like this, 74: bench/measure/zygote_child.sh.)
     buf = bytearray(4096)
     ancsize = socket.CMSG_SPACE(4 * 8)
     while True:
@@ -253,7 +253,8 @@ def _setenv(env):
     # os.environ.clear() and update(env), the C library's environment with
     # it, as os._Environ's own methods change each name: without them, whose
     # generic MutableMapping code (clear pops one item at a time, each through
-    # a fresh iterator) cost a child 50 page faults more.
+    # a fresh iterator) took a child's rehearsal of this step 50 to 57 page
+    # faults against 34 or 35.
     data = os.environ._data
     for k in data:
         os.unsetenv(k)
@@ -310,7 +311,7 @@ _setenv(_env)
 sys.path[1:1] = [p for p in _env.get('PYTHONPATH', '').split(':') if p]
 if 'time' in sys.modules:
     sys.modules['time'].tzset()  # the run's TZ, as a fresh interpreter reads it
-del _env, _f, _v
+del _env, _f, _v, _setenv
 sys.modules['__main__'] = _main
 _status, _sigint = 0, False
 try:
@@ -343,6 +344,7 @@ except BaseException as _e:
 _t = sys.modules.get('threading')
 if _t is not None:
     _t._shutdown()
+del _t
 import atexit
 atexit._run_exitfuncs()
 del sys.modules['__main__'], _main
