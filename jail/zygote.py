@@ -76,6 +76,28 @@ _CAP_HEADER, _CAP_DATA = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 
 _CAPSET = (ctypes.addressof(_CAP_HEADER), ctypes.addressof(_CAP_DATA))
 
 
+def _unraisable_args_type():
+    # The type of sys.unraisablehook's argument, which Python does not name:
+    # taken from one unraisable exception of the zygote's own, so that a
+    # child reports one as the interpreter does (_unraisable).
+    got = []
+    hook, sys.unraisablehook = sys.unraisablehook, got.append
+
+    class Raises:
+        def __del__(self):
+            raise RuntimeError
+
+    try:
+        Raises()
+    finally:
+        sys.unraisablehook = hook
+    return type(got[0])
+
+
+_UnraisableHookArgs = _unraisable_args_type()
+del _unraisable_args_type
+
+
 class _Filter(ctypes.Structure):
     _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]
 
@@ -233,6 +255,10 @@ def _sandbox(cfg, req, fds):
 
 _cfg, _req, _fds = _serve()
 _sandbox(_cfg, _req, _fds)
+# The main thread's native id, which threading read in the zygote: this
+# process's own (in the sandbox's pid namespace), as a fresh interpreter's.
+if 'threading' in sys.modules and hasattr(sys.modules['threading'].main_thread(), '_set_native_id'):
+    sys.modules['threading'].main_thread()._set_native_id()
 _path = _req['path']
 del _cfg, _req, _fds, _serve, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
 del _CAP_HEADER, _CAP_DATA, _CAPSET
@@ -313,66 +339,148 @@ if 'time' in sys.modules:
     sys.modules['time'].tzset()  # the run's TZ, as a fresh interpreter reads it
 del _env, _f, _v, _setenv
 sys.modules['__main__'] = _main
-_status, _sigint = 0, False
+# What the exit below uses, bound before the program runs: the interpreter's
+# own exit calls these in C, where a program that replaced os._exit, gc,
+# atexit, isinstance or sys.modules entries can't reach them.
+import atexit, gc, signal, _io
+_run_exitfuncs, _collect, _get_objects, _IOBase = atexit._run_exitfuncs, gc.collect, gc.get_objects, _io._IOBase
+_isinstance, _str, _exit, _kill, _getpid, _write = isinstance, str, os._exit, os.kill, os.getpid, os.write
+_signal, _SIGINT, _SIG_DFL = signal.signal, signal.SIGINT, signal.SIG_DFL
+del atexit, gc, signal, _io
+
+
+def _to_stderr(text):
+    # As PySys_WriteStderr: to sys.stderr, or to descriptor 2 without one or
+    # when it fails.
+    err = getattr(sys, 'stderr', None)
+    if err is not None:
+        try:
+            err.write(text)
+            return
+        except Exception:
+            pass
+    _write(2, text.encode('utf-8', 'backslashreplace'))
+
+
+def _unraisable(e, obj):
+    # As PyErr_WriteUnraisable(obj), called from C: the traceback without the
+    # bootstrap's frame, through sys.unraisablehook, the default one if that
+    # fails.
+    args = _UnraisableHookArgs((type(e), e, e.__traceback__.tb_next, None, obj))
+    try:
+        sys.unraisablehook(args)
+    except BaseException:
+        sys.__unraisablehook__(args)
+
+
+def _exit_status(e):
+    # As the interpreter's handling of an uncaught SystemExit: None is 0, an
+    # int that does not fit a C long -1, anything else printed and 1.
+    code = e.code
+    if code is None:
+        return 0
+    if not _isinstance(code, int):
+        _to_stderr(_str(code) + '\n')
+        return 1
+    return code if -2**63 <= code < 2**63 else -1
+
+
+def _print_uncaught(e):
+    # As PyErr_Print: sys.last_* first, then sys.excepthook; its own failure
+    # is reported with the original exception, and its SystemExit exits.
+    tb = e.__traceback__
+    sys.last_type, sys.last_value, sys.last_traceback = type(e), e, tb
+    hook = getattr(sys, 'excepthook', None)
+    if hook is None:
+        _to_stderr('sys.excepthook is missing\n')
+        sys.__excepthook__(type(e), e, tb)
+        return None
+    try:
+        hook(type(e), e, tb)
+    except SystemExit as e2:
+        return _exit_status(e2)
+    except BaseException as e2:
+        try:
+            sys.stdout.flush()
+        except Exception:
+            pass
+        e2 = e2.with_traceback(e2.__traceback__.tb_next)
+        _to_stderr('Error in sys.excepthook:\n')
+        sys.__excepthook__(type(e2), e2, e2.__traceback__)
+        _to_stderr('\nOriginal exception was:\n')
+        sys.__excepthook__(type(e), e, tb)
+    return None
+
+
+_status, _sigint, _uncaught = 0, False, None
 try:
     _code = compile(_src, _path, 'exec')
     del _src
     exec(_code, _main.__dict__)
-except SystemExit as _e:
-    # As the interpreter's handling of an uncaught SystemExit: a code that
-    # does not fit a C long exits -1.
-    _status = _e.code
-    if _status is None:
-        _status = 0
-    elif not isinstance(_status, int):
-        sys.stderr.write(str(_status) + '\n')
-        _status = 1
-    elif not -2**63 <= _status < 2**63:
-        _status = -1
 except BaseException as _e:
-    # As the interpreter would report it, without this bootstrap's frame.
-    _e = _e.with_traceback(_e.__traceback__.tb_next)
-    sys.excepthook(type(_e), _e, _e.__traceback__)
-    _status, _sigint = 1, isinstance(_e, KeyboardInterrupt)
+    # Handled below, outside this handler, as the interpreter handles it
+    # after it has left the program: sys.exc_info() empty, and nothing the
+    # handlers raise chained to it; without this bootstrap's frame.
+    _uncaught = _e.with_traceback(_e.__traceback__.tb_next)
+if _isinstance(_uncaught, SystemExit):
+    _status = _exit_status(_uncaught)
+elif _uncaught is not None:
+    _status, _sigint = 1, _isinstance(_uncaught, KeyboardInterrupt)
+    _s = _print_uncaught(_uncaught)
+    if _s is not None:
+        _status, _sigint = _s, False
+    del _s
+del _uncaught
 # The interpreter's exit, but for what it would spend most on: tearing down
 # every module, which writes to each object it frees and so copies the
 # zygote's pages into this process (6 ms of CPU against 1). What a program can
-# observe of that is kept: non-daemon threads are joined, atexit handlers run,
+# observe of that is kept: non-daemon threads are joined (if threading is
+# imported: whatever sys.modules holds under its name), atexit handlers run,
 # __main__ is released and collected (the __del__ methods of its objects run
-# with its globals intact, as the interpreter's collection runs them), and the
-# output is flushed, a failure as the interpreter reports it (status 120).
-_t = sys.modules.get('threading')
-if _t is not None:
-    _t._shutdown()
+# with its globals intact, as the interpreter's collection runs them), and
+# the output is flushed, a failure as the interpreter reports it (status 120).
+_t = sys.modules.get('threading', _UnraisableHookArgs)  # any object not a module's
+if _t is not _UnraisableHookArgs:
+    try:
+        _t._shutdown()
+    except BaseException as _e:
+        _unraisable(_e, _t)
 del _t
-import atexit
-atexit._run_exitfuncs()
-del sys.modules['__main__'], _main
-import gc
-gc.collect()
+_run_exitfuncs()
+sys.modules.pop('__main__', None)
+del _main
+_collect()
 # A file the program left open outside __main__ (in a module, on builtins)
 # loses no buffered data: the teardown would flush it as it freed it. Only the
 # run's own objects are the collector's; the zygote's are frozen out of it.
 # The check is against the C base class of every io object: io.IOBase is an
 # ABC, whose first isinstance cost a run 0.2 ms (its caches, written, copied
 # the zygote's pages).
-import _io
-for _f in gc.get_objects():
-    if isinstance(_f, _io._IOBase) and _f is not sys.stdout and _f is not sys.stderr:
+_out, _err = getattr(sys, 'stdout', None), getattr(sys, 'stderr', None)
+for _f in _get_objects():
+    if _isinstance(_f, _IOBase) and _f is not _out and _f is not _err:
         try:
             if not _f.closed:
                 _f.flush()
         except Exception:
             pass
-for _f in (sys.stdout, sys.stderr):
+# As flush_std_files: a stream that is None, or closed, is left alone; a
+# failed flush of stdout is reported, of stderr not; either exits 120.
+for _f in (_out, _err):
+    if _f is None:
+        continue
+    try:
+        if _f.closed:
+            continue
+    except Exception:
+        pass
     try:
         _f.flush()
     except Exception as _e:
-        sys.unraisablehook(types.SimpleNamespace(
-            exc_type=type(_e), exc_value=_e, exc_traceback=_e.__traceback__, err_msg=None, object=_f))
+        if _f is _out:
+            _unraisable(_e, _f)
         _status = 120
 if _sigint:
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)
-os._exit(_status & 0xff)
+    _signal(_SIGINT, _SIG_DFL)
+    _kill(_getpid(), _SIGINT)
+_exit(_status & 0xff)
