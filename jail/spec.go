@@ -103,17 +103,27 @@ func scriptPath(lang rootfs.Language) string { return "/sandbox/" + lang.ScriptN
 
 // runSpecOf is the run's spec for the init; attached is the environment that
 // Spec.Attach gave, which goes before the request's with brig's own names.
+// The environment is in the order of its names, which is the order a warm
+// interpreter gets it in (pid1.WarmEnv's JSON object is sorted by name), so
+// that os.environ and process.env list it alike warm and cold. (No name comes
+// twice: the request can't set brig's or Attach's.)
 func runSpecOf(spec Spec, root *rootfs.Root, attached map[string]string) *pid1.RunSpec {
 	script := scriptPath(spec.Language)
 	env := make([]string, 0, len(attached))
 	for k, v := range attached {
 		env = append(env, k+"="+v)
 	}
+	env = append(env, Environ(spec.Env)...)
+	slices.SortStableFunc(env, func(a, b string) int {
+		ka, _, _ := strings.Cut(a, "=")
+		kb, _, _ := strings.Cut(b, "=")
+		return strings.Compare(ka, kb)
+	})
 	return &pid1.RunSpec{
 		ScriptPath: script,
 		Code:       []byte(spec.Code),
 		Argv:       root.Argv(script),
-		Env:        append(env, Environ(spec.Env)...),
+		Env:        env,
 	}
 }
 

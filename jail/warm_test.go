@@ -120,6 +120,8 @@ var warmCorpus = []struct {
 	{"py exit message without stderr", rootfs.Python, "import sys\nsys.stderr = None\nsys.exit('message')", 0},
 	{"py last_value at exit", rootfs.Python, "import atexit, sys\natexit.register(lambda: print(repr(getattr(sys, 'last_value', None))))\nraise ValueError('v')", 0},
 	{"py main thread's native id", rootfs.Python, "import threading\nprint(threading.main_thread().native_id == threading.get_native_id())", 0},
+	{"py environment's order", rootfs.Python, "import os, subprocess\nprint(list(os.environ))\nprint(subprocess.run(['/usr/bin/env'], capture_output=True, text=True).stdout.replace('\\n', ' '))", 0},
+	{"js environment's order", rootfs.JavaScript, "console.log(Object.keys(process.env).join(' '))\nconsole.log(require('child_process').execFileSync('/usr/bin/env').toString().replace(/\\n/g, ' '))", 0},
 	{"py cmdline", rootfs.Python, "print(open('/proc/self/cmdline', 'rb').read().rstrip(b'\\0').split(b'\\0'))", 0},
 	{"js main", rootfs.JavaScript, "console.log(require.main === module, __filename, __dirname, process.argv.length, process.argv[1], process.cwd(), process.env.REQ_A, process.execArgv)", 0},
 	{"js affinity of every thread", rootfs.JavaScript, "const fs = require('fs')\nconst s = new Set(fs.readdirSync('/proc/self/task').map(t => fs.readFileSync('/proc/self/task/' + t + '/status', 'utf8').match(/Cpus_allowed_list:\\t(.*)/)[1]))\nconsole.log([...s].join(' '), require('os').availableParallelism())", 0},
