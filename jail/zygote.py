@@ -439,8 +439,8 @@ del _uncaught
 # __main__ is released and collected (the __del__ methods of its objects run
 # with its globals intact, as the interpreter's collection runs them), and
 # the output is flushed, a failure as the interpreter reports it (status 120).
-_t = sys.modules.get('threading', _UnraisableHookArgs)  # any object not a module's
-if _t is not _UnraisableHookArgs:
+_t = sys.modules.get('threading', _exit_status)  # a default no module can be
+if _t is not _exit_status:
     try:
         _t._shutdown()
     except BaseException as _e:
