@@ -439,13 +439,14 @@ del _uncaught
 # __main__ is released and collected (the __del__ methods of its objects run
 # with its globals intact, as the interpreter's collection runs them), and
 # the output is flushed, a failure as the interpreter reports it (status 120).
-_t = sys.modules.get('threading', _exit_status)  # a default no module can be
-if _t is not _exit_status:
+_absent = object()
+_t = sys.modules.get('threading', _absent)
+if _t is not _absent:
     try:
         _t._shutdown()
     except BaseException as _e:
         _unraisable(_e, _t)
-del _t
+del _t, _absent
 _run_exitfuncs()
 sys.modules.pop('__main__', None)
 del _main
