@@ -399,8 +399,13 @@ func TestUsageCountsCPU(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Usage: %v", err)
 			}
-			if u.CPU < busy || u.CPU > busy+2*time.Second {
-				t.Errorf("CPU: got %v, want at least %v", u.CPU, busy)
+			// The spinner stops on its own clock, which counts its time
+			// up to the instant it reads it; the group's account, read
+			// after, fell short of it once (299.56 ms against 300, in CI):
+			// the two are kept by different code at different times. A
+			// tenth off still shows that the group counts the spinner's CPU.
+			if u.CPU < busy*9/10 || u.CPU > busy+2*time.Second {
+				t.Errorf("CPU: got %v, want about %v (at least %v)", u.CPU, busy, busy*9/10)
 			}
 			if u.OOMKills != 0 {
 				t.Errorf("OOMKills: got %d, want 0", u.OOMKills)
