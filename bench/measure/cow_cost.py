@@ -23,11 +23,14 @@ import time
 
 PAGES = 400
 MADV_POPULATE_WRITE = 23  # Linux 5.14
-PRELOAD = ("abc argparse base64 bisect collections contextlib copy csv dataclasses datetime "
-           "decimal enum fractions functools glob hashlib heapq io itertools json logging "
-           "math operator pathlib pprint random re shutil signal statistics string struct "
-           "subprocess tempfile textwrap threading time traceback types typing uuid "
-           "warnings weakref").split()
+
+
+def preload():
+    """jail/zygote.go's zygotePreload, read from the source beside this script."""
+    import re
+    src = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'jail', 'zygote.go')).read()
+    body = re.search(r'var zygotePreload = \[\]string\{(.*?)\}', src, re.S).group(1)
+    return re.findall(r'"([^"]+)"', body)
 
 
 def in_child(fn, n):
@@ -93,7 +96,7 @@ if __name__ == '__main__':
     import subprocess
     copies()
     for label, mods in (('nothing more', '-'), ('threading', 'threading'),
-                        ("the zygote's preloads", ','.join(PRELOAD))):
+                        ("the zygote's preloads", ','.join(preload()))):
         f, ns = subprocess.run([sys.executable, __file__, mods], capture_output=True,
                                text=True, check=True).stdout.split()
         print('a forked child before its first line, parent importing %-22s %4s faults %6.2f ms'
