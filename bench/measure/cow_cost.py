@@ -9,9 +9,9 @@
    Median CPU per page over 10 children each, both twice.
 2. The page faults and CPU a forked child has taken before its first line of
    Python, for a parent that imported nothing more than this script needs,
-   one that imported only threading (the child-side runs of (2) import nothing else) (whose after-fork hook runs in every
-   child), and one that imported the zygote's preloads (jail/zygote.go's
-   zygotePreload, as of this writing). Medians of 15 children each.
+   one that imported only threading (whose after-fork hook runs in every
+   child), and one that imported the zygote's preloads (read from
+   jail/zygote.go's zygotePreload). Medians of 15 children each.
 
 No privileges needed; nothing outside this process and its children.
 """
