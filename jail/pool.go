@@ -343,7 +343,7 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 	s.warm = warm
 	switch warm {
 	case rootfs.JavaScript:
-		prep.Warm, prep.WarmEnviron = warmArgv(root), Environ(nil)
+		prep.Warm, prep.WarmEnviron, prep.WarmBoot = warmArgv(root), Environ(nil), nodeBoot
 	}
 	if program {
 		s.reaperRun = true

@@ -135,6 +135,9 @@ var warmCorpus = []struct {
 	{"py cmdline", rootfs.Python, "print(open('/proc/self/cmdline', 'rb').read().rstrip(b'\\0').split(b'\\0'))", 0},
 	{"js main", rootfs.JavaScript, "console.log(require.main === module, __filename, __dirname, process.argv.length, process.argv[1], process.cwd(), process.env.REQ_A, process.execArgv)", 0},
 	{"js affinity of every thread", rootfs.JavaScript, "const fs = require('fs')\nconst s = new Set(fs.readdirSync('/proc/self/task').map(t => fs.readFileSync('/proc/self/task/' + t + '/status', 'utf8').match(/Cpus_allowed_list:\\t(.*)/)[1]))\nconsole.log([...s].join(' '), require('os').availableParallelism())", 0},
+	// The bootstrap is a script of its own (nodeBoot): its file, its cache
+	// entries and any global of its must be gone before the program runs.
+	{"js bootstrap leaves nothing", rootfs.JavaScript, "const fs = require('fs'), Module = require('module')\nconsole.log(fs.readdirSync('/sandbox'), Object.keys(require.cache), Object.keys(Module._pathCache), process.argv0, process.argv.slice(1))\nconsole.log(process.mainModule === module, module.id, module.loaded, module.children.length, module.parent, require.main.filename)\nconsole.log(Object.getOwnPropertyNames(globalThis).sort().join(' '))", 0},
 	{"js exit code", rootfs.JavaScript, "console.log('before'); process.exit(4)", 0},
 	{"js throw", rootfs.JavaScript, "function f() { throw new Error('boom') }\nf()", 5},
 	{"js rejection", rootfs.JavaScript, "Promise.reject(new Error('later'))", 3},

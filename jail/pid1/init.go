@@ -101,6 +101,7 @@ var rootSteps = []step{
 	// Copy /sandbox up to the overlay's upper layer now, so that writing the
 	// program later only creates a file.
 	{"sandbox dir", func(st *initState) error { return os.Chown("/sandbox", st.prep.HostUID, st.prep.HostGID) }},
+	{"warm bootstrap", writeWarmBoot},
 	{"hostname", func(st *initState) error { return unix.Sethostname([]byte(st.prep.Hostname)) }},
 }
 

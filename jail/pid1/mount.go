@@ -301,6 +301,25 @@ func writeProgram(st *initState) error {
 	return os.Chown(st.run.ScriptPath, st.prep.HostUID, st.prep.HostGID)
 }
 
+// writeWarmBoot writes a warm interpreter's bootstrap file, if it has one,
+// readable by the program alone, who removes it (WarmBootPath).
+func writeWarmBoot(st *initState) error {
+	if st.prep.WarmBoot == "" {
+		return nil
+	}
+	f, err := os.OpenFile(WarmBootPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o400)
+	if err != nil {
+		return err
+	}
+	if _, err = f.WriteString(st.prep.WarmBoot); err == nil {
+		err = f.Chown(st.prep.HostUID, st.prep.HostGID)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // pivotRoot makes the overlay the root and detaches the host's tree. pivot_root(".",
 // ".") stacks the old root on top of the new one, so one lazy unmount removes every
 // host mount from this namespace without needing a directory to put it in.

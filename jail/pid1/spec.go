@@ -45,6 +45,9 @@ type PrepareSpec struct {
 	// starts before its run (see jail's warm.go), and WarmEnviron its
 	// environment, brig's own names (jail.Environ); nil for a cold sandbox.
 	Warm, WarmEnviron []string
+	// WarmBoot is the bootstrap Warm runs, a file the root's build writes at
+	// WarmBootPath (owned by the program, which removes it at its start).
+	WarmBoot string `json:",omitempty"`
 	// ZygoteArgv and ZygoteEnv, for a zygote's init (ZygoteInitArg), are the
 	// zygote's command line and environment, which it execs once the root is
 	// built.
@@ -200,6 +203,11 @@ const (
 	// StatusFD is the write end of the status pipe: messages, one a line.
 	StatusFD = 4
 )
+
+// WarmBootPath is where a warm JavaScript interpreter's bootstrap
+// (PrepareSpec.WarmBoot) is written. The bootstrap removes it as it starts,
+// long before a run takes the sandbox.
+const WarmBootPath = "/sandbox/.brig-boot.js"
 
 // WarmFD is the descriptor on which a warm interpreter reads its run's
 // environment.
