@@ -35,11 +35,13 @@ import (
 // eval path: 10 to 12 ms of CPU more to the program's first line, measured
 // on these machines) and which would give the program globals a script does
 // not have (every built-in module by its name, require, module...). It
+// takes the loader's Module from its own module, not require('module'), which
+// would load modules a cold start does not (process.moduleLoadList). It
 // removes its file and its entries in the module caches, says it is ready,
 // takes the run's environment, and runs /sandbox/main.js as node's own
 // start would: Module.runMain makes it require.main.
 const nodeBoot = `'use strict';
-const fs = require('fs'), Module = require('module');
+const fs = require('fs'), Module = module.constructor;
 fs.unlinkSync(__filename);
 delete require.cache[__filename];
 for (const k of Object.keys(Module._pathCache)) if (k.startsWith(__filename + '\0')) delete Module._pathCache[k];
@@ -62,10 +64,17 @@ func warmArgv(root *rootfs.Root) []string {
 // a run that sets one (the request's or brig's) can't use a warm interpreter.
 // CPython sets its locale, UTF-8 mode and stdio encodings from LC_* at start,
 // and Node its ICU default locale (Intl, toLocaleString); LANG is brig's own.
+// Both languages also take startupEnvLoader.
 var startupEnvPrefixes = map[rootfs.Language][]string{
-	rootfs.Python:     {"PYTHON", "LC_"},
-	rootfs.JavaScript: {"NODE_", "UV_", "OPENSSL_", "SSL_CERT_", "LC_"},
+	rootfs.Python:     append([]string{"PYTHON", "LC_"}, startupEnvLoader...),
+	rootfs.JavaScript: append([]string{"NODE_", "UV_", "OPENSSL_", "SSL_CERT_", "LC_"}, startupEnvLoader...),
 }
+
+// startupEnvLoader are what the C library and its loader read at an exec
+// (LD_PRELOAD, LD_LIBRARY_PATH, LD_DEBUG..., malloc's settings, the
+// tunables) or at the interpreter's setlocale (LOCPATH): a warm interpreter
+// was exec'd without them, and would silently ignore them.
+var startupEnvLoader = []string{"LD_", "MALLOC_", "GLIBC_TUNABLES", "LOCPATH"}
 
 // startupEnvAllowed are the ones a warm interpreter still honours, because its
 // bootstrap applies them (PYTHONPATH: the package layer).

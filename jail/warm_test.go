@@ -138,6 +138,7 @@ var warmCorpus = []struct {
 	// The bootstrap is a script of its own (nodeBoot): its file, its cache
 	// entries and any global of its must be gone before the program runs.
 	{"js bootstrap leaves nothing", rootfs.JavaScript, "const fs = require('fs'), Module = require('module')\nconsole.log(fs.readdirSync('/sandbox'), Object.keys(require.cache), Object.keys(Module._pathCache), process.argv0, process.argv.slice(1))\nconsole.log(process.mainModule === module, module.id, module.loaded, module.children.length, module.parent, require.main.filename)\nconsole.log(Object.getOwnPropertyNames(globalThis).sort().join(' '))", 0},
+	{"js modules loaded", rootfs.JavaScript, "console.log(process.moduleLoadList.join(' '))", 0},
 	{"js exit code", rootfs.JavaScript, "console.log('before'); process.exit(4)", 0},
 	{"js throw", rootfs.JavaScript, "function f() { throw new Error('boom') }\nf()", 5},
 	{"js rejection", rootfs.JavaScript, "Promise.reject(new Error('later'))", 3},
@@ -145,7 +146,7 @@ var warmCorpus = []struct {
 	{"js fork", rootfs.JavaScript, "const cp = require('child_process'), fs = require('fs'); fs.writeFileSync('/tmp/child.js', 'process.send(42)'); const c = cp.fork('/tmp/child.js'); c.on('message', (m) => { console.log('got', m); c.disconnect() })", 0},
 	{"js stdin", rootfs.JavaScript, "console.log(JSON.stringify(require('fs').readFileSync(0, 'utf8')))", 0},
 	{"js exit handler", rootfs.JavaScript, "process.on('exit', (c) => console.log('exit', c)); console.log('main')", 0},
-	// -e's globals are gone: a program sees a script's globals only.
+	// A program sees a script's globals only (the bootstrap's are its module's).
 	{"js globals", rootfs.JavaScript, "console.log(Object.getOwnPropertyNames(globalThis).sort().join(' ')); try { path } catch (e) { console.log(e.name) }", 0},
 	{"js fds", rootfs.JavaScript, "const fs = require('fs'); const kinds = []; for (const f of fs.readdirSync('/proc/self/fd')) { try { kinds.push(fs.readlinkSync('/proc/self/fd/' + f).replace(/[0-9]+/g, 'N')) } catch {} } console.log(kinds.sort().join(' '))", 0},
 }
@@ -257,6 +258,16 @@ r['env'] = ' '.join(sorted(os.environ))
 	res := run(t, warm, rootfs.Python, "import sys\nprint(sys.flags.dont_write_bytecode)", withEnv(map[string]string{"PYTHONDONTWRITEBYTECODE": "1"}))
 	if res.Start != StartColdEnv || res.Stdout != "1\n" {
 		t.Errorf("a run setting PYTHONDONTWRITEBYTECODE: got start %s output %q, want cold-env and 1", res.Start, res.Stdout)
+	}
+	// The loader reads LD_PRELOAD at the exec, which a warm interpreter had
+	// before its run: such a run goes cold, where the loader says it can't
+	// preload the library (a warm one had ignored it without a word).
+	for lang, code := range map[rootfs.Language]string{rootfs.Python: "print(1)", rootfs.JavaScript: "console.log(1)"} {
+		waitWarm(t, warm)
+		res := run(t, warm, lang, code, withEnv(map[string]string{"LD_PRELOAD": "/nonexistent.so"}))
+		if res.Start != StartColdEnv || res.Stdout != "1\n" || !strings.Contains(res.Stderr, "cannot be preloaded") {
+			t.Errorf("%s with LD_PRELOAD: got start %s, stdout %q, stderr %q; want cold-env, 1 and the loader's warning", lang, res.Start, res.Stdout, res.Stderr)
+		}
 	}
 }
 
@@ -416,6 +427,11 @@ func TestWarmEligible(t *testing.T) {
 		{rootfs.Python, map[string]string{"NODE_OPTIONS": "x"}, true, ""},
 		{rootfs.JavaScript, map[string]string{"NODE_OPTIONS": "x"}, false, "NODE_OPTIONS"},
 		{rootfs.JavaScript, map[string]string{"LC_ALL": "de_DE.UTF-8"}, false, "LC_ALL"},
+		{rootfs.Python, map[string]string{"LD_PRELOAD": "/x.so"}, false, "LD_PRELOAD"},
+		{rootfs.JavaScript, map[string]string{"LD_LIBRARY_PATH": "/x"}, false, "LD_LIBRARY_PATH"},
+		{rootfs.JavaScript, map[string]string{"MALLOC_PERTURB_": "165"}, false, "MALLOC_PERTURB_"},
+		{rootfs.Python, map[string]string{"GLIBC_TUNABLES": "glibc.malloc.perturb=165"}, false, "GLIBC_TUNABLES"},
+		{rootfs.Python, map[string]string{"LOCPATH": "/x"}, false, "LOCPATH"},
 	} {
 		ok, why := WarmEligible(tc.lang, tc.env)
 		if ok != tc.ok || why != tc.why {
