@@ -81,6 +81,12 @@ type Config struct {
 	// first; zero means DefaultZygoteRuns and DefaultZygoteAge.
 	ZygoteRuns int
 	ZygoteAge  time.Duration
+	// WarmMaxAge bounds how long a warm sandbox waits in its pool: an older
+	// one is replaced (pool.go's refresh) and never given to a run. Its
+	// interpreter's clocks count from its start (node's process.uptime()),
+	// and a zygote's child keeps its zygote's layout and hash seed however
+	// long it waits. Zero means DefaultWarmMaxAge.
+	WarmMaxAge time.Duration
 	// InitPath is the binary each sandbox's init runs (brig-init, or brig
 	// re-executed); zero means DefaultInitPath's choice.
 	InitPath string
@@ -279,6 +285,10 @@ func (l *Launcher) startPool(root *rootfs.Root, warm rootfs.Language) {
 		l.wg.Add(1)
 		go l.fill(root, warm, pool, room)
 	}
+	if warm != "" {
+		l.wg.Add(1)
+		go l.refresh(warm, pool, room)
+	}
 }
 
 // validateConfig is the list of checks made before anything privileged.
@@ -292,6 +302,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Pids == 0 {
 		cfg.Pids = DefaultPids
+	}
+	if cfg.WarmMaxAge == 0 {
+		cfg.WarmMaxAge = DefaultWarmMaxAge
 	}
 	cfg.IDs = cfg.IDs.withDefaults()
 	if cfg.IDLockDir == "" {

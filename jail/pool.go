@@ -31,6 +31,8 @@ type spawned struct {
 // slot is one cloned init, waiting in its namespaces and cgroup for a spec. Its
 // fields are the parent's ends of the pipes that cross to the child.
 type slot struct {
+	// ready is when a pool's sandbox was ready for a run (Config.WarmMaxAge).
+	ready time.Time
 	cmd   *exec.Cmd
 	group *cgroup.Group
 	// ids are the sandbox's host ids, given back to ids when it is discarded.
@@ -192,7 +194,58 @@ func (l *Launcher) prepare(root *rootfs.Root, warm rootfs.Language) (*slot, erro
 		s.discard()
 		return nil, err
 	}
+	s.ready = time.Now()
 	return s, nil
+}
+
+// DefaultWarmMaxAge is Config.WarmMaxAge's zero value.
+const DefaultWarmMaxAge = 5 * time.Minute
+
+// stale reports whether s, a warm pool's, has waited past Config.WarmMaxAge.
+func (l *Launcher) stale(s *slot) bool {
+	return s.warm != "" && time.Since(s.ready) > l.cfg.WarmMaxAge
+}
+
+// refresh replaces a warm pool's sandboxes before they reach WarmMaxAge: every
+// quarter of it, it takes what the pool holds, discards those older than half
+// of it (each one's token back to room, so that a filler prepares its
+// successor) and puts the rest back in their order. So a waiting sandbox is
+// at most three quarters of WarmMaxAge old, and took's own check (a run never
+// gets one older than WarmMaxAge) holds without sending a run cold; a run that
+// finds the pool empty meanwhile (microseconds) waits for a warm one or goes
+// cold, as when the pool runs dry.
+func (l *Launcher) refresh(warm rootfs.Language, pool chan *slot, room chan struct{}) {
+	defer l.wg.Done()
+	tick := time.NewTicker(l.cfg.WarmMaxAge / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-l.done:
+			return
+		}
+		var keep []*slot
+	drain:
+		for range cap(pool) {
+			select {
+			case s := <-pool:
+				if time.Since(s.ready) > l.cfg.WarmMaxAge/2 {
+					s.discard()
+					room <- struct{}{}
+					l.log.Debug("replacing a warm sandbox that waited long", "language", string(warm), "max_age", l.cfg.WarmMaxAge)
+				} else {
+					keep = append(keep, s)
+				}
+			default:
+				break drain
+			}
+		}
+		for _, s := range keep {
+			// Room for each: the fillers prepare only with room's tokens,
+			// and the kept sandboxes hold none.
+			pool <- s
+		}
+	}
 }
 
 // waitReady waits for a fresh init to report its root built.
@@ -285,6 +338,10 @@ func (l *Launcher) took(s *slot, root *rootfs.Root, warm rootfs.Language, memory
 		// Its program died waiting (its zygote was killed, its node was):
 		// not a run's failure. The next one, or a cold sandbox.
 		l.log.Warn("a warm sandbox's program died in the pool; taking another", "language", string(warm))
+		s.discard()
+		return l.takeSlot(root, warm, memoryBytes)
+	}
+	if l.stale(s) { // refresh had not come to it yet
 		s.discard()
 		return l.takeSlot(root, warm, memoryBytes)
 	}

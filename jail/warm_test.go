@@ -15,11 +15,11 @@ import (
 )
 
 // newWarmLauncher is newTestLauncher with warm sandboxes for both languages.
-func newWarmLauncher(tb testing.TB, pool int) *Launcher {
+func newWarmLauncher(tb testing.TB, pool int, opts ...func(*Config)) *Launcher {
 	tb.Helper()
-	return newTestLauncher(tb, pool, func(c *Config) {
+	return newTestLauncher(tb, pool, append([]func(*Config){func(c *Config) {
 		c.Warm = map[rootfs.Language]bool{rootfs.Python: true, rootfs.JavaScript: true}
-	})
+	}}, opts...)...)
 }
 
 // unfilled holds the launchers whose warm pools once did not fill: waitWarm
@@ -536,5 +536,28 @@ func TestEnvAtExecveLimits(t *testing.T) {
 	env["BIG_00"] += "x"
 	if err := ValidateEnv(env); err == nil {
 		t.Error("ValidateEnv took a string one byte past MaxEnvString")
+	}
+}
+
+// TestWarmMaxAge: a warm sandbox that waited in its pool past half of
+// WarmMaxAge is replaced, so that a run after an idle spell still starts warm
+// and its interpreter is younger than WarmMaxAge (node's clocks count from
+// its start; a zygote's child keeps its zygote's layout and hash seed).
+func TestWarmMaxAge(t *testing.T) {
+	const maxAge = 2 * time.Second
+	l := newWarmLauncher(t, 1, func(c *Config) { c.WarmMaxAge = maxAge })
+	waitWarm(t, l)
+	time.Sleep(maxAge + maxAge/2) // the first sandboxes are stale by now
+	for lang, code := range map[rootfs.Language]string{
+		rootfs.JavaScript: "console.log(process.uptime())",
+		// The process's start, in clock ticks since boot, against the uptime.
+		rootfs.Python: "import os\nprint(float(open('/proc/uptime').read().split()[0]) - int(open('/proc/self/stat').read().rsplit(')', 1)[1].split()[19]) / os.sysconf('SC_CLK_TCK'))",
+	} {
+		waitWarm(t, l)
+		res := run(t, l, lang, code)
+		age, err := strconv.ParseFloat(strings.TrimSpace(res.Stdout), 64)
+		if res.Start != StartWarm || err != nil || age >= maxAge.Seconds() {
+			t.Errorf("%s after an idle spell: start %s, interpreter's age %q s (stderr %q); want warm and under %s", lang, res.Start, res.Stdout, res.Stderr, maxAge)
+		}
 	}
 }
