@@ -133,6 +133,15 @@ var warmCorpus = []struct {
 	{"py environment's order", rootfs.Python, "import os, subprocess\nprint(list(os.environ))\nprint(subprocess.run(['/usr/bin/env'], capture_output=True, text=True).stdout.replace('\\n', ' '))", 0},
 	{"js environment's order", rootfs.JavaScript, "console.log(Object.keys(process.env).join(' '))\nconsole.log(require('child_process').execFileSync('/usr/bin/env').toString().replace(/\\n/g, ' '))", 0},
 	{"py cmdline", rootfs.Python, "print(open('/proc/self/cmdline', 'rb').read().rstrip(b'\\0').split(b'\\0'))", 0},
+	// A source compile() refuses goes to the interpreter's own file parser,
+	// whose reading ends a line at a NUL and whose errors are its own.
+	{"py NUL ends the source", rootfs.Python, "print(1)\x00print(2)", 0},
+	{"py NUL ends a line", rootfs.Python, "print(1)\x00junk\nprint(2)\n", 0},
+	{"py unknown coding", rootfs.Python, "# coding: bogus\nprint(1)\n", 0},
+	{"py coding that does not decode", rootfs.Python, "# coding: ascii\nprint('\u00e9')\n", 0},
+	// platform caches uname() (a preload's import calls it): the zygote's
+	// node name was the host's.
+	{"py platform's node name", rootfs.Python, "import platform, socket\nprint(platform.node(), platform.uname().node == socket.gethostname())", 0},
 	{"js main", rootfs.JavaScript, "console.log(require.main === module, __filename, __dirname, process.argv.length, process.argv[1], process.cwd(), process.env.REQ_A, process.execArgv)", 0},
 	{"js affinity of every thread", rootfs.JavaScript, "const fs = require('fs')\nconst s = new Set(fs.readdirSync('/proc/self/task').map(t => fs.readFileSync('/proc/self/task/' + t + '/status', 'utf8').match(/Cpus_allowed_list:\\t(.*)/)[1]))\nconsole.log([...s].join(' '), require('os').availableParallelism())", 0},
 	// The bootstrap is a script of its own (nodeBoot): its file, its cache
@@ -559,5 +568,19 @@ func TestWarmMaxAge(t *testing.T) {
 		if res.Start != StartWarm || err != nil || age >= maxAge.Seconds() {
 			t.Errorf("%s after an idle spell: start %s, interpreter's age %q s (stderr %q); want warm and under %s", lang, res.Start, res.Stdout, res.Stderr, maxAge)
 		}
+	}
+}
+
+// TestWarmLoggingStart: logging counts a record's relativeCreated from its
+// import, which a cold run makes; a warm run's was its zygote's, up to a
+// minute before the run, until the child set it to the run's start.
+func TestWarmLoggingStart(t *testing.T) {
+	l := newWarmLauncher(t, 1)
+	waitWarm(t, l)
+	time.Sleep(1500 * time.Millisecond) // the zygote imported logging before
+	res := run(t, l, rootfs.Python, "import logging\nprint(logging.LogRecord('n', 20, 'p', 1, 'm', None, None).relativeCreated)")
+	ms, err := strconv.ParseFloat(strings.TrimSpace(res.Stdout), 64)
+	if res.Start != StartWarm || err != nil || ms > 1000 {
+		t.Errorf("start %s, relativeCreated %q ms (stderr %q); want warm and under 1000", res.Start, res.Stdout, res.Stderr)
 	}
 }

@@ -268,6 +268,7 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		Binds:        bindsOf(root),
 		ZygoteArgv:   append(append([]string{root.Interpreter}, root.Args...), "-c", zygoteLoader),
 		ZygoteEnv:    Environ(nil),
+		Hostname:     DefaultHostname,
 	}
 	if err := pid1.WritePrepare(specW, &prep); err != nil {
 		return nil, fmt.Errorf("sending the zygote's init its spec: %w", err)

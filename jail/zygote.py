@@ -121,6 +121,10 @@ def _serve():
     # Everything the zygote made stays out of its children's collections: a
     # collection writes to every object it visits, which would copy the
     # zygote's pages into each child.
+    # platform caches uname() when a preload calls it (uuid's import does):
+    # its node name is the zygote's, not a run's.
+    if 'platform' in sys.modules:
+        sys.modules['platform']._uname_cache = None
     import gc
     gc.collect()
     gc.freeze()
@@ -337,6 +341,10 @@ _setenv(_env)
 sys.path[1:1] = [p for p in _env.get('PYTHONPATH', '').split(':') if p]
 if 'time' in sys.modules:
     sys.modules['time'].tzset()  # the run's TZ, as a fresh interpreter reads it
+if 'logging' in sys.modules:
+    # A record's relativeCreated counts from logging's import: the run's
+    # start, not the zygote's.
+    sys.modules['logging']._startTime = sys.modules['time'].time()
 del _env, _f, _v, _setenv
 sys.modules['__main__'] = _main
 # What the exit below uses, bound before the program runs: the interpreter's
@@ -415,8 +423,25 @@ def _print_uncaught(e):
 _status, _sigint, _uncaught = 0, False, None
 try:
     _code = compile(_src, _path, 'exec')
-    del _src
-    exec(_code, _main.__dict__)
+except BaseException:
+    # A source compile() refuses (a NUL byte, a bad coding cookie, a syntax
+    # error) goes to the interpreter's own file parser, as `python3 main.py`
+    # reads it: NUL ends a line there, and its errors say what it says. The
+    # program has not run: compile() has no effect.
+    _code = None
+    _fopen = ctypes.CDLL(None).fopen
+    _fopen.restype, _fopen.argtypes = ctypes.c_void_p, (ctypes.c_char_p, ctypes.c_char_p)
+    _run_file = ctypes.pythonapi.PyRun_FileExFlags
+    _run_file.restype = ctypes.py_object
+    _run_file.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.py_object,
+                          ctypes.py_object, ctypes.c_int, ctypes.c_void_p)
+del _src
+try:
+    if _code is None:
+        # Py_file_input; it closes the file.
+        _run_file(_fopen(_path.encode(), b'rb'), _path.encode(), 257, _main.__dict__, _main.__dict__, 1, None)
+    else:
+        exec(_code, _main.__dict__)
 except BaseException as _e:
     # Handled below, outside this handler, as the interpreter handles it
     # after it has left the program: sys.exc_info() empty, and nothing the

@@ -279,6 +279,8 @@ var zygoteRootSteps = []step{
 	{"read-only binds", mountBinds},
 	{"dev", mountDev},
 	{"pivot_root", pivotRoot},
+	// A preload may read it (platform.uname(), which zygote.py clears).
+	{"hostname", func(st *initState) error { return unix.Sethostname([]byte(st.prep.Hostname)) }},
 	{"read-only root", func(*initState) error {
 		return unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
 	}},
