@@ -272,13 +272,20 @@ func (l *Launcher) startPool(root *rootfs.Root, warm rootfs.Language) {
 		room <- struct{}{}
 	}
 	l.rooms[key] = room
-	// A warm sandbox takes longer to prepare than a cold one (a whole
-	// interpreter start for JavaScript; for Python a second cgroup move, which
-	// on v1 waits for an RCU grace period): its preparation is mostly waiting,
-	// which one filler per pooled sandbox overlaps. (The pool's room bounds
-	// what they prepare.)
+	// One filler prepares a pool's sandboxes one after another, but for warm
+	// JavaScript, whose preparation is a whole node start: one filler per
+	// pooled sandbox overlaps them, or the pool would not keep up at C=2
+	// (measured: 90 of 150 runs went cold with one). A warm Python
+	// sandbox had one filler per pooled sandbox too, to overlap a v1 cgroup
+	// move's wait; but preparations side by side cost more CPU than their
+	// waits saved: with one filler, Python at C=2 ran at 77.1 to 79.1 % of
+	// bare against 71.5 to 75.8 %, its CPU per run 59 to 66 ms against 69 to
+	// 80 and its p99 157 to 173 ms against 295 to 414; back to back at C=1,
+	// 49 to 55 ms of CPU per run against 76 to 77 (brig bench, each build's
+	// service in turn, three and two rounds). (The pool's room bounds what
+	// the fillers prepare.)
 	fillers := 1
-	if warm != "" {
+	if warm == rootfs.JavaScript {
 		fillers = l.cfg.PoolSize
 	}
 	for range fillers {
