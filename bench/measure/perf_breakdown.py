@@ -27,6 +27,9 @@ CATEGORIES = [
     ("read, write", ["ksys_read", "ksys_write", "vfs_read", "vfs_write"]),
     ("Go runtime start", ["runtime.rt0_go", "runtime.schedinit", "runtime.doInit1", "runtime.mstart1", "runtime.sysmon"]),
     ("JSON", ["encoding/json"]),
+    # A copy-on-write fault replaces a present entry, which must leave the TLB:
+    # on these machines' hypervisor that flush is a large share of a fault.
+    ("page fault's TLB flush (copy-on-write)", ["ptep_clear_flush"]),
     ("page fault", ["asm_exc_page_fault"]),
     ("mmap", ["do_mmap", "__vm_munmap", "__x64_sys_munmap"]),
     ("scheduling", ["schedule", "__schedule"]),
