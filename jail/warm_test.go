@@ -101,8 +101,7 @@ var warmCorpus = []struct {
 	{"py atexit raises", rootfs.Python, "import atexit\nclass H:\n    def __repr__(self):\n        return 'H'\n    def __call__(self):\n        raise ValueError('in handler')\natexit.register(H())\natexit.register(print, 'first')\nprint('main')", 0},
 	// What the program sees of how it was started. Left out because they
 	// legitimately differ: sys.flags has no `unbuffered` in 3.11 (-u shows as
-	// write_through); os.getppid() is 1 cold (the init) and 0 warm (the
-	// zygote, outside the run's pid namespace).
+	// write_through).
 	{"py argv and __main__", rootfs.Python, "import sys\nprint(sys.argv, sys.orig_argv, sys.stdout.write_through, __spec__, __loader__.name, type(__loader__).__name__, __package__, __cached__)", 0},
 	{"py DeprecationWarning in __main__", rootfs.Python, "import warnings\nwarnings.warn('w', DeprecationWarning)", 0},
 	// spawn re-imports the main module from __main__.__file__ in a fresh
@@ -142,6 +141,11 @@ var warmCorpus = []struct {
 	// platform caches uname() (a preload's import calls it): the zygote's
 	// node name was the host's.
 	{"py platform's node name", rootfs.Python, "import platform, socket\nprint(platform.node(), platform.uname().node == socket.gethostname())", 0},
+	// getppid() is 0 for the zygote's child (its parent is outside the pid
+	// namespace) and 1 cold: os.getppid() says 1 in the program's process, so
+	// that signalling "the parent" fails as cold instead of signalling the
+	// process group (kill(0, sig)); a process the program forks sees its own.
+	{"py parent", rootfs.Python, "import os, signal\nprint(os.getppid(), os.getppid.__name__)\ntry:\n    os.kill(os.getppid(), signal.SIGUSR1)\nexcept OSError as e:\n    print(type(e).__name__)\nme = os.getpid()\npid = os.fork()\nif pid == 0:\n    os._exit(0 if os.getppid() == me else 1)\nprint(os.waitpid(pid, 0)[1])", 0},
 	{"js main", rootfs.JavaScript, "console.log(require.main === module, __filename, __dirname, process.argv.length, process.argv[1], process.cwd(), process.env.REQ_A, process.execArgv)", 0},
 	{"js affinity of every thread", rootfs.JavaScript, "const fs = require('fs')\nconst s = new Set(fs.readdirSync('/proc/self/task').map(t => fs.readFileSync('/proc/self/task/' + t + '/status', 'utf8').match(/Cpus_allowed_list:\\t(.*)/)[1]))\nconsole.log([...s].join(' '), require('os').availableParallelism())", 0},
 	// The bootstrap is a script of its own (nodeBoot): its file, its cache

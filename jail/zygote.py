@@ -303,6 +303,23 @@ _main.__annotations__ = {}
 _main.__builtins__ = builtins
 _main.__file__ = _path
 _main.__cached__ = None
+
+
+def _parent(own, getpid, real):
+    def getppid():
+        return 1 if getpid() == own else real()
+    return getppid
+
+
+# This process's parent (the zygote) is outside its pid namespace, where
+# getppid() says 0; a cold program's is the sandbox's pid 1. os.getppid() says
+# 1 here, as cold: with 0, os.kill(os.getppid(), sig) signalled the program's
+# own process group where cold it fails (EPERM). A process it forks gets its
+# real parent. (The system call itself, through ctypes, still says 0.)
+_getppid = _parent(os.getpid(), os.getpid, os.getppid)
+_getppid.__module__, _getppid.__doc__ = 'posix', os.getppid.__doc__
+os.getppid = sys.modules['posix'].getppid = _getppid
+del _parent, _getppid
 # Then each step the run will take, once, on data of no run's, so that the run
 # does not pay the first use of each: the first use in this process copies
 # every page of the zygote's that it touches (reference counts), and a run
