@@ -99,8 +99,8 @@ var warmCorpus = []struct {
 	// The handler's repr has no address (a function's differs from run to
 	// run, warm or cold); handlers run last registered first.
 	{"py atexit raises", rootfs.Python, "import atexit\nclass H:\n    def __repr__(self):\n        return 'H'\n    def __call__(self):\n        raise ValueError('in handler')\natexit.register(H())\natexit.register(print, 'first')\nprint('main')", 0},
-	// What the program sees of how it was started. Left out because they
-	// legitimately differ: sys.flags has no `unbuffered` in 3.11 (-u shows as
+	// What the program sees of how it was started. Left out because it
+	// legitimately differs: sys.flags has no `unbuffered` in 3.11 (-u shows as
 	// write_through).
 	{"py argv and __main__", rootfs.Python, "import sys\nprint(sys.argv, sys.orig_argv, sys.stdout.write_through, __spec__, __loader__.name, type(__loader__).__name__, __package__, __cached__)", 0},
 	{"py DeprecationWarning in __main__", rootfs.Python, "import warnings\nwarnings.warn('w', DeprecationWarning)", 0},
