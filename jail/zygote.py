@@ -440,7 +440,8 @@ def _print_uncaught(e):
 _status, _sigint, _uncaught = 0, False, None
 try:
     _code = compile(_src, _path, 'exec')
-except BaseException:
+except BaseException as _e:
+    _refused = _e.with_traceback(None)
     # A source compile() refuses (a NUL byte, a bad coding cookie, a syntax
     # error) goes to the interpreter's own file parser, as `python3 main.py`
     # reads it: NUL ends a line there, and its errors say what it says. The
@@ -455,8 +456,11 @@ except BaseException:
 del _src
 try:
     if _code is None:
+        _fp = _fopen(_path.encode(), b'rb')
+        if not _fp:  # never expected (the script was just written): compile()'s error
+            raise _refused
         # Py_file_input; it closes the file.
-        _run_file(_fopen(_path.encode(), b'rb'), _path.encode(), 257, _main.__dict__, _main.__dict__, 1, None)
+        _run_file(_fp, _path.encode(), 257, _main.__dict__, _main.__dict__, 1, None)
     else:
         exec(_code, _main.__dict__)
 except BaseException as _e:
