@@ -31,10 +31,11 @@ import (
 
 // nodeBoot is the bootstrap a warm node runs as its main script, from a file
 // the root's build writes (pid1.WarmBootPath), as `node /sandbox/main.js`
-// runs a program: a script, not `node -e`, whose start costs more (node's
-// eval path: 10 to 12 ms of CPU more to the program's first line, measured
-// on these machines) and which would give the program globals a script does
-// not have (every built-in module by its name, require, module...). It
+// runs a program. It was `node -e`, which gives a script globals it does not
+// have (every built-in module by its name, require, module...) that the
+// bootstrap then deleted; node's CPU to the program's first line was 110.8
+// ms with that bootstrap, 104.2 with this one, 96.0 for a plain start
+// (medians of 25 in turn on a slow day; bench/measure/node_boot.py). It
 // takes the loader's Module from its own module, not require('module'), which
 // would load modules a cold start does not (process.moduleLoadList). It
 // removes its file and its entries in the module caches, says it is ready,
