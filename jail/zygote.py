@@ -118,13 +118,13 @@ def _serve():
             __import__(name)
         except Exception:
             pass  # not in this rootfs: a run that imports it pays for it
-    # Everything the zygote made stays out of its children's collections: a
-    # collection writes to every object it visits, which would copy the
-    # zygote's pages into each child.
     # platform caches uname() when a preload calls it (uuid's import does):
     # its node name is the zygote's, not a run's.
     if 'platform' in sys.modules:
         sys.modules['platform']._uname_cache = None
+    # Everything the zygote made stays out of its children's collections: a
+    # collection writes to every object it visits, which would copy the
+    # zygote's pages into each child.
     import gc
     gc.collect()
     gc.freeze()
@@ -317,7 +317,7 @@ def _parent(own, getpid, real):
 # own process group where cold it fails (EPERM). A process it forks gets its
 # real parent. (The system call itself, through ctypes, still says 0.)
 _getppid = _parent(os.getpid(), os.getpid, os.getppid)
-_getppid.__module__, _getppid.__doc__ = 'posix', os.getppid.__doc__
+_getppid.__module__, _getppid.__qualname__, _getppid.__doc__ = 'posix', 'getppid', os.getppid.__doc__
 os.getppid = sys.modules['posix'].getppid = _getppid
 del _parent, _getppid
 # Then each step the run will take, once, on data of no run's, so that the run
