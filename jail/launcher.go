@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -272,21 +273,26 @@ func (l *Launcher) startPool(root *rootfs.Root, warm rootfs.Language) {
 		room <- struct{}{}
 	}
 	l.rooms[key] = room
-	// One filler prepares a pool's sandboxes one after another, but for warm
-	// JavaScript, whose preparation is a whole node start: one filler per
-	// pooled sandbox overlaps them, or the pool would not keep up at C=2
-	// (measured: 90 of 150 runs went cold with one). A warm Python
-	// sandbox had one filler per pooled sandbox too, to overlap a v1 cgroup
-	// move's wait; but preparations side by side cost more CPU than their
-	// waits saved: with one filler, Python at C=2 ran at 77.1 to 79.1 % of
-	// bare against 71.5 to 75.8 %, its CPU per run 59 to 66 ms against 69 to
-	// 80 and its p99 157 to 173 ms against 295 to 414; back to back at C=1,
-	// 49 to 55 ms of CPU per run against 76 to 77 (brig bench, each build's
-	// service in turn, three and two rounds). (The pool's room bounds what
-	// the fillers prepare.)
+	// A cold pool has one filler, which prepares its sandboxes one after
+	// another; a warm JavaScript pool one per pooled sandbox, whose node
+	// starts they overlap (with one, 90 of 150 runs at C=2 found none and
+	// went cold). A warm Python pool had one per pooled sandbox too, to
+	// overlap a v1 cgroup move's wait; but preparations side by side cost
+	// each other CPU, and on a host of 2 cores a single filler did better:
+	// at C=2 77.1 to 79.1 % of bare against 71.5 to 75.8 %, 59 to 66 ms of CPU
+	// per run against 69 to 80, p99 157 to 173 ms against 295 to 414; back
+	// to back at C=1, 49 to 55 ms per run against 76 to 77; but at C=4, more
+	// clients than cores, a p50 of 184 to 199 ms against 82 to 84 (two thirds
+	// of the runs cold; the same throughput). Taking turns only while the
+	// pool held a sandbox gave C=2 the parallel fillers' figures back. So a
+	// warm Python pool has one filler per two of the host's CPUs, up to its
+	// size. (The pool's room bounds what the fillers prepare.)
 	fillers := 1
-	if warm == rootfs.JavaScript {
+	switch warm {
+	case rootfs.JavaScript:
 		fillers = l.cfg.PoolSize
+	case rootfs.Python:
+		fillers = max(1, min(l.cfg.PoolSize, runtime.NumCPU()/2))
 	}
 	for range fillers {
 		l.wg.Add(1)
