@@ -33,9 +33,9 @@ import (
 // the root's build writes (pid1.WarmBootPath), as `node /sandbox/main.js`
 // runs a program. It was `node -e`, which gives a script globals it does not
 // have (every built-in module by its name, require, module...) that the
-// bootstrap then deleted; node's CPU to the program's first line was 110.8
-// ms with that bootstrap, 104.2 with this one, 96.0 for a plain start
-// (medians of 25 in turn on a slow day; bench/measure/node_boot.py). It
+// bootstrap then deleted; node's CPU to the program's first line was 123.5
+// ms with that bootstrap, 111.7 with this one, 104.0 for a plain start
+// (bench/measure/node_boot.py 15 ebdbab0^, on a slow day). It
 // takes the loader's Module from its own module, not require('module'), which
 // would load modules a cold start does not (process.moduleLoadList). It
 // removes its file and its entries in the module caches, says it is ready,

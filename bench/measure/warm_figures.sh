@@ -6,7 +6,7 @@
 # It starts services of its own (a socket, a state directory and a cgroup
 # parent, brig-measure, under a temporary directory; nothing shared with a
 # running `brig serve`), one per pool size, and removes them when done. Needs
-# perf (Debian's linux-perf) for the CPU by process. About five minutes.
+# perf (Debian's linux-perf) for the CPU by process. About eight minutes.
 #
 #   1. pool 4 (the default), both languages warm:
 #      Python and JavaScript at C=2 (throughput, the service's CPU, cold),
