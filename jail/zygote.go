@@ -2,6 +2,7 @@ package jail
 
 import (
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -458,18 +459,30 @@ type zygoteChild struct {
 	run []byte
 }
 
-// setRun sets what handOver gives the child: the program's code, which it
-// writes at its script path (zygoteRequest.Path), and its whole environment.
+// setRun sets what handOver gives the child: the length of its environment
+// (4 bytes, little-endian), its whole environment (NAME=VALUE, each ended by
+// a NUL; each name once, the first wins, as WarmEnv's), and the program's
+// code, which it writes at its script path (zygoteRequest.Path). Not JSON:
+// the child decodes it after the run has started, where json.loads cost 0.1
+// to 0.3 ms on this machine's cold caches (zygote.py).
 func (c *zygoteChild) setRun(rs *pid1.RunSpec) error {
-	env, err := pid1.WarmEnv(rs.Env)
+	env, err := pid1.UniqueEnv(rs.Env)
 	if err != nil {
 		return err
 	}
-	c.run, err = json.Marshal(struct {
-		Code string          `json:"code"`
-		Env  json.RawMessage `json:"env"`
-	}{string(rs.Code), env})
-	return err
+	n := 0
+	for _, kv := range env {
+		n += len(kv) + 1
+	}
+	b := binary.LittleEndian.AppendUint32(make([]byte, 0, 4+n+len(rs.Code)), uint32(n))
+	for _, kv := range env {
+		if strings.IndexByte(kv, 0) >= 0 {
+			return fmt.Errorf("environment entry %q holds a NUL", kv)
+		}
+		b = append(append(b, kv...), 0)
+	}
+	c.run = append(b, rs.Code...)
+	return nil
 }
 
 // zygoteFor returns a running zygote for root, starting (or replacing) one

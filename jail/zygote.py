@@ -280,20 +280,25 @@ sys.path[0] = '/sandbox'
 
 
 def _setenv(env):
-    # os.environ.clear() and update(env), the C library's environment with
-    # it, as os._Environ's own methods change each name: without them, whose
-    # generic MutableMapping code (clear pops one item at a time, each through
-    # a fresh iterator) took a child's rehearsal of this step 50 to 57 page
-    # faults against 34 or 35.
+    # os.environ.clear() and update(env), env's names and values as bytes,
+    # the C library's environment with it, as os._Environ's own methods
+    # change each name: without them, whose generic MutableMapping code
+    # (clear pops one item at a time, each through a fresh iterator) took a
+    # child's rehearsal of this step 50 to 57 page faults against 34 or 35.
     data = os.environ._data
     for k in data:
         os.unsetenv(k)
     data.clear()
-    enc = sys.getfilesystemencoding()
-    for k, v in env.items():
-        k, v = k.encode(enc, 'surrogateescape'), v.encode(enc, 'surrogateescape')
+    for k, v in env:
         os.putenv(k, v)
         data[k] = v
+
+
+def _tz_key():
+    # What time.tzset() computes from: TZ, and the year (the module's
+    # timezone, altzone, daylight and tzname are the zone's in January and
+    # July of the current year).
+    return os.environ._data.get(b'TZ'), sys.modules['time'].time() // ((365 * 24 + 6) * 3600)
 
 
 import builtins, types, importlib.machinery
@@ -326,44 +331,10 @@ del _parent, _getppid
 # that found them untouched spent 0.4 ms more between its start and its first
 # line of output. Nothing of this stays: the environment is put back as it
 # was, the rest makes nothing the program can see.
-json.loads(b'{"code": "", "env": {"A": "b"}}')
-_setenv(dict(os.environ))
+_setenv(list(os.environ._data.items()))
 if 'time' in sys.modules:
     sys.modules['time'].tzset()
 compile('pass\n', _path, 'exec')
-import gc
-gc.collect()
-sys.stdout.flush()
-os.write(3, b'r')
-# The run: its JSON up to EOF (the supervisor closes its end), its script,
-# its environment.
-_chunks = []
-while True:
-    _b = os.read(3, 1 << 20)
-    if not _b:
-        break
-    _chunks.append(_b)
-os.close(3)
-_run = json.loads(b''.join(_chunks))
-_env, _src = _run['env'], _run['code'].encode('utf-8')
-del _chunks, _b, _run
-_f = os.open(_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-try:
-    _v = memoryview(_src)
-    while _v:
-        _v = _v[os.write(_f, _v):]
-finally:
-    os.close(_f)
-_setenv(_env)
-sys.path[1:1] = [p for p in _env.get('PYTHONPATH', '').split(':') if p]
-if 'time' in sys.modules:
-    sys.modules['time'].tzset()  # the run's TZ, as a fresh interpreter reads it
-if 'logging' in sys.modules:
-    # A record's relativeCreated counts from logging's import: the run's
-    # start, not the zygote's.
-    sys.modules['logging']._startTime = sys.modules['time'].time()
-del _env, _f, _v, _setenv
-sys.modules['__main__'] = _main
 # What the exit below uses, bound before the program runs: the interpreter's
 # own exit calls these in C, where a program that replaced os._exit, gc,
 # atexit, isinstance or sys.modules entries can't reach them.
@@ -435,6 +406,47 @@ def _print_uncaught(e):
         _to_stderr('\nOriginal exception was:\n')
         sys.__excepthook__(type(e), e, tb)
     return None
+
+
+# The script, made now and written when the run comes: creating it (a path
+# walk and a new inode) is no run's work. (Its birth time, statx's btime, is
+# then the sandbox's readiness, not the run's start.)
+_f = os.open(_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+_tz = _tz_key() if 'time' in sys.modules else None
+_collect()
+sys.stdout.flush()
+os.write(3, b'r')
+# The run, up to EOF (the supervisor closes its end; setRun in zygote.go):
+# the length of its environment (4 bytes, little-endian), the environment
+# (NAME=VALUE, each ended by a NUL), its code.
+_chunks = []
+while True:
+    _b = os.read(3, 1 << 20)
+    if not _b:
+        break
+    _chunks.append(_b)
+os.close(3)
+_b = b''.join(_chunks)
+_n = 4 + int.from_bytes(_b[:4], 'little')
+_env = [_kv.split(b'=', 1) for _kv in _b[4:_n].split(b'\0')[:-1]]
+_src = _b[_n:]
+_v = memoryview(_src)
+try:
+    while _v:
+        _v = _v[os.write(_f, _v):]
+finally:
+    os.close(_f)
+del _chunks, _b, _n, _v, _f
+_setenv(_env)
+sys.path[1:1] = [p for p in os.environ.get('PYTHONPATH', '').split(':') if p]
+if _tz is not None and _tz != _tz_key():
+    sys.modules['time'].tzset()  # the run's TZ, as a fresh interpreter reads it
+if 'logging' in sys.modules:
+    # A record's relativeCreated counts from logging's import: the run's
+    # start, not the zygote's.
+    sys.modules['logging']._startTime = sys.modules['time'].time()
+del _env, _setenv, _tz, _tz_key
+sys.modules['__main__'] = _main
 
 
 _status, _sigint, _uncaught = 0, False, None

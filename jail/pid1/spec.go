@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -215,17 +216,40 @@ const WarmFD = 3
 
 // WarmEnv is the JSON a warm interpreter reads: the run's whole environment.
 func WarmEnv(env []string) ([]byte, error) {
+	env, err := UniqueEnv(env)
+	if err != nil {
+		return nil, err
+	}
 	m := make(map[string]string, len(env))
 	for _, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return json.Marshal(m)
+}
+
+// UniqueEnv returns env with each name once, the first entry of a name
+// winning, as getenv's does, in the order of the names: the environment a
+// warm interpreter's bootstrap sets.
+func UniqueEnv(env []string) ([]string, error) {
+	seen := make(map[string]bool, len(env))
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, ok := strings.Cut(kv, "=")
 		if !ok {
 			return nil, fmt.Errorf("environment entry %q has no '='", kv)
 		}
-		if _, dup := m[k]; !dup { // the first wins, as getenv's does
-			m[k] = v
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, kv)
 		}
 	}
-	return json.Marshal(m)
+	slices.SortFunc(out, func(a, b string) int {
+		ka, _, _ := strings.Cut(a, "=")
+		kb, _, _ := strings.Cut(b, "=")
+		return strings.Compare(ka, kb)
+	})
+	return out, nil
 }
 
 // The zygote's descriptors: its control socket, its pid namespace, and a pipe
