@@ -225,6 +225,40 @@ func TestWarmTZMatchesCold(t *testing.T) {
 	}
 }
 
+// TestWarmPythonPathMatchesCold: a warm Python run puts the PYTHONPATH brig
+// sets (a package layer's) on sys.path where a fresh interpreter does, and a
+// run without one has the cold run's sys.path.
+func TestWarmPythonPathMatchesCold(t *testing.T) {
+	cold := newTestLauncher(t, 0)
+	warm := newWarmLauncher(t, 1)
+	const code = "import os, sys\nprint(sys.path, os.environ.get('PYTHONPATH'))"
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // in the cold run's output
+	}{
+		// An empty entry is the working directory; each is normalised.
+		{"set", map[string]string{"PYTHONPATH": "/opt/brig/a::rel:/opt//brig/x/../b/"}, "['/sandbox', '/opt/brig/a', '/sandbox', '/sandbox/rel', '/opt/brig/b', "},
+		{"unset", nil, "['/sandbox', "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			waitWarm(t, warm)
+			brigEnv := func(s *Spec) { s.BrigEnv = tc.env }
+			w := run(t, warm, rootfs.Python, code, brigEnv)
+			c := run(t, cold, rootfs.Python, code, brigEnv)
+			if w.Start != StartWarm || c.Start != StartCold {
+				t.Fatalf("start paths: got %s and %s, want warm and cold", w.Start, c.Start)
+			}
+			if !c.Succeeded() || !strings.HasPrefix(c.Stdout, tc.want) {
+				t.Fatalf("cold: %s %q (stderr %q), want it to start %q", c.End, c.Stdout, c.Stderr, tc.want)
+			}
+			if w.Stdout != c.Stdout || w.Stderr != c.Stderr || w.End != c.End {
+				t.Errorf("warm: %s %q %q; cold: %s %q %q", w.End, w.Stdout, w.Stderr, c.End, c.Stdout, c.Stderr)
+			}
+		})
+	}
+}
+
 func firstLines(s string, n int) string {
 	lines := strings.SplitAfter(s, "\n")
 	if len(lines) > n {

@@ -438,14 +438,20 @@ finally:
     os.close(_f)
 del _chunks, _b, _n, _v, _f
 _setenv(_env)
-sys.path[1:1] = [p for p in os.environ.get('PYTHONPATH', '').split(':') if p]
+# (os.environ.get of a name that is not there raises and catches a KeyError:
+# 0.8 to 2.7 ms here, the first exception of the process.)
+# Each entry made absolute as the interpreter's start makes it (getpath):
+# normalised, and an empty one the working directory.
+_pp = os.environ._data.get(b'PYTHONPATH')
+if _pp:
+    sys.path[1:1] = [os.path.abspath(p) for p in os.fsdecode(_pp).split(':')]
 if _tz is not None and _tz != _tz_key():
     sys.modules['time'].tzset()  # the run's TZ, as a fresh interpreter reads it
 if 'logging' in sys.modules:
     # A record's relativeCreated counts from logging's import: the run's
     # start, not the zygote's.
     sys.modules['logging']._startTime = sys.modules['time'].time()
-del _env, _setenv, _tz, _tz_key
+del _env, _setenv, _tz, _tz_key, _pp
 sys.modules['__main__'] = _main
 
 
