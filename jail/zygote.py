@@ -419,9 +419,11 @@ os.write(3, b'r')
 # The run, up to EOF (the supervisor closes its end; setRun in zygote.go):
 # the length of its environment (4 bytes, little-endian), the environment
 # (NAME=VALUE, each ended by a NUL), its code.
+# (In 64 KiB reads: os.read allocates its whole size first, and a buffer of 1
+# MiB was mapped and unmapped for each read, 0.3 ms of the run's start here.)
 _chunks = []
 while True:
-    _b = os.read(3, 1 << 20)
+    _b = os.read(3, 1 << 16)
     if not _b:
         break
     _chunks.append(_b)
