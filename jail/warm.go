@@ -65,9 +65,12 @@ func warmArgv(root *rootfs.Root) []string {
 // a run that sets one (the request's or brig's) can't use a warm interpreter.
 // CPython sets its locale, UTF-8 mode and stdio encodings from LC_* at start,
 // and Node its ICU default locale (Intl, toLocaleString); LANG is brig's own.
-// Both languages also take startupEnvLoader.
+// OpenSSL reads OPENSSL_CONF, OPENSSL_MODULES and OPENSSL_ia32cap when it
+// initialises, in Node's start and, for Python, in the zygote's import of
+// hashlib (a warm run with OPENSSL_CONF enabling the legacy provider had no
+// md4). Both languages also take startupEnvLoader.
 var startupEnvPrefixes = map[rootfs.Language][]string{
-	rootfs.Python:     append([]string{"PYTHON", "LC_"}, startupEnvLoader...),
+	rootfs.Python:     append([]string{"PYTHON", "LC_", "OPENSSL_"}, startupEnvLoader...),
 	rootfs.JavaScript: append([]string{"NODE_", "UV_", "OPENSSL_", "SSL_CERT_", "LC_"}, startupEnvLoader...),
 }
 

@@ -146,6 +146,10 @@ var warmCorpus = []struct {
 	// that signalling "the parent" fails as cold instead of signalling the
 	// process group (kill(0, sig)); a process the program forks sees its own.
 	{"py parent", rootfs.Python, "import os, signal\nprint(os.getppid(), os.getppid.__name__)\ntry:\n    os.kill(os.getppid(), signal.SIGUSR1)\nexcept OSError as e:\n    print(type(e).__name__)\nme = os.getpid()\npid = os.fork()\nif pid == 0:\n    os._exit(0 if os.getppid() == me else 1)\nprint(os.waitpid(pid, 0)[1])", 0},
+	// The script is made when the run comes, as a cold run's: its birth and
+	// access times and its directory's are not the sandbox's readiness; and a
+	// cold start's importer lookup for it is cached.
+	{"py script's times", rootfs.Python, "import os, sys\nprint({k: v for k, v in sys.path_importer_cache.items() if k.startswith('/sandbox')})\nf, d = os.stat(__file__), os.stat('/sandbox')\nimport subprocess\nw = int(subprocess.run(['stat', '-c', '%W', __file__], capture_output=True, text=True).stdout)\nprint(f.st_atime_ns >= f.st_mtime_ns, abs(d.st_mtime - f.st_mtime) < 0.05, abs(w - int(f.st_mtime)) <= 1)", 0},
 	{"js main", rootfs.JavaScript, "console.log(require.main === module, __filename, __dirname, process.argv.length, process.argv[1], process.cwd(), process.env.REQ_A, process.execArgv)", 0},
 	{"js affinity of every thread", rootfs.JavaScript, "const fs = require('fs')\nconst s = new Set(fs.readdirSync('/proc/self/task').map(t => fs.readFileSync('/proc/self/task/' + t + '/status', 'utf8').match(/Cpus_allowed_list:\\t(.*)/)[1]))\nconsole.log([...s].join(' '), require('os').availableParallelism())", 0},
 	// The bootstrap is a script of its own (nodeBoot): its file, its cache
@@ -239,6 +243,8 @@ func TestWarmPythonPathMatchesCold(t *testing.T) {
 	}{
 		// An empty entry is the working directory; each is normalised.
 		{"set", map[string]string{"PYTHONPATH": "/opt/brig/a::rel:/opt//brig/x/../b/"}, "['/sandbox', '/opt/brig/a', '/sandbox', '/sandbox/rel', '/opt/brig/b', "},
+		// Each path once (site's removeduppaths), the first kept.
+		{"duplicates", map[string]string{"PYTHONPATH": "/opt/a:/opt/a::/usr/lib/python3.11"}, "['/sandbox', '/opt/a', '/sandbox', '/usr/lib/python3.11', '/usr/lib/python311.zip', '/usr/lib/python3.11/lib-dynload', '/usr/lib/python3/dist-packages']"},
 		{"unset", nil, "['/sandbox', "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -479,6 +485,8 @@ func TestWarmEligible(t *testing.T) {
 		{rootfs.JavaScript, map[string]string{"MALLOC_PERTURB_": "165"}, false, "MALLOC_PERTURB_"},
 		{rootfs.Python, map[string]string{"GLIBC_TUNABLES": "glibc.malloc.perturb=165"}, false, "GLIBC_TUNABLES"},
 		{rootfs.Python, map[string]string{"LOCPATH": "/x"}, false, "LOCPATH"},
+		{rootfs.Python, map[string]string{"OPENSSL_CONF": "/sandbox/o.cnf"}, false, "OPENSSL_CONF"},
+		{rootfs.Python, map[string]string{"SSL_CERT_FILE": "/x"}, true, ""}, // read when a context is made
 	} {
 		ok, why := WarmEligible(tc.lang, tc.env)
 		if ok != tc.ok || why != tc.why {

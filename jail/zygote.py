@@ -408,10 +408,8 @@ def _print_uncaught(e):
     return None
 
 
-# The script, made now and written when the run comes: creating it (a path
-# walk and a new inode) is no run's work. (Its birth time, statx's btime, is
-# then the sandbox's readiness, not the run's start.)
-_f = os.open(_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+# A cold start looks for an importer for its script, which caches none.
+sys.path_importer_cache[_path] = None
 _tz = _tz_key() if 'time' in sys.modules else None
 _collect()
 sys.stdout.flush()
@@ -432,6 +430,9 @@ _b = b''.join(_chunks)
 _n = 4 + int.from_bytes(_b[:4], 'little')
 _env = [_kv.split(b'=', 1) for _kv in _b[4:_n].split(b'\0')[:-1]]
 _src = _b[_n:]
+# The script is made now, not before the sandbox said it was ready: its
+# times (birth, access) and /sandbox's are the run's, as a cold run's are.
+_f = os.open(_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
 _v = memoryview(_src)
 try:
     while _v:
@@ -443,10 +444,11 @@ _setenv(_env)
 # (os.environ.get of a name that is not there raises and catches a KeyError:
 # 0.8 to 2.7 ms here, the first exception of the process.)
 # Each entry made absolute as the interpreter's start makes it (getpath):
-# normalised, and an empty one the working directory.
+# normalised, and an empty one the working directory; then, as site's
+# removeduppaths, each path once, the first kept.
 _pp = os.environ._data.get(b'PYTHONPATH')
 if _pp:
-    sys.path[1:1] = [os.path.abspath(p) for p in os.fsdecode(_pp).split(':')]
+    sys.path[1:] = dict.fromkeys([os.path.abspath(p) for p in os.fsdecode(_pp).split(':')] + sys.path[1:])
 if _tz is not None and _tz != _tz_key():
     sys.modules['time'].tzset()  # the run's TZ, as a fresh interpreter reads it
 if 'logging' in sys.modules:
@@ -502,9 +504,11 @@ del _uncaught
 # zygote's pages into this process (6 ms of CPU against 1). What a program can
 # observe of that is kept: non-daemon threads are joined (if threading is
 # imported: whatever sys.modules holds under its name), atexit handlers run,
-# __main__ is released and collected (the __del__ methods of its objects run
-# with its globals intact, as the interpreter's collection runs them), and
-# the output is flushed, a failure as the interpreter reports it (status 120).
+# __main__ is released and collected, and the output is flushed, a failure
+# as the interpreter reports it (status 120). (The __del__ methods of
+# __main__'s objects run with its globals, builtins and imports intact: the
+# interpreter runs those of objects outside a cycle while it clears the
+# module, after imports have stopped working; README.)
 _absent = object()
 _t = sys.modules.get('threading', _absent)
 if _t is not _absent:
