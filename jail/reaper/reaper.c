@@ -422,6 +422,8 @@ static int start_warm(const struct reaper_config *cfg, long *pid) {
 	return sv[0];
 }
 
+static void harden(const struct reaper_config *cfg);
+
 // run_program reads the run, writes its script and starts its program: hands
 // the waiting interpreter of a warm sandbox (warm_fd) its environment, or
 // starts the interpreter. It returns the program's pid.
@@ -463,6 +465,10 @@ static long run_program(const struct reaper_config *cfg, int warm_fd, long warm_
 	sys1(__NR_close, fd);
 	if (warm_fd < 0)
 		return spawn(cfg, -1);
+	// Nothing after the hand-over needs a privilege: pid 1 drops them
+	// first, so that the program never sees it privileged (a cold program
+	// is spawned by a privileged pid 1, which hardens itself after).
+	harden(cfg);
 	if ((r = write_all(warm_fd, p, run.handover_len)) < 0)
 		fail("exec", r); // the interpreter died waiting
 	sys1(__NR_close, warm_fd);
@@ -477,6 +483,46 @@ static long load_filter(struct sock_filter *f, uint32_t len) {
 		return r;
 	struct sock_fprog prog = {(unsigned short)len, f};
 	return sys3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+}
+
+// harden makes pid 1 as unprivileged and filtered as the program (the Go
+// init's hardenSteps): an unprivileged identity with no capability, its
+// parent-death signal again, SIGCHLD blocked for its waits, and its filter.
+static void harden(const struct reaper_config *cfg) {
+	long r;
+	if ((r = sys2(__NR_setgroups, 0, 0)) < 0 ||
+	    (r = sys3(__NR_setresgid, cfg->gid, cfg->gid, cfg->gid)) < 0 ||
+	    (r = sys3(__NR_setresuid, cfg->uid, cfg->uid, cfg->uid)) < 0)
+		fail("init identity", r);
+	// The uid change emptied the permitted and effective sets; the
+	// inheritable set is emptied here, and all three are checked.
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2] = {{0, 0, 0}, {0, 0, 0}};
+	if ((r = sys2(__NR_capset, &hdr, data)) < 0 || (r = sys2(__NR_capget, &hdr, data)) < 0)
+		fail("init capabilities", r);
+	for (int i = 0; i < 2; i++)
+		if (data[i].effective || data[i].permitted || data[i].inheritable)
+			fail("init capabilities", EINVAL);
+	// A change of uid clears the parent-death signal: set it again, then
+	// check that the supervisor did not die before (its end of the status
+	// pipe is then closed, and ours reports POLLERR).
+	if ((r = sys2(__NR_prctl, PR_SET_PDEATHSIG, SIGKILL)) < 0)
+		fail("parent-death signal", r);
+	struct pollfd pfd = {REAPER_STATUS_FD, POLLOUT, 0};
+	struct {
+		long sec, nsec;
+	} now = {0, 0};
+	if ((r = sys5(__NR_ppoll, &pfd, 1, &now, 0, 8)) < 0)
+		fail("parent-death signal", r);
+	if (pfd.revents & POLLERR)
+		die(1);
+	// SIGCHLD is blocked, so that it is queued for the wait below (pid 1
+	// would otherwise discard it, its action being the default).
+	unsigned long chld = 1UL << (SIGCHLD - 1);
+	if ((r = sys4(__NR_rt_sigprocmask, SIG_BLOCK, &chld, 0, sizeof chld)) < 0)
+		fail("signal mask", r);
+	if ((r = load_filter(filter, cfg->filter_len)) < 0)
+		fail("init seccomp", r);
 }
 
 // keep_only_status closes every descriptor but the status pipe: 0, or -errno.
@@ -517,8 +563,9 @@ static __attribute__((noreturn)) void reaper_main(void) {
 	// As the Go init's prepareSteps and hardenSteps (package pid1): the
 	// cgroup namespace once the supervisor has moved it into the run's
 	// cgroups (it sends the config after), then, in a zygote's sandbox at
-	// once and in a cold one once the program has started, an unprivileged
-	// identity with no capability, no_new_privs and a filter.
+	// once, in a warm one just before the hand-over and in a cold one once
+	// the program has started, an unprivileged identity with no capability,
+	// no_new_privs and a filter (harden).
 	if ((r = sys1(__NR_unshare, CLONE_NEWCGROUP)) < 0)
 		fail("cgroup namespace", r);
 	for (uint32_t c = 0; c <= cfg.last_cap; c++)
@@ -534,6 +581,7 @@ static __attribute__((noreturn)) void reaper_main(void) {
 	if (!program && (r = sys3(__NR_setpriority, PRIO_PROCESS, 0, 0)) < 0)
 		fail("priority", r);
 	long prog_pid = 0;
+	int hardened = 0;
 	if (program) {
 		for (uint32_t i = 0; i < cfg.nrlimits; i++) {
 			uint64_t lim[2] = {rlimits[i].cur, rlimits[i].max};
@@ -551,45 +599,15 @@ static __attribute__((noreturn)) void reaper_main(void) {
 			warm_fd = start_warm(&cfg, &warm_pid);
 		say(REAPER_STATUS_FD, "{\"kind\":\"ready\"}\n");
 		prog_pid = run_program(&cfg, warm_fd, warm_pid);
+		hardened = warm_fd >= 0;
 		report("started", 0, 0);
 		// Nothing of the supervisor's is left open but the status pipe: not
 		// the run's output, whose EOF says the program's end, nor the spec.
 		if ((r = keep_only_status()) < 0)
 			fail("init output", r);
 	}
-	if ((r = sys2(__NR_setgroups, 0, 0)) < 0 ||
-	    (r = sys3(__NR_setresgid, cfg.gid, cfg.gid, cfg.gid)) < 0 ||
-	    (r = sys3(__NR_setresuid, cfg.uid, cfg.uid, cfg.uid)) < 0)
-		fail("init identity", r);
-	// The uid change emptied the permitted and effective sets; the
-	// inheritable set is emptied here, and all three are checked.
-	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
-	struct __user_cap_data_struct data[2] = {{0, 0, 0}, {0, 0, 0}};
-	if ((r = sys2(__NR_capset, &hdr, data)) < 0 || (r = sys2(__NR_capget, &hdr, data)) < 0)
-		fail("init capabilities", r);
-	for (int i = 0; i < 2; i++)
-		if (data[i].effective || data[i].permitted || data[i].inheritable)
-			fail("init capabilities", EINVAL);
-	// A change of uid clears the parent-death signal: set it again, then
-	// check that the supervisor did not die before (its end of the status
-	// pipe is then closed, and ours reports POLLERR).
-	if ((r = sys2(__NR_prctl, PR_SET_PDEATHSIG, SIGKILL)) < 0)
-		fail("parent-death signal", r);
-	struct pollfd pfd = {REAPER_STATUS_FD, POLLOUT, 0};
-	struct {
-		long sec, nsec;
-	} now = {0, 0};
-	if ((r = sys5(__NR_ppoll, &pfd, 1, &now, 0, 8)) < 0)
-		fail("parent-death signal", r);
-	if (pfd.revents & POLLERR)
-		die(1);
-	// SIGCHLD is blocked, so that it is queued for the wait below (pid 1
-	// would otherwise discard it, its action being the default).
-	unsigned long chld = 1UL << (SIGCHLD - 1);
-	if ((r = sys4(__NR_rt_sigprocmask, SIG_BLOCK, &chld, 0, sizeof chld)) < 0)
-		fail("signal mask", r);
-	if ((r = load_filter(filter, cfg.filter_len)) < 0)
-		fail("init seccomp", r);
+	if (!hardened)
+		harden(&cfg);
 	if (program) {
 		// Until the program ends: then its status, and pid 1's exit takes
 		// whatever it left in the namespace.
@@ -613,6 +631,7 @@ static __attribute__((noreturn)) void reaper_main(void) {
 		die(1);
 	// The program is a zygote's child, not this process's: it only reaps what
 	// the program leaves to it, until the run's end kills it.
+	unsigned long chld = 1UL << (SIGCHLD - 1); // blocked (harden)
 	for (;;) {
 		while (sys4(__NR_wait4, -1, 0, WNOHANG | __WALL, 0) > 0)
 			;
