@@ -213,20 +213,29 @@ func TestWarmTZMatchesCold(t *testing.T) {
 		{"UTC+5", map[string]string{"TZ": "XYZ-5"}, "XYZ-5 ('XYZ', 'XYZ') 18000 XYZ XYZ\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			waitWarm(t, warm)
-			w := run(t, warm, rootfs.Python, code, withEnv(tc.env))
-			c := run(t, cold, rootfs.Python, code, withEnv(tc.env))
-			if w.Start != StartWarm || c.Start != StartCold {
-				t.Fatalf("start paths: got %s and %s, want warm and cold", w.Start, c.Start)
-			}
+			c := runWarmAndCold(t, warm, cold, code, withEnv(tc.env))
 			if !c.Succeeded() || (tc.want != "" && c.Stdout != tc.want) {
 				t.Fatalf("cold: %s %q (stderr %q), want %q", c.End, c.Stdout, c.Stderr, tc.want)
 			}
-			if w.Stdout != c.Stdout || w.Stderr != c.Stderr || w.End != c.End {
-				t.Errorf("warm: %s %q %q; cold: %s %q %q", w.End, w.Stdout, w.Stderr, c.End, c.Stdout, c.Stderr)
-			}
 		})
 	}
+}
+
+// runWarmAndCold runs a Python program through warm and cold with opts,
+// checks that each took its path, and that their stdout, stderr and end
+// match; it returns the cold run's result for the caller's own checks.
+func runWarmAndCold(t *testing.T, warm, cold *Launcher, code string, opts ...func(*Spec)) *Result {
+	t.Helper()
+	waitWarm(t, warm)
+	w := run(t, warm, rootfs.Python, code, opts...)
+	c := run(t, cold, rootfs.Python, code, opts...)
+	if w.Start != StartWarm || c.Start != StartCold {
+		t.Fatalf("start paths: got %s and %s, want warm and cold", w.Start, c.Start)
+	}
+	if w.Stdout != c.Stdout || w.Stderr != c.Stderr || w.End != c.End {
+		t.Errorf("warm: %s %q %q; cold: %s %q %q", w.End, w.Stdout, w.Stderr, c.End, c.Stdout, c.Stderr)
+	}
+	return c
 }
 
 // TestWarmPythonPathMatchesCold: a warm Python run puts the PYTHONPATH brig
@@ -248,18 +257,9 @@ func TestWarmPythonPathMatchesCold(t *testing.T) {
 		{"unset", nil, "['/sandbox', "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			waitWarm(t, warm)
-			brigEnv := func(s *Spec) { s.BrigEnv = tc.env }
-			w := run(t, warm, rootfs.Python, code, brigEnv)
-			c := run(t, cold, rootfs.Python, code, brigEnv)
-			if w.Start != StartWarm || c.Start != StartCold {
-				t.Fatalf("start paths: got %s and %s, want warm and cold", w.Start, c.Start)
-			}
+			c := runWarmAndCold(t, warm, cold, code, func(s *Spec) { s.BrigEnv = tc.env })
 			if !c.Succeeded() || !strings.HasPrefix(c.Stdout, tc.want) {
 				t.Fatalf("cold: %s %q (stderr %q), want it to start %q", c.End, c.Stdout, c.Stderr, tc.want)
-			}
-			if w.Stdout != c.Stdout || w.Stderr != c.Stderr || w.End != c.End {
-				t.Errorf("warm: %s %q %q; cold: %s %q %q", w.End, w.Stdout, w.Stderr, c.End, c.Stdout, c.Stderr)
 			}
 		})
 	}
