@@ -471,7 +471,10 @@ static long run_program(const struct reaper_config *cfg, int warm_fd, long warm_
 	harden(cfg);
 	if ((r = write_all(warm_fd, p, run.handover_len)) < 0)
 		fail("exec", r); // the interpreter died waiting
-	sys1(__NR_close, warm_fd);
+	// Its EOF starts the program. close_range, not close: the filter
+	// harden loaded allows the one and not the other.
+	if ((r = sys3(__NR_close_range, warm_fd, warm_fd, 0)) < 0)
+		fail("exec", r);
 	return warm_pid;
 }
 
