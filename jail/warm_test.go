@@ -155,6 +155,9 @@ var warmCorpus = []struct {
 	// The bootstrap is a script of its own (nodeBoot): its file, its cache
 	// entries and any global of its must be gone before the program runs.
 	{"js bootstrap leaves nothing", rootfs.JavaScript, "const fs = require('fs'), Module = require('module')\nconsole.log(fs.readdirSync('/sandbox'), Object.keys(require.cache), Object.keys(Module._pathCache), process.argv0, process.argv.slice(1))\nconsole.log(process.mainModule === module, module.id, module.loaded, module.children.length, module.parent, require.main.filename)\nconsole.log(Object.getOwnPropertyNames(globalThis).sort().join(' '))", 0},
+	// node keeps process.title in its command line's memory: the bootstrap's
+	// path is as long as the script's (pid1.WarmBootPath).
+	{"js title", rootfs.JavaScript, "process.title = 'x'.repeat(40); console.log(process.title.length, require('fs').readFileSync('/proc/self/cmdline').length)", 0},
 	{"js modules loaded", rootfs.JavaScript, "console.log(process.moduleLoadList.join(' '))", 0},
 	{"js exit code", rootfs.JavaScript, "console.log('before'); process.exit(4)", 0},
 	{"js throw", rootfs.JavaScript, "function f() { throw new Error('boom') }\nf()", 5},

@@ -207,8 +207,11 @@ const (
 
 // WarmBootPath is where a warm JavaScript interpreter's bootstrap
 // (PrepareSpec.WarmBoot) is written. The bootstrap removes it as it starts,
-// long before a run takes the sandbox.
-const WarmBootPath = "/sandbox/.brig-boot.js"
+// long before a run takes the sandbox. It is as long as the script's path
+// (rootfs's ScriptName under /sandbox): node keeps process.title in the
+// memory of its command line, which then holds as much as a cold run's (a
+// 22-byte path let a warm program's title be 6 bytes longer).
+const WarmBootPath = "/sandbox/.brg.js"
 
 // WarmFD is the descriptor on which a warm interpreter reads its run's
 // environment.
