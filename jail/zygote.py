@@ -415,10 +415,11 @@ _collect()
 sys.stdout.flush()
 os.write(3, b'r')
 # The run, up to EOF (the supervisor closes its end; setRun in zygote.go):
-# the length of its environment (4 bytes, little-endian), the environment
-# (NAME=VALUE, each ended by a NUL), its code.
-# (In 64 KiB reads: os.read allocates its whole size first, and a buffer of 1
-# MiB was mapped and unmapped for each read, 0.3 ms of the run's start here.)
+# the lengths of its environment and of its code (4 bytes each,
+# little-endian), the environment (NAME=VALUE, each ended by a NUL), its
+# code. (In 64 KiB reads: os.read allocates its whole size first, and a
+# buffer of 1 MiB was mapped and unmapped for each read, 0.3 ms of the run's
+# start here.)
 _chunks = []
 while True:
     _b = os.read(3, 1 << 16)
@@ -427,8 +428,10 @@ while True:
     _chunks.append(_b)
 os.close(3)
 _b = b''.join(_chunks)
-_n = 4 + int.from_bytes(_b[:4], 'little')
-_env = [_kv.split(b'=', 1) for _kv in _b[4:_n].split(b'\0')[:-1]]
+_n = 8 + int.from_bytes(_b[:4], 'little')
+if len(_b) < 8 or len(_b) != _n + int.from_bytes(_b[4:8], 'little'):
+    raise OSError(0, 'the run came cut short (%d bytes)' % len(_b))
+_env = [_kv.split(b'=', 1) for _kv in _b[8:_n].split(b'\0')[:-1]]
 _src = _b[_n:]
 # The script is made now, not before the sandbox said it was ready: its
 # times (birth, access) and /sandbox's are the run's, as a cold run's are.
@@ -441,11 +444,11 @@ finally:
     os.close(_f)
 del _chunks, _b, _n, _v, _f
 _setenv(_env)
-# (os.environ.get of a name that is not there raises and catches a KeyError:
-# 0.8 to 2.7 ms here, the first exception of the process.)
-# Each entry made absolute as the interpreter's start makes it (getpath):
-# normalised, and an empty one the working directory; then, as site's
-# removeduppaths, each path once, the first kept.
+# PYTHONPATH's entries, each made absolute as the interpreter's start makes
+# it (getpath: normalised, an empty one the working directory), then each
+# path once, the first kept, as site's removeduppaths. (Looked up in
+# os.environ's dict: os.environ.get of an absent name raises and catches a
+# KeyError, the process's first exception, 0.8 to 2.7 ms here.)
 _pp = os.environ._data.get(b'PYTHONPATH')
 if _pp:
     sys.path[1:] = dict.fromkeys([os.path.abspath(p) for p in os.fsdecode(_pp).split(':')] + sys.path[1:])

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -438,4 +439,39 @@ func niceOf(tb testing.TB, pid int) int {
 		tb.Fatalf("nice of %d: %v", pid, err)
 	}
 	return n
+}
+
+// TestZygoteChildRunCutShort: a zygote's child whose run came cut short (the
+// supervisor's hand-over ended part way) fails, and runs no part of it.
+func TestZygoteChildRunCutShort(t *testing.T) {
+	l := newTestLauncher(t, 1, func(c *Config) { c.Warm = map[rootfs.Language]bool{rootfs.Python: true} })
+	waitWarm(t, l)
+	root := rootOf(t, l, rootfs.Python)
+	key := poolKey(root, rootfs.Python)
+	s := <-l.pools[key]
+	l.rooms[key] <- struct{}{} // as took does: the filler makes the next
+	defer s.discard()
+	if s.zchild == nil {
+		t.Fatal("the warm pool's sandbox has no zygote child")
+	}
+	rs := runSpecOf(Spec{Language: rootfs.Python, Code: "print('ran')\nx = 12345\n"}, root, nil)
+	if err := s.zchild.setRun(rs); err != nil {
+		t.Fatal(err)
+	}
+	// Cut short, it would still parse: "x = 123".
+	s.zchild.run = s.zchild.run[:len(s.zchild.run)-3]
+	if err := s.zchild.handOver(); err != nil {
+		t.Fatal(err)
+	}
+	var ws uint32
+	select {
+	case ws = <-s.zchild.exit:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the child did not exit")
+	}
+	out, _ := io.ReadAll(s.stdout)
+	errOut, _ := io.ReadAll(s.stderr)
+	if st := syscall.WaitStatus(ws); st.ExitStatus() == 0 || len(out) > 0 || !strings.Contains(string(errOut), "cut short") {
+		t.Errorf("got status %v, stdout %q, stderr %q; want a failure saying the run came cut short, and no output", st, out, errOut)
+	}
 }
