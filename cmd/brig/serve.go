@@ -660,10 +660,12 @@ func serveUntilSignal(svc *supervisor.Service, ln net.Listener, grace time.Durat
 	go func() { served <- svc.Serve(ln) }()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	// Never given back to the default action: a signal during the sandboxes'
-	// cleanup that follows (serveAction's defers) would kill the process
-	// half-way and leave its cgroups (SIGKILL still does).
-	defer signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+	// Never stopped nor ignored: a signal during the sandboxes' cleanup that
+	// follows (serveAction's defers) must not kill the process half-way and
+	// leave its cgroups (SIGKILL still does). Once sigs is full the runtime
+	// drops what comes. Not signal.Ignore: the runtime stops handling the
+	// signal before it installs SIG_IGN, and a signal in between takes the
+	// default action (TestServeStopsCleanlyUnderRepeatedSignals, once in CI).
 	select {
 	case sig := <-sigs:
 		log.Info("shutting down", "signal", sig.String(), "grace", max(grace, 0).String())
