@@ -202,7 +202,7 @@ type ErrorBody struct {
 // invalid request, and a sentence that says what to do.
 type Error struct {
 	Code    string `json:"code"`
-	Field   string `json:"field,omitempty"`
+	Field   string `json:"field"`
 	Message string `json:"message"`
 }
 

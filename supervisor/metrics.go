@@ -71,6 +71,7 @@ func newMetrics(adm *admission) *metrics {
 			Name: "brig_egress_bytes_total", Help: "Bytes networked runs sent (direction sent) and received (direction received) through the egress proxy.",
 		}, []string{"direction"}),
 	}
+	m.zero()
 	m.reg.MustRegister(m.runs, m.requests, m.refused, m.queue, m.start, m.total, m.peak, m.egressDecisions, m.egressBytes, m.starts,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "brig_queue_depth", Help: "Runs accepted and waiting for a slot.",
@@ -82,6 +83,31 @@ func newMetrics(adm *admission) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
+}
+
+// zero makes the series a dashboard or an alert reads first, at 0, so that
+// they are there before the first run and the first connection (a labelled
+// counter appears only at its first increment, and rate() over an absent
+// series is empty, not 0): every language's runs by each outcome and reason
+// a run can end with, and each networked mode's usual decisions and bytes.
+func (m *metrics) zero() {
+	for _, lang := range api.Languages {
+		for _, reason := range append([]api.Reason{api.ReasonNone}, api.Reasons...) {
+			for _, mode := range []string{api.NetworkNone, api.NetworkAny} {
+				m.runs.WithLabelValues(lang.String(), string(api.OutcomeOf(reason, mode)), string(reason))
+			}
+		}
+	}
+	for _, d := range []struct{ mode, allowed, denied string }{
+		{api.NetworkRegistries, "registry", "not_a_registry"},
+		{api.NetworkDomains, "domain", "not_a_domain"},
+		{api.NetworkAny, "mode_any", "address_class"},
+	} {
+		m.egressDecisions.WithLabelValues(d.mode, "true", d.allowed)
+		m.egressDecisions.WithLabelValues(d.mode, "false", d.denied)
+	}
+	m.egressBytes.WithLabelValues("sent")
+	m.egressBytes.WithLabelValues("received")
 }
 
 // observe counts a finished run; started says whether its program started,

@@ -224,11 +224,19 @@ func (r *recorder) statusCode() int {
 }
 
 func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
+	tooLarge := func() error {
+		return newError(api.ErrorTooLarge, "the request body is over %d bytes; shorten the code (at most %d characters)", api.MaxBodyBytes, api.MaxCodeChars)
+	}
+	// A body its length declares too large is refused before it is sent, not
+	// once 4 MiB of it have come (or the client has waited out the read).
+	if r.ContentLength > api.MaxBodyBytes {
+		return tooLarge()
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return newError(api.ErrorTooLarge, "the request body is over %d bytes; shorten the code (at most %d characters)", api.MaxBodyBytes, api.MaxCodeChars)
+			return tooLarge()
 		}
 		return invalid("", "the request body could not be read: %v", err)
 	}

@@ -91,13 +91,16 @@ func decodeField(req *api.Request, f string, raw json.RawMessage) *apiError {
 // decodeEnv decodes env, refusing any value that is not a string (null too,
 // which encoding/json would make "").
 func decodeEnv(req *api.Request, raw json.RawMessage) *apiError {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &members); err != nil {
+	vars, dup, err := members(raw)
+	if err != nil {
 		return invalid("env", "%s", typeHint["env"])
 	}
-	req.Env = make(map[string]string, len(members))
-	for _, k := range slices.Sorted(maps.Keys(members)) {
-		v := members[k]
+	if dup != "" {
+		return invalid("env."+dup, "is given twice in env; give each variable once")
+	}
+	req.Env = make(map[string]string, len(vars))
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		v := vars[k]
 		var s string
 		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) || json.Unmarshal(v, &s) != nil {
 			return invalid("env."+k, "must be a string, such as {%q: \"1\"}: env's values are strings", k)
@@ -129,9 +132,11 @@ func decodeObject(body []byte, prefix string, known []string) (map[string]json.R
 	if prefix != "" {
 		what = prefix
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var fields map[string]json.RawMessage
-	if err := dec.Decode(&fields); err != nil || fields == nil {
+	fields, dup, err := members(body)
+	if err == errTrailing {
+		return nil, invalid(prefix, "%s must be one JSON object with nothing after it", what)
+	}
+	if err != nil {
 		if prefix != "" {
 			return nil, invalid(prefix, "%s", typeHint[prefix])
 		}
@@ -142,8 +147,8 @@ func decodeObject(body []byte, prefix string, known []string) (map[string]json.R
 		}
 		return nil, invalid("", "%s %s, such as {\"language\": %q, \"code\": \"print(1)\"}", what, msg, api.Python)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, invalid(prefix, "%s must be one JSON object with nothing after it", what)
+	if dup != "" {
+		return nil, invalid(join(prefix, dup), "is given twice in %s; give each field once", what)
 	}
 	var unknown []string
 	for k := range fields {
@@ -156,6 +161,46 @@ func decodeObject(body []byte, prefix string, known []string) (map[string]json.R
 		return nil, invalid(join(prefix, unknown[0]), "is not a field of %s; the fields are %s", what, strings.Join(known, ", "))
 	}
 	return fields, nil
+}
+
+// errTrailing is members' error for an object followed by more than space.
+var errTrailing = errors.New("data after the object")
+
+// members decodes b as one JSON object and returns its members, or the first
+// name it gives twice. encoding/json keeps the last of a name given twice,
+// where another parser (a harness's validator, a proxy's) may keep the first:
+// such a body is refused, so that brig never runs other code, or with another
+// environment, than the request shows to every reader of it.
+func members(b []byte) (fields map[string]json.RawMessage, dup string, err error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil {
+		return nil, "", err
+	} else if t != json.Delim('{') {
+		return nil, "", errors.New("not an object")
+	}
+	fields = map[string]json.RawMessage{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, "", err
+		}
+		name := t.(string) // Token gives an object's names as strings
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, "", err
+		}
+		if _, ok := fields[name]; ok && dup == "" {
+			dup = name
+		}
+		fields[name] = v
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, "", err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, "", errTrailing
+	}
+	return fields, dup, nil
 }
 
 func decodeNetwork(raw json.RawMessage) (*api.Network, *apiError) {

@@ -248,6 +248,15 @@ func TestDecodeRequest(t *testing.T) {
 		{name: "first bad: memory before env", body: validBody(`"memory_mib": 1`, `"env": {"PATH": "x"}`), field: "memory_mib"},
 		{name: "first bad: packages before network", body: validBody(`"packages": ["requests"]`, `"network": {"mode": "bogus"}`), field: "packages[0]"},
 
+		// a name given twice: encoding/json keeps the last, another reader may
+		// keep the first, so the request is refused whatever the values
+		{name: "code twice", body: `{"language": "python", "code": "print(1)", "code": "print(2)"}`, field: "code", contains: []string{"twice"}},
+		{name: "language twice", body: `{"language": "ruby", "language": "python", "code": "print(1)"}`, field: "language"},
+		{name: "same value twice", body: `{"language": "python", "language": "python", "code": "print(1)"}`, field: "language"},
+		{name: "network mode twice", body: validBody(`"network": {"mode": "any", "mode": "none"}`), field: "network.mode"},
+		{name: "env name twice", body: validBody(`"env": {"A": "1", "B": "2", "A": "3"}`), field: "env.A"},
+		{name: "names differing in case", body: validBody(`"env": {"A": "1", "a": "2"}`), valid: true},
+
 		// bodies that are not one object
 		{name: "array body", body: `[]`, field: ""},
 		{name: "string body", body: `"x"`, field: ""},

@@ -1,0 +1,52 @@
+package supervisor
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/brig-sandbox/brig/api"
+)
+
+// A fresh service's /metrics already has, at 0, the runs of every outcome and
+// reason a run can end with and the networked modes' usual egress decisions,
+// so that rate() and alerts see 0 instead of no series; and no series of an
+// outcome no run can have.
+func TestMetricsBeforeAnyRun(t *testing.T) {
+	m := newMetrics(newAdmission(1, 2048, 0))
+	runs := series(t, m, "brig_runs_total")
+	for _, want := range []string{
+		"language=python,outcome=succeeded,reason=",
+		"language=javascript,outcome=failed,reason=error",
+		"language=python,outcome=failed,reason=memory",
+		"language=python,outcome=unknown,reason=memory",
+		"language=javascript,outcome=unknown,reason=stopped",
+		"language=python,outcome=blocked,reason=package_blocked",
+		"language=javascript,outcome=failed,reason=package_unavailable",
+		"language=python,outcome=failed,reason=internal",
+	} {
+		if v, ok := runs[want]; !ok || v != 0 {
+			t.Errorf("brig_runs_total{%s}: got %v (present %v), want 0", want, v, ok)
+		}
+	}
+	for labels := range runs {
+		if strings.Contains(labels, "outcome=unknown,reason=error") || strings.Contains(labels, "outcome=blocked,reason=error") ||
+			strings.Contains(labels, "outcome=succeeded,reason=e") {
+			t.Errorf("got a series of an outcome no run has: brig_runs_total{%s}", labels)
+		}
+	}
+	if want := len(api.Languages) * 11; len(runs) != want {
+		t.Errorf("got %d brig_runs_total series, want %d (each language: succeeded, 7 failed reasons, 3 unknown)", len(runs), want)
+	}
+	for _, want := range []string{
+		"allowed=true,mode=domains,rule_class=domain",
+		"allowed=false,mode=registries,rule_class=not_a_registry",
+		"allowed=false,mode=any,rule_class=address_class",
+	} {
+		if _, ok := series(t, m, "brig_egress_decisions_total")[want]; !ok {
+			t.Errorf("got no brig_egress_decisions_total{%s}, want it at 0", want)
+		}
+	}
+	if b := series(t, m, "brig_egress_bytes_total"); len(b) != 2 {
+		t.Errorf("got brig_egress_bytes_total %v, want sent and received at 0", b)
+	}
+}
