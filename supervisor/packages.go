@@ -112,6 +112,7 @@ func (s *Service) preparePackages(r *run) (*packages.Lease, *api.Result) {
 		return nil, end(api.ReasonInternal, "checking the package policy: %v", err)
 	}
 	r.prepared = time.Since(begin)
+	r.setTiming(func(t *api.Timing) { t.PrepareMS = r.prepared.Milliseconds() })
 	return lease, nil
 }
 

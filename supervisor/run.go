@@ -40,6 +40,12 @@ type run struct {
 	// prepared is how long the run's packages took to prepare (set before the
 	// run starts, by the run's own goroutine).
 	prepared time.Duration
+	// timing is what is known so far of the Result's timing, for snapshot:
+	// queued_ms once admitted, prepare_ms once the packages are ready,
+	// start_ms once the program has started (counted here from the callback,
+	// which the final result's count from the interpreter's exec can precede
+	// by a millisecond). Guarded by mu.
+	timing api.Timing
 	// startPath is how the run's interpreter started (jail.Result.Start), for
 	// the run's log line; set by the run's own goroutine before finish.
 	startPath string
@@ -92,10 +98,18 @@ func (r *run) setState(state api.State) {
 	r.mu.Unlock()
 }
 
+// setTiming changes the timing snapshot reports.
+func (r *run) setTiming(f func(*api.Timing)) {
+	r.mu.Lock()
+	f(&r.timing)
+	r.mu.Unlock()
+}
+
 // onStart and onOutput are the jail's callbacks.
 func (r *run) onStart() {
 	r.mu.Lock()
 	r.started = true
+	r.timing.StartMS = time.Since(r.accepted).Milliseconds()
 	r.appendLocked(api.Event{Event: api.EventStarted})
 	r.mu.Unlock()
 }
@@ -169,6 +183,7 @@ func (r *run) snapshot() *api.Result {
 	res := pendingResult(r.id, r.req)
 	res.State = r.state
 	res.Stdout, res.Stderr = stdout.String(), stderr.String()
+	res.Timing = r.timing
 	res.Timing.TotalMS = time.Since(r.accepted).Milliseconds()
 	return res
 }

@@ -352,6 +352,7 @@ func (s *Service) execute(r *run, t *ticket) {
 		return
 	}
 	queued := time.Since(r.accepted)
+	r.setTiming(func(t *api.Timing) { t.QueuedMS = queued.Milliseconds() })
 	var lease *packages.Lease
 	if len(r.req.Packages) > 0 {
 		var res *api.Result

@@ -580,6 +580,41 @@ func TestGetRunningRunShowsOutputSoFar(t *testing.T) {
 	}
 }
 
+// GET of a run in flight gives the timing known so far: nothing while it is
+// queued, queued_ms once admitted and start_ms once its program has started,
+// as the result will (a run behind another in a service of one slot waits
+// for it, so both are well above 0).
+func TestGetRunningRunShowsTimingSoFar(t *testing.T) {
+	ts := newTestService(t, func(c *Config) { c.MaxConcurrent = 1 })
+	ctx := context.Background()
+	first := openLiveStream(t, ts.client, request("python", "import time; time.sleep(0.6)", withRunID("timing-first")))
+	first.waitUntil(t, 10*time.Second, "the first run started", func(evs []timedEvent) bool { return eventIndex(evs, api.EventStarted) >= 0 })
+	second := openLiveStream(t, ts.client, request("python", "import time; print('up', flush=True); time.sleep(10)", withRunID("timing-second")))
+	second.waitUntil(t, 10*time.Second, "the second run accepted", func(evs []timedEvent) bool { return eventIndex(evs, api.EventAccepted) >= 0 })
+	if got, err := ts.client.Get(ctx, "timing-second"); err != nil || got.State != api.StateQueued || got.Timing.QueuedMS != 0 || got.Timing.StartMS != 0 {
+		t.Errorf("queued: got %+v (%v), want state queued, queued_ms and start_ms 0 (not known yet)", got, err)
+	}
+	second.waitUntil(t, 10*time.Second, "the second run printed", func(evs []timedEvent) bool {
+		_, ok := firstLineAt(evs, api.EventStdout, "up\n")
+		return ok
+	})
+	got, err := ts.client.Get(ctx, "timing-second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := got.Timing
+	if got.State != api.StateRunning || tm.QueuedMS < 300 || tm.StartMS < tm.QueuedMS || tm.TotalMS < tm.StartMS {
+		t.Errorf("running: got state %s timing %+v, want running with 300 <= queued_ms <= start_ms <= total_ms", got.State, tm)
+	}
+	res, err := ts.client.Stop(ctx, "timing-second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Timing.QueuedMS != tm.QueuedMS || res.Timing.StartMS > tm.StartMS+1 || res.Timing.StartMS < tm.StartMS-50 {
+		t.Errorf("got the result's timing %+v, want the running run's queued_ms, and start_ms at most its (%+v), by less than 50 ms (the callback comes after the exec)", res.Timing, tm)
+	}
+}
+
 // A run that lasts longer than the server's read timeout keeps its blocking POST
 // and its stream: the timeout bounds reading the request, not the run.
 func TestLongRunOutlivesBodyReadTimeout(t *testing.T) {
