@@ -228,6 +228,11 @@ type Limits struct {
 	BodyBytes      int      `json:"body_bytes"`
 	Languages      []string `json:"languages"`
 	NetworkModes   []string `json:"network_modes"`
+	// DefaultNetworkMode is a request's network mode when it gives none.
+	DefaultNetworkMode string `json:"default_network_mode"`
+	// IDPattern and EnvNamePattern are api.IDPattern and api.EnvNamePattern.
+	IDPattern      string   `json:"id_pattern"`
+	EnvNamePattern string   `json:"env_name_pattern"`
 	ReservedEnv    []string `json:"reserved_env"`
 	// Egress is what bounds a networked run's connections, when this host
 	// offers a networked mode.

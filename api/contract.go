@@ -42,6 +42,15 @@ const (
 	MaxBodyBytes = 4 << 20
 )
 
+// IDPattern and EnvNamePattern are what an id and an env name may be, as
+// regular expressions (GET /v1/limits), for a harness to tell a model or check
+// before it sends; the ids "." and ".." are refused besides (an HTTP path
+// segment). The service's own checks agree with them (TestLimitsPatterns).
+var (
+	IDPattern      = fmt.Sprintf(`^[A-Za-z0-9._:-]{%d,%d}$`, MinIDChars, MaxIDChars)
+	EnvNamePattern = `^[A-Za-z_][A-Za-z0-9_]*$`
+)
+
 // ErrUnknown is wrapped by every Parse function of this package for a word
 // that is not one of the contract's: `unknown language "ruby": use ...`.
 var ErrUnknown = errors.New("unknown")

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -407,6 +409,35 @@ func TestValidateIDEveryByte(t *testing.T) {
 		}
 		if aerr != nil && aerr.body.Field != "id" {
 			t.Errorf("id %q: got field %q, want \"id\"", id, aerr.body.Field)
+		}
+	}
+}
+
+// TestLimitsPatterns holds GET /v1/limits' id_pattern and env_name_pattern to
+// the service's own checks: every byte alone and in a name's later places,
+// and the length bounds.
+func TestLimitsPatterns(t *testing.T) {
+	idRE, envRE := regexp.MustCompile(api.IDPattern), regexp.MustCompile(api.EnvNamePattern)
+	var ids, names []string
+	for c := 0; c < 256; c++ {
+		ids = append(ids, "a"+string(rune(c)), string(rune(c)))
+		names = append(names, string(rune(c)), "A"+string(rune(c)))
+	}
+	ids = append(ids, strings.Repeat("x", api.MaxIDChars), strings.Repeat("x", api.MaxIDChars+1), "...", "a.b")
+	for _, id := range ids {
+		_, aerr := decodeRequest([]byte(validBody(`"id": ` + jsonQuote(id))))
+		want := idRE.MatchString(id) && id != "." && id != ".."
+		if got := aerr == nil; got != want {
+			t.Errorf("id %q: got accepted %v, id_pattern (and not . or ..) says %v", id, got, want)
+		}
+	}
+	for _, name := range names {
+		if slices.Contains(jail.ReservedEnvNames(), name) {
+			continue
+		}
+		_, aerr := decodeRequest([]byte(validBody(`"env": {` + jsonQuote(name) + `: "1"}`)))
+		if got, want := aerr == nil, envRE.MatchString(name); got != want {
+			t.Errorf("env name %q: got accepted %v, env_name_pattern says %v", name, got, want)
 		}
 	}
 }

@@ -217,6 +217,12 @@ export interface Limits {
   body_bytes: number;
   languages: Language[];
   network_modes: NetworkMode[];
+  /** A request's network mode when it gives none. */
+  default_network_mode: NetworkMode;
+  /** What an id may be, as a regular expression ("." and ".." are refused besides). */
+  id_pattern: string;
+  /** What a name in env may be, as a regular expression. */
+  env_name_pattern: string;
   /** Environment variable names a request cannot set. */
   reserved_env: string[];
 }

@@ -264,6 +264,10 @@ describe('Client against brig serve', { skip: serviceSkipReason(), timeout: 600_
     assert.equal(l.stdout_chars, 1_000_000);
     assert.deepEqual([...l.languages].sort(), ['javascript', 'python']);
     assert.ok(l.reserved_env.includes('PATH'));
+    assert.equal(l.default_network_mode, 'none');
+    assert.match('run-1', new RegExp(l.id_pattern));
+    assert.doesNotMatch('run 1', new RegExp(l.id_pattern));
+    assert.match('DEBUG', new RegExp(l.env_name_pattern));
   });
 
   it('the README\'s quickstart runs as written', async () => {

@@ -274,6 +274,10 @@ class SyncServiceTest(unittest.TestCase):
         self.assertEqual(lim.stdout_chars, 1_000_000)
         self.assertEqual(sorted(lim.languages), ["javascript", "python"])
         self.assertIn("PATH", lim.reserved_env)
+        self.assertEqual(lim.default_network_mode, "none")
+        self.assertRegex("run-1", lim.id_pattern)
+        self.assertNotRegex("run 1", lim.id_pattern)
+        self.assertRegex("DEBUG", lim.env_name_pattern)
 
 
 class AsyncTest(unittest.IsolatedAsyncioTestCase):

@@ -290,6 +290,9 @@ class Limits:
     body_bytes: int = 0
     languages: List[str] = dataclasses.field(default_factory=list)
     network_modes: List[str] = dataclasses.field(default_factory=list)
+    default_network_mode: str = ""
+    id_pattern: str = ""
+    env_name_pattern: str = ""
     reserved_env: List[str] = dataclasses.field(default_factory=list)
     extra: Dict[str, Any] = _extra()
 
