@@ -408,41 +408,54 @@ def _print_uncaught(e):
     return None
 
 
+def _take(fd, path):
+    # The run, up to EOF from fd: its environment as (name, value) pairs and
+    # its code, which is written at path. The frame (setRun in zygote.go): the
+    # lengths of the environment and of the code (4 bytes each,
+    # little-endian), the environment (NAME=VALUE, each ended by a NUL), the
+    # code. (In 64 KiB reads: os.read allocates its whole size first, and a
+    # buffer of 1 MiB was mapped and unmapped for each read, 0.3 ms of the
+    # run's start here.)
+    chunks = []
+    while True:
+        b = os.read(fd, 1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(fd)
+    b = b''.join(chunks)
+    n = 8 + int.from_bytes(b[:4], 'little')
+    if len(b) < 8 or len(b) != n + int.from_bytes(b[4:8], 'little'):
+        raise OSError(0, 'the run came cut short (%d bytes)' % len(b))
+    env = [kv.split(b'=', 1) for kv in b[8:n].split(b'\0')[:-1]]
+    src = b[n:]
+    f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    v = memoryview(src)
+    try:
+        while v:
+            v = v[os.write(f, v):]
+    finally:
+        os.close(f)
+    return env, src
+
+
+# The hand-over's steps rehearsed too, on a frame of no run's through a pipe,
+# the code written to /dev/null. (The script itself is made at the run, not
+# before the sandbox says it is ready: its times (birth, access) and
+# /sandbox's are the run's, as a cold run's are.)
+_r, _w = os.pipe()
+os.write(_w, b'\4\0\0\0\5\0\0\0A=1\0pass\n')
+os.close(_w)
+_take(_r, '/dev/null')
+del _r, _w
 # A cold start looks for an importer for its script, which caches none.
 sys.path_importer_cache[_path] = None
 _tz = _tz_key() if 'time' in sys.modules else None
 _collect()
 sys.stdout.flush()
 os.write(3, b'r')
-# The run, up to EOF (the supervisor closes its end; setRun in zygote.go):
-# the lengths of its environment and of its code (4 bytes each,
-# little-endian), the environment (NAME=VALUE, each ended by a NUL), its
-# code. (In 64 KiB reads: os.read allocates its whole size first, and a
-# buffer of 1 MiB was mapped and unmapped for each read, 0.3 ms of the run's
-# start here.)
-_chunks = []
-while True:
-    _b = os.read(3, 1 << 16)
-    if not _b:
-        break
-    _chunks.append(_b)
-os.close(3)
-_b = b''.join(_chunks)
-_n = 8 + int.from_bytes(_b[:4], 'little')
-if len(_b) < 8 or len(_b) != _n + int.from_bytes(_b[4:8], 'little'):
-    raise OSError(0, 'the run came cut short (%d bytes)' % len(_b))
-_env = [_kv.split(b'=', 1) for _kv in _b[8:_n].split(b'\0')[:-1]]
-_src = _b[_n:]
-# The script is made now, not before the sandbox said it was ready: its
-# times (birth, access) and /sandbox's are the run's, as a cold run's are.
-_f = os.open(_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-_v = memoryview(_src)
-try:
-    while _v:
-        _v = _v[os.write(_f, _v):]
-finally:
-    os.close(_f)
-del _chunks, _b, _n, _v, _f
+# The run, up to EOF: the supervisor closes its end.
+_env, _src = _take(3, _path)
 _setenv(_env)
 # PYTHONPATH's entries, each made absolute as the interpreter's start makes
 # it (getpath: normalised, an empty one the working directory), then each
@@ -458,7 +471,7 @@ if 'logging' in sys.modules:
     # A record's relativeCreated counts from logging's import: the run's
     # start, not the zygote's.
     sys.modules['logging']._startTime = sys.modules['time'].time()
-del _env, _setenv, _tz, _tz_key, _pp
+del _env, _setenv, _tz, _tz_key, _pp, _take
 sys.modules['__main__'] = _main
 
 
