@@ -135,6 +135,11 @@ func (l *Launcher) fill(root *rootfs.Root, warm rootfs.Language, pool chan *slot
 		case <-l.done:
 			return
 		}
+		select {
+		case <-time.After(refillDelay):
+		case <-l.done:
+			return
+		}
 		s, err := l.prepare(root, warm)
 		if err != nil {
 			select {
