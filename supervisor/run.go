@@ -42,9 +42,9 @@ type run struct {
 	prepared time.Duration
 	// timing is what is known so far of the Result's timing, for snapshot:
 	// queued_ms once admitted, prepare_ms once the packages are ready,
-	// start_ms once the program has started (counted here from the callback,
-	// which the final result's count from the interpreter's exec can precede
-	// by a millisecond). Guarded by mu.
+	// start_ms once the program has started (counted here to the callback,
+	// which comes a little after the interpreter's exec that the final
+	// result's start_ms counts to). Guarded by mu.
 	timing api.Timing
 	// startPath is how the run's interpreter started (jail.Result.Start), for
 	// the run's log line; set by the run's own goroutine before finish.
