@@ -263,15 +263,31 @@ func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
 	return respond(w, resultOf(rec))
 }
 
-// wantsStream reports whether the client asked for NDJSON events.
+// wantsStream reports whether the client asked for NDJSON events: its Accept
+// names application/x-ndjson with a weight (q, RFC 9110 12.4.2) no lower than
+// the highest of the ranges that take the JSON result (application/json,
+// application/*, */*). "application/json, application/x-ndjson;q=0.5" gets
+// the result, "application/x-ndjson;q=0" nothing streamed.
 func wantsStream(r *http.Request) bool {
+	var stream, result float64
 	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
-		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
-		if strings.EqualFold(strings.TrimSpace(mt), ndjson) {
-			return true
+		mt, params, _ := strings.Cut(part, ";")
+		q := 1.0
+		for _, p := range strings.Split(params, ";") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && f >= 0 && f <= 1 {
+					q = f
+				}
+			}
+		}
+		switch mt = strings.ToLower(strings.TrimSpace(mt)); mt {
+		case ndjson:
+			stream = max(stream, q)
+		case "application/json", "application/*", "*/*":
+			result = max(result, q)
 		}
 	}
-	return false
+	return stream > 0 && stream >= result
 }
 
 func respond(w http.ResponseWriter, res *api.Result) error {
