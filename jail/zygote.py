@@ -429,11 +429,15 @@ def _take(fd, path):
         raise OSError(0, 'the run came cut short (%d bytes)' % len(b))
     env = [kv.split(b'=', 1) for kv in b[8:n].split(b'\0')[:-1]]
     src = b[n:]
-    f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    f = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     v = memoryview(src)
     try:
         while v:
             v = v[os.write(f, v):]
+        # Read, as the interpreter reads its script: the file's access time is
+        # then a read's, after its modification (relatime), not its creation's,
+        # which a clock tick between the open and the write put before it.
+        os.pread(f, 1, 0)
     finally:
         os.close(f)
     return env, src
