@@ -117,6 +117,8 @@ type zygote struct {
 	retiring bool
 	// stderr has what the zygote printed, for errors.
 	stderr *limitedWriter
+	// pinned is how many pages the zygote pinned (zygote.py's _pin).
+	pinned int
 }
 
 type zygoteReply struct {
@@ -125,6 +127,10 @@ type zygoteReply struct {
 	Exit   *int   `json:"exit"`
 	Status uint32 `json:"status"`
 	Ready  bool   `json:"ready"`
+	// Pinned is how many pages of its memory a ready zygote pinned, so
+	// that its forks copy them at once; PinError why it pinned none.
+	Pinned   int    `json:"pinned"`
+	PinError string `json:"pin_error"`
 }
 
 // zygoteConfig is the first message a zygote reads.
@@ -151,9 +157,9 @@ const zygoteScratchBytes = 1 << 20
 // zygoteLoader is the zygote's command line's program: it names the
 // descriptors for zygote.py (CTL, PIDNS) and reads its source from
 // pid1.ZygoteSourceFD, so that the host's ps shows one short line.
-var zygoteLoader = fmt.Sprintf("import os; CTL, PIDNS, SRC = %d, %d, %d; "+
+var zygoteLoader = fmt.Sprintf("import os; CTL, PIDNS, SRC, PROC = %d, %d, %d, %d; "+
 	"exec(compile(b''.join(iter(lambda: os.read(SRC, 65536), b'')), '<brig zygote>', 'exec'))",
-	pid1.ZygoteCtlFD, pid1.ZygotePidnsFD, pid1.ZygoteSourceFD)
+	pid1.ZygoteCtlFD, pid1.ZygotePidnsFD, pid1.ZygoteSourceFD, pid1.ZygoteProcFD)
 
 // extraFiles is exec.Cmd.ExtraFiles for files by their descriptor number in
 // the child (3 and on, without gaps).
@@ -183,6 +189,13 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		return nil, err
 	}
 	defer pidns.Close()
+	// The zygote's root has no proc of the host's pid namespace, where the
+	// zygote lives: it reads its own maps through this (zygote.py's _pin).
+	proc, err := os.OpenFile("/proc", os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer proc.Close()
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -219,6 +232,7 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		ExtraFiles: extraFiles(map[int]*os.File{
 			pid1.SpecFD: specR, pid1.StatusFD: statusW, // the init's
 			pid1.ZygoteCtlFD: child, pid1.ZygotePidnsFD: pidns, pid1.ZygoteSourceFD: sourceR,
+			pid1.ZygoteProcFD: proc,
 		}),
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWNET | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
@@ -256,6 +270,7 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 	sourceR.Close()
 	child.Close()
 	pidns.Close()
+	proc.Close()
 	// The source (about 10 kB) fits the pipe's buffer: written before the
 	// zygote exists, it reads it to EOF.
 	if _, err := io.WriteString(sourceW, zygoteSource); err != nil {
@@ -306,6 +321,13 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		return nil, fmt.Errorf("the zygote did not start (%v; it printed %q)", err, z.stderr.String())
 	}
 	z.conn.SetReadDeadline(time.Time{})
+	z.pinned = r.Pinned
+	if r.PinError != "" {
+		l.pinWarning.Do(func() {
+			l.log.Warn("a zygote could not pin its memory: its children copy its pages at their first writes, which costs warm Python runs more CPU",
+				"why", r.PinError)
+		})
+	}
 	go z.read()
 	return z, nil
 }

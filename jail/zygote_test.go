@@ -475,3 +475,99 @@ func TestZygoteChildRunCutShort(t *testing.T) {
 		t.Errorf("got status %v, stdout %q, stderr %q; want a failure saying the run came cut short, and no output", st, out, errOut)
 	}
 }
+
+// TestZygotePinsItsMemory: a zygote pins the memory it has when it is ready
+// (zygote.py's _pin), so that each child gets a copy of it at the fork
+// instead of sharing it copy-on-write; it keeps no descriptor of the host's
+// /proc, and neither a waiting child nor a run has its io_uring.
+func TestZygotePinsItsMemory(t *testing.T) {
+	if b, err := os.ReadFile("/proc/sys/kernel/io_uring_disabled"); err == nil && strings.TrimSpace(string(b)) == "2" {
+		t.Skip("kernel.io_uring_disabled is 2 on this host: a zygote can't pin its memory (it forks as before, and the service logs it)")
+	}
+	l := newZygoteLauncher(t, nil)
+	waitWarm(t, l)
+	z := servingZygote(t, l)
+	zpid := z.cmd.Process.Pid
+	if z.pinned < 256 {
+		t.Fatalf("the zygote pinned %d pages, want its whole interpreter (several MiB)", z.pinned)
+	}
+	if got := statusKiB(t, zpid, "VmPin"); got != z.pinned*4 {
+		t.Errorf("the zygote's VmPin is %d KiB, want the %d pages it said", got, z.pinned)
+	}
+	fds := fdTargets(t, zpid)
+	if slices.Contains(fds, "/proc") {
+		t.Errorf("the zygote keeps the host's /proc open (its descriptors: %q)", fds)
+	}
+	if !slices.Contains(fds, "anon_inode:[io_uring]") {
+		t.Errorf("the zygote holds no io_uring, which holds its pins (its descriptors: %q)", fds)
+	}
+	key := poolKey(rootOf(t, l, rootfs.Python), rootfs.Python)
+	s := <-l.pools[key]
+	l.rooms[key] <- struct{}{} // as took does: the filler makes the next
+	// A waiting child has its own copy of every pinned page: private, and
+	// charged to no run (it was made at the fork, before the cgroup move).
+	if got := smapsKiB(t, s.zchild.pid, "Private_Dirty"); got < z.pinned*4*9/10 {
+		t.Errorf("a waiting child has %d KiB of private memory, want about the %d KiB its zygote pinned", got, z.pinned*4)
+	}
+	if fds := fdTargets(t, s.zchild.pid); slices.Contains(fds, "anon_inode:[io_uring]") || slices.Contains(fds, "/proc") {
+		t.Errorf("a waiting child holds its zygote's io_uring or /proc: %q", fds)
+	}
+	s.discard()
+	res := warmRun(t, l, `import os
+targets = []
+for fd in os.listdir('/proc/self/fd'):
+    try:
+        targets.append(os.readlink('/proc/self/fd/' + fd))
+    except FileNotFoundError:
+        pass  # the listing's own, closed
+print(sorted(targets))`)
+	if want := "['/dev/null', 'pipe:"; !strings.HasPrefix(res.Stdout, want) || strings.Count(res.Stdout, "'") != 6 {
+		t.Errorf("a warm run's descriptors point to %s, want only /dev/null and its two pipes", res.Stdout)
+	}
+}
+
+// statusKiB is a "Name: N kB" line of /proc/PID/status.
+func statusKiB(tb testing.TB, pid int, name string) int {
+	return kibLine(tb, fmt.Sprintf("/proc/%d/status", pid), name)
+}
+
+// smapsKiB is a "Name: N kB" line of /proc/PID/smaps_rollup.
+func smapsKiB(tb testing.TB, pid int, name string) int {
+	return kibLine(tb, fmt.Sprintf("/proc/%d/smaps_rollup", pid), name)
+}
+
+func kibLine(tb testing.TB, path, name string) int {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, name+":"); ok {
+			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			if err != nil {
+				tb.Fatalf("%s: %q: %v", path, line, err)
+			}
+			return n
+		}
+	}
+	tb.Fatalf("%s has no %s line", path, name)
+	return 0
+}
+
+// fdTargets are what a process's descriptors point to.
+func fdTargets(tb testing.TB, pid int) []string {
+	tb.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if target, err := os.Readlink(dir + "/" + e.Name()); err == nil {
+			out = append(out, target)
+		}
+	}
+	return out
+}

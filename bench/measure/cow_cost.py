@@ -19,8 +19,16 @@
    /dev/null), against the same child without; and deleting the preloads
    from sys.modules (what a child would do to import a module the program
    wrote under a preload's name, as a cold run does).
+4. A copy-on-write fault with every other CPU idle and with each busy (a
+   spinning process pinned to it), and what pinning a parent's memory as the
+   zygote does (jail/zygote.py's _pin, run from that file) changes: a child
+   of a parent with the preloads runs print(1) (stdout on /dev/null) and
+   exits; the parent's fork and the child's whole CPU, medians of 15, with
+   and without the pins, the other CPUs idle and busy.
 
-No privileges needed; nothing outside this process and its children.
+Sections 1 to 3 need no privileges; section 4's pins need io_uring (root, or
+RLIMIT_MEMLOCK above the parent's memory). Nothing outside this process and
+its children.
 """
 import gc
 import os
@@ -63,7 +71,7 @@ def copies():
     import mmap
     libc = ctypes.CDLL(None, use_errno=True)
     libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    m = mmap.mmap(-1, PAGES * 4096)
+    m = mmap.mmap(-1, PAGES * 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     for i in range(PAGES):
         m[i * 4096] = 1  # present in the parent, so the child shares it
     addr = ctypes.addressof((ctypes.c_char * (PAGES * 4096)).from_buffer(m))
@@ -179,9 +187,131 @@ def ahead_and_evict():
           % (len(sys.modules) - len(startup), f, ns / 1e6))
 
 
+class Busy:
+    """A spinning process on each CPU but the first, and this process
+    and its children on the first, while in use."""
+
+    def __enter__(self):
+        self.pids, self.was = [], os.sched_getaffinity(0)
+        cpus = sorted(self.was)
+        for cpu in cpus[1:]:
+            pid = os.fork()
+            if pid == 0:
+                os.sched_setaffinity(0, {cpu})
+                while True:  # system calls, as a busy host makes
+                    os.getppid()
+            self.pids.append(pid)
+        os.sched_setaffinity(0, {cpus[0]})
+        time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        for pid in self.pids:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        os.sched_setaffinity(0, self.was)
+
+
+def zygote_pin():
+    """jail/zygote.py's _pin, with what it uses, from that file."""
+    import ast
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'jail', 'zygote.py')
+    tree = ast.parse(open(path).read())
+    keep = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == '_serve':
+            break  # everything before it is imports, constants and helpers
+        keep.append(node)
+    keep += [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == '_pin']
+    ns = {'__name__': 'zygote', 'PROC': os.open('/proc', os.O_RDONLY | os.O_DIRECTORY)}
+    exec(compile(ast.Module(keep, []), path, 'exec'), ns)
+    return ns['_pin']
+
+
+def pinned_fork():
+    """Section 4."""
+    def touch(by_parent):
+        # One fault per page of PAGES the parent wrote before a fork: in the
+        # child, or in the parent while its child waits (medians of 10).
+        import mmap
+        out = []
+        for _ in range(10):
+            m = mmap.mmap(-1, PAGES * 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            for i in range(PAGES):
+                m[i * 4096] = 1
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                if not by_parent:
+                    t = time.thread_time_ns()
+                    for i in range(PAGES):
+                        m[i * 4096] = 2
+                    os.write(w, b'%d' % (time.thread_time_ns() - t))
+                os.read(r, 1) if by_parent else None
+                os._exit(0)
+            if by_parent:
+                t = time.thread_time_ns()
+                for i in range(PAGES):
+                    m[i * 4096] = 2
+                out.append(time.thread_time_ns() - t)
+                os.write(w, b'x')
+            else:
+                out.append(int(os.read(r, 64)))
+            os.waitpid(pid, 0)
+            os.close(r)
+            os.close(w)
+            m.close()
+        return sorted(out)[5] / 1000 / PAGES
+    for label, busy in (('idle', False), ('busy', True)):
+        with (Busy() if busy else open(os.devnull)):
+            child, parent = touch(False), touch(True)
+        print('copy-on-write, one fault per page, the other CPUs %s: %.1f us in a child, %.1f us in its parent'
+              % (label, child, parent))
+    for name in preload():
+        __import__(name)
+    gc.collect()
+    gc.freeze()
+    code = compile('print(1)', 'main.py', 'exec')
+    null = os.open(os.devnull, os.O_WRONLY)
+
+    def child_and_fork():
+        out = []
+        for _ in range(15):
+            t = time.thread_time_ns()
+            pid = os.fork()
+            if pid == 0:
+                os.dup2(null, 1)
+                exec(code, {'__name__': '__main__'})
+                sys.stdout.flush()
+                os._exit(0)
+            fork = time.thread_time_ns() - t
+            _, _, ru = os.wait4(pid, 0)
+            out.append((fork, (ru.ru_utime + ru.ru_stime) * 1e9, ru.ru_minflt))
+            time.sleep(0.005)
+        return sorted(out, key=lambda x: x[0] + x[1])[7]
+
+    for label, busy in (('idle', False), ('busy', True)):
+        with (Busy() if busy else open(os.devnull)):
+            fork, child, faults = child_and_fork()
+        print('other CPUs %s, parent not pinned: fork %.2f ms, child %.2f ms (%d faults)'
+              % (label, fork / 1e6, child / 1e6, faults))
+    ring, pages, why = zygote_pin()()
+    if ring < 0:
+        print('pinning failed: %s' % why)
+        return
+    for label, busy in (('idle', False), ('busy', True)):
+        with (Busy() if busy else open(os.devnull)):
+            fork, child, faults = child_and_fork()
+        print('other CPUs %s, parent pinned (%d pages): fork %.2f ms, child %.2f ms (%d faults)'
+              % (label, pages, fork / 1e6, child / 1e6, faults))
+
+
 if __name__ == '__main__':
     if len(sys.argv) > 1 and sys.argv[1] == 'ahead':  # section 3, in a fresh interpreter
         ahead_and_evict()
+        sys.exit(0)
+    if len(sys.argv) > 1 and sys.argv[1] == 'pinned':  # section 4, in a fresh interpreter
+        pinned_fork()
         sys.exit(0)
     if len(sys.argv) > 1:  # a parent with these modules: one line of figures
         f, ns = first_line(sys.argv[1].split(',') if sys.argv[1] != '-' else [])
@@ -195,5 +325,6 @@ if __name__ == '__main__':
                                text=True, check=True).stdout.split()
         print('a forked child before its first line, parent importing %-22s %4s faults %6.2f ms'
               % (label + ':', f, int(ns) / 1e6))
-    print(subprocess.run([sys.executable, __file__, 'ahead'], capture_output=True,
-                         text=True, check=True).stdout, end='')
+    for section in ('ahead', 'pinned'):
+        print(subprocess.run([sys.executable, __file__, section], capture_output=True,
+                             text=True, check=True).stdout, end='')

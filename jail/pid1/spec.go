@@ -255,13 +255,15 @@ func UniqueEnv(env []string) ([]string, error) {
 	return out, nil
 }
 
-// The zygote's descriptors: its control socket, its pid namespace, and a pipe
-// it reads its source from. (An init's 3 and 4 are its spec and status pipes,
-// which close on the exec.)
+// The zygote's descriptors: its control socket, its pid namespace, a pipe
+// it reads its source from, and the host's /proc, where it finds its own
+// memory's map before it forks (and closes it). (An init's 3 and 4 are its
+// spec and status pipes, which close on the exec.)
 const (
 	ZygoteCtlFD    = 5
 	ZygotePidnsFD  = 6
 	ZygoteSourceFD = 7
+	ZygoteProcFD   = 8
 )
 
 // buildStamp is set, the same in brig and brig-init, by the Makefile's build
