@@ -8,7 +8,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -171,6 +170,8 @@ type Launcher struct {
 	znext   map[string]*zygoteStart
 	retired []*zygote
 	zclosed bool
+	// pinWarning logs once that zygotes run without their memory pinned.
+	pinWarning sync.Once
 }
 
 // NewLauncher checks cfg, compiles the filter and starts the pool.
@@ -282,25 +283,19 @@ func (l *Launcher) startPool(root *rootfs.Root, warm rootfs.Language) {
 	}
 	l.rooms[key] = room
 	// A cold pool has one filler, which prepares its sandboxes one after
-	// another; a warm JavaScript pool one per pooled sandbox, whose node
-	// starts they overlap (with one, 90 of 150 runs at C=2 found none and
-	// went cold). A warm Python pool had one per pooled sandbox too, to
-	// overlap a v1 cgroup move's wait; but preparations side by side cost
-	// each other CPU, and on a host of 2 cores a single filler did better:
-	// at C=2 77.1 to 79.1 % of bare against 71.5 to 75.8 %, 59 to 66 ms of CPU
-	// per run against 69 to 80, p99 157 to 173 ms against 295 to 414; back
-	// to back at C=1, 49 to 55 ms per run against 76 to 77; but at C=4, more
-	// clients than cores, a p50 of 184 to 199 ms against 82 to 84 (two thirds
-	// of the runs cold; the same throughput). Taking turns only while the
-	// pool held a sandbox gave C=2 the parallel fillers' figures back. So a
-	// warm Python pool has one filler per two of the host's CPUs, up to its
-	// size. (The pool's room bounds what the fillers prepare.)
+	// another; a warm pool one per pooled sandbox, so that their waits
+	// overlap: a Node start's, a v1 cgroup move's. (A warm Python pool had a
+	// single filler while its zygote's memory was shared copy-on-write with
+	// its children: preparations side by side then cost each other CPU,
+	// since a copy-on-write fault cost 53 us with the other CPU busy against
+	// 16 us with it idle. Since the zygote pins its memory (zygote.py's
+	// _pin), four fillers against one, each in turn: 126.4 and 158.9 % of
+	// bare at C=2 against 100.9 and 101.8 %; 138.0 % back to back at C=1
+	// against 113.3 %; 105.7 and 109.9 % at C=4 against two fillers' 102.2
+	// and 104.0 %.)
 	fillers := 1
-	switch warm {
-	case rootfs.JavaScript:
+	if warm != "" {
 		fillers = l.cfg.PoolSize
-	case rootfs.Python:
-		fillers = max(1, min(l.cfg.PoolSize, runtime.NumCPU()/2))
 	}
 	for range fillers {
 		l.wg.Add(1)
