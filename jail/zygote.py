@@ -206,9 +206,9 @@ def _pin():
     forked interpreter writes a few hundred of the zygote's pages
     (reference counts), and the zygote writes some of them again before
     its next fork. On these machines, with the other CPU busy, such a fault
-    cost 55 us in the parent, and a child's print(1) 11.8 ms of CPU against
-    5.2 ms with the parent's memory pinned (its fork 2.0 ms against 3.0:
-    `python3 bench/measure/cow_cost.py pinned`). io_uring's fixed buffers
+    cost 55 to 58 us in the parent, and a child's print(1) 11.8 to 14.5 ms
+    of CPU against 5.2 to 6.4 ms with the parent's memory pinned (its fork
+    2.0 ms against 3.0 to 3.9: `python3 bench/measure/cow_cost.py pinned`). io_uring's fixed buffers
     are the one pin a process can take of its own memory without a device:
     the pages present now in every private writable mapping are registered,
     once. Memory the zygote maps later is shared as before. The ring does
