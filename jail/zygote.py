@@ -147,7 +147,7 @@ def _serve():
     buf = bytearray(4096)
     ancsize = socket.CMSG_SPACE(4 * 8)
     global _ring
-    _ring, pinned, why = _pin()
+    _ring, pinned, why = _pin(cfg['pin_max_pages'])
     ctl.send(b'{"ready":true,"pinned":%d,"pin_error":%s}' % (pinned, json.dumps(why).encode()))
     while True:
         if retiring and not children:
@@ -195,7 +195,7 @@ def _serve():
             ctl.send(b'{"pid":%d}' % pid)
 
 
-def _pin():
+def _pin(limit):
     """Pins the zygote's writable memory, so that each fork copies it into
     the child at once instead of sharing it copy-on-write; returns the ring
     that holds the pins (or -1), the pages pinned, and why none were.
@@ -208,13 +208,15 @@ def _pin():
     its next fork. On these machines, with the other CPU busy, such a fault
     cost 55 to 58 us in the parent, and a child's print(1) 11.8 to 14.5 ms
     of CPU against 5.2 to 6.4 ms with the parent's memory pinned (its fork
-    2.0 ms against 3.0 to 3.9: `python3 bench/measure/cow_cost.py pinned`). io_uring's fixed buffers
-    are the one pin a process can take of its own memory without a device:
-    the pages present now in every private writable mapping are registered,
-    once. Memory the zygote maps later is shared as before. The ring does
-    no I/O; a child closes it first thing (_fork). Best effort: without
-    io_uring (kernel.io_uring_disabled, a filter) the zygote forks as
-    before, and the supervisor logs why."""
+    2.0 ms against 3.0 to 3.9: `python3 bench/measure/cow_cost.py
+    pinned`). io_uring's fixed buffers are the one pin a process can take
+    of its own memory without a device: the pages present now in every
+    private writable mapping are registered, once, unless there are more
+    than limit. Memory the zygote maps later is shared as before. The ring
+    does no I/O; a child closes it first thing (_fork). Best effort:
+    without io_uring (kernel.io_uring_disabled, a filter, RLIMIT_MEMLOCK
+    without CAP_IPC_LOCK) the zygote forks as before, and the supervisor
+    logs why."""
     ring = -1
     try:
         runs = []
@@ -241,8 +243,11 @@ def _pin():
                                 runs.append(last)
         finally:
             os.close(pagemap)
+        pages = sum(hi - lo for lo, hi in runs) // 4096
         if not runs:
             return -1, 0, 'no page to pin'
+        if pages > limit:
+            return -1, 0, '%d pages to pin, more than the %d it may' % (pages, limit)
         if len(runs) > _IORING_MAX_REG_BUFFERS:
             return -1, 0, '%d ranges to pin, more than io_uring registers' % len(runs)
         params = (ctypes.c_uint32 * 30)()  # struct io_uring_params, 120 bytes
@@ -256,11 +261,11 @@ def _pin():
         register.argtypes = (_c_long, _c_long, _c_long, _c_void_p, _c_long)
         _check(register(_SYS_io_uring_register, ring, _IORING_REGISTER_BUFFERS, ctypes.addressof(iov), len(runs)),
                'io_uring_register')
-        return ring, sum(hi - lo for lo, hi in runs) // 4096, ''
-    except OSError as e:
+        return ring, pages, ''
+    except Exception as e:  # best effort: a zygote without pins still serves
         if ring >= 0:
             os.close(ring)
-        return -1, 0, str(e)
+        return -1, 0, '%s: %s' % (type(e).__name__, e)
     finally:
         os.close(PROC)  # the host's: never a child's
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -570,4 +572,27 @@ func fdTargets(tb testing.TB, pid int) []string {
 		}
 	}
 	return out
+}
+
+// TestZygoteWithoutPins: a zygote that can't pin its memory (here: more of
+// it than it may pin) still serves warm runs, forking as before, and the
+// launcher logs why once.
+func TestZygoteWithoutPins(t *testing.T) {
+	was := zygotePinMaxBytes
+	zygotePinMaxBytes = 4096
+	t.Cleanup(func() { zygotePinMaxBytes = was })
+	logs := &testutil.LogBuffer{}
+	l := newZygoteLauncher(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(logs, nil)) })
+	warmRun(t, l, "print(1)")
+	z := servingZygote(t, l)
+	if z.pinned != 0 || statusKiB(t, z.cmd.Process.Pid, "VmPin") != 0 {
+		t.Errorf("the zygote pinned %d pages (VmPin %d KiB), want none", z.pinned, statusKiB(t, z.cmd.Process.Pid, "VmPin"))
+	}
+	if fds := fdTargets(t, z.cmd.Process.Pid); slices.Contains(fds, "anon_inode:[io_uring]") || slices.Contains(fds, "/proc") {
+		t.Errorf("a zygote without pins keeps its io_uring or the host's /proc: %q", fds)
+	}
+	warned := logs.Lines("a zygote could not pin its memory: its children copy its pages at their first writes, which costs warm Python runs more CPU")
+	if len(warned) != 1 || !strings.Contains(fmt.Sprint(warned[0]["why"]), "more than the 1 it may") {
+		t.Errorf("the launcher logged %v, want one warning saying the zygote had more pages than it may pin", warned)
+	}
 }

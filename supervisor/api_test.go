@@ -313,7 +313,7 @@ func TestAPIStatusCodes(t *testing.T) {
 		if got, _ := metricSum(scrapeMetrics(svc), "brig_runs_total"); got != 3 {
 			t.Errorf("got brig_runs_total %v, want 3", got)
 		}
-		if n := len(ts.logs.lines("run finished")); n != 3 {
+		if n := len(ts.logs.Lines("run finished")); n != 3 {
 			t.Errorf("got %d runs finished, want 3", n)
 		}
 	})
@@ -345,7 +345,7 @@ func TestAPIRetrySameIDRunsOnce(t *testing.T) {
 		t.Errorf("got stdout %q for the request with explicit defaults, want %q", third.Stdout, first.Stdout)
 	}
 	ts.stop(t)
-	if n := len(ts.logs.lines("run finished")); n != 1 {
+	if n := len(ts.logs.Lines("run finished")); n != 1 {
 		t.Fatalf("got %d runs finished, want 1", n)
 	}
 }
@@ -375,7 +375,7 @@ func TestAPIForbidden(t *testing.T) {
 	})
 	t.Run("nothing ran", func(t *testing.T) {
 		ts.stop(t)
-		if n := len(ts.logs.lines("run finished")); n != 0 {
+		if n := len(ts.logs.Lines("run finished")); n != 0 {
 			t.Errorf("got %d runs finished, want none", n)
 		}
 		if got, _ := metricSum(scrapeMetrics(svc), "brig_runs_total"); got != 0 {
@@ -557,7 +557,7 @@ func TestAPIServiceEndpoints(t *testing.T) {
 	t.Run("Request log line", func(t *testing.T) {
 		rawAPIRequest(t, ts, http.MethodGet, "/v1/limits", nil)
 		rawAPIRequest(t, ts, http.MethodPost, "/v1/runs", []byte(`{"language": "ruby", "code": "x"}`), "Content-Type", "application/json")
-		lines := ts.logs.lines("request")
+		lines := ts.logs.Lines("request")
 		find := func(method, path string, status int) map[string]any {
 			for _, l := range lines {
 				if l["method"] == method && l["path"] == path && l["status"] == float64(status) {

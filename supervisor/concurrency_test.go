@@ -135,7 +135,7 @@ func TestConcurrentRunsKeepTheirOwnOutput(t *testing.T) {
 	}
 
 	ts.stop(t) // each canonical line is written before Shutdown returns
-	lines := ts.logs.lines("run finished")
+	lines := ts.logs.Lines("run finished")
 	if len(lines) != clients*perClient {
 		t.Errorf("got %d %q lines, want %d", len(lines), "run finished", clients*perClient)
 	}
@@ -226,7 +226,7 @@ func TestIdempotentConcurrentRetries(t *testing.T) {
 		}
 	}
 	ts.stop(t)
-	if n := len(ts.logs.lines("run finished")); n != 1 {
+	if n := len(ts.logs.Lines("run finished")); n != 1 {
 		t.Errorf("got %d %q lines, want 1: the code must run once", n, "run finished")
 	}
 }

@@ -110,7 +110,7 @@ type testService struct {
 	state    string
 	client   *client.Client
 	launcher *jail.Launcher
-	logs     *logBuffer
+	logs     *testutil.LogBuffer
 }
 
 // newTestService starts a service for tb, shut down (and checked for leaks) when
@@ -125,7 +125,7 @@ func newTestService(tb testing.TB, opts ...func(*Config)) *testService {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { os.RemoveAll(dir) })
-	ts := &testService{socket: filepath.Join(dir, "brig.sock"), state: filepath.Join(dir, "state"), logs: &logBuffer{}}
+	ts := &testService{socket: filepath.Join(dir, "brig.sock"), state: filepath.Join(dir, "state"), logs: &testutil.LogBuffer{}}
 	log := slog.New(slog.NewJSONHandler(ts.logs, nil))
 	ts.launcher = newTestLauncher(tb, ts.state, log)
 	cfg := Config{StateDir: ts.state, Logger: log, Grace: 5 * time.Second}

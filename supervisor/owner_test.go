@@ -325,7 +325,7 @@ func TestRunOwnership(t *testing.T) {
 	t.Run("each run is logged with its owner", func(t *testing.T) {
 		ts.stop(t)
 		owners := map[float64]int{}
-		for _, l := range ts.logs.lines("run finished") {
+		for _, l := range ts.logs.Lines("run finished") {
 			if l["id"] == "shared" {
 				owners[l["peer_uid"].(float64)]++
 			}

@@ -37,7 +37,7 @@ func TestRunBothLanguages(t *testing.T) {
 		})
 	}
 	ts.stop(t) // the canonical line follows the result; Shutdown waits for it
-	if n := len(ts.logs.lines("run finished")); n != 2 {
+	if n := len(ts.logs.Lines("run finished")); n != 2 {
 		t.Errorf("got %d canonical run lines, want 2", n)
 	}
 }
@@ -162,7 +162,7 @@ func TestRunLogNamesItsCgroup(t *testing.T) {
 		t.Fatalf("got %s/%s (%s), want a memory failure", res.Outcome, res.Reason, res.Message)
 	}
 	ts.stop(t)
-	runs := ts.logs.lines("run finished")
+	runs := ts.logs.Lines("run finished")
 	if len(runs) != 1 {
 		t.Fatalf("got %d run lines, want 1", len(runs))
 	}
@@ -170,7 +170,7 @@ func TestRunLogNamesItsCgroup(t *testing.T) {
 	if !strings.HasPrefix(group, "/"+testCgroupParent+"/run-") {
 		t.Fatalf("the run's line has cgroup %q, want a group under %s", group, testCgroupParent)
 	}
-	ooms := ts.logs.lines("the kernel OOM-killed a process of the cgroup; killed the whole group")
+	ooms := ts.logs.Lines("the kernel OOM-killed a process of the cgroup; killed the whole group")
 	if len(ooms) != 1 || ooms[0]["cgroup"] != group {
 		t.Fatalf("the cgroup's OOM lines %v, want one naming %q", ooms, group)
 	}

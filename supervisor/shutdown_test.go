@@ -103,7 +103,7 @@ func TestShutdown(t *testing.T) {
 				t.Errorf("got Shutdown done in %s, want %s to %s", took, tc.minTook, tc.maxTook)
 			}
 			// Shutdown returns once the run's canonical line is written.
-			lines := ts.logs.lines("run finished")
+			lines := ts.logs.Lines("run finished")
 			if len(lines) != 1 || lines[0][logID] != id {
 				t.Errorf("got %d %q lines (%v) when Shutdown returned, want the one of %s", len(lines), "run finished", lines, id)
 			}
@@ -232,7 +232,7 @@ func TestShutdownGivesGraceToRunAcceptedJustBefore(t *testing.T) {
 	}
 	checkSucceeded(t, a.res, "ran\n")
 	time.Sleep(100 * time.Millisecond) // let a run that Shutdown did not wait for write its errors
-	if errs := ts.logs.lines("recording a result in the journal"); len(errs) > 0 {
+	if errs := ts.logs.Lines("recording a result in the journal"); len(errs) > 0 {
 		t.Errorf("got %q errors %v, want none: the result was written after the journal closed", "recording a result in the journal", errs)
 	}
 }
