@@ -287,8 +287,9 @@ func (l *Launcher) startPool(root *rootfs.Root, warm rootfs.Language) {
 	// overlap: a Node start's, a v1 cgroup move's. (A warm Python pool had a
 	// single filler while its zygote's memory was shared copy-on-write with
 	// its children: preparations side by side then cost each other CPU,
-	// since a copy-on-write fault cost 53 us with the other CPU busy against
-	// 16 us with it idle. Since the zygote pins its memory (zygote.py's
+	// since the zygote's own copy-on-write faults cost 55 to 58 us with the
+	// other CPU busy against 22 with it idle (section 4 of
+	// bench/measure/cow_cost.py). Since the zygote pins its memory (zygote.py's
 	// _pin), four fillers against one, each in turn: 126.4 and 158.9 % of
 	// bare at C=2 against 100.9 and 101.8 %; 138.0 % back to back at C=1
 	// against 113.3 %; 105.7 and 109.9 % at C=4 against two fillers' 102.2

@@ -164,8 +164,8 @@ var zygotePinMaxBytes = 64 << 20
 const zygoteScratchBytes = 1 << 20
 
 // zygoteLoader is the zygote's command line's program: it names the
-// descriptors for zygote.py (CTL, PIDNS) and reads its source from
-// pid1.ZygoteSourceFD, so that the host's ps shows one short line.
+// descriptors for zygote.py (CTL, PIDNS, SRC, PROC) and reads its source
+// from pid1.ZygoteSourceFD, so that the host's ps shows one short line.
 var zygoteLoader = fmt.Sprintf("import os; CTL, PIDNS, SRC, PROC = %d, %d, %d, %d; "+
 	"exec(compile(b''.join(iter(lambda: os.read(SRC, 65536), b'')), '<brig zygote>', 'exec'))",
 	pid1.ZygoteCtlFD, pid1.ZygotePidnsFD, pid1.ZygoteSourceFD, pid1.ZygoteProcFD)
