@@ -273,24 +273,6 @@ func (u *upstreams) config(logs io.Writer) *Config {
 
 var testPolicy = Policy{Mode: api.NetworkDomains, Domains: []string{"upstream.test", "other.test", "rebind.test"}}
 
-// syncBuffer is a log sink the run's goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startRun starts a run's egress in a fresh test namespace.
 func startRun(t testing.TB, cfg *Config, pol Policy) (*Run, *testNS, *[]Connection) {
 	t.Helper()
@@ -350,7 +332,7 @@ func TestRunProxies(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.CheckLeaks(t)
 	u := newUpstreams(t)
-	logs := &syncBuffer{}
+	logs := &testutil.LogBuffer{}
 	r, ns, events := startRun(t, u.config(logs), testPolicy)
 	proxyURL := &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(ProxyPort)}
 	direct := transport(ns, u, nil)

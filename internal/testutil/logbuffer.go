@@ -6,8 +6,8 @@ import (
 	"sync"
 )
 
-// LogBuffer collects JSON log lines (a slog.JSONHandler's) written from any
-// goroutine, for tests to inspect.
+// LogBuffer collects log lines written from any goroutine, for tests to
+// inspect: as text (String), or as a slog.JSONHandler's lines (Lines).
 type LogBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
@@ -31,4 +31,11 @@ func (b *LogBuffer) Lines(msg string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// String is everything written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
