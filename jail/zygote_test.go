@@ -538,6 +538,7 @@ func smapsKiB(tb testing.TB, pid int, name string) int {
 	return kibLine(tb, fmt.Sprintf("/proc/%d/smaps_rollup", pid), name)
 }
 
+// kibLine is the number of a "Name: N kB" line of a /proc file.
 func kibLine(tb testing.TB, path, name string) int {
 	tb.Helper()
 	b, err := os.ReadFile(path)

@@ -491,9 +491,6 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("log format %q: use json or text", format)
 }
 
-// serveAction is flags and config file → configs → library calls: the checks
-// that need no privilege first, then the host's, the cgroup parent's lock, the
-// sandboxes, the package cache and the service, served until a signal.
 // serviceProcs is the service's GOMAXPROCS, unless the environment sets
 // one: a quarter of the host's CPUs, at least 1. Its Go code (HTTP, the
 // journal, the sandboxes' making) is a quarter of a warm run's CPU or less,
@@ -508,6 +505,9 @@ func serviceProcs(env string, cpus int) (int, bool) {
 	return max(1, cpus/4), true
 }
 
+// serveAction is flags and config file → configs → library calls: the checks
+// that need no privilege first, then the host's, the cgroup parent's lock, the
+// sandboxes, the package cache and the service, served until a signal.
 func serveAction(c *cli.Context) error {
 	sc, err := serveConfigFrom(c)
 	if err != nil {
@@ -519,7 +519,7 @@ func serveAction(c *cli.Context) error {
 	}
 	if procs, set := serviceProcs(os.Getenv("GOMAXPROCS"), runtime.NumCPU()); set {
 		runtime.GOMAXPROCS(procs)
-		log.Debug("the service runs its Go code on fewer threads than the host has CPUs", "gomaxprocs", procs, "cpus", runtime.NumCPU())
+		log.Debug("the service's Go code runs on a quarter of the host's CPUs (GOMAXPROCS in its environment overrides it)", "gomaxprocs", procs, "cpus", runtime.NumCPU())
 	}
 	// The service's config is checked, and the registries read, before
 	// anything privileged: a typo costs no cgroup sweep.
