@@ -30,6 +30,7 @@ Sections 1 to 3 need no privileges; section 4's pins need io_uring (root, or
 RLIMIT_MEMLOCK above the parent's memory). Nothing outside this process and
 its children.
 """
+import contextlib
 import gc
 import os
 import resource
@@ -242,12 +243,13 @@ def pinned_fork():
             r, w = os.pipe()
             pid = os.fork()
             if pid == 0:
-                if not by_parent:
+                if by_parent:
+                    os.read(r, 1)  # waits, sharing the pages, until the parent has written
+                else:
                     t = time.thread_time_ns()
                     for i in range(PAGES):
                         m[i * 4096] = 2
                     os.write(w, b'%d' % (time.thread_time_ns() - t))
-                os.read(r, 1) if by_parent else None
                 os._exit(0)
             if by_parent:
                 t = time.thread_time_ns()
@@ -263,7 +265,7 @@ def pinned_fork():
             m.close()
         return sorted(out)[5] / 1000 / PAGES
     for label, busy in (('idle', False), ('busy', True)):
-        with (Busy() if busy else open(os.devnull)):
+        with Busy() if busy else contextlib.nullcontext():
             child, parent = touch(False), touch(True)
         print('copy-on-write, one fault per page, the other CPUs %s: %.1f us in a child, %.1f us in its parent'
               % (label, child, parent))
@@ -291,7 +293,7 @@ def pinned_fork():
         return sorted(out, key=lambda x: x[0] + x[1])[7]
 
     for label, busy in (('idle', False), ('busy', True)):
-        with (Busy() if busy else open(os.devnull)):
+        with Busy() if busy else contextlib.nullcontext():
             fork, child, faults = child_and_fork()
         print('other CPUs %s, parent not pinned: fork %.2f ms, child %.2f ms (%d faults)'
               % (label, fork / 1e6, child / 1e6, faults))
@@ -300,7 +302,7 @@ def pinned_fork():
         print('pinning failed: %s' % why)
         return
     for label, busy in (('idle', False), ('busy', True)):
-        with (Busy() if busy else open(os.devnull)):
+        with Busy() if busy else contextlib.nullcontext():
             fork, child, faults = child_and_fork()
         print('other CPUs %s, parent pinned (%d pages): fork %.2f ms, child %.2f ms (%d faults)'
               % (label, pages, fork / 1e6, child / 1e6, faults))
