@@ -41,7 +41,11 @@ CATEGORIES = [
 SERVICE_CATEGORIES = [
     ("the bench's client", ["github.com/brig-sandbox/brig/bench.", "github.com/brig-sandbox/brig/client."]),
     ("cloning inits", ["github.com/brig-sandbox/brig/jail.(*Launcher).spawner"]),
-    ("preparing the pool", ["github.com/brig-sandbox/brig/jail.(*Launcher).fill"]),
+    # The root's mounts are made by a goroutine of buildRoot's own, on a
+    # thread that joins the sandbox's mount namespace.
+    ("preparing the pool", ["github.com/brig-sandbox/brig/jail.(*Launcher).fill",
+                            "github.com/brig-sandbox/brig/jail.buildRoot"]),
+    ("the journal", ["go.etcd.io/bbolt."]),
     ("removing sandboxes", ["github.com/brig-sandbox/brig/jail.(*Launcher).release"]),
     ("the run", ["github.com/brig-sandbox/brig/supervisor.(*Service).execute"]),
     ("HTTP", ["net/http."]),
