@@ -172,6 +172,9 @@ type Launcher struct {
 	zclosed bool
 	// pinWarning logs once that zygotes run without their memory pinned.
 	pinWarning sync.Once
+	// hugeCodeWarning logs once that zygotes run without their code on huge
+	// pages.
+	hugeCodeWarning sync.Once
 }
 
 // NewLauncher checks cfg, compiles the filter and starts the pool.

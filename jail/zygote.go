@@ -117,8 +117,10 @@ type zygote struct {
 	retiring bool
 	// stderr has what the zygote printed, for errors.
 	stderr *limitedWriter
-	// pinned is how many pages the zygote pinned (zygote.py's _pin).
-	pinned int
+	// pinned is how many pages the zygote pinned (zygote.py's _pin), and
+	// hugeCode how many bytes of its code it mapped on huge pages
+	// (_huge_code).
+	pinned, hugeCode int
 }
 
 type zygoteReply struct {
@@ -131,6 +133,10 @@ type zygoteReply struct {
 	// that its forks copy them at once; PinError why it pinned none.
 	Pinned   int    `json:"pinned"`
 	PinError string `json:"pin_error"`
+	// HugeCode is how many bytes of its code a ready zygote mapped on huge
+	// pages, which its children share; HugeCodeError why not all it could.
+	HugeCode      int    `json:"huge_code"`
+	HugeCodeError string `json:"huge_code_error"`
 }
 
 // zygoteConfig is the first message a zygote reads.
@@ -151,7 +157,14 @@ type zygoteConfig struct {
 	// PinMaxPages bounds the memory the zygote pins (zygote.py's _pin):
 	// each of its children holds a copy of it, charged to the service.
 	PinMaxPages int `json:"pin_max_pages"`
+	// HugeCode has the zygote map its code on huge pages (zygote.py's
+	// _huge_code; zygoteHugeCode).
+	HugeCode bool `json:"huge_code"`
 }
+
+// zygoteHugeCode turns on the zygote's mapping of its code on huge pages. A
+// variable for tests.
+var zygoteHugeCode = true
 
 // zygotePinMaxBytes is the most memory a zygote pins; one with more (a
 // rootfs whose preloads import much more than the standard library's) pins
@@ -330,11 +343,17 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		return nil, fmt.Errorf("the zygote did not start (%v; it printed %q)", err, z.stderr.String())
 	}
 	z.conn.SetReadDeadline(time.Time{})
-	z.pinned = r.Pinned
+	z.pinned, z.hugeCode = r.Pinned, r.HugeCode
 	if r.PinError != "" {
 		l.pinWarning.Do(func() {
 			l.log.Warn("a zygote could not pin its memory: its children copy its pages at their first writes, which costs warm Python runs more CPU",
 				"why", r.PinError)
+		})
+	}
+	if r.HugeCodeError != "" && cfg.HugeCode {
+		l.hugeCodeWarning.Do(func() {
+			l.log.Warn("a zygote could not map its code on huge pages: its children touch it a page at a time, which costs warm Python runs more CPU",
+				"why", r.HugeCodeError, "mapped_bytes", r.HugeCode)
 		})
 	}
 	go z.read()
@@ -600,6 +619,7 @@ func (l *Launcher) newZygote(root *rootfs.Root) (*zygote, error) {
 		PrepareNice: prepareNice,
 		Filter:      hex.EncodeToString(l.filter),
 		PinMaxPages: zygotePinMaxBytes / 4096,
+		HugeCode:    zygoteHugeCode,
 	}
 	for _, r := range pid1.DefaultRlimits() {
 		cfg.Rlimits = append(cfg.Rlimits, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
