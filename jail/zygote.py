@@ -4,10 +4,10 @@
 # CTL, the host's pid namespace, its own, on fd PIDNS and the host's /proc on
 # fd PROC (the loader sets the four from zygote.go's constants). It starts
 # once, imports what runs commonly import, maps its code on huge pages, pins
-# its memory, and then forks one child per prepared sandbox. It never executes request code and never reads
-# request data: a child reads its run's environment, and then its program,
-# only once it has joined the sandbox and dropped to the run's identity and
-# filter.
+# its memory, and then forks one child per prepared sandbox. It never
+# executes request code and never reads request data: a child reads its
+# run's environment, and then its program, only once it has joined the
+# sandbox and dropped to the run's identity and filter.
 import os, sys, json, socket, select, ctypes, resource
 
 _CLONE_NEWNS = 0x00020000
@@ -281,6 +281,7 @@ def _huge_code():
 
 
 def _huge_kib():
+    """The KiB of the zygote's anonymous memory in transparent huge pages."""
     with open('%d/smaps_rollup' % os.getpid(), 'rb', opener=lambda p, fl: os.open(p, fl, dir_fd=PROC)) as f:
         for line in f:
             if line.startswith(b'AnonHugePages:'):
