@@ -119,8 +119,9 @@ type zygote struct {
 	stderr *limitedWriter
 	// pinned is how many pages the zygote pinned (zygote.py's _pin), and
 	// hugeCode how many bytes of its code it mapped on huge pages
-	// (_huge_code).
+	// (_huge_code), hugeCodeError why no more.
 	pinned, hugeCode int
+	hugeCodeError    string
 }
 
 type zygoteReply struct {
@@ -343,7 +344,7 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		return nil, fmt.Errorf("the zygote did not start (%v; it printed %q)", err, z.stderr.String())
 	}
 	z.conn.SetReadDeadline(time.Time{})
-	z.pinned, z.hugeCode = r.Pinned, r.HugeCode
+	z.pinned, z.hugeCode, z.hugeCodeError = r.Pinned, r.HugeCode, r.HugeCodeError
 	if r.PinError != "" {
 		l.pinWarning.Do(func() {
 			l.log.Warn("a zygote could not pin its memory: its children copy its pages at their first writes, which costs warm Python runs more CPU",
