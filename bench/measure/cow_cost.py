@@ -213,8 +213,10 @@ class Busy:
         os.sched_setaffinity(0, self.was)
 
 
-def zygote_pin():
-    """jail/zygote.py's _pin, with what it uses, from that file."""
+def zygote_functions(*names):
+    """jail/zygote.py's functions of these names, with what they use
+    (everything before _serve), run from that file, with the host's /proc as
+    their PROC: a dict of the namespace they run in."""
     import ast
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'jail', 'zygote.py')
     tree = ast.parse(open(path).read())
@@ -223,10 +225,15 @@ def zygote_pin():
         if isinstance(node, ast.FunctionDef) and node.name == '_serve':
             break  # everything before it is imports, constants and helpers
         keep.append(node)
-    keep += [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == '_pin']
+    keep += [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names]
     ns = {'__name__': 'zygote', 'PROC': os.open('/proc', os.O_RDONLY | os.O_DIRECTORY)}
     exec(compile(ast.Module(keep, []), path, 'exec'), ns)
-    return ns['_pin']
+    return ns
+
+
+def zygote_pin():
+    """jail/zygote.py's _pin, with what it uses, from that file."""
+    return zygote_functions('_pin')['_pin']
 
 
 def pinned_fork():

@@ -191,23 +191,6 @@ def process_starts():
               % (' '.join(argv), alone, spinning, spinning / alone, starting, starting / alone))
 
 
-def zygote_functions(*names):
-    """jail/zygote.py's functions names, with what they use (everything
-    before _serve), from that file; the host's /proc as its PROC."""
-    import ast
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'jail', 'zygote.py')
-    tree = ast.parse(open(path).read())
-    keep = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == '_serve':
-            break
-        keep.append(node)
-    keep += [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names]
-    ns = {'__name__': 'zygote', 'PROC': os.open('/proc', os.O_RDONLY | os.O_DIRECTORY)}
-    exec(compile(ast.Module(keep, []), path, 'exec'), ns)
-    return ns
-
-
 def huge_code_arm(huge):
     """Section 4's parent, in this fresh interpreter: one line of figures."""
     import gc
@@ -219,7 +202,7 @@ def huge_code_arm(huge):
             __import__(name)
         except ImportError:
             pass
-    z = zygote_functions('_huge_code', '_huge_kib', '_pin')
+    z = cow_cost.zygote_functions('_huge_code', '_huge_kib', '_pin')
     mapped, why = z['_huge_code']() if huge else (0, '')
     os.close(z['PROC'])
     z['PROC'] = os.open('/proc', os.O_RDONLY | os.O_DIRECTORY)  # _pin closes it
