@@ -113,6 +113,12 @@ type flight struct {
 	waiters  int
 	manifest Manifest
 	err      error
+	// cancel stops the install, once its last waiter has gone (abandoned,
+	// guarded by Cache.mu): no run wants the layer any more, and an
+	// installer nobody waits for would go on unseen, outside every run's
+	// admission, for up to its install timeout.
+	cancel    context.CancelFunc
+	abandoned bool
 
 	pmu     sync.Mutex
 	lines   []string // sent so far, for callers that join late
@@ -331,9 +337,24 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 	}
 	key := set.Key()
 	c.mu.Lock()
-	if c.closed {
+	for {
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrCacheClosed
+		}
+		f := c.flights[key]
+		if f == nil || !f.abandoned {
+			break
+		}
+		// Its install is being stopped: once it has ended, the layer (had it
+		// been published all the same) or a fresh install.
 		c.mu.Unlock()
-		return nil, ErrCacheClosed
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the install of layer %s: %w", key, ctx.Err())
+		}
+		c.mu.Lock()
 	}
 	var stale []victim
 	if l, ok := c.layers[key]; ok && l.refs == 0 && set.Open() && time.Since(l.manifest.InstalledAt) > c.openTTL {
@@ -362,10 +383,11 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 	defer c.remove(stale) // after the lock is released, as eviction's
 	f := c.flights[key]
 	if f == nil {
-		f = &flight{done: make(chan struct{}), subs: make(map[int]func(string))}
+		ictx, cancel := context.WithCancel(c.ctx)
+		f = &flight{done: make(chan struct{}), subs: make(map[int]func(string)), cancel: cancel}
 		c.flights[key] = f
 		c.installs.Add(1)
-		go c.install(f, key, set)
+		go c.install(ictx, f, key, set)
 	}
 	f.waiters++
 	c.mu.Unlock()
@@ -382,8 +404,14 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 	select {
 	case <-f.done:
 	default:
-		// Gone before the install ended: it goes on, without a lease for us.
+		// Gone before the install ended: it goes on, without a lease for
+		// us, while another run waits for it; else it is stopped.
 		f.waiters--
+		if f.waiters == 0 {
+			f.abandoned = true
+			f.cancel()
+			c.log.Info("stopping a package layer install no run waits for any more", "key", key, "language", set.Language)
+		}
 		return nil, fmt.Errorf("waiting for the install of layer %s: %w", key, ctx.Err())
 	}
 	if f.err != nil {
@@ -429,10 +457,11 @@ func (c *Cache) release(key string) {
 }
 
 // install runs the install of a flight and hands its waiters the result.
-func (c *Cache) install(f *flight, key string, set Set) {
+func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 	defer c.installs.Done()
+	defer f.cancel()
 	start := time.Now()
-	m, err := c.build(c.ctx, key, set, f.progress)
+	m, err := c.build(ctx, key, set, f.progress)
 	took := time.Since(start)
 
 	c.mu.Lock()

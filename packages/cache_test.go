@@ -376,6 +376,104 @@ func TestCacheCancelledCallerLeavesTheInstall(t *testing.T) {
 	}
 }
 
+// TestCacheInstallStopsWhenNoCallerWaits: once every caller of an install
+// has given up (its runs stopped), the install's context ends (the installer
+// is killed), and a caller that comes afterwards gets an install of its own.
+func TestCacheInstallStopsWhenNoCallerWaits(t *testing.T) {
+	testutil.CheckLeaks(t)
+	inst := &fakeInstaller{started: make(chan string, 2), gate: make(chan struct{})}
+	c := openTestCache(t, t.TempDir(), 0, inst)
+	set := mustSet(t, "python", "3.11.2", "numpy==1.26.4")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, set, nil)
+		gaveUp <- err
+	}()
+	<-inst.started
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v from the cancelled caller, want context.Canceled", err)
+	}
+	waitFor(t, "the abandoned install to end", func() bool {
+		inst.mu.Lock()
+		defer inst.mu.Unlock()
+		return inst.ctxErr != nil
+	})
+	if s := c.Stats(); s.InstallFailures != 1 || s.Layers != 0 {
+		t.Errorf("got stats %+v, want the stopped install counted as failed and no layer", s)
+	}
+	// The next caller gets a fresh install, which goes on to publish.
+	close(inst.gate)
+	l := acquire(t, c, set)
+	defer l.Release()
+	if got := inst.Calls(); got != 2 {
+		t.Errorf("got %d installs, want 2 (the stopped one and a fresh one)", got)
+	}
+	if l.Cached {
+		t.Error("got a cached lease, want the fresh install's")
+	}
+}
+
+// TestCacheCallerDuringAbandonedInstallWaitsForItsEnd: a caller that comes
+// while an abandoned install is being stopped does not join it (it would get
+// its cancellation); it waits for that install's end and installs afresh.
+func TestCacheCallerDuringAbandonedInstallWaitsForItsEnd(t *testing.T) {
+	testutil.CheckLeaks(t)
+	release := make(chan struct{})
+	inst := &slowStopInstaller{fakeInstaller: fakeInstaller{started: make(chan string, 2), gate: make(chan struct{})},
+		release: release, stopping: make(chan struct{})}
+	c := openTestCache(t, t.TempDir(), 0, inst)
+	set := mustSet(t, "python", "3.11.2", "numpy==1.26.4")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, set, nil)
+		gaveUp <- err
+	}()
+	<-inst.started
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v from the cancelled caller, want context.Canceled", err)
+	}
+	// The first install has seen its cancellation but has not returned yet.
+	<-inst.stopping
+	got := make(chan *Lease, 1)
+	go func() { got <- acquire(t, c, set) }()
+	select {
+	case <-inst.started:
+		t.Fatal("a second install started before the stopped one ended")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(inst.gate)
+	close(release)
+	l := <-got
+	defer l.Release()
+	if n := inst.Calls(); n != 2 {
+		t.Errorf("got %d installs, want 2", n)
+	}
+}
+
+// slowStopInstaller is a fakeInstaller that, once its context ends, says so
+// on stopping and returns only when release is closed: an installer whose
+// process takes a while to die.
+type slowStopInstaller struct {
+	fakeInstaller
+	release  chan struct{}
+	stopping chan struct{}
+}
+
+func (f *slowStopInstaller) Install(ctx context.Context, set Set, staging string, progress func(string)) ([]Resolved, error) {
+	res, err := f.fakeInstaller.Install(ctx, set, staging, progress)
+	if ctx.Err() != nil {
+		close(f.stopping)
+		<-f.release
+	}
+	return res, err
+}
+
 func TestCacheFailedInstall(t *testing.T) {
 	unavailable := &UnavailableError{Message: "No matching distribution found for numpy==99.0.0"}
 	tests := []struct {

@@ -217,8 +217,11 @@ func (l *Lease) Release() {
 //
 // The install runs on a context of its own (the cache's, cancelled by Close),
 // not on ctx: a caller that gives up returns ctx's error at once, and the
-// install others wait for, or a later run will use, goes on; the installer
-// bounds its own time. A caller that joins an install in progress first gets
+// install goes on while another caller waits for it; the installer bounds its
+// own time. Once every caller has given up, the install is stopped (its
+// installer killed): nothing would see it, and it would hold a sandbox and
+// up to its memory outside every run's admission. A caller for the key that
+// comes meanwhile waits for that install's end, then installs afresh. A caller that joins an install in progress first gets
 // the lines it already sent, then the rest as they come. progress is called
 // from the install's goroutine, one line at a time, and must not block for
 // long nor call back into the cache. A nil progress is allowed.

@@ -473,3 +473,79 @@ func TestPackagesIndexDown(t *testing.T) {
 		t.Errorf("message %q carries the layer's error chain", res.Message)
 	}
 }
+
+// TestPackagesStoppedRunStopsItsInstall: a run stopped while its packages
+// are installed, which no other run waits for, stops the install too: its
+// installer's sandbox does not go on talking to the registry, unseen and
+// outside every run's admission, until its install timeout.
+func TestPackagesStoppedRunStopsItsInstall(t *testing.T) {
+	testutil.RequireRoot(t)
+	// A registry that takes connections and never answers.
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held sync.WaitGroup
+	t.Cleanup(func() {
+		hang.Close()
+		held.Wait()
+	})
+	conns := make(chan net.Conn, 64)
+	held.Add(1)
+	go func() {
+		defer held.Done()
+		defer func() {
+			close(conns)
+			for c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case conns <- c:
+			default:
+				c.Close()
+			}
+		}
+	}()
+	var ts *testService
+	ts = newTestService(t, func(cfg *Config) {
+		withPackagesAt(t, &ts, packages.PolicyConfig{Mode: packages.PolicyOpen}, hang.Addr().String(), hang.Addr().String())(cfg)
+	})
+	cache := ts.cfg.Packages.Cache
+	ctx := context.Background()
+	s := openLiveStream(t, ts.client, request("python", "print('never')", withRunID("pkg-stopped"), withPackageRequests("pkg-a==1.0")))
+	s.waitEvent(t, api.EventAccepted, 10*time.Second)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		res, err := ts.client.Get(ctx, "pkg-stopped")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.State == api.StatePreparing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got state %q after 15s, want preparing", res.State)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	res, err := ts.client.Stop(ctx, "pkg-stopped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reason != api.ReasonStopped || !strings.Contains(res.Message, "did not run") {
+		t.Fatalf("got reason %q (%s), want stopped before the program ran", res.Reason, res.Message)
+	}
+	deadline = time.Now().Add(15 * time.Second)
+	for cache.Stats().InstallFailures == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the install still runs 15s after its one run was stopped (stats %+v)", cache.Stats())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
