@@ -255,7 +255,15 @@ func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
 		select {
 		case <-run.done:
 		case <-r.Context().Done():
-			// The client went away; the run goes on and can be fetched later.
+			// The client went away. A run it named goes on and can be
+			// fetched later; one whose id the service made is stopped: the
+			// result would have told the client its id, so no one could
+			// ever fetch or stop it, and its program (perhaps networked)
+			// would run unseen.
+			if req.ID == "" {
+				s.log.Info("stopping a run whose client went away before it learnt the run's id", logID, run.id)
+				run.stop()
+			}
 			return nil
 		}
 		return respond(w, run.snapshot())

@@ -1,9 +1,12 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"reflect"
 	"strings"
 	"sync"
@@ -457,6 +460,104 @@ func TestBlockingPostClientGoneRunContinues(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestResultPostClientGone: a POST that asked for the JSON result and whose
+// client goes away before it: a run the client named goes on (GET has its
+// result later); one whose id the service made, which no one could ever
+// fetch or stop, is stopped, running or queued (then it never starts).
+func TestResultPostClientGone(t *testing.T) {
+	ts := newTestService(t, func(c *Config) { c.MaxConcurrent = 1 })
+	// post sends req for the JSON result and drops the connection once a run
+	// of code is in the state want; it returns that run's id.
+	post := func(t *testing.T, req api.Request, want api.State) string {
+		t.Helper()
+		body, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://brig/v1/runs", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr.Header.Set("Content-Type", "application/json")
+		hr.Header.Set("Accept", "application/json")
+		done := make(chan error, 1)
+		go func() {
+			resp, err := ts.client.HTTP.Do(hr)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		var id string
+		deadline := time.Now().Add(15 * time.Second)
+		for id == "" {
+			ts.mu.Lock()
+			for _, r := range ts.runs {
+				r.mu.Lock()
+				if r.req.Code == req.Code && r.state == want {
+					id = r.id
+				}
+				r.mu.Unlock()
+			}
+			ts.mu.Unlock()
+			if time.Now().After(deadline) {
+				cancel()
+				t.Fatalf("no run of %q was %s after 15s", req.Code, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("the POST ended with %v, want the client's cancellation", err)
+		}
+		return id
+	}
+	finished := func(t *testing.T, id string, within time.Duration) *api.Result {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			res, err := ts.client.Get(context.Background(), id)
+			if err != nil {
+				t.Fatalf("Get: %v", err)
+			}
+			if res.State == api.StateFinished {
+				return res
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %s: got state %q after %v, want finished", id, res.State, within)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	t.Run("named", func(t *testing.T) {
+		id := post(t, request("python", "import time\ntime.sleep(1)\nprint(\"named\")\n", withRunID("gone-named")), api.StateRunning)
+		checkSucceeded(t, finished(t, id, 15*time.Second), "named\n")
+	})
+	t.Run("unnamed running", func(t *testing.T) {
+		id := post(t, request("python", "import time\ntime.sleep(30)\nprint(\"unnamed\")\n"), api.StateRunning)
+		res := finished(t, id, 10*time.Second)
+		checkStopped(t, res)
+		if res.Stdout != "" {
+			t.Errorf("got stdout %q, want none", res.Stdout)
+		}
+	})
+	t.Run("unnamed queued", func(t *testing.T) {
+		hold := openLiveStream(t, ts.client, request("python", "import time\ntime.sleep(30)\n", withRunID("gone-holder")))
+		hold.waitEvent(t, api.EventStarted, 10*time.Second)
+		id := post(t, request("python", "print(\"never\")\n"), api.StateQueued)
+		res := finished(t, id, 10*time.Second)
+		if _, err := ts.client.Stop(context.Background(), "gone-holder"); err != nil {
+			t.Errorf("stopping the run that holds the slot: %v", err)
+		}
+		checkStopped(t, res)
+		if res.Stdout != "" || res.Timing.StartMS != 0 || !strings.Contains(res.Message, "did not run") {
+			t.Errorf("got stdout %q, start_ms %d, message %q, want a run that never started", res.Stdout, res.Timing.StartMS, res.Message)
+		}
+	})
 }
 
 // TestDeleteRun: DELETE stops a running run and a queued one (which never
