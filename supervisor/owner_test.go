@@ -271,6 +271,9 @@ func TestRunOwnership(t *testing.T) {
 				if m := e["message"].(string); !strings.Contains(m, itoa(uidA)) || !strings.Contains(m, itoa(uidB)) || !strings.Contains(m, "?uid=") {
 					t.Errorf("got message %q, want it to name both uids and ?uid=", m)
 				}
+				if e["field"] != "id" {
+					t.Errorf("got field %v, want \"id\" (README: every 409's)", e["field"])
+				}
 				for _, o := range []struct {
 					uid  int
 					want string

@@ -156,9 +156,10 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 // init has a parent-death signal) and its cgroup is swept when the jail starts.
 func interruptedResult(id string, rec *record) *api.Result {
 	res := failedResult(id, api.Request{Language: rec.Language, Network: &api.Network{Mode: rec.Network}}, api.ReasonStopped,
-		"the service stopped (it was restarted or crashed) before the run finished; its processes were killed and its output was lost")
-	// The journal does not say whether its program had started: a networked
-	// run may have changed something outside.
+		"the service stopped (it was restarted or crashed) before the run finished: whatever of it had started was killed, and its output was lost")
+	// The journal does not say whether its program had started (that would
+	// take a second synced write each run): a networked run, queued or not
+	// when the service stopped, may have changed something outside.
 	res.Outcome = api.OutcomeOf(api.ReasonStopped, rec.Network)
 	res.Timing.TotalMS = time.Since(rec.AcceptedAt).Milliseconds()
 	return res
@@ -512,7 +513,9 @@ func (s *Service) lookup(p peer, id string, owner *int) (*run, *record, error) {
 		}
 		return r, rec, err
 	}
-	return nil, nil, newError(api.ErrorConflict, "the id %q names runs of the uids %v; add ?%s=UID to say which", id, uids, ownerParam)
+	e := newError(api.ErrorConflict, "the id %q names runs of the uids %v; add ?%s=UID to say which", id, uids, ownerParam)
+	e.body.Field = "id" // as every 409's
+	return nil, nil, e
 }
 
 // find returns the run of k from memory or its record from the journal, or
