@@ -52,10 +52,18 @@ const (
 // logMessage is the canonical line's message.
 const logMessage = "egress"
 
-// maxRecords bounds the decisions a run lists and logs one by one, so that a
-// program that loops on refused connections or queries cannot grow the
-// supervisor's memory or flood its log; Close logs how many were left out.
-const maxRecords = 10000
+// maxRefusals bounds the refusals a run lists and logs one by one, so that a
+// program that loops on refused connections or queries (distinct names, each
+// a refusal of its own) cannot grow the supervisor's memory or flood its log.
+// Allowed connections are listed apart, up to maxAllowed, which the run's
+// connection rate keeps them far below (ConnsPerSecond for the longest run:
+// 15,000 at the defaults): a flood of refusals must not push a later allowed
+// connection, and its bytes, out of the run's record. What is left out is
+// still counted (Omitted), and Close logs how much.
+const (
+	maxRefusals = 10000
+	maxAllowed  = 100000
+)
 
 // Run is one networked run's DNS server and proxies, bound inside its network
 // namespace and served from the supervisor's goroutines.
@@ -91,12 +99,35 @@ type Run struct {
 	closed bool
 	// conns are the open connections, both sides, that Close closes.
 	conns map[net.Conn]struct{}
-	// records are the decisions in the order they were made.
-	records []*record
-	// omitted counts the decisions past maxRecords.
-	omitted int
+	// records are the decisions in the order they were made; refusals and
+	// allowed count those of each kind listed.
+	records           []*record
+	refusals, allowed int
+	// omitted is what was not listed.
+	omitted Omitted
 	// deniedNames are the names the DNS refused, listed once each.
 	deniedNames map[string]bool
+}
+
+// Omitted is what a run decided past its lists' bounds (maxRefusals,
+// maxAllowed): neither listed, announced nor logged one by one, but counted,
+// so that the service's metrics still count every decision and byte.
+type Omitted struct {
+	// Decisions counts them by whether they were allowed, then by rule.
+	Decisions map[bool]map[string]int
+	// BytesSent and BytesReceived are their connections' bytes.
+	BytesSent, BytesReceived int64
+}
+
+// Total is how many decisions were omitted.
+func (o Omitted) Total() int {
+	n := 0
+	for _, byRule := range o.Decisions {
+		for _, c := range byRule {
+			n += c
+		}
+	}
+	return n
 }
 
 // record is one listed decision, with the byte counts of its connection.
@@ -105,7 +136,16 @@ type record struct {
 	sent, received atomic.Int64
 	cut            atomic.Bool // the run's byte limit cut it
 	failure        string      // set before finished, read after
-	listed         bool        // false past maxRecords
+	listed         bool        // false past its kind's bound
+}
+
+// markCut records that the run's byte limit cut the connection, when err says
+// so. Only ever set: the other direction's copy, which fails because this one
+// closed the sockets, must not clear it.
+func (rec *record) markCut(err error) {
+	if errors.Is(err, errBytesLimit) {
+		rec.cut.Store(true)
+	}
 }
 
 func (rec *record) snapshot() Connection {
@@ -310,7 +350,7 @@ func (r *Run) refuse(host string, port int, via, rule string) {
 func (r *Run) deniedName(name string, d Decision) {
 	r.mu.Lock()
 	seen := r.deniedNames[name]
-	if !seen && len(r.deniedNames) < maxRecords {
+	if !seen && len(r.deniedNames) < maxRefusals {
 		r.deniedNames[name] = true
 	}
 	r.mu.Unlock()
@@ -331,11 +371,22 @@ func (r *Run) decidedInto(rec *record, host string, port int, via string, d Deci
 	rec.conn = Connection{Host: host, Port: port, Allowed: d.Allowed, Rule: d.Rule, Via: via, Failure: failure}
 	rec.failure = failure
 	r.mu.Lock()
-	if len(r.records) < maxRecords {
+	n, bound := &r.refusals, maxRefusals
+	if d.Allowed {
+		n, bound = &r.allowed, maxAllowed
+	}
+	if *n < bound {
+		*n++
 		r.records = append(r.records, rec)
 		rec.listed = true
 	} else {
-		r.omitted++
+		if r.omitted.Decisions == nil {
+			r.omitted.Decisions = map[bool]map[string]int{}
+		}
+		if r.omitted.Decisions[d.Allowed] == nil {
+			r.omitted.Decisions[d.Allowed] = map[string]int{}
+		}
+		r.omitted.Decisions[d.Allowed][d.Rule]++
 	}
 	r.mu.Unlock()
 	if rec.listed && r.onDecision != nil {
@@ -346,6 +397,10 @@ func (r *Run) decidedInto(rec *record, host string, port int, via string, d Deci
 // finished writes the decision's canonical log line, with its final counts.
 func (r *Run) finished(rec *record) {
 	if !rec.listed {
+		r.mu.Lock()
+		r.omitted.BytesSent += rec.sent.Load()
+		r.omitted.BytesReceived += rec.received.Load()
+		r.mu.Unlock()
 		return
 	}
 	rec.conn.Failure = rec.failure
@@ -410,10 +465,19 @@ func (r *Run) Close() []Connection {
 	for i, rec := range r.records {
 		out[i] = rec.snapshot()
 	}
-	if r.omitted > 0 {
-		r.log.Warn("egress: decisions past the run's list were neither listed nor logged", "omitted", r.omitted, "listed", len(r.records))
+	if n := r.omitted.Total(); n > 0 {
+		r.log.Warn("egress: decisions past the run's list were neither listed nor logged, only counted",
+			"omitted", n, "listed", len(r.records), "bytes_sent", r.omitted.BytesSent, "bytes_received", r.omitted.BytesReceived)
 	}
 	return out
+}
+
+// Omitted is what the run decided past its lists' bounds; call it after
+// Close.
+func (r *Run) Omitted() Omitted {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.omitted
 }
 
 // parseAddr parses an address literal in its standard spelling, IPv4-mapped

@@ -738,6 +738,31 @@ func TestRunMaxBytes(t *testing.T) {
 	}
 }
 
+// An upload cut at the run's byte limit says so too: the other direction's
+// copy, which then fails on the closed sockets, must not clear it.
+func TestRunMaxBytesUpload(t *testing.T) {
+	r, ns, u := startMiBRun(t)
+	c := transport(ns, u, nil)
+	for range 5 { // the race it guards against is the copies' order
+		resp, err := c.Post("http://upstream.test/up", "application/octet-stream", bytes.NewReader(make([]byte, 2<<20)))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	conns := r.Close()
+	if len(conns) != 5 {
+		t.Fatalf("got %d connections, want 5", len(conns))
+	}
+	for _, c := range conns {
+		if c.Failure != errBytesLimit.Error() {
+			t.Errorf("got %+v, want each cut at the run's limit", c)
+		}
+	}
+	if c := conns[0]; c.BytesSent > 1<<20 || c.BytesSent < 1<<19 {
+		t.Errorf("got %+v, want the first to have sent up to the 1 MiB", c)
+	}
+}
+
 // Connections that wait for their answer hold little of the run's byte
 // budget: four at once, with 1 MiB in all, each get their small answer.
 func TestRunMaxBytesConcurrentWaits(t *testing.T) {
@@ -844,5 +869,38 @@ func TestEnv(t *testing.T) {
 	}
 	if env["NODE_USE_ENV_PROXY"] != "1" {
 		t.Errorf("NODE_USE_ENV_PROXY: got %q, want 1", env["NODE_USE_ENV_PROXY"])
+	}
+}
+
+// TestRunListsWhatGotThroughAfterAFloodOfRefusals: refusals past maxRefusals
+// are only counted, but a connection allowed after them is still listed and
+// announced, and what the lists leave out keeps its counts and bytes.
+func TestRunListsWhatGotThroughAfterAFloodOfRefusals(t *testing.T) {
+	var announced []Connection
+	r := &Run{log: slog.New(slog.DiscardHandler), deniedNames: map[string]bool{},
+		onDecision: func(c Connection) { announced = append(announced, c) }}
+	for i := range maxRefusals + 5 {
+		r.deniedName(fmt.Sprintf("j%d.other.test", i), Decision{Rule: "not in the run's domains"})
+	}
+	rec := r.decided("web.test", 80, "transparent proxy", Decision{Allowed: true, Rule: "domain web.test"}, "")
+	rec.sent.Add(50000)
+	r.finished(rec)
+	if len(r.records) != maxRefusals+1 || len(announced) != maxRefusals+1 {
+		t.Fatalf("got %d listed and %d announced, want the %d refusals and the allowed connection", len(r.records), len(announced), maxRefusals)
+	}
+	if last := r.records[len(r.records)-1].snapshot(); last.Host != "web.test" || !last.Allowed || last.BytesSent != 50000 {
+		t.Fatalf("got last listed %+v, want web.test allowed with its 50000 bytes", last)
+	}
+	om := r.Omitted()
+	if om.Total() != 5 || om.Decisions[false]["not in the run's domains"] != 5 {
+		t.Fatalf("got omitted %+v, want the 5 refusals past the bound", om)
+	}
+	// Past its own bound an allowed connection is counted with its bytes.
+	r.allowed = maxAllowed
+	rec = r.decided("web.test", 80, "transparent proxy", Decision{Allowed: true, Rule: "domain web.test"}, "")
+	rec.received.Add(7)
+	r.finished(rec)
+	if om := r.Omitted(); om.Decisions[true]["domain web.test"] != 1 || om.BytesReceived != 7 {
+		t.Fatalf("got omitted %+v, want the allowed connection and its 7 bytes", om)
 	}
 }

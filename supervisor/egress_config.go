@@ -121,13 +121,21 @@ func (cfg Config) registries() map[string][]string {
 
 // recordEgress is what a networked run's execute does with the connections
 // (*egress.Run).Close returns: each is counted in the metrics, and the list
-// becomes the Result's network.connections (never nil: API.md lists it always).
-func (s *Service) recordEgress(mode string, conns []egress.Connection) []api.Connection {
+// becomes the Result's network.connections (never nil: API.md lists it always);
+// what the run's lists left out (Omitted) is counted too.
+func (s *Service) recordEgress(mode string, conns []egress.Connection, omitted egress.Omitted) []api.Connection {
 	out := make([]api.Connection, 0, len(conns))
 	for _, c := range conns {
 		s.metrics.observeEgress(mode, c)
 		out = append(out, apiConnection(c))
 	}
+	// What the run's lists left out is counted all the same.
+	for allowed, byRule := range omitted.Decisions {
+		for rule, n := range byRule {
+			s.metrics.observeEgressDecisions(mode, allowed, rule, n)
+		}
+	}
+	s.metrics.observeEgressBytes(omitted.BytesSent, omitted.BytesReceived)
 	return out
 }
 

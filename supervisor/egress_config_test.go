@@ -181,7 +181,16 @@ func TestRecordEgress(t *testing.T) {
 		{Host: "evil.example", Port: 80, Allowed: false, Rule: "not in the run's domains"},
 		{Host: "www.example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 20, BytesReceived: 30, Failure: "the run's byte limit was reached"},
 	}
-	got := s.recordEgress(api.NetworkDomains, conns)
+	// And what the run's lists left out: 3 refusals and 1 allowed
+	// connection past their bounds, with its bytes.
+	omitted := egress.Omitted{
+		Decisions: map[bool]map[string]int{
+			false: {"not in the run's domains": 3},
+			true:  {"domain example.com": 1},
+		},
+		BytesSent: 1000, BytesReceived: 2000,
+	}
+	got := s.recordEgress(api.NetworkDomains, conns, omitted)
 	want := []api.Connection{
 		{Host: "api.example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 500, BytesReceived: 4000},
 		{Host: "evil.example", Port: 80, Allowed: false, Rule: "not in the run's domains"},
@@ -195,10 +204,10 @@ func TestRecordEgress(t *testing.T) {
 		got  float64
 		want float64
 	}{
-		{"allowed by domain", counter(t, s.metrics, "brig_egress_decisions_total", "mode=domains,allowed=true,rule_class=domain"), 2},
-		{"refused", counter(t, s.metrics, "brig_egress_decisions_total", "mode=domains,allowed=false,rule_class=not_a_domain"), 1},
-		{"bytes sent", counter(t, s.metrics, "brig_egress_bytes_total", "direction=sent"), 520},
-		{"bytes received", counter(t, s.metrics, "brig_egress_bytes_total", "direction=received"), 4030},
+		{"allowed by domain", counter(t, s.metrics, "brig_egress_decisions_total", "mode=domains,allowed=true,rule_class=domain"), 3},
+		{"refused", counter(t, s.metrics, "brig_egress_decisions_total", "mode=domains,allowed=false,rule_class=not_a_domain"), 4},
+		{"bytes sent", counter(t, s.metrics, "brig_egress_bytes_total", "direction=sent"), 1520},
+		{"bytes received", counter(t, s.metrics, "brig_egress_bytes_total", "direction=received"), 6030},
 		// The two above and metrics.zero's four of the other modes.
 		{"decision series", float64(len(series(t, s.metrics, "brig_egress_decisions_total"))), 6},
 	} {
@@ -214,7 +223,7 @@ func TestRecordEgress(t *testing.T) {
 			t.Fatalf("got a host name in the labels %s", labels)
 		}
 	}
-	if got := s.recordEgress(api.NetworkAny, nil); got == nil || len(got) != 0 {
+	if got := s.recordEgress(api.NetworkAny, nil, egress.Omitted{}); got == nil || len(got) != 0 {
 		t.Fatalf("got %#v for no connections, want an empty list (never null)", got)
 	}
 }
@@ -279,16 +288,21 @@ func TestOnEgress(t *testing.T) {
 		t.Errorf("got %s, want \"allowed\":false in it", b)
 	}
 
-	t.Run("bounded", func(t *testing.T) {
+	t.Run("refusals bounded, not what got through", func(t *testing.T) {
 		r := newRun("r2", "k", api.Request{Language: "python"}.WithDefaults(), 0, time.Now())
-		for range maxEgressEvents + 10 {
+		for range maxRefusalEvents + 10 {
 			r.onEgress(egress.Connection{Host: "evil.example", Port: 53})
 		}
+		// A connection that got through after the flood is an event still.
+		r.onEgress(egress.Connection{Host: "api.example.com", Port: 443, Allowed: true})
 		r.mu.Lock()
-		n := len(r.events) - 1
+		evs := r.events[1:]
 		r.mu.Unlock()
-		if n != maxEgressEvents {
-			t.Fatalf("got %d egress events, want %d", n, maxEgressEvents)
+		if len(evs) != maxRefusalEvents+1 {
+			t.Fatalf("got %d egress events, want %d refusals and the allowed one", len(evs), maxRefusalEvents)
+		}
+		if last := evs[len(evs)-1]; last.Host != "api.example.com" || last.Allowed == nil || !*last.Allowed {
+			t.Fatalf("got last event %+v, want the allowed connection", last)
 		}
 	})
 
@@ -424,7 +438,7 @@ func TestNetworkModesOnOffer(t *testing.T) {
 	if len(h2.Registries["python"]) != 0 || h2.Registries["python"] == nil {
 		t.Errorf("health of a host of mode none: got registries %v, want empty lists", h2.Registries)
 	}
-	s.recordEgress(api.NetworkDomains, []egress.Connection{{Host: "api.example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 7}})
+	s.recordEgress(api.NetworkDomains, []egress.Connection{{Host: "api.example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 7}}, egress.Omitted{})
 	var metrics strings.Builder
 	resp, err := c.Get("http://brig/metrics")
 	if err != nil {

@@ -128,12 +128,22 @@ func (m *metrics) observe(res *api.Result, started bool) {
 // observeEgress counts one connection of a run of network mode, as
 // (*egress.Run).Close lists it: its decision and its bytes each way.
 func (m *metrics) observeEgress(mode string, c egress.Connection) {
-	m.egressDecisions.WithLabelValues(mode, strconv.FormatBool(c.Allowed), ruleClass(c.Rule)).Inc()
-	if c.BytesSent > 0 {
-		m.egressBytes.WithLabelValues("sent").Add(float64(c.BytesSent))
+	m.observeEgressDecisions(mode, c.Allowed, c.Rule, 1)
+	m.observeEgressBytes(c.BytesSent, c.BytesReceived)
+}
+
+// observeEgressDecisions counts n decisions of one kind.
+func (m *metrics) observeEgressDecisions(mode string, allowed bool, rule string, n int) {
+	m.egressDecisions.WithLabelValues(mode, strconv.FormatBool(allowed), ruleClass(rule)).Add(float64(n))
+}
+
+// observeEgressBytes counts the runs' own traffic.
+func (m *metrics) observeEgressBytes(sent, received int64) {
+	if sent > 0 {
+		m.egressBytes.WithLabelValues("sent").Add(float64(sent))
 	}
-	if c.BytesReceived > 0 {
-		m.egressBytes.WithLabelValues("received").Add(float64(c.BytesReceived))
+	if received > 0 {
+		m.egressBytes.WithLabelValues("received").Add(float64(received))
 	}
 }
 

@@ -55,15 +55,17 @@ type run struct {
 	// packageEvents counts the package events appended, up to maxPackageEvents.
 	// Guarded by mu.
 	packageEvents int
-	// egressEvents counts the egress events appended, up to maxEgressEvents.
-	// Guarded by mu.
-	egressEvents int
+	// refusalEvents counts the egress events of refusals appended, up to
+	// maxRefusalEvents. Guarded by mu.
+	refusalEvents int
 }
 
-// maxEgressEvents bounds a run's egress events: a program that tries names in
-// a loop must not grow the supervisor's memory without end. The Result's
-// network.connections still lists every connection.
-const maxEgressEvents = 10_000
+// maxRefusalEvents bounds a run's egress events of refusals: a program that
+// tries names in a loop must not grow the supervisor's memory without end.
+// Every allowed connection the proxies list is an event (they bound the list
+// by the run's connection rate), so that a flood of refusals can't hide a
+// later connection that got through.
+const maxRefusalEvents = 10_000
 
 func newRun(id, key string, req api.Request, peerUID int, now time.Time) *run {
 	ctx, stop := context.WithCancel(context.Background())
@@ -139,15 +141,17 @@ func (r *run) onPackage(line string) {
 
 // onEgress is the egress proxy's callback (egress.Start's onDecision): each
 // decision becomes an egress event as it is made. A decision that comes after
-// the result, or past maxEgressEvents, is not an event: the result is the
-// stream's last.
+// the result, or a refusal past maxRefusalEvents, is not an event: the
+// result is the stream's last.
 func (r *run) onEgress(c egress.Connection) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.result != nil || r.egressEvents >= maxEgressEvents {
+	if r.result != nil || (!c.Allowed && r.refusalEvents >= maxRefusalEvents) {
 		return
 	}
-	r.egressEvents++
+	if !c.Allowed {
+		r.refusalEvents++
+	}
 	allowed := c.Allowed
 	r.appendLocked(api.Event{Event: api.EventEgress, Host: c.Host, Port: c.Port, Allowed: &allowed})
 }
@@ -227,8 +231,9 @@ func (r *run) follow(ctx context.Context, emit func(api.Event) error) error {
 }
 
 // replay is the event stream of a finished run known only from the journal: its
-// egress decisions, one event per connection of the Result in its order (up to
-// as many as the live stream carries), and its output in one event per stream
+// egress decisions, one event per connection of the Result in its order (as
+// the live stream carried them: the Result lists no more refusals than
+// maxRefusalEvents), and its output in one event per stream
 // (the interleaving of these is not kept, nor the install progress).
 func replay(rec *record) []api.Event {
 	res := rec.Result
@@ -237,7 +242,7 @@ func replay(rec *record) []api.Event {
 		evs = append(evs, api.Event{Event: api.EventStarted})
 	}
 	conns := res.Network.Connections
-	for _, c := range conns[:min(len(conns), maxEgressEvents)] {
+	for _, c := range conns {
 		allowed := c.Allowed
 		evs = append(evs, api.Event{Event: api.EventEgress, Host: c.Host, Port: c.Port, Allowed: &allowed})
 	}

@@ -399,8 +399,10 @@ func (s *Service) execute(r *run, t *ticket) {
 	}
 	jr, err := s.launcher.Run(r.ctx, spec)
 	var conns []egress.Connection
+	var omitted egress.Omitted
 	if er != nil {
 		conns = er.Close()
+		omitted = er.Omitted()
 	}
 	s.adm.leave(t)
 	var res *api.Result
@@ -411,7 +413,7 @@ func (s *Service) execute(r *run, t *ticket) {
 		s.metrics.starts.WithLabelValues(r.req.Language, jr.Start).Inc()
 		r.startPath, r.cgroup = jr.Start, jr.Cgroup
 	}
-	res.Network.Connections = s.recordEgress(r.req.Network.Mode, conns)
+	res.Network.Connections = s.recordEgress(r.req.Network.Mode, conns, omitted)
 	if lease != nil {
 		res.Packages = packageResults(r.req, lease)
 	}
