@@ -79,7 +79,14 @@ func (r *Run) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	}
 	if len(addrs) == 0 {
 		if len(errs) > 0 {
-			return nil, fmt.Errorf("resolving %s: %w", host, errors.Join(errs...))
+			// On one line, and once when both queries failed alike
+			// ("answered NXDOMAIN"): errors.Join would repeat it on a
+			// second line of a 502's body and of the Result's failure.
+			err := errs[0]
+			if len(errs) == 2 && errs[1].Error() != err.Error() {
+				err = fmt.Errorf("%w; %w", err, errs[1])
+			}
+			return nil, fmt.Errorf("resolving %s: %w", host, err)
 		}
 		return nil, fmt.Errorf("resolving %s: %w", host, errNoAddress)
 	}

@@ -77,7 +77,7 @@ func (r *Run) serveHTTP(c *net.TCPConn) {
 	// The port is 80 whatever the Host says: the client connected to :80.
 	host, _, err := hostPort(h.host, 80)
 	if err != nil {
-		r.refuseHTTP(c, "", 80, viaHTTP, 400, ruleBadHead+": the Host "+err.Error())
+		r.refuseHTTP(c, "", 80, viaHTTP, 400, ruleBadHead+": the Host header: "+err.Error())
 		return
 	}
 	target, err := originTarget(h.target, host)
@@ -287,7 +287,7 @@ func (r *Run) relayHTTP(c *net.TCPConn, br *bufio.Reader, up *net.TCPConn, h *he
 	go func() {
 		defer close(done)
 		if err := spliceCopy(c, up, &r.lim.received, &rec.received); err != nil {
-			rec.cut.Store(errors.Is(err, errBytesLimit))
+			rec.markCut(err)
 			c.Close()
 			up.Close()
 		}
@@ -298,7 +298,7 @@ func (r *Run) relayHTTP(c *net.TCPConn, br *bufio.Reader, up *net.TCPConn, h *he
 		err = forwardBody(mw, br, h)
 	}
 	if err != nil {
-		rec.cut.Store(errors.Is(err, errBytesLimit))
+		rec.markCut(err)
 		up.Close()
 	}
 	<-done
@@ -317,7 +317,7 @@ func (r *Run) pipe(c, up *net.TCPConn, rec *record) {
 	go func() {
 		defer close(done)
 		if err := spliceCopy(c, up, &r.lim.received, &rec.received); err != nil {
-			rec.cut.Store(rec.cut.Load() || errors.Is(err, errBytesLimit))
+			rec.markCut(err)
 			c.Close()
 			up.Close()
 			return
@@ -325,7 +325,7 @@ func (r *Run) pipe(c, up *net.TCPConn, rec *record) {
 		c.CloseWrite()
 	}()
 	if err := spliceCopy(up, c, &r.lim.sent, &rec.sent); err != nil {
-		rec.cut.Store(rec.cut.Load() || errors.Is(err, errBytesLimit))
+		rec.markCut(err)
 		c.Close()
 		up.Close()
 	} else {
