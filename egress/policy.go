@@ -41,6 +41,10 @@ type Policy struct {
 	// ParseDomain returns them: the request's with NetworkDomains, the registry
 	// hosts of the run's language with NetworkRegistries, none with NetworkAny.
 	Domains []string
+	// Ports, with NetworkRegistries, are the ports its hosts may be reached
+	// on (the web's and those the registry URLs name: a registry's host may
+	// be a mirror that serves more than packages); empty admits every port.
+	Ports []int
 }
 
 // The fixed rules. A rule that names a domain, a class or a prefix is built
@@ -51,6 +55,7 @@ const (
 	ruleUnknownMode  = "unknown mode"
 	ruleNotDomain    = "not in the run's domains"
 	ruleNotRegistry  = "not a registry host"
+	ruleRegistryPort = "not a registry port"
 	ruleIPLiteral    = "ip literal (the proxy dials names only)"
 	ruleInvalidHost  = "invalid host name"
 	ruleLoopbackName = "a name of the run's own loopback (localhost)"
@@ -192,9 +197,9 @@ func endsInNumber(name string) bool {
 // The host is normalised by NormalizeHost. An IP literal is refused in every
 // mode, any included: the proxy dials the addresses it resolved and checked
 // for a name, never an address the run chose. Any port from 1 to 65535
-// passes. Mode any admits every host name; modes domains and registries admit
-// a listed name and its subdomains (Matches); mode none and an unknown mode
-// admit nothing.
+// passes, but for mode registries with Ports. Mode any admits every host name;
+// modes domains and registries admit a listed name and its subdomains
+// (Matches); mode none and an unknown mode admit nothing.
 func (p Policy) DecideName(host string, port int) Decision {
 	registries := false
 	switch p.Mode {
@@ -224,6 +229,9 @@ func (p Policy) DecideName(host string, port int) Decision {
 	for _, d := range p.Domains {
 		if Matches(d, name) {
 			if registries {
+				if len(p.Ports) > 0 && !slices.Contains(p.Ports, port) {
+					return Decision{Rule: ruleRegistryPort, Name: name}
+				}
 				return Decision{Allowed: true, Rule: "registry " + d, Name: name}
 			}
 			return Decision{Allowed: true, Rule: "domain " + d, Name: name}

@@ -247,6 +247,37 @@ func TestDecideName(t *testing.T) {
 	}
 }
 
+// TestDecideNameRegistryPorts: mode registries with Ports admits its hosts
+// on those ports alone (a mirror's SSH or database is not the registry); with
+// none, on every port.
+func TestDecideNameRegistryPorts(t *testing.T) {
+	p := Policy{Mode: api.NetworkRegistries, Domains: []string{"pkgs.example.net"}, Ports: []int{80, 443, 8443}}
+	for _, tt := range []struct {
+		host string
+		port int
+		want Decision
+	}{
+		{"pkgs.example.net", 443, Decision{Allowed: true, Rule: "registry pkgs.example.net", Name: "pkgs.example.net"}},
+		{"mirror.pkgs.example.net", 8443, Decision{Allowed: true, Rule: "registry pkgs.example.net", Name: "mirror.pkgs.example.net"}},
+		{"pkgs.example.net", 22, Decision{Rule: "not a registry port", Name: "pkgs.example.net"}},
+		{"mirror.pkgs.example.net", 5432, Decision{Rule: "not a registry port", Name: "mirror.pkgs.example.net"}},
+		{"other.example.net", 443, Decision{Rule: "not a registry host", Name: "other.example.net"}},
+	} {
+		if got := p.DecideName(tt.host, tt.port); got != tt.want {
+			t.Errorf("DecideName(%s, %d): got %+v, want %+v", tt.host, tt.port, got, tt.want)
+		}
+	}
+	p.Ports = nil
+	if got := p.DecideName("pkgs.example.net", 22); !got.Allowed {
+		t.Errorf("without Ports: got %+v, want every port admitted", got)
+	}
+	// Domains is not limited by Ports.
+	d := Policy{Mode: api.NetworkDomains, Domains: []string{"pkgs.example.net"}, Ports: []int{443}}
+	if got := d.DecideName("pkgs.example.net", 22); !got.Allowed {
+		t.Errorf("mode domains: got %+v, want every port admitted", got)
+	}
+}
+
 // TestDecideNameModes: mode none and an unknown mode admit nothing; a mode
 // with no domains admits nothing either.
 func TestDecideNameModes(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,6 +69,9 @@ type Registry struct {
 	// Hosts are the host names network mode registries admits: the indexes'
 	// and the hosts the indexes send files from (see RegistryHosts).
 	Hosts []string
+	// Ports are the ports network mode registries admits on them: 80, 443
+	// and any other a registry URL names (RegistryPortsOf).
+	Ports []int
 }
 
 // Registry reads the registry of language as RegistryHosts does, with the
@@ -99,7 +103,27 @@ func (m Managers) Registry(ctx context.Context, language string, configured []st
 	if err != nil {
 		return Registry{}, err
 	}
-	return Registry{Indexes: indexes, Hosts: hosts}, nil
+	return Registry{Indexes: indexes, Hosts: hosts, Ports: RegistryPortsOf(all)}, nil
+}
+
+// RegistryPortsOf returns the ports network mode registries admits on the
+// registry hosts of urls: the web's, 80 and 443 (a package manager follows
+// an index to its files, and redirects, on either), and any other port a URL
+// names, sorted. Not every port: a registry host may be a mirror that serves
+// more than packages. A URL RegistryHostsOf refuses adds nothing. It is pure.
+func RegistryPortsOf(urls []string) []int {
+	ports := []int{80, 443}
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || u.Port() == "" {
+			continue
+		}
+		if n, err := strconv.Atoi(u.Port()); err == nil && n >= 1 && n <= 65535 {
+			ports = append(ports, n)
+		}
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports)
 }
 
 // RegistryHostsOf returns the host names of registry URLs (http or https, with

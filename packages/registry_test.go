@@ -200,6 +200,22 @@ func TestManagersRegistryHosts(t *testing.T) {
 // The probe runs against the host's own pip and npm, when they are installed:
 // their answers must be registry host names. Nothing is fetched; the names are
 // not written here.
+func TestRegistryPortsOf(t *testing.T) {
+	for _, tt := range []struct {
+		urls []string
+		want []int
+	}{
+		{nil, []int{80, 443}},
+		{[]string{"https://registry.example/simple/", "http://files.example/"}, []int{80, 443}},
+		{[]string{"https://mirror.example:8443/simple/", "http://mirror.example:3141/", "https://x.example:443/"}, []int{80, 443, 3141, 8443}},
+		{[]string{"http://bad.example:0/", "http://bad.example:99999/", "::not a url"}, []int{80, 443}},
+	} {
+		if got := RegistryPortsOf(tt.urls); !slices.Equal(got, tt.want) {
+			t.Errorf("RegistryPortsOf(%q): got %v, want %v", tt.urls, got, tt.want)
+		}
+	}
+}
+
 func TestRegistryHostsOfThisHost(t *testing.T) {
 	for _, lang := range []string{"python", "javascript"} {
 		t.Run(lang, func(t *testing.T) {

@@ -83,6 +83,10 @@ type Config struct {
 	// starts, never per run. A language with none admits nothing in that mode.
 	// GET /v1/health lists them.
 	RegistryHosts map[string][]string
+	// RegistryPorts maps a language to the ports its registry hosts may be
+	// reached on in that mode (packages.Registry's Ports); a language with
+	// none admits 80 and 443.
+	RegistryPorts map[string][]int
 	// Packages are the runs' packages: the layer cache and the policy.
 	Packages PackagesConfig
 	// Logger gets one line per request and one per run; nil means slog.Default().

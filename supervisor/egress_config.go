@@ -97,6 +97,10 @@ func (cfg Config) egressPolicy(req api.Request) egress.Policy {
 		}
 	case api.NetworkRegistries:
 		pol.Domains = slices.Clone(cfg.RegistryHosts[req.Language])
+		pol.Ports = slices.Clone(cfg.RegistryPorts[req.Language])
+		if len(pol.Ports) == 0 {
+			pol.Ports = []int{80, 443}
+		}
 	}
 	return pol
 }

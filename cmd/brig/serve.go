@@ -616,8 +616,10 @@ func (sc serveConfig) serviceConfig(ctx context.Context, log *slog.Logger) (supe
 		return cfg, nil, err
 	}
 	cfg.RegistryHosts = map[string][]string{}
+	cfg.RegistryPorts = map[string][]int{}
 	for lang, r := range regs {
 		cfg.RegistryHosts[lang] = r.Hosts
+		cfg.RegistryPorts[lang] = r.Ports
 	}
 	cfg.Packages.Policy = packages.PolicyConfig{Mode: sc.Packages.Policy.Mode, Allow: sc.Packages.Policy.Allow,
 		Deny: sc.Packages.Policy.Deny, Reviewed: sc.Packages.Policy.Reviewed}
