@@ -93,7 +93,8 @@ func TestConfigEgressLogger(t *testing.T) {
 }
 
 func TestEgressPolicy(t *testing.T) {
-	cfg := Config{RegistryHosts: map[string][]string{"python": {"files.test", "registry.test"}, "javascript": {"npm.test"}}}
+	cfg := Config{RegistryHosts: map[string][]string{"python": {"files.test", "registry.test"}, "javascript": {"npm.test"}},
+		RegistryPorts: map[string][]int{"python": {80, 443, 3141}}}
 	req := func(lang, mode string, domains ...string) api.Request {
 		return api.Request{Language: lang, Network: &api.Network{Mode: mode, Domains: domains}}.WithDefaults()
 	}
@@ -105,15 +106,15 @@ func TestEgressPolicy(t *testing.T) {
 		{name: "domains normalised, each once", req: req("python", api.NetworkDomains, "Example.COM.", "api.example.com", "example.com"),
 			want: egress.Policy{Mode: api.NetworkDomains, Domains: []string{"example.com", "api.example.com"}}},
 		{name: "python registries", req: req("python", api.NetworkRegistries),
-			want: egress.Policy{Mode: api.NetworkRegistries, Domains: []string{"files.test", "registry.test"}}},
-		{name: "javascript registries", req: req("javascript", api.NetworkRegistries),
-			want: egress.Policy{Mode: api.NetworkRegistries, Domains: []string{"npm.test"}}},
+			want: egress.Policy{Mode: api.NetworkRegistries, Domains: []string{"files.test", "registry.test"}, Ports: []int{80, 443, 3141}}},
+		{name: "javascript registries: the web's ports", req: req("javascript", api.NetworkRegistries),
+			want: egress.Policy{Mode: api.NetworkRegistries, Domains: []string{"npm.test"}, Ports: []int{80, 443}}},
 		{name: "any names nothing", req: req("python", api.NetworkAny), want: egress.Policy{Mode: api.NetworkAny}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := cfg.egressPolicy(tt.req)
-			if got.Mode != tt.want.Mode || !slices.Equal(got.Domains, tt.want.Domains) {
+			if got.Mode != tt.want.Mode || !slices.Equal(got.Domains, tt.want.Domains) || !slices.Equal(got.Ports, tt.want.Ports) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
 		})
@@ -152,6 +153,18 @@ func TestRuleClass(t *testing.T) {
 		{"invalid port", "invalid"},
 		{"unknown mode", "invalid"},
 		{"connection limit (64 at once)", "limit"},
+		{"too many connections", "limit"},
+		{"too many connections per second", "limit"},
+		{"not a registry port", "not_a_registry"},
+		{"the SNI does not match the CONNECT host", "host_mismatch"},
+		{"the Host does not match the CONNECT host", "host_mismatch"},
+		{"the request target names another host than the Host header", "host_mismatch"},
+		{"the proxy itself", "proxy_itself"},
+		{"no SNI in the ClientHello: there is no name to decide on", "no_name"},
+		{"no Host header: there is no name to decide on", "no_name"},
+		{"no readable request head: the Host header: the port \"abc\" is not a number from 1 to 65535", "malformed"},
+		{"no readable ClientHello", "malformed"},
+		{"not a proxy request", "malformed"},
 		{"something new about evil.example", "other"},
 		{"", "other"},
 	}

@@ -166,6 +166,19 @@ var ruleClasses = []struct{ prefix, class string }{
 	{"pinned", "pinned"},
 	{"invalid ", "invalid"},
 	{"unknown mode", "invalid"},
+	// The proxies' own refusals (egress/proxy.go), apart from the policy's:
+	// the run's limits, a request that names no host or two, and malformed
+	// traffic, so that an operator can alert on each.
+	{"too many connections", "limit"},
+	{"the run's byte limit", "limit"},
+	{"the SNI does not match", "host_mismatch"},
+	{"the Host does not match", "host_mismatch"},
+	{"the request target names another host", "host_mismatch"},
+	{"the proxy itself", "proxy_itself"},
+	{"no SNI", "no_name"},
+	{"no Host header", "no_name"},
+	{"no readable", "malformed"},
+	{"not a proxy request", "malformed"},
 }
 
 // ruleClass is the class of an egress rule for the metrics' rule_class label:
