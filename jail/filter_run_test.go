@@ -1,7 +1,10 @@
 package jail
 
 import (
+	"os"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/rootfs"
 )
@@ -105,6 +108,19 @@ r['core after raise'] = repr(resource.getrlimit(resource.RLIMIT_CORE))
 r['prlimit core set and get'] = trial(lambda: resource.prlimit(0, resource.RLIMIT_CORE, (0, 0)))
 r['setrlimit nofile'] = trial(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1])))
 r['nofile after'] = str(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+
+# The page cache of the shared /usr: neither probed (RWF_NOWAIT) nor evicted
+# (POSIX_FADV_DONTNEED, which the test checks from the host afterwards).
+usr = os.open(os.environ['PROBE_CACHED'], os.O_RDONLY)
+def preadv2(flags):
+    def f():
+        os.preadv(usr, [bytearray(1)], 0, flags)
+    return f
+r['preadv2'] = trial(preadv2(0))
+r['preadv2 RWF_NOWAIT'] = trial(preadv2(os.RWF_NOWAIT))
+r['preadv2 RWF_HIPRI'] = trial(preadv2(os.RWF_HIPRI))
+r['fadvise WILLNEED'] = trial(lambda: os.posix_fadvise(usr, 0, 0, os.POSIX_FADV_WILLNEED))
+r['fadvise DONTNEED'] = trial(lambda: os.posix_fadvise(usr, 0, 0, os.POSIX_FADV_DONTNEED))  # last
 ` + pyDump
 
 // TestFilterRulesInsideRun checks, from inside a real run, the rules issue 11
@@ -114,7 +130,13 @@ r['nofile after'] = str(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 // changed.
 func TestFilterRulesInsideRun(t *testing.T) {
 	l := newTestLauncher(t, 0)
-	got := probe(t, l, rootfs.Python, pyFilterRules)
+	// A file of the host's /usr that the run sees through its read-only bind,
+	// in the page cache before the run; the run asks to evict it.
+	const cachedFile = "/usr/lib/python3.11/tabnanny.py"
+	if _, err := os.ReadFile(cachedFile); err != nil {
+		t.Skipf("no %s to probe the page cache with: %v", cachedFile, err)
+	}
+	got := probe(t, l, rootfs.Python, pyFilterRules, func(s *Spec) { s.Env = map[string]string{"PROBE_CACHED": cachedFile} })
 	core := got["core before"]
 	checkProbe(t, got, []check{
 		{name: "MPTCP socket", key: "socket mptcp", want: "EPERM"},
@@ -165,7 +187,23 @@ func TestFilterRulesInsideRun(t *testing.T) {
 		{name: "prlimit RLIMIT_CORE with old value", key: "prlimit core set and get", want: "EPERM"},
 		{name: "setrlimit RLIMIT_NOFILE", key: "setrlimit nofile", want: "ok"},
 		{name: "RLIMIT_NOFILE changed", key: "nofile after", want: "64"},
+
+		{name: "preadv2", key: "preadv2", want: "ok"},
+		{name: "preadv2 RWF_NOWAIT probes the page cache", key: "preadv2 RWF_NOWAIT", want: "EPERM"},
+		// EOPNOTSUPP is the kernel's: polled I/O on a file without it.
+		{name: "preadv2 other flags", key: "preadv2 RWF_HIPRI", wantAny: []string{"ok", "EOPNOTSUPP"}},
+		{name: "fadvise DONTNEED returns", key: "fadvise DONTNEED", want: "ok"},
+		{name: "fadvise WILLNEED", key: "fadvise WILLNEED", want: "ok"},
 	})
+	// The DONTNEED evicted nothing: the file's first page is still cached.
+	f, err := os.Open(cachedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := unix.Preadv2(int(f.Fd()), [][]byte{make([]byte, 1)}, 0, unix.RWF_NOWAIT); err != nil {
+		t.Errorf("reading %s with RWF_NOWAIT after the run's POSIX_FADV_DONTNEED: %v, want its page still cached", cachedFile, err)
+	}
 	if core == "" {
 		t.Errorf("core before: got nothing, want RLIMIT_CORE as the run starts")
 	}

@@ -393,6 +393,7 @@ func spawnerClone() Rule {
 //   - modify_ldt, get_thread_area, set_thread_area: i386 segment calls.
 //   - memfd_secret, cachestat, process_mrelease, map_shadow_stack: see their
 //     rule; cachestat in particular shows what other runs read.
+//   - preadv2 and pwritev2 with RWF_NOWAIT: the same page-cache probe.
 //   - remap_file_pages: obsolete and emulated.
 //   - socket beyond AF_UNIX, AF_INET and AF_INET6 with the stream, datagram
 //     and seqpacket types and the protocols of their rule (Docker allows
@@ -409,6 +410,8 @@ func spawnerClone() Rule {
 //
 // Docker allows, brig succeeds without acting (Ignore):
 //   - sync, syncfs: host-wide writeback.
+//   - fadvise64 with POSIX_FADV_DONTNEED: evicts a shared file's pages
+//     host-wide.
 //   - setrlimit and prlimit64 changing RLIMIT_CORE: the jail's RLIMIT_CORE of
 //     1 keeps a crash from starting the host's core_pattern pipe.
 //
@@ -417,6 +420,8 @@ func spawnerClone() Rule {
 //     answers ENOSYS too.
 //   - listmount, statmount, mseal, the *xattrat calls, uretprobe: newer than
 //     libseccomp 2.5.4, so unknown to the table; their callers fall back.
+//     (Linux 6.12 on lets uretprobe past every filter, and kills a caller
+//     that is not its own trampoline with SIGILL: what a run sees here.)
 //   - io_setup: native AIO contexts count against a host-wide limit that no
 //     cgroup bounds (its rule); libaio's users fall back.
 //
@@ -437,8 +442,8 @@ func defaultRules() []Rule {
 		// ---- Files, directories and descriptors.
 		{Action: Allow, Names: []string{
 			"read", "write", "readv", "writev", "pread64", "pwrite64", "preadv",
-			"pwritev", "preadv2", "pwritev2", "lseek", "sendfile", "splice", "tee",
-			"vmsplice", "copy_file_range", "readahead", "fadvise64",
+			"pwritev", "lseek", "sendfile", "splice", "tee",
+			"vmsplice", "copy_file_range", "readahead",
 			"open", "openat", "openat2", "creat", "close", "close_range",
 			"dup", "dup2", "dup3", "fcntl", "flock", "pipe", "pipe2",
 			"stat", "fstat", "lstat", "newfstatat", "statx", "statfs", "fstatfs",
@@ -453,6 +458,21 @@ func defaultRules() []Rule {
 			"flistxattr", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
 			"lremovexattr", "fremovexattr",
 		}},
+		{Action: Allow, Names: []string{"preadv2", "pwritev2"},
+			When: []Cond{{Arg: 5, Mask: unix.RWF_NOWAIT, Op: In, Values: []uint64{0}}},
+			Else: Deny,
+			Comment: "RWF_NOWAIT fails a read with EAGAIN exactly when its page is not " +
+				"in the page cache: on the read-only /usr binds, which every run shares, " +
+				"that tells one run which files another has read (cachestat's leak, " +
+				"denied too). Reads and writes without the flag are allowed."},
+		{Action: Allow, Names: []string{"fadvise64"},
+			When: []Cond{{Arg: 3, Op: NotIn, Values: []uint64{unix.FADV_DONTNEED}}},
+			Else: Ignore,
+			Comment: "POSIX_FADV_DONTNEED drops a file's clean cached pages for the " +
+				"whole host, and any reader may ask it: on the shared /usr binds one run " +
+				"could evict what others read, resetting a page-cache probe or sending " +
+				"every run's reads to the disk. It returns 0 and does nothing (advice " +
+				"the kernel may ignore anyway); other advice is allowed."},
 		{Action: Ignore, Names: []string{"sync", "syncfs"},
 			Comment: "sync writes back every dirty page of the host, and syncfs " +
 				"every dirty page of the filesystem a descriptor lies on, which can " +
