@@ -87,6 +87,7 @@ func CheckHost() []Check {
 		OK:     true,
 		Detail: orNone("available: sandboxes get brig-reaper as their pid 1", fmt.Sprintf("unavailable (%v): sandboxes keep a Go init as their pid 1; Linux 6.15 has it", pidns), pidns == nil),
 	})
+	out = append(out, CheckFileMax())
 	fs := filesystems()
 	for _, f := range []string{"overlay", "tmpfs", "proc"} {
 		out = append(out, Check{
@@ -97,6 +98,43 @@ func CheckHost() []Check {
 		})
 	}
 	return out
+}
+
+// FileMaxWanted is the host-wide open-file limit (fs.file-max) below which
+// one run could starve the others and the host: a file a run opens, or maps
+// and closes, costs it about 420 bytes of its memory limit, so a 2 GiB run
+// can hold some five million, past the default limit (a tenth of RAM in KiB:
+// 2.4 million on 24 GiB), and then nothing without CAP_SYS_ADMIN opens a file
+// (ENFILE): other runs' interpreters, the host's unprivileged daemons. With
+// the limit out of the way (systemd's default, LONG_MAX) the runs' memory
+// limits bound their files. Not required: the check says so, brig runs.
+const FileMaxWanted = 1 << 62
+
+// CheckFileMax reports fs.file-max against FileMaxWanted; it always passes,
+// and its Detail says what to do when the limit is lower.
+func CheckFileMax() Check {
+	n, err := FileMax()
+	c := Check{Name: "open-file limit", OK: true}
+	switch {
+	case err != nil:
+		c.Detail = fmt.Sprintf("fs.file-max unreadable: %v", err)
+	case n >= FileMaxWanted:
+		c.Detail = fmt.Sprintf("fs.file-max = %d: the runs' memory limits bound their open files", n)
+	default:
+		c.Detail = fmt.Sprintf("fs.file-max = %d: one run's files (about 420 bytes of its memory each) could reach it and "+
+			"starve other runs and the host's unprivileged processes (ENFILE); raise it as systemd does: "+
+			"sysctl -w fs.file-max=9223372036854775807", n)
+	}
+	return c
+}
+
+// FileMax reads the host-wide open-file limit, fs.file-max.
+func FileMax() (uint64, error) {
+	b, err := os.ReadFile("/proc/sys/fs/file-max")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }
 
 // requiredControllers are the cgroup controllers a run's limits need: fail

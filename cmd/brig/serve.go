@@ -534,6 +534,9 @@ func serveAction(c *cli.Context) error {
 	if err := jail.FirstFailure(jail.CheckHost()); err != nil {
 		return err
 	}
+	if n, err := jail.FileMax(); err == nil && n < jail.FileMaxWanted {
+		log.Warn("the host's open-file limit is within one run's reach", "check", jail.CheckFileMax().Detail)
+	}
 	// A run must share no id with anything else on the host, as brig check
 	// says: no runs are served on a range that an account, a subordinate
 	// range or a file a run sees already uses. Processes of the range are

@@ -24,8 +24,15 @@ const (
 // MaskedProcFiles are overmounted with the run's /dev/null: kernel memory, key,
 // timer and scheduler internals a program has no use for (runc's and Docker's
 // masked files under /proc), the kernel's symbol addresses, and the host's
-// per-CPU interrupt counts, a side channel on what other tenants do.
-var MaskedProcFiles = []string{"kcore", "keys", "timer_list", "timer_stats", "sched_debug", "kallsyms", "latency_stats", "interrupts"}
+// per-CPU interrupt counts, a side channel on what other tenants do. Also what
+// tells a run about the host and that no program needs: the kernel's command
+// line (a VM's may hold its agent's ports and flags) and its configuration,
+// the count of cgroups (how many sandboxes there are), and the host's
+// open-file count, which would let a run steer itself to the host-wide limit.
+// (Each is a mount more per sandbox; the host-wide counters programs do read,
+// loadavg, stat, meminfo, stay.)
+var MaskedProcFiles = []string{"kcore", "keys", "timer_list", "timer_stats", "sched_debug", "kallsyms", "latency_stats", "interrupts",
+	"cmdline", "config.gz", "cgroups", "sys/fs/file-nr"}
 
 // MaskedProcDirs are overmounted with an empty read-only tmpfs: the sound,
 // ACPI and SCSI hardware trees (runc's and Docker's masked directories).
