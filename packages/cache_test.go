@@ -385,17 +385,7 @@ func TestCacheInstallStopsWhenNoCallerWaits(t *testing.T) {
 	c := openTestCache(t, t.TempDir(), 0, inst)
 	set := mustSet(t, "python", "3.11.2", "numpy==1.26.4")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	gaveUp := make(chan error, 1)
-	go func() {
-		_, err := c.Acquire(ctx, set, nil)
-		gaveUp <- err
-	}()
-	<-inst.started
-	cancel()
-	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
-		t.Fatalf("got %v from the cancelled caller, want context.Canceled", err)
-	}
+	abandon(t, c, set, inst.started)
 	waitFor(t, "the abandoned install to end", func() bool {
 		inst.mu.Lock()
 		defer inst.mu.Unlock()
@@ -427,17 +417,7 @@ func TestCacheCallerDuringAbandonedInstallWaitsForItsEnd(t *testing.T) {
 	c := openTestCache(t, t.TempDir(), 0, inst)
 	set := mustSet(t, "python", "3.11.2", "numpy==1.26.4")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	gaveUp := make(chan error, 1)
-	go func() {
-		_, err := c.Acquire(ctx, set, nil)
-		gaveUp <- err
-	}()
-	<-inst.started
-	cancel()
-	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
-		t.Fatalf("got %v from the cancelled caller, want context.Canceled", err)
-	}
+	abandon(t, c, set, inst.started)
 	// The first install has seen its cancellation but has not returned yet.
 	<-inst.stopping
 	got := make(chan *Lease, 1)
@@ -453,6 +433,23 @@ func TestCacheCallerDuringAbandonedInstallWaitsForItsEnd(t *testing.T) {
 	defer l.Release()
 	if n := inst.Calls(); n != 2 {
 		t.Errorf("got %d installs, want 2", n)
+	}
+}
+
+// abandon starts an Acquire of set, waits until its install has started (a
+// value on started), and has the caller give up, as a stopped run does.
+func abandon(t *testing.T, c *Cache, set Set, started <-chan string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, set, nil)
+		gaveUp <- err
+	}()
+	<-started
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v from the cancelled caller, want context.Canceled", err)
 	}
 }
 

@@ -22,6 +22,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "${1:-$here/../../bin}" && pwd)
+. "$here/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "run as root: the service needs it" >&2; exit 1; }
 for t in brig brig-init brig-reaper; do
   [ -x "$bin/$t" ] || { echo "$bin/$t is missing: make build" >&2; exit 1; }
@@ -49,12 +50,7 @@ serve() { # serve POOL: a service with this pool, its pools full
   "$bin/brig" serve --config "$dir/brig.toml" --socket "$sock" --state-dir "$dir/state" \
     --max-concurrent 32 --pool "$1" --log-format text > "$dir/serve-$1.log" 2>&1 &
   svc=$!
-  for _ in $(seq 100); do
-    curl -sf --unix-socket "$sock" http://brig/v1/health >/dev/null 2>&1 && break
-    kill -0 "$svc" 2>/dev/null || { cat "$dir/serve-$1.log" >&2; exit 1; }
-    sleep 0.2
-  done
-  sleep 3 # the pools fill
+  wait_serving "$sock" "$svc" "$dir/serve-$1.log"
 }
 
 bench() { # bench TITLE ARGS...: one brig bench, its table and CPU lines

@@ -1,0 +1,14 @@
+# Shared by the measurement scripts that start a service of their own
+# (sourced: `. "$here/lib.sh"`).
+
+# wait_serving SOCKET PID LOG: waits until the service PID answers on SOCKET
+# (if it dies first, its log LOG is shown and the script exits), then lets its
+# pools fill.
+wait_serving() {
+  for _ in $(seq 100); do
+    curl -sf --unix-socket "$1" http://brig/v1/health >/dev/null 2>&1 && break
+    kill -0 "$2" 2>/dev/null || { cat "$3" >&2; exit 1; }
+    sleep 0.2
+  done
+  sleep 3 # the pools fill
+}
