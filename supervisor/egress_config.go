@@ -6,6 +6,7 @@ import (
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/egress"
+	"github.com/brig-sandbox/brig/packages"
 )
 
 // networkModes are the network modes of API.md, in its order.
@@ -99,7 +100,7 @@ func (cfg Config) egressPolicy(req api.Request) egress.Policy {
 		pol.Domains = slices.Clone(cfg.RegistryHosts[req.Language])
 		pol.Ports = slices.Clone(cfg.RegistryPorts[req.Language])
 		if len(pol.Ports) == 0 {
-			pol.Ports = []int{80, 443}
+			pol.Ports = packages.RegistryPortsOf(nil) // the web's
 		}
 	}
 	return pol
