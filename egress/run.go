@@ -52,7 +52,7 @@ const (
 // logMessage is the canonical line's message.
 const logMessage = "egress"
 
-// maxRefusals bounds the refusals a run lists and logs one by one, so that a
+// MaxRefusals bounds the refusals a run lists and logs one by one, so that a
 // program that loops on refused connections or queries (distinct names, each
 // a refusal of its own) cannot grow the supervisor's memory or flood its log.
 // Allowed connections are listed apart, up to maxAllowed, which the run's
@@ -61,7 +61,7 @@ const logMessage = "egress"
 // connection, and its bytes, out of the run's record. What is left out is
 // still counted (Omitted), and Close logs how much.
 const (
-	maxRefusals = 10000
+	MaxRefusals = 10000
 	maxAllowed  = 100000
 )
 
@@ -109,7 +109,7 @@ type Run struct {
 	deniedNames map[string]bool
 }
 
-// Omitted is what a run decided past its lists' bounds (maxRefusals,
+// Omitted is what a run decided past its lists' bounds (MaxRefusals,
 // maxAllowed): neither listed, announced nor logged one by one, but counted,
 // so that the service's metrics still count every decision and byte.
 type Omitted struct {
@@ -350,7 +350,7 @@ func (r *Run) refuse(host string, port int, via, rule string) {
 func (r *Run) deniedName(name string, d Decision) {
 	r.mu.Lock()
 	seen := r.deniedNames[name]
-	if !seen && len(r.deniedNames) < maxRefusals {
+	if !seen && len(r.deniedNames) < MaxRefusals {
 		r.deniedNames[name] = true
 	}
 	r.mu.Unlock()
@@ -371,7 +371,7 @@ func (r *Run) decidedInto(rec *record, host string, port int, via string, d Deci
 	rec.conn = Connection{Host: host, Port: port, Allowed: d.Allowed, Rule: d.Rule, Via: via, Failure: failure}
 	rec.failure = failure
 	r.mu.Lock()
-	n, bound := &r.refusals, maxRefusals
+	n, bound := &r.refusals, MaxRefusals
 	if d.Allowed {
 		n, bound = &r.allowed, maxAllowed
 	}

@@ -872,21 +872,21 @@ func TestEnv(t *testing.T) {
 	}
 }
 
-// TestRunListsWhatGotThroughAfterAFloodOfRefusals: refusals past maxRefusals
+// TestRunListsWhatGotThroughAfterAFloodOfRefusals: refusals past MaxRefusals
 // are only counted, but a connection allowed after them is still listed and
 // announced, and what the lists leave out keeps its counts and bytes.
 func TestRunListsWhatGotThroughAfterAFloodOfRefusals(t *testing.T) {
 	var announced []Connection
 	r := &Run{log: slog.New(slog.DiscardHandler), deniedNames: map[string]bool{},
 		onDecision: func(c Connection) { announced = append(announced, c) }}
-	for i := range maxRefusals + 5 {
+	for i := range MaxRefusals + 5 {
 		r.deniedName(fmt.Sprintf("j%d.other.test", i), Decision{Rule: "not in the run's domains"})
 	}
 	rec := r.decided("web.test", 80, "transparent proxy", Decision{Allowed: true, Rule: "domain web.test"}, "")
 	rec.sent.Add(50000)
 	r.finished(rec)
-	if len(r.records) != maxRefusals+1 || len(announced) != maxRefusals+1 {
-		t.Fatalf("got %d listed and %d announced, want the %d refusals and the allowed connection", len(r.records), len(announced), maxRefusals)
+	if len(r.records) != MaxRefusals+1 || len(announced) != MaxRefusals+1 {
+		t.Fatalf("got %d listed and %d announced, want the %d refusals and the allowed connection", len(r.records), len(announced), MaxRefusals)
 	}
 	if last := r.records[len(r.records)-1].snapshot(); last.Host != "web.test" || !last.Allowed || last.BytesSent != 50000 {
 		t.Fatalf("got last listed %+v, want web.test allowed with its 50000 bytes", last)

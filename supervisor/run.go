@@ -60,12 +60,13 @@ type run struct {
 	refusalEvents int
 }
 
-// maxRefusalEvents bounds a run's egress events of refusals: a program that
-// tries names in a loop must not grow the supervisor's memory without end.
-// Every allowed connection the proxies list is an event (they bound the list
-// by the run's connection rate), so that a flood of refusals can't hide a
-// later connection that got through.
-const maxRefusalEvents = 10_000
+// maxRefusalEvents bounds a run's egress events of refusals, as the proxies
+// bound the refusals they list (and announce): a program that tries names in
+// a loop must not grow the supervisor's memory without end. Every allowed
+// connection the proxies list is an event (they bound the list by the run's
+// connection rate), so that a flood of refusals can't hide a later
+// connection that got through.
+const maxRefusalEvents = egress.MaxRefusals
 
 func newRun(id, key string, req api.Request, peerUID int, now time.Time) *run {
 	ctx, stop := context.WithCancel(context.Background())
