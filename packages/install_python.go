@@ -189,9 +189,12 @@ func pythonResolved(set Set, r *driverResult, allowSourceBuilds bool) ([]Resolve
 var (
 	// pipUnavailableRE are pip's error lines that mean a requested package or
 	// version can't be had (pip 22 to 25 words them so).
-	pipUnavailableRE = lazyRegexp(`^ERROR: (Could not find a version that satisfies|No matching distribution found|Cannot install .* because these package versions have conflicting dependencies)`)
+	pipUnavailableRE = lazyRegexp(`^ERROR: (Could not find a version that satisfies|No matching distribution found|Cannot install .* because these package versions have conflicting dependencies|\S+ has an invalid wheel)`)
 	// pipVersionsRE is the list pip gives after a version it could not find.
 	pipVersionsRE = lazyRegexp(`\(from versions: ([^)]*)\)`)
+	// pipPreReleaseRE finds a pre-release or development release in pip's
+	// list of versions (PEP 440's normal forms: 2.1rc1, 1.0a2, 3.0.dev1).
+	pipPreReleaseRE = lazyRegexp(`\d(a|b|rc)\d+|\.dev\d+`)
 	// pipNoiseRE are error lines that add nothing a model can act on.
 	pipNoiseRE = lazyRegexp(`^ERROR: ResolutionImpossible: for help`)
 )
@@ -247,8 +250,13 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		msg += " No version was found with a wheel for this Python: check the package's name; brig installs wheels only, so a package published only as source can't be installed."
 	case versions == "none":
 		msg += " No version was found: check the package's name."
+	case strings.Contains(msg, "has an invalid wheel"):
+		msg += " The index serves a malformed wheel for it: ask for another version, or tell the package's maintainers."
 	case versions != "":
 		msg += " Check the version constraint; versions available: " + newestVersions(versions, 20) + "."
+		if pipPreReleaseRE().MatchString(versions) {
+			msg += " (Pre-releases and development releases among them are chosen only when the constraint names one, as in ==2.1rc1, as pip does.)"
+		}
 	}
 	if !allowSourceBuilds && versions != "none" && versions != "" {
 		msg += " (Only versions with a wheel for this Python are listed: brig installs wheels only.)"
