@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -183,7 +184,7 @@ func TestCacheInstallThenHit(t *testing.T) {
 	if err == nil {
 		err = json.Unmarshal(b, &onDisk)
 	}
-	if err != nil || onDisk.Key != m.Key || onDisk.Bytes != m.Bytes || !slices.Equal(onDisk.Packages, m.Packages) {
+	if err != nil || onDisk.Key != m.Key || onDisk.Bytes != m.Bytes || !reflect.DeepEqual(onDisk.Packages, m.Packages) {
 		t.Errorf("got manifest.json %+v (%v), want %+v", onDisk, err, m)
 	}
 

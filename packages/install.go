@@ -268,6 +268,11 @@ type driverPackage struct {
 	Hash    string `json:"hash"`
 	// Path is the package's place in npm's lockfile ("node_modules/a").
 	Path string `json:"path"`
+	// Requires is what the package depends on: pip's Requires-Dist lines
+	// ("dep-b>=1; extra == 'x'"), npm's dependency names.
+	Requires []string `json:"requires,omitempty"`
+	// Extras are the extras pip installed the package with.
+	Extras []string `json:"extras,omitempty"`
 }
 
 // parseDriverResult finds the driver's result line in its stdout.

@@ -174,12 +174,13 @@ func TestInstallPythonWheels(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Install: %v (progress %q)", err, progress)
 	}
-	want := []Resolved{{Name: "dep-b", Version: "1.0"}, {Name: "pkg-a", Version: "2.0", Request: "pkg.a>=2"}}
+	want := []Resolved{{Name: "dep-b", Version: "1.0", RequiredBy: []string{"pkg-a"}}, {Name: "pkg-a", Version: "2.0", Request: "pkg.a>=2"}}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	for i := range want {
-		if got[i].Name != want[i].Name || got[i].Version != want[i].Version || got[i].Request != want[i].Request || !sha256Hash.MatchString(got[i].Hash) {
+		if got[i].Name != want[i].Name || got[i].Version != want[i].Version || got[i].Request != want[i].Request ||
+			!slices.Equal(got[i].RequiredBy, want[i].RequiredBy) || !sha256Hash.MatchString(got[i].Hash) {
 			t.Errorf("got %+v, want %+v with a sha256= hash", got[i], want[i])
 		}
 	}
@@ -296,7 +297,7 @@ func TestInstallNpm(t *testing.T) {
 		t.Fatalf("Install: %v (progress %q)", err, progress)
 	}
 	want := []Resolved{
-		{Name: "@brig/dep", Version: "1.2.0"},
+		{Name: "@brig/dep", Version: "1.2.0", RequiredBy: []string{"app"}},
 		{Name: "@brig/esm", Version: "2.0.0", Request: "@brig/esm@*"},
 		{Name: "app", Version: "1.0.0", Request: "app@~1.0.0"},
 		{Name: "hooked", Version: "1.0.0", Request: "hooked@^1"},
@@ -305,7 +306,8 @@ func TestInstallNpm(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	for i := range want {
-		if got[i].Name != want[i].Name || got[i].Version != want[i].Version || got[i].Request != want[i].Request || !integrity.MatchString(got[i].Hash) {
+		if got[i].Name != want[i].Name || got[i].Version != want[i].Version || got[i].Request != want[i].Request ||
+			!slices.Equal(got[i].RequiredBy, want[i].RequiredBy) || !integrity.MatchString(got[i].Hash) {
 			t.Errorf("got %+v, want %+v with a sha512 integrity", got[i], want[i])
 		}
 	}

@@ -52,7 +52,8 @@ process.on('exit', (code) => {
       for (const [key, p] of Object.entries(lock.packages || {})) {
         if (!key.startsWith('node_modules/') || p.link) continue
         const name = p.name || key.slice(key.lastIndexOf('node_modules/') + 'node_modules/'.length)
-        result.packages.push({ name, version: p.version || '', hash: p.integrity || '', path: key })
+        const requires = Object.keys({ ...p.dependencies, ...p.optionalDependencies, ...p.peerDependencies })
+        result.packages.push({ name, version: p.version || '', hash: p.integrity || '', path: key, requires })
       }
     } catch (err) {
       result.exit = 1
@@ -129,12 +130,15 @@ func npmResolved(set Set, r *driverResult) ([]Resolved, error) {
 		top["node_modules/"+q.Name] = q.Raw
 	}
 	resolved := make([]Resolved, 0, len(r.Packages))
+	paths := make([]string, 0, len(r.Packages))
 	for _, p := range r.Packages {
 		if p.Name == "" || p.Version == "" {
 			return nil, fmt.Errorf("the javascript installer reported a package without a name or version: %+v", p)
 		}
 		resolved = append(resolved, Resolved{Name: p.Name, Version: p.Version, Hash: p.Hash, Request: top[p.Path]})
+		paths = append(paths, p.Path)
 	}
+	requiredBy(resolved, npmEdges(paths, r.Packages))
 	sortResolved(resolved)
 	return resolved, nil
 }

@@ -104,7 +104,8 @@ if code == 0:
         archive = (item.get('download_info') or {}).get('archive_info') or {}
         hashes = archive.get('hashes') or {}
         digest = 'sha256=' + hashes['sha256'] if 'sha256' in hashes else archive.get('hash') or ''
-        packages.append({'name': meta.get('name', ''), 'version': meta.get('version', ''), 'hash': digest})
+        packages.append({'name': meta.get('name', ''), 'version': meta.get('version', ''), 'hash': digest,
+                         'requires': meta.get('requires_dist') or [], 'extras': item.get('requested_extras') or []})
 
 result = {'runtime': platform.python_version(), 'exit': code, 'packages': packages, 'errors': tee.errors, 'warnings': tee.warnings, 'tail': list(tee.tail), 'fetch_failures': fetch.seen}
 out.write(MARKER + json.dumps(result) + '\n')
@@ -182,6 +183,7 @@ func pythonResolved(set Set, r *driverResult, allowSourceBuilds bool) ([]Resolve
 		}
 		resolved = append(resolved, Resolved{Name: name, Version: p.Version, Hash: p.Hash, Request: byName[name]})
 	}
+	requiredBy(resolved, pythonEdges(resolved, r.Packages))
 	sortResolved(resolved)
 	return resolved, nil
 }

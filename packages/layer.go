@@ -98,6 +98,10 @@ type Resolved struct {
 	Hash string `json:"hash,omitempty"`
 	// Request is the request (Raw) it satisfies; "" for a dependency.
 	Request string `json:"request,omitempty"`
+	// RequiredBy are, for a dependency, the requested packages (their
+	// normalised names) whose dependencies include it; empty in a layer
+	// installed before brig recorded it.
+	RequiredBy []string `json:"required_by,omitempty"`
 }
 
 // Manifest is what is recorded with a layer, in its manifest.json.

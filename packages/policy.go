@@ -317,24 +317,33 @@ func (p PolicyConfig) CheckResolved(language string, pkgs []Resolved) error {
 			b.Request = r.Request
 		}
 		what := fmt.Sprintf("%s, a dependency the install resolved,", pin)
-		if r.Request != "" {
+		// The requests to change: those that pulled it in, when known.
+		change := "request packages"
+		switch {
+		case r.Request != "":
 			what = fmt.Sprintf("%s, which %s resolved to,", pin, r.Request)
+		case len(r.RequiredBy) > 0:
+			what = fmt.Sprintf("%s, a dependency of %s,", pin, requestList(r.RequiredBy))
+			change = "request versions of " + requestList(r.RequiredBy)
 		}
 		if p.Mode == PolicyDeny {
 			b.Message = fmt.Sprintf("%s is refused by this host's deny list (entry %s)", what, strings.TrimPrefix(b.Rule, PolicyDeny+":"))
+			if len(r.RequiredBy) > 0 && r.Request == "" {
+				b.Message += fmt.Sprintf(": %s that do not depend on it, or other packages", change)
+			}
 			return b
 		}
 		versions, pairs := p.reviewedOf(language, name)
 		switch {
 		case len(versions) == 0:
-			b.Message = fmt.Sprintf("%s has no reviewed version on this host, which installs only reviewed name and version pairs: request packages whose dependencies are all reviewed here", what)
+			b.Message = fmt.Sprintf("%s has no reviewed version on this host, which installs only reviewed name and version pairs: %s whose dependencies are all reviewed here", what, change)
 		case r.Request != "":
 			// The request pinned a reviewed version (Check passed) and the
 			// index gave another build of it, such as a local "+label".
 			b.Message = fmt.Sprintf("%s is not a reviewed version on this host (reviewed: %s), which installs only reviewed name and version pairs", what, listEntries(pairs))
 		default:
-			b.Message = fmt.Sprintf("%s is not a reviewed version on this host (reviewed: %s), which installs only reviewed name and version pairs: add a reviewed version of it to the requests, as %s, or request versions whose dependencies are reviewed",
-				what, listEntries(pairs), exampleReviewed(language, name, versions[0]))
+			b.Message = fmt.Sprintf("%s is not a reviewed version on this host (reviewed: %s), which installs only reviewed name and version pairs: add a reviewed version of it to the requests, as %s, or %s whose dependencies are reviewed",
+				what, listEntries(pairs), exampleReviewed(language, name, versions[0]), strings.Replace(change, "request packages", "request versions", 1))
 		}
 		return b
 	}

@@ -234,6 +234,12 @@ func TestPolicyCheckResolved(t *testing.T) {
 		{Name: "numpy", Version: "1.26.4", Request: "numpy==1.26.4"},
 		{Name: "six", Version: "1.16.0"},
 	}
+	// As the supervisor gives them: RequiredBy in the run's spelling.
+	pulled := []Resolved{
+		{Name: "numpy", Version: "1.26.4", Request: "numpy==1.26.4"},
+		{Name: "python-dateutil", Version: "2.9.0", Request: "python-dateutil>=2"},
+		{Name: "six", Version: "1.16.0", RequiredBy: []string{"numpy==1.26.4", "python-dateutil>=2"}},
+	}
 	tests := []struct {
 		name     string
 		policy   PolicyConfig
@@ -277,6 +283,19 @@ func TestPolicyCheckResolved(t *testing.T) {
 			want: "lodash@4.17.21, which lodash@4.17.21 resolved to, is not a reviewed version",
 		},
 		{name: "reviewed npm", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"@types/node@20.11.0"}}, language: "javascript", pkgs: []Resolved{{Name: "@types/node", Version: "20.11.0"}}},
+		// A dependency whose requesters are known names them, and what to change.
+		{
+			name: "deny names the requests that pulled a dependency in", policy: PolicyConfig{Mode: "deny", Deny: []string{"six"}}, language: "python", pkgs: pulled,
+			want: "six==1.16.0, a dependency of numpy==1.26.4 and python-dateutil>=2, is refused by this host's deny list (entry six): request versions of numpy==1.26.4 and python-dateutil>=2 that do not depend on it, or other packages",
+		},
+		{
+			name: "reviewed names the request that pulled a dependency in", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4", "python-dateutil==2.9.0", "six==1.15.0"}}, language: "python", pkgs: pulled,
+			want: "six==1.16.0, a dependency of numpy==1.26.4 and python-dateutil>=2, is not a reviewed version on this host (reviewed: six==1.15.0), which installs only reviewed name and version pairs: add a reviewed version of it to the requests, as six==1.15.0, or request versions of numpy==1.26.4 and python-dateutil>=2 whose dependencies are reviewed",
+		},
+		{
+			name: "reviewed names the request of a dependency with no reviewed version", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4", "python-dateutil==2.9.0"}}, language: "python", pkgs: pulled,
+			want: "has no reviewed version on this host, which installs only reviewed name and version pairs: request versions of numpy==1.26.4 and python-dateutil>=2 whose dependencies are all reviewed here",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -117,7 +118,8 @@ func (s *Service) preparePackages(r *run) (*packages.Lease, *api.Result) {
 }
 
 // asRequested is a layer's packages as this run's requests name them: each
-// package a request asks for carries this run's request (Raw). A layer is
+// package a request asks for carries this run's request (Raw), and each
+// dependency the requests that pulled it in (RequiredBy). A layer is
 // keyed by the normalised requests, so the run that installed it may have
 // spelled them otherwise ("Alpha==1.0" for "alpha==1.0", "beta<3, >=2" for
 // "beta>=2,<3"), and the manifest keeps that run's spelling. A request matches
@@ -134,6 +136,13 @@ func asRequested(reqs []packages.Request, pkgs []packages.Resolved) []packages.R
 	for i, p := range out {
 		if r, ok := raw[p.Name]; ok && p.Request != "" {
 			out[i].Request = r
+		}
+		if len(p.RequiredBy) > 0 {
+			by := make([]string, len(p.RequiredBy))
+			for j, name := range p.RequiredBy {
+				by[j] = cmp.Or(raw[name], name)
+			}
+			out[i].RequiredBy = by
 		}
 	}
 	return out

@@ -172,6 +172,30 @@ func TestPackagesRefusals(t *testing.T) {
 	}
 }
 
+// TestPackagesDependencyRefusalNamesItsRequest: a dependency the policy
+// refuses blocks the run with a message that names the request that pulled it
+// in, as the run spelled it, in both languages.
+func TestPackagesDependencyRefusalNamesItsRequest(t *testing.T) {
+	reg := newRegistryStandIns(t)
+	var ts *testService
+	ts = newTestService(t, func(cfg *Config) {
+		reg.withPackages(t, &ts, packages.PolicyConfig{Mode: packages.PolicyDeny, Deny: []string{"dep-b", "right"}})(cfg)
+	})
+	for _, tc := range []struct {
+		language, code, request, want string
+	}{
+		{"python", "print('ran')", "Pkg_A==1.0", "dep-b==2.0, a dependency of Pkg_A==1.0, is refused by this host's deny list (entry dep-b): request versions of Pkg_A==1.0 that do not depend on it, or other packages; the program did not run"},
+		{"javascript", "console.log('ran')", "left@^1.0.0", "right@2.1.0, a dependency of left@^1.0.0, is refused by this host's deny list (entry right)"},
+	} {
+		t.Run(tc.language, func(t *testing.T) {
+			res := ts.mustRun(t, request(tc.language, tc.code, withPackageRequests(tc.request)))
+			if res.Outcome != api.OutcomeBlocked || res.Reason != api.ReasonPackageBlocked || res.Stdout != "" || !strings.Contains(res.Message, tc.want) {
+				t.Errorf("got %s/%s stdout %q message %q, want blocked with %q", res.Outcome, res.Reason, res.Stdout, res.Message, tc.want)
+			}
+		})
+	}
+}
+
 // TestPackagesJavaScript: require() and import both resolve the layer; an
 // install script never ran; concurrent identical requests install once.
 func TestPackagesJavaScript(t *testing.T) {
