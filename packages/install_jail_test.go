@@ -5,12 +5,15 @@ import (
 	"errors"
 	"io/fs"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -409,6 +412,46 @@ func TestInstallRegistryUnreachable(t *testing.T) {
 	_, err = in.Install(context.Background(), set, newStaging(t), nil)
 	checkInstallError(t, err, false, []string{"could not read the package index"})
 	t.Logf("message: %v", err)
+}
+
+// TestInstallNpmRegistryFailing: a registry that answers 502 to everything
+// is an installer failure, not an unavailable package, and npm gives up after
+// its two retries a second or few apart (its own backoff, 10 to 60 s, kept a
+// run waiting 70 s).
+func TestInstallNpmRegistryFailing(t *testing.T) {
+	requireNpm(t)
+	l := newTestLauncher(t)
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		http.Error(w, "bad gateway", http.StatusBadGateway)
+	}))
+	t.Cleanup(srv.Close)
+	in, err := NewInstaller(InstallerConfig{
+		Run:        registriesRun(l, map[string]string{npmHost + ":80": srv.Listener.Addr().String()}),
+		Registries: map[string][]string{languageJavaScript: {"http://" + npmHost + "/"}},
+		Timeout:    120 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := Set{Language: languageJavaScript, Requests: mustRequests(t, languageJavaScript, "app@^1")}
+	begin := time.Now()
+	_, err = in.Install(context.Background(), set, newStaging(t), nil)
+	took := time.Since(begin)
+	var uerr *UnavailableError
+	if err == nil || errors.As(err, &uerr) {
+		t.Fatalf("got %v, want an installer failure", err)
+	}
+	if n := requests.Load(); n > 3 {
+		t.Errorf("the registry was asked %d times, want the first try and two retries at most", n)
+	}
+	// About 7 s here with the short backoff, 70 s with npm's; the bound is
+	// far from both.
+	if took > 40*time.Second {
+		t.Errorf("the install took %s to fail, want npm's retries a few seconds apart", took.Round(time.Second))
+	}
+	t.Logf("after %d requests in %s: %v", requests.Load(), took.Round(time.Millisecond), err)
 }
 
 // closedPort is a loopback address nothing listens on any more.

@@ -106,6 +106,12 @@ func npmConfigOf(reqs []Request, urls []string) npmConfig {
 			"--progress=false",
 			// The lockfile is where the resolved versions are read.
 			"--package-lock=true",
+			// A registry that fails (5xx, a reset) is retried twice within
+			// about 6 s, not npm's 10 to 60 s backoff, which made a run wait
+			// 70 s to learn that its registry was down.
+			"--fetch-retries=2",
+			"--fetch-retry-mintimeout=1000",
+			"--fetch-retry-maxtimeout=5000",
 		},
 	}
 }
