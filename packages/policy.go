@@ -102,8 +102,18 @@ func validateGlob(e string) error {
 	if _, err := path.Match(e, ""); err != nil {
 		return fmt.Errorf("entry %q is not a valid glob: %w", e, err)
 	}
+	if !nameGlobRE().MatchString(e) {
+		// "requests>=2" or "lodash@4" would match no name, and so deny or
+		// allow nothing, without a word.
+		return fmt.Errorf("entry %q is not a package name or a glob of names (such as numpy, django-*, @types/*): "+
+			"these lists take names only; pin versions with mode %q", e, PolicyReviewed)
+	}
 	return nil
 }
+
+// nameGlobRE is an allow or deny entry: a Python or npm name (scoped or not),
+// or a glob of such names (path.Match's *, ? and [...]).
+var nameGlobRE = lazyRegexp(`^(@[A-Za-z0-9*?\[\]!^._~-]+/)?[A-Za-z0-9*?\[][A-Za-z0-9*?\[\]!^._~-]*$`)
 
 // parseReviewed splits a reviewed pair into its language, name (not yet
 // normalised) and version.

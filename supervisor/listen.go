@@ -23,7 +23,7 @@ func Listen(path, group string) (_ net.Listener, retErr error) {
 	gid := -1
 	if group != "" {
 		var err error
-		if gid, err = lookupGroup(group); err != nil {
+		if gid, err = SocketGroupID(group); err != nil {
 			return nil, err
 		}
 	}
@@ -51,7 +51,8 @@ func Listen(path, group string) (_ net.Listener, retErr error) {
 	return ln, nil
 }
 
-func lookupGroup(group string) (int, error) {
+// SocketGroupID is the gid of the socket's group: a gid, or a group's name.
+func SocketGroupID(group string) (int, error) {
 	if n, err := strconv.Atoi(group); err == nil && n >= 0 {
 		return n, nil
 	}

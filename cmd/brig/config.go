@@ -82,10 +82,16 @@ func (lc launcherConfig) check() error {
 		bound{"id_first", lc.IDs.First > 0, lc.IDs.First},
 		bound{"id_count", lc.IDs.Count > 0, lc.IDs.Count},
 	)
+	if lc.Pool < 0 || lc.Pool > 64 {
+		errs = append(errs, fmt.Errorf("pool %d: give 0 to 64 sandboxes", lc.Pool))
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
 	}
-	return lc.jailConfig().Validate()
+	if err := lc.jailConfig().Validate(); err != nil {
+		return fmt.Errorf("invalid configuration of the sandboxes ([sandbox] or its flags): %w", err)
+	}
+	return nil
 }
 
 // bound is a config value, by its key, that must be positive: ok says it is.
@@ -138,10 +144,18 @@ func parseRootfsFlags(values []string, built map[rootfs.Language]string) error {
 // newProvider opens the roots of lc: its built ones, the host's for the rest.
 func newProvider(lc launcherConfig) (rootfs.Provider, error) {
 	if os.Geteuid() != 0 {
-		return nil, fmt.Errorf("brig builds sandboxes and must run as root (Hint: sudo)")
+		return nil, errNotRoot
 	}
-	return rootfs.Open(lc.StateDir, lc.Built)
+	// Not returned as it is: a nil *Mixed in a Provider is not a nil Provider.
+	m, err := rootfs.Open(lc.StateDir, lc.Built)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
 }
+
+// errNotRoot is newProvider's error when brig is not root.
+var errNotRoot = errors.New("brig builds sandboxes and must run as root")
 
 // sandbox is a Launcher and what it was built from.
 type sandbox struct {

@@ -346,6 +346,14 @@ func (sc serveConfig) checkValues() error {
 	if sc.Grace < 0 {
 		errs = append(errs, fmt.Errorf("grace %s: give 0s (runs are stopped at once) or more", time.Duration(sc.Grace)))
 	}
+	if m := sc.Packages.InstallMemoryMiB; m > 0 && (m < api.MinMemoryMiB || m > api.MaxMemoryMiB) {
+		errs = append(errs, fmt.Errorf("packages.install_memory_mib %d: give %d to %d MiB, a run's bounds", m, api.MinMemoryMiB, api.MaxMemoryMiB))
+	}
+	if sc.SocketGroup != "" {
+		if _, err := supervisor.SocketGroupID(sc.SocketGroup); err != nil {
+			errs = append(errs, fmt.Errorf("socket_group: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -535,7 +543,8 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	if n, err := jail.FileMax(); err == nil && n < jail.FileMaxWanted {
-		log.Warn("the host's open-file limit is within one run's reach", "check", jail.CheckFileMax().Detail)
+		ch := jail.CheckFileMax()
+		log.Warn("the host's open-file limit is within one run's reach", "check", ch.Detail, "hint", ch.Hint)
 	}
 	// A run must share no id with anything else on the host, as brig check
 	// says: no runs are served on a range that an account, a subordinate
@@ -611,7 +620,12 @@ func serveAction(c *cli.Context) error {
 // registries read, for the package installer.
 func (sc serveConfig) serviceConfig(ctx context.Context, log *slog.Logger) (supervisor.Config, map[string]packages.Registry, error) {
 	cfg := sc.supervisorConfig(log)
-	if err := errors.Join(sc.checkValues(), cfg.Validate()); err != nil {
+	// The file's keys first: the supervisor's own check of the same values
+	// would name them again, with its own zero's meaning.
+	if err := sc.checkValues(); err != nil {
+		return cfg, nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
 		return cfg, nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	regs, err := registries(ctx, sc, packages.Managers{}, log)

@@ -385,15 +385,20 @@ func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
 		{"negative pids", "[sandbox]\npids = -1\n", "pids -1"},
 		{"zero id count", "[sandbox]\nid_count = 0\n", "id_count 0"},
 		{"zero id first", "[sandbox]\nid_first = 0\n", "id_first 0"},
-		{"pool too large", "[sandbox]\npool = 65\n", "pool size must be 0 to 64"},
+		{"pool too large", "[sandbox]\npool = 65\n", "pool 65: give 0 to 64 sandboxes"},
+		{"id count not in blocks", "[sandbox]\nid_count = 1\n", "([sandbox] or its flags): jail: invalid config: the id range's size 1 is not a multiple of"},
 		{"relative state dir", "state_dir = \"var/brig\"\n", "must be an absolute path"},
 		{"zero retention", "retention = \"0s\"\n", "retention 0s: give a positive value"},
 		{"negative queue", "queue_size = -1\n", "queue_size -1: give 0 (no queue"},
 		{"negative grace", "grace = \"-1s\"\n", "grace -1s: give 0s"},
 		{"zero max_conns", "[egress]\nmax_conns = 0\n", "egress.max_conns 0"},
+		{"negative conns per second", "[egress]\nconns_per_second = -1.0\n", "egress.conns_per_second -1: give a positive value"},
 		{"zero handshake timeout", "[egress]\nhandshake_timeout = \"0s\"\n", "egress.handshake_timeout 0s"},
 		{"zero install memory", "[packages]\ninstall_memory_mib = 0\n", "packages.install_memory_mib 0"},
 		{"zero cache", "[packages]\ncache_max_bytes = 0\n", "packages.cache_max_bytes 0"},
+		{"install memory below a run's", "[packages]\ninstall_memory_mib = 10\n", "packages.install_memory_mib 10: give 128 to 2048 MiB"},
+		{"unknown socket group", "socket_group = \"no-such-group-here\"\n", "socket_group: socket group \"no-such-group-here\""},
+		{"deny list with a version", "[packages.policy]\nmode = \"deny\"\ndeny = [\"requests>=2\"]\n", "packages.policy: validating the package policy's deny list: entry \"requests>=2\" is not a package name"},
 		{"cpus below the kernel's quota", "[sandbox]\ncpus = 0.001\n", "below the kernel's minimum quota"},
 		{"empty cgroup parent", "[sandbox]\ncgroup_parent = \"\"\n", "sandbox.cgroup_parent is empty"},
 		{"no network modes", "[egress]\nmodes = []\n", "egress.modes is empty"},
@@ -402,6 +407,12 @@ func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
 			err := checkServeConfigFile(t, tc.body, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+			// Each value is refused once: the supervisor's check of a value
+			// the file's key already refused, with its own zero's meaning,
+			// said "give zero or more" beside "give a positive value".
+			if strings.Contains(err.Error(), "give zero") {
+				t.Errorf("got %q, want one refusal of the key, not the supervisor's second", err)
 			}
 		})
 	}
