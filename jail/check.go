@@ -2,8 +2,10 @@ package jail
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,10 +21,13 @@ import (
 
 // Check is one host requirement and whether this host meets it.
 type Check struct {
-	Name   string
-	OK     bool
+	Name string
+	OK   bool
+	// Warn marks a passing check that found something the operator should
+	// change (brig check prints it as "warn", with its hint).
+	Warn   bool
 	Detail string // what was found
-	Hint   string // what to do when !OK
+	Hint   string // what to do when !OK or Warn
 }
 
 // minKernel is the oldest kernel with everything the jail uses: the new mount API
@@ -121,9 +126,10 @@ func CheckFileMax() Check {
 	case n >= FileMaxWanted:
 		c.Detail = fmt.Sprintf("fs.file-max = %d: the runs' memory limits bound their open files", n)
 	default:
+		c.Warn = true
 		c.Detail = fmt.Sprintf("fs.file-max = %d: one run's files (about 420 bytes of its memory each) could reach it and "+
-			"starve other runs and the host's unprivileged processes (ENFILE); raise it as systemd does: "+
-			"sysctl -w fs.file-max=9223372036854775807", n)
+			"starve other runs and the host's unprivileged processes (ENFILE)", n)
+		c.Hint = "raise it as systemd does: sysctl -w fs.file-max=9223372036854775807"
 	}
 	return c
 }
@@ -149,8 +155,14 @@ func CheckCgroups(parent string) []Check {
 		Hint: fmt.Sprint("mount cgroup v2 (or v1 controllers) under ", cgroup.DefaultMountRoot, ": ", err)}}
 	cg, err := cgroup.New(cgroup.Config{Parent: parent, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
-		return append(out, Check{Name: "cgroup controllers", Detail: err.Error(),
-			Hint: "brig needs the " + strings.Join(requiredControllers, ", ") + " controllers"})
+		hint := "brig needs the " + strings.Join(requiredControllers, ", ") + " controllers"
+		switch {
+		case errors.Is(err, cgroup.ErrInvalid):
+			hint = "give a cgroup parent below the hierarchy's root (--cgroup-parent, sandbox.cgroup_parent)"
+		case errors.Is(err, fs.ErrPermission):
+			hint = "run it as root"
+		}
+		return append(out, Check{Name: "cgroup controllers", Detail: err.Error(), Hint: hint})
 	}
 	have := cg.Controllers()
 	// A check leaves no parent behind (unless a service's groups are in it):
@@ -278,6 +290,9 @@ func checkIDRange(r IDRange, lockDir string, roots, accountFiles, subIDFiles []s
 		if err != nil {
 			continue // gone meanwhile
 		}
+		// Each pid once, with each of its ids in the range once (a status
+		// gives the real, effective, saved and filesystem ids).
+		var ids []string
 		for _, line := range strings.Split(string(b), "\n") {
 			k, v, _ := strings.Cut(line, ":")
 			if k != "Uid" && k != "Gid" {
@@ -285,15 +300,26 @@ func checkIDRange(r IDRange, lockDir string, roots, accountFiles, subIDFiles []s
 			}
 			for _, f := range strings.Fields(v) {
 				id, err := strconv.ParseUint(f, 10, 32)
-				if err == nil && r.Contains(uint32(id)) && !IDsInUse(r, lockDir, uint32(id)) {
-					found = append(found, fmt.Sprintf("pid %s (%s %d)", p.Name(), strings.ToLower(k), id))
+				if err != nil || !r.Contains(uint32(id)) || IDsInUse(r, lockDir, uint32(id)) {
+					continue
+				}
+				if s := fmt.Sprintf("%s %d", strings.ToLower(k), id); !slices.Contains(ids, s) {
+					ids = append(ids, s)
 				}
 			}
 		}
+		if len(ids) > 0 {
+			found = append(found, fmt.Sprintf("pid %s (%s)", p.Name(), strings.Join(ids, ", ")))
+		}
+	}
+	hint := "a process brig did not start runs as an id of the range: choose another range"
+	if os.Geteuid() != 0 {
+		// The locks that tell brig's runs from the rest are root's to read.
+		hint = "run brig check as root, which tells brig's own runs from other processes"
 	}
 	out = append(out, Check{Name: IDRangeProcesses, OK: len(found) == 0,
 		Detail: orNone("no process of the range's ids but brig's runs", "in the range: "+strings.Join(uniqueFirst(found, 5), ", "), len(found) == 0),
-		Hint:   "a process brig did not start runs as an id of the range: choose another range"})
+		Hint:   hint})
 
 	found = found[:0]
 	for _, root := range roots {

@@ -200,10 +200,12 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	go func() { s.runsWG.Wait(); close(finished) }()
 	grace := time.NewTimer(s.cfg.Grace)
 	defer grace.Stop()
+	why := "the grace period ended"
 	select {
 	case <-finished:
 	case <-grace.C:
 	case <-ctx.Done():
+		why = "shutdown was hurried (a second signal)"
 	}
 	s.mu.Lock()
 	left := len(s.runs)
@@ -212,7 +214,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	if left > 0 {
-		s.log.Warn("stopping the runs that did not finish within the grace period", "runs", left, "grace", s.cfg.Grace)
+		s.log.Warn("stopping the runs that have not finished: "+why, "runs", left, "grace", max(s.cfg.Grace, 0).String())
 	}
 	<-finished
 
@@ -283,7 +285,7 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 			return nil, nil, fmt.Errorf("reading the journal: %w", err)
 		}
 	} else {
-		id = ulid.Make().String()
+		id = NewID()
 	}
 	if s.draining {
 		s.mu.Unlock()
@@ -322,9 +324,14 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 	return r, nil, nil
 }
 
+// NewID is a run id for a request that gives none: a ULID, so that ids sort
+// by the time they were made.
+func NewID() string { return ulid.Make().String() }
+
 // conflict names the field at fault, id, as an invalid request's error does.
 func conflict(id string) error {
-	e := newError(api.ErrorConflict, "the id %q belongs to a run with a different request; send the same request to get that run, or use a new id", id)
+	// Read after its field, as invalid's messages are: "id \"x\" belongs to...".
+	e := newError(api.ErrorConflict, "%q belongs to a run with a different request; send the same request to get that run, or use a new id", id)
 	e.body.Field = "id"
 	return e
 }

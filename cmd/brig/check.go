@@ -40,10 +40,20 @@ func checkAction(c *cli.Context) error {
 	}
 	checks = append(checks, jail.CheckCgroups(lc.CgroupParent)...)
 	p, perr := newProvider(lc)
+	if perr != nil {
+		// One line: the roots are opened together.
+		hint := "fix --rootfs or [sandbox.rootfs], or build the root it names: brig rootfs build LANGUAGE --dir DIR"
+		switch {
+		case errors.Is(perr, errNotRoot):
+			hint = "run brig check as root"
+		case strings.Contains(perr.Error(), "Hint:"):
+			hint = "" // the error says what to do
+		}
+		checks = append(checks, jail.Check{Name: "rootfs", Detail: perr.Error(), Hint: hint})
+	}
 	for _, lang := range rootfs.Languages {
 		if perr != nil {
-			checks = append(checks, jail.Check{Name: "rootfs " + lang.String(), Detail: perr.Error(), Hint: "fix the rootfs configuration"})
-			continue
+			break
 		}
 		r, err := p.Root(lang)
 		if err != nil {
@@ -171,11 +181,14 @@ func allOK(checks []jail.Check) bool {
 func printChecks(w io.Writer, checks []jail.Check) error {
 	for _, c := range checks {
 		mark := "pass"
-		if !c.OK {
+		switch {
+		case !c.OK:
 			mark = "FAIL"
+		case c.Warn:
+			mark = "warn"
 		}
 		line := fmt.Sprintf("%s  %-30s %s", mark, c.Name, c.Detail)
-		if !c.OK && c.Hint != "" {
+		if (!c.OK || c.Warn) && c.Hint != "" {
 			line += "  (hint: " + c.Hint + ")"
 		}
 		fmt.Fprintln(w, line)
@@ -188,7 +201,7 @@ func printChecks(w io.Writer, checks []jail.Check) error {
 
 // packageChecks say which languages can install packages here: their package
 // manager answers with a registry. A language without one is not a failure (its
-// runs may still run without packages), so these lines pass and say so.
+// runs may still run without packages), so these lines pass, with a warning.
 func packageChecks(ctx context.Context, configured func(api.Language) []string) []jail.Check {
 	var out []jail.Check
 	for _, lang := range api.Languages {
@@ -196,9 +209,13 @@ func packageChecks(ctx context.Context, configured func(api.Language) []string) 
 		ch := jail.Check{Name: "packages " + lang.String(), OK: true}
 		switch {
 		case err != nil:
-			ch.Detail = fmt.Sprintf("no packages: %v (install its package manager, or set [egress.registries] %s)", err, lang)
+			ch.Warn = true
+			ch.Detail = fmt.Sprintf("no packages: %v", err)
+			ch.Hint = fmt.Sprintf("install its package manager, or set [egress.registries] %s", lang)
 		case len(r.Indexes) == 0:
+			ch.Warn = true
 			ch.Detail = "no packages: its package manager names no registry"
+			ch.Hint = fmt.Sprintf("configure one in the package manager, or set [egress.registries] %s", lang)
 		default:
 			ch.Detail = fmt.Sprintf("installed from %d registry URL(s) (hosts %s)", len(r.Indexes), strings.Join(r.Hosts, ", "))
 		}

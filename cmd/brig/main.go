@@ -62,6 +62,7 @@ func main() {
 			os.Exit(2)
 		},
 	}
+	briefUsageErrors(app.Commands, "brig")
 	if err := app.Run(interspersed(app.Commands, os.Args)); err != nil {
 		var code exitError
 		if errors.As(err, &code) {
@@ -69,5 +70,17 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, "brig:", err)
 		os.Exit(2)
+	}
+}
+
+// briefUsageErrors makes a bad flag value an error of one line that says where
+// the flags are listed, rather than the whole help text before the error.
+func briefUsageErrors(cmds []*cli.Command, prefix string) {
+	for _, cmd := range cmds {
+		path := prefix + " " + cmd.Name
+		cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+			return fmt.Errorf("%w (%s --help lists the flags)", err, path)
+		}
+		briefUsageErrors(cmd.Subcommands, path)
 	}
 }

@@ -304,6 +304,33 @@ func TestCheckConfigFile(t *testing.T) {
 	}
 }
 
+// TestCheckMissingRootfs: a built rootfs that can't be opened is one failing
+// line with what to do, not a crash of the check.
+func TestCheckMissingRootfs(t *testing.T) {
+	testutil.RequireRoot(t)
+	const parent = "brig-test-check-rootfs"
+	out, stderr, code := brig(t, "", "check", "--state-dir", t.TempDir(), "--cgroup-parent", parent, "--rootfs", "python=/nonexistent")
+	if code != 1 || strings.Contains(stderr, "panic") || strings.Count(out, "FAIL  rootfs") != 1 || !strings.Contains(out, "brig rootfs build python --dir /nonexistent") {
+		t.Errorf("brig check --rootfs python=/nonexistent: exit %d, want 1 and one failing rootfs line with the build command in:\n%s%s", code, out, stderr)
+	}
+	// A config file that brig serve would refuse fails the check too.
+	p := filepath.Join(t.TempDir(), "brig.toml")
+	os.WriteFile(p, []byte("[packages]\ninstall_memory_mib = 10\n"), 0o644)
+	out, _, code = brig(t, "", "check", "--config", p, "--cgroup-parent", parent)
+	if code != 1 || !strings.Contains(out, "FAIL  config") || !strings.Contains(out, "packages.install_memory_mib 10") {
+		t.Errorf("brig check --config with install_memory_mib = 10: exit %d, want 1 and the key refused in:\n%s", code, out)
+	}
+}
+
+// TestUsageErrorIsOneLine: a bad flag value is an error of one line that says
+// where the flags are listed, not the whole help text.
+func TestUsageErrorIsOneLine(t *testing.T) {
+	_, stderr, code := brig(t, "", "run", "--timeout", "abc", "x.py")
+	if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "brig run --help lists the flags") {
+		t.Errorf("brig run --timeout abc: exit %d, stderr %q; want 2 and one line", code, stderr)
+	}
+}
+
 // brig run's exit status: the program's own where it has one, else one per
 // reason, each its own.
 func TestExitStatus(t *testing.T) {

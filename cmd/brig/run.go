@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -277,7 +278,7 @@ func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]
 	}
 	req := api.Request{Language: lang.String(), Code: code, Env: env}
 	req.Network = &api.Network{Mode: api.NetworkNone}
-	return finishRun(c, supervisor.ResultOf(c.String("id"), req, jr))
+	return finishRun(c, supervisor.ResultOf(cmp.Or(c.String("id"), supervisor.NewID()), req, jr))
 }
 
 // outputTo returns what writes the program's output to f: escaped by
