@@ -257,10 +257,11 @@ export declare class BrigError extends Error {
 }
 
 /**
- * A response ended before the run's result (the connection dropped): an event
- * stream before its result event, or the Result of `run`, `get` or `cancel`. The
- * run may still be going: reattach with `events(id)`, or read it with `get(id)`.
- * `cause` is the socket's error, when there was one.
+ * A response ended before the run's result (the connection dropped, before its
+ * head or within it): an event stream before its result event, or the Result of
+ * `run`, `get` or `cancel`. The run may still be going: reattach with
+ * `events(id)`, or read it with `get(id)`. `cause` is the socket's error, when
+ * there was one.
  */
 export declare class NoResultError extends Error {
   name: 'NoResultError';

@@ -69,10 +69,13 @@ export class BrigError extends Error {
  */
 export class NoResultError extends Error {
   constructor(id, cause) {
+    // The Python client's ProtocolError (stream_ended) says the same.
     super(
-      'the response ended before the run\'s result' +
-        (id ? `; the run ${id} may still be going: reattach with events(id) or read it with get(id)` : '') +
-        (cause?.message ? ` (${cause.message})` : ''),
+      id
+        ? `the connection dropped before the run's result; the run ${id} may still be going: ` +
+            'follow it with events(id) or read it with get(id)'
+        : 'the connection dropped before the run\'s result, and before its id was known: ' +
+            'give requests an id to follow them after a dropped connection',
       cause === undefined ? undefined : { cause },
     );
     this.name = 'NoResultError';
@@ -165,7 +168,7 @@ export class Client {
       : new Error(`the connection dropped while reading the response of ${method} ${path}: ${err.message}`,
         { cause: err }));
     try {
-      const res = await this.#send(method, path, body, 'application/json', signal);
+      const res = await this.#send(method, path, body, 'application/json', signal, dropped);
       const text = await readAll(res, maxLine, dropped);
       try {
         return JSON.parse(text);
@@ -183,7 +186,7 @@ export class Client {
     const signal = this.#signal(options);
     let res;
     try {
-      res = await this.#send(method, path, body, 'application/x-ndjson', signal);
+      res = await this.#send(method, path, body, 'application/x-ndjson', signal, (err) => new NoResultError(id, err));
     } catch (err) {
       throw signal?.aborted ? signal.reason : err;
     }
@@ -231,11 +234,13 @@ export class Client {
 
   // send sends a request and resolves with its 200 response. Any other status
   // is a BrigError; a 429 is sent again after its Retry-After, within the
-  // retry's bounds.
-  async #send(method, path, body, accept, signal) {
+  // retry's bounds. A connection the service drops before its response's head
+  // (a service that dies during a run, whose head comes with its result) is
+  // dropped(err).
+  async #send(method, path, body, accept, signal, dropped) {
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body), 'utf8');
     for (let attempt = 1; ; attempt++) {
-      const res = await this.#request(method, path, payload, accept, signal);
+      const res = await this.#request(method, path, payload, accept, signal, dropped);
       if (res.statusCode === 200) return res;
       const err = await errorOf(res);
       if (err.status !== 429 || attempt >= this.#retry.attempts) throw err;
@@ -245,7 +250,7 @@ export class Client {
     }
   }
 
-  #request(method, path, payload, accept, signal) {
+  #request(method, path, payload, accept, signal, dropped) {
     return new Promise((resolve, reject) => {
       const headers = { Host: HOST, Accept: accept };
       if (payload !== undefined) {
@@ -270,6 +275,8 @@ export class Client {
             { cause: err },
           ));
         }
+        // "socket hang up": the request went out, no head came back.
+        if (err.code === 'ECONNRESET' && dropped) return reject(dropped(err));
         reject(err);
       });
       req.end(payload);

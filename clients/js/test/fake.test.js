@@ -306,6 +306,33 @@ describe('event streams', () => {
     });
   });
 
+  // A service that dies during a run drops the connection before any head (a
+  // run's head comes with its result): a NoResultError with the run's id, in
+  // the Python client's words, not node's bare "socket hang up".
+  const beforeHead = (req, res) => { req.socket.destroy(); };
+  for (const tc of [
+    { name: 'run with an id', call: (brig) => brig.run({ ...request, id: 'r1' }), id: 'r1' },
+    { name: 'get', call: (brig) => brig.get('r1'), id: 'r1' },
+    { name: 'cancel', call: (brig) => brig.cancel('r1'), id: 'r1' },
+    { name: 'stream with an id', call: (brig) => collect(brig.stream({ ...request, id: 'r1' })), id: 'r1' },
+    { name: 'events', call: (brig) => collect(brig.events('r1')), id: 'r1' },
+    { name: 'run without an id', call: (brig) => brig.run(request), id: undefined },
+  ]) {
+    it(`a connection dropped before the head of ${tc.name} is a NoResultError`, async () => {
+      await withFake(beforeHead, {}, async (brig) => {
+        await assert.rejects(tc.call(brig), (err) => {
+          assert.ok(err instanceof NoResultError, `got ${err}`);
+          assert.equal(err.id, tc.id);
+          assert.equal(err.cause?.code, 'ECONNRESET');
+          assert.equal(err.message, tc.id
+            ? 'the connection dropped before the run\'s result; the run r1 may still be going: follow it with events(id) or read it with get(id)'
+            : 'the connection dropped before the run\'s result, and before its id was known: give requests an id to follow them after a dropped connection');
+          return true;
+        });
+      });
+    });
+  }
+
   // A body cut halfway, by Content-Length or chunked framing: the error of a
   // dropped stream (NoResultError, with the run's id when known and the socket's
   // error as cause), never a bare "aborted".

@@ -329,6 +329,10 @@ class FramingTest(FakeCase):
         answers = [
             ("short of Content-Length", head + b"Content-Length: %d\r\n\r\n" % len(body) + body[:40]),
             ("within a chunk", head + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(body) + body[:40]),
+            # A service that dies during a run: a plain run's head comes only
+            # with its result.
+            ("before the head", b""),
+            ("within the head", head[:30]),
         ]
         calls = [
             ("run", lambda c: c.run("python", "x", id="r1")),
@@ -347,15 +351,50 @@ class FramingTest(FakeCase):
                             else:
                                 asyncio.run(do(brig.AsyncClient(fake.socket, timeout=WAIT, wait_timeout=WAIT)))
                         err = cm.exception
-                        self.assertEqual((err.code, err.status), ("stream_ended", None))
+                        self.assertEqual((err.code, err.status, err.id), ("stream_ended", None, "r1"))
                         self.assertIn("the run r1 may still be going", err.message)
                         errs[name] = err.message
                 self.assertEqual(errs.get("sync"), errs.get("async"), "both clients say the same")
-        fake = self.fake([head + b"Content-Length: 100\r\n\r\n{}"])
-        with self.assertRaises(brig.ProtocolError) as cm:
-            brig.Client(fake.socket, timeout=WAIT).run("python", "x")
-        self.assertEqual(cm.exception.code, "stream_ended")
-        self.assertIn("; the run may still be going", cm.exception.message)
+                # And as the JS client's NoResultError says it (its fake test).
+                self.assertEqual(errs.get("sync"), "the connection dropped before the run's result; the run r1 may "
+                                 "still be going: follow it with events(id) or read it with get(id)")
+        for framing, answer in [("short of Content-Length", head + b"Content-Length: 100\r\n\r\n{}"), ("before the head", b"")]:
+            for name in ("sync", "async"):
+                with self.subTest("no id", framing=framing, client=name):
+                    fake = self.fake([answer])
+                    with self.assertRaises(brig.ProtocolError) as cm:
+                        if name == "sync":
+                            brig.Client(fake.socket, timeout=WAIT).run("python", "x")
+                        else:
+                            asyncio.run(brig.AsyncClient(fake.socket, timeout=WAIT).run("python", "x"))
+                    self.assertEqual((cm.exception.code, cm.exception.id), ("stream_ended", None))
+                    self.assertIn("before its id was known: give requests an id", cm.exception.message)
+
+    def test_stream_cut_names_the_id(self) -> None:
+        """A stream whose connection drops, before its head or after its
+        accepted event, raises stream_ended with the run's id: the request's,
+        or the one the accepted event gave."""
+        accepted = chunked([json.dumps({"event": "accepted", "id": "r9"}).encode() + b"\n"], end=False)
+        for framing, answer, given, want in [
+            ("before the head", b"", "r1", "r1"),
+            ("after accepted", accepted, None, "r9"),
+        ]:
+            for name in ("sync", "async"):
+                with self.subTest(framing, client=name):
+                    fake = self.fake([answer])
+
+                    async def read_async() -> None:
+                        async for _ in brig.AsyncClient(fake.socket, timeout=WAIT, wait_timeout=WAIT).stream("python", "x", id=given):
+                            pass
+
+                    with self.assertRaises(brig.ProtocolError) as cm:
+                        if name == "sync":
+                            for _ in brig.Client(fake.socket, timeout=WAIT, wait_timeout=WAIT).stream("python", "x", id=given):
+                                pass
+                        else:
+                            asyncio.run(read_async())
+                    self.assertEqual((cm.exception.code, cm.exception.id), ("stream_ended", want))
+                    self.assertIn(f"the run {want} may still be going", cm.exception.message)
 
     def test_silence_is_bounded(self) -> None:
         """wait_timeout bounds each silence of a run's response, timeout that

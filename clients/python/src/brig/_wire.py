@@ -127,23 +127,28 @@ def decode_event(line: bytes) -> Event:
         raise ProtocolError(f"decoding an event: {e}", code="bad_response") from None
 
 
-def stream_ended() -> ProtocolError:
-    return ProtocolError(
-        "the event stream ended before the run's result; the run may still be going: "
-        "get or follow it by its id",
-        code="stream_ended",
-    )
+def stream_ended(run_id: Optional[str] = None) -> ProtocolError:
+    """The error of a run's response (its event stream, or its Result) whose
+    connection dropped before the run's result, wherever it dropped: before the
+    response's head, within it, or within its body. ``run_id`` is the run's id
+    when the request or the stream gave it. The JS client's NoResultError says
+    the same."""
+    if run_id:
+        message = (f"the connection dropped before the run's result; the run {run_id} may still be going: "
+                   "follow it with events(id) or read it with get(id)")
+    else:
+        message = ("the connection dropped before the run's result, and before its id was known: "
+                   "give requests an id to follow them after a dropped connection")
+    return ProtocolError(message, code="stream_ended", id=run_id or None)
 
 
 def response_cut(what: str, run_id: Optional[str] = None) -> ProtocolError:
     """The error of a JSON response whose connection dropped before its end:
-    code stream_ended, as for a stream cut before its result. For a run's result
-    (``run_id``: the run's id, "" when not known), the run may still be going."""
-    message = f"the connection dropped while reading {what}"
+    code stream_ended. For a run's result (``run_id``: the run's id, "" when not
+    known), that of a run's response (stream_ended)."""
     if run_id is not None:
-        named = f"the run {run_id}" if run_id else "the run"
-        message += f"; {named} may still be going: get or follow it by its id"
-    return ProtocolError(message, code="stream_ended")
+        return stream_ended(run_id)
+    return ProtocolError(f"the connection dropped while reading {what}", code="stream_ended")
 
 
 def last_line(splitter: "LineSplitter") -> List[bytes]:

@@ -76,6 +76,11 @@ class _Conn:
         try:
             sock.setblocking(False)
             await _within(asyncio.get_running_loop().sock_connect(sock, path), connect_timeout)
+        except OSError as e:
+            sock.close()
+            if e.filename is None:
+                e.filename = path  # the message names the socket, as Client's does
+            raise
         except BaseException:
             sock.close()
             raise
@@ -244,14 +249,15 @@ class AsyncEventStream:
     (and leaving ``async with``) drops the connection; the run goes on.
     """
 
-    def __init__(self, opener: Callable[[], Awaitable[_Response]]) -> None:
+    def __init__(self, opener: Callable[[], Awaitable[_Response]], run_id: str = "") -> None:
         self._opener = opener
         self._resp: Optional[_Response] = None
         self._splitter = LineSplitter()
         self._pending: Deque[bytes] = collections.deque()
         self._eof = False
         self._done = False
-        self.id: str = ""
+        # The request's id, until the accepted event gives the run's.
+        self.id: str = run_id
         self.result: Optional[Result] = None
 
     async def open(self) -> "AsyncEventStream":
@@ -269,6 +275,11 @@ class AsyncEventStream:
         try:
             await self.open()
             ev = decode_event(await self._next_line())
+        except errors.ProtocolError as err:
+            await self.aclose()
+            if err.code == "stream_ended":
+                raise stream_ended(self.id) from None
+            raise
         except BaseException:
             await self.aclose()
             raise
@@ -301,7 +312,7 @@ class AsyncEventStream:
         async for _ in self:
             pass
         if self.result is None:
-            raise stream_ended()
+            raise stream_ended(self.id)
         return self.result
 
     async def aclose(self) -> None:
@@ -354,7 +365,7 @@ class AsyncClient:
             language, code, timeout_seconds=timeout_seconds, memory_mib=memory_mib,
             packages=packages, env=env, network=network, domains=domains, id=id,
         )
-        resp = await self._open("POST", "/v1/runs", body, "application/json", wait=True)
+        resp = await self._open("POST", "/v1/runs", body, "application/json", wait=True, run_id=id or "")
         return Result.from_json(await self._read_json(resp, "the result", id or ""))
 
     def stream(
@@ -376,45 +387,48 @@ class AsyncClient:
             language, code, timeout_seconds=timeout_seconds, memory_mib=memory_mib,
             packages=packages, env=env, network=network, domains=domains, id=id,
         )
-        return AsyncEventStream(lambda: self._open("POST", "/v1/runs", body, NDJSON, wait=True))
+        return AsyncEventStream(lambda: self._open("POST", "/v1/runs", body, NDJSON, wait=True, run_id=id or ""), id or "")
 
     async def get(self, id: str, *, uid: Optional[int] = None) -> Result:
         """The run's Result, finished or not (its ``state`` says)."""
-        resp = await self._open("GET", run_path(id, uid=uid), None, "application/json")
+        resp = await self._open("GET", run_path(id, uid=uid), None, "application/json", run_id=id)
         return Result.from_json(await self._read_json(resp, "the result", id))
 
     def events(self, id: str, *, uid: Optional[int] = None) -> AsyncEventStream:
         """Replays the run's events from the start and follows them to its
         result: to reattach after a dropped connection."""
         path = run_path(id, "/events", uid)
-        return AsyncEventStream(lambda: self._open("GET", path, None, NDJSON, wait=True))
+        return AsyncEventStream(lambda: self._open("GET", path, None, NDJSON, wait=True, run_id=id), id)
 
     async def cancel(self, id: str, *, uid: Optional[int] = None) -> Result:
         """Stops the run (``reason`` stopped, unless it had already finished)
         and returns its Result."""
-        resp = await self._open("DELETE", run_path(id, uid=uid), None, "application/json")
+        resp = await self._open("DELETE", run_path(id, uid=uid), None, "application/json", run_id=id)
         return Result.from_json(await self._read_json(resp, "the result", id))
 
     async def health(self) -> Health:
         """The service's liveness and what its host supports."""
-        resp = await self._open("GET", "/v1/health", None, "application/json")
+        resp = await self._open("GET", "/v1/health", None, "application/json", what="the health")
         return Health.from_json(await self._read_json(resp, "the health"))
 
     async def limits(self) -> Limits:
         """The bounds and defaults of a request."""
-        resp = await self._open("GET", "/v1/limits", None, "application/json")
+        resp = await self._open("GET", "/v1/limits", None, "application/json", what="the limits")
         return Limits.from_json(await self._read_json(resp, "the limits"))
 
     async def _open(
-        self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool = False
+        self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool = False,
+        *, run_id: Optional[str] = None, what: str = "the result",
     ) -> _Response:
         """Sends a request, retrying a 429 as self.retry says, and returns its
-        200 response; any other status is raised as a BrigError."""
+        200 response; any other status is raised as a BrigError. A connection
+        that drops once the request is sent, before the response's head is
+        whole, is response_cut(what, run_id), as in Client._open."""
         waited = 0.0
         attempt = 1
         while True:
             try:
-                return await self._exchange(method, path, body, accept, wait)
+                return await self._exchange(method, path, body, accept, wait, run_id, what)
             except errors.BrigError as err:
                 delay = self.retry.delay(err, attempt, waited)
                 if delay is None:
@@ -424,7 +438,8 @@ class AsyncClient:
             attempt += 1
 
     async def _exchange(
-        self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool
+        self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool,
+        run_id: Optional[str], what: str,
     ) -> _Response:
         conn = await _Conn.open(self.socket, self.timeout, self.wait_timeout if wait else self.timeout)
         resp = _Response(conn)
@@ -443,7 +458,14 @@ class AsyncClient:
                 except (OSError, errors.ProtocolError):
                     raise send_err from None
             else:
-                await resp.read_head()
+                try:
+                    await resp.read_head()
+                except ConnectionError:
+                    raise response_cut(what, run_id) from None
+                except errors.ProtocolError as err:
+                    if err.code != "stream_ended":
+                        raise
+                    raise response_cut(what, run_id) from None
             if resp.status == 200:
                 return resp
             raw = await resp.read_all(MAX_ERROR_BODY, "an error response")

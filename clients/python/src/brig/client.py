@@ -48,6 +48,11 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         try:
             sock.settimeout(self.timeout)
             sock.connect(self.unix_path)
+        except OSError as e:
+            sock.close()
+            if e.filename is None:
+                e.filename = self.unix_path  # the message names the socket
+            raise
         except BaseException:
             sock.close()
             raise
@@ -65,14 +70,15 @@ class EventStream:
     ``Client.events(id)``; ``id`` is known once the ``accepted`` event was read.
     """
 
-    def __init__(self, conn: UnixHTTPConnection, resp: http.client.HTTPResponse) -> None:
+    def __init__(self, conn: UnixHTTPConnection, resp: http.client.HTTPResponse, run_id: str = "") -> None:
         self._conn = conn
         self._resp = resp
         self._splitter = LineSplitter()
         self._pending: Deque[bytes] = collections.deque()
         self._eof = False
         self._done = False
-        self.id: str = ""
+        # The request's id, until the accepted event gives the run's.
+        self.id: str = run_id
         self.result: Optional[Result] = None
 
     def __iter__(self) -> Iterator[Event]:
@@ -100,7 +106,7 @@ class EventStream:
     def _next_line(self) -> bytes:
         while not self._pending:
             if self._eof:
-                raise stream_ended()
+                raise stream_ended(self.id)
             try:
                 data = self._resp.read1(READ_SIZE)
             except http.client.IncompleteRead as cut:
@@ -124,7 +130,7 @@ class EventStream:
         for _ in self:
             pass
         if self.result is None:
-            raise stream_ended()
+            raise stream_ended(self.id)
         return self.result
 
     def close(self) -> None:
@@ -188,7 +194,7 @@ class Client:
             language, code, timeout_seconds=timeout_seconds, memory_mib=memory_mib,
             packages=packages, env=env, network=network, domains=domains, id=id,
         )
-        conn, resp = self._open("POST", "/v1/runs", body, "application/json", wait=True)
+        conn, resp = self._open("POST", "/v1/runs", body, "application/json", wait=True, run_id=id or "")
         return Result.from_json(self._read_json(conn, resp, "the result", id or ""))
 
     def stream(
@@ -212,45 +218,50 @@ class Client:
             language, code, timeout_seconds=timeout_seconds, memory_mib=memory_mib,
             packages=packages, env=env, network=network, domains=domains, id=id,
         )
-        return EventStream(*self._open("POST", "/v1/runs", body, NDJSON, wait=True))
+        conn, resp = self._open("POST", "/v1/runs", body, NDJSON, wait=True, run_id=id or "")
+        return EventStream(conn, resp, id or "")
 
     def get(self, id: str, *, uid: Optional[int] = None) -> Result:
         """The run's Result, finished or not (its ``state`` says)."""
-        conn, resp = self._open("GET", run_path(id, uid=uid), None, "application/json")
+        conn, resp = self._open("GET", run_path(id, uid=uid), None, "application/json", run_id=id)
         return Result.from_json(self._read_json(conn, resp, "the result", id))
 
     def events(self, id: str, *, uid: Optional[int] = None) -> EventStream:
         """Replays the run's events from the start and follows them to its
         result: to reattach after a dropped connection."""
-        return EventStream(*self._open("GET", run_path(id, "/events", uid), None, NDJSON, wait=True))
+        conn, resp = self._open("GET", run_path(id, "/events", uid), None, NDJSON, wait=True, run_id=id)
+        return EventStream(conn, resp, id)
 
     def cancel(self, id: str, *, uid: Optional[int] = None) -> Result:
         """Stops the run (``reason`` stopped, unless it had already finished)
         and returns its Result."""
-        conn, resp = self._open("DELETE", run_path(id, uid=uid), None, "application/json")
+        conn, resp = self._open("DELETE", run_path(id, uid=uid), None, "application/json", run_id=id)
         return Result.from_json(self._read_json(conn, resp, "the result", id))
 
     def health(self) -> Health:
         """The service's liveness and what its host supports."""
-        conn, resp = self._open("GET", "/v1/health", None, "application/json")
+        conn, resp = self._open("GET", "/v1/health", None, "application/json", what="the health")
         return Health.from_json(self._read_json(conn, resp, "the health"))
 
     def limits(self) -> Limits:
         """The bounds and defaults of a request."""
-        conn, resp = self._open("GET", "/v1/limits", None, "application/json")
+        conn, resp = self._open("GET", "/v1/limits", None, "application/json", what="the limits")
         return Limits.from_json(self._read_json(conn, resp, "the limits"))
 
     def _open(
-        self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool = False
+        self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool = False,
+        *, run_id: Optional[str] = None, what: str = "the result",
     ) -> Tuple[UnixHTTPConnection, http.client.HTTPResponse]:
         """Sends a request, retrying a 429 as self.retry says, and returns the
         connection and its 200 response; any other status is raised as a
-        BrigError."""
+        BrigError. A connection that drops once the request is sent, before
+        the response's head is whole, is response_cut(what, run_id): run_id is
+        the run's id ("" when not known) for a run's response, None otherwise."""
         waited = 0.0
         attempt = 1
         while True:
             try:
-                return self._exchange(method, path, body, accept, wait)
+                return self._exchange(method, path, body, accept, wait, run_id, what)
             except errors.BrigError as err:
                 delay = self.retry.delay(err, attempt, waited)
                 if delay is None:
@@ -260,7 +271,8 @@ class Client:
             attempt += 1
 
     def _exchange(
-        self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool
+        self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool,
+        run_id: Optional[str], what: str,
     ) -> Tuple[UnixHTTPConnection, http.client.HTTPResponse]:
         conn = UnixHTTPConnection(self.socket, self.timeout)
         try:
@@ -278,7 +290,13 @@ class Client:
             else:
                 if wait and conn.sock is not None:
                     conn.sock.settimeout(self.wait_timeout)
-                resp = conn.getresponse()
+                try:
+                    resp = conn.getresponse()
+                except (ConnectionError, http.client.HTTPException):
+                    # The request went out, then the connection dropped
+                    # before a whole head came back (RemoteDisconnected, a
+                    # reset): a run it asked for may be going.
+                    raise response_cut(what, run_id) from None
             if resp.status == 200:
                 return conn, resp
             raw = resp.read(MAX_ERROR_BODY)
@@ -308,4 +326,8 @@ class Client:
             raise response_cut(what, run_id) from None
         finally:
             conn.close()
+        if not raw:
+            # No JSON body is empty: a head cut short, which http.client takes
+            # for a whole one, and no body.
+            raise response_cut(what, run_id)
         return decode_json(raw, what)

@@ -93,7 +93,12 @@ class ProtocolError(BrigError):
     ``bad_response``), or the connection dropped before the response's end
     (code ``stream_ended``): an event stream before its ``result`` event, or the
     body of ``run``, ``get``... The run may still be going: ``get`` or
-    ``events`` its id. ``status`` is None."""
+    ``events`` its id, which ``id`` holds when the request or the stream gave
+    it (None otherwise). ``status`` is None."""
+
+    def __init__(self, message: str, *, code: str = "", id: Optional[str] = None) -> None:
+        super().__init__(message, code=code)
+        self.id = id
 
 
 _BY_STATUS: Dict[int, Type[BrigError]] = {
