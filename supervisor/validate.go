@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -68,9 +69,9 @@ func decodeField(req *api.Request, f string, raw json.RawMessage) *apiError {
 	case "code":
 		err = json.Unmarshal(raw, &req.Code)
 	case "timeout_seconds":
-		err = json.Unmarshal(raw, &req.TimeoutSeconds)
+		req.TimeoutSeconds, err = wholeNumber(raw)
 	case "memory_mib":
-		err = json.Unmarshal(raw, &req.MemoryMiB)
+		req.MemoryMiB, err = wholeNumber(raw)
 	case "packages":
 		var aerr *apiError
 		req.Packages, aerr = decodeStrings("packages", raw, `a package with a version constraint, such as "numpy==1.26.4" or "lodash@4.17.21"`)
@@ -86,6 +87,30 @@ func decodeField(req *api.Request, f string, raw json.RawMessage) *apiError {
 		return invalid(f, "%s", typeHint[f])
 	}
 	return nil
+}
+
+// wholeNumber decodes a JSON number whose value is a whole number, however it
+// is written: 30, 30.0 or 3e1, as JSON Schema's "integer" (the OpenAPI
+// document's type) admits, and as a client's float sends it. A string, a
+// fraction or a number beyond int32 is an error.
+func wholeNumber(raw json.RawMessage) (*int, error) {
+	var n json.Number
+	if len(raw) == 0 || raw[0] == '"' {
+		return nil, errors.New("not a number")
+	}
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return nil, err
+	}
+	if i, err := n.Int64(); err == nil && i >= math.MinInt32 && i <= math.MaxInt32 {
+		v := int(i)
+		return &v, nil
+	}
+	f, err := n.Float64()
+	if err != nil || f != math.Trunc(f) || f < math.MinInt32 || f > math.MaxInt32 {
+		return nil, fmt.Errorf("%s is not a whole number in range", n)
+	}
+	v := int(f)
+	return &v, nil
 }
 
 // decodeEnv decodes env, refusing any value that is not a string (null too,
