@@ -225,6 +225,19 @@ export interface Limits {
   env_name_pattern: string;
   /** Environment variable names a request cannot set. */
   reserved_env: string[];
+  /** The bounds of a networked run's connections; absent when the host offers no networked mode. */
+  egress?: EgressLimits;
+}
+
+/** The operator's bounds on each networked run's connections. */
+export interface EgressLimits {
+  /** Connections open at once (and the burst of conns_per_second). */
+  max_conns: number;
+  conns_per_second: number;
+  /** Bytes sent, and as many received, over all the run's connections. */
+  max_bytes: number;
+  /** Bounds reading a TLS ClientHello, a request head or a CONNECT line. */
+  handshake_timeout_seconds: number;
 }
 
 export type ErrorCode =

@@ -400,6 +400,13 @@ function checkRequest(request) {
   if (request === null || typeof request !== 'object' || Array.isArray(request)) {
     throw new TypeError('a request is an object such as { language: \'python\', code: \'print(1)\' }');
   }
+  // JSON.stringify would send NaN and Infinity as null, which the service
+  // would refuse as a null it was never given.
+  for (const [k, v] of Object.entries(request)) {
+    if (typeof v === 'number' && !Number.isFinite(v)) {
+      throw new TypeError(`${k} is ${v}, which JSON can't carry: give a whole number, or leave ${k} out for its default`);
+    }
+  }
 }
 
 function checkCount(name, value, min) {

@@ -248,6 +248,9 @@ describe('errors', () => {
     assert.throws(() => new Client().events(''), TypeError);
     await assert.rejects(new Client().run('print(1)'), TypeError);
     await assert.rejects(new Client().get(''), TypeError);
+    // JSON would send these as null.
+    await assert.rejects(new Client().run({ language: 'python', code: '1', timeout_seconds: NaN }), /timeout_seconds is NaN/);
+    await assert.rejects(new Client().run({ language: 'python', code: '1', memory_mib: Infinity }), TypeError);
   });
 });
 

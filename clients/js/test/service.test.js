@@ -268,6 +268,9 @@ describe('Client against brig serve', { skip: serviceSkipReason(), timeout: 600_
     assert.match('run-1', new RegExp(l.id_pattern));
     assert.doesNotMatch('run 1', new RegExp(l.id_pattern));
     assert.match('DEBUG', new RegExp(l.env_name_pattern));
+    // The test service offers networked modes: index.d.ts's EgressLimits.
+    assert.deepEqual(Object.keys(l.egress).sort(), ['conns_per_second', 'handshake_timeout_seconds', 'max_bytes', 'max_conns']);
+    assert.ok(l.egress.max_conns > 0);
   });
 
   it('the README\'s quickstart runs as written', async () => {

@@ -278,6 +278,12 @@ class SyncServiceTest(unittest.TestCase):
         self.assertRegex("run-1", lim.id_pattern)
         self.assertNotRegex("run 1", lim.id_pattern)
         self.assertRegex("DEBUG", lim.env_name_pattern)
+        # The test service offers networked modes: their bounds are typed.
+        self.assertIsInstance(lim.egress, brig.EgressLimits)
+        assert lim.egress is not None
+        self.assertGreater(lim.egress.max_conns, 0)
+        self.assertGreater(lim.egress.handshake_timeout_seconds, 0)
+        self.assertEqual(lim.extra, {})
 
 
 class AsyncTest(unittest.IsolatedAsyncioTestCase):

@@ -188,6 +188,12 @@ class RequestTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             _wire.run_request("python", "x", domains="a.b")
 
+    def test_lone_surrogate_is_a_value_error(self) -> None:
+        with self.assertRaisesRegex(ValueError, "not valid Unicode"):
+            _wire.run_request("python", "print(1)#\ud800")
+        with self.assertRaisesRegex(ValueError, "not valid Unicode"):
+            _wire.run_request("python", "x", env={"A": "\udfff"})
+
     def test_unicode_is_sent_as_utf8(self) -> None:
         raw = _wire.run_request("python", "print('é')")
         self.assertIn("é".encode(), raw)

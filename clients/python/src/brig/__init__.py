@@ -23,6 +23,7 @@ subclass carrying ``status``, ``code``, ``field`` and ``message``.
 
 from ._types import (
     Bound,
+    EgressLimits,
     Connection,
     Event,
     EventKind,
@@ -63,6 +64,7 @@ __all__ = [
     "AsyncClient",
     "AsyncEventStream",
     "Bound",
+    "EgressLimits",
     "BrigError",
     "Client",
     "Conflict",

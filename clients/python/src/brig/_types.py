@@ -274,8 +274,27 @@ class Bound:
 
 
 @dataclasses.dataclass
+class EgressLimits:
+    """The operator's bounds on each networked run's connections: at most
+    ``max_conns`` open at once and ``conns_per_second`` opened a second,
+    ``max_bytes`` sent and as many received, and ``handshake_timeout_seconds``
+    to read a TLS ClientHello, a request head or a CONNECT line."""
+
+    max_conns: int = 0
+    conns_per_second: float = 0.0
+    max_bytes: int = 0
+    handshake_timeout_seconds: float = 0.0
+    extra: Dict[str, Any] = _extra()
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "EgressLimits":
+        return _build(cls, obj, {})
+
+
+@dataclasses.dataclass
 class Limits:
-    """The bounds and defaults of a request (``GET /v1/limits``)."""
+    """The bounds and defaults of a request (``GET /v1/limits``); ``egress``
+    is None when the host offers no networked mode."""
 
     timeout_seconds: Bound = dataclasses.field(default_factory=Bound)
     memory_mib: Bound = dataclasses.field(default_factory=Bound)
@@ -294,6 +313,7 @@ class Limits:
     id_pattern: str = ""
     env_name_pattern: str = ""
     reserved_env: List[str] = dataclasses.field(default_factory=list)
+    egress: Optional[EgressLimits] = None
     extra: Dict[str, Any] = _extra()
 
     @classmethod
@@ -308,7 +328,7 @@ class Limits:
             "domains",
             "id_chars",
         )
-        return _build(cls, obj, {name: Bound.from_json for name in bounds})
+        return _build(cls, obj, {**{name: Bound.from_json for name in bounds}, "egress": EgressLimits.from_json})
 
 
 @dataclasses.dataclass

@@ -99,7 +99,12 @@ def run_request(
                 raise TypeError("domains is a list of host names, not one string")
             net["domains"] = list(domains)
         body["network"] = net
-    return json.dumps(body, ensure_ascii=False).encode("utf-8")
+    try:
+        return json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        # A lone surrogate ("\ud800"): no UTF-8 carries it.
+        raise ValueError(f"the request holds a string that is not valid Unicode ({e.reason} at {e.start}): "
+                         "remove lone surrogates, or decode the text with errors='replace'") from None
 
 
 def run_path(id: str, suffix: str = "", uid: Optional[int] = None) -> str:
