@@ -43,16 +43,13 @@ func checkAction(c *cli.Context) error {
 	if perr != nil {
 		// One line: the roots are opened together.
 		hint := "fix --rootfs or [sandbox.rootfs], or build the root it names: brig rootfs build LANGUAGE --dir DIR"
-		switch {
-		case errors.Is(perr, errNotRoot):
-			hint = "run brig check as root"
-		case strings.Contains(perr.Error(), "Hint:"):
+		if errors.Is(perr, errNotRoot) || strings.Contains(perr.Error(), "Hint:") {
 			hint = "" // the error says what to do
 		}
 		checks = append(checks, jail.Check{Name: "rootfs", Detail: perr.Error(), Hint: hint})
 	}
 	for _, lang := range rootfs.Languages {
-		if perr != nil {
+		if p == nil {
 			break
 		}
 		r, err := p.Root(lang)

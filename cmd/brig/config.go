@@ -155,7 +155,7 @@ func newProvider(lc launcherConfig) (rootfs.Provider, error) {
 }
 
 // errNotRoot is newProvider's error when brig is not root.
-var errNotRoot = errors.New("brig builds sandboxes and must run as root")
+var errNotRoot = errors.New("brig builds sandboxes and must run as root (Hint: sudo)")
 
 // sandbox is a Launcher and what it was built from.
 type sandbox struct {
