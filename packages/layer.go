@@ -79,6 +79,9 @@ const keyVersion = 1
 func canonicalConstraint(language, c string) string {
 	if language == languagePython {
 		clauses := strings.Split(strings.ToLower(strings.ReplaceAll(c, " ", "")), ",")
+		for i, cl := range clauses {
+			clauses[i] = canonicalPEP440Clause(cl)
+		}
 		sort.Strings(clauses)
 		return strings.Join(clauses, ",")
 	}
@@ -87,6 +90,29 @@ func canonicalConstraint(language, c string) string {
 		sets[i] = strings.Join(npmComparators(set), " ")
 	}
 	return strings.Join(sets, " || ")
+}
+
+// canonicalPEP440Clause writes a clause's version in its canonical PEP 440
+// form where the operator compares versions zero-padded (==, !=, <, <=, >,
+// >=, without a wildcard): "==1.2.0", "==01.2" and "==1.2" select the same
+// releases, and share a layer. ~= (whose meaning counts the release's
+// segments), === (a string match) and wildcards are left as written.
+func canonicalPEP440Clause(clause string) string {
+	op := ""
+	for _, o := range []string{"===", "==", "!=", "~=", "<=", ">=", "<", ">"} {
+		if strings.HasPrefix(clause, o) {
+			op = o
+			break
+		}
+	}
+	v := strings.TrimPrefix(clause, op)
+	if op == "" || op == "===" || op == "~=" || strings.HasSuffix(v, ".*") {
+		return clause
+	}
+	if cv, ok := canonicalPEP440(v); ok {
+		return op + cv
+	}
+	return clause
 }
 
 // Resolved is one package of an installed layer.

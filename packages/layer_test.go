@@ -37,6 +37,12 @@ func TestSetKey(t *testing.T) {
 		{name: "npm caret apart from its version", a: js("lodash@^ 4.17.0 || ~ 5"), b: js("lodash@^4.17.0 || ~5"), same: true},
 		{name: "python parenthesised", a: py("Alpha (>=1.0, <2)"), b: py("alpha>=1.0,<2"), same: true},
 		{name: "options order", a: withOptions(py("numpy>=1"), "b", "a"), b: withOptions(py("numpy>=1"), "a", "b"), same: true},
+		// PEP 440 versions compared zero-padded, written another way.
+		{name: "python zero padding", a: py("numpy==1.26.0"), b: py("numpy==1.26"), same: true},
+		{name: "python leading zeros", a: py("numpy==01.26"), b: py("numpy==1.26"), same: true},
+		{name: "python range padding", a: py("pandas>=2.0,<3.0.0"), b: py("pandas<3,>=2"), same: true},
+		{name: "python pre-release spelling", a: py("black==24.1.0alpha1"), b: py("black==24.1a1"), same: true},
+		{name: "python local label case", a: py("torch==2.1.0+CPU"), b: py("torch==2.1+cpu"), same: true},
 
 		{name: "constraint", a: py("requests>=2"), b: py("requests>=2.1"), same: false},
 		{name: "operator", a: py("requests>=2"), b: py("requests==2"), same: false},
@@ -45,6 +51,10 @@ func TestSetKey(t *testing.T) {
 		{name: "language", a: py("left-pad>=1"), b: js("left-pad@>=1"), same: false},
 		{name: "npm legacy capitals are another name", a: js("JSONStream@1.3.5"), b: js("jsonstream@1.3.5"), same: false},
 		{name: "python local version", a: py("torch==2.1.0"), b: py("torch==2.1.0+cpu"), same: false},
+		// Where the written form is the meaning, it stays.
+		{name: "python compatible release counts segments", a: py("numpy~=1.26"), b: py("numpy~=1.26.0"), same: false},
+		{name: "python wildcard counts segments", a: py("numpy==1.26.*"), b: py("numpy==1.26.0.*"), same: false},
+		{name: "python arbitrary equality is a string", a: py("numpy===1.26"), b: py("numpy===1.26.0"), same: false},
 		{name: "one more package", a: py("numpy>=1"), b: py("numpy>=1", "requests>=2"), same: false},
 		{name: "options", a: py("numpy>=1"), b: withOptions(py("numpy>=1"), "source-builds"), same: false},
 		// A request's name can't run into its constraint in the encoding.
