@@ -13,9 +13,10 @@ import (
 // each requested package.
 
 // requiredBy sets RequiredBy of each package no request asked for to the
-// requests (their normalised names, sorted) whose dependencies reach it.
-// edges[i] are the indexes of the packages that package i depends on; an
-// edge to a package the install did not resolve is absent.
+// requests (their normalised names, sorted) whose dependencies reach it, not
+// through another requested package (which is named for its own). edges[i]
+// are the indexes of the packages that package i depends on; an edge to a
+// package the install did not resolve is absent.
 func requiredBy(pkgs []Resolved, edges [][]int) {
 	for i := range pkgs {
 		pkgs[i].RequiredBy = nil
@@ -30,12 +31,9 @@ func requiredBy(pkgs []Resolved, edges [][]int) {
 			at := queue[0]
 			queue = queue[1:]
 			for _, next := range edges[at] {
-				if seen[next] {
-					continue
-				}
-				seen[next] = true
-				queue = append(queue, next)
-				if d := &pkgs[next]; d.Request == "" && !slices.Contains(d.RequiredBy, p.Name) {
+				if d := &pkgs[next]; !seen[next] && d.Request == "" {
+					seen[next] = true
+					queue = append(queue, next)
 					d.RequiredBy = append(d.RequiredBy, p.Name)
 				}
 			}

@@ -9,18 +9,20 @@ import (
 // each dependency, the requests that pulled it in, through dependencies of
 // dependencies; a requirement of an extra counts only when the package was
 // installed with that extra (by a request, or by another requirement), and one
-// on a package not installed is no edge.
+// on a package not installed is no edge. A dependency reached through another
+// request is that request's alone.
 func TestPythonRequiredBy(t *testing.T) {
 	set := Set{Language: "python", Requests: mustRequests(t, "python", "App[Fast]>=1", "tool==2")}
 	r := &driverResult{Packages: []driverPackage{
 		{Name: "app", Version: "1.0", Extras: []string{"fast"},
-			Requires: []string{"Mid_Lib>=1", "speedups; extra == 'fast'", "docs-theme; extra == \"docs\"", "absent>=1; python_version < '3'"}},
+			Requires: []string{"Mid_Lib>=1", "speedups; extra == 'fast'", "docs-theme; extra == \"docs\"", "absent>=1; python_version < '3'", "tool>=1"}},
 		{Name: "mid.lib", Version: "1.0", Requires: []string{"leaf[Extra_One] (>=2)", "six"}},
 		{Name: "leaf", Version: "2.0", Requires: []string{"by-extra; extra == 'extra-one'"}},
 		{Name: "by-extra", Version: "1.0"},
 		{Name: "speedups", Version: "1.0"},
 		{Name: "docs-theme", Version: "1.0"},
-		{Name: "tool", Version: "2", Requires: []string{"six>=1.10"}},
+		{Name: "tool", Version: "2", Requires: []string{"six>=1.10", "tool-only"}},
+		{Name: "tool-only", Version: "1"},
 		{Name: "six", Version: "1.16.0"},
 	}}
 	got, err := pythonResolved(set, r, false)
@@ -33,6 +35,7 @@ func TestPythonRequiredBy(t *testing.T) {
 		"by-extra":   {"app"}, // leaf's extra, which mid.lib asks for
 		"docs-theme": nil,     // its extra was not asked for (another package may need it)
 		"six":        {"app", "tool"},
+		"tool-only":  {"tool"}, // app needs it through tool, a request named for its own
 	}
 	for _, p := range got {
 		if !reflect.DeepEqual(p.RequiredBy, want[p.Name]) {
