@@ -299,14 +299,15 @@ func TestScriptPathJavaScript(t *testing.T) {
 	}
 }
 
-// TestScratchIsFreshPerRun: what one run writes is gone for the next, pooled or not.
+// TestScratchIsFreshPerRun: what one run writes is gone for the next, pooled or
+// not; /tmp, /var/tmp, /sandbox and /dev/shm are the run's to write.
 func TestScratchIsFreshPerRun(t *testing.T) {
 	for _, pool := range []int{0, 1} {
 		t.Run(fmt.Sprintf("pool %d", pool), func(t *testing.T) {
 			l := newTestLauncher(t, pool)
-			dirs := []string{"/tmp", "/sandbox", "/dev/shm"}
+			dirs := []string{"/tmp", "/var/tmp", "/sandbox", "/dev/shm"}
 			first := probe(t, l, rootfs.Python, pyTrial+`
-for d in ['/tmp', '/sandbox', '/dev/shm']:
+for d in ['/tmp', '/var/tmp', '/sandbox', '/dev/shm']:
     r[d] = trial(lambda: write(d + '/left-behind', b'1'))
 `+pyDump)
 			for _, d := range dirs {
@@ -315,11 +316,12 @@ for d in ['/tmp', '/sandbox', '/dev/shm']:
 				}
 			}
 			second := probe(t, l, rootfs.Python, pyTrial+`
-for d in ['/tmp', '/sandbox', '/dev/shm']:
+for d in ['/tmp', '/var/tmp', '/sandbox', '/dev/shm']:
     r[d] = ' '.join(sorted(os.listdir(d)))
 `+pyDump)
 			checkProbe(t, second, []check{
 				{name: "tmp", key: "/tmp", want: ""},
+				{name: "var tmp", key: "/var/tmp", want: ""},
 				{name: "sandbox", key: "/sandbox", want: "main.py"},
 				{name: "dev shm", key: "/dev/shm", want: ""},
 			})

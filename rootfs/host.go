@@ -371,6 +371,11 @@ func writeLayout(root string) error {
 		{"proc", 0o555},
 		{"dev", 0o755},
 		{"tmp", os.ModeSticky | 0o777}, // os.FileMode has its own sticky bit; 0o1777 would drop it
+		// Where the FHS puts temporary files that programs (compilers, editors,
+		// package tools) expect to find writable; on the run's upper layer as
+		// the rest of the root.
+		{"var", 0o755},
+		{"var/tmp", os.ModeSticky | 0o777},
 		// Root's, like the rest of the lower layer: the init gives the run's own
 		// copy (on the run's tmpfs) to the run's id.
 		{"sandbox", 0o755},

@@ -109,8 +109,19 @@ func TestHostSkeleton(t *testing.T) {
 		for _, e := range ents {
 			got = append(got, e.Name())
 		}
-		// Nothing of the host's /root, /home, /var, /run or /tmp.
-		want := []string{"dev", "etc", "proc", "sandbox", "tmp", "usr"}
+		// Nothing of the host's /root, /home, /var, /run or /tmp: /var is the
+		// skeleton's own, with only an empty sticky tmp.
+		want := []string{"dev", "etc", "proc", "sandbox", "tmp", "usr", "var"}
+		vars, err := os.ReadDir(filepath.Join(dir, "var"))
+		if err != nil || len(vars) != 1 || vars[0].Name() != "tmp" {
+			t.Errorf("var: got %v, %v, want tmp alone", vars, err)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, "var", "tmp")); err != nil || fi.Mode()&os.ModeSticky == 0 || fi.Mode().Perm() != 0o777 {
+			t.Errorf("var/tmp: got %v, %v, want a sticky 1777 folder", fi, err)
+		}
+		if ents, err := os.ReadDir(filepath.Join(dir, "var", "tmp")); err != nil || len(ents) != 0 {
+			t.Errorf("var/tmp: got %v, %v, want it empty", ents, err)
+		}
 		for _, d := range []string{"bin", "sbin", "lib", "lib64"} {
 			if _, err := os.Lstat("/" + d); err == nil {
 				want = append(want, d)
