@@ -185,7 +185,7 @@ func TestFilesystemFromInside(t *testing.T) {
 		t.Fatal(err)
 	}
 	hostEtcHostname, _ := os.ReadFile("/etc/hostname")
-	absent := []string{"/root", "/home", "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/var", "/run", "/sys", "/work", "/boot", "/mnt", "/opt", "/srv",
+	absent := []string{"/root", "/home", "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/var/lib", "/var/log", "/var/cache", "/var/run", "/run", "/sys", "/work", "/boot", "/mnt", "/opt", "/srv",
 		hostTmp, filepath.Join(hostTmp, "secret"), l.cfg.StateDir, l.scratch, "/dev/mqueue", "/dev/mem", "/dev/kmsg", "/proc/1/root/work"}
 	var paths []string
 	for _, p := range absent {
@@ -198,6 +198,7 @@ import stat
 for p in [`+strings.Join(paths, ", ")+`]:
     r['exists ' + p] = str(os.path.lexists(p))
 r['etc hostname'] = open('/etc/hostname').read()
+r['var'] = ' '.join(sorted(os.listdir('/var'))) + ': ' + ' '.join(sorted(os.listdir('/var/tmp')))
 r['write /usr/bin/x'] = trial(lambda: write('/usr/bin/x'))
 r['mkdir /usr/lib/x'] = trial(lambda: os.mkdir('/usr/lib/x'))
 r['mkdir /usr/lib/python3/x'] = trial(lambda: os.mkdir('/usr/lib/python3/x'))
@@ -231,6 +232,8 @@ r['sandbox owner'] = '%d:%d' % (os.stat('/sandbox').st_uid, os.stat('/sandbox').
 `+pyDump)
 	checks := []check{
 		{name: "etc hostname is not the host's", key: "etc hostname", want: "sandbox\n"},
+		// The skeleton's own /var: an empty tmp, nothing of the host's.
+		{name: "var holds only an empty tmp", key: "var", want: "tmp: "},
 		{name: "write /usr/bin/x", key: "write /usr/bin/x", want: "EROFS"},
 		// /usr/lib is a root-owned folder of the lower layer; what is bound in it
 		// is read-only.
