@@ -370,6 +370,20 @@ class FramingTest(FakeCase):
                     self.assertEqual((cm.exception.code, cm.exception.id), ("stream_ended", None))
                     self.assertIn("before its id was known: give requests an id", cm.exception.message)
 
+    def test_garbage_head_is_bad_response(self) -> None:
+        """A head that is not HTTP is bad_response from both clients, not a
+        dropped connection (stream_ended)."""
+        for name in ("sync", "async"):
+            with self.subTest(client=name):
+                fake = self.fake([b"SSH-2.0-OpenSSH_9.2\r\n\r\n"])
+                with self.assertRaises(brig.ProtocolError) as cm:
+                    if name == "sync":
+                        brig.Client(fake.socket, timeout=WAIT, wait_timeout=WAIT).run("python", "x", id="r1")
+                    else:
+                        asyncio.run(brig.AsyncClient(fake.socket, timeout=WAIT, wait_timeout=WAIT).run("python", "x", id="r1"))
+                self.assertEqual(cm.exception.code, "bad_response", str(cm.exception))
+                self.assertIn("not HTTP/1.1 as expected", cm.exception.message)
+
     def test_stream_cut_names_the_id(self) -> None:
         """A stream whose connection drops, before its head or after its
         accepted event, raises stream_ended with the run's id: the request's,

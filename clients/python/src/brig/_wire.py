@@ -132,6 +132,11 @@ def decode_event(line: bytes) -> Event:
         raise ProtocolError(f"decoding an event: {e}", code="bad_response") from None
 
 
+def not_http(what: str) -> ProtocolError:
+    """The error of a response head that is not HTTP/1.1: code bad_response."""
+    return ProtocolError(f"the service's response is not HTTP/1.1 as expected: {what}", code="bad_response")
+
+
 def stream_ended(run_id: Optional[str] = None) -> ProtocolError:
     """The error of a run's response (its event stream, or its Result) whose
     connection dropped before the run's result, wherever it dropped: before the

@@ -32,6 +32,7 @@ from ._wire import (
     decode_event,
     decode_json,
     last_line,
+    not_http,
     response_cut,
     run_path,
     run_request,
@@ -56,8 +57,6 @@ async def _within(aw: Awaitable[T], timeout: Optional[float]) -> T:
     return await asyncio.wait_for(aw, timeout)
 
 
-def _bad(what: str) -> errors.ProtocolError:
-    return errors.ProtocolError(f"the service's response is not HTTP/1.1 as expected: {what}", code="bad_response")
 
 
 class _Conn:
@@ -111,7 +110,7 @@ class _Conn:
                 return line.rstrip(b"\r")
             scanned = len(self._buf)
             if scanned > MAX_HEAD_LINE:
-                raise _bad("a line of the head is too long")
+                raise not_http("a line of the head is too long")
             if not await self._fill():
                 raise stream_ended()
 
@@ -148,7 +147,7 @@ class _Response:
         while True:
             parts = (await self._conn.readline()).decode("latin-1").split(" ", 2)
             if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-                raise _bad(f"status line {' '.join(parts)!r}")
+                raise not_http(f"status line {' '.join(parts)!r}")
             self.status = int(parts[1])
             self.reason = parts[2] if len(parts) > 2 else ""
             self.headers = {}
@@ -158,10 +157,10 @@ class _Response:
                     break
                 name, sep, value = line.partition(":")
                 if not sep:
-                    raise _bad(f"header line {line!r}")
+                    raise not_http(f"header line {line!r}")
                 self.headers[name.strip().lower()] = value.strip()
             else:
-                raise _bad("too many headers")
+                raise not_http("too many headers")
             if self.status >= 200:
                 break
         self._chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
@@ -169,9 +168,9 @@ class _Response:
             try:
                 self._length = int(self.headers["content-length"])
             except ValueError:
-                raise _bad("Content-Length is not a number") from None
+                raise not_http("Content-Length is not a number") from None
             if self._length < 0:
-                raise _bad("Content-Length is negative")
+                raise not_http("Content-Length is negative")
         if self.status in (204, 304) or self._length == 0:
             self._done = True
 
@@ -203,15 +202,15 @@ class _Response:
             try:
                 self._chunk_left = int(size_line, 16)
             except ValueError:
-                raise _bad(f"chunk size {size_line!r}") from None
+                raise not_http(f"chunk size {size_line!r}") from None
             if self._chunk_left < 0:
-                raise _bad("negative chunk size")
+                raise not_http("negative chunk size")
             if self._chunk_left == 0:
                 for _ in range(MAX_HEADERS + 1):  # trailers, up to the blank line
                     if not await self._conn.readline():
                         break
                 else:
-                    raise _bad("too many trailers")
+                    raise not_http("too many trailers")
                 self._done = True
                 return b""
         data = await self._conn.read(min(READ_SIZE, self._chunk_left))
@@ -222,7 +221,7 @@ class _Response:
 
     async def _crlf(self) -> None:
         if await self._conn.readline():
-            raise _bad("a chunk is longer than its size")
+            raise not_http("a chunk is longer than its size")
 
     async def read_all(self, limit: int, what: str) -> bytes:
         """The whole body, at most limit bytes of it."""

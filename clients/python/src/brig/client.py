@@ -25,6 +25,7 @@ from ._wire import (
     decode_event,
     decode_json,
     last_line,
+    not_http,
     response_cut,
     run_path,
     run_request,
@@ -292,11 +293,14 @@ class Client:
                     conn.sock.settimeout(self.wait_timeout)
                 try:
                     resp = conn.getresponse()
-                except (ConnectionError, http.client.HTTPException):
+                except ConnectionError:
                     # The request went out, then the connection dropped
                     # before a whole head came back (RemoteDisconnected, a
                     # reset): a run it asked for may be going.
                     raise response_cut(what, run_id) from None
+                except http.client.HTTPException as e:
+                    # A head that is there but not HTTP: not a drop.
+                    raise not_http(f"{type(e).__name__}: {e}") from None
             if resp.status == 200:
                 return conn, resp
             raw = resp.read(MAX_ERROR_BODY)
