@@ -172,6 +172,11 @@ type Launcher struct {
 	zclosed bool
 	// pinWarning logs once that zygotes run without their memory pinned.
 	pinWarning sync.Once
+	// pinModes has, per rootfs (Root.Lower), the verdict of its first zygote's pin
+	// trial (pinOn or pinOff), which the zygotes that follow take; pinMu
+	// guards it (zygoteFor starts zygotes under zmu).
+	pinMu    sync.Mutex
+	pinModes map[string]string
 	// hugeCodeWarning logs once that zygotes run without their code on huge
 	// pages.
 	hugeCodeWarning sync.Once

@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"cmp"
 	_ "embed"
 	"encoding/binary"
 	"encoding/hex"
@@ -122,6 +123,8 @@ type zygote struct {
 	// (_huge_code), hugeCodeError why no more.
 	pinned, hugeCode int
 	hugeCodeError    string
+	// pinTrial is what its pin trial measured, if it made one.
+	pinTrial *pinFigures
 }
 
 type zygoteReply struct {
@@ -134,6 +137,8 @@ type zygoteReply struct {
 	// that its forks copy them at once; PinError why it pinned none.
 	Pinned   int    `json:"pinned"`
 	PinError string `json:"pin_error"`
+	// PinTrial is what a zygote started with pinTrial measured.
+	PinTrial *pinFigures `json:"pin_trial"`
 	// HugeCode is how many bytes of its code a ready zygote mapped on huge
 	// pages, which its children share; HugeCodeError why not all it could.
 	HugeCode      int    `json:"huge_code"`
@@ -158,6 +163,8 @@ type zygoteConfig struct {
 	// PinMaxPages bounds the memory the zygote pins (zygote.py's _pin):
 	// each of its children holds a copy of it, charged to the service.
 	PinMaxPages int `json:"pin_max_pages"`
+	// PinMode is how the zygote decides to pin: pinTrial, pinOn or pinOff.
+	PinMode string `json:"pin_mode"`
 	// HugeCode has the zygote map its code on huge pages (zygote.py's
 	// _huge_code; zygoteHugeCode).
 	HugeCode bool `json:"huge_code"`
@@ -166,6 +173,28 @@ type zygoteConfig struct {
 // zygoteHugeCode turns on the zygote's mapping of its code on huge pages. A
 // variable for tests.
 var zygoteHugeCode = true
+
+// The zygote's pin modes (zygoteConfig.PinMode).
+const (
+	// pinTrial has the zygote fork a few children with its memory pinned and
+	// a few with it shared, and keep whichever cost less CPU (zygote.py's
+	// _pin): the first zygote of each rootfs does, and the Launcher passes
+	// its verdict on to the zygotes that follow (pinOn or pinOff).
+	pinTrial = "trial"
+	pinOn    = "on"
+	pinOff   = "off"
+)
+
+// pinFigures is a pin trial's figures: the CPU, in microseconds, of a fork
+// and its child's short program, with the zygote's memory pinned and shared.
+type pinFigures struct {
+	PinnedUS int `json:"pinned_us"`
+	SharedUS int `json:"shared_us"`
+}
+
+// zygotePinMode, when set, is every zygote's PinMode, with no trial. A
+// variable for tests.
+var zygotePinMode = ""
 
 // zygotePinMaxBytes is the most memory a zygote pins; one with more (a
 // rootfs whose preloads import much more than the standard library's) pins
@@ -344,7 +373,7 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		return nil, fmt.Errorf("the zygote did not start (%v; it printed %q)", err, z.stderr.String())
 	}
 	z.conn.SetReadDeadline(time.Time{})
-	z.pinned, z.hugeCode, z.hugeCodeError = r.Pinned, r.HugeCode, r.HugeCodeError
+	z.pinned, z.pinTrial, z.hugeCode, z.hugeCodeError = r.Pinned, r.PinTrial, r.HugeCode, r.HugeCodeError
 	if r.PinError != "" {
 		l.pinWarning.Do(func() {
 			l.log.Warn("a zygote could not pin its memory: its children copy its pages at their first writes, which costs warm Python runs more CPU",
@@ -620,7 +649,16 @@ func (l *Launcher) newZygote(root *rootfs.Root) (*zygote, error) {
 		PrepareNice: prepareNice,
 		Filter:      hex.EncodeToString(l.filter),
 		PinMaxPages: zygotePinMaxBytes / 4096,
+		PinMode:     zygotePinMode,
 		HugeCode:    zygoteHugeCode,
+	}
+	// By the rootfs alone: a package layer adds files, not pages the
+	// zygote writes, so a layer's zygotes take the rootfs's verdict.
+	key := root.Lower
+	if cfg.PinMode == "" {
+		l.pinMu.Lock()
+		cfg.PinMode = cmp.Or(l.pinModes[key], pinTrial)
+		l.pinMu.Unlock()
 	}
 	for _, r := range pid1.DefaultRlimits() {
 		cfg.Rlimits = append(cfg.Rlimits, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
@@ -628,6 +666,21 @@ func (l *Launcher) newZygote(root *rootfs.Root) (*zygote, error) {
 	z, err := l.startZygote(root, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if t := z.pinTrial; t != nil {
+		mode := pinOff
+		if z.pinned > 0 {
+			mode = pinOn
+		}
+		l.pinMu.Lock()
+		if l.pinModes == nil {
+			l.pinModes = map[string]string{}
+		}
+		l.pinModes[key] = mode
+		l.pinMu.Unlock()
+		l.log.Info("a Python zygote measured its forks with its memory pinned and shared, and keeps the cheaper for this rootfs",
+			"pinned", mode == pinOn, "pinned_ms_per_fork", float64(t.PinnedUS)/1e3, "shared_ms_per_fork", float64(t.SharedUS)/1e3,
+			"pages", z.pinned, "rootfs", root.Lower)
 	}
 	z.runs, z.age = l.cfg.ZygoteRuns, l.cfg.ZygoteAge
 	if z.runs <= 0 {

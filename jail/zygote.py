@@ -26,6 +26,7 @@ _SECCOMP_SET_MODE_FILTER = 1
 _SYS_io_uring_setup = 425  # the same number on every architecture
 _SYS_io_uring_register = 427
 _IORING_REGISTER_BUFFERS = 0
+_IORING_UNREGISTER_BUFFERS = 1
 _IORING_MAX_REG_BUFFERS = 1 << 14
 _PROT_READ, _PROT_WRITE, _PROT_EXEC = 1, 2, 4
 _MAP_PRIVATE, _MAP_ANONYMOUS = 0x02, 0x20
@@ -153,9 +154,9 @@ def _serve():
     ancsize = socket.CMSG_SPACE(4 * 8)
     huge, huge_why = _huge_code() if cfg['huge_code'] else (0, 'turned off')
     global _ring
-    _ring, pinned, why = _pin(cfg['pin_max_pages'])
-    ctl.send(b'{"ready":true,"pinned":%d,"pin_error":%s,"huge_code":%d,"huge_code_error":%s}' % (
-        pinned, json.dumps(why).encode(), huge, json.dumps(huge_why).encode()))
+    _ring, pinned, why, trial = _pin(cfg['pin_max_pages'], cfg['pin_mode'])
+    ctl.send(b'{"ready":true,"pinned":%d,"pin_error":%s,"pin_trial":%s,"huge_code":%d,"huge_code_error":%s}' % (
+        pinned, json.dumps(why).encode(), json.dumps(trial).encode(), huge, json.dumps(huge_why).encode()))
     while True:
         if retiring and not children:
             os._exit(0)
@@ -289,28 +290,37 @@ def _huge_kib():
     return 0
 
 
-def _pin(limit):
+def _pin(limit, mode):
     """Pins the zygote's writable memory, so that each fork copies it into
     the child at once instead of sharing it copy-on-write; returns the ring
-    that holds the pins (or -1), the pages pinned, and why none were.
+    that holds the pins (or -1), the pages pinned, why none were (an error),
+    and, with mode 'trial', the trial's figures.
 
     The kernel copies a page that may be pinned for DMA into the child at
     the fork (copy_present_page), where it would otherwise share it and
     copy it at the first write of either process, one page fault each: a
     forked interpreter writes a few hundred of the zygote's pages
     (reference counts), and the zygote writes some of them again before
-    its next fork. On these machines, with the other CPU busy, such a fault
-    cost 55 to 58 us in the parent, and a child's print(1) 11.8 to 14.5 ms
-    of CPU against 5.2 to 6.4 ms with the parent's memory pinned (its fork
-    2.0 ms against 3.0 to 3.9: `python3 bench/measure/cow_cost.py
-    pinned`). io_uring's fixed buffers are the one pin a process can take
-    of its own memory without a device: the pages present now in every
-    private writable mapping are registered, once, unless there are more
-    than limit. Memory the zygote maps later is shared as before. The ring
-    does no I/O; a child closes it first thing (_fork). Best effort:
-    without io_uring (kernel.io_uring_disabled, a filter, RLIMIT_MEMLOCK
-    without CAP_IPC_LOCK) the zygote forks as before, and the supervisor
-    logs why."""
+    its next fork. Which costs less depends on the host. On a machine where
+    a fault cost 55 to 58 us with the other CPU busy, a child's print(1)
+    took 11.8 to 14.5 ms of CPU against 5.2 to 6.4 ms with the parent's
+    memory pinned (its fork 2.0 ms against 3.0 to 3.9); on one where a fault
+    costs 2.8 us, the pinned fork copies 3,200 pages for 5.2 to 6.8 ms
+    against 0.5 to 0.6 ms shared, and the child saves 0.2 ms (`python3
+    bench/measure/cow_cost.py`). So with mode 'trial' the zygote measures
+    both (_fork_cost) and keeps the pins only if they cost less; 'on' pins
+    without a trial, 'off' never pins (the supervisor passes a trial's
+    verdict on to the zygotes that follow). io_uring's fixed buffers are
+    the one pin a process can take of its own memory without a device: the
+    pages present now in every private writable mapping are registered,
+    once, unless there are more than limit. Memory the zygote maps later is
+    shared as before. The ring does no I/O; a child closes it first thing
+    (_fork). Best effort: without io_uring (kernel.io_uring_disabled, a
+    filter, RLIMIT_MEMLOCK without CAP_IPC_LOCK) the zygote forks as
+    before, and the supervisor logs why."""
+    if mode == 'off':
+        os.close(PROC)
+        return -1, 0, '', None
     ring = -1
     try:
         runs = []
@@ -339,11 +349,11 @@ def _pin(limit):
             os.close(pagemap)
         pages = sum(hi - lo for lo, hi in runs) // 4096
         if not runs:
-            return -1, 0, 'no page to pin'
+            return -1, 0, 'no page to pin', None
         if pages > limit:
-            return -1, 0, '%d pages to pin, more than the %d it may' % (pages, limit)
+            return -1, 0, '%d pages to pin, more than the %d it may' % (pages, limit), None
         if len(runs) > _IORING_MAX_REG_BUFFERS:
-            return -1, 0, '%d ranges to pin, more than io_uring registers' % len(runs)
+            return -1, 0, '%d ranges to pin, more than io_uring registers' % len(runs), None
         params = (ctypes.c_uint32 * 30)()  # struct io_uring_params, 120 bytes
         ring = _syscall(_SYS_io_uring_setup, 1, ctypes.addressof(params), None)
         _check(ring, 'io_uring_setup')
@@ -353,15 +363,78 @@ def _pin(limit):
         register = _libc['syscall']  # syscall(2) with four arguments
         register.restype = _c_long
         register.argtypes = (_c_long, _c_long, _c_long, _c_void_p, _c_long)
-        _check(register(_SYS_io_uring_register, ring, _IORING_REGISTER_BUFFERS, ctypes.addressof(iov), len(runs)),
-               'io_uring_register')
-        return ring, pages, ''
+
+        def pin(on):
+            if on:
+                _check(register(_SYS_io_uring_register, ring, _IORING_REGISTER_BUFFERS, ctypes.addressof(iov), len(runs)),
+                       'io_uring_register')
+            else:
+                _check(register(_SYS_io_uring_register, ring, _IORING_UNREGISTER_BUFFERS, None, 0),
+                       'io_uring_register')
+        if mode != 'trial':
+            pin(True)
+            return ring, pages, '', None
+        # Shared, pinned, shared, pinned: each way's cheapest batch, so that
+        # a batch slowed by the host's other work does not decide.
+        shared, pinned = [], []
+        for on in (False, True, False, True):
+            if on:
+                pin(True)
+            (pinned if on else shared).append(_fork_cost(_TRIAL_FORKS))
+            if on:
+                pin(False)
+        trial = {'pinned_us': int(min(pinned) * 1e6), 'shared_us': int(min(shared) * 1e6)}
+        if min(pinned) < min(shared):
+            pin(True)
+            return ring, pages, '', trial
+        os.close(ring)
+        return -1, 0, '', trial
     except Exception as e:  # best effort: a zygote without pins still serves
         if ring >= 0:
             os.close(ring)
-        return -1, 0, '%s: %s' % (type(e).__name__, e)
+        return -1, 0, '%s: %s' % (type(e).__name__, e), None
     finally:
         os.close(PROC)  # the host's: never a child's
+
+
+# What each of the pin trial's children runs: a small program's worth of
+# the interpreter (compile, a module's functions, allocations, a print),
+# writing to the zygote's own pages as a run does, before it exits.
+_TRIAL = "import json\nd = {str(i): [i, i / 2] for i in range(64)}\nprint(json.loads(json.dumps(d))['7'], file=out)\n"
+_TRIAL_FORKS = 3
+
+
+def _fork_cost(n):
+    """The CPU, in seconds, that one fork of n costs: the zygote's forks and
+    its work between them, while the earlier children still share its pages
+    (as the pool's waiting children do), and each child's own CPU, page
+    faults included, as it runs _TRIAL once all are forked, and exits. The
+    children run no request code; they write nothing but to /dev/null."""
+    import time
+    r, w = os.pipe()
+    pids = []
+    cpu = time.thread_time()
+    try:
+        for _ in range(n):
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.close(w)
+                    os.read(r, 1)  # EOF once every child is forked
+                    with open(os.devnull, 'w') as out:
+                        exec(compile(_TRIAL, '<pin trial>', 'exec'), {'__name__': '__main__', 'out': out})
+                finally:
+                    os._exit(0)
+            pids.append(pid)
+            os.close(os.pidfd_open(pid))  # as the loop does for each child
+    finally:
+        cpu = time.thread_time() - cpu
+        os.close(w)
+        os.close(r)
+        for pid in pids:
+            _, _, ru = os.wait4(pid, 0)
+            cpu += ru.ru_utime + ru.ru_stime
+    return cpu / n
 
 
 def _fork(init_pidfd, own_pidns, nice):
@@ -443,7 +516,7 @@ _sandbox(_cfg, _req, _fds)
 if 'threading' in sys.modules and hasattr(sys.modules['threading'].main_thread(), '_set_native_id'):
     sys.modules['threading'].main_thread()._set_native_id()
 _path = _req['path']
-del _cfg, _req, _fds, _serve, _huge_code, _huge_kib, _pin, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
+del _cfg, _req, _fds, _serve, _huge_code, _huge_kib, _pin, _fork_cost, _TRIAL, _TRIAL_FORKS, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
 del _CAP_HEADER, _CAP_DATA, _CAPSET
 # From here on this process is the run's program, which waits in its sandbox
 # for its run: the code, written as its script, and the environment. What does

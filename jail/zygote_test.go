@@ -479,14 +479,28 @@ func TestZygoteChildRunCutShort(t *testing.T) {
 	}
 }
 
-// TestZygotePinsItsMemory: a zygote pins the memory it has when it is ready
-// (zygote.py's _pin), so that each child gets a copy of it at the fork
-// instead of sharing it copy-on-write; it keeps no descriptor of the host's
-// /proc, and neither a waiting child nor a run has its io_uring.
-func TestZygotePinsItsMemory(t *testing.T) {
+// forcePinMode gives every zygote the tests start mode, without a trial.
+func forcePinMode(t *testing.T, mode string) {
+	was := zygotePinMode
+	zygotePinMode = mode
+	t.Cleanup(func() { zygotePinMode = was })
+}
+
+// skipWithoutIOUring skips a test of the zygote's pins on a host that
+// refuses io_uring to everyone.
+func skipWithoutIOUring(t *testing.T) {
 	if b, err := os.ReadFile("/proc/sys/kernel/io_uring_disabled"); err == nil && strings.TrimSpace(string(b)) == "2" {
 		t.Skip("kernel.io_uring_disabled is 2 on this host: a zygote can't pin its memory (it forks as before, and the service logs it)")
 	}
+}
+
+// TestZygotePinsItsMemory: a zygote told to pin the memory it has when it is
+// ready (zygote.py's _pin) does, so that each child gets a copy of it at the
+// fork instead of sharing it copy-on-write; it keeps no descriptor of the
+// host's /proc, and neither a waiting child nor a run has its io_uring.
+func TestZygotePinsItsMemory(t *testing.T) {
+	skipWithoutIOUring(t)
+	forcePinMode(t, pinOn)
 	l := newZygoteLauncher(t, nil)
 	waitWarm(t, l)
 	z := servingZygote(t, l)
@@ -580,6 +594,7 @@ func fdTargets(tb testing.TB, pid int) []string {
 // it than it may pin) still serves warm runs, forking as before, and the
 // launcher logs why once.
 func TestZygoteWithoutPins(t *testing.T) {
+	forcePinMode(t, pinOn)
 	was := zygotePinMaxBytes
 	zygotePinMaxBytes = 4096
 	t.Cleanup(func() { zygotePinMaxBytes = was })
@@ -597,6 +612,106 @@ func TestZygoteWithoutPins(t *testing.T) {
 	if len(warned) != 1 || !strings.Contains(fmt.Sprint(warned[0]["why"]), "more than the 1 it may") {
 		t.Errorf("the launcher logged %v, want one warning saying the zygote had more pages than it may pin", warned)
 	}
+}
+
+// TestZygotePinTrial: by default the first zygote of a rootfs forks a few
+// children with its memory pinned and a few with it shared, keeps the
+// cheaper (zygote.py's _pin), and leaves none of those children behind;
+// the launcher logs both figures once, and the zygotes that follow take the
+// verdict without a trial of their own. Warm runs serve either way.
+func TestZygotePinTrial(t *testing.T) {
+	skipWithoutIOUring(t)
+	logs := &testutil.LogBuffer{}
+	l := newZygoteLauncher(t, func(c *Config) {
+		c.ZygoteRuns = 2
+		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	warmRun(t, l, "print(1)")
+	const msg = "a Python zygote measured its forks with its memory pinned and shared, and keeps the cheaper for this rootfs"
+	lines := logs.Lines(msg)
+	if len(lines) != 1 {
+		t.Fatalf("the launcher logged %d trial lines, want 1: %v", len(lines), lines)
+	}
+	trial := lines[0]
+	pinnedMS, _ := trial["pinned_ms_per_fork"].(float64)
+	sharedMS, _ := trial["shared_ms_per_fork"].(float64)
+	if pinnedMS <= 0 || sharedMS <= 0 {
+		t.Fatalf("the trial measured %v ms pinned and %v ms shared, want both", trial["pinned_ms_per_fork"], trial["shared_ms_per_fork"])
+	}
+	pinned := trial["pinned"] == true
+	if pinned != (pinnedMS < sharedMS) {
+		t.Errorf("the zygote kept its memory pinned=%v with %.3f ms a fork pinned and %.3f shared, want the cheaper", pinned, pinnedMS, sharedMS)
+	}
+	l.pinMu.Lock()
+	mode := l.pinModes[rootOf(t, l, rootfs.Python).Lower]
+	l.pinMu.Unlock()
+	if want := map[bool]string{true: pinOn, false: pinOff}[pinned]; mode != want {
+		t.Errorf("the launcher keeps the verdict %q for the rootfs, want %q", mode, want)
+	}
+	check := func(z *zygote) {
+		t.Helper()
+		pid := z.cmd.Process.Pid
+		if got := statusKiB(t, pid, "VmPin"); (got > 0) != pinned || got != z.pinned*4 {
+			t.Errorf("zygote %d: VmPin %d KiB, %d pages said pinned, want them pinned=%v", pid, got, z.pinned, pinned)
+		}
+		if fds := fdTargets(t, pid); slices.Contains(fds, "anon_inode:[io_uring]") != pinned {
+			t.Errorf("zygote %d holds an io_uring=%v, want %v (its descriptors: %q)", pid, !pinned, pinned, fds)
+		}
+		// Its children are the pool's waiting ones alone, each in a
+		// sandbox's pid namespace: no child of the trial is left.
+		for _, c := range zygoteChildren(t, pid) {
+			if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", c)); err != nil || ns == mustReadlink(t, fmt.Sprintf("/proc/%d/ns/pid", pid)) {
+				t.Errorf("zygote %d has a child %d in its own pid namespace (%s, %v): one of the trial's, left", pid, c, ns, err)
+			}
+		}
+	}
+	first := servingZygote(t, l)
+	check(first)
+	// ZygoteRuns 2: these runs are served by the zygotes that follow.
+	for range 4 {
+		warmRun(t, l, "print(1)")
+	}
+	if next := servingZygote(t, l); next == first {
+		t.Fatal("the first zygote still serves after 5 runs, with ZygoteRuns 2")
+	} else {
+		check(next)
+		if next.pinTrial != nil {
+			t.Errorf("a later zygote made a trial of its own (%+v), want the first one's verdict", *next.pinTrial)
+		}
+	}
+	if n := len(logs.Lines(msg)); n != 1 {
+		t.Errorf("the launcher logged %d trial lines after the zygote's replacements, want 1", n)
+	}
+}
+
+// zygoteChildren are the pids of a process's children, from every thread.
+func zygoteChildren(tb testing.TB, pid int) []int {
+	tb.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []int
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, f := range strings.Fields(string(b)) {
+			n, _ := strconv.Atoi(f)
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func mustReadlink(tb testing.TB, path string) string {
+	tb.Helper()
+	s, err := os.Readlink(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }
 
 // TestZygoteMapsItsCodeOnHugePages: a zygote moves its code onto transparent
