@@ -34,7 +34,7 @@ const (
 	DefaultServiceConcurrency = 2
 	DefaultServiceRuns        = 200
 	// serviceWarmupPerClient is how many uncounted runs each client makes before
-	// a brig phase, so the service's pools are full when the clock starts.
+	// each phase (servicePhase).
 	serviceWarmupPerClient = 3
 	// minRetryAfter bounds the pause after a 429 whose Retry-After is absent or 0.
 	minRetryAfter = 10 * time.Millisecond
@@ -109,6 +109,13 @@ type ServiceConfig struct {
 	// pool), which is the latency a harness sees when it does not keep the
 	// service busy. The runs per second then measure the pace, not capacity.
 	Spacing time.Duration
+	// Rounds, when above 1, splits each phase into this many slices, run in
+	// turn (bare, brig, cold, then bare again...), each with its share of
+	// Runs or Duration; a phase's figures are its slices' together. The
+	// machine's speed drifts within a minute here (a bare loop's rate moved
+	// from 170 to 111 runs/s over four phases), and a ratio to bare then
+	// compares two different machines; interleaved, both see the same drift.
+	Rounds int
 	// RSSConcurrency, when positive, adds a phase that holds this many sleeping
 	// runs in flight at once (languages alternating) and samples the service's
 	// resident memory from GET /metrics every 50 ms; zero skips it.
@@ -127,6 +134,10 @@ func (cfg *ServiceConfig) validate() error {
 		return fmt.Errorf("spacing %s: must be positive (zero runs back to back)", cfg.Spacing)
 	case cfg.RSSConcurrency < 0:
 		return fmt.Errorf("RSS concurrency %d: must be positive (zero skips the RSS phase)", cfg.RSSConcurrency)
+	case cfg.Rounds < 0:
+		return fmt.Errorf("rounds %d: must be positive (zero means 1)", cfg.Rounds)
+	case cfg.Rounds > 1 && cfg.Runs > 0 && cfg.Runs < cfg.Rounds:
+		return fmt.Errorf("runs %d in %d rounds: each round needs a run at least", cfg.Runs, cfg.Rounds)
 	}
 	for _, l := range cfg.Languages {
 		if _, ok := PrintPrograms[l]; !ok {
@@ -146,6 +157,26 @@ func (cfg *ServiceConfig) setDefaults() {
 	if cfg.Languages == nil {
 		cfg.Languages = rootfs.Languages
 	}
+	if cfg.Rounds == 0 {
+		cfg.Rounds = 1
+	}
+}
+
+// roundLimit is round's share (0 to cfg.Rounds-1) of a phase's runs and
+// duration: the runs split as evenly as they go, the first rounds taking
+// the remainder.
+func (cfg *ServiceConfig) roundLimit(round int) phaseLimit {
+	lim := phaseLimit{spacing: cfg.Spacing}
+	if cfg.Runs > 0 {
+		lim.runs = cfg.Runs / cfg.Rounds
+		if round < cfg.Runs%cfg.Rounds {
+			lim.runs++
+		}
+	}
+	if cfg.Duration > 0 {
+		lim.duration = cfg.Duration / time.Duration(cfg.Rounds)
+	}
+	return lim
 }
 
 // ServiceReport is the result of Service: per language, the bare and the brig
@@ -194,6 +225,30 @@ type Phase struct {
 	Starts map[string]int
 }
 
+// add counts q, another slice of the same phase (ServiceConfig.Rounds), in
+// p: its runs, time, CPU and start paths, and its latencies among p's, sorted.
+// The start paths are unknown (nil) if any slice's were.
+func (p *Phase) add(q Phase, first bool) {
+	p.Runs += q.Runs
+	p.Failed += q.Failed
+	p.Elapsed += q.Elapsed
+	p.CPU += q.CPU
+	p.ServiceCPU += q.ServiceCPU
+	p.RunCPU += q.RunCPU
+	p.Latencies = append(p.Latencies, q.Latencies...)
+	slices.Sort(p.Latencies)
+	switch {
+	case first:
+		p.Starts = maps.Clone(q.Starts)
+	case p.Starts == nil || q.Starts == nil:
+		p.Starts = nil
+	default:
+		for path, n := range q.Starts {
+			p.Starts[path] += n
+		}
+	}
+}
+
 // CPUPerRun divides a total by the phase's runs.
 func (p Phase) CPUPerRun(total time.Duration) time.Duration {
 	if p.Runs == 0 {
@@ -217,10 +272,11 @@ func (p Phase) Quantile(q float64) time.Duration { return quantile(p.Latencies, 
 // language first bare (the interpreter forked and exec'd from this process)
 // and then through the service, with the same program and concurrency.
 //
-// The two phases of a language run back to back, not all bare phases first,
-// so that each pair sees the same machine state (page cache, CPU frequency,
-// other load); a drift over the whole benchmark then shows between languages,
-// not inside a comparison.
+// A language's phases run back to back, not all bare phases first, so that
+// they see the same machine state (page cache, CPU frequency, other load); a
+// drift over the whole benchmark then shows between languages, not inside a
+// comparison. With cfg.Rounds, they take turns in slices, so that a drift
+// within a language's phases is shared by them too.
 //
 // Failed runs do not stop a phase: the report is returned with an error that
 // says how many failed in which phase and the first failure's message.
@@ -235,7 +291,6 @@ func Service(ctx context.Context, c *client.Client, cfg ServiceConfig) (*Service
 	}
 	defer os.RemoveAll(dir)
 
-	lim := phaseLimit{runs: cfg.Runs, duration: cfg.Duration, spacing: cfg.Spacing}
 	rep := &ServiceReport{Config: cfg, Concurrency: cfg.Concurrency}
 	var failures []error
 	for _, lang := range cfg.Languages {
@@ -244,59 +299,38 @@ func Service(ctx context.Context, c *client.Client, cfg ServiceConfig) (*Service
 		if err := os.WriteFile(script, []byte(code), 0o644); err != nil {
 			return nil, fmt.Errorf("writing %s: %w", script, err)
 		}
-		var bare Phase
-		var first string
-		bare.CPU, _, err = measureCPU(0, func() error {
-			bare, first, err = runPhase(ctx, cfg.Concurrency, lim, bareRun(rootfs.HostArgv(lang, script), dir))
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("bare %s phase: %w", lang, err)
-		}
-		if bare.Failed > 0 {
-			failures = append(failures, fmt.Errorf("bare %s: %d of %d runs failed; first: %s", lang, bare.Failed, bare.Runs, first))
-		}
-
 		req := api.Request{Language: lang.String(), Code: code}
 		if cfg.Network != "" {
 			req.Network = &api.Network{Mode: cfg.Network}
 		}
-		row := ServiceRow{Language: lang, Bare: bare}
+		row := ServiceRow{Language: lang}
 		cold := req
 		kv := ColdEnv[lang]
 		cold.Env = map[string]string{kv[0]: kv[1]}
-		for _, ph := range []struct {
-			name string
-			req  api.Request
-			dst  *Phase
-		}{{"brig", req, &row.Brig}, {"brig cold", cold, &row.Cold}} {
-			warm := phaseLimit{runs: cfg.Concurrency * serviceWarmupPerClient}
-			if _, _, err := runPhase(ctx, cfg.Concurrency, warm, brigRun(c, ph.req, nil)); err != nil {
-				return nil, fmt.Errorf("warming up %s %s: %w", ph.name, lang, err)
-			}
-			before, _ := readStarts(ctx, c, lang)
-			var p Phase
-			var runCPU atomic.Int64
-			sys, svc, err := measureCPU(cfg.ServicePID, func() error {
-				p, first, err = runPhase(ctx, cfg.Concurrency, lim, brigRun(c, ph.req, &runCPU))
-				return err
-			})
-			if err != nil {
-				return nil, fmt.Errorf("%s %s phase: %w", ph.name, lang, err)
-			}
-			p.CPU, p.ServiceCPU, p.RunCPU = sys, svc, time.Duration(runCPU.Load())*time.Millisecond
-			if after, err := readStarts(ctx, c, lang); err == nil && before != nil {
-				p.Starts = map[string]int{}
-				for path, n := range after {
-					if d := n - before[path]; d > 0 {
-						p.Starts[path] = d
-					}
+		phases := []struct {
+			name  string
+			req   *api.Request // nil: bare
+			dst   *Phase
+			first string // the first failure's message
+		}{{"bare", nil, &row.Bare, ""}, {"brig", &req, &row.Brig, ""}, {"brig cold", &cold, &row.Cold, ""}}
+		for round := range cfg.Rounds {
+			lim := cfg.roundLimit(round)
+			for i := range phases {
+				ph := &phases[i]
+				p, first, err := servicePhase(ctx, c, &cfg, lang, script, dir, ph.req, lim)
+				if err != nil {
+					return nil, fmt.Errorf("%s %s phase: %w", ph.name, lang, err)
 				}
+				if ph.first == "" {
+					ph.first = first
+				}
+				ph.dst.add(p, round == 0)
 			}
-			if p.Failed > 0 {
-				failures = append(failures, fmt.Errorf("%s %s: %d of %d runs failed; first: %s", ph.name, lang, p.Failed, p.Runs, first))
+		}
+		for _, ph := range phases {
+			if p := ph.dst; p.Failed > 0 {
+				failures = append(failures, fmt.Errorf("%s %s: %d of %d runs failed; first: %s", ph.name, lang, p.Failed, p.Runs, ph.first))
 			}
-			*ph.dst = p
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
@@ -309,6 +343,49 @@ func Service(ctx context.Context, c *client.Client, cfg ServiceConfig) (*Service
 		}
 	}
 	return rep, errors.Join(failures...)
+}
+
+// servicePhase runs one phase (or a round's slice of it) of lang: bare, the
+// interpreter forked and exec'd from this process on script in dir, when req
+// is nil; otherwise req through the service. Either way after a few runs
+// that are not counted: the service's pools are then full when the clock
+// starts, and the bare loop's first runs, after the pause that ends every
+// phase (settle), do not count against bare alone.
+func servicePhase(ctx context.Context, c *client.Client, cfg *ServiceConfig, lang rootfs.Language, script, dir string, req *api.Request, lim phaseLimit) (p Phase, first string, err error) {
+	warm := phaseLimit{runs: cfg.Concurrency * serviceWarmupPerClient}
+	if req == nil {
+		bare := bareRun(rootfs.HostArgv(lang, script), dir)
+		if _, _, err := runPhase(ctx, cfg.Concurrency, warm, bare); err != nil {
+			return p, "", fmt.Errorf("warming up: %w", err)
+		}
+		p.CPU, _, err = measureCPU(0, func() error {
+			p, first, err = runPhase(ctx, cfg.Concurrency, lim, bare)
+			return err
+		})
+		return p, first, err
+	}
+	if _, _, err := runPhase(ctx, cfg.Concurrency, warm, brigRun(c, *req, nil)); err != nil {
+		return p, "", fmt.Errorf("warming up: %w", err)
+	}
+	before, _ := readStarts(ctx, c, lang)
+	var runCPU atomic.Int64
+	sys, svc, err := measureCPU(cfg.ServicePID, func() error {
+		p, first, err = runPhase(ctx, cfg.Concurrency, lim, brigRun(c, *req, &runCPU))
+		return err
+	})
+	if err != nil {
+		return p, first, err
+	}
+	p.CPU, p.ServiceCPU, p.RunCPU = sys, svc, time.Duration(runCPU.Load())*time.Millisecond
+	if after, err := readStarts(ctx, c, lang); err == nil && before != nil {
+		p.Starts = map[string]int{}
+		for path, n := range after {
+			if d := n - before[path]; d > 0 {
+				p.Starts[path] = d
+			}
+		}
+	}
+	return p, first, nil
 }
 
 // phaseLimit ends a phase: after runs runs if positive, and no new run starts
@@ -751,6 +828,9 @@ func (cfg ServiceConfig) limitString() string {
 		s = cfg.Duration.String()
 	default:
 		s = fmt.Sprintf("%d runs", cfg.Runs)
+	}
+	if cfg.Rounds > 1 {
+		s += fmt.Sprintf(", in %d rounds of bare, brig and brig cold in turn", cfg.Rounds)
 	}
 	if cfg.Spacing > 0 {
 		s += fmt.Sprintf(", each client pausing %s after each run (runs/s is the pace, not capacity)", cfg.Spacing)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -48,6 +50,56 @@ func TestPhaseMath(t *testing.T) {
 				t.Errorf("Quantile(%v): got %v, want %v", tt.q, got, tt.wantQ)
 			}
 		})
+	}
+}
+
+// TestRounds: a phase split into rounds takes its share of the runs or the
+// duration in each, every round at least one run, and its slices add up to
+// the phase: runs, time, CPU, start paths (unknown if one slice's were) and
+// the latencies, sorted.
+func TestRounds(t *testing.T) {
+	cfg := ServiceConfig{Runs: 11, Duration: 9 * time.Second, Spacing: time.Millisecond, Rounds: 3}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	var runs []int
+	for r := range 3 {
+		lim := cfg.roundLimit(r)
+		runs = append(runs, lim.runs)
+		if lim.duration != 3*time.Second || lim.spacing != time.Millisecond {
+			t.Errorf("round %d: %+v, want a third of the duration and the spacing", r, lim)
+		}
+	}
+	if fmt.Sprint(runs) != "[4 4 3]" {
+		t.Errorf("11 runs in 3 rounds: %v, want [4 4 3]", runs)
+	}
+	one := ServiceConfig{Runs: 5}
+	one.setDefaults()
+	if lim := one.roundLimit(0); one.Rounds != 1 || lim.runs != 5 {
+		t.Errorf("no rounds given: %d rounds, the first of %d runs; want one of 5", one.Rounds, lim.runs)
+	}
+	for _, bad := range []ServiceConfig{{Runs: 2, Rounds: 3}, {Rounds: -1}} {
+		if err := bad.validate(); err == nil {
+			t.Errorf("%+v validated, want an error", bad)
+		}
+	}
+
+	var p Phase
+	p.add(Phase{Runs: 3, Failed: 1, Elapsed: time.Second, Latencies: msList(2, 5), CPU: 30 * time.Millisecond,
+		ServiceCPU: 3 * time.Millisecond, RunCPU: time.Millisecond, Starts: map[string]int{"warm": 3}}, true)
+	p.add(Phase{Runs: 2, Elapsed: time.Second, Latencies: msList(1, 4), CPU: 20 * time.Millisecond,
+		ServiceCPU: 2 * time.Millisecond, RunCPU: time.Millisecond, Starts: map[string]int{"warm": 1, "cold-empty": 1}}, false)
+	want := Phase{Runs: 5, Failed: 1, Elapsed: 2 * time.Second, Latencies: msList(1, 2, 4, 5), CPU: 50 * time.Millisecond,
+		ServiceCPU: 5 * time.Millisecond, RunCPU: 2 * time.Millisecond, Starts: map[string]int{"warm": 4, "cold-empty": 1}}
+	if !reflect.DeepEqual(p, want) {
+		t.Errorf("two slices added: %+v, want %+v", p, want)
+	}
+	if p.RunsPerSecond() != 2 {
+		t.Errorf("runs per second %v, want 2: the successful runs over the slices' time", p.RunsPerSecond())
+	}
+	p.add(Phase{Runs: 1, Latencies: msList(3)}, false)
+	if p.Starts != nil || p.Runs != 6 {
+		t.Errorf("a slice without start paths: %v and %d runs, want unknown (nil) and 6", p.Starts, p.Runs)
 	}
 }
 

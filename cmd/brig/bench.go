@@ -23,6 +23,7 @@ func benchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "d", Aliases: []string{"duration"}, Usage: "run each phase this long instead of -n runs (service benchmark)"},
 			&cli.IntFlag{Name: "rss-runs", Usage: "also hold this many runs in flight and report the service's peak RSS (service benchmark)"},
 			&cli.IntFlag{Name: "n", Value: 100, Usage: "runs of each kind"},
+			&cli.IntFlag{Name: "rounds", Value: 1, Usage: "split each phase into this many slices, bare, brig and brig cold taking turns, so that they share the machine's drift (service benchmark)"},
 			&cli.DurationFlag{Name: "spacing", Usage: "pause between runs (e.g. 50ms); 0 runs back to back"},
 			&cli.IntFlag{Name: "heap-mib", Usage: "hold this much heap while measuring (spawn cost must not grow with it)"},
 			&cli.StringSliceFlag{Name: "language", Usage: "measure only this language (repeatable; default both)"},
@@ -41,7 +42,7 @@ func benchCommand() *cli.Command {
 				return err
 			}
 			if !c.Bool("local") {
-				cfg := bench.ServiceConfig{Concurrency: c.Int("c"), Duration: c.Duration("d"), Languages: langs, RSSConcurrency: c.Int("rss-runs"), Network: c.String("network"), Spacing: c.Duration("spacing")}
+				cfg := bench.ServiceConfig{Concurrency: c.Int("c"), Duration: c.Duration("d"), Languages: langs, RSSConcurrency: c.Int("rss-runs"), Network: c.String("network"), Spacing: c.Duration("spacing"), Rounds: c.Int("rounds")}
 				if cfg.Duration == 0 {
 					cfg.Runs = c.Int("n")
 				}
@@ -78,7 +79,7 @@ func benchCommand() *cli.Command {
 // service benchmark measures the running service with its own configuration,
 // and --local measures a jail in this process.
 func benchFlagsApply(c *cli.Context) error {
-	return localFlagsApply(c, []string{"socket", "c", "d", "rss-runs", "network"}, []string{"heap-mib"},
+	return localFlagsApply(c, []string{"socket", "c", "d", "rss-runs", "network", "rounds"}, []string{"heap-mib"},
 		"the service benchmark", "the service benchmark measures the service with its own configuration (set it on brig serve)")
 }
 

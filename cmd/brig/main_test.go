@@ -242,6 +242,7 @@ func TestBenchRefusesFlagsItWouldIgnore(t *testing.T) {
 		{[]string{"bench", "--heap-mib", "64"}, "--heap-mib applies to --local only"},
 		{[]string{"bench", "--local", "-c", "4"}, "-c applies to the service benchmark"},
 		{[]string{"bench", "--local", "--rss-runs", "4"}, "--rss-runs applies to the service benchmark"},
+		{[]string{"bench", "--local", "--rounds", "3"}, "--rounds applies to the service benchmark"},
 	} {
 		_, stderr, code := brig(t, "", tc.args...)
 		if code == 0 || !strings.Contains(stderr, tc.want) {
