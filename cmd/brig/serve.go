@@ -500,17 +500,24 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 }
 
 // serviceProcs is the service's GOMAXPROCS, unless the environment sets
-// one: a quarter of the host's CPUs, at least 1. Its Go code (HTTP, the
-// journal, the sandboxes' making) is a quarter of a warm run's CPU or less,
-// and on these 2-CPU machines a second P cost more than it gave, in wakeups
-// of goroutines across threads: the service's CPU per warm Python run at C=2
-// went from 9.0 and 9.2 ms to 7.4 and 7.0 with GOMAXPROCS=1, throughput
-// unchanged, spaced runs' p50 too (brig bench, each in turn, two rounds).
+// one: a quarter of the host's CPUs, at least 2. With one P, the service's
+// goroutines (HTTP, the journal, the pool's fillers and their many system
+// calls, each of which holds the P until the runtime hands it over) waited
+// for it: a Go execution trace of the service at C=2 showed 8.5 s of
+// scheduling delay in 3 s, and warm Python's throughput did not grow from
+// C=1 to C=2. Two against one (brig bench --rounds 5, each service in turn,
+// three rounds, on 2026-12-03): 93.1, 97.5 and 98.1 % of bare at C=2 against
+// 79.3, 74.0 and 79.0 %, back to back at C=1 172.7 and 179.9 % against
+// 136.4 and 145.3 % (p50 53 and 48 % of bare against 77 and 67 %), for
+// 0.2 to 1.2 ms more of the service's CPU a run. Four gave what two did
+// (92.9 and 94.4 % against 92.8 and 95.7 %). (Earlier, on a slower day and
+// without the rounds, one P had cost less CPU, 7.4 and 7.0 ms a run against
+// 9.0 and 9.2, for a throughput that looked unchanged.)
 func serviceProcs(env string, cpus int) (int, bool) {
 	if env != "" {
 		return 0, false
 	}
-	return max(1, cpus/4), true
+	return max(2, cpus/4), true
 }
 
 // serveAction is flags and config file → configs → library calls: the checks
@@ -527,7 +534,7 @@ func serveAction(c *cli.Context) error {
 	}
 	if procs, set := serviceProcs(os.Getenv("GOMAXPROCS"), runtime.NumCPU()); set {
 		runtime.GOMAXPROCS(procs)
-		log.Debug("the service's Go code runs on a quarter of the host's CPUs (GOMAXPROCS in its environment overrides it)", "gomaxprocs", procs, "cpus", runtime.NumCPU())
+		log.Debug("the service's Go code runs on a quarter of the host's CPUs, at least 2 (GOMAXPROCS in its environment overrides it)", "gomaxprocs", procs, "cpus", runtime.NumCPU())
 	}
 	// The service's config is checked, and the registries read, before
 	// anything privileged: a typo costs no cgroup sweep.

@@ -525,14 +525,14 @@ func TestServeStopsCleanlyUnderRepeatedSignals(t *testing.T) {
 }
 
 // TestServiceProcs: the service runs its Go code on a quarter of the host's
-// CPUs, at least one, unless GOMAXPROCS says otherwise.
+// CPUs, at least two, unless GOMAXPROCS says otherwise.
 func TestServiceProcs(t *testing.T) {
 	for _, tc := range []struct {
 		env        string
 		cpus, want int
 		set        bool
 	}{
-		{"", 1, 1, true}, {"", 2, 1, true}, {"", 7, 1, true}, {"", 8, 2, true}, {"", 64, 16, true},
+		{"", 1, 2, true}, {"", 2, 2, true}, {"", 11, 2, true}, {"", 12, 3, true}, {"", 64, 16, true},
 		{"4", 2, 0, false}, {"1", 64, 0, false},
 	} {
 		got, set := serviceProcs(tc.env, tc.cpus)
