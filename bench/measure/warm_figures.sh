@@ -18,7 +18,9 @@
 #      the go toolchain is there);
 #   2. pools of 1, 2 and 8: Python at C=2.
 # `brig bench` runs a bare fork-exec loop of the same interpreter command in
-# each invocation; compare its ratios to bare, not runs/s across invocations.
+# each invocation, in 3 rounds (--rounds: bare, warm and cold in turn, so
+# that they share the machine's drift); compare its ratios to bare, not
+# runs/s across invocations.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$(cd "${1:-$here/../../bin}" && pwd)
@@ -53,11 +55,11 @@ serve() { # serve POOL: a service with this pool, its pools full
   wait_serving "$sock" "$svc" "$dir/serve-$1.log"
 }
 
-bench() { # bench TITLE ARGS...: one brig bench, its table and CPU lines
+bench() { # bench TITLE ARGS...: one brig bench in 3 rounds, its table and CPU lines
   local title=$1
   shift
   echo "== $title"
-  "$bin/brig" bench --socket "$sock" "$@" | grep -E '^(python|javascript) |^  (python|javascript) +(bare|brig)|MISS|PASS'
+  "$bin/brig" bench --socket "$sock" --rounds 3 "$@" | grep -E '^(python|javascript) |^  (python|javascript) +(bare|brig)|MISS|PASS'
   echo
 }
 
