@@ -17,6 +17,7 @@ import re
 import sys
 
 OURS = 'github.com/brig-sandbox/brig/'
+HEADER = re.compile(r'^ *\d+/\d+')
 
 
 def samples(path):
@@ -27,7 +28,7 @@ def samples(path):
             if cur:
                 yield cur
             cur = None
-        elif not line[:1].isspace():
+        elif HEADER.match(line):  # "PID/TID", which perf may pad with spaces
             cur = (line.split('/')[0].strip(), [])
         elif cur is not None:
             parts = line.split(None, 1)
