@@ -62,10 +62,10 @@ bench: build
 	./$(BIN) serve --socket $(BENCH_DIR)/brig.sock --state-dir $(BENCH_DIR)/state --cgroup-parent brig-bench \
 	  --max-concurrent 32 --log-level warn & pid=$$!; \
 	  for i in $$(seq 100); do [ -S $(BENCH_DIR)/brig.sock ] && break; sleep 0.1; done; \
-	  ./$(BIN) bench --socket $(BENCH_DIR)/brig.sock -c 1 -n 200; \
-	  ./$(BIN) bench --socket $(BENCH_DIR)/brig.sock -c 1 -n 100 --spacing 50ms; \
-	  ./$(BIN) bench --socket $(BENCH_DIR)/brig.sock -c 2 -n 300 --rss-runs 32; \
-	  ./$(BIN) bench --socket $(BENCH_DIR)/brig.sock -c 8 -n 300; \
+	  ./$(BIN) bench --socket $(BENCH_DIR)/brig.sock -c 1 -n 200 --rounds 4; \
+	  ./$(BIN) bench --socket $(BENCH_DIR)/brig.sock -c 1 -n 100 --spacing 50ms --rounds 4; \
+	  ./$(BIN) bench --socket $(BENCH_DIR)/brig.sock -c 2 -n 300 --rounds 5 --rss-runs 32; \
+	  ./$(BIN) bench --socket $(BENCH_DIR)/brig.sock -c 8 -n 300 --rounds 5; \
 	  kill -TERM $$pid; wait $$pid
 	./$(BIN) bench --local -n 200
 	./$(BIN) bench --local -n 200 --pool 2
