@@ -503,7 +503,8 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // one: a quarter of the host's CPUs, at least 2. With one P, the service's
 // goroutines (HTTP, the journal, the pool's fillers and their many system
 // calls, each of which holds the P until the runtime hands it over) waited
-// for it: a Go execution trace of the service at C=2 showed 8.5 s of
+// for it: a Go execution trace of the service at C=2 (runtime/trace from a
+// temporary build, go tool trace -pprof=sched) showed 8.5 s of
 // scheduling delay in 3 s, and warm Python's throughput did not grow from
 // C=1 to C=2. Two against one (brig bench --rounds 5, each service in turn,
 // three rounds, on 2026-12-03): 93.1, 97.5 and 98.1 % of bare at C=2 against
