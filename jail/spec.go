@@ -83,7 +83,7 @@ func (l *Launcher) newPrepareSpec(root *rootfs.Root, memoryBytes int64, ids runI
 		InitGID:      ids.InitGID,
 		Hostname:     DefaultHostname,
 		Rlimits:      pid1.DefaultRlimits(),
-		Seccomp:      l.filter,
+		Seccomp:      l.programFilter,
 		SpawnSeccomp: l.spawnFilter,
 		InitSeccomp:  l.initFilter,
 	}

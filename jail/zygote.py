@@ -4,7 +4,8 @@
 # CTL, the host's pid namespace, its own, on fd PIDNS and the host's /proc on
 # fd PROC (the loader sets the four from zygote.go's constants). It starts
 # once, imports what runs commonly import, maps its code on huge pages, pins
-# its memory, and then forks one child per prepared sandbox. It never
+# its memory where that costs less, loads the filter its children inherit,
+# and then forks one child per prepared sandbox. It never
 # executes request code and never reads request data: a child reads its
 # run's environment, and then its program, only once it has joined the
 # sandbox and dropped to the run's identity and filter.
@@ -114,17 +115,22 @@ class _Filter(ctypes.Structure):
     _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]
 
 
+def _decode_filter(hexcode):
+    """A filter as seccomp(2) takes it, and the buffer it points to."""
+    code = bytes.fromhex(hexcode)
+    buf = ctypes.create_string_buffer(code, len(code))
+    return _Filter(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p)), buf
+
+
 def _serve():
     """Serves fork requests; returns only in a child, with its request."""
     os.close(SRC)  # its source, read
     ctl = socket.socket(fileno=CTL)
     own_pidns = PIDNS
     cfg = json.loads(ctl.recv(1 << 20))
-    # The program's filter, the same for every child, is decoded once here:
-    # a child only passes its address to the kernel, which copies it.
-    code = bytes.fromhex(cfg['filter'])
-    buf = ctypes.create_string_buffer(code, len(code))
-    cfg['filter'] = (_Filter(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p)), buf)
+    # The child's filter, the same for every child, is decoded once here: a
+    # child only passes its address to the kernel, which copies it.
+    cfg['filter'] = _decode_filter(cfg['filter'])
     for name in cfg['preload']:
         try:
             __import__(name)
@@ -155,6 +161,13 @@ def _serve():
     huge, huge_why = _huge_code() if cfg['huge_code'] else (0, 'turned off')
     global _ring
     _ring, pinned, why, trial = _pin(cfg['pin_max_pages'], cfg['pin_mode'])
+    if cfg['zygote_filter']:
+        # Loaded once here, after the pin trial's children, and inherited by
+        # every child as the kernel compiled it; a child stacks its own on it
+        # (_sandbox). A zygote that can't load it ends here: its children
+        # would have the child's filter alone.
+        f = _decode_filter(cfg['zygote_filter'])
+        _check(_syscall(_SYS_seccomp, _SECCOMP_SET_MODE_FILTER, 0, ctypes.addressof(f[0])), "loading the zygote's filter")
     ctl.send(b'{"ready":true,"pinned":%d,"pin_error":%s,"pin_trial":%s,"huge_code":%d,"huge_code_error":%s}' % (
         pinned, json.dumps(why).encode(), json.dumps(trial).encode(), huge, json.dumps(huge_why).encode()))
     while True:
@@ -516,7 +529,7 @@ _sandbox(_cfg, _req, _fds)
 if 'threading' in sys.modules and hasattr(sys.modules['threading'].main_thread(), '_set_native_id'):
     sys.modules['threading'].main_thread()._set_native_id()
 _path = _req['path']
-del _cfg, _req, _fds, _serve, _huge_code, _huge_kib, _pin, _fork_cost, _TRIAL, _TRIAL_FORKS, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
+del _cfg, _req, _fds, _serve, _decode_filter, _huge_code, _huge_kib, _pin, _fork_cost, _TRIAL, _TRIAL_FORKS, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
 del _CAP_HEADER, _CAP_DATA, _CAPSET
 # From here on this process is the run's program, which waits in its sandbox
 # for its run: the code, written as its script, and the environment. What does

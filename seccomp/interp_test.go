@@ -368,7 +368,8 @@ func TestProgramMatchesTable(t *testing.T) {
 	for _, pol := range []struct {
 		name   string
 		policy Policy
-	}{{"Default", Default()}, {"Spawner", Spawner()}, {"Reaper", Reaper()}, {"Init", Init()}} {
+	}{{"Default", Default()}, {"Spawner", Spawner()}, {"Reaper", Reaper()}, {"Init", Init()},
+		{"Zygote", Zygote()}, {"ZygoteChild", ZygoteChild()}, {"SpawnedProgram", SpawnedProgram()}} {
 		t.Run(pol.name, func(t *testing.T) {
 			programMatchesTable(t, pol.policy)
 		})
@@ -535,30 +536,84 @@ func TestSpawnerClone(t *testing.T) {
 
 // TestSpawnerStackedUnderDefault: with Default stacked on top of Spawner (a cold
 // program's stack: its init's thread filter, then its own), every verdict is
-// Default's, which is why a warm program, forked from the zygote, loads Default
-// alone. The kernel runs every filter and keeps the most restrictive action
-// (the lowest as a signed 32-bit number); on a tie the newest filter's, Default.
+// Default's.
 func TestSpawnerStackedUnderDefault(t *testing.T) {
-	spawner, err := Compile(Spawner())
-	if err != nil {
-		t.Fatalf("Compile(Spawner()): %v", err)
+	stackIsDefault(t, Spawner(), Default())
+}
+
+// TestSpawnedProgramStackedIsDefault: with SpawnedProgram stacked on top of
+// Spawner (a cold program's stack with the default filter), every verdict is
+// Default's.
+func TestSpawnedProgramStackedIsDefault(t *testing.T) {
+	stackIsDefault(t, Spawner(), SpawnedProgram())
+}
+
+// TestZygoteStackedIsDefault: with ZygoteChild stacked on top of Zygote (a warm
+// Python program's stack: its zygote's filter, then its own), every verdict is
+// Default's.
+func TestZygoteStackedIsDefault(t *testing.T) {
+	stackIsDefault(t, Zygote(), ZygoteChild())
+}
+
+// TestStackHalvesAloneAreNotDefault: Zygote, ZygoteChild and SpawnedProgram
+// each allow calls Default denies, so a program under one of them alone (a
+// child that skipped its own load, a filter missing beneath) would be seen by
+// the jail's tests.
+func TestStackHalvesAloneAreNotDefault(t *testing.T) {
+	def := newVM(t, compileDefault(t))
+	for _, p := range []Policy{Zygote(), ZygoteChild(), SpawnedProgram()} {
+		prog, err := Compile(p)
+		if err != nil {
+			t.Fatalf("Compile: %v", err)
+		}
+		v := newVM(t, prog)
+		if v.run(t, unix.AUDIT_ARCH_X86_64, unix.SYS_SETNS, [6]uint64{}) == def.run(t, unix.AUDIT_ARCH_X86_64, unix.SYS_SETNS, [6]uint64{}) &&
+			v.run(t, unix.AUDIT_ARCH_X86_64, unix.SYS_PTRACE, [6]uint64{}) == def.run(t, unix.AUDIT_ARCH_X86_64, unix.SYS_PTRACE, [6]uint64{}) {
+			t.Errorf("%d rules, default %v: alone it gives Default's verdicts on setns and ptrace", len(p.Rules), p.Default)
+		}
 	}
-	def, spawn := newVM(t, compileDefault(t)), newVM(t, spawner)
-	stacked := func(nr uint32, args [6]uint64) (got, want uint32) {
-		want = def.run(t, unix.AUDIT_ARCH_X86_64, nr, args)
-		got = want
-		if s := spawn.run(t, unix.AUDIT_ARCH_X86_64, nr, args); int32(s&unix.SECCOMP_RET_ACTION_FULL) < int32(want&unix.SECCOMP_RET_ACTION_FULL) {
-			got = s
+}
+
+// stackIsDefault checks that older with newer stacked on it gives Default's
+// verdict for every call number (zero arguments, and from a foreign
+// architecture), and for the argument values around every boundary the three
+// policies' rules draw. The kernel runs every filter and keeps the most
+// restrictive action (the lowest as a signed 32-bit number); on a tie the
+// newest filter's.
+func stackIsDefault(t *testing.T, older, newer Policy) {
+	t.Helper()
+	var vms []vm
+	for _, p := range []Policy{newer, older} { // newest first, as the kernel walks them
+		prog, err := Compile(p)
+		if err != nil {
+			t.Fatalf("Compile: %v", err)
+		}
+		vms = append(vms, newVM(t, prog))
+	}
+	def := newVM(t, compileDefault(t))
+	stacked := func(arch, nr uint32, args [6]uint64) (got, want uint32) {
+		want = def.run(t, arch, nr, args)
+		got = vms[0].run(t, arch, nr, args)
+		for _, v := range vms[1:] {
+			if r := v.run(t, arch, nr, args); int32(r&unix.SECCOMP_RET_ACTION_FULL) < int32(got&unix.SECCOMP_RET_ACTION_FULL) {
+				got = r
+			}
 		}
 		return got, want
 	}
 	for nr := range uint32(1024) {
-		if got, want := stacked(nr, [6]uint64{}); got != want {
+		if got, want := stacked(unix.AUDIT_ARCH_X86_64, nr, [6]uint64{}); got != want {
 			t.Errorf("call %d with zero arguments: stacked %s, Default %s", nr, retName(got), retName(want))
+		}
+		if got, want := stacked(unix.AUDIT_ARCH_X86_64, nr|x32Bit, [6]uint64{}); got != want {
+			t.Errorf("x32 call %d: stacked %s, Default %s", nr, retName(got), retName(want))
+		}
+		if got, want := stacked(unix.AUDIT_ARCH_I386, nr, [6]uint64{}); got != want {
+			t.Errorf("i386 call %d: stacked %s, Default %s", nr, retName(got), retName(want))
 		}
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, p := range []Policy{Default(), Spawner()} {
+	for _, p := range []Policy{Default(), older, newer} {
 		for _, r := range p.Rules {
 			argSets := ruleArgSets(r, rng)
 			for _, name := range r.Names {
@@ -567,7 +622,7 @@ func TestSpawnerStackedUnderDefault(t *testing.T) {
 					t.Fatalf("resolving %s: %v", name, err)
 				}
 				for _, args := range argSets {
-					if got, want := stacked(uint32(call), args); got != want {
+					if got, want := stacked(unix.AUDIT_ARCH_X86_64, uint32(call), args); got != want {
 						t.Errorf("%s%#x: stacked %s, Default %s", name, args, retName(got), retName(want))
 					}
 				}
