@@ -284,9 +284,9 @@ func Default() Policy {
 // program into a fresh user namespace: Default, except that clone may carry
 // CLONE_NEWUSER alone among the namespace flags. The init loads it on that
 // thread only (LoadThread) before the clone, and the program, once in its
-// namespace, loads Default itself before it execs; the kernel runs every stacked
-// filter and the strictest verdict wins, so the program ends up under Default
-// and never under Spawner alone. clone3, unshare and setns stay denied: the
+// namespace, stacks SpawnedProgram (Default's clone rule) before it execs; the
+// kernel runs every stacked filter and the strictest verdict wins, so the
+// program ends up under Default's verdicts and never under Spawner alone. clone3, unshare and setns stay denied: the
 // init clones with clone(2), whose flags the filter can read.
 func Spawner() Policy {
 	p := Default()
@@ -438,7 +438,8 @@ func spawnerClone() Rule {
 		Comment: "As in Default, and also CLONE_NEWUSER alone: the init clones " +
 			"the program into the run's own user namespace. Any other namespace " +
 			"is made before this filter; the new user namespace's capabilities " +
-			"never reach the program, which loads Default before it execs."}
+			"never reach the program, which stacks Default's clone rule " +
+			"(SpawnedProgram) before it execs."}
 }
 
 // Differences from Docker's default seccomp profile (moby's

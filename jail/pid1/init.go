@@ -127,7 +127,9 @@ var prepareSteps = slices.Concat([]step{
 	// Last but one: every later step of this thread runs under a filter. Loading
 	// it on this thread alone needs no synchronisation with the others. It is
 	// the program's policy but for one thing, a clone into a new user namespace,
-	// which startProgram makes; the program loads its own, full filter on top.
+	// which startProgram makes; the program stacks its own on top, the one
+	// rule that takes that back (seccomp.SpawnedProgram, with the default
+	// policy).
 	{"seccomp", loadThreadFilter},
 	// A warm sandbox starts its interpreter now, exactly as startProgram
 	// starts a cold run's, and waits until it is ready for its program.
