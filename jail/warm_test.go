@@ -300,9 +300,10 @@ r['env'] = ' '.join(sorted(os.environ))
 	w := probe(t, warm, rootfs.Python, code)
 	c := probe(t, cold, rootfs.Python, code)
 	// Both programs run under two filters: a cold one under its init
-	// thread's Spawner and then Default, a warm one under its zygote's
-	// Zygote and then ZygoteChild; both stacks give Default's verdicts
-	// (seccomp's TestSpawnerStackedUnderDefault and TestZygoteStackedIsDefault).
+	// thread's Spawner and then SpawnedProgram, a warm one under its
+	// zygote's Zygote and then ZygoteChild; both stacks give Default's
+	// verdicts (seccomp's TestSpawnedProgramStackedIsDefault and
+	// TestZygoteStackedIsDefault).
 	if c["Seccomp_filters"] != "2" {
 		t.Errorf("Seccomp_filters: cold %q, want 2", c["Seccomp_filters"])
 	}

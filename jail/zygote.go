@@ -158,12 +158,10 @@ type zygoteConfig struct {
 	// (seccomp.Zygote), which its children inherit compiled, and Filter the
 	// one a child stacks on it (seccomp.ZygoteChild) once it has joined its
 	// sandbox: the two give Default's verdicts
-	// (seccomp's TestZygoteStackedIsDefault), and a child's load is 17
-	// instructions instead of Default's 1385 (0.6 to 0.9 ms of its CPU less).
-	// Without a ZygoteFilter, Filter is the program's whole filter. A cold
-	// program runs under the spawner's filter too, inherited from its init's
-	// thread, but Spawner allows everything Default does
-	// (TestSpawnerStackedUnderDefault).
+	// (seccomp's TestZygoteStackedIsDefault), and a child's load is 60
+	// instructions instead of Default's 1385 (0.10 ms of its CPU against 0.53:
+	// bench/measure/filter_load.py). Without a ZygoteFilter (a Config.Filter
+	// of the caller's), Filter is the program's whole filter.
 	ZygoteFilter string `json:"zygote_filter"`
 	Filter       string `json:"filter"`
 	// PinMaxPages bounds the memory the zygote pins (zygote.py's _pin):

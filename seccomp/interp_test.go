@@ -556,9 +556,10 @@ func TestZygoteStackedIsDefault(t *testing.T) {
 }
 
 // TestStackHalvesAloneAreNotDefault: Zygote, ZygoteChild and SpawnedProgram
-// each allow calls Default denies, so a program under one of them alone (a
-// child that skipped its own load, a filter missing beneath) would be seen by
-// the jail's tests.
+// each allow setns or ptrace, which Default denies, so that a program under
+// one of them alone (a child that skipped its load, a filter missing beneath)
+// fails the jail's TestSeccompInsideRun, which tries both calls on the warm
+// and the cold path.
 func TestStackHalvesAloneAreNotDefault(t *testing.T) {
 	def := newVM(t, compileDefault(t))
 	for _, p := range []Policy{Zygote(), ZygoteChild(), SpawnedProgram()} {

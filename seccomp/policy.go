@@ -368,10 +368,11 @@ var zygoteSetupCalls = []string{"setns", "unshare", "setrlimit", "prlimit64"}
 // fork, so that its children inherit it compiled: Default, with
 // zygoteSetupCalls allowed. A child stacks ZygoteChild once it has joined its
 // sandbox, and from then on every verdict is Default's
-// (TestZygoteStackedIsDefault). The kernel compiles and analyses each filter
-// as it is loaded (its conversion, JIT and per-call cache took a forked
-// interpreter 0.6 to 0.9 ms for Default's 1385 instructions, 0.05 to 0.2 ms
-// for ZygoteChild's), and a fork shares its parent's filters as they are.
+// (TestZygoteStackedIsDefault). The kernel converts, JITs and analyses each
+// filter as it is loaded (a forked process's load of Default's 1385
+// instructions cost it 0.53 ms of CPU, of ZygoteChild's 60 0.10 ms:
+// bench/measure/filter_load.py), and a fork shares its parent's filters as
+// they are.
 func Zygote() Policy {
 	p := Default()
 	p.Rules = withoutCalls(p.Rules, zygoteSetupCalls)
