@@ -23,6 +23,8 @@ _SYS_seccomp = 317
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_GET_SECCOMP = 21
+_SECCOMP_MODE_FILTER = 2
 _SECCOMP_SET_MODE_FILTER = 1
 _SYS_io_uring_setup = 425  # the same number on every architecture
 _SYS_io_uring_register = 427
@@ -514,6 +516,10 @@ def _sandbox(cfg, req, fds):
         os.chdir('/sandbox')
         step = 'seccomp'
         _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 'PR_SET_NO_NEW_PRIVS')
+        # The child's filter is stacked on the zygote's, which alone allows
+        # setns and unshare: fail closed if it is not there beneath.
+        if cfg['zygote_filter'] and _prctl(_PR_GET_SECCOMP, 0, 0, 0, 0) != _SECCOMP_MODE_FILTER:
+            raise OSError(0, "the zygote's filter is not loaded")
         _check(_syscall(_SYS_seccomp, _SECCOMP_SET_MODE_FILTER, 0, ctypes.addressof(cfg['filter'][0])), 'seccomp')
     except BaseException as e:
         try:

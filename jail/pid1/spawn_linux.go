@@ -309,7 +309,13 @@ func runChild(c *spawnChild) {
 		goto fail
 	}
 	// Last before exec: no_new_privs is inherited from the init's thread, whose
-	// own filter (which let this clone make a user namespace) stays beneath.
+	// own filter (which let this clone make a user namespace) stays beneath;
+	// the program's is stacked on it (jail's programFilters: alone it allows
+	// almost everything), so a thread without one fails closed.
+	if mode, _, _ := syscall.RawSyscall(syscall.SYS_PRCTL, unix.PR_GET_SECCOMP, 0, 0); mode != unix.SECCOMP_MODE_FILTER {
+		step, errno = spawnStepSeccomp, syscall.EPERM
+		goto fail
+	}
 	if _, _, errno = syscall.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&c.prog))); errno != 0 {
 		step = spawnStepSeccomp
 		goto fail

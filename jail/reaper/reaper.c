@@ -23,6 +23,7 @@
 #define SIGCHLD 17
 #define SIG_BLOCK 0
 #define SIG_SETMASK 2
+#define EPERM 1
 #define EINTR 4
 #define E2BIG 7
 #define ENOMEM 12
@@ -288,6 +289,13 @@ static __attribute__((noreturn)) void program_child(const struct reaper_config *
 	}
 	if ((r = sys1(__NR_chdir, "/sandbox")) < 0) {
 		step = STEP_CHDIR;
+		goto out;
+	}
+	// The program's filter is stacked on the spawner's, inherited from the
+	// reaper (jail's programFilters: alone it allows almost everything).
+	// Fail closed if no filter is there beneath it.
+	if ((r = sys1(__NR_prctl, PR_GET_SECCOMP)) != SECCOMP_MODE_FILTER) {
+		step = STEP_SECCOMP, r = r < 0 ? r : -EPERM;
 		goto out;
 	}
 	struct sock_fprog prog = {(unsigned short)cfg->prog_filter_len, prog_filter};
