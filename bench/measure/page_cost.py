@@ -21,7 +21,7 @@ from brig: the prices a warm run pays in its own way.
 4. What the zygote's mapping of its code on huge pages (jail/zygote.py's
    _huge_code, run from that file) saves its children: a parent with the
    zygote's preloads (jail/zygote.go's zygotePreload), its memory pinned as
-   the zygote pins it (_pin), forks children that run print(1) (stdout on
+   a zygote whose trial chose the pins pins it (_pin, mode 'on'), forks children that run print(1) (stdout on
    /dev/null), join threads, collect and exit; the child's CPU at the
    fork's return, and its whole CPU with its exit, medians of 25, with the
    parent's code on the file's pages and then, in a fresh interpreter, on
@@ -208,7 +208,7 @@ def huge_code_arm(huge):
     z['PROC'] = os.open('/proc', os.O_RDONLY | os.O_DIRECTORY)  # _pin closes it
     gc.collect()
     gc.freeze()
-    _, pinned, pin_why = z['_pin'](1 << 14)
+    _, pinned, pin_why, _ = z['_pin'](1 << 14, 'on')  # pinned without the trial
     code = compile('print(1)', '/sandbox/main.py', 'exec')
     null = os.open(os.devnull, os.O_WRONLY)
     at_return, whole = [], []
