@@ -14,8 +14,10 @@ system) at its first line. Each round runs, in turn:
   REV     with a git revision (ebdbab0^: the last with it), that revision's
           nodeBoot under node -e, as brig ran it then.
 The two bootstraps get the environment over a socketpair on fd 3, as from
-the sandbox's pid 1. Medians over the rounds (default 15). No privileges;
-nothing outside a temporary directory and the child processes.
+the sandbox's pid 1. Each node starts with an empty environment, as a run's
+does (a NODE_EXTRA_CA_CERTS of the caller's costs every start a read of the
+CA bundle). Medians over the rounds (default 15). No privileges; nothing
+outside a temporary directory and the child processes.
 """
 import os
 import re
@@ -43,13 +45,13 @@ def first_line_ms(out):
 
 
 def plain(d):
-    return first_line_ms(subprocess.run([NODE, os.path.join(d, 'main.js')], capture_output=True, check=True).stdout)
+    return first_line_ms(subprocess.run([NODE, os.path.join(d, 'main.js')], capture_output=True, check=True, env={}).stdout)
 
 
 def booted(argv):
     a, b = socket.socketpair()
     # dup2 in the child, after which close_fds would close 3: not used.
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, close_fds=False,
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, close_fds=False, env={},
                          preexec_fn=lambda: os.dup2(b.fileno(), 3))
     b.close()
     if a.recv(1) != b'r':
