@@ -76,15 +76,9 @@ def main():
         os.write(w, b' '.join(b'%d' % p for p in written))
         os._exit(0)
     os.close(w)
-    chunks = []
-    while True:
-        b = os.read(r, 1 << 20)
-        if not b:
-            break
-        chunks.append(b)
-    os.close(r)
+    with os.fdopen(r, 'rb') as f:
+        hot = [int(p) for p in f.read().split()]
     os.waitpid(pid, 0)
-    hot = [int(p) for p in b''.join(chunks).split()]
     ranges = []
     for p in hot:
         if ranges and ranges[-1][1] == p:
