@@ -283,6 +283,113 @@ r['sandbox owner'] = '%d:%d' % (os.stat('/sandbox').st_uid, os.stat('/sandbox').
 	}
 }
 
+// TestRunsCannotWatchSharedFiles: the files a run reads from the host (the
+// rootfs's host folders, a read-only mount such as a package layer) are
+// inodes of its sandbox's own, so that it can't see who else uses them. With
+// a bind they were the host's: an inotify watch on one saw the host's and
+// every other run's opens and reads of it, and an flock on one was held
+// against all of them. The test holds an exclusive flock on each file and
+// reads it over and over, on the host, for the whole run; the run watches
+// each one, waits, and then locks and reads it itself, which its own watch
+// must see (so that a watch that sees nothing proves something).
+func TestRunsCannotWatchSharedFiles(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	root := rootOf(t, l, rootfs.Python)
+	if len(root.Binds) == 0 {
+		t.Fatalf("the host rootfs binds no host folder: nothing to check")
+	}
+	var hostFile, runFile string
+	for _, b := range root.Binds {
+		entries, err := os.ReadDir(b.Source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.Type().IsRegular() {
+				hostFile, runFile = filepath.Join(b.Source, e.Name()), filepath.Join(b.Target, e.Name())
+				break
+			}
+		}
+		if hostFile != "" {
+			break
+		}
+	}
+	if hostFile == "" {
+		t.Fatalf("no regular file in the rootfs's host folders %v", root.Binds)
+	}
+	layer := t.TempDir()
+	layerFile := filepath.Join(layer, "mod.py")
+	if err := os.WriteFile(layerFile, []byte("VALUE = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{hostFile: runFile, layerFile: "/opt/brig/layer/mod.py"}
+	// The host's side: a lock on each file, and reads until the run ends.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	var opened []*os.File
+	for host := range files {
+		f, err := os.Open(host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opened = append(opened, f)
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			t.Fatalf("locking %s on the host: %v", host, err)
+		}
+	}
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			for host := range files {
+				os.ReadFile(host)
+			}
+		}
+	}()
+	defer func() {
+		for _, f := range opened {
+			f.Close()
+		}
+	}()
+	var paths []string
+	for _, in := range files {
+		paths = append(paths, pyString(in))
+	}
+	got := probe(t, l, rootfs.Python, pyTrial+`
+import ctypes, fcntl, select, time
+libc = ctypes.CDLL(None, use_errno=True)
+def events(fd):
+    n = 0
+    while select.select([fd], [], [], 0)[0]:
+        n += len(os.read(fd, 65536)) // 16  # struct inotify_event, no name for a file's watch
+    return n
+for p in [`+strings.Join(paths, ", ")+`]:
+    fd = libc.inotify_init1(0)
+    if fd < 0 or libc.inotify_add_watch(fd, p.encode(), 0x1 | 0x20 | 0x10) < 0:  # IN_ACCESS, IN_OPEN, IN_CLOSE_NOWRITE
+        r[p] = 'watch: ' + os.strerror(ctypes.get_errno())
+        continue
+    time.sleep(0.3)
+    others = events(fd)
+    with open(p, 'rb') as f:
+        lock = trial(lambda: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB))
+        f.read()
+    r[p] = 'others %d, lock %s, own %s' % (others, lock, 'seen' if events(fd) else 'unseen')
+`+pyDump, func(s *Spec) {
+		s.Mounts = []Mount{{Source: layer, Target: "/opt/brig/layer"}}
+	})
+	close(stop)
+	<-done
+	var checks []check
+	for _, in := range files {
+		checks = append(checks, check{name: "no other's access nor lock on " + in, key: in, want: "others 0, lock ok, own seen"})
+	}
+	checkProbe(t, got, checks)
+}
+
 // ifHostHas is want when the host has path, and ENOENT (the kernel lacks the file,
 // so there is nothing to mask) when it does not.
 func ifHostHas(tb testing.TB, path string, want ...string) []string {

@@ -152,7 +152,10 @@ type Launcher struct {
 	reaper  *reaper.Config
 	ids     *idAllocator
 	scratch string
-	log     *slog.Logger
+	// empty is an empty directory of the host's, the second layer of the
+	// read-only views of the runs' mounts (mountIntoSandbox).
+	empty string
+	log   *slog.Logger
 	// exits tells of a warm program's exit before the kernel has torn down
 	// its address space (exitwatch.go); nil where taskstats is missing.
 	exits *exitWatch
@@ -258,6 +261,10 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the scratch mount point: %w", err)
 	}
+	empty := filepath.Join(cfg.StateDir, "jail", "empty")
+	if err := os.MkdirAll(empty, 0o555); err != nil {
+		return nil, fmt.Errorf("creating the empty layer of read-only mounts: %w", err)
+	}
 	l := &Launcher{
 		cfg:               cfg,
 		programFilter:     programFilter,
@@ -268,6 +275,7 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		reaper:            reaperCfg,
 		ids:               ids,
 		scratch:           scratch,
+		empty:             empty,
 		log:               cfg.Logger,
 		spawns:            make(chan spawnRequest),
 		onSpawner:         make(chan func()),
@@ -490,7 +498,7 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	// The init reads the whole spec before it acts on it, so this write does not
 	// depend on the init making progress beyond reading.
-	if err := mountIntoSandbox(s.cmd.Process.Pid, s.ids, spec.Mounts); err != nil {
+	if err := mountIntoSandbox(s.cmd.Process.Pid, s.ids, spec.Mounts, l.empty); err != nil {
 		return internal("mounts", "could not mount the run's directories: %v", err)
 	}
 	attached := map[string]string{}

@@ -8,25 +8,29 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/internal/osthread"
+	"github.com/brig-sandbox/brig/jail/pid1"
 )
 
 // mountIntoSandbox mounts ms into the mount namespace of the sandbox whose init
 // is pid, before the run's program is sent to it: the init is filtered by then
 // and may mount nothing, so the supervisor does it from outside.
 //
-// Each source is cloned as a detached mount here (open_tree), made read-only
-// unless Writable and always nosuid and nodev (mount_setattr), and then
-// attached from a thread that has entered the sandbox's mount namespace: the
-// kernel attaches a mount only into its caller's namespace. Entering one needs a
-// thread that shares no filesystem state with the others (unshare CLONE_FS),
-// and such a thread can't be trusted back: it ends (osthread.Run, which also
-// keeps the work off the process's main thread).
+// Each read-only source is a detached pid1.ReadOnlyView here (an overlay of
+// its own: a bind would share the host's inodes, and a run's inotify watch
+// on a package's files would see every other run that reads them), whose
+// empty layer is empty; a writable one, a run's own, is cloned (open_tree)
+// and made nosuid and nodev (mount_setattr). Each is then attached from a
+// thread that has entered the sandbox's mount namespace: the kernel attaches
+// a mount only into its caller's namespace. Entering one needs a thread that
+// shares no filesystem state with the others (unshare CLONE_FS), and such a
+// thread can't be trusted back: it ends (osthread.Run, which also keeps the
+// work off the process's main thread).
 //
 // A writable mount's source directory is given to the run's host ids first, so
 // that the program (1000 inside) can write in it; what it writes is owned by
 // the run's host id until its caller takes it over (the package cache makes a
 // published layer root's).
-func mountIntoSandbox(pid int, ids runIDs, ms []Mount) error {
+func mountIntoSandbox(pid int, ids runIDs, ms []Mount, empty string) error {
 	if len(ms) == 0 {
 		return nil
 	}
@@ -40,10 +44,16 @@ func mountIntoSandbox(pid int, ids runIDs, ms []Mount) error {
 		if !filepath.IsAbs(m.Target) || filepath.Clean(m.Target) != m.Target || m.Target == "/" {
 			return fmt.Errorf("mount target %q: give a clean absolute path below /", m.Target)
 		}
-		if m.Writable {
-			if err := os.Chown(m.Source, ids.UID, ids.GID); err != nil {
-				return fmt.Errorf("giving %q to the run: %w", m.Source, err)
+		if !m.Writable {
+			fd, err := pid1.ReadOnlyView(m.Source, empty)
+			if err != nil {
+				return err
 			}
+			fds = append(fds, fd)
+			continue
+		}
+		if err := os.Chown(m.Source, ids.UID, ids.GID); err != nil {
+			return fmt.Errorf("giving %q to the run: %w", m.Source, err)
 		}
 		fd, err := unix.OpenTree(unix.AT_FDCWD, m.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 		if err != nil {
@@ -51,9 +61,6 @@ func mountIntoSandbox(pid int, ids runIDs, ms []Mount) error {
 		}
 		fds = append(fds, fd)
 		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
-		if !m.Writable {
-			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
-		}
 		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 			return fmt.Errorf("setting the flags of %q: %w", m.Source, err)
 		}

@@ -75,6 +75,7 @@ func (l *Launcher) newPrepareSpec(root *rootfs.Root, memoryBytes int64, ids runI
 		ScratchBytes: ScratchBytes(memoryBytes),
 		Lower:        root.Lower,
 		Binds:        bindsOf(root),
+		Empty:        l.empty,
 		UID:          rootfs.SandboxUID,
 		GID:          rootfs.SandboxGID,
 		HostUID:      ids.UID,

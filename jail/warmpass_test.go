@@ -50,7 +50,7 @@ var warmPassTests = []string{
 	// escape_test.go
 	"TestNamespacesFromInside", "TestCapabilitiesFromInside", "TestFilesystemFromInside",
 	"TestScriptPathJavaScript", "TestScratchIsFreshPerRun", "TestHostRootfsUnchanged",
-	"TestIdentityFromInside", "TestInitNotInspectable", "TestEnvCannotOverrideBrig",
+	"TestIdentityFromInside", "TestInitNotInspectable", "TestEnvCannotOverrideBrig", "TestRunsCannotWatchSharedFiles",
 	// userns_test.go
 	"TestUserNamespaceIDs", "TestHostUserCannotReachRun", "TestRunsDoNotShareUIDCounters",
 	"TestMountTableRevealsNoHostPath", "TestPty", "TestWhatProgramsExpect", "TestAttach", "TestMounts",

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/jail/pid1"
 )
 
 func TestParseLanguage(t *testing.T) {
@@ -386,10 +387,12 @@ func TestHostRewriteIsAtomic(t *testing.T) {
 	}
 }
 
-// BenchmarkBinds measures what the host root's binds cost each sandbox: the jail's
-// bind of each folder (MS_BIND|MS_REC, then mount_setattr read-only, nosuid, nodev
-// on the tree) and their unmount, in a mount namespace of the benchmark's own. "all
-// of /usr" is the one bind the provider made before it bound parts of /usr.
+// BenchmarkBinds measures what the host root's folders cost each sandbox, in a
+// mount namespace of the benchmark's own: the jail's read-only view of each
+// (pid1.ReadOnlyView, an overlay of its own, moved into place), and, beside it,
+// a bind of each (MS_BIND|MS_REC, then mount_setattr read-only, nosuid, nodev
+// on the tree), which the jail made before its views, and the one bind of all
+// of /usr it made before it bound parts; each with its unmount.
 func BenchmarkBinds(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.CheckLeaks(b)
@@ -397,15 +400,19 @@ func BenchmarkBinds(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := os.Mkdir(filepath.Join(h.Dir(), "usrall"), 0o755); err != nil {
-		b.Fatal(err)
+	for _, d := range []string{"usrall", "empty"} {
+		if err := os.Mkdir(filepath.Join(h.Dir(), d), 0o755); err != nil {
+			b.Fatal(err)
+		}
 	}
 	for _, bm := range []struct {
 		name  string
 		binds []Bind
+		views bool
 	}{
-		{"all of /usr", []Bind{{Source: "/usr", Target: "/usrall"}}},
-		{fmt.Sprintf("parts of /usr (%d binds)", len(h.binds)), h.binds},
+		{"all of /usr", []Bind{{Source: "/usr", Target: "/usrall"}}, false},
+		{fmt.Sprintf("parts of /usr (%d binds)", len(h.binds)), h.binds, false},
+		{fmt.Sprintf("parts of /usr (%d views)", len(h.binds)), h.binds, true},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
 			errc := make(chan error, 1)
@@ -413,7 +420,7 @@ func BenchmarkBinds(b *testing.B) {
 				// Left locked: the thread, in its own mount namespace, ends with
 				// the goroutine.
 				runtime.LockOSThread()
-				errc <- bindLoop(b, h.Dir(), bm.binds)
+				errc <- bindLoop(b, h.Dir(), bm.binds, bm.views)
 			}()
 			if err := <-errc; err != nil {
 				b.Fatal(err)
@@ -422,7 +429,7 @@ func BenchmarkBinds(b *testing.B) {
 	}
 }
 
-func bindLoop(b *testing.B, root string, binds []Bind) error {
+func bindLoop(b *testing.B, root string, binds []Bind, views bool) error {
 	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
 		return fmt.Errorf("unsharing the mount namespace: %w", err)
 	}
@@ -434,6 +441,18 @@ func bindLoop(b *testing.B, root string, binds []Bind) error {
 	for i := 0; i < b.N; i++ {
 		for _, bd := range binds {
 			dst := filepath.Join(root, bd.Target)
+			if views {
+				fd, err := pid1.ReadOnlyView(bd.Source, filepath.Join(root, "empty"))
+				if err != nil {
+					return err
+				}
+				err = unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
+				unix.Close(fd)
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			if err := unix.Mount(bd.Source, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 				return fmt.Errorf("binding %s: %w", bd.Source, err)
 			}

@@ -1,8 +1,8 @@
 // Package rootfs provides the read-only root filesystems that runs see: which
-// directory becomes the overlay's lower layer, which host folders are bound read-only
+// directory becomes the overlay's lower layer, which host folders are mounted read-only
 // on top of it, and where the language's interpreter is.
 //
-// Two providers exist. Host (the embedded default) binds the parts of the host's /usr
+// Two providers exist. Host (the embedded default) mounts the parts of the host's /usr
 // the interpreters need (and, on hosts without merged /usr, /bin, /lib, /lib64, /sbin)
 // over a small skeleton whose /etc is made up by brig: never the host's /etc, /root,
 // /home, /var, /run, /tmp or /usr/local. Built is a minimal Debian made with debootstrap by `brig rootfs

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,8 @@ const (
 	// so that the overlay's options (which /proc/self/mountinfo shows the run)
 	// name only these relative paths, never the host's state directory.
 	scratchLower = "lower"
+	// scratchEmpty is the empty second layer of each ReadOnlyView of a bind.
+	scratchEmpty = "empty"
 )
 
 // MaskedProcFiles are overmounted with the run's /dev/null: kernel memory, key,
@@ -90,7 +93,7 @@ func mountScratch(st *initState) error {
 	if st.scratchFD, err = unix.Fspick(unix.AT_FDCWD, s.Scratch, unix.FSPICK_CLOEXEC); err != nil {
 		return fmt.Errorf("fspick the scratch tmpfs: %w", err)
 	}
-	for _, d := range []string{scratchUpper, scratchWork, scratchRoot, scratchLower} {
+	for _, d := range []string{scratchUpper, scratchWork, scratchRoot, scratchLower, scratchEmpty} {
 		if err := os.Mkdir(filepath.Join(s.Scratch, d), 0o755); err != nil {
 			return err
 		}
@@ -139,15 +142,79 @@ func bindReadOnly(src, dst string, extra uint64) error {
 	return nil
 }
 
+// mountBinds mounts each of the rootfs's host folders (Binds) as a
+// ReadOnlyView of its own. Their empty layer is Empty, bound on the scratch
+// tmpfs and named relative to the scratch directory, the working directory
+// here, so that the mount table names no host path but the folders' own; and
+// it is on the host's filesystem, usually the folders' too, on which the
+// views need no xino (see ReadOnlyView).
 func mountBinds(st *initState) error {
 	s := &st.prep
+	if len(s.Binds) == 0 {
+		return nil
+	}
+	if err := unix.Chdir(s.Scratch); err != nil {
+		return err
+	}
+	if err := unix.Mount(s.Empty, scratchEmpty, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("binding the empty layer %q: %w", s.Empty, err)
+	}
 	root := filepath.Join(s.Scratch, scratchRoot)
 	for _, b := range s.Binds {
-		if err := bindReadOnly(b.Source, filepath.Join(root, b.Target), 0); err != nil {
+		fd, err := ReadOnlyView(b.Source, scratchEmpty)
+		if err != nil {
 			return err
+		}
+		dst := filepath.Join(root, b.Target)
+		err = unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("mounting a view of %q at %q: %w", b.Source, dst, err)
 		}
 	}
 	return nil
+}
+
+// ReadOnlyView makes a detached mount (its fd, close-on-exec, for
+// move_mount) of a read-only, nosuid and nodev overlay whose one layer is the
+// host directory src; empty, an empty directory, is the second lower layer
+// overlayfs wants of a mount without an upper one. The run then reads src's
+// files through inodes of its sandbox's own, where a bind would give it the
+// host's: an inotify watch (the filter allows them, for Node's fs.watch and
+// watchdog) on a bound file saw every open and read of it by the host and by
+// every other sandbox, which is how one run could watch what the others
+// import and run. A watch on a view's file sees this sandbox's accesses
+// alone, and an flock on it is this sandbox's alone
+// (TestRunsCannotWatchSharedFiles). xino=auto: with the layers on different
+// filesystems, overlayfs then gives a directory's entries the inode numbers
+// stat gives them (as xino=on for the root's overlay, mountOverlay), and logs
+// a line saying so at each mount; on one filesystem it needs nothing and logs
+// nothing.
+func ReadOnlyView(src, empty string) (int, error) {
+	for _, p := range []string{src, empty} {
+		// overlayfs splits lowerdir at ':' and unescapes '\'.
+		if strings.ContainsAny(p, `:\`) {
+			return -1, fmt.Errorf("a read-only view of %q: a layer's path may hold no ':' nor '\\' (%q)", src, p)
+		}
+	}
+	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen overlay: %w", err)
+	}
+	defer unix.Close(fsfd)
+	for _, kv := range [][2]string{{"source", "overlay"}, {"lowerdir", src + ":" + empty}, {"xino", "auto"}} {
+		if err := unix.FsconfigSetString(fsfd, kv[0], kv[1]); err != nil {
+			return -1, fmt.Errorf("a read-only view of %q: setting overlay %s=%s: %w", src, kv[0], kv[1], err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, fmt.Errorf("a read-only view of %q: creating the overlay: %w", src, err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return -1, fmt.Errorf("a read-only view of %q: fsmount: %w", src, err)
+	}
+	return mfd, nil
 }
 
 // mountProc mounts the proc of the run's own pid namespace (the init is its PID 1)

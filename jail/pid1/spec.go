@@ -25,6 +25,9 @@ type PrepareSpec struct {
 	ScratchBytes int64
 	Lower        string
 	Binds        []Bind
+	// Empty is an empty host directory, bound on the scratch tmpfs as the
+	// second layer of each bind's ReadOnlyView (mountBinds).
+	Empty string
 	// UID and GID are the program's identity inside its user namespace;
 	// HostUID and HostGID what they map to, the run's own host ids. InitUID and
 	// InitGID are the init's host ids once the program has started.
@@ -60,9 +63,9 @@ type PrepareSpec struct {
 	Zygote bool `json:",omitempty"`
 }
 
-// Bind is a host directory mounted read-only, nosuid and nodev into the root
-// (rootfs.Bind, which the launcher converts: the init does not link the rootfs
-// package, whose start-up costs every sandbox about 0.2 ms).
+// Bind is a host directory mounted read-only, nosuid and nodev into the root, as
+// a ReadOnlyView (rootfs.Bind, which the launcher converts: the init does not
+// link the rootfs package, whose start-up costs every sandbox about 0.2 ms).
 type Bind struct {
 	Source string // absolute path on the host
 	Target string // absolute path inside the root
