@@ -165,29 +165,3 @@ func newV1Parent(l v1Layout, parent string) error {
 	}
 	return nil
 }
-
-// v1Resources turns Limits into the library's v1 resources. swapLimit says
-// memory.memsw.limit_in_bytes exists; setting it to the memory limit leaves no
-// room for swap.
-func v1Resources(l Limits, swapLimit bool) *specs.LinuxResources {
-	var r specs.LinuxResources
-	if l.MemoryBytes > 0 {
-		mem := l.MemoryBytes
-		// KernelTCP too: v1 charges a group's TCP buffers only once it has a
-		// TCP limit. Without one a run of 512 MiB held 1 GiB of the host's
-		// tcp_mem in unread loopback connections. (v2 charges socket memory
-		// to memory.max.)
-		r.Memory = &specs.LinuxMemory{Limit: &mem, KernelTCP: &mem}
-		if swapLimit {
-			r.Memory.Swap = &mem
-		}
-	}
-	if l.Pids > 0 {
-		r.Pids = &specs.LinuxPids{Limit: &l.Pids}
-	}
-	if l.CPUs > 0 {
-		quota, period := l.cpuQuota(), uint64(cpuPeriod)
-		r.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
-	}
-	return &r
-}

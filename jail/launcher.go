@@ -609,7 +609,7 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 		l.log.Warn("reading the run's usage", "err", uerr)
 	}
 	if uerr == nil {
-		res.Usage.CPUMS = (usage.CPU - s.baseline.CPU).Milliseconds()
+		res.Usage.CPUMS = (usage.CPU - s.baseline).Milliseconds()
 		res.Usage.PeakMemoryBytes = usage.PeakMemoryBytes
 	}
 	l.classify(res, ended, usage, spec)

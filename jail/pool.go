@@ -55,9 +55,9 @@ type slot struct {
 	// scratchCtx is that context when the supervisor built the root (a
 	// reaper's sandbox, rootbuild.go), and then holds it itself.
 	scratchCtx *os.File
-	// baseline is the cgroup's usage before the run (the init's own start and
+	// baseline is the cgroup's CPU time before the run (the init's own start and
 	// preparing), subtracted from the run's CPU time.
-	baseline cgroup.Usage
+	baseline time.Duration
 	// reaperRun: the sandbox's pid 1 is a reaper that starts the program from
 	// a run frame (reaper.MarshalRun), not a Go init (pid1.WriteRun).
 	reaperRun bool
@@ -276,12 +276,10 @@ func (s *slot) waitReady() error {
 
 // readBaseline reads the cgroup's usage so far, which the run's own is counted
 // from (Result.Usage).
-func (s *slot) readBaseline() error {
-	u, err := s.group.Usage()
-	if err != nil {
+func (s *slot) readBaseline() (err error) {
+	if s.baseline, err = s.group.CPU(); err != nil {
 		return fmt.Errorf("reading the cgroup's usage: %w", err)
 	}
-	s.baseline = u
 	return nil
 }
 

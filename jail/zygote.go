@@ -814,7 +814,7 @@ func (l *Launcher) forkWarm(root *rootfs.Root, s *slot) (retErr error) {
 	}
 	conn.SetDeadline(time.Time{})
 	// The child's joining is the sandbox's preparation, not the run's CPU.
-	s.baseline, err = s.group.Usage()
+	s.baseline, err = s.group.CPU()
 	return err
 }
 
