@@ -167,7 +167,7 @@ type zygoteConfig struct {
 	// PinMaxPages bounds the memory the zygote pins (zygote.py's _pin):
 	// each of its children holds a copy of it, charged to the service.
 	PinMaxPages int `json:"pin_max_pages"`
-	// PinMode is how the zygote decides to pin: pinTrial, pinOn or pinOff.
+	// PinMode is how the zygote decides to pin: pinTrial, pinOn, pinHot or pinOff.
 	PinMode string `json:"pin_mode"`
 	// HugeCode has the zygote map its code on huge pages (zygote.py's
 	// _huge_code; zygoteHugeCode).
@@ -180,21 +180,31 @@ var zygoteHugeCode = true
 
 // The zygote's pin modes (zygoteConfig.PinMode).
 const (
-	// pinTrial has the zygote fork a few children with its memory pinned and
-	// a few with it shared, and keep whichever cost less CPU (zygote.py's
-	// _pin): the first zygote of each rootfs does, and the Launcher passes
-	// its verdict on to the zygotes that follow (pinOn or pinOff).
+	// pinTrial has the zygote fork a few children with its memory pinned, a
+	// few with only the pages a probe child wrote pinned, and a few with it
+	// shared, and keep whichever cost least CPU (zygote.py's _pin): the
+	// first zygote of each rootfs does, and the Launcher passes its verdict
+	// on to the zygotes that follow (pinOn, pinHot or pinOff).
 	pinTrial = "trial"
 	pinOn    = "on"
+	pinHot   = "hot"
 	pinOff   = "off"
 )
 
 // pinFigures is a pin trial's figures: the CPU, in microseconds, of a fork
-// and its child's short program, with the zygote's memory pinned and shared.
+// and its child's short program, with the zygote's memory pinned, with the
+// pages a probe child wrote pinned (0 if it wrote none), and shared; and
+// which of "pinned", "hot" and "shared" it kept.
 type pinFigures struct {
-	PinnedUS int `json:"pinned_us"`
-	SharedUS int `json:"shared_us"`
+	PinnedUS int    `json:"pinned_us"`
+	HotUS    int    `json:"hot_us"`
+	SharedUS int    `json:"shared_us"`
+	Kept     string `json:"kept"`
 }
+
+// pinModes is the pin mode a trial's verdict (pinFigures.Kept) gives the
+// zygotes that follow.
+var pinModes = map[string]string{"pinned": pinOn, "hot": pinHot, "shared": pinOff}
 
 // zygotePinMode, when set, is every zygote's PinMode, with no trial. A
 // variable for tests.
@@ -674,9 +684,9 @@ func (l *Launcher) newZygote(root *rootfs.Root) (*zygote, error) {
 		return nil, err
 	}
 	if t := z.pinTrial; t != nil {
-		mode := pinOff
-		if z.pinned > 0 {
-			mode = pinOn
+		mode := pinModes[t.Kept]
+		if mode == "" || (mode == pinOff) != (z.pinned == 0) {
+			return nil, fmt.Errorf("a Python zygote's pin trial kept %q with %d pages pinned", t.Kept, z.pinned)
 		}
 		l.pinMu.Lock()
 		if l.pinModes == nil {
@@ -684,9 +694,9 @@ func (l *Launcher) newZygote(root *rootfs.Root) (*zygote, error) {
 		}
 		l.pinModes[key] = mode
 		l.pinMu.Unlock()
-		l.log.Info("a Python zygote measured its forks with its memory pinned and shared, and keeps the cheaper for this rootfs",
-			"pinned", mode == pinOn, "pinned_ms_per_fork", float64(t.PinnedUS)/1e3, "shared_ms_per_fork", float64(t.SharedUS)/1e3,
-			"pages", z.pinned, "rootfs", root.Lower)
+		l.log.Info("a Python zygote measured its forks with its memory pinned, with the pages a child writes pinned, and shared, and keeps the cheapest for this rootfs",
+			"kept", t.Kept, "pinned_ms_per_fork", float64(t.PinnedUS)/1e3, "hot_ms_per_fork", float64(t.HotUS)/1e3,
+			"shared_ms_per_fork", float64(t.SharedUS)/1e3, "pages", z.pinned, "rootfs", root.Lower)
 	}
 	z.runs, z.age = l.cfg.ZygoteRuns, l.cfg.ZygoteAge
 	if z.runs <= 0 {

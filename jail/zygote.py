@@ -306,10 +306,11 @@ def _huge_kib():
 
 
 def _pin(limit, mode):
-    """Pins the zygote's writable memory, so that each fork copies it into
-    the child at once instead of sharing it copy-on-write; returns the ring
-    that holds the pins (or -1), the pages pinned, why none were (an error),
-    and, with mode 'trial', the trial's figures.
+    """Pins the zygote's writable memory, or the part of it a child writes,
+    so that each fork copies it into the child at once instead of sharing it
+    copy-on-write; returns the ring that holds the pins (or -1), the pages
+    pinned, why none were (an error), and, with mode 'trial', the trial's
+    figures.
 
     The kernel copies a page that may be pinned for DMA into the child at
     the fork (copy_present_page), where it would otherwise share it and
@@ -322,17 +323,21 @@ def _pin(limit, mode):
     memory pinned (its fork 2.0 ms against 3.0 to 3.9); on one where a fault
     costs 2.8 us, the pinned fork copies 3,200 pages for 5.2 to 6.8 ms
     against 0.5 to 0.6 ms shared, and the child saves 0.2 ms (`python3
-    bench/measure/cow_cost.py`). So with mode 'trial' the zygote measures
-    both (_fork_cost) and keeps the pins only if they cost less; 'on' pins
-    without a trial, 'off' never pins (the supervisor passes a trial's
-    verdict on to the zygotes that follow). io_uring's fixed buffers are
-    the one pin a process can take of its own memory without a device: the
-    pages present now in every private writable mapping are registered,
-    once, unless there are more than limit. Memory the zygote maps later is
-    shared as before. The ring does no I/O; a child closes it first thing
-    (_fork). Best effort: without io_uring (kernel.io_uring_disabled, a
-    filter, RLIMIT_MEMLOCK without CAP_IPC_LOCK) the zygote forks as
-    before, and the supervisor logs why."""
+    bench/measure/cow_cost.py`). Between the two, 'hot' pins only the pages
+    a probe child writes (_written): about 370 of 2,560 here, a fork and
+    its child 1.8 to 2.5 ms against 2.3 to 2.9 with nothing pinned (`python3
+    bench/measure/hot_pin.py`). So with mode 'trial' the zygote measures the
+    three ways (_fork_cost) and keeps the cheapest; 'on' pins everything
+    and 'hot' the probe's pages without a trial, 'off' never pins (the
+    supervisor passes a trial's verdict on to the zygotes that follow).
+    io_uring's fixed buffers are the one pin a process can take of its own
+    memory without a device: the pages present now in every private
+    writable mapping are registered (or the probe's), once, unless there
+    are more than limit. Memory the zygote maps later is shared as before.
+    The ring does no I/O; a child closes it first thing (_fork). Best
+    effort: without io_uring (kernel.io_uring_disabled, a filter,
+    RLIMIT_MEMLOCK without CAP_IPC_LOCK) the zygote forks as before, and the
+    supervisor logs why."""
     if mode == 'off':
         os.close(PROC)
         return -1, 0, '', None
@@ -340,28 +345,16 @@ def _pin(limit, mode):
     try:
         runs = []
         me = str(os.getpid())  # in the host's pid namespace, as PROC
-        pagemap = os.open(me + '/pagemap', os.O_RDONLY | os.O_CLOEXEC, dir_fd=PROC)
-        try:
-            with open(me + '/maps', 'rb', opener=lambda p, fl: os.open(p, fl, dir_fd=PROC)) as maps:
-                for line in maps:
-                    f = line.split()
-                    # Private and writable: the kernel's own pages ([vvar],
-                    # [vdso], [vsyscall]) are neither.
-                    if f[1][1:2] != b'w' or f[1][3:4] != b'p':
-                        continue
-                    lo, hi = (int(x, 16) for x in f[0].split(b'-'))
-                    entries = os.pread(pagemap, (hi - lo) // 4096 * 8, lo // 4096 * 8)
-                    last = None  # runs do not cross mappings
-                    for i, e in enumerate(memoryview(entries).cast('Q')):
-                        if e >> 63:  # present
-                            page = lo + i * 4096
-                            if last is not None and last[1] == page:
-                                last[1] = page + 4096
-                            else:
-                                last = [page, page + 4096]
-                                runs.append(last)
-        finally:
-            os.close(pagemap)
+        for lo, hi, entries in _pagemap(me, None):
+            last = None  # runs do not cross mappings
+            for i, e in enumerate(entries):
+                if e >> 63:  # present
+                    page = lo + i * 4096
+                    if last is not None and last[1] == page:
+                        last[1] = page + 4096
+                    else:
+                        last = [page, page + 4096]
+                        runs.append(last)
         pages = sum(hi - lo for lo, hi in runs) // 4096
         if not runs:
             return -1, 0, 'no page to pin', None
@@ -369,39 +362,49 @@ def _pin(limit, mode):
             return -1, 0, '%d pages to pin, more than the %d it may' % (pages, limit), None
         if len(runs) > _IORING_MAX_REG_BUFFERS:
             return -1, 0, '%d ranges to pin, more than io_uring registers' % len(runs), None
+        ways = {'pinned': runs}
+        if mode in ('trial', 'hot'):
+            hot = _written(runs)
+            if hot:
+                ways['hot'] = hot
+            elif mode == 'hot':
+                return -1, 0, 'the probe child wrote none of its pages', None
         params = (ctypes.c_uint32 * 30)()  # struct io_uring_params, 120 bytes
         ring = _syscall(_SYS_io_uring_setup, 1, ctypes.addressof(params), None)
         _check(ring, 'io_uring_setup')
-        iov = (ctypes.c_uint64 * (2 * len(runs)))()
-        for i, (lo, hi) in enumerate(runs):
-            iov[2 * i], iov[2 * i + 1] = lo, hi - lo
         register = _libc['syscall']  # syscall(2) with four arguments
         register.restype = _c_long
         register.argtypes = (_c_long, _c_long, _c_long, _c_void_p, _c_long)
 
-        def pin(on):
-            if on:
-                _check(register(_SYS_io_uring_register, ring, _IORING_REGISTER_BUFFERS, ctypes.addressof(iov), len(runs)),
-                       'io_uring_register')
-            else:
-                _check(register(_SYS_io_uring_register, ring, _IORING_UNREGISTER_BUFFERS, None, 0),
-                       'io_uring_register')
+        def pin(way):
+            iov = (ctypes.c_uint64 * (2 * len(ways[way])))()
+            for i, (lo, hi) in enumerate(ways[way]):
+                iov[2 * i], iov[2 * i + 1] = lo, hi - lo
+            _check(register(_SYS_io_uring_register, ring, _IORING_REGISTER_BUFFERS, ctypes.addressof(iov), len(ways[way])),
+                   'io_uring_register')
+            return sum(hi - lo for lo, hi in ways[way]) // 4096
+
+        def unpin():
+            _check(register(_SYS_io_uring_register, ring, _IORING_UNREGISTER_BUFFERS, None, 0), 'io_uring_register')
         if mode != 'trial':
-            pin(True)
-            return ring, pages, '', None
-        # Shared, pinned, shared, pinned: each way's cheapest batch, so that
-        # a batch slowed by the host's other work does not decide.
-        shared, pinned = [], []
-        for on in (False, True, False, True):
-            if on:
-                pin(True)
-            (pinned if on else shared).append(_fork_cost(_TRIAL_FORKS))
-            if on:
-                pin(False)
-        trial = {'pinned_us': int(min(pinned) * 1e6), 'shared_us': int(min(shared) * 1e6)}
-        if trial['pinned_us'] < trial['shared_us']:  # the figures the supervisor logs
-            pin(True)
-            return ring, pages, '', trial
+            return ring, pin('pinned' if mode == 'on' else 'hot'), '', None
+        # Each way twice, in turn: each way's cheapest batch, so that a
+        # batch slowed by the host's other work does not decide.
+        cost = {'shared': [], 'pinned': [], 'hot': []}
+        for _ in range(2):
+            for way in cost:
+                if way != 'shared' and way not in ways:
+                    continue
+                if way != 'shared':
+                    pin(way)
+                cost[way].append(_fork_cost(_TRIAL_FORKS))
+                if way != 'shared':
+                    unpin()
+        # The figures the supervisor logs, and the way kept.
+        trial = {way + '_us': int(min(c) * 1e6) for way, c in cost.items() if c}
+        trial['kept'] = min((min(c), way) for way, c in cost.items() if c)[1]
+        if trial['kept'] != 'shared':
+            return ring, pin(trial['kept']), '', trial
         os.close(ring)
         return -1, 0, '', trial
     except Exception as e:  # best effort: a zygote without pins still serves
@@ -412,10 +415,69 @@ def _pin(limit, mode):
         os.close(PROC)  # the host's: never a child's
 
 
-# What each of the pin trial's children runs: a small program's worth of
-# the interpreter (compile, a module's functions, allocations, a print),
-# writing to the zygote's own pages as a run does, before it exits.
-_TRIAL = "import json\nd = {str(i): [i, i / 2] for i in range(64)}\nprint(json.loads(json.dumps(d))['7'], file=out)\n"
+def _pagemap(pid, runs):
+    """For each of the private writable mappings of process pid (or each of
+    runs, its [start, end) ranges), its start, end and pagemap entries."""
+    pagemap = os.open(pid + '/pagemap', os.O_RDONLY | os.O_CLOEXEC, dir_fd=PROC)
+    try:
+        if runs is None:
+            runs = []
+            with open(pid + '/maps', 'rb', opener=lambda p, fl: os.open(p, fl, dir_fd=PROC)) as maps:
+                for line in maps:
+                    f = line.split()
+                    # Private and writable: the kernel's own pages ([vvar],
+                    # [vdso], [vsyscall]) are neither.
+                    if f[1][1:2] == b'w' and f[1][3:4] == b'p':
+                        runs.append([int(x, 16) for x in f[0].split(b'-')])
+        for lo, hi in runs:
+            yield lo, hi, memoryview(os.pread(pagemap, (hi - lo) // 4096 * 8, lo // 4096 * 8)).cast('Q')
+    finally:
+        os.close(pagemap)
+
+
+def _written(runs):
+    """The pages of runs, the zygote's present ones, that a probe child
+    writes as it runs _PROBE, as [start, end) ranges: those its pagemap then
+    says it maps exclusively (bit 56), which the fork had shared. The child
+    runs no request code and writes nothing but to /dev/null and the pipe."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            with open(os.devnull, 'w') as out:
+                exec(compile(_PROBE, '<pin probe>', 'exec'), {'__name__': '__main__', 'out': out})
+            found = []
+            for lo, hi, entries in _pagemap(str(os.getpid()), runs):
+                found += [lo + i * 4096 for i, e in enumerate(entries) if e >> 63 and e >> 56 & 1]
+            with open(w, 'wb') as f:
+                f.write(b' '.join(b'%d' % p for p in found))
+        finally:
+            os._exit(0)
+    os.close(w)
+    with open(r, 'rb') as f:
+        found = [int(p) for p in f.read().split()]
+    os.waitpid(pid, 0)
+    hot = []
+    for page in found:
+        if hot and hot[-1][1] == page:
+            hot[-1][1] = page + 4096
+        else:
+            hot.append([page, page + 4096])
+    return hot
+
+
+# What the probe child runs (_written): a small program's worth of the
+# interpreter (compile, a module's functions, allocations, a print), writing
+# to the zygote's own pages as a run does, before it exits. Each of the pin
+# trial's children runs it and more (_TRIAL): a run writes pages that no
+# probe wrote, and a trial whose children wrote only the probe's would find
+# the probe's pins as good as all of them at less cost. (A child in a
+# sandbox writes more of them still: the pins of a probe's pages alone did
+# far worse than pinning all where a fault costs 20 to 60 us, README.)
+_PROBE = "import json\nd = {str(i): [i, i / 2] for i in range(64)}\nprint(json.loads(json.dumps(d))['7'], file=out)\n"
+_TRIAL = _PROBE + ("import re\nm = re.match(r'(\\w+)-(\\d+)', 'run-%d' % len(d))\n"
+                   "print(sorted(k for k, v in d.items() if int(k) % 7 == 0), m.groups(), '%5.2f' % 3.14159, file=out)\n")
 _TRIAL_FORKS = 3
 
 
@@ -535,7 +597,7 @@ _sandbox(_cfg, _req, _fds)
 if 'threading' in sys.modules and hasattr(sys.modules['threading'].main_thread(), '_set_native_id'):
     sys.modules['threading'].main_thread()._set_native_id()
 _path = _req['path']
-del _cfg, _req, _fds, _serve, _decode_filter, _huge_code, _huge_kib, _pin, _fork_cost, _TRIAL, _TRIAL_FORKS, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
+del _cfg, _req, _fds, _serve, _decode_filter, _huge_code, _huge_kib, _pin, _pagemap, _written, _fork_cost, _PROBE, _TRIAL, _TRIAL_FORKS, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
 del _CAP_HEADER, _CAP_DATA, _CAPSET
 # From here on this process is the run's program, which waits in its sandbox
 # for its run: the code, written as its script, and the environment. What does

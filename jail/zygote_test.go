@@ -590,6 +590,27 @@ func fdTargets(tb testing.TB, pid int) []string {
 	return out
 }
 
+// TestZygotePinsTheHotPages: a zygote told to pin only the pages a child
+// writes pins those a probe child wrote as it ran the trial's program: some
+// of its memory, not all of it (TestZygotePinsItsMemory pins all).
+func TestZygotePinsTheHotPages(t *testing.T) {
+	skipWithoutIOUring(t)
+	forcePinMode(t, pinOn)
+	whole := newZygoteLauncher(t, nil)
+	waitWarm(t, whole)
+	all := servingZygote(t, whole).pinned
+	forcePinMode(t, pinHot)
+	l := newZygoteLauncher(t, nil)
+	warmRun(t, l, "print(1)")
+	z := servingZygote(t, l)
+	if z.pinned < 16 || z.pinned > all/2 {
+		t.Errorf("the zygote pinned %d pages of its %d, want the few hundred a child writes", z.pinned, all)
+	}
+	if got := statusKiB(t, z.cmd.Process.Pid, "VmPin"); got != z.pinned*4 {
+		t.Errorf("the zygote's VmPin is %d KiB, want the %d pages it said", got, z.pinned)
+	}
+}
+
 // TestZygoteWithoutPins: a zygote that can't pin its memory (here: more of
 // it than it may pin) still serves warm runs, forking as before, and the
 // launcher logs why once.
@@ -615,10 +636,11 @@ func TestZygoteWithoutPins(t *testing.T) {
 }
 
 // TestZygotePinTrial: by default the first zygote of a rootfs forks a few
-// children with its memory pinned and a few with it shared, keeps the
-// cheaper (zygote.py's _pin), and leaves none of those children behind;
-// the launcher logs both figures once, and the zygotes that follow take the
-// verdict without a trial of their own. Warm runs serve either way.
+// children with its memory pinned, a few with only the pages a probe child
+// wrote pinned, and a few with it shared, keeps the cheapest (zygote.py's
+// _pin), and leaves none of those children behind; the launcher logs the
+// figures once, and the zygotes that follow take the verdict without a
+// trial of their own. Warm runs serve either way.
 func TestZygotePinTrial(t *testing.T) {
 	skipWithoutIOUring(t)
 	logs := &testutil.LogBuffer{}
@@ -627,26 +649,31 @@ func TestZygotePinTrial(t *testing.T) {
 		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	})
 	warmRun(t, l, "print(1)")
-	const msg = "a Python zygote measured its forks with its memory pinned and shared, and keeps the cheaper for this rootfs"
+	const msg = "a Python zygote measured its forks with its memory pinned, with the pages a child writes pinned, and shared, and keeps the cheapest for this rootfs"
 	lines := logs.Lines(msg)
 	if len(lines) != 1 {
 		t.Fatalf("the launcher logged %d trial lines, want 1: %v", len(lines), lines)
 	}
 	trial := lines[0]
-	pinnedMS, _ := trial["pinned_ms_per_fork"].(float64)
-	sharedMS, _ := trial["shared_ms_per_fork"].(float64)
-	if pinnedMS <= 0 || sharedMS <= 0 {
-		t.Fatalf("the trial measured %v ms pinned and %v ms shared, want both", trial["pinned_ms_per_fork"], trial["shared_ms_per_fork"])
+	figures := map[string]float64{}
+	for _, way := range []string{"pinned", "hot", "shared"} {
+		figures[way], _ = trial[way+"_ms_per_fork"].(float64)
+		if figures[way] <= 0 {
+			t.Fatalf("the trial measured %v ms a fork %s, want a figure of each way: %v", trial[way+"_ms_per_fork"], way, trial)
+		}
 	}
-	pinned := trial["pinned"] == true
-	if pinned != (pinnedMS < sharedMS) {
-		t.Errorf("the zygote kept its memory pinned=%v with %.3f ms a fork pinned and %.3f shared, want the cheaper", pinned, pinnedMS, sharedMS)
+	kept, _ := trial["kept"].(string)
+	for way, ms := range figures {
+		if ms < figures[kept] {
+			t.Errorf("the zygote kept %q (%.3f ms a fork) where %s cost %.3f, want the cheapest", kept, figures[kept], way, ms)
+		}
 	}
+	pinned := kept != "shared"
 	l.pinMu.Lock()
 	mode := l.pinModes[rootOf(t, l, rootfs.Python).Lower]
 	l.pinMu.Unlock()
-	if want := map[bool]string{true: pinOn, false: pinOff}[pinned]; mode != want {
-		t.Errorf("the launcher keeps the verdict %q for the rootfs, want %q", mode, want)
+	if want := pinModes[kept]; mode != want || want == "" {
+		t.Errorf("the launcher keeps the verdict %q for the rootfs, want %q for %q", mode, want, kept)
 	}
 	check := func(z *zygote) {
 		t.Helper()
