@@ -106,6 +106,31 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// emptyLayer makes, or checks, the empty directory that is the second layer
+// of every read-only view (pid1.ReadOnlyView) of a sandbox's host folders and
+// read-only mounts: whatever it held would be in each of those folders of
+// every run, so one that is not an empty, root-owned directory writable by
+// root alone is refused.
+func emptyLayer(stateDir string) (string, error) {
+	dir := filepath.Join(stateDir, "jail", "empty")
+	if err := os.MkdirAll(dir, 0o555); err != nil {
+		return "", fmt.Errorf("creating the empty layer of read-only mounts: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return "", fmt.Errorf("checking the empty layer of read-only mounts: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("checking the empty layer of read-only mounts: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 || st.Mode&0o022 != 0 || len(entries) > 0 {
+		return "", fmt.Errorf("%s, the empty layer of the sandboxes' read-only mounts, must be an empty directory of root's that only root may write "+
+			"(mode %#o, owner %d, %d entries): remove it, and brig makes it again", dir, st.Mode, st.Uid, len(entries))
+	}
+	return dir, nil
+}
+
 // programFilters compiles the filters a program loads (see Launcher): with
 // the default policy, a small one on top of the one it inherits, which
 // together give Default's verdicts (seccomp's SpawnedProgram, Zygote and
@@ -261,9 +286,9 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the scratch mount point: %w", err)
 	}
-	empty := filepath.Join(cfg.StateDir, "jail", "empty")
-	if err := os.MkdirAll(empty, 0o555); err != nil {
-		return nil, fmt.Errorf("creating the empty layer of read-only mounts: %w", err)
+	empty, err := emptyLayer(cfg.StateDir)
+	if err != nil {
+		return nil, err
 	}
 	l := &Launcher{
 		cfg:               cfg,

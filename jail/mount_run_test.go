@@ -1,0 +1,54 @@
+package jail
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/brig-sandbox/brig/internal/testutil"
+)
+
+// TestEmptyLayer: the read-only views' empty layer is made once and then
+// taken as it is only while it is an empty directory of root's that only root
+// may write; anything in it would be in every run's host folders.
+func TestEmptyLayer(t *testing.T) {
+	testutil.RequireRoot(t)
+	state := t.TempDir()
+	dir, err := emptyLayer(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := emptyLayer(state); err != nil || again != dir {
+		t.Fatalf("the second time: %q, %v; want %q again", again, err, dir)
+	}
+	refused := func(what string) {
+		t.Helper()
+		if _, err := emptyLayer(state); err == nil || !strings.Contains(err.Error(), "must be an empty directory of root's") {
+			t.Errorf("with %s: got %v, want it refused", what, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "evil"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused("a file in it")
+	os.Remove(filepath.Join(dir, "evil"))
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	refused("mode 0777")
+	if err := os.Chmod(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	refused("another owner")
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(t.TempDir(), dir); err != nil {
+		t.Fatal(err)
+	}
+	refused("a symlink in its place")
+}
