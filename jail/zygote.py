@@ -343,18 +343,8 @@ def _pin(limit, mode):
         return -1, 0, '', None
     ring = -1
     try:
-        runs = []
-        me = str(os.getpid())  # in the host's pid namespace, as PROC
-        for lo, hi, entries in _pagemap(me, None):
-            last = None  # runs do not cross mappings
-            for i, e in enumerate(entries):
-                if e >> 63:  # present
-                    page = lo + i * 4096
-                    if last is not None and last[1] == page:
-                        last[1] = page + 4096
-                    else:
-                        last = [page, page + 4096]
-                        runs.append(last)
+        # In the host's pid namespace, as PROC; present pages (bit 63).
+        runs = _ranges(str(os.getpid()), None, lambda e: e >> 63)
         pages = sum(hi - lo for lo, hi in runs) // 4096
         if not runs:
             return -1, 0, 'no page to pin', None
@@ -415,31 +405,45 @@ def _pin(limit, mode):
         os.close(PROC)  # the host's: never a child's
 
 
-def _pagemap(pid, runs):
-    """For each of the private writable mappings of process pid (or each of
-    runs, its [start, end) ranges), its start, end and pagemap entries."""
+def _ranges(pid, within, want):
+    """The [start, end) ranges of the pages whose pagemap entry want accepts,
+    in the private writable mappings of process pid, or in within's ranges;
+    a range never crosses from one mapping (or one of within's) into the
+    next."""
     pagemap = os.open(pid + '/pagemap', os.O_RDONLY | os.O_CLOEXEC, dir_fd=PROC)
     try:
-        if runs is None:
-            runs = []
+        if within is None:
+            within = []
             with open(pid + '/maps', 'rb', opener=lambda p, fl: os.open(p, fl, dir_fd=PROC)) as maps:
                 for line in maps:
                     f = line.split()
                     # Private and writable: the kernel's own pages ([vvar],
                     # [vdso], [vsyscall]) are neither.
                     if f[1][1:2] == b'w' and f[1][3:4] == b'p':
-                        runs.append([int(x, 16) for x in f[0].split(b'-')])
-        for lo, hi in runs:
-            yield lo, hi, memoryview(os.pread(pagemap, (hi - lo) // 4096 * 8, lo // 4096 * 8)).cast('Q')
+                        within.append([int(x, 16) for x in f[0].split(b'-')])
+        out = []
+        for lo, hi in within:
+            last = None
+            entries = memoryview(os.pread(pagemap, (hi - lo) // 4096 * 8, lo // 4096 * 8)).cast('Q')
+            for i, e in enumerate(entries):
+                if want(e):
+                    page = lo + i * 4096
+                    if last is not None and last[1] == page:
+                        last[1] = page + 4096
+                    else:
+                        last = [page, page + 4096]
+                        out.append(last)
+        return out
     finally:
         os.close(pagemap)
 
 
 def _written(runs):
     """The pages of runs, the zygote's present ones, that a probe child
-    writes as it runs _PROBE, as [start, end) ranges: those its pagemap then
-    says it maps exclusively (bit 56), which the fork had shared. The child
-    runs no request code and writes nothing but to /dev/null and the pipe."""
+    writes as it runs _PROBE, as [start, end) ranges within runs': those its
+    pagemap then says it maps exclusively (bit 56), which the fork had
+    shared. The child runs no request code and writes nothing but to
+    /dev/null and the pipe."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -447,23 +451,16 @@ def _written(runs):
             os.close(r)
             with open(os.devnull, 'w') as out:
                 exec(compile(_PROBE, '<pin probe>', 'exec'), {'__name__': '__main__', 'out': out})
-            found = []
-            for lo, hi, entries in _pagemap(str(os.getpid()), runs):
-                found += [lo + i * 4096 for i, e in enumerate(entries) if e >> 63 and e >> 56 & 1]
+            # Present and mapped by this process alone (bits 63 and 56).
+            hot = _ranges(str(os.getpid()), runs, lambda e: e >> 63 and e >> 56 & 1)
             with open(w, 'wb') as f:
-                f.write(b' '.join(b'%d' % p for p in found))
+                f.write(b' '.join(b'%d-%d' % (lo, hi) for lo, hi in hot))
         finally:
             os._exit(0)
     os.close(w)
     with open(r, 'rb') as f:
-        found = [int(p) for p in f.read().split()]
+        hot = [[int(x) for x in lohi.split(b'-')] for lohi in f.read().split()]
     os.waitpid(pid, 0)
-    hot = []
-    for page in found:
-        if hot and hot[-1][1] == page:
-            hot[-1][1] = page + 4096
-        else:
-            hot.append([page, page + 4096])
     return hot
 
 
@@ -597,7 +594,7 @@ _sandbox(_cfg, _req, _fds)
 if 'threading' in sys.modules and hasattr(sys.modules['threading'].main_thread(), '_set_native_id'):
     sys.modules['threading'].main_thread()._set_native_id()
 _path = _req['path']
-del _cfg, _req, _fds, _serve, _decode_filter, _huge_code, _huge_kib, _pin, _pagemap, _written, _fork_cost, _PROBE, _TRIAL, _TRIAL_FORKS, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
+del _cfg, _req, _fds, _serve, _decode_filter, _huge_code, _huge_kib, _pin, _ranges, _written, _fork_cost, _PROBE, _TRIAL, _TRIAL_FORKS, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
 del _CAP_HEADER, _CAP_DATA, _CAPSET
 # From here on this process is the run's program, which waits in its sandbox
 # for its run: the code, written as its script, and the environment. What does

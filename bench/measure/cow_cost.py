@@ -233,7 +233,7 @@ def zygote_functions(*names):
 
 def zygote_pin():
     """jail/zygote.py's _pin, with what it uses, from that file."""
-    return zygote_functions('_pin', '_pagemap')['_pin']
+    return zygote_functions('_pin', '_ranges')['_pin']
 
 
 def pinned_fork():

@@ -202,7 +202,7 @@ def huge_code_arm(huge):
             __import__(name)
         except ImportError:
             pass
-    z = cow_cost.zygote_functions('_huge_code', '_huge_kib', '_pin', '_pagemap')
+    z = cow_cost.zygote_functions('_huge_code', '_huge_kib', '_pin', '_ranges')
     mapped, why = z['_huge_code']() if huge else (0, '')
     os.close(z['PROC'])
     z['PROC'] = os.open('/proc', os.O_RDONLY | os.O_DIRECTORY)  # _pin closes it
