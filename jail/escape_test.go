@@ -229,6 +229,13 @@ r['script path'] = os.path.abspath(__file__) + ' ' + sys.argv[0]
 r['script has code'] = str('`+marker+`' in open('/sandbox/main.py').read())
 r['script owner'] = '%d:%d' % (os.stat('/sandbox/main.py').st_uid, os.stat('/sandbox/main.py').st_gid)
 r['sandbox owner'] = '%d:%d' % (os.stat('/sandbox').st_uid, os.stat('/sandbox').st_gid)
+# readdir's inode numbers are stat's, through the root's overlay and the host
+# folders' views (CPython's test_os.TestScandir.test_attributes checks it), but
+# at a mount point, where stat gives the mounted root's, as on any host.
+stdlib = os.path.dirname(os.__file__)
+r['scandir inodes'] = str([e.path for d in ['/', '/etc', '/usr/bin', stdlib, stdlib + '/json']
+                           for e in os.scandir(d)
+                           if e.inode() != e.stat(follow_symlinks=False).st_ino and not os.path.ismount(e.path)])
 `+pyDump)
 	checks := []check{
 		{name: "etc hostname is not the host's", key: "etc hostname", want: "sandbox\n"},
@@ -270,6 +277,7 @@ r['sandbox owner'] = '%d:%d' % (os.stat('/sandbox').st_uid, os.stat('/sandbox').
 		{name: "script is the code", key: "script has code", want: "True"},
 		{name: "script owned by the sandbox user", key: "script owner", want: "1000:1000"},
 		{name: "sandbox owned by the sandbox user", key: "sandbox owner", want: "1000:1000"},
+		{name: "readdir's inode numbers are stat's", key: "scandir inodes", want: "[]"},
 	}
 	for _, p := range absent {
 		checks = append(checks, check{name: "absent " + p, key: "exists " + p, want: "False"})
