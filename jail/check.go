@@ -134,6 +134,36 @@ func CheckFileMax() Check {
 	return c
 }
 
+// CheckViewLayers says whether the read-only views of the host folders a run
+// sees (sources: the rootfs's binds) are on the filesystem of their empty
+// layer, the state directory's: where one is not, overlayfs maps its inode
+// numbers (xino) and logs a kernel line for each view of each sandbox. It
+// always passes; its Detail names the folders elsewhere.
+func CheckViewLayers(stateDir string, sources []string) Check {
+	c := Check{Name: "read-only views", OK: true}
+	var state unix.Stat_t
+	if err := unix.Stat(stateDir, &state); err != nil {
+		c.Detail = fmt.Sprintf("the state directory %s: %v", stateDir, err)
+		return c
+	}
+	var elsewhere []string
+	for _, src := range sources {
+		var st unix.Stat_t
+		if err := unix.Stat(src, &st); err == nil && st.Dev != state.Dev {
+			elsewhere = append(elsewhere, src)
+		}
+	}
+	if len(elsewhere) == 0 {
+		c.Detail = fmt.Sprintf("the %d host folders a run sees are on the state directory's filesystem", len(sources))
+		return c
+	}
+	c.Warn = true
+	c.Detail = fmt.Sprintf("%s on another filesystem than the state directory %s: the kernel logs an overlayfs \"xino\" line "+
+		"for each of their views in each sandbox", strings.Join(elsewhere, ", "), stateDir)
+	c.Hint = "put the state directory (--state-dir, sandbox.state_dir) on the filesystem of /usr"
+	return c
+}
+
 // FileMax reads the host-wide open-file limit, fs.file-max.
 func FileMax() (uint64, error) {
 	b, err := os.ReadFile("/proc/sys/fs/file-max")

@@ -52,3 +52,21 @@ func TestEmptyLayer(t *testing.T) {
 	}
 	refused("a symlink in its place")
 }
+
+// TestCheckViewLayers: the check passes either way, and warns, naming it,
+// about a host folder on another filesystem than the state directory (here
+// /proc against a temporary directory's).
+func TestCheckViewLayers(t *testing.T) {
+	state := t.TempDir()
+	same := filepath.Join(state, "folder")
+	if err := os.Mkdir(same, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if c := CheckViewLayers(state, []string{same}); !c.OK || c.Warn {
+		t.Errorf("a folder on the state directory's filesystem: got %+v, want a pass without a warning", c)
+	}
+	c := CheckViewLayers(state, []string{same, "/proc"})
+	if !c.OK || !c.Warn || !strings.Contains(c.Detail, "/proc on another filesystem") || strings.Contains(c.Detail, same) {
+		t.Errorf("/proc: got %+v, want a passing warning that names /proc alone", c)
+	}
+}

@@ -60,6 +60,9 @@ func checkAction(c *cli.Context) error {
 		checks = append(checks, jail.Check{Name: "interpreter " + lang.String(), OK: true, Detail: fmt.Sprintf("%s %s (%s rootfs)", r.Interpreter, r.Version, p.Name())})
 	}
 	checks = append(checks, jail.CheckIDRange(lc.IDs, "", idRangeRoots(lc, p))...)
+	if p != nil {
+		checks = append(checks, jail.CheckViewLayers(lc.StateDir, bindSources(p)))
+	}
 	checks = append(checks, initCheck())
 	checks = append(checks, packageChecks(c.Context, configured)...)
 	if allOK(checks) {
@@ -101,6 +104,24 @@ func checkConfig(c *cli.Context) (launcherConfig, func(api.Language) []string, *
 	lc.CgroupParent = "brig-local"
 	override(c, "cgroup-parent", &lc.CgroupParent, c.String)
 	return lc, func(l api.Language) []string { return *sc.Egress.registries(l) }, &ch, nil
+}
+
+// bindSources are the host folders the roots of p mount into every sandbox
+// (rootfs.Root.Binds), each once.
+func bindSources(p rootfs.Provider) []string {
+	var out []string
+	for _, lang := range rootfs.Languages {
+		r, err := p.Root(lang)
+		if err != nil {
+			continue
+		}
+		for _, b := range r.Binds {
+			if !slices.Contains(out, b.Source) {
+				out = append(out, b.Source)
+			}
+		}
+	}
+	return out
 }
 
 // idRangeRoots are the directories whose files' owners the id range is

@@ -565,6 +565,9 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if ch := jail.CheckViewLayers(lc.StateDir, bindSources(roots)); ch.Warn {
+		log.Warn("the host folders' read-only views need overlayfs's xino here", "check", ch.Detail, "hint", ch.Hint)
+	}
 	var static []jail.Check
 	for _, ch := range jail.CheckIDRange(lc.IDs, "", idRangeRoots(lc, roots)) {
 		if ch.Name == jail.IDRangeProcesses && !ch.OK {
