@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/cgroup"
-	"github.com/brig-sandbox/brig/jail/pid1"
 )
 
 // Check is one host requirement and whether this host meets it.
@@ -83,14 +82,6 @@ func CheckHost() []Check {
 		OK:     okSeccomp,
 		Detail: "actions: " + strings.TrimSpace(string(actions)),
 		Hint:   "enable CONFIG_SECCOMP_FILTER; brig needs the kill_process and errno actions",
-	})
-	// Not required: without it every sandbox keeps a Go init as its pid 1
-	// (rootbuild.go), which costs each run more CPU.
-	pidns := pid1.ProcPidnsSupported()
-	out = append(out, Check{
-		Name:   "proc of another pid namespace",
-		OK:     true,
-		Detail: orNone("available: sandboxes get brig-reaper as their pid 1", fmt.Sprintf("unavailable (%v): sandboxes keep a Go init as their pid 1; Linux 6.15 has it", pidns), pidns == nil),
 	})
 	out = append(out, CheckFileMax())
 	fs := filesystems()

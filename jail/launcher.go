@@ -170,10 +170,9 @@ type Launcher struct {
 	// initFilter the init's once it has hardened itself: see
 	// pid1.PrepareSpec.SpawnSeccomp and InitSeccomp.
 	spawnFilter, initFilter []byte
-	// reaper, when set, is the config of a zygote's sandbox's pid 1: a
-	// reaper (jail/reaper), whose root the supervisor builds (buildRoot),
-	// instead of a Go init. Nil where the kernel can't mount the proc of
-	// another pid namespace (pid1.ProcPidnsSupported).
+	// reaper, when set, is the run-independent config of a sandbox's pid 1:
+	// a reaper (jail/reaper), which builds the root itself, instead of a Go
+	// init. Nil only when turned off for tests (reaperOff).
 	reaper  *reaper.Config
 	ids     *idAllocator
 	scratch string

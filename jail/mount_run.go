@@ -97,14 +97,11 @@ func attachMounts(ns int, ms []Mount, fds []int) error {
 	return nil
 }
 
-// resizeScratch sets the slot's scratch tmpfs to bytes, through its fspick
-// context: the supervisor's own (scratchCtx) or a copy of the init's
-// descriptor (scratchFD). It bounds all the run's writable space, so that
-// filling it ends in ENOSPC rather than an OOM kill.
+// resizeScratch sets the slot's scratch tmpfs to bytes, through a copy of
+// its pid 1's fspick context (scratchFD, which an init and a reaper keep
+// open). It bounds all the run's writable space, so that filling it ends in
+// ENOSPC rather than an OOM kill.
 func (s *slot) resizeScratch(bytes int64) error {
-	if s.scratchCtx != nil {
-		return resizeContext(int(s.scratchCtx.Fd()), bytes)
-	}
 	pid := s.cmd.Process.Pid
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {

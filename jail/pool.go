@@ -52,9 +52,6 @@ type slot struct {
 	// scratchFD is the init's descriptor of its scratch tmpfs's reconfiguration
 	// context, from its ready message.
 	scratchFD int
-	// scratchCtx is that context when the supervisor built the root (a
-	// reaper's sandbox, rootbuild.go), and then holds it itself.
-	scratchCtx *os.File
 	// baseline is the cgroup's CPU time before the run (the init's own start and
 	// preparing), subtracted from the run's CPU time.
 	baseline time.Duration
@@ -531,12 +528,12 @@ func (s *slot) discard() error {
 	if s.zchild != nil {
 		s.zchild.kill()
 	}
-	for _, f := range []*os.File{s.spec, s.status, s.stdout, s.stderr, s.scratchCtx} {
+	for _, f := range []*os.File{s.spec, s.status, s.stdout, s.stderr} {
 		if f != nil {
 			f.Close()
 		}
 	}
-	s.spec, s.status, s.stdout, s.stderr, s.scratchCtx = nil, nil, nil, nil, nil
+	s.spec, s.status, s.stdout, s.stderr = nil, nil, nil, nil
 	if s.group != nil {
 		err = s.group.Delete()
 		s.group = nil

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,7 +83,7 @@ func checkHardenedPID1(t *testing.T, res *Result, name, start string) {
 func TestReaperIsHardenedPID1(t *testing.T) {
 	l := warmPythonLauncher(t)
 	if l.reaper == nil {
-		t.Fatal("this kernel can't mount the proc of another pid namespace; the reaper is off (pid1.ProcPidnsSupported)")
+		t.Fatal("the reaper is off")
 	}
 	waitWarm(t, l)
 	checkHardenedPID1(t, run(t, l, rootfs.Python, pid1Probe), "brig-reaper", StartWarm)
@@ -103,15 +104,84 @@ func TestReaperIsHardenedPID1(t *testing.T) {
 			t.Errorf("the reaper's status has no %q:\n%s", want, b)
 		}
 	}
-	// Its one descriptor is the status pipe.
+	// Its descriptors are the status pipe and its scratch tmpfs's context,
+	// which a Go init keeps too.
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.cmd.Process.Pid))
-	if err != nil || len(fds) != 1 || fds[0].Name() != strconv.Itoa(reaper.StatusFD) {
-		t.Errorf("the reaper's descriptors: %v (%v), want only %d", fds, err, reaper.StatusFD)
+	if err != nil || len(fds) != 2 || fds[0].Name() != strconv.Itoa(reaper.StatusFD) || fds[1].Name() != strconv.Itoa(reaper.ScratchFD) {
+		t.Fatalf("the reaper's descriptors: %v (%v), want %d and %d", fds, err, reaper.StatusFD, reaper.ScratchFD)
+	}
+	if ctx, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", s.cmd.Process.Pid, reaper.ScratchFD)); err != nil || ctx != "anon_inode:[fscontext]" {
+		t.Errorf("the reaper's descriptor %d: %q (%v), want its scratch tmpfs's context", reaper.ScratchFD, ctx, err)
 	}
 }
 
-// TestZygoteSandboxWithGoInit: where the reaper is off (a kernel without
-// proc's pidns parameter), a zygote's sandbox has a Go init, as hardened.
+// TestReaperBuildsTheSameRoot: the root a reaper builds (its C build_root) is
+// the one a Go init builds (pid1's rootSteps): the same mounts in the same
+// order, with the same sources, options and filesystems, the same /dev, the
+// same owner of /sandbox and the same hostname, and the same scratch size,
+// which the run's memory limit resizes through the kept context in both.
+func TestReaperBuildsTheSameRoot(t *testing.T) {
+	const probe = `import os
+for line in open('/proc/self/mountinfo'):
+    f = line.split()
+    sep = f.index('-')
+    # root, mount point, options, optional fields; the filesystem, source, super options
+    print(' '.join(f[3:6] + f[6:sep] + f[sep + 1:]))
+for n in sorted(os.listdir('/dev')):
+    st = os.lstat('/dev/' + n)
+    print('dev', n, oct(st.st_mode), st.st_rdev, os.readlink('/dev/' + n) if os.path.islink('/dev/' + n) else '')
+st = os.stat('/sandbox')
+print('sandbox', st.st_uid, st.st_gid, oct(st.st_mode), os.uname().nodename)
+v = os.statvfs('/tmp')
+print('scratch', v.f_blocks * v.f_frsize)
+`
+	tables := map[bool]string{}
+	for goInit, pid1Name := range map[bool]string{true: "exe", false: "brig-reaper"} {
+		programReaperOff = goInit // read at each clone
+		l := newTestLauncher(t, 0, func(c *Config) { c.Warm = nil })
+		res := run(t, l, rootfs.Python, probe+"print('pid 1', open('/proc/1/comm').read().strip())\n",
+			func(s *Spec) { s.MemoryBytes = 256 << 20 })
+		programReaperOff = false
+		if !res.Succeeded() {
+			t.Fatalf("go init %v: %s (%s) %s", goInit, res.End, res.Message, res.Stderr)
+		}
+		// The pid 1 differs, and nothing else.
+		table, ok := strings.CutSuffix(res.Stdout, "pid 1 "+pid1Name+"\n")
+		if !ok {
+			t.Fatalf("go init %v: pid 1 is not %s:\n%s", goInit, pid1Name, res.Stdout)
+		}
+		tables[goInit] = table
+	}
+	if tables[true] != tables[false] {
+		t.Errorf("the roots differ:\n%s", lineDiff(tables[true], tables[false]))
+	}
+	if !strings.Contains(tables[false], "scratch 134217728\n") {
+		t.Errorf("the scratch tmpfs is not half of the run's 256 MiB:\n%s", tables[false])
+	}
+}
+
+// lineDiff lists the lines of a (-) and b (+) that the other lacks.
+func lineDiff(a, b string) string {
+	var out []string
+	as, bs := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for _, l := range as {
+		if !slices.Contains(bs, l) {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range bs {
+		if !slices.Contains(as, l) {
+			out = append(out, "+ "+l)
+		}
+	}
+	if len(out) == 0 {
+		return "(the same lines, in another order)"
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestZygoteSandboxWithGoInit: where the reaper is off, a zygote's sandbox
+// has a Go init, as hardened.
 func TestZygoteSandboxWithGoInit(t *testing.T) {
 	reaperOff = true
 	l := warmPythonLauncher(t)
@@ -137,7 +207,7 @@ func TestZygoteSandboxWithGoInit(t *testing.T) {
 func TestColdReaperStartsTheProgram(t *testing.T) {
 	l := newTestLauncher(t, 1, func(c *Config) { c.Warm = nil })
 	if l.reaper == nil {
-		t.Fatal("this kernel can't mount the proc of another pid namespace; the reaper is off (pid1.ProcPidnsSupported)")
+		t.Fatal("the reaper is off")
 	}
 	res := run(t, l, rootfs.Python, pid1Probe+"print('ppid', os.getppid())\n")
 	checkHardenedPID1(t, res, "brig-reaper", StartCold)
@@ -153,7 +223,7 @@ func TestColdReaperStartsTheProgram(t *testing.T) {
 func TestWarmJavaScriptReaper(t *testing.T) {
 	l := newTestLauncher(t, 1, func(c *Config) { c.Warm = map[rootfs.Language]bool{rootfs.JavaScript: true} })
 	if l.reaper == nil {
-		t.Fatal("this kernel can't mount the proc of another pid namespace; the reaper is off (pid1.ProcPidnsSupported)")
+		t.Fatal("the reaper is off")
 	}
 	waitWarm(t, l)
 	key := poolKey(rootOf(t, l, rootfs.JavaScript), rootfs.JavaScript)

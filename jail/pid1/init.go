@@ -66,9 +66,6 @@ type initState struct {
 	// so that the parent can resize it once the tmpfs has no path (after
 	// pivot_root) and the init is filtered.
 	scratchFD int
-	// pidns, when set, is the pid namespace whose proc mountProc mounts
-	// (BuildRoot); nil for an init, which mounts its own.
-	pidns *os.File
 	// warmPID is the waiting interpreter of a warm sandbox, and warmConn the
 	// init's end of the socket (WarmFD in the interpreter) over which it gets
 	// its run's environment; zero and nil in a cold sandbox.
@@ -84,9 +81,10 @@ type step struct {
 }
 
 // rootSteps build a sandbox's root: its loopback, its mounts, pivot_root and
-// its hostname. A pooled init runs them among prepareSteps; for a zygote's
-// sandbox whose pid 1 is a reaper (jail/reaper), a thread of the supervisor
-// runs them from inside the sandbox's namespaces (BuildRoot).
+// its hostname. A pooled init runs them among prepareSteps; a sandbox whose
+// pid 1 is a reaper (jail/reaper) has the same steps, under the same names,
+// from the reaper's C (build_root), which TestReaperBuildsTheSameRoot
+// compares with these.
 var rootSteps = []step{
 	{"loopback", func(*initState) error { return LinkUp("lo") }},
 	// Mounts need root and the host's /dev/null, so they come before pivot_root.
@@ -135,29 +133,6 @@ var prepareSteps = slices.Concat([]step{
 	// starts a cold run's, and waits until it is ready for its program.
 	{"warm interpreter", startWarm},
 })
-
-// BuildRoot runs rootSteps for a sandbox whose pid 1 is not a Go init (a
-// reaper), from a thread of the supervisor: the calling goroutine holds its
-// thread (runtime.LockOSThread) and never gives it back, has unshared the
-// thread's filesystem attributes (CLONE_FS: its root, working directory and
-// umask are the thread's own) and has joined the sandbox's mount, network and
-// UTS namespaces. pidns is the sandbox's pid namespace, whose proc it mounts
-// (ProcPidnsSupported). The thread is host root, as an init is before it
-// hardens itself, so that what it makes is owned as a Go init would make it.
-// It returns the scratch tmpfs's reconfiguration context (close-on-exec), the
-// caller's to close.
-func BuildRoot(prep *PrepareSpec, pidns *os.File) (scratchFD int, err error) {
-	st := &initState{prep: *prep, pidns: pidns, scratchFD: -1}
-	for _, s := range rootSteps {
-		if err := s.run(st); err != nil {
-			if st.scratchFD >= 0 {
-				unix.Close(st.scratchFD)
-			}
-			return -1, fmt.Errorf("step %q: %w", s.name, err)
-		}
-	}
-	return st.scratchFD, nil
-}
 
 // runSteps put the run's program in place; startProgram then forks it.
 var runSteps = []step{

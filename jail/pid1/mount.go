@@ -222,26 +222,26 @@ func ReadOnlyView(src, empty string) (int, error) {
 func mountProc(st *initState) error {
 	s := &st.prep
 	proc := filepath.Join(s.Scratch, scratchRoot, "proc")
-	if err := mountProcOf(st.pidns, proc); err != nil {
+	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mounting proc at %q: %w", proc, err)
 	}
 	// The run's own /dev/null (mountDev comes first), not the host's, whose
 	// devtmpfs options would tell the run the host's memory size.
 	null := filepath.Join(s.Scratch, scratchRoot, "dev", "null")
-	have := procPaths()
-	for _, f := range have.files {
+	have := ProcPaths()
+	for _, f := range have.Files {
 		p := filepath.Join(proc, f)
 		if err := unix.Mount(null, p, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("masking %q: %w", p, err)
 		}
 	}
-	for _, d := range have.dirs {
+	for _, d := range have.Dirs {
 		p := filepath.Join(proc, d)
 		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0"); err != nil {
 			return fmt.Errorf("masking %q: %w", p, err)
 		}
 	}
-	for _, d := range have.readOnly {
+	for _, d := range have.ReadOnly {
 		p := filepath.Join(proc, d)
 		if err := bindReadOnly(p, p, unix.MOUNT_ATTR_NOEXEC); err != nil {
 			return err
@@ -250,16 +250,20 @@ func mountProc(st *initState) error {
 	return nil
 }
 
-// procPaths are the paths of MaskedProcFiles, MaskedProcDirs and
+// ProcPathList is which of MaskedProcFiles, MaskedProcDirs and readOnlyProc
+// a proc has.
+type ProcPathList struct{ Files, Dirs, ReadOnly []string }
+
+// ProcPaths are the paths of MaskedProcFiles, MaskedProcDirs and
 // readOnlyProc that this kernel's proc has, looked up once per process in
-// the proc it has mounted (the host's, for the supervisor and for an init
-// before its pivot_root): which of them a proc has is the kernel's build,
-// the same for every sandbox. (Looked up in each sandbox's new proc, the 20
-// lookups were a tenth of a root's build: `perf record -a -g` during `brig
-// bench -c 2`.) A path missing there is missing in the sandbox's proc too;
-// one that is there and missing in the sandbox's fails the mount, and the
-// build.
-var procPaths = sync.OnceValue(func() (have struct{ files, dirs, readOnly []string }) {
+// the proc it has mounted (the host's, for the supervisor, which sends them
+// to a reaper, and for an init before its pivot_root): which of them a proc
+// has is the kernel's build, the same for every sandbox. (Looked up in each
+// sandbox's new proc, the 20 lookups were a tenth of a root's build: `perf
+// record -a -g` during `brig bench -c 2`.) A path missing there is missing in
+// the sandbox's proc too; one that is there and missing in the sandbox's
+// fails the mount, and the build.
+var ProcPaths = sync.OnceValue(func() (have ProcPathList) {
 	has := func(names []string) []string {
 		var out []string
 		for _, n := range names {
@@ -269,69 +273,8 @@ var procPaths = sync.OnceValue(func() (have struct{ files, dirs, readOnly []stri
 		}
 		return out
 	}
-	have.files, have.dirs, have.readOnly = has(MaskedProcFiles), has(MaskedProcDirs), has(readOnlyProc)
-	return have
+	return ProcPathList{has(MaskedProcFiles), has(MaskedProcDirs), has(readOnlyProc)}
 })
-
-// mountProcOf mounts at target the proc of pidns, or with a nil pidns the
-// caller's own (mount(2) gives the proc of the caller's pid namespace, which
-// is the run's for an init). A supervisor's thread is in the host's, and names
-// the run's through the filesystem context (ProcPidnsSupported); the mount
-// reads as mount(2)'s does in the run's mount table.
-func mountProcOf(pidns *os.File, target string) error {
-	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
-	if pidns == nil {
-		return unix.Mount("proc", target, "proc", flags, "")
-	}
-	fsfd, err := procContext(pidns)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fsfd)
-	if err := unix.FsconfigCreate(fsfd); err != nil {
-		return fmt.Errorf("creating proc: %w", err)
-	}
-	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
-	if err != nil {
-		return fmt.Errorf("fsmount proc: %w", err)
-	}
-	defer unix.Close(mfd)
-	return unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH)
-}
-
-// procContext opens a proc filesystem context of pidns, its source named as
-// mount(2) names it.
-func procContext(pidns *os.File) (int, error) {
-	fsfd, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
-	if err != nil {
-		return -1, fmt.Errorf("fsopen proc: %w", err)
-	}
-	if err := unix.FsconfigSetString(fsfd, "source", "proc"); err != nil {
-		unix.Close(fsfd)
-		return -1, fmt.Errorf("naming proc's source: %w", err)
-	}
-	if err := unix.FsconfigSetFd(fsfd, "pidns", int(pidns.Fd())); err != nil {
-		unix.Close(fsfd)
-		return -1, fmt.Errorf("setting proc's pid namespace: %w", err)
-	}
-	return fsfd, nil
-}
-
-// ProcPidnsSupported reports, with nil, whether this kernel can mount the
-// proc of a pid namespace other than the caller's (proc's "pidns" parameter,
-// Linux 6.15), which BuildRoot needs; it mounts nothing.
-func ProcPidnsSupported() error {
-	own, err := os.Open("/proc/self/ns/pid")
-	if err != nil {
-		return err
-	}
-	defer own.Close()
-	fsfd, err := procContext(own)
-	if err != nil {
-		return err
-	}
-	return unix.Close(fsfd)
-}
 
 // mountDev makes a minimal /dev: a small tmpfs with the device nodes of devNodes,
 // the usual symlinks, and /dev/shm bound from the scratch tmpfs so that shared memory

@@ -9,6 +9,7 @@
 #include <asm/unistd.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
+#include <linux/mount.h>
 #include <linux/poll.h>
 #include <linux/prctl.h>
 #include <linux/sched.h>
@@ -44,6 +45,16 @@
 #define PROT_WRITE 2
 #define MAP_PRIVATE 2
 #define MAP_ANONYMOUS 0x20
+#define O_EXCL 0200
+#define S_IFCHR 0020000
+#define AF_INET 2
+#define SOCK_DGRAM 2
+#define SIOCGIFFLAGS 0x8913
+#define SIOCSIFFLAGS 0x8914
+#define IFF_UP 1
+#define PATH_MAX 4096
+#define AT_RECURSIVE 0x8000
+#define MNT_DETACH 2
 
 #if defined(__x86_64__)
 static long sys6(long n, long a, long b, long c, long d, long e, long f) {
@@ -430,6 +441,200 @@ static int start_warm(const struct reaper_config *cfg, long *pid) {
 	return sv[0];
 }
 
+// The root's strings (struct reaper_config's root_*).
+static char *root_str[5];
+static char *root_binds[2 * REAPER_MAX_BINDS + 1];
+static char *proc_files[REAPER_MAX_PROC + 1], *proc_dirs[REAPER_MAX_PROC + 1], *proc_ro[REAPER_MAX_PROC + 1];
+
+// join writes a, "/" and b to buf (PATH_MAX) and returns it; a path that
+// would not fit fails step.
+static char *join(char *buf, const char *a, const char *b, const char *step) {
+	size_t at = 0;
+	append(buf, PATH_MAX, &at, a);
+	append(buf, PATH_MAX, &at, "/");
+	append(buf, PATH_MAX, &at, b);
+	if (at + 1 >= PATH_MAX)
+		fail(step, E2BIG);
+	return buf;
+}
+
+static void must(long r, const char *step) {
+	if (r < 0)
+		fail(step, r);
+}
+
+static long mount5(const char *src, const char *dst, const char *type, unsigned long flags, const char *data) {
+	return sys5(__NR_mount, src, dst, type, flags, data);
+}
+
+// new_mount makes a detached mount of a filesystem of type with the given
+// string parameters (pairs, then a null) and mount attributes: its fd.
+static long new_mount(const char *type, const char *const *params, unsigned long attrs, const char *step) {
+	long fs = sys2(__NR_fsopen, type, FSOPEN_CLOEXEC);
+	must(fs, step);
+	for (; *params; params += 2)
+		must(sys5(__NR_fsconfig, fs, FSCONFIG_SET_STRING, params[0], params[1], 0), step);
+	must(sys5(__NR_fsconfig, fs, FSCONFIG_CMD_CREATE, 0, 0, 0), step);
+	long m = sys3(__NR_fsmount, fs, FSMOUNT_CLOEXEC, attrs);
+	must(m, step);
+	sys1(__NR_close, fs);
+	return m;
+}
+
+static void move_to(long m, const char *dst, const char *step) {
+	must(sys5(__NR_move_mount, m, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH), step);
+	sys1(__NR_close, m);
+}
+
+// bind_read_only binds src with its submounts at dst, read-only, nosuid,
+// nodev and noexec, as pid1's bindReadOnly.
+static void bind_read_only(const char *src, const char *dst, const char *step) {
+	must(mount5(src, dst, 0, MS_BIND | MS_REC, 0), step);
+	struct mount_attr attr = {MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 0, 0, 0};
+	must(sys5(__NR_mount_setattr, AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof attr), step);
+}
+
+// build_root builds the sandbox's root as pid1's rootSteps do, step for step
+// and under the same step names, from the namespaces this process was cloned
+// into: it is their pid 1, host root until harden, and mounts its own proc.
+// The scratch tmpfs's reconfiguration context stays open as
+// REAPER_SCRATCH_FD.
+static void build_root(const struct reaper_config *cfg) {
+	char a[PATH_MAX], b[PATH_MAX], num[24];
+	const char *scratch = root_str[0], *lower = root_str[1], *empty = root_str[2], *hostname = root_str[3],
+		   *boot = root_str[4];
+	long r;
+
+	// "loopback": lo up (pid1's LinkUp).
+	long sock = sys3(__NR_socket, AF_INET, SOCK_DGRAM | O_CLOEXEC, 0);
+	must(sock, "loopback");
+	struct {
+		char name[16];
+		short flags;
+		char pad[22];
+	} ifr = {"lo", 0, {0}};
+	must(sys3(__NR_ioctl, sock, SIOCGIFFLAGS, &ifr), "loopback");
+	ifr.flags |= IFF_UP;
+	must(sys3(__NR_ioctl, sock, SIOCSIFFLAGS, &ifr), "loopback");
+	sys1(__NR_close, sock);
+
+	must(mount5("", "/", 0, MS_REC | MS_PRIVATE, 0), "mount propagation");
+
+	// "scratch tmpfs": its size, and its context kept for the supervisor.
+	const char *tmpfs[] = {"size", utoa(cfg->scratch_bytes, num + sizeof num), "mode", "0755", 0};
+	move_to(new_mount("tmpfs", tmpfs, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "scratch tmpfs"), scratch, "scratch tmpfs");
+	long ctx = sys3(__NR_fspick, AT_FDCWD, scratch, FSPICK_CLOEXEC);
+	must(ctx, "scratch tmpfs");
+	if (ctx != REAPER_SCRATCH_FD) { // it may be that number already (close-on-exec)
+		must(sys3(__NR_dup3, ctx, REAPER_SCRATCH_FD, O_CLOEXEC), "scratch tmpfs");
+		sys1(__NR_close, ctx);
+	}
+	must(sys1(__NR_chdir, scratch), "scratch tmpfs");
+	static const char *const dirs[] = {"upper", "work", "root", "lower", "empty"};
+	for (int i = 0; i < 5; i++)
+		must(sys3(__NR_mkdirat, AT_FDCWD, dirs[i], 0755), "scratch tmpfs");
+	must(sys3(__NR_mkdirat, AT_FDCWD, "shm", 0777), "scratch tmpfs");
+	must(sys4(__NR_fchmodat, AT_FDCWD, "shm", 01777, 0), "scratch tmpfs");
+
+	// "overlay root": relative paths, so the mount table names no host one.
+	must(mount5(lower, "lower", 0, MS_BIND, 0), "overlay root");
+	must(mount5("overlay", "root", "overlay", MS_NOSUID | MS_NODEV,
+		    "lowerdir=lower,upperdir=upper,workdir=work,xino=on"),
+	     "overlay root");
+
+	// "read-only binds": each host folder a view of its own
+	// (pid1.ReadOnlyView).
+	if (cfg->root_nbinds > 0) {
+		must(mount5(empty, "empty", 0, MS_BIND, 0), "read-only binds");
+		for (uint32_t i = 0; i < cfg->root_nbinds; i++) {
+			size_t at = 0;
+			append(b, PATH_MAX, &at, root_binds[2 * i]);
+			append(b, PATH_MAX, &at, ":empty");
+			if (at + 1 >= PATH_MAX)
+				fail("read-only binds", E2BIG);
+			const char *view[] = {"source", "overlay", "lowerdir", b, "xino", "auto", 0};
+			long m = new_mount("overlay", view, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+					   "read-only binds");
+			move_to(m, join(a, "root", root_binds[2 * i + 1], "read-only binds"), "read-only binds");
+		}
+	}
+
+	// "dev": device nodes, links, /dev/shm from the scratch tmpfs, a devpts
+	// of its own, then no new device node (pid1's mountDev).
+	must(mount5("tmpfs", "root/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755"), "dev");
+	long old = sys1(__NR_umask, 0);
+	static const struct {
+		const char *name;
+		unsigned major, minor;
+	} nodes[] = {{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
+	for (int i = 0; i < 6; i++) {
+		unsigned long dev = ((unsigned long)(nodes[i].major & 0xfff) << 8) | (nodes[i].minor & 0xff) |
+				    ((unsigned long)(nodes[i].minor & ~0xffu) << 12);
+		must(sys4(__NR_mknodat, AT_FDCWD, join(a, "root/dev", nodes[i].name, "dev"), S_IFCHR | 0666, dev),
+		     "dev");
+	}
+	static const char *const links[][2] = {{"fd", "/proc/self/fd"},       {"stdin", "/proc/self/fd/0"},
+						{"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
+						{"core", "/proc/kcore"},       {"ptmx", "pts/ptmx"}};
+	for (int i = 0; i < 6; i++)
+		must(sys3(__NR_symlinkat, links[i][1], AT_FDCWD, join(a, "root/dev", links[i][0], "dev")), "dev");
+	must(sys3(__NR_mkdirat, AT_FDCWD, "root/dev/shm", 0755), "dev");
+	must(mount5("shm", "root/dev/shm", 0, MS_BIND, 0), "dev");
+	must(sys3(__NR_mkdirat, AT_FDCWD, "root/dev/pts", 0755), "dev");
+	must(mount5("devpts", "root/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		    "newinstance,ptmxmode=0666,mode=0620,max=64"),
+	     "dev");
+	sys1(__NR_umask, old);
+	must(mount5("", "root/dev", 0, MS_REMOUNT | MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755"), "dev");
+
+	// "proc": its own pid namespace's, which pid 1 mounts plainly, masked
+	// with the run's /dev/null and empty tmpfs, its tunables read-only.
+	must(mount5("proc", "root/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, 0), "proc");
+	for (uint32_t i = 0; i < cfg->root_nfiles; i++)
+		must(mount5("root/dev/null", join(a, "root/proc", proc_files[i], "proc"), 0, MS_BIND, 0), "proc");
+	for (uint32_t i = 0; i < cfg->root_ndirs; i++)
+		must(mount5("tmpfs", join(a, "root/proc", proc_dirs[i], "proc"), "tmpfs",
+			    MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0"),
+		     "proc");
+	for (uint32_t i = 0; i < cfg->root_nro; i++) {
+		join(a, "root/proc", proc_ro[i], "proc");
+		bind_read_only(a, a, "proc");
+	}
+
+	// "pivot_root": the old root stacked under the new one, then detached.
+	must(sys1(__NR_chdir, "root"), "pivot_root");
+	must(sys2(__NR_pivot_root, ".", "."), "pivot_root");
+	must(sys2(__NR_umount2, ".", MNT_DETACH), "pivot_root");
+	must(sys1(__NR_chdir, "/"), "pivot_root");
+
+	must(sys5(__NR_fchownat, AT_FDCWD, "/sandbox", cfg->root_uid, cfg->root_gid, 0), "sandbox dir");
+	if (*boot) {
+		long fd = sys4(__NR_openat, AT_FDCWD, REAPER_WARM_BOOT, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			       0400);
+		must(fd, "warm bootstrap");
+		must(write_all(fd, boot, length(boot)), "warm bootstrap");
+		must(sys3(__NR_fchown, fd, cfg->root_uid, cfg->root_gid), "warm bootstrap");
+		sys1(__NR_close, fd);
+	}
+	if ((r = sys2(__NR_sethostname, hostname, length(hostname))) < 0)
+		fail("hostname", r);
+}
+
+// read_root reads the root's strings.
+static void read_root(const struct reaper_config *cfg) {
+	if (cfg->root_size == 0 || cfg->root_size > REAPER_MAX_ROOT || cfg->root_nbinds > REAPER_MAX_BINDS ||
+	    cfg->root_nfiles > REAPER_MAX_PROC || cfg->root_ndirs > REAPER_MAX_PROC || cfg->root_nro > REAPER_MAX_PROC)
+		fail("reading the config", EINVAL);
+	char *buf = read_frame(cfg->root_size, "reading the config"), *end = buf + cfg->root_size;
+	char *p = strings(buf, end, root_str, 5, "reading the config");
+	p = strings(p, end, root_binds, 2 * cfg->root_nbinds, "reading the config");
+	p = strings(p, end, proc_files, cfg->root_nfiles, "reading the config");
+	p = strings(p, end, proc_dirs, cfg->root_ndirs, "reading the config");
+	p = strings(p, end, proc_ro, cfg->root_nro, "reading the config");
+	if (p != end)
+		fail("reading the config", EINVAL);
+}
+
 static void harden(const struct reaper_config *cfg);
 
 // run_program reads the run, writes its script and starts its program: hands
@@ -536,11 +741,19 @@ static void harden(const struct reaper_config *cfg) {
 		fail("init seccomp", r);
 }
 
-// keep_only_status closes every descriptor but the status pipe: 0, or -errno.
+// keep_only_status closes every descriptor but the status pipe and the
+// scratch tmpfs's context: 0, or -errno.
 static long keep_only_status(void) {
+	_Static_assert(REAPER_SCRATCH_FD == REAPER_STATUS_FD + 1, "the two descriptors kept are adjacent");
 	long r = sys3(__NR_close_range, 0, REAPER_STATUS_FD - 1, 0);
-	return r < 0 ? r : sys3(__NR_close_range, REAPER_STATUS_FD + 1, ~0U, 0);
+	return r < 0 ? r : sys3(__NR_close_range, REAPER_SCRATCH_FD + 1, ~0U, 0);
 }
+
+#define STR(x) #x
+#define XSTR(x) STR(x)
+// "ready", with the descriptor of the scratch tmpfs's context, as a Go
+// init's (pid1.Message's ScratchFD).
+#define READY "{\"kind\":\"ready\",\"scratch_fd\":" XSTR(REAPER_SCRATCH_FD) "}\n"
 
 static __attribute__((noreturn)) void reaper_main(void) {
 	// Named for what it is in ps and /proc/1/comm, not after the path it
@@ -570,6 +783,7 @@ static __attribute__((noreturn)) void reaper_main(void) {
 		read_or_fail(prog_filter, cfg.prog_filter_len * sizeof prog_filter[0], "reading the filter");
 		read_or_fail(rlimits, cfg.nrlimits * sizeof rlimits[0], "reading the config");
 	}
+	read_root(&cfg);
 
 	// As the Go init's prepareSteps and hardenSteps (package pid1): the
 	// cgroup namespace once the supervisor has moved it into the run's
@@ -579,6 +793,7 @@ static __attribute__((noreturn)) void reaper_main(void) {
 	// no_new_privs and a filter (harden).
 	if ((r = sys1(__NR_unshare, CLONE_NEWCGROUP)) < 0)
 		fail("cgroup namespace", r);
+	build_root(&cfg);
 	for (uint32_t c = 0; c <= cfg.last_cap; c++)
 		if ((r = sys2(__NR_prctl, PR_CAPBSET_DROP, c)) < 0)
 			fail("capability bounding set", r);
@@ -608,7 +823,7 @@ static __attribute__((noreturn)) void reaper_main(void) {
 		long warm_pid = 0;
 		if (cfg.warm_argc > 0)
 			warm_fd = start_warm(&cfg, &warm_pid);
-		say(REAPER_STATUS_FD, "{\"kind\":\"ready\"}\n");
+		say(REAPER_STATUS_FD, READY);
 		prog_pid = run_program(&cfg, warm_fd, warm_pid);
 		hardened = warm_fd >= 0;
 		report("started", 0, 0);
@@ -635,7 +850,7 @@ static __attribute__((noreturn)) void reaper_main(void) {
 			}
 		}
 	}
-	say(REAPER_STATUS_FD, "{\"kind\":\"ready\"}\n");
+	say(REAPER_STATUS_FD, READY);
 	// Nothing of the supervisor's is left open but the status pipe, whose
 	// EOF tells the supervisor that pid 1 is gone, as an init's does.
 	if (keep_only_status() < 0)

@@ -65,6 +65,55 @@ type Config struct {
 	// Program, when set, makes it a cold sandbox's pid 1, which starts the
 	// run's program (MarshalRun) before it hardens itself.
 	Program *ProgramConfig
+	// Root is the root it builds, first thing (as pid1's rootSteps).
+	// Required.
+	Root *RootConfig
+}
+
+// RootConfig is what the reaper builds its sandbox's root from: the fields
+// of pid1.PrepareSpec of the same names, and the proc paths that this kernel
+// has of pid1's masked and read-only lists (pid1.ProcPaths).
+type RootConfig struct {
+	Scratch, Lower, Empty, Hostname, WarmBoot string
+	ScratchBytes                              int64
+	HostUID, HostGID                          int
+	Binds                                     []pid1.Bind
+	ProcFiles, ProcDirs, ProcReadOnly         []string
+}
+
+// ScratchFD is the reaper's descriptor of its scratch tmpfs's
+// reconfiguration context, which it says in "ready" as a Go init does.
+const ScratchFD = C.REAPER_SCRATCH_FD
+
+// warmBootPath is where the reaper writes a warm sandbox's bootstrap:
+// pid1.WarmBootPath (TestRootConfig).
+const warmBootPath = C.REAPER_WARM_BOOT
+
+func (r *RootConfig) strings() ([]byte, error) {
+	if len(r.Binds) > C.REAPER_MAX_BINDS || len(r.ProcFiles) > C.REAPER_MAX_PROC || len(r.ProcDirs) > C.REAPER_MAX_PROC ||
+		len(r.ProcReadOnly) > C.REAPER_MAX_PROC {
+		return nil, fmt.Errorf("a root of %d binds and %d, %d and %d proc paths (at most %d and %d)",
+			len(r.Binds), len(r.ProcFiles), len(r.ProcDirs), len(r.ProcReadOnly), C.REAPER_MAX_BINDS, C.REAPER_MAX_PROC)
+	}
+	if r.Scratch == "" || r.Lower == "" || r.Empty == "" || r.Hostname == "" || r.ScratchBytes <= 0 || r.HostUID <= 0 || r.HostGID <= 0 {
+		return nil, fmt.Errorf("a root without its scratch, lower or empty directory, hostname, scratch size or owner: %+v", *r)
+	}
+	strs := []string{r.Scratch, r.Lower, r.Empty, r.Hostname, r.WarmBoot}
+	for _, b := range r.Binds {
+		strs = append(strs, b.Source, b.Target)
+	}
+	strs = slices.Concat(strs, r.ProcFiles, r.ProcDirs, r.ProcReadOnly)
+	var b []byte
+	for _, s := range strs {
+		if strings.IndexByte(s, 0) >= 0 {
+			return nil, fmt.Errorf("a root's path or string with a NUL byte")
+		}
+		b = append(append(b, s...), 0)
+	}
+	if len(b) > C.REAPER_MAX_ROOT {
+		return nil, fmt.Errorf("a root of %d bytes (at most %d)", len(b), C.REAPER_MAX_ROOT)
+	}
+	return b, nil
 }
 
 // ProgramConfig is what a cold sandbox's reaper needs to start the run's
@@ -117,12 +166,22 @@ func (c Config) Marshal() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, C.sizeof_struct_reaper_config+8*len(c.Filter)+len(p.SpawnFilter)+len(p.Filter)+24*len(p.Rlimits))
+	if c.Root == nil {
+		return nil, fmt.Errorf("a reaper config without its root")
+	}
+	root, err := c.Root.strings()
+	if err != nil {
+		return nil, err
+	}
+	rc := c.Root
+	b := make([]byte, 0, C.sizeof_struct_reaper_config+8*len(c.Filter)+len(p.SpawnFilter)+len(p.Filter)+24*len(p.Rlimits)+len(root))
 	for _, v := range []int{C.REAPER_VERSION, c.UID, c.GID, c.LastCap, len(c.Filter), mode,
 		p.UID, p.GID, p.HostUID, p.HostGID, len(p.SpawnFilter) / 8, len(p.Filter) / 8, len(p.Rlimits),
-		len(warm), len(p.WarmArgv), len(p.WarmEnv)} {
+		len(warm), len(p.WarmArgv), len(p.WarmEnv),
+		len(root), len(rc.Binds), len(rc.ProcFiles), len(rc.ProcDirs), len(rc.ProcReadOnly), rc.HostUID, rc.HostGID, 0} {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
 	}
+	b = binary.LittleEndian.AppendUint64(b, uint64(rc.ScratchBytes))
 	b = append(b, c.Filter.Marshal()...)
 	if c.Program != nil {
 		b = append(append(b, p.SpawnFilter...), p.Filter...)
@@ -133,7 +192,7 @@ func (c Config) Marshal() ([]byte, error) {
 			b = binary.LittleEndian.AppendUint64(b, r.Max)
 		}
 	}
-	return b, nil
+	return append(b, root...), nil
 }
 
 // MarshalWarm is what the reaper of a warm sandbox reads, once its root is

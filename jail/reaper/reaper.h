@@ -5,7 +5,7 @@
 #define REAPER_ARG "reaper"
 #define REAPER_SPEC_FD 3
 #define REAPER_STATUS_FD 4
-#define REAPER_VERSION 2
+#define REAPER_VERSION 3
 #define REAPER_MAX_FILTER 4096
 #define REAPER_MAX_RLIMITS 16
 // A run's frame (struct reaper_run and its strings) is at most this long: the
@@ -14,6 +14,16 @@
 #define REAPER_MAX_RUN (64 << 20)
 #define REAPER_MAX_ARGS 64
 #define REAPER_MAX_ENV 512
+// The root's strings (struct reaper_config's root_*): at most this many binds
+// and masked or frozen proc paths of each kind, and this many bytes in all.
+#define REAPER_MAX_BINDS 64
+#define REAPER_MAX_PROC 64
+#define REAPER_MAX_ROOT (1 << 20)
+// The scratch tmpfs's reconfiguration context, which the reaper keeps open
+// (close-on-exec) for the supervisor to take (pidfd_getfd) and resize it.
+#define REAPER_SCRATCH_FD 5
+// pid1.WarmBootPath, where a warm sandbox's bootstrap is written.
+#define REAPER_WARM_BOOT "/sandbox/.brg.js"
 
 // Modes: a zygote's sandbox, whose program is the zygote's child (the reaper
 // only reaps), or a cold sandbox, whose program the reaper starts.
@@ -26,7 +36,8 @@ struct reaper_rlimit {
 };
 
 // The config, then the reaper's own filter (filter_len instructions); in
-// program mode then the spawner's filter, the program's and the rlimits. A warm
+// program mode then the spawner's filter, the program's and the rlimits; then
+// the root's strings (root_size bytes). A warm
 // sandbox's reaper then reads its interpreter's argv and envp (warm_size bytes
 // of NUL-terminated strings), which the supervisor sends once the root is
 // built, and starts it before it says "ready".
@@ -42,6 +53,17 @@ struct reaper_config {
 	uint32_t spawn_filter_len, prog_filter_len;
 	uint32_t nrlimits;
 	uint32_t warm_size, warm_argc, warm_envc;
+	// The root the reaper builds (as pid1's rootSteps) before anything else
+	// but its cgroup namespace: root_size bytes of NUL-terminated strings,
+	// after the filters and rlimits: the scratch directory, the rootfs's
+	// lower layer, the views' empty layer, the hostname and the warm
+	// bootstrap ("" for none); then root_nbinds pairs of a host folder and
+	// its target; then the proc files masked, the proc folders masked and
+	// the proc paths made read-only (root_nfiles, root_ndirs, root_nro).
+	uint32_t root_size, root_nbinds, root_nfiles, root_ndirs, root_nro;
+	uint32_t root_uid, root_gid; // the owner of /sandbox and the bootstrap
+	uint32_t pad;
+	uint64_t scratch_bytes;
 };
 
 // A program mode reaper's run, read once it has said "ready": this header,

@@ -45,32 +45,71 @@ func TestMarshalRun(t *testing.T) {
 }
 
 // TestMarshalProgramConfig: a cold sandbox's config carries the program's
-// ids, both filters and the rlimits after the reaper's own filter.
+// ids, both filters and the rlimits after the reaper's own filter, then the
+// root's strings.
 func TestMarshalProgramConfig(t *testing.T) {
 	f := bpf.Program{{Code: 6, K: 0x7fff0000}}
 	c := Config{UID: 10, GID: 11, LastCap: 40, Filter: f, Program: &ProgramConfig{
 		UID: 1000, GID: 1000, HostUID: 20, HostGID: 21,
 		SpawnFilter: f.Marshal(), Filter: append(f.Marshal(), f.Marshal()...),
 		Rlimits: []pid1.Rlimit{{Resource: 7, Cur: 1024, Max: 2048}},
-	}}
+	}, Root: testRoot()}
 	b, err := c.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var head [16]uint32
+	var head [24]uint32
 	for i := range head {
 		head[i] = binary.LittleEndian.Uint32(b[4*i:])
 	}
-	if want := [16]uint32{2, 10, 11, 40, 1, 1, 1000, 1000, 20, 21, 1, 2, 1, 0, 0, 0}; head != want {
+	root := "/s\x00/l\x00/e\x00sandbox\x00\x00/usr/bin\x00/usr/bin\x00kcore\x00acpi\x00sys\x00irq\x00"
+	if want := [24]uint32{3, 10, 11, 40, 1, 1, 1000, 1000, 20, 21, 1, 2, 1, 0, 0, 0, uint32(len(root)), 1, 1, 1, 2, 20, 21, 0}; head != want {
 		t.Fatalf("got header %v, want %v", head, want)
 	}
-	if len(b) != 64+8*4+24 {
-		t.Fatalf("got %d bytes, want the header, four instructions and one rlimit", len(b))
+	if got := binary.LittleEndian.Uint64(b[96:]); got != 64<<20 {
+		t.Fatalf("got a scratch size of %d, want %d", got, 64<<20)
+	}
+	if len(b) != 104+8*4+24+len(root) || string(b[len(b)-len(root):]) != root {
+		t.Fatalf("got %d bytes ending %q, want the header, four instructions, one rlimit and the root %q", len(b), b[104+8*4+24:], root)
 	}
 	c.Program.SpawnFilter = nil
 	if _, err := c.Marshal(); err == nil {
 		t.Fatal("no spawner filter: got a config, want an error")
 	}
+}
+
+// TestRootConfig: the reaper writes a warm sandbox's bootstrap where the Go
+// init does, and a root it could not build is refused before it is sent.
+func TestRootConfig(t *testing.T) {
+	if warmBootPath != pid1.WarmBootPath {
+		t.Errorf("the reaper's bootstrap path %q, the init's %q", warmBootPath, pid1.WarmBootPath)
+	}
+	f := bpf.Program{{Code: 6, K: 0x7fff0000}}
+	for name, change := range map[string]func(*RootConfig){
+		"no root":          nil,
+		"no scratch":       func(r *RootConfig) { r.Scratch = "" },
+		"no scratch size":  func(r *RootConfig) { r.ScratchBytes = 0 },
+		"root's ids":       func(r *RootConfig) { r.HostUID = 0 },
+		"a NUL in a path":  func(r *RootConfig) { r.Binds[0].Target = "/usr/\x00bin" },
+		"too many binds":   func(r *RootConfig) { r.Binds = make([]pid1.Bind, 65) },
+		"too many masks":   func(r *RootConfig) { r.ProcFiles = make([]string, 65) },
+		"a huge bootstrap": func(r *RootConfig) { r.WarmBoot = strings.Repeat("x", 1<<20) },
+	} {
+		c := Config{UID: 10, GID: 11, LastCap: 40, Filter: f}
+		if change != nil {
+			c.Root = testRoot()
+			change(c.Root)
+		}
+		if _, err := c.Marshal(); err == nil {
+			t.Errorf("%s: got a config, want an error", name)
+		}
+	}
+}
+
+func testRoot() *RootConfig {
+	return &RootConfig{Scratch: "/s", Lower: "/l", Empty: "/e", Hostname: "sandbox", ScratchBytes: 64 << 20,
+		HostUID: 20, HostGID: 21, Binds: []pid1.Bind{{Source: "/usr/bin", Target: "/usr/bin"}},
+		ProcFiles: []string{"kcore"}, ProcDirs: []string{"acpi"}, ProcReadOnly: []string{"sys", "irq"}}
 }
 
 // header reads struct reaper_run from the start of b.
