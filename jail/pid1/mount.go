@@ -175,6 +175,15 @@ func mountBinds(st *initState) error {
 	return nil
 }
 
+// CheckLayerPath refuses a path that overlayfs would not take whole as a
+// layer of a lowerdir list, which it splits at ':' and unescapes at '\'.
+func CheckLayerPath(p string) error {
+	if strings.ContainsAny(p, `:\`) {
+		return fmt.Errorf("a layer's path may hold no ':' nor '\\' (%q)", p)
+	}
+	return nil
+}
+
 // ReadOnlyView makes a detached mount (its fd, close-on-exec, for
 // move_mount) of a read-only, nosuid and nodev overlay whose one layer is the
 // host directory src; empty, an empty directory, is the second lower layer
@@ -192,9 +201,8 @@ func mountBinds(st *initState) error {
 // nothing.
 func ReadOnlyView(src, empty string) (int, error) {
 	for _, p := range []string{src, empty} {
-		// overlayfs splits lowerdir at ':' and unescapes '\'.
-		if strings.ContainsAny(p, `:\`) {
-			return -1, fmt.Errorf("a read-only view of %q: a layer's path may hold no ':' nor '\\' (%q)", src, p)
+		if err := CheckLayerPath(p); err != nil {
+			return -1, fmt.Errorf("a read-only view of %q: %w", src, err)
 		}
 	}
 	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)

@@ -100,7 +100,13 @@ func (r *RootConfig) strings() ([]byte, error) {
 	}
 	strs := []string{r.Scratch, r.Lower, r.Empty, r.Hostname, r.WarmBoot}
 	for _, b := range r.Binds {
+		if err := pid1.CheckLayerPath(b.Source); err != nil {
+			return nil, fmt.Errorf("a host folder's view: %w", err)
+		}
 		strs = append(strs, b.Source, b.Target)
+	}
+	if err := pid1.CheckLayerPath(r.Empty); err != nil {
+		return nil, fmt.Errorf("the views' empty layer: %w", err)
 	}
 	strs = slices.Concat(strs, r.ProcFiles, r.ProcDirs, r.ProcReadOnly)
 	var b []byte

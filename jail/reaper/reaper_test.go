@@ -86,14 +86,15 @@ func TestRootConfig(t *testing.T) {
 	}
 	f := bpf.Program{{Code: 6, K: 0x7fff0000}}
 	for name, change := range map[string]func(*RootConfig){
-		"no root":          nil,
-		"no scratch":       func(r *RootConfig) { r.Scratch = "" },
-		"no scratch size":  func(r *RootConfig) { r.ScratchBytes = 0 },
-		"root's ids":       func(r *RootConfig) { r.HostUID = 0 },
-		"a NUL in a path":  func(r *RootConfig) { r.Binds[0].Target = "/usr/\x00bin" },
-		"too many binds":   func(r *RootConfig) { r.Binds = make([]pid1.Bind, 65) },
-		"too many masks":   func(r *RootConfig) { r.ProcFiles = make([]string, 65) },
-		"a huge bootstrap": func(r *RootConfig) { r.WarmBoot = strings.Repeat("x", 1<<20) },
+		"no root":           nil,
+		"no scratch":        func(r *RootConfig) { r.Scratch = "" },
+		"no scratch size":   func(r *RootConfig) { r.ScratchBytes = 0 },
+		"root's ids":        func(r *RootConfig) { r.HostUID = 0 },
+		"a NUL in a path":   func(r *RootConfig) { r.Binds[0].Target = "/usr/\x00bin" },
+		"a colon in a view": func(r *RootConfig) { r.Binds[0].Source = "/usr/b:in" },
+		"too many binds":    func(r *RootConfig) { r.Binds = make([]pid1.Bind, 65) },
+		"too many masks":    func(r *RootConfig) { r.ProcFiles = make([]string, 65) },
+		"a huge bootstrap":  func(r *RootConfig) { r.WarmBoot = strings.Repeat("x", 1<<20) },
 	} {
 		c := Config{UID: 10, GID: 11, LastCap: 40, Filter: f}
 		if change != nil {
