@@ -23,8 +23,8 @@ import (
 // capability, no_new_privs and a filter (a far narrower one: seccomp.Reaper).
 // What a run saves is a Go init's start, its threads and its exit.
 
-// reaperOff makes NewLauncher give zygotes' sandboxes a Go init, as on a
-// kernel without proc's pidns parameter; for the tests of that path alone.
+// reaperOff makes NewLauncher give every sandbox a Go init; for the tests of
+// that path alone.
 var reaperOff = false
 
 // programReaperOff gives cold and warm JavaScript sandboxes a Go init where a
