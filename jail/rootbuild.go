@@ -61,7 +61,7 @@ type spawnRequest struct {
 // context. With program, it is a cold sandbox's, which then waits on its spec
 // pipe for the run (reaper.MarshalRun) and starts the program as the Go init
 // does, from the same PrepareSpec's ids, filters and rlimits; a warm one's
-// first starts the interpreter that the frame after the config names.
+// first starts the interpreter that the config ends with.
 func (l *Launcher) startReaper(s *slot, prep *pid1.PrepareSpec, program bool) error {
 	cfg := *l.reaper
 	cfg.UID, cfg.GID = s.ids.InitUID, s.ids.InitGID
@@ -81,13 +81,6 @@ func (l *Launcher) startReaper(s *slot, prep *pid1.PrepareSpec, program bool) er
 	b, err := cfg.Marshal()
 	if err != nil {
 		return err
-	}
-	if program && len(prep.Warm) > 0 {
-		w, err := cfg.Program.MarshalWarm()
-		if err != nil {
-			return fmt.Errorf("sending the reaper its interpreter: %w", err)
-		}
-		b = append(b, w...)
 	}
 	if _, err := s.spec.Write(b); err != nil {
 		return fmt.Errorf("sending the reaper its config: %w", err)

@@ -1,6 +1,6 @@
-// The reaper: pid 1 of a sandbox whose root the supervisor builds (see
-// reaper.go). In a zygote's sandbox it only reaps; in a cold one it also
-// starts the run's program. One source, built two ways: into the Go binaries
+// The reaper: pid 1 of a sandbox, which builds its root (see reaper.go). In
+// a zygote's sandbox it then only reaps; in a cold one it also starts the
+// run's program. One source, built two ways: into the Go binaries
 // that link package reaper, where a constructor runs it before their Go runtime
 // starts; and, with REAPER_STANDALONE, by make into bin/brig-reaper, a static
 // executable without a C library. It calls the kernel directly in both, since
@@ -418,8 +418,8 @@ static char *strings(char *p, char *end, char **out, uint32_t n, const char *ste
 }
 
 // start_warm starts a warm sandbox's interpreter before its run (as the Go
-// init's startWarm): from its command line and environment, which the
-// supervisor sends once the root is built, with one end of a socket as its
+// init's startWarm): from its command line and environment, which follow
+// the root's strings on the spec pipe, with one end of a socket as its
 // descriptor 3, on which it says 'r' once it waits for its run. It returns
 // the socket's other end, and the pid.
 static int start_warm(const struct reaper_config *cfg, long *pid) {

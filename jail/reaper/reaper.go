@@ -1,30 +1,32 @@
-// Package reaper is the pid 1 of a zygote's sandbox, and of a cold one, where
-// the kernel lets the supervisor build the sandbox's root itself (jail's
-// rootbuild.go), so that the sandbox no longer pays a Go init's start, threads
-// and exit. In a cold sandbox (Config.Program) it also starts the run's
-// program, as the Go init does, from a run frame (MarshalRun) it reads after
-// "ready", before it hardens itself; it then waits for the program and reports
-// its exit ("started" and "exit", pid1.Message) instead of only reaping. It is a few system calls in C (reaper.c), made without a
-// C library, built two ways: by make into bin/brig-reaper, a static executable
-// of about 18 kB (jail.DefaultReaperPath); and into every binary that links
-// this package, brig and the test binaries, whose constructor runs it before
-// their Go runtime starts when they are started as it.
+// Package reaper is the pid 1 of a sandbox in place of a Go init (jail's
+// rootbuild.go), so that the sandbox does not pay a Go init's start, threads
+// and exit. It builds the sandbox's root itself, first thing, with the init's
+// steps (Config.Root; build_root in reaper.c). In a cold sandbox
+// (Config.Program) it also starts the run's program, as the Go init does,
+// from a run frame (MarshalRun) it reads after "ready", before it hardens
+// itself; it then waits for the program and reports its exit ("started" and
+// "exit", pid1.Message) instead of only reaping. It is a few system calls in
+// C (reaper.c), made without a C library, built two ways: by make into
+// bin/brig-reaper, a static executable of about 18 kB
+// (jail.DefaultReaperPath); and into every binary that links this package,
+// brig and the test binaries, whose constructor runs it before their Go
+// runtime starts when they are started as it.
 //
-// Its only jobs are those of pid 1: it holds the sandbox's namespaces, which
-// the supervisor's thread builds the root in and the zygote's child joins, and
-// it reaps the orphans the program leaves it. The supervisor starts it as
-// `<binary> reaper` in fresh namespaces, moves it into the run's cgroups and
-// then writes its Config on descriptor 3. It then makes its cgroup namespace,
-// goes back to nice 0, drops to the init's unprivileged identity with every
-// capability set empty, re-arms its parent-death signal, sets no_new_privs,
-// loads the Config's filter (seccomp.Reaper: what it does from then on,
-// nothing else), says "ready" on descriptor 4 as the Go init does
-// (pid1.Message), closes every other descriptor and waits for SIGCHLD. The
-// status pipe stays open until it dies, which is how the supervisor learns
-// that it did. An error is an "error" message (its errno's number: there is
-// no strerror without a C library) and exit status 1; EOF before the Config,
-// exit status 0 (the sandbox was discarded). Only a process that is pid 1 and
-// has exactly the argument Arg is taken over.
+// Its other jobs are those of pid 1: it holds the sandbox's namespaces, which
+// the zygote's child joins, and it reaps the orphans the program leaves it.
+// The supervisor starts it as `<binary> reaper` in fresh namespaces, moves it
+// into the run's cgroups and then writes its Config on descriptor 3. It then
+// makes its cgroup namespace, builds the root, goes back to nice 0, drops to
+// the init's unprivileged identity with every capability set empty, re-arms
+// its parent-death signal, sets no_new_privs, loads the Config's filter
+// (seccomp.Reaper: what it does from then on, nothing else), says "ready" on
+// descriptor 4 as the Go init does (pid1.Message), closes every other
+// descriptor but its scratch tmpfs's context (ScratchFD) and waits for
+// SIGCHLD. The status pipe stays open until it dies, which is how the
+// supervisor learns that it did. An error is an "error" message (its errno's
+// number: there is no strerror without a C library) and exit status 1; EOF
+// before the Config, exit status 0 (the sandbox was discarded). Only a
+// process that is pid 1 and has exactly the argument Arg is taken over.
 package reaper
 
 /*
@@ -136,14 +138,15 @@ type ProgramConfig struct {
 	// WarmEnviron), are the interpreter it starts before it says "ready",
 	// which waits for its run's environment on its descriptor 3
 	// (pid1.WarmFD); nil for a cold one. The config gives their sizes; the
-	// strings (MarshalWarm) follow once the root is built, which the reaper
-	// waits for.
+	// strings follow the root's, and the reaper reads them once the root is
+	// built.
 	WarmArgv, WarmEnv []string
 }
 
 // Marshal encodes c as the reaper reads it: struct reaper_config, then the
 // filters' instructions and the rlimits, little-endian as on every
-// architecture brig runs on.
+// architecture brig runs on, then the root's strings and a warm sandbox's
+// interpreter's argv and envp.
 func (c Config) Marshal() ([]byte, error) {
 	if n := len(c.Filter); n == 0 || n > C.REAPER_MAX_FILTER {
 		return nil, fmt.Errorf("a reaper filter of %d instructions (1 to %d)", n, C.REAPER_MAX_FILTER)
@@ -198,13 +201,8 @@ func (c Config) Marshal() ([]byte, error) {
 			b = binary.LittleEndian.AppendUint64(b, r.Max)
 		}
 	}
-	return append(b, root...), nil
+	return append(append(b, root...), warm...), nil
 }
-
-// MarshalWarm is what the reaper of a warm sandbox reads, once its root is
-// built, to start its interpreter: WarmArgv and WarmEnv, as the config sized
-// them.
-func (p *ProgramConfig) MarshalWarm() ([]byte, error) { return cStrings(p.WarmArgv, p.WarmEnv) }
 
 // cStrings is argv and then env as the reaper reads them, each string
 // NUL-terminated; an argument or variable with a NUL, or too many, is refused.

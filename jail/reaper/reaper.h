@@ -39,8 +39,8 @@ struct reaper_rlimit {
 // program mode then the spawner's filter, the program's and the rlimits; then
 // the root's strings (root_size bytes). A warm
 // sandbox's reaper then reads its interpreter's argv and envp (warm_size bytes
-// of NUL-terminated strings), which the supervisor sends once the root is
-// built, and starts it before it says "ready".
+// of NUL-terminated strings), which follow the root's strings, once the root
+// is built, and starts it before it says "ready".
 struct reaper_config {
 	uint32_t version;
 	uint32_t uid, gid; // the init's host ids

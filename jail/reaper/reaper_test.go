@@ -72,6 +72,15 @@ func TestMarshalProgramConfig(t *testing.T) {
 	if len(b) != 104+8*4+24+len(root) || string(b[len(b)-len(root):]) != root {
 		t.Fatalf("got %d bytes ending %q, want the header, four instructions, one rlimit and the root %q", len(b), b[104+8*4+24:], root)
 	}
+	// A warm sandbox's interpreter's argv and envp come last, after the
+	// root's strings, which the reaper reads first.
+	c.Program.WarmArgv, c.Program.WarmEnv = []string{"node", "boot.js"}, []string{"A=b"}
+	if b, err = c.Marshal(); err != nil {
+		t.Fatal(err)
+	}
+	if want := root + "node\x00boot.js\x00A=b\x00"; !strings.HasSuffix(string(b), want) || binary.LittleEndian.Uint32(b[52:]) != 17 {
+		t.Fatalf("warm: got %q at the end, warm_size %d; want %q and 17", b[len(b)-len(want):], binary.LittleEndian.Uint32(b[52:]), want)
+	}
 	c.Program.SpawnFilter = nil
 	if _, err := c.Marshal(); err == nil {
 		t.Fatal("no spawner filter: got a config, want an error")
