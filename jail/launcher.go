@@ -36,6 +36,14 @@ const (
 	// pool (they inherit it from the spawner's thread), so that refilling the pool
 	// takes CPU from no run; a run's init is set back to 0 when the run takes it.
 	prepareNice = 19
+	// sandboxTimerSlack is the timer slack, in ns, of every sandbox's processes
+	// (they inherit it from the spawner's thread, which sets it): the kernel's
+	// default, which every process init starts has, whatever the spawner's
+	// thread inherited. The service widens its Go runtime monitor's slack
+	// (internal/sysmon), and a thread that the monitor starts inherits it; a
+	// program's sleeps and timed waits would otherwise end up to a millisecond
+	// late.
+	sandboxTimerSlack = 50_000
 	// refillDelay is how long a filler waits, once a run has taken a sandbox,
 	// before it prepares the next: the run's first milliseconds are then not
 	// shared with a preparation. Nice 19 is not enough for them: a program

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -88,5 +91,48 @@ func TestLeftoverOfDeadProcess(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestProgramTimerSlack: a program's timer slack is the kernel's default,
+// not what the thread that cloned its sandbox had: every thread of this test
+// process has a millisecond (as threads that the service's runtime monitor
+// starts have, cmd/brig's serve) while the Launcher starts.
+func TestProgramTimerSlack(t *testing.T) {
+	testutil.RequireRoot(t)
+	setThreadsSlack(t, 1_000_000)
+	t.Cleanup(func() { setThreadsSlack(t, sandboxTimerSlack) })
+	for _, pool := range []int{0, 1} {
+		t.Run(fmt.Sprintf("pool=%d", pool), func(t *testing.T) {
+			l := newTestLauncher(t, pool)
+			for lang, code := range map[rootfs.Language]string{
+				rootfs.Python:     "print(open('/proc/self/timerslack_ns').read().strip())",
+				rootfs.JavaScript: "console.log(require('fs').readFileSync('/proc/self/timerslack_ns', 'utf8').trim())",
+			} {
+				res := run(t, l, lang, code)
+				if want := fmt.Sprintf("%d\n", sandboxTimerSlack); res.Stdout != want {
+					t.Errorf("%s: the program's timer slack: got %q (%s), want %q", lang, res.Stdout, res.Message, want)
+				}
+			}
+		})
+	}
+}
+
+// setThreadsSlack sets the timer slack of every thread of this process; a
+// thread started later inherits its starter's. Twice over the list: a thread
+// started meanwhile by one not yet set is set the second time.
+func setThreadsSlack(tb testing.TB, ns int) {
+	tb.Helper()
+	for range 2 {
+		ents, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, e := range ents {
+			err := os.WriteFile("/proc/"+e.Name()+"/timerslack_ns", []byte(strconv.Itoa(ns)), 0)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				tb.Fatal(err)
+			}
+		}
 	}
 }

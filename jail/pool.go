@@ -100,9 +100,13 @@ func rootKey(r *rootfs.Root) string {
 func (l *Launcher) spawner() {
 	defer l.wg.Done()
 	runtime.LockOSThread()
-	// Per thread on Linux: only this thread, and the inits it clones, run nice.
+	// Per thread on Linux: only this thread, and the inits it clones, run nice
+	// and with sandboxTimerSlack.
 	if err := unix.Setpriority(unix.PRIO_PROCESS, 0, prepareNice); err != nil {
 		l.log.Warn("could not lower the priority of pool preparation", "err", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, sandboxTimerSlack, 0, 0, 0); err != nil {
+		l.log.Warn("could not set the timer slack the sandboxes inherit", "err", err)
 	}
 	// Left locked on purpose: the thread ends with the goroutine and takes nothing
 	// with it, since Close has waited for every clone.
