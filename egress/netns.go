@@ -1,12 +1,17 @@
 package egress
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/vishvananda/netns"
 
 	"github.com/brig-sandbox/brig/internal/osthread"
 )
+
+// errHostNamespace is inNetns's error for a process in the host's own network
+// namespace.
+var errHostNamespace = errors.New("not in a network namespace of its own")
 
 // inNetns runs bind with the calling OS thread in the network namespace of
 // process pid, so that the sockets bind makes live there, and returns the
@@ -29,6 +34,12 @@ func inNetns(pid int, bind func() error) error {
 			return false, fmt.Errorf("opening the network namespace of pid %d: %w", pid, err)
 		}
 		defer target.Close()
+		// A sandbox whose pid 1 has not yet made its network namespace (jail's
+		// reaper makes its own) is in the host's: the run's servers must never
+		// be bound there.
+		if target.Equal(host) {
+			return false, fmt.Errorf("pid %d is in the host's network namespace: %w", pid, errHostNamespace)
+		}
 		if err := netns.Set(target); err != nil {
 			// setns failing leaves the thread where it was; discard it anyway,
 			// it costs a thread and proves nothing.

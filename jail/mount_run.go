@@ -34,6 +34,11 @@ func mountIntoSandbox(pid int, ids runIDs, ms []Mount, empty string) error {
 	if len(ms) == 0 {
 		return nil
 	}
+	ns, err := sandboxNamespace(pid, "mnt")
+	if err != nil {
+		return err
+	}
+	defer unix.Close(ns)
 	var fds []int
 	defer func() {
 		for _, fd := range fds {
@@ -65,14 +70,35 @@ func mountIntoSandbox(pid int, ids runIDs, ms []Mount, empty string) error {
 			return fmt.Errorf("setting the flags of %q: %w", m.Source, err)
 		}
 	}
-	ns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("opening the sandbox's mount namespace: %w", err)
-	}
-	defer unix.Close(ns)
 	// The thread is tainted whatever happens once it has left the shared
 	// filesystem state: it always ends.
 	return osthread.Run(func() (bool, error) { return true, attachMounts(ns, ms, fds) })
+}
+
+// sandboxNamespace opens the namespace of type kind ("mnt") of the sandbox
+// whose init is pid, and refuses it if it is this process's own: an init
+// that has not yet made its namespaces (a reaper makes all but its pid
+// namespace itself, reaperCloneFlags) is still in the host's, where what is
+// meant for the sandbox must never go.
+func sandboxNamespace(pid int, kind string) (int, error) {
+	ns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/%s", pid, kind), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("opening the sandbox's %s namespace: %w", kind, err)
+	}
+	var theirs, ours unix.Stat_t
+	if err := unix.Fstat(ns, &theirs); err != nil {
+		unix.Close(ns)
+		return -1, fmt.Errorf("reading the sandbox's %s namespace: %w", kind, err)
+	}
+	if err := unix.Stat("/proc/self/ns/"+kind, &ours); err != nil {
+		unix.Close(ns)
+		return -1, fmt.Errorf("reading this process's %s namespace: %w", kind, err)
+	}
+	if theirs.Dev == ours.Dev && theirs.Ino == ours.Ino {
+		unix.Close(ns)
+		return -1, fmt.Errorf("the sandbox of init %d is in this process's %s namespace: it has not made its own", pid, kind)
+	}
+	return ns, nil
 }
 
 // attachMounts runs on a locked thread of its own: it enters the sandbox's mount

@@ -2,9 +2,13 @@ package jail
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/internal/testutil"
 )
@@ -69,4 +73,29 @@ func TestCheckViewLayers(t *testing.T) {
 	if !c.OK || !c.Warn || !strings.Contains(c.Detail, "/proc on another filesystem") || strings.Contains(c.Detail, same) {
 		t.Errorf("/proc: got %+v, want a passing warning that names /proc alone", c)
 	}
+}
+
+// TestSandboxNamespaceRefusesOwn: the supervisor never takes its own mount
+// namespace for a sandbox's (one whose pid 1 has not made its own yet), and
+// takes a process's own.
+func TestSandboxNamespaceRefusesOwn(t *testing.T) {
+	if ns, err := sandboxNamespace(os.Getpid(), "mnt"); err == nil {
+		unix.Close(ns)
+		t.Fatal("sandboxNamespace took this process's own mount namespace")
+	}
+	if err := mountIntoSandbox(os.Getpid(), runIDs{}, []Mount{{Source: t.TempDir(), Target: "/x", Writable: true}}, ""); err == nil || !strings.Contains(err.Error(), "has not made its own") {
+		t.Errorf("mountIntoSandbox into this process: got %v, want a refusal", err)
+	}
+	testutil.RequireRoot(t)
+	cmd := exec.Command("/bin/sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	ns, err := sandboxNamespace(cmd.Process.Pid, "mnt")
+	if err != nil {
+		t.Fatalf("a child's own mount namespace: %v", err)
+	}
+	unix.Close(ns)
 }

@@ -509,6 +509,7 @@ func (l *Launcher) clone(useReaper, program bool) (s *slot, retErr error) {
 		// before its Go runtime starts. Its working directory is the root,
 		// which pivot_root then moves to the sandbox's, as it does the root.
 		s.cmd.Path, s.cmd.Args, s.cmd.Env, s.cmd.Dir = l.cfg.ReaperPath, []string{"brig", reaper.Arg}, []string{}, "/"
+		sys.Cloneflags = reaperCloneFlags
 	}
 	if len(childEnds) == 4 {
 		s.cmd.Stdout, s.cmd.Stderr = childEnds[2], childEnds[3]
