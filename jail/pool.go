@@ -442,9 +442,10 @@ func LeftoverOfDeadProcess(name string) bool {
 	return unix.Kill(pid, 0) == unix.ESRCH
 }
 
-// clone creates the run's cgroup and clones the init (or a reaper, which starts
-// the program when program is set) into its namespaces (and, where a cgroup2
-// directory exists, straight into the cgroup with CLONE_INTO_CGROUP).
+// clone creates the run's cgroup and clones the init into its namespaces (or a
+// reaper, which starts the program when program is set, into its pid
+// namespace: it makes the others itself) and, where a cgroup2 directory
+// exists, straight into the cgroup with CLONE_INTO_CGROUP.
 func (l *Launcher) clone(useReaper, program bool) (s *slot, retErr error) {
 	name := fmt.Sprintf("run-%d-%d", os.Getpid(), groupSeq.Add(1))
 	g, err := l.cfg.Cgroups.Create(name)

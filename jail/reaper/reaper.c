@@ -495,8 +495,9 @@ static void bind_read_only(const char *src, const char *dst, const char *step) {
 }
 
 // build_root builds the sandbox's root as pid1's rootSteps do, step for step
-// and under the same step names, from the namespaces this process was cloned
-// into: it is their pid 1, host root until harden, and mounts its own proc.
+// and under the same step names, in the namespaces this process made (its pid
+// namespace the supervisor's clone made): it is their pid 1, host root until
+// harden, and mounts its own proc.
 // The scratch tmpfs's reconfiguration context stays open as
 // REAPER_SCRATCH_FD.
 static void build_root(const struct reaper_config *cfg) {

@@ -14,9 +14,11 @@
 //
 // Its other jobs are those of pid 1: it holds the sandbox's namespaces, which
 // the zygote's child joins, and it reaps the orphans the program leaves it.
-// The supervisor starts it as `<binary> reaper` in fresh namespaces, moves it
-// into the run's cgroups and then writes its Config on descriptor 3. It then
-// makes its cgroup namespace, builds the root, goes back to nice 0, drops to
+// The supervisor starts it as `<binary> reaper` in a fresh pid namespace,
+// moves it into the run's cgroups and then writes its Config on descriptor 3.
+// It makes the mount, network, IPC and UTS namespaces first, before it reads
+// the Config (their kernel work is then its own, not the supervisor's), then
+// its cgroup namespace once it has the Config, builds the root, goes back to nice 0, drops to
 // the init's unprivileged identity with every capability set empty, re-arms
 // its parent-death signal, sets no_new_privs, loads the Config's filter
 // (seccomp.Reaper: what it does from then on, nothing else), says "ready" on
