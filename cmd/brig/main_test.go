@@ -19,11 +19,17 @@ import (
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/jail/pid1"
 )
 
 // TestMain lets the test binary be brig itself: the CLI tests run it with
-// BRIG_CLI=1, and the jail re-executes it as a run's init.
+// BRIG_CLI=1, and the jail re-executes it as a run's init and as a zygote's
+// (pid1.Main, first, as brig's main does: the zygote's init gets neither
+// BRIG_CLI nor "init", and until 2026-12-03 ran this package's tests
+// instead, as root in a half-made sandbox, which left their temporary
+// directories behind and gave the services under test no warm Python).
 func TestMain(m *testing.M) {
+	pid1.Main()
 	if os.Getenv("BRIG_CLI") == "1" || (len(os.Args) == 2 && os.Args[1] == "init") {
 		main()
 		os.Exit(0)
