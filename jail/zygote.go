@@ -756,6 +756,13 @@ func (l *Launcher) forkWarm(root *rootfs.Root, s *slot) (retErr error) {
 		return fmt.Errorf("opening the init's pidfd: %w", err)
 	}
 	defer unix.Close(pidfd)
+	// The child joins the init's namespaces, made by the reaper itself in
+	// one unshare (reaperCloneFlags): never the host's, were it asked before.
+	ns, err := sandboxNamespace(s.cmd.Process.Pid, "mnt")
+	if err != nil {
+		return err
+	}
+	unix.Close(ns)
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return err
