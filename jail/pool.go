@@ -275,8 +275,8 @@ func (s *slot) waitReady() error {
 	return nil
 }
 
-// readBaseline reads the cgroup's usage so far, which the run's own is counted
-// from (Result.Usage).
+// readBaseline reads the cgroup's CPU time so far, which the run's own is
+// counted from (Result.Usage).
 func (s *slot) readBaseline() (err error) {
 	if s.baseline, err = s.group.CPU(); err != nil {
 		return fmt.Errorf("reading the cgroup's usage: %w", err)

@@ -18,8 +18,8 @@ import (
 // their names (pid1's rootSteps; its build_root), in the namespaces it made
 // (all but the pid namespace it was cloned into, reaperCloneFlags): it is
 // their pid 1, so it mounts its own proc, and it is host root until it
-// hardens itself, so the root is made and owned exactly as an init makes it. The sandbox is the same: the same namespaces, mounts,
-// hostname and cgroup, and a pid 1 with the init's unprivileged identity, no
+// hardens itself, so the root is made and owned exactly as an init makes it.
+// The sandbox is the same: the same namespaces, mounts, hostname and cgroup, and a pid 1 with the init's unprivileged identity, no
 // capability, no_new_privs and a filter (a far narrower one: seccomp.Reaper).
 // What a run saves is a Go init's start, its threads and its exit.
 

@@ -18,9 +18,9 @@
 // moves it into the run's cgroups and then writes its Config on descriptor 3.
 // It makes the mount, network, IPC and UTS namespaces first, before it reads
 // the Config (their kernel work is then its own, not the supervisor's), then
-// its cgroup namespace once it has the Config, builds the root, goes back to nice 0, drops to
-// the init's unprivileged identity with every capability set empty, re-arms
-// its parent-death signal, sets no_new_privs, loads the Config's filter
+// its cgroup namespace once it has the Config, builds the root, goes back to
+// nice 0, drops to the init's unprivileged identity with every capability set
+// empty, re-arms its parent-death signal, sets no_new_privs, loads the Config's filter
 // (seccomp.Reaper: what it does from then on, nothing else), says "ready" on
 // descriptor 4 as the Go init does (pid1.Message), closes every other
 // descriptor but its scratch tmpfs's context (ScratchFD) and waits for

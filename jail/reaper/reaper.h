@@ -37,10 +37,9 @@ struct reaper_rlimit {
 
 // The config, then the reaper's own filter (filter_len instructions); in
 // program mode then the spawner's filter, the program's and the rlimits; then
-// the root's strings (root_size bytes). A warm
-// sandbox's reaper then reads its interpreter's argv and envp (warm_size bytes
-// of NUL-terminated strings), which follow the root's strings, once the root
-// is built, and starts it before it says "ready".
+// the root's strings (root_size bytes); then, for a warm sandbox, its
+// interpreter's argv and envp (warm_size bytes of NUL-terminated strings),
+// which the reaper starts once the root is built, before it says "ready".
 struct reaper_config {
 	uint32_t version;
 	uint32_t uid, gid; // the init's host ids
@@ -54,7 +53,7 @@ struct reaper_config {
 	uint32_t nrlimits;
 	uint32_t warm_size, warm_argc, warm_envc;
 	// The root the reaper builds (as pid1's rootSteps) before anything else
-	// but its cgroup namespace: root_size bytes of NUL-terminated strings,
+	// but its namespaces: root_size bytes of NUL-terminated strings,
 	// after the filters and rlimits: the scratch directory, the rootfs's
 	// lower layer, the views' empty layer, the hostname and the warm
 	// bootstrap ("" for none); then root_nbinds pairs of a host folder and
