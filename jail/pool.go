@@ -90,6 +90,9 @@ func poolKey(r *rootfs.Root, warm rootfs.Language) string {
 // rootKey identifies the root prepareSteps build.
 func rootKey(r *rootfs.Root) string {
 	k := r.Lower
+	if v := r.View; v != nil {
+		k += "\x00view:" + v.Source + "\x00" + v.Target
+	}
 	for _, b := range r.Binds {
 		k += "\x00" + b.Source + "\x00" + b.Target
 	}

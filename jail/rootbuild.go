@@ -68,7 +68,7 @@ func (l *Launcher) startReaper(s *slot, prep *pid1.PrepareSpec, program bool) er
 	proc := pid1.ProcPaths()
 	cfg.Root = &reaper.RootConfig{
 		Scratch: prep.Scratch, Lower: prep.Lower, Empty: prep.Empty, Hostname: prep.Hostname, WarmBoot: prep.WarmBoot,
-		ScratchBytes: prep.ScratchBytes, HostUID: prep.HostUID, HostGID: prep.HostGID, Binds: prep.Binds,
+		ScratchBytes: prep.ScratchBytes, HostUID: prep.HostUID, HostGID: prep.HostGID, View: prep.View, Binds: prep.Binds,
 		ProcFiles: proc.Files, ProcDirs: proc.Dirs, ProcReadOnly: proc.ReadOnly,
 	}
 	if program {

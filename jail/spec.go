@@ -74,6 +74,7 @@ func (l *Launcher) newPrepareSpec(root *rootfs.Root, memoryBytes int64, ids runI
 		Scratch:      l.scratch,
 		ScratchBytes: ScratchBytes(memoryBytes),
 		Lower:        root.Lower,
+		View:         viewOf(root),
 		Binds:        bindsOf(root),
 		Empty:        l.empty,
 		UID:          rootfs.SandboxUID,
@@ -90,13 +91,25 @@ func (l *Launcher) newPrepareSpec(root *rootfs.Root, memoryBytes int64, ids runI
 	}
 }
 
-// bindsOf is root's binds as the init's spec carries them.
+// bindsOf is root's binds as the init's spec carries them: those that its
+// View does not show, each a mount of its own.
 func bindsOf(root *rootfs.Root) []pid1.Bind {
-	b := make([]pid1.Bind, len(root.Binds))
-	for i, rb := range root.Binds {
-		b[i] = pid1.Bind{Source: rb.Source, Target: rb.Target}
+	var b []pid1.Bind
+	for _, rb := range root.Binds {
+		if v := root.View; v != nil && strings.HasPrefix(rb.Target+"/", v.Target+"/") {
+			continue
+		}
+		b = append(b, pid1.Bind{Source: rb.Source, Target: rb.Target})
 	}
 	return b
+}
+
+// viewOf is root's View as the init's spec carries it.
+func viewOf(root *rootfs.Root) *pid1.View {
+	if root.View == nil {
+		return nil
+	}
+	return &pid1.View{Source: root.View.Source, Target: root.View.Target, Dir: rootfs.ViewDir}
 }
 
 // scriptPath is where a run's program is written in its sandbox.

@@ -2,6 +2,7 @@ package jail
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -571,6 +572,52 @@ print("ok")
 				t.Errorf("got %s %q (stderr %q), want ok", res.End, res.Stdout, res.Stderr)
 			}
 		})
+	}
+}
+
+// TestUsrShowsOnlyItsParts: a run's /usr holds the host rootfs's bound parts
+// and the links it copies, and nothing else of the host's /usr; with the
+// rootfs's View, all of it is one mount (the parts are not mounts of their
+// own), read-only, nosuid and nodev.
+func TestUsrShowsOnlyItsParts(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	root := rootOf(t, l, rootfs.Python)
+	if root.View == nil {
+		t.Fatal("the host rootfs has no view of /usr on this host (its state directory is inside /usr, or takes no trusted attributes)")
+	}
+	res := run(t, l, rootfs.Python, `
+import json, os
+shown = {}
+for d in ["/usr", "/usr/lib", "/usr/share"]:
+    for e in os.scandir(d):
+        links = e.is_dir(follow_symlinks=False) and all(c.is_symlink() for c in os.scandir(e.path))
+        shown[e.path] = links
+mounts = [l.split()[4] + " " + l.split()[5] for l in open("/proc/self/mountinfo") if l.split()[4].startswith("/usr")]
+print(json.dumps({"shown": shown, "mounts": mounts}))
+`)
+	var got struct {
+		Shown  map[string]bool
+		Mounts []string
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &got); err != nil || !res.Succeeded() {
+		t.Fatalf("got %s %q (stderr %q): %v", res.End, res.Stdout, res.Stderr, err)
+	}
+	for p, links := range got.Shown {
+		ok := links // a folder of links, copied (/usr/lib64, /usr/lib/ssl)
+		for _, b := range root.Binds {
+			ok = ok || b.Target == p || strings.HasPrefix(b.Target, p+"/")
+		}
+		if !ok {
+			t.Errorf("%s shows in the run, want only the bound parts of /usr", p)
+		}
+	}
+	for _, b := range root.Binds {
+		if _, ok := got.Shown[b.Target]; !ok && strings.Count(b.Target, "/") <= 3 {
+			t.Errorf("%s: not in the run, want it shown", b.Target)
+		}
+	}
+	if len(got.Mounts) != 1 || !strings.HasPrefix(got.Mounts[0], "/usr ro,nosuid,nodev,") {
+		t.Errorf("got the mounts %q under /usr, want one, /usr, read-only, nosuid and nodev", got.Mounts)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -158,8 +159,14 @@ func TestHostSkeleton(t *testing.T) {
 				t.Errorf("bind %v: want the host folder at its own path", b)
 			}
 			got[b.Target] = true
-			if fi, err := os.Lstat(filepath.Join(dir, b.Target)); err != nil || !fi.IsDir() {
+			p := placeIn(dir, r.View, b.Target)
+			if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
 				t.Errorf("mount point %s: got %v, want a directory", b.Target, err)
+			}
+			if v := r.View; v != nil && p != filepath.Join(dir, b.Target) {
+				if got := xattr(p, xattrRedirect); got != strings.TrimPrefix(b.Source, v.Source) {
+					t.Errorf("%s in the view's top layer: got redirect %q, want its path in %s", b.Target, got, v.Source)
+				}
 			}
 			for _, o := range r.Binds {
 				if o != b && strings.HasPrefix(b.Target+"/", o.Target+"/") {
@@ -204,8 +211,48 @@ func TestHostSkeleton(t *testing.T) {
 			if got[filepath.Dir(l)] {
 				t.Errorf("%s is bound, want its links copied", filepath.Dir(l))
 			}
-			if got, err := os.Readlink(filepath.Join(dir, l)); err != nil || got != target {
+			if got, err := os.Readlink(placeIn(dir, r.View, l)); err != nil || got != target {
 				t.Errorf("%s: got %q, %v; want a link to %q", l, got, err, target)
+			}
+		}
+	})
+
+	t.Run("view", func(t *testing.T) {
+		r, err := h.Root(Python)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.View == nil || *r.View != (View{Source: "/usr", Target: "/usr"}) {
+			t.Fatalf("got view %+v, want /usr's (the skeleton is not in /usr, on a filesystem with trusted attributes)", r.View)
+		}
+		// Every folder of the top layer is a bound part, redirected, or
+		// opaque: nothing else of the host's /usr shows through.
+		top := filepath.Join(dir, "usr", ViewDir)
+		parts := 0
+		err = filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return err
+			}
+			target := "/usr" + strings.TrimPrefix(p, top)
+			redirect, opaque := xattr(p, xattrRedirect), xattr(p, xattrOpaque)
+			bound := slices.Contains(r.Binds, Bind{Source: target, Target: target})
+			switch {
+			case bound && redirect != "" && opaque == "":
+				parts++
+			case !bound && redirect == "" && opaque == "y":
+			default:
+				t.Errorf("%s: bound %v, redirect %q, opaque %q; want a bound part redirected and anything else opaque", target, bound, redirect, opaque)
+			}
+			return nil
+		})
+		if err != nil || parts == 0 || parts != len(r.Binds) {
+			t.Errorf("%d parts redirected (%v), want every bind's (%d)", parts, err, len(r.Binds))
+		}
+		// Where overlayfs would take the layers as overlapping, each part is a
+		// view of its own.
+		for _, d := range []string{"/usr", "/usr/local/brig/rootfs/host", "/"} {
+			if v := usrView(t.TempDir(), d); v != nil {
+				t.Errorf("a skeleton at %s: got view %+v, want none", d, v)
 			}
 		}
 	})
@@ -388,11 +435,13 @@ func TestHostRewriteIsAtomic(t *testing.T) {
 }
 
 // BenchmarkBinds measures what the host root's folders cost each sandbox, in a
-// mount namespace of the benchmark's own: the jail's read-only view of each
-// (pid1.ReadOnlyView, an overlay of its own, moved into place), and, beside it,
-// a bind of each (MS_BIND|MS_REC, then mount_setattr read-only, nosuid, nodev
-// on the tree), which the jail made before its views, and the one bind of all
-// of /usr it made before it bound parts; each with its unmount.
+// mount namespace of the benchmark's own: the jail's one view of the parts of
+// /usr (pid1.MountView, the host root's View), and, beside it, a read-only
+// view of each (pid1.ReadOnlyView, an overlay of its own, moved into place),
+// which the jail made before, a bind of each (MS_BIND|MS_REC, then
+// mount_setattr read-only, nosuid, nodev on the tree), which it made before
+// its views, and the one bind of all of /usr it made before it bound parts;
+// each with its unmount.
 func BenchmarkBinds(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.CheckLeaks(b)
@@ -400,7 +449,10 @@ func BenchmarkBinds(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, d := range []string{"usrall", "empty"} {
+	if h.view == nil {
+		b.Fatal("the host rootfs has no view of /usr here")
+	}
+	for _, d := range []string{"usrall", "empty", "stage"} {
 		if err := os.Mkdir(filepath.Join(h.Dir(), d), 0o755); err != nil {
 			b.Fatal(err)
 		}
@@ -408,11 +460,12 @@ func BenchmarkBinds(b *testing.B) {
 	for _, bm := range []struct {
 		name  string
 		binds []Bind
-		views bool
+		mode  string
 	}{
-		{"all of /usr", []Bind{{Source: "/usr", Target: "/usrall"}}, false},
-		{fmt.Sprintf("parts of /usr (%d binds)", len(h.binds)), h.binds, false},
-		{fmt.Sprintf("parts of /usr (%d views)", len(h.binds)), h.binds, true},
+		{"all of /usr", []Bind{{Source: "/usr", Target: "/usrall"}}, "bind"},
+		{fmt.Sprintf("parts of /usr (%d binds)", len(h.binds)), h.binds, "bind"},
+		{fmt.Sprintf("parts of /usr (%d views)", len(h.binds)), h.binds, "views"},
+		{fmt.Sprintf("parts of /usr (one view of %d)", len(h.binds)), []Bind{{Source: "/usr", Target: "/usrall"}}, "view"},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
 			errc := make(chan error, 1)
@@ -420,7 +473,7 @@ func BenchmarkBinds(b *testing.B) {
 				// Left locked: the thread, in its own mount namespace, ends with
 				// the goroutine.
 				runtime.LockOSThread()
-				errc <- bindLoop(b, h.Dir(), bm.binds, bm.views)
+				errc <- bindLoop(b, h.Dir(), h.view, bm.binds, bm.mode)
 			}()
 			if err := <-errc; err != nil {
 				b.Fatal(err)
@@ -429,7 +482,7 @@ func BenchmarkBinds(b *testing.B) {
 	}
 }
 
-func bindLoop(b *testing.B, root string, binds []Bind, views bool) error {
+func bindLoop(b *testing.B, root string, view *View, binds []Bind, mode string) error {
 	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
 		return fmt.Errorf("unsharing the mount namespace: %w", err)
 	}
@@ -440,8 +493,15 @@ func bindLoop(b *testing.B, root string, binds []Bind, views bool) error {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for _, bd := range binds {
-			dst := filepath.Join(root, bd.Target)
-			if views {
+			dst := placeIn(root, view, bd.Target)
+			switch mode {
+			case "view":
+				v := &pid1.View{Source: view.Source, Target: view.Target, Dir: ViewDir}
+				if err := pid1.MountView(v, root, filepath.Join(root, "stage"), filepath.Join(root, bd.Target)); err != nil {
+					return err
+				}
+				continue
+			case "views":
 				fd, err := pid1.ReadOnlyView(bd.Source, filepath.Join(root, "empty"))
 				if err != nil {
 					return err
@@ -461,10 +521,33 @@ func bindLoop(b *testing.B, root string, binds []Bind, views bool) error {
 			}
 		}
 		for j := len(binds) - 1; j >= 0; j-- {
-			if err := unix.Unmount(filepath.Join(root, binds[j].Target), unix.MNT_DETACH); err != nil {
+			dst := placeIn(root, view, binds[j].Target)
+			if mode == "view" {
+				dst = filepath.Join(root, binds[j].Target)
+			}
+			if err := unix.Unmount(dst, unix.MNT_DETACH); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// placeIn is where the skeleton at dir holds target: in view's top layer if
+// view shows it.
+func placeIn(dir string, view *View, target string) string {
+	if view != nil && strings.HasPrefix(target+"/", view.Target+"/") {
+		return filepath.Join(dir, view.Target, ViewDir, strings.TrimPrefix(target, view.Target))
+	}
+	return filepath.Join(dir, target)
+}
+
+// xattr is path's extended attribute name, "" when it has none.
+func xattr(path, name string) string {
+	buf := make([]byte, 4096)
+	n, err := unix.Lgetxattr(path, name, buf)
+	if err != nil {
+		return ""
+	}
+	return string(buf[:n])
 }

@@ -78,6 +78,28 @@ type Bind struct {
 	Target string // absolute path inside the root
 }
 
+// View is one read-only overlay that shows the parts of a host folder (Source)
+// that Binds name, and nothing else of it, at Target: its top layer is the
+// lower layer's folder at Target, whose subfolder ViewDir holds a folder for
+// each part, redirected to the host's (trusted.overlay.redirect, followed with
+// overlayfs's redirect_dir=follow), a part's links as links, and every other
+// folder opaque (trusted.overlay.opaque). A folder under ViewDir reaches the
+// host folder only by a redirect: the lookups of ViewDir's own entries stay
+// in the top layer, since the host folder has no ViewDir (and, were it to
+// have one, ViewDir is opaque). The jail mounts that overlay and binds its
+// ViewDir at Target, so a sandbox makes one overlay for all of /usr where it
+// made one for each part; the parts are still seen through an overlay, whose
+// inodes are the sandbox's own, not the host's.
+type View struct {
+	Source string // the host folder ("/usr")
+	Target string // where it shows in the root, the same path
+}
+
+// ViewDir is the subfolder of a View's top layer that shows at its Target.
+// (The layer's own root can't hide the host folder's other entries: overlayfs
+// takes no opaque mark on a layer's root.)
+const ViewDir = "parts"
+
 // Root is what the jail mounts for one language.
 type Root struct {
 	Language Language
@@ -85,8 +107,12 @@ type Root struct {
 	// every mount point the jail uses (/proc, /dev, /tmp, /sandbox, and Binds'
 	// targets), so that no run has to create one.
 	Lower string
-	// Binds are mounted read-only, nosuid and nodev on top of the overlay, in order.
+	// Binds are mounted read-only, nosuid and nodev on top of the overlay, in order,
+	// but for those under View's Target, which View shows.
 	Binds []Bind
+	// View, when set, shows the Binds under its Target as one read-only mount
+	// instead of a mount each.
+	View *View
 	// Interpreter is the interpreter's absolute path inside the root.
 	Interpreter string
 	// Args come between the interpreter and the script path.

@@ -23,6 +23,9 @@ const (
 	scratchLower = "lower"
 	// scratchEmpty is the empty second layer of each ReadOnlyView of a bind.
 	scratchEmpty = "empty"
+	// scratchView is where a View's overlay is mounted before its folder is
+	// bound into the root.
+	scratchView = "view"
 )
 
 // MaskedProcFiles are overmounted with the run's /dev/null: kernel memory, key,
@@ -93,7 +96,7 @@ func mountScratch(st *initState) error {
 	if st.scratchFD, err = unix.Fspick(unix.AT_FDCWD, s.Scratch, unix.FSPICK_CLOEXEC); err != nil {
 		return fmt.Errorf("fspick the scratch tmpfs: %w", err)
 	}
-	for _, d := range []string{scratchUpper, scratchWork, scratchRoot, scratchLower, scratchEmpty} {
+	for _, d := range []string{scratchUpper, scratchWork, scratchRoot, scratchLower, scratchEmpty, scratchView} {
 		if err := os.Mkdir(filepath.Join(s.Scratch, d), 0o755); err != nil {
 			return err
 		}
@@ -142,24 +145,33 @@ func bindReadOnly(src, dst string, extra uint64) error {
 	return nil
 }
 
-// mountBinds mounts each of the rootfs's host folders (Binds) as a
-// ReadOnlyView of its own. Their empty layer is Empty, bound on the scratch
-// tmpfs and named relative to the scratch directory, the working directory
-// here, so that the mount table names no host path but the folders' own; and
-// it is on the host's filesystem, usually the folders' too, on which the
-// views need no xino (see ReadOnlyView).
+// mountBinds mounts the rootfs's View of a host folder's parts (MountView),
+// then each of its other host folders (Binds) as a ReadOnlyView of its own.
+// Their empty layer is Empty, bound on the scratch tmpfs and named relative
+// to the scratch directory, the working directory here, so that the mount
+// table names no host path but the folders' own; and it is on the host's
+// filesystem, usually the folders' too, on which the views need no xino (see
+// ReadOnlyView).
 func mountBinds(st *initState) error {
 	s := &st.prep
-	if len(s.Binds) == 0 {
+	if len(s.Binds) == 0 && s.View == nil {
 		return nil
 	}
 	if err := unix.Chdir(s.Scratch); err != nil {
 		return err
 	}
+	root := filepath.Join(s.Scratch, scratchRoot)
+	if v := s.View; v != nil {
+		if err := MountView(v, scratchLower, scratchView, filepath.Join(root, v.Target)); err != nil {
+			return err
+		}
+	}
+	if len(s.Binds) == 0 {
+		return nil
+	}
 	if err := unix.Mount(s.Empty, scratchEmpty, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("binding the empty layer %q: %w", s.Empty, err)
 	}
-	root := filepath.Join(s.Scratch, scratchRoot)
 	for _, b := range s.Binds {
 		fd, err := ReadOnlyView(b.Source, scratchEmpty)
 		if err != nil {
@@ -171,6 +183,39 @@ func mountBinds(st *initState) error {
 		if err != nil {
 			return fmt.Errorf("mounting a view of %q at %q: %w", b.Source, dst, err)
 		}
+	}
+	return nil
+}
+
+// MountView mounts v at dst: its overlay, whose top layer is the folder at
+// v.Target of lower (mountBinds: the rootfs bound on the scratch tmpfs, named
+// relative to it, the working directory, so that the mount table names no
+// host path), on stage, an empty folder; then the overlay's folder v.Dir
+// bound at dst, and the overlay's own mount detached. The bind keeps the
+// overlay's mount flags (read-only, nosuid, nodev). redirect_dir=follow: the
+// top layer's folders lead to the host's by their redirect attribute
+// (rootfs.View).
+func MountView(v *View, lower, stage, dst string) error {
+	mask := lower + v.Target
+	for _, p := range []string{mask, v.Source} {
+		if err := CheckLayerPath(p); err != nil {
+			return fmt.Errorf("the view of %q: %w", v.Source, err)
+		}
+	}
+	fd, err := readOnlyOverlay(mask+":"+v.Source, [2]string{"redirect_dir", "follow"})
+	if err != nil {
+		return fmt.Errorf("the view of %q: %w", v.Source, err)
+	}
+	err = unix.MoveMount(fd, "", unix.AT_FDCWD, stage, unix.MOVE_MOUNT_F_EMPTY_PATH)
+	unix.Close(fd)
+	if err != nil {
+		return fmt.Errorf("mounting the view of %q: %w", v.Source, err)
+	}
+	if err := unix.Mount(filepath.Join(stage, v.Dir), dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("binding the view of %q at %q: %w", v.Source, dst, err)
+	}
+	if err := unix.Unmount(stage, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the view of %q: %w", v.Source, err)
 	}
 	return nil
 }
@@ -205,22 +250,33 @@ func ReadOnlyView(src, empty string) (int, error) {
 			return -1, fmt.Errorf("a read-only view of %q: %w", src, err)
 		}
 	}
+	fd, err := readOnlyOverlay(src + ":" + empty)
+	if err != nil {
+		return -1, fmt.Errorf("a read-only view of %q: %w", src, err)
+	}
+	return fd, nil
+}
+
+// readOnlyOverlay makes a detached, read-only, nosuid and nodev overlay of
+// the layers lowerdir, with xino=auto and the extra options: its fd,
+// close-on-exec.
+func readOnlyOverlay(lowerdir string, extra ...[2]string) (int, error) {
 	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return -1, fmt.Errorf("fsopen overlay: %w", err)
 	}
 	defer unix.Close(fsfd)
-	for _, kv := range [][2]string{{"source", "overlay"}, {"lowerdir", src + ":" + empty}, {"xino", "auto"}} {
+	for _, kv := range append([][2]string{{"source", "overlay"}, {"lowerdir", lowerdir}, {"xino", "auto"}}, extra...) {
 		if err := unix.FsconfigSetString(fsfd, kv[0], kv[1]); err != nil {
-			return -1, fmt.Errorf("a read-only view of %q: setting overlay %s=%s: %w", src, kv[0], kv[1], err)
+			return -1, fmt.Errorf("setting overlay %s=%s: %w", kv[0], kv[1], err)
 		}
 	}
 	if err := unix.FsconfigCreate(fsfd); err != nil {
-		return -1, fmt.Errorf("a read-only view of %q: creating the overlay: %w", src, err)
+		return -1, fmt.Errorf("creating the overlay: %w", err)
 	}
 	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 	if err != nil {
-		return -1, fmt.Errorf("a read-only view of %q: fsmount: %w", src, err)
+		return -1, fmt.Errorf("fsmount: %w", err)
 	}
 	return mfd, nil
 }

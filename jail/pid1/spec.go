@@ -24,7 +24,9 @@ type PrepareSpec struct {
 	// upper, /tmp, /sandbox, /dev/shm).
 	ScratchBytes int64
 	Lower        string
-	Binds        []Bind
+	// View, when set, is mounted before Binds (mountBinds).
+	View  *View `json:",omitempty"`
+	Binds []Bind
 	// Empty is an empty host directory, bound on the scratch tmpfs as the
 	// second layer of each bind's ReadOnlyView (mountBinds).
 	Empty string
@@ -69,6 +71,12 @@ type PrepareSpec struct {
 type Bind struct {
 	Source string // absolute path on the host
 	Target string // absolute path inside the root
+}
+
+// View is rootfs.View: one read-only overlay of the lower layer's folder at
+// Target over the host's Source, of which the folder Dir shows at Target.
+type View struct {
+	Source, Target, Dir string
 }
 
 // RunSpec is the second thing the parent sends: the run itself. (The run's

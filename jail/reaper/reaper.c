@@ -442,7 +442,7 @@ static int start_warm(const struct reaper_config *cfg, long *pid) {
 }
 
 // The root's strings (struct reaper_config's root_*).
-static char *root_str[5];
+static char *root_str[8];
 static char *root_binds[2 * REAPER_MAX_BINDS + 1];
 static char *proc_files[REAPER_MAX_PROC + 1], *proc_dirs[REAPER_MAX_PROC + 1], *proc_ro[REAPER_MAX_PROC + 1];
 
@@ -503,7 +503,7 @@ static void bind_read_only(const char *src, const char *dst, const char *step) {
 static void build_root(const struct reaper_config *cfg) {
 	char a[PATH_MAX], b[PATH_MAX], num[24];
 	const char *scratch = root_str[0], *lower = root_str[1], *empty = root_str[2], *hostname = root_str[3],
-		   *boot = root_str[4];
+		   *boot = root_str[4], *view_source = root_str[5], *view_target = root_str[6], *view_dir = root_str[7];
 	long r;
 
 	// "loopback": lo up (pid1's LinkUp).
@@ -531,8 +531,8 @@ static void build_root(const struct reaper_config *cfg) {
 		sys1(__NR_close, ctx);
 	}
 	must(sys1(__NR_chdir, scratch), "scratch tmpfs");
-	static const char *const dirs[] = {"upper", "work", "root", "lower", "empty"};
-	for (int i = 0; i < 5; i++)
+	static const char *const dirs[] = {"upper", "work", "root", "lower", "empty", "view"};
+	for (int i = 0; i < 6; i++)
 		must(sys3(__NR_mkdirat, AT_FDCWD, dirs[i], 0755), "scratch tmpfs");
 	must(sys3(__NR_mkdirat, AT_FDCWD, "shm", 0777), "scratch tmpfs");
 	must(sys4(__NR_fchmodat, AT_FDCWD, "shm", 01777, 0), "scratch tmpfs");
@@ -543,8 +543,26 @@ static void build_root(const struct reaper_config *cfg) {
 		    "lowerdir=lower,upperdir=upper,workdir=work,xino=on"),
 	     "overlay root");
 
-	// "read-only binds": each host folder a view of its own
+	// "read-only binds": the view of a host folder's parts, mounted on the
+	// scratch, its shown folder bound into the root and the mount detached
+	// (pid1.MountView); then each other host folder a view of its own
 	// (pid1.ReadOnlyView).
+	if (*view_source) {
+		size_t at = 0;
+		append(b, PATH_MAX, &at, "lower");
+		append(b, PATH_MAX, &at, view_target);
+		append(b, PATH_MAX, &at, ":");
+		append(b, PATH_MAX, &at, view_source);
+		if (at + 1 >= PATH_MAX)
+			fail("read-only binds", E2BIG);
+		const char *view[] = {"source", "overlay", "lowerdir", b, "xino", "auto", "redirect_dir", "follow", 0};
+		move_to(new_mount("overlay", view, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+				  "read-only binds"),
+			"view", "read-only binds");
+		join(b, "view", view_dir, "read-only binds");
+		must(mount5(b, join(a, "root", view_target, "read-only binds"), 0, MS_BIND, 0), "read-only binds");
+		must(sys2(__NR_umount2, "view", MNT_DETACH), "read-only binds");
+	}
 	if (cfg->root_nbinds > 0) {
 		must(mount5(empty, "empty", 0, MS_BIND, 0), "read-only binds");
 		for (uint32_t i = 0; i < cfg->root_nbinds; i++) {
@@ -627,7 +645,7 @@ static void read_root(const struct reaper_config *cfg) {
 	    cfg->root_nfiles > REAPER_MAX_PROC || cfg->root_ndirs > REAPER_MAX_PROC || cfg->root_nro > REAPER_MAX_PROC)
 		fail("reading the config", EINVAL);
 	char *buf = read_frame(cfg->root_size, "reading the config"), *end = buf + cfg->root_size;
-	char *p = strings(buf, end, root_str, 5, "reading the config");
+	char *p = strings(buf, end, root_str, 8, "reading the config");
 	p = strings(p, end, root_binds, 2 * cfg->root_nbinds, "reading the config");
 	p = strings(p, end, proc_files, cfg->root_nfiles, "reading the config");
 	p = strings(p, end, proc_dirs, cfg->root_ndirs, "reading the config");

@@ -40,6 +40,7 @@ import "C"
 import (
 	"encoding/binary"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -81,6 +82,7 @@ type RootConfig struct {
 	Scratch, Lower, Empty, Hostname, WarmBoot string
 	ScratchBytes                              int64
 	HostUID, HostGID                          int
+	View                                      *pid1.View
 	Binds                                     []pid1.Bind
 	ProcFiles, ProcDirs, ProcReadOnly         []string
 }
@@ -102,7 +104,18 @@ func (r *RootConfig) strings() ([]byte, error) {
 	if r.Scratch == "" || r.Lower == "" || r.Empty == "" || r.Hostname == "" || r.ScratchBytes <= 0 || r.HostUID <= 0 || r.HostGID <= 0 {
 		return nil, fmt.Errorf("a root without its scratch, lower or empty directory, hostname, scratch size or owner: %+v", *r)
 	}
-	strs := []string{r.Scratch, r.Lower, r.Empty, r.Hostname, r.WarmBoot}
+	strs := []string{r.Scratch, r.Lower, r.Empty, r.Hostname, r.WarmBoot, "", "", ""}
+	if v := r.View; v != nil {
+		for _, p := range []string{"lower" + v.Target, v.Source} {
+			if err := pid1.CheckLayerPath(p); err != nil {
+				return nil, fmt.Errorf("a host folder's view: %w", err)
+			}
+		}
+		if v.Source == "" || !filepath.IsAbs(v.Target) || v.Dir == "" || strings.Contains(v.Dir, "/") {
+			return nil, fmt.Errorf("a view without its host folder, target or shown folder: %+v", *v)
+		}
+		strs[5], strs[6], strs[7] = v.Source, v.Target, v.Dir
+	}
 	for _, b := range r.Binds {
 		if err := pid1.CheckLayerPath(b.Source); err != nil {
 			return nil, fmt.Errorf("a host folder's view: %w", err)

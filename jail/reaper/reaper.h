@@ -5,7 +5,7 @@
 #define REAPER_ARG "reaper"
 #define REAPER_SPEC_FD 3
 #define REAPER_STATUS_FD 4
-#define REAPER_VERSION 3
+#define REAPER_VERSION 4
 #define REAPER_MAX_FILTER 4096
 #define REAPER_MAX_RLIMITS 16
 // A run's frame (struct reaper_run and its strings) is at most this long: the
@@ -55,9 +55,10 @@ struct reaper_config {
 	// The root the reaper builds (as pid1's rootSteps) before anything else
 	// but its namespaces: root_size bytes of NUL-terminated strings,
 	// after the filters and rlimits: the scratch directory, the rootfs's
-	// lower layer, the views' empty layer, the hostname and the warm
-	// bootstrap ("" for none); then root_nbinds pairs of a host folder and
-	// its target; then the proc files masked, the proc folders masked and
+	// lower layer, the views' empty layer, the hostname, the warm
+	// bootstrap ("" for none), and the view of a host folder's parts
+	// (pid1.View: its host folder, target and shown folder; "" for none);
+	// then root_nbinds pairs of a host folder and its target; then the proc files masked, the proc folders masked and
 	// the proc paths made read-only (root_nfiles, root_ndirs, root_nro).
 	uint32_t root_size, root_nbinds, root_nfiles, root_ndirs, root_nro;
 	uint32_t root_uid, root_gid; // the owner of /sandbox and the bootstrap

@@ -62,8 +62,8 @@ func TestMarshalProgramConfig(t *testing.T) {
 	for i := range head {
 		head[i] = binary.LittleEndian.Uint32(b[4*i:])
 	}
-	root := "/s\x00/l\x00/e\x00sandbox\x00\x00/usr/bin\x00/usr/bin\x00kcore\x00acpi\x00sys\x00irq\x00"
-	if want := [24]uint32{3, 10, 11, 40, 1, 1, 1000, 1000, 20, 21, 1, 2, 1, 0, 0, 0, uint32(len(root)), 1, 1, 1, 2, 20, 21, 0}; head != want {
+	root := "/s\x00/l\x00/e\x00sandbox\x00\x00/usr\x00/usr\x00parts\x00/usr/bin\x00/usr/bin\x00kcore\x00acpi\x00sys\x00irq\x00"
+	if want := [24]uint32{4, 10, 11, 40, 1, 1, 1000, 1000, 20, 21, 1, 2, 1, 0, 0, 0, uint32(len(root)), 1, 1, 1, 2, 20, 21, 0}; head != want {
 		t.Fatalf("got header %v, want %v", head, want)
 	}
 	if got := binary.LittleEndian.Uint64(b[96:]); got != 64<<20 {
@@ -95,15 +95,19 @@ func TestRootConfig(t *testing.T) {
 	}
 	f := bpf.Program{{Code: 6, K: 0x7fff0000}}
 	for name, change := range map[string]func(*RootConfig){
-		"no root":           nil,
-		"no scratch":        func(r *RootConfig) { r.Scratch = "" },
-		"no scratch size":   func(r *RootConfig) { r.ScratchBytes = 0 },
-		"root's ids":        func(r *RootConfig) { r.HostUID = 0 },
-		"a NUL in a path":   func(r *RootConfig) { r.Binds[0].Target = "/usr/\x00bin" },
-		"a colon in a view": func(r *RootConfig) { r.Binds[0].Source = "/usr/b:in" },
-		"too many binds":    func(r *RootConfig) { r.Binds = make([]pid1.Bind, 65) },
-		"too many masks":    func(r *RootConfig) { r.ProcFiles = make([]string, 65) },
-		"a huge bootstrap":  func(r *RootConfig) { r.WarmBoot = strings.Repeat("x", 1<<20) },
+		"no root":                      nil,
+		"no scratch":                   func(r *RootConfig) { r.Scratch = "" },
+		"no scratch size":              func(r *RootConfig) { r.ScratchBytes = 0 },
+		"root's ids":                   func(r *RootConfig) { r.HostUID = 0 },
+		"a NUL in a path":              func(r *RootConfig) { r.Binds[0].Target = "/usr/\x00bin" },
+		"a colon in a view":            func(r *RootConfig) { r.Binds[0].Source = "/usr/b:in" },
+		"too many binds":               func(r *RootConfig) { r.Binds = make([]pid1.Bind, 65) },
+		"a colon in the view's folder": func(r *RootConfig) { r.View.Source = "/u:sr" },
+		"a relative view":              func(r *RootConfig) { r.View.Target = "usr" },
+		"a view that shows no folder":  func(r *RootConfig) { r.View.Dir = "" },
+		"a view that shows a path":     func(r *RootConfig) { r.View.Dir = "a/b" },
+		"too many masks":               func(r *RootConfig) { r.ProcFiles = make([]string, 65) },
+		"a huge bootstrap":             func(r *RootConfig) { r.WarmBoot = strings.Repeat("x", 1<<20) },
 	} {
 		c := Config{UID: 10, GID: 11, LastCap: 40, Filter: f}
 		if change != nil {
@@ -118,7 +122,8 @@ func TestRootConfig(t *testing.T) {
 
 func testRoot() *RootConfig {
 	return &RootConfig{Scratch: "/s", Lower: "/l", Empty: "/e", Hostname: "sandbox", ScratchBytes: 64 << 20,
-		HostUID: 20, HostGID: 21, Binds: []pid1.Bind{{Source: "/usr/bin", Target: "/usr/bin"}},
+		HostUID: 20, HostGID: 21, View: &pid1.View{Source: "/usr", Target: "/usr", Dir: "parts"},
+		Binds:     []pid1.Bind{{Source: "/usr/bin", Target: "/usr/bin"}},
 		ProcFiles: []string{"kcore"}, ProcDirs: []string{"acpi"}, ProcReadOnly: []string{"sys", "irq"}}
 }
 
