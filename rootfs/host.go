@@ -43,7 +43,9 @@ type Host struct {
 	// ownParent is set when dir's parent is <stateDir>/rootfs, which brig owns.
 	ownParent bool
 	binds     []Bind
-	view      *View // nil: each of binds is a mount of its own
+	view      *View // nil: each of binds is a mount of its own, for viewOff
+	// viewOff says why there is no view, and what would give one.
+	viewOff, viewHint string
 	interp    map[Language]string
 
 	mu       sync.Mutex
@@ -206,7 +208,7 @@ func (h *Host) writeSkeleton() (retErr error) {
 	if err := setOwnerMode(tmp, dirMode); err != nil {
 		return err
 	}
-	view := usrView(tmp, h.dir)
+	view, off, hint := usrView(tmp, h.dir)
 	binds, err := hostBinds(tmp, view)
 	if err != nil {
 		return err
@@ -220,7 +222,7 @@ func (h *Host) writeSkeleton() (retErr error) {
 	if err := CheckLower(tmp); err != nil {
 		return err
 	}
-	h.binds, h.view = binds, view
+	h.binds, h.view, h.viewOff, h.viewHint = binds, view, off, hint
 	// An identical skeleton stays: another brig process (the service, a `brig run
 	// --local`) may be mounting it right now.
 	if same, err := sameTree(tmp, h.dir); err == nil && same {
@@ -232,28 +234,36 @@ func (h *Host) writeSkeleton() (retErr error) {
 }
 
 // usrView is the View of /usr whose top layer the skeleton at tmp (to be
-// published at dir) holds, or nil where it can't: where overlayfs would refuse
-// the layers as overlapping (the skeleton inside /usr, or /usr inside it), or
-// where the skeleton's filesystem keeps no trusted extended attributes. Then
-// each part of /usr is a view of its own, which costs a sandbox more
-// (usrParts) and shows the same.
-func usrView(tmp, dir string) *View {
+// published at dir) holds; or nil, why not and what would give one, where it
+// can't be: where overlayfs would refuse the layers as overlapping (the
+// skeleton inside /usr, or /usr inside it), or where the skeleton's
+// filesystem keeps no trusted extended attributes. Then each part of /usr is
+// a view of its own, which shows the same and costs each sandbox more
+// (usrParts).
+func usrView(tmp, dir string) (*View, string, string) {
 	const usr = "/usr"
 	for _, d := range []string{tmp, dir} {
 		if within(d, usr) || within(usr, d) {
-			return nil
+			return nil, fmt.Sprintf("the host rootfs's skeleton %s and /usr are one inside the other, which overlayfs refuses as layers of one mount", dir),
+				"put the state directory (--state-dir, sandbox.state_dir) outside /usr"
 		}
 	}
 	probe := filepath.Join(tmp, ".xattr")
 	if err := mkdirRoot(probe); err != nil {
-		return nil
+		return nil, err.Error(), ""
 	}
 	defer os.Remove(probe)
 	if err := unix.Setxattr(probe, xattrOpaque, []byte("y"), 0); err != nil {
-		return nil
+		return nil, fmt.Sprintf("the filesystem of the host rootfs's skeleton %s keeps no trusted extended attributes (%v)", dir, err),
+			"put the state directory on a filesystem that does (ext4, xfs, btrfs, tmpfs)"
 	}
-	return &View{Source: usr, Target: usr}
+	return &View{Source: usr, Target: usr}, "", ""
 }
+
+// ViewOff says why the host rootfs has no View of /usr, and what would give
+// it one; "" when it has one. Without it each sandbox mounts each part of
+// /usr as an overlay of its own: the same folders, at a higher cost.
+func (h *Host) ViewOff() (why, hint string) { return h.viewOff, h.viewHint }
 
 // The overlayfs attributes of a View's top layer.
 const (

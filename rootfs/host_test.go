@@ -222,8 +222,8 @@ func TestHostSkeleton(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.View == nil || *r.View != (View{Source: "/usr", Target: "/usr"}) {
-			t.Fatalf("got view %+v, want /usr's (the skeleton is not in /usr, on a filesystem with trusted attributes)", r.View)
+		if why, _ := h.ViewOff(); r.View == nil || *r.View != (View{Source: "/usr", Target: "/usr"}) || why != "" {
+			t.Fatalf("got view %+v (%q), want /usr's (the skeleton is not in /usr, on a filesystem with trusted attributes)", r.View, why)
 		}
 		// Every folder of the top layer is a bound part, redirected, or
 		// opaque: nothing else of the host's /usr shows through.
@@ -251,8 +251,8 @@ func TestHostSkeleton(t *testing.T) {
 		// Where overlayfs would take the layers as overlapping, each part is a
 		// view of its own.
 		for _, d := range []string{"/usr", "/usr/local/brig/rootfs/host", "/"} {
-			if v := usrView(t.TempDir(), d); v != nil {
-				t.Errorf("a skeleton at %s: got view %+v, want none", d, v)
+			if v, why, hint := usrView(t.TempDir(), d); v != nil || why == "" || hint == "" {
+				t.Errorf("a skeleton at %s: got view %+v (%q, %q), want none, why and what to do", d, v, why, hint)
 			}
 		}
 	})

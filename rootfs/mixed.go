@@ -64,3 +64,11 @@ func (m *Mixed) Root(lang Language) (*Root, error) {
 	}
 	return m.host.Root(lang)
 }
+
+// ViewOff is the host rootfs's (Host.ViewOff), for the languages that use it.
+func (m *Mixed) ViewOff() (why, hint string) {
+	if h, ok := m.host.(*Host); ok && len(m.langs) < len(Languages) {
+		return h.ViewOff()
+	}
+	return "", ""
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/jail/pid1"
+	"github.com/brig-sandbox/brig/rootfs"
 )
 
 // TestMain lets the test binary be brig itself: the CLI tests run it with
@@ -204,11 +205,42 @@ func TestCheck(t *testing.T) {
 	if status != 0 {
 		t.Fatalf("brig check: got exit status %d, want 0\n%s%s", status, out, errs)
 	}
-	for _, want := range []string{"pass  kernel", "pass  seccomp", "pass  cgroup controllers", "pass  sandboxed run python", "pass  sandboxed run javascript"} {
+	for _, want := range []string{"pass  kernel", "pass  seccomp", "pass  cgroup controllers", "pass  one view of /usr", "pass  sandboxed run python", "pass  sandboxed run javascript"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("brig check output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// viewOffRoots is a host rootfs without its view of /usr.
+type viewOffRoots struct{}
+
+func (viewOffRoots) Name() string { return "host" }
+func (viewOffRoots) Root(lang rootfs.Language) (*rootfs.Root, error) {
+	return &rootfs.Root{Language: lang, Binds: []rootfs.Bind{{Source: "/usr/bin", Target: "/usr/bin"}}}, nil
+}
+func (viewOffRoots) ViewOff() (string, string) {
+	return "no trusted attributes", "move the state directory"
+}
+
+// TestUsrViewCheck: brig check (and the service's start) warns, with why and
+// what to do, where the host rootfs mounts each part of /usr on its own, and
+// says nothing of a rootfs that binds no host folder.
+func TestUsrViewCheck(t *testing.T) {
+	ch, ok := usrViewCheck(viewOffRoots{})
+	if !ok || !ch.OK || !ch.Warn || !strings.Contains(ch.Detail, "no trusted attributes") || ch.Hint != "move the state directory" {
+		t.Errorf("without the view: got %+v, %v; want a warning with why and the hint", ch, ok)
+	}
+	if ch, ok := usrViewCheck(builtRoots{}); ok {
+		t.Errorf("a built rootfs: got %+v, want no check", ch)
+	}
+}
+
+// builtRoots is a rootfs that binds no host folder.
+type builtRoots struct{ viewOffRoots }
+
+func (builtRoots) Root(lang rootfs.Language) (*rootfs.Root, error) {
+	return &rootfs.Root{Language: lang}, nil
 }
 
 func TestInterspersed(t *testing.T) {

@@ -583,6 +583,9 @@ func serveAction(c *cli.Context) error {
 	if ch := jail.CheckViewLayers(lc.StateDir, bindSources(roots)); ch.Warn {
 		log.Warn("the host folders' read-only views need overlayfs's xino here", "check", ch.Detail, "hint", ch.Hint)
 	}
+	if ch, ok := usrViewCheck(roots); ok && ch.Warn {
+		log.Warn("the parts of /usr cost each sandbox an overlay each", "check", ch.Detail, "hint", ch.Hint)
+	}
 	var static []jail.Check
 	for _, ch := range jail.CheckIDRange(lc.IDs, "", idRangeRoots(lc, roots)) {
 		if ch.Name == jail.IDRangeProcesses && !ch.OK {
