@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -612,7 +613,8 @@ print(json.dumps({"shown": shown, "mounts": mounts}))
 		}
 	}
 	for _, b := range root.Binds {
-		if _, ok := got.Shown[b.Target]; !ok && strings.Count(b.Target, "/") <= 3 {
+		listed := slices.Contains([]string{"/usr", "/usr/lib", "/usr/share"}, filepath.Dir(b.Target))
+		if _, ok := got.Shown[b.Target]; listed && !ok {
 			t.Errorf("%s: not in the run, want it shown", b.Target)
 		}
 	}
