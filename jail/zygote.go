@@ -437,14 +437,18 @@ func (z *zygote) read() {
 		}
 		z.replies <- r
 	}
-	close(z.dead)
-	z.conn.Close()
+	// Its children's channels before dead: whoever has seen the zygote dead
+	// finds every sandbox it forked dead too (took skips them), where a run
+	// could take one in between and learn its program's exit from the
+	// kernel's record alone (TestZygoteDeathFallsBack, once in a full run).
 	z.emu.Lock()
 	for pid, ch := range z.exits {
 		close(ch)
 		delete(z.exits, pid)
 	}
 	z.emu.Unlock()
+	close(z.dead)
+	z.conn.Close()
 	z.cmd.Wait()
 }
 
