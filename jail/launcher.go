@@ -189,9 +189,12 @@ type Launcher struct {
 	// reaper, when set, is the run-independent config of a sandbox's pid 1:
 	// a reaper (jail/reaper), which builds the root itself, instead of a Go
 	// init. Nil only when turned off for tests (reaperOff).
-	reaper  *reaper.Config
-	ids     *idAllocator
-	scratch string
+	reaper *reaper.Config
+	// mountTemplate is the mount namespace a reaper enters before it makes
+	// its sandbox's (mountns.go); nil: the service's own.
+	mountTemplate *os.File
+	ids           *idAllocator
+	scratch       string
 	// empty is an empty directory of the host's, the second layer of the
 	// read-only views of the runs' mounts (mountIntoSandbox).
 	empty string
@@ -322,6 +325,16 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		pools:             map[string]chan *slot{},
 		rooms:             map[string]chan struct{}{},
 		done:              make(chan struct{}),
+	}
+	if l.reaper != nil {
+		// The reapers' mount namespace to copy (mountns.go).
+		f, kept, err := newMountTemplate(l.templatePaths())
+		if err != nil {
+			l.log.Warn("the sandboxes' reapers copy the service's whole mount namespace", "why", err)
+		} else {
+			l.mountTemplate = f
+			l.log.Debug("the sandboxes' reapers copy a mount namespace of the mounts their roots read", "mounts", kept)
+		}
 	}
 	if l.exits, err = newExitWatch(); err != nil {
 		l.log.Info("runs learn of their program's exit from its parent, after the kernel's teardown of it", "why", err)
@@ -474,6 +487,9 @@ func (l *Launcher) close() {
 		}
 	}
 	l.closeZygotes()
+	if l.mountTemplate != nil {
+		l.mountTemplate.Close()
+	}
 	l.ids.close()
 	if l.exits != nil {
 		l.exits.close()

@@ -514,6 +514,13 @@ func (l *Launcher) clone(useReaper, program bool) (s *slot, retErr error) {
 		// which pivot_root then moves to the sandbox's, as it does the root.
 		s.cmd.Path, s.cmd.Args, s.cmd.Env, s.cmd.Dir = l.cfg.ReaperPath, []string{"brig", reaper.Arg}, []string{}, "/"
 		sys.Cloneflags = reaperCloneFlags
+		if l.mountTemplate != nil {
+			// At reaper.MountNSFD: the namespace it copies for its sandbox's.
+			for len(s.cmd.ExtraFiles) < reaper.MountNSFD-3 {
+				s.cmd.ExtraFiles = append(s.cmd.ExtraFiles, nil)
+			}
+			s.cmd.ExtraFiles = append(s.cmd.ExtraFiles, l.mountTemplate)
+		}
 	}
 	if len(childEnds) == 4 {
 		s.cmd.Stdout, s.cmd.Stderr = childEnds[2], childEnds[3]

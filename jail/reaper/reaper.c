@@ -27,6 +27,7 @@
 #define EPERM 1
 #define EINTR 4
 #define E2BIG 7
+#define EBADF 9
 #define ENOMEM 12
 #define EINVAL 22
 #define EPIPE 32
@@ -790,7 +791,16 @@ static __attribute__((noreturn)) void reaper_main(void) {
 	// the supervisor's work on the cgroups. Nothing is done in the host's
 	// before: the root is built (loopback, mounts, hostname) only after, and
 	// the supervisor enters them only once this process says it is ready.
-	long r = sys1(__NR_unshare, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS);
+	// The mount namespace copied is the supervisor's template, where it
+	// passes one: its own with only the mounts the root's build reads, so
+	// that a host of many mounts does not make each sandbox copy, make
+	// private and detach them all. Without one (EBADF), its own.
+	long r = sys2(__NR_setns, REAPER_MNTNS_FD, CLONE_NEWNS);
+	if (r == 0)
+		sys1(__NR_close, REAPER_MNTNS_FD);
+	else if (r != -EBADF)
+		fail("namespaces", r);
+	r = sys1(__NR_unshare, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS);
 	if (r < 0)
 		fail("namespaces", r);
 	struct reaper_config cfg;

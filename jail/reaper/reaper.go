@@ -91,6 +91,10 @@ type RootConfig struct {
 // reconfiguration context, which it says in "ready" as a Go init does.
 const ScratchFD = C.REAPER_SCRATCH_FD
 
+// MountNSFD is where the supervisor passes a reaper the mount namespace it
+// copies for its sandbox's (optional): entered and closed first thing.
+const MountNSFD = C.REAPER_MNTNS_FD
+
 // warmBootPath is where the reaper writes a warm sandbox's bootstrap:
 // pid1.WarmBootPath (TestRootConfig).
 const warmBootPath = C.REAPER_WARM_BOOT

@@ -5,6 +5,9 @@
 #define REAPER_ARG "reaper"
 #define REAPER_SPEC_FD 3
 #define REAPER_STATUS_FD 4
+// The mount namespace the reaper copies for its sandbox's, when the
+// supervisor passes one (jail's mountns.go): entered and closed first thing.
+#define REAPER_MNTNS_FD 6
 #define REAPER_VERSION 4
 #define REAPER_MAX_FILTER 4096
 #define REAPER_MAX_RLIMITS 16
