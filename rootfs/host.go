@@ -46,7 +46,7 @@ type Host struct {
 	view      *View // nil: each of binds is a mount of its own, for viewOff
 	// viewOff says why there is no view, and what would give one.
 	viewOff, viewHint string
-	interp    map[Language]string
+	interp            map[Language]string
 
 	mu       sync.Mutex
 	versions map[Language]string // guarded by mu; filled on first use
