@@ -53,7 +53,7 @@ func (l *Launcher) templatePaths() []string {
 // paths, on a thread of its own that unshares its mount namespace and then
 // exits (the namespace stays while the returned descriptor is open).
 func newMountTemplate(paths []string) (f *os.File, kept int, err error) {
-	onSpareThread(func() { f, kept, err = mountTemplate(paths) })
+	onSpareThread(func() { f, kept, err = buildMountTemplate(paths) })
 	return f, kept, err
 }
 
@@ -79,9 +79,9 @@ func onSpareThread(f func()) {
 	<-done
 }
 
-// mountTemplate is newMountTemplate on its thread; kept is how many mounts
+// buildMountTemplate is newMountTemplate on its thread; kept is how many mounts
 // the template holds.
-func mountTemplate(paths []string) (_ *os.File, kept int, _ error) {
+func buildMountTemplate(paths []string) (_ *os.File, kept int, _ error) {
 	if err := unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); err != nil {
 		return nil, 0, fmt.Errorf("unsharing a mount namespace: %w", err)
 	}
