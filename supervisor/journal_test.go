@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -19,8 +20,11 @@ import (
 
 // BenchmarkJournal measures the journal's two writes of every run (README:
 // "Journal"): go test -run XXX -bench Journal ./supervisor
-//   - accept: one fsynced transaction, before the run is handed to its
-//     goroutine;
+//   - accept: one fsynced transaction, before a networked run is handed to
+//     its goroutine;
+//   - acceptSoon: an offline run's, a line appended to the pending file
+//     before the run is handed on, its transaction shared in the background
+//     (the benchmark waits for each commit after its clock stops);
 //   - finish: results written by 128 goroutines at once, as runs that end
 //     together are, which share bbolt's Batch transactions: the journal's
 //     capacity. (A result alone waits the batch's 10 ms for company, after its
@@ -41,6 +45,24 @@ func BenchmarkJournal(b *testing.B) {
 			id := runKey{uid: 1000, id: fmt.Sprint("run-", i)}
 			if err := j.accept(id, &record{Key: "k", Language: "python", Network: api.NetworkNone, AcceptedAt: time.Now()}); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("acceptSoon", func(b *testing.B) {
+		j := open(b)
+		commits := make([]*commit, 0, b.N)
+		for i := range b.N {
+			id := runKey{uid: 1000, id: fmt.Sprint("run-", i)}
+			c, err := j.acceptSoon(id, &record{Key: "k", Language: "python", Network: api.NetworkNone, AcceptedAt: time.Now()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			commits = append(commits, c)
+		}
+		b.StopTimer()
+		for _, c := range commits {
+			if <-c.done; c.err != nil {
+				b.Fatal(c.err)
 			}
 		}
 	})
@@ -297,5 +319,198 @@ func TestJournalCloseEmptiesCommittedPending(t *testing.T) {
 	}
 	if st, err := os.Stat(filepath.Join(dir, pendingFile)); err != nil || st.Size() != 0 {
 		t.Errorf("got the pending file %v, %v, want it empty after a clean stop", st, err)
+	}
+}
+
+// An offline run accepted soon is in the pending file at once and committed in
+// the background; when the service crashes before the commit, the next open
+// puts it in flight, for recover to finish as stopped, and keeps a record that
+// was committed finished as it is (an accepted line never undoes a result).
+func TestJournalAcceptSoon(t *testing.T) {
+	dir := t.TempDir()
+	j, err := openJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	accepted := func(id string) *record {
+		return &record{Key: "k", Language: "python", Network: api.NetworkNone, PeerUID: 1000, AcceptedAt: now}
+	}
+	soon := runKey{uid: 1000, id: "soon"}
+	c, err := j.acceptSoon(soon, accepted("soon"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-c.done
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	if rec, err := j.get(soon); err != nil || rec.Result != nil {
+		t.Fatalf("got %+v, %v, want the accepted record committed", rec, err)
+	}
+	// The crash: lines appended and never committed. "crashed" was accepted
+	// only; "answered" was accepted, then its result committed without a line
+	// of its own (as when answered's write failed).
+	crashed, answered := runKey{uid: 1000, id: "crashed"}, runKey{uid: 1000, id: "answered"}
+	for _, k := range []runKey{crashed, answered} {
+		if err := j.appendPending(k, accepted(k.id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := &api.Result{ID: "answered", State: api.StateFinished, Outcome: api.OutcomeSucceeded, Stdout: "hi\n"}
+	if err := j.finish(answered, &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now, FinishedAt: now, Result: res}); err != nil {
+		t.Fatal(err)
+	}
+	j.close()
+
+	j, err = openJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	keys, err := j.recover(interruptedResult, time.Now())
+	if err != nil || !slices.Equal(keys, []runKey{crashed, soon}) {
+		t.Fatalf("got %v, %v recovered as stopped, want [%v %v]", keys, err, crashed, soon)
+	}
+	if rec, err := j.get(crashed); err != nil || rec.Result == nil || rec.Result.Reason != api.ReasonStopped || rec.Result.Outcome != api.OutcomeFailed {
+		t.Errorf("got %+v, %v for the crashed run, want stopped, failed (no network)", rec, err)
+	}
+	if rec, err := j.get(answered); err != nil || rec.Result == nil || rec.Result.Stdout != "hi\n" {
+		t.Errorf("got %+v, %v for the finished run, want its result kept", rec, err)
+	}
+}
+
+// A pending file past pendingMax is replaced, once a line is committed, by a
+// file of the lines not yet committed alone: under steady load some always
+// are, and the file would otherwise grow without end.
+func TestJournalPendingFileStaysSmall(t *testing.T) {
+	dir := t.TempDir()
+	j, err := openJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	waiting := runKey{uid: 1000, id: "waiting"}
+	if err := j.appendPending(waiting, &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	big := runKey{uid: 1000, id: "big"}
+	rec := &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now, FinishedAt: now,
+		Result: &api.Result{ID: "big", State: api.StateFinished, Outcome: api.OutcomeSucceeded, Stdout: strings.Repeat("x", pendingMax)}}
+	if err := j.answered(big, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.finish(big, rec); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, pendingFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n != 1 || !strings.Contains(string(b), `"id":"waiting"`) {
+		t.Fatalf("got a pending file of %d bytes, %d lines, want the one line not committed", len(b), n)
+	}
+	if err := j.appendPending(big, rec); err != nil { // appended to the new file
+		t.Fatal(err)
+	}
+	j.close()
+	j, err = openJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	if keys, err := j.recover(interruptedResult, time.Now()); err != nil || !slices.Equal(keys, []runKey{waiting}) {
+		t.Errorf("got %v, %v recovered, want [%v]", keys, err, waiting)
+	}
+	if got, err := j.get(big); err != nil || got.Result == nil || len(got.Result.Stdout) != pendingMax {
+		t.Errorf("got %v for the big result, want it committed", err)
+	}
+}
+
+// An offline run starts and is answered while its journal record is still
+// being committed; a networked run starts only once its record is committed,
+// so that even a crash of the host leaves a record of a run that may have
+// reached outside. Both are in the journal, finished, once the commit is let
+// through.
+func TestOfflineRunStartsBeforeItsCommit(t *testing.T) {
+	ts := newTestService(t, func(c *Config) { c.NetworkModes = []string{api.NetworkNone, api.NetworkAny} })
+	ctx := context.Background()
+	tx, err := ts.journal.db.Begin(true) // holds every commit until rolled back
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			tx.Rollback()
+		}
+	}
+	defer release()
+
+	offline := make(chan *api.Result, 1)
+	go func() {
+		res, err := ts.client.Run(ctx, request("python", "print('ran')", withRunID("offline")))
+		if err != nil {
+			t.Error(err)
+		}
+		offline <- res
+	}()
+	select {
+	case res := <-offline:
+		checkSucceeded(t, res, "ran\n")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the offline run got no answer within 20s while its commit was held: it waited for it")
+	}
+
+	networkedRun := make(chan *api.Result, 1)
+	go func() {
+		res, err := ts.client.Run(ctx, request("python", "print('ran')", withRunID("networked"), networked(api.NetworkAny)))
+		if err != nil {
+			t.Error(err)
+		}
+		networkedRun <- res
+	}()
+	k := runKey{uid: os.Getuid(), id: "networked"} // the test is the peer
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		ts.mu.Lock()
+		_, accepted := ts.runs[k]
+		ts.mu.Unlock()
+		if accepted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the networked run was not accepted within 5s")
+		}
+	}
+	select {
+	case <-networkedRun:
+		t.Fatal("the networked run was answered while its record's commit was held")
+	case <-time.After(time.Second):
+	}
+	ts.mu.Lock()
+	r := ts.runs[k]
+	ts.mu.Unlock()
+	if snap := r.snapshot(); snap.State != api.StateQueued {
+		t.Fatalf("got the networked run %s while its commit was held, want it queued", snap.State)
+	}
+	release()
+	select {
+	case res := <-networkedRun:
+		checkSucceeded(t, res, "ran\n")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the networked run got no answer within 20s of its commit")
+	}
+	for _, id := range []string{"offline", "networked"} {
+		k := runKey{uid: os.Getuid(), id: id}
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			rec, err := ts.journal.get(k)
+			if err == nil && rec.Result != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("got %+v, %v for %s 5s after its answer, want its result committed", rec, err, id)
+			}
+		}
 	}
 }

@@ -46,6 +46,9 @@ type run struct {
 	// which comes a little after the interpreter's exec that the final
 	// result's start_ms counts to). Guarded by mu.
 	timing api.Timing
+	// acceptCommit is the journal's commit of the accepted run, when it was
+	// not committed before the run started (journal.acceptSoon).
+	acceptCommit *commit
 	// startPath is how the run's interpreter started (jail.Result.Start), for
 	// the run's log line; set by the run's own goroutine before finish.
 	startPath string

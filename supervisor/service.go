@@ -311,7 +311,15 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 	s.runsWG.Add(1)
 	s.mu.Unlock()
 
-	err := s.journal.accept(r.runKey(), &record{Key: key, Language: req.Language, Network: req.Network.Mode, PeerUID: peerUID, AcceptedAt: r.accepted})
+	// A run that can reach outside starts once its record is on disk; one that
+	// can't starts at once (journal's doc).
+	rec := &record{Key: key, Language: req.Language, Network: req.Network.Mode, PeerUID: peerUID, AcceptedAt: r.accepted}
+	var err error
+	if req.Network.Mode == api.NetworkNone {
+		r.acceptCommit, err = s.journal.acceptSoon(r.runKey(), rec)
+	} else {
+		err = s.journal.accept(r.runKey(), rec)
+	}
 	if err != nil {
 		s.mu.Lock()
 		delete(s.runs, r.runKey())
@@ -453,6 +461,12 @@ func (s *Service) finish(r *run, res *api.Result) {
 		s.log.Error("recording a result in the journal's pending file", logID, r.id, "err", err)
 	}
 	r.finish(res)
+	if c := r.acceptCommit; c != nil {
+		<-c.done // the record it accepted is overwritten, not the other way round
+		if c.err != nil {
+			s.log.Error("recording an accepted run in the journal", logID, r.id, "err", c.err)
+		}
+	}
 	err := s.journal.finish(r.runKey(), rec)
 	if err != nil {
 		// The run stays in memory, so it is still answered until a restart.

@@ -84,19 +84,40 @@ func TestStalledReaderBlocksNothing(t *testing.T) {
 }
 
 // A defect answers 500 in the API's error shape, never a dropped connection:
-// here the journal can't be written.
+// here the journal can't be written. An offline run is refused when its line
+// can't be appended to the pending file, a networked one when its record
+// can't be committed.
 func TestJournalFailureIs500(t *testing.T) {
-	ts := newTestService(t)
-	if err := ts.journal.db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	_, err := ts.client.Run(context.Background(), request("python", "print(1)"))
-	ce := apiErr(t, err, http.StatusInternalServerError, "")
-	if ce.API.Code != api.ErrorInternal || !strings.Contains(ce.API.Message, "journal") {
-		t.Fatalf("got %+v, want code internal naming the journal", ce.API)
-	}
-	if running, queued := ts.adm.counts(); running != 0 || queued != 0 {
-		t.Fatalf("got %d running and %d queued after the refusal, want the slot given back", running, queued)
+	for _, tc := range []struct {
+		network string
+		breakIt func(*testing.T, *journal) error
+	}{
+		{api.NetworkNone, func(t *testing.T, j *journal) error {
+			// Read only, until the test ends: writes fail with EBADF.
+			f, err := os.Open(j.path)
+			if err == nil {
+				writable := j.pending
+				j.pending = f
+				t.Cleanup(func() { f.Close(); j.pending = writable })
+			}
+			return err
+		}},
+		{api.NetworkAny, func(_ *testing.T, j *journal) error { return j.db.Close() }},
+	} {
+		t.Run(tc.network, func(t *testing.T) {
+			ts := newTestService(t, func(c *Config) { c.NetworkModes = []string{api.NetworkNone, api.NetworkAny} })
+			if err := tc.breakIt(t, ts.journal); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ts.client.Run(context.Background(), request("python", "print(1)", networked(tc.network)))
+			ce := apiErr(t, err, http.StatusInternalServerError, "")
+			if ce.API.Code != api.ErrorInternal || !strings.Contains(ce.API.Message, "journal") {
+				t.Fatalf("got %+v, want code internal naming the journal", ce.API)
+			}
+			if running, queued := ts.adm.counts(); running != 0 || queued != 0 {
+				t.Fatalf("got %d running and %d queued after the refusal, want the slot given back", running, queued)
+			}
+		})
 	}
 }
 

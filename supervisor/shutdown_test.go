@@ -153,9 +153,13 @@ func waitDraining(tb testing.TB, ts *testService) {
 //
 // The journal write is held up with a bbolt write transaction of the test's, so
 // that Shutdown begins exactly while submit is between its draining check and
-// counting the run in runsWG.
+// counting the run in runsWG. The run is networked: an offline one's submit
+// does not wait for the journal's commit (TestOfflineRunStartsBeforeItsCommit).
 func TestShutdownGivesGraceToRunAcceptedJustBefore(t *testing.T) {
-	ts := newTestService(t, func(c *Config) { c.Grace = 10 * time.Second })
+	ts := newTestService(t, func(c *Config) {
+		c.Grace = 10 * time.Second
+		c.NetworkModes = []string{api.NetworkNone, api.NetworkAny}
+	})
 	ctx := context.Background()
 	svc := ts.Service
 	const id = "just-before"
@@ -178,7 +182,7 @@ func TestShutdownGivesGraceToRunAcceptedJustBefore(t *testing.T) {
 	}
 	posted := make(chan answer, 1)
 	go func() {
-		res, err := ts.client.Run(ctx, request("python", "print(\"ran\")\n", withRunID(id)))
+		res, err := ts.client.Run(ctx, request("python", "print(\"ran\")\n", withRunID(id), networked(api.NetworkAny)))
 		posted <- answer{res, err}
 	}()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
