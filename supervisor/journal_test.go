@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -435,17 +436,7 @@ func TestJournalPendingFileStaysSmall(t *testing.T) {
 func TestOfflineRunStartsBeforeItsCommit(t *testing.T) {
 	ts := newTestService(t, func(c *Config) { c.NetworkModes = []string{api.NetworkNone, api.NetworkAny} })
 	ctx := context.Background()
-	tx, err := ts.journal.db.Begin(true) // holds every commit until rolled back
-	if err != nil {
-		t.Fatal(err)
-	}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			tx.Rollback()
-		}
-	}
+	release := holdCommits(t, ts.journal)
 	defer release()
 
 	offline := make(chan *api.Result, 1)
@@ -513,4 +504,16 @@ func TestOfflineRunStartsBeforeItsCommit(t *testing.T) {
 			}
 		}
 	}
+}
+
+// holdCommits holds every commit of j's (a write transaction of the test's)
+// until release, which may be called more than once.
+func holdCommits(t *testing.T, j *journal) (release func()) {
+	t.Helper()
+	tx, err := j.db.Begin(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { tx.Rollback() }) }
 }

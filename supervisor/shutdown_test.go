@@ -164,17 +164,7 @@ func TestShutdownGivesGraceToRunAcceptedJustBefore(t *testing.T) {
 	svc := ts.Service
 	const id = "just-before"
 
-	tx, err := svc.journal.db.Begin(true) // journal.accept waits for it
-	if err != nil {
-		t.Fatal(err)
-	}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			tx.Rollback()
-		}
-	}
+	release := holdCommits(t, svc.journal) // journal.accept waits for it
 	defer release()
 	type answer struct {
 		res *api.Result
@@ -220,6 +210,7 @@ func TestShutdownGivesGraceToRunAcceptedJustBefore(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("the POST got no answer within 20s")
 	}
+	var err error
 	select {
 	case err = <-shut:
 	case <-time.After(30 * time.Second):
