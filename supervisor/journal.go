@@ -141,8 +141,13 @@ func openJournal(stateDir string) (*journal, error) {
 	}
 	path := filepath.Join(stateDir, journalFile)
 	// The lock timeout turns a second service on the same state directory into
-	// an error instead of a hang.
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	// an error instead of a hang. The free pages' list is kept in a map and
+	// not written with each commit, but rebuilt by a scan at the open (as
+	// etcd keeps it): pruning leaves tens of thousands of free pages, and the
+	// list bbolt sorted and wrote at each commit made a committed acceptance
+	// cost 1.5 ms of CPU in a journal of 100,000 runs half pruned
+	// (BenchmarkJournalFull).
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
 	if err != nil {
 		return nil, fmt.Errorf("opening the journal %s: %w (is another brig serve using this state directory?)", path, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 )
 
 // BenchmarkJournal measures the journal's two writes of every run (README:
-// "Journal"): go test -run XXX -bench Journal ./supervisor
+// "Journal"): go test -run XXX -bench '^BenchmarkJournal$' ./supervisor
 //   - accept: one fsynced transaction, before a networked run is handed to
 //     its goroutine;
 //   - acceptSoon: an offline run's, a line appended to the pending file
@@ -81,6 +82,65 @@ func BenchmarkJournal(b *testing.B) {
 				}
 			}
 		})
+	})
+}
+
+// BenchmarkJournalFull measures a committed acceptance and the journal's
+// reopening once it holds what a benchmark harness leaves in it: fullRuns
+// results of 3 kB each, the older half of them pruned (an hour's retention at
+// about 14 runs/s, in its second hour; README: "Journal"):
+// go test -run XXX -bench JournalFull/accept -benchtime 1000x ./supervisor, and
+// JournalFull/reopen with -benchtime 5x (each reopen scans the file).
+func BenchmarkJournalFull(b *testing.B) {
+	const fullRuns = 100_000
+	dir := b.TempDir()
+	j, err := openJournal(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { j.close() }()
+	old := time.Now().Add(-2 * time.Hour)
+	res := &api.Result{Language: "python", State: api.StateFinished, Stdout: strings.Repeat("x", 3000)}
+	for i := 0; i < fullRuns; i += 500 {
+		finished := old
+		if i >= fullRuns/2 {
+			finished = time.Now()
+		}
+		err := j.db.Update(func(tx *bolt.Tx) error {
+			for k := i; k < i+500; k++ {
+				rec := &record{Key: "k", Language: "python", Network: api.NetworkNone, PeerUID: 1000, AcceptedAt: finished, FinishedAt: finished, Result: res}
+				if err := finishLocked(tx, runKey{uid: 1000, id: fmt.Sprint("full-", k)}, rec); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if n, err := j.prune(time.Now().Add(-time.Hour)); err != nil || n != fullRuns/2 {
+		b.Fatalf("pruned %d, %v, want %d", n, err, fullRuns/2)
+	}
+	b.Run("accept", func(b *testing.B) {
+		cpu := processCPU()
+		for i := range b.N {
+			id := runKey{uid: 1000, id: fmt.Sprint("run-", i)}
+			if err := j.accept(id, &record{Key: "k", Language: "python", Network: api.NetworkNone, AcceptedAt: time.Now()}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(processCPU()-cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	})
+	b.Run("reopen", func(b *testing.B) {
+		for range b.N {
+			if err := j.close(); err != nil {
+				b.Fatal(err)
+			}
+			if j, err = openJournal(dir); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }
 
@@ -516,4 +576,68 @@ func holdCommits(t *testing.T, j *journal) (release func()) {
 	}
 	var once sync.Once
 	return func() { once.Do(func() { tx.Rollback() }) }
+}
+
+// processCPU is the CPU this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// The journal keeps no list of free pages on disk (openJournal): a brig from
+// before that, opening it with bbolt's defaults, rebuilds the list, reads
+// every record and writes; and this one opens what that one wrote.
+func TestJournalFreelistNotSynced(t *testing.T) {
+	dir := t.TempDir()
+	j, err := openJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	res := &api.Result{ID: "r", State: api.StateFinished, Stdout: strings.Repeat("x", 3000)}
+	for i := range 200 {
+		at := old
+		if i >= 100 {
+			at = time.Now()
+		}
+		if err := j.finish(runKey{uid: 1000, id: fmt.Sprint("r", i)}, &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: at, FinishedAt: at, Result: res}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := j.prune(time.Now().Add(-time.Hour)); err != nil || n != 100 {
+		t.Fatalf("pruned %d, %v, want 100", n, err)
+	}
+	if err := j.close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err := bolt.Open(filepath.Join(dir, journalFile), 0o600, nil) // bbolt's defaults
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(tx *bolt.Tx) int { return tx.Bucket(bucketRuns).Stats().KeyN }
+	err = db.Update(func(tx *bolt.Tx) error {
+		if n := count(tx); n != 100 {
+			return fmt.Errorf("got %d records with bbolt's defaults, want 100", n)
+		}
+		return putRecord(tx, runKey{uid: 1000, id: "later"}, &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: time.Now()})
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if j, err = openJournal(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	if rec, err := j.get(runKey{uid: 1000, id: "later"}); err != nil || rec.Key != "k" {
+		t.Fatalf("got %+v, %v, want the record the default options wrote", rec, err)
+	}
+	if rec, err := j.get(runKey{uid: 1000, id: "r150"}); err != nil || rec.Result == nil || len(rec.Result.Stdout) != 3000 {
+		t.Fatalf("got %v for a kept result, want it whole", err)
+	}
 }
