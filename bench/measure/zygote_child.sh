@@ -9,7 +9,7 @@
 # With a service running (make serve, or bin/brig serve --socket SOCKET) and
 # Python warm (the default). Needs perf (Debian's linux-perf). The zygote
 # must serve the whole measurement: one that is replaced during it (after
-# 200 forks or a minute, Config.ZygoteRuns and ZygoteAge) is said, and the
+# 1,000 forks or a minute, Config.ZygoteRuns and ZygoteAge) is said, and the
 # script fails; run it again.
 set -euo pipefail
 sock=${1:-/run/brig/brig.sock}
