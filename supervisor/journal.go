@@ -117,12 +117,15 @@ type journal struct {
 	// pending is the append-only file of records not yet committed
 	// (acceptSoon, answered), named path; mu guards appending to it and
 	// rewriting it, and unsaved holds its lines not yet committed to db, by
-	// the number appendPending gave each (from 1, in the order written).
+	// the number appendPending gave each (from 1, in the order written);
+	// size is the file's, as written (a write that failed may have added part
+	// of a line: it counts whole, which only empties the file sooner).
 	pending *os.File
 	path    string
 	mu      sync.Mutex
 	unsaved map[uint64][]byte
 	lines   uint64
+	size    int64
 }
 
 // pendingEntry is one line of the pending file.
@@ -371,6 +374,7 @@ func (j *journal) appendPending(k runKey, rec *record) error {
 	b = append(b, '\n')
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.size += int64(len(b))
 	if _, err := j.pending.Write(b); err != nil {
 		return fmt.Errorf("writing a pending record: %w", err)
 	}
@@ -401,12 +405,15 @@ func (j *journal) saved(line uint64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	delete(j.unsaved, line)
-	st, err := j.pending.Stat()
-	if err != nil || st.Size() <= pendingMax {
-		return err
+	if j.size <= pendingMax {
+		return nil
 	}
 	if len(j.unsaved) == 0 {
-		return j.pending.Truncate(0)
+		if err := j.pending.Truncate(0); err != nil {
+			return err
+		}
+		j.size = 0
+		return nil
 	}
 	// Written aside and renamed over the file, so that a crash midway leaves
 	// the old file, whose extra lines are committed and commit again alike.
@@ -428,7 +435,7 @@ func (j *journal) saved(line uint64) error {
 		return fmt.Errorf("rewriting the journal's pending file: %w", err)
 	}
 	j.pending.Close()
-	j.pending = f
+	j.pending, j.size = f, int64(len(b))
 	return nil
 }
 
