@@ -252,10 +252,7 @@ func TestJournalMigratesVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	j, err := openJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := mustOpenJournal(t, dir)
 	defer j.close()
 	keys, err := j.recover(interruptedResult, time.Now())
 	if want := (runKey{uid: 1002, id: "flying"}); err != nil || len(keys) != 1 || keys[0] != want {
@@ -302,10 +299,7 @@ func TestJournalMigratesVersion1(t *testing.T) {
 
 func TestJournalRefusesALaterVersion(t *testing.T) {
 	dir := t.TempDir()
-	j, err := openJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := mustOpenJournal(t, dir)
 	j.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaVersion, []byte("3")) })
 	j.close()
 	if j, err := openJournal(dir); err == nil || !strings.Contains(err.Error(), "later brig") {
@@ -321,10 +315,7 @@ func TestJournalRefusesALaterVersion(t *testing.T) {
 // skipped, and the pending file is emptied.
 func TestJournalCommitsAnsweredResults(t *testing.T) {
 	dir := t.TempDir()
-	j, err := openJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := mustOpenJournal(t, dir)
 	k := runKey{uid: 1000, id: "answered"}
 	now := time.Now()
 	if err := j.accept(k, &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now}); err != nil {
@@ -337,10 +328,7 @@ func TestJournalCommitsAnsweredResults(t *testing.T) {
 	j.pending.WriteString(`{"id":"torn","uid":1000,"rec`) // the crash, mid-line
 	j.close()                                             // without finish: its transaction never ran
 
-	j, err = openJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j = mustOpenJournal(t, dir)
 	defer j.close()
 	rec, err := j.get(k)
 	if err != nil || rec.Result == nil || rec.Result.Outcome != api.OutcomeSucceeded || rec.Result.Stdout != "hi\n" {
@@ -358,10 +346,7 @@ func TestJournalCommitsAnsweredResults(t *testing.T) {
 // empty.
 func TestJournalCloseEmptiesCommittedPending(t *testing.T) {
 	dir := t.TempDir()
-	j, err := openJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := mustOpenJournal(t, dir)
 	k, now := runKey{uid: 1000, id: "done"}, time.Now()
 	rec := &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now}
 	if err := j.accept(k, rec); err != nil {
@@ -389,10 +374,7 @@ func TestJournalCloseEmptiesCommittedPending(t *testing.T) {
 // was committed finished as it is (an accepted line never undoes a result).
 func TestJournalAcceptSoon(t *testing.T) {
 	dir := t.TempDir()
-	j, err := openJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := mustOpenJournal(t, dir)
 	now := time.Now()
 	accepted := func(id string) *record {
 		return &record{Key: "k", Language: "python", Network: api.NetworkNone, PeerUID: 1000, AcceptedAt: now}
@@ -424,10 +406,7 @@ func TestJournalAcceptSoon(t *testing.T) {
 	}
 	j.close()
 
-	j, err = openJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j = mustOpenJournal(t, dir)
 	defer j.close()
 	keys, err := j.recover(interruptedResult, time.Now())
 	if err != nil || !slices.Equal(keys, []runKey{crashed, soon}) {
@@ -446,10 +425,7 @@ func TestJournalAcceptSoon(t *testing.T) {
 // are, and the file would otherwise grow without end.
 func TestJournalPendingFileStaysSmall(t *testing.T) {
 	dir := t.TempDir()
-	j, err := openJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := mustOpenJournal(t, dir)
 	now := time.Now()
 	waiting := runKey{uid: 1000, id: "waiting"}
 	if err := j.appendPending(waiting, &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now}); err != nil {
@@ -475,10 +451,7 @@ func TestJournalPendingFileStaysSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.close()
-	j, err = openJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j = mustOpenJournal(t, dir)
 	defer j.close()
 	if keys, err := j.recover(interruptedResult, time.Now()); err != nil || !slices.Equal(keys, []runKey{waiting}) {
 		t.Errorf("got %v, %v recovered, want [%v]", keys, err, waiting)
@@ -590,9 +563,10 @@ func processCPU() time.Duration {
 // every record and writes; and this one opens what that one wrote.
 func TestJournalFreelistNotSynced(t *testing.T) {
 	dir := t.TempDir()
-	j, err := openJournal(dir)
-	if err != nil {
-		t.Fatal(err)
+	j := mustOpenJournal(t, dir)
+	if !j.db.NoFreelistSync || j.db.FreelistType != bolt.FreelistMapType {
+		t.Fatalf("got the journal opened with NoFreelistSync %v and freelist %q, want true and %q (BenchmarkJournalFull)",
+			j.db.NoFreelistSync, j.db.FreelistType, bolt.FreelistMapType)
 	}
 	old := time.Now().Add(-2 * time.Hour)
 	res := &api.Result{ID: "r", State: api.StateFinished, Stdout: strings.Repeat("x", 3000)}
@@ -640,4 +614,14 @@ func TestJournalFreelistNotSynced(t *testing.T) {
 	if rec, err := j.get(runKey{uid: 1000, id: "r150"}); err != nil || rec.Result == nil || len(rec.Result.Stdout) != 3000 {
 		t.Fatalf("got %v for a kept result, want it whole", err)
 	}
+}
+
+// mustOpenJournal opens the journal in dir or ends the test.
+func mustOpenJournal(tb testing.TB, dir string) *journal {
+	tb.Helper()
+	j, err := openJournal(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return j
 }
