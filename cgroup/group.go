@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -366,11 +367,29 @@ func (g *Group) deleteLocked() error {
 	if g.deleted {
 		return nil
 	}
-	if err := g.emptyLocked(); err != nil {
-		return fmt.Errorf("deleting cgroup %q: %w", g.name, err)
+	// A finished run's group is empty, so each directory is removed at once,
+	// the cgroup2 one (whose cgroup.kill the kill needs) last. rmdir refuses a
+	// directory with a process or a group below it (EBUSY): the first refusal
+	// sends what is left through the check, the kill and the wait, as every
+	// group went before. An empty group is spared the check's reads
+	// (cgroup.events, and each v1 hierarchy's cgroup.procs and lstat of its
+	// directory): BenchmarkCreateSetLimitsDelete/hybrid 0.53 to 0.57 ms
+	// against 0.70 to 0.76 (three runs of each test binary in turn).
+	left := g.dirs()
+	slices.Reverse(left)
+	for len(left) > 0 {
+		if err := unix.Rmdir(left[0]); err != nil && !errors.Is(err, unix.ENOENT) {
+			break
+		}
+		left = left[1:]
+	}
+	if len(left) > 0 {
+		if err := g.emptyLocked(); err != nil {
+			return fmt.Errorf("deleting cgroup %q: %w", g.name, err)
+		}
 	}
 	var errs []error
-	for _, d := range g.dirs() {
+	for _, d := range left {
 		if err := rmdirTree(d); err != nil {
 			errs = append(errs, err)
 		}

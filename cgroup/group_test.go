@@ -3,6 +3,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -536,5 +537,42 @@ func TestDeleteHybridStray(t *testing.T) {
 	}
 	if sig := v.wait(t); sig != syscall.SIGKILL {
 		t.Errorf("stray: got signal %v, want SIGKILL", sig)
+	}
+}
+
+// TestDeleteHybridTwinOnly deletes a group whose process was born into its
+// cgroup2 twin (CLONE_INTO_CGROUP) and never attached to the v1 hierarchies,
+// as when a sandbox is discarded between its clone and Attach: the v1
+// directories are empty and go at once, and the twin must still be killed
+// and removed, not left behind busy.
+func TestDeleteHybridTwinOnly(t *testing.T) {
+	testutil.RequireRoot(t)
+	requireHybridHost(t)
+	testutil.CheckLeaks(t, testParent)
+	m := newManager(t, layout{"hybrid", ModeHybrid, DefaultMountRoot})
+	g, err := m.Create("twin-only")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: g.CloneFD()}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	v := &victim{cmd: cmd}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	if err := g.Delete(); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if sig := v.wait(t); sig != syscall.SIGKILL {
+		t.Errorf("twin-only: got signal %v, want SIGKILL", sig)
+	}
+	for _, d := range g.dirs() {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s left behind (stat: %v)", d, err)
+		}
 	}
 }
