@@ -35,12 +35,20 @@ func NewOutput(capChars int, onChunk func(string)) *Output {
 	return &Output{cap: capChars, onChunk: onChunk}
 }
 
+// drainBuffers are Drain's read buffers, a pipe's default capacity each, kept
+// from one run to the next: made for each stream, they were half of all the
+// service allocated (two of 64 KiB a run, against some 100 KiB of the rest),
+// and so set how often its collector ran. Output copies what it keeps, so a
+// buffer is free again once its Drain returns.
+var drainBuffers = sync.Pool{New: func() any { return new([64 << 10]byte) }}
+
 // Drain reads r to EOF (or a read error, such as the pipe being closed) and feeds
 // every byte to o.
 func (o *Output) Drain(r io.Reader) {
-	b := make([]byte, 64<<10)
+	b := drainBuffers.Get().(*[64 << 10]byte)
+	defer drainBuffers.Put(b)
 	for {
-		n, err := r.Read(b)
+		n, err := r.Read(b[:])
 		if n > 0 {
 			o.Write(b[:n])
 		}
