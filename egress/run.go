@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,8 +81,11 @@ type Run struct {
 	cancel context.CancelFunc
 
 	listeners []*net.TCPListener
-	dnsUDP    *dns.Server
-	dnsTCP    *dns.Server
+	// direct is the device of direct attempts (direct.go); nil where the
+	// host can't make one.
+	direct *os.File
+	dnsUDP *dns.Server
+	dnsTCP *dns.Server
 	// wg counts every goroutine the run started; Close waits for it.
 	wg sync.WaitGroup
 	// answering is a semaphore of the refusals being answered (answerRefused).
@@ -180,10 +184,15 @@ func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Ru
 	var udp net.PacketConn
 	var tcp [4]*net.TCPListener // :53, :80, :443, :ProxyPort
 	ports := [4]int{53, 80, 443, ProxyPort}
+	var direct *os.File
+	var directErr error
 	defer func() {
 		if retErr != nil {
 			if udp != nil {
 				udp.Close()
+			}
+			if direct != nil {
+				direct.Close()
 			}
 			for _, l := range tcp {
 				if l != nil {
@@ -204,6 +213,7 @@ func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Ru
 				return fmt.Errorf("binding %s: %w", addr, err)
 			}
 		}
+		direct, directErr = openDirect()
 		return nil
 	})
 	if err != nil {
@@ -235,6 +245,13 @@ func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Ru
 		}
 	}
 	r.listeners = tcp[1:]
+	if directErr != nil {
+		r.warnDirectUnavailable(directErr)
+	} else {
+		r.direct = direct
+		r.wg.Add(1)
+		go r.serveDirect(direct)
+	}
 	r.wg.Add(3)
 	go r.accept(tcp[1], 80, viaHTTP, r.serveHTTP)
 	go r.accept(tcp[2], 443, viaTLS, r.serveTLS)
@@ -453,6 +470,9 @@ func (r *Run) Close() []Connection {
 	r.mu.Unlock()
 	for _, l := range r.listeners {
 		l.Close()
+	}
+	if r.direct != nil {
+		r.direct.Close()
 	}
 	// Shutdown closes the DNS sockets and waits for their handlers.
 	r.dnsUDP.Shutdown()

@@ -386,6 +386,78 @@ print(json.dumps(r))
 	}
 }
 
+// hostAddr is an address of this host's own, not loopback, of the family
+// ipv4 says: one a test can listen on and a run's program can dial, which a
+// packet that got out of the run's namespace would reach here, never off the
+// machine.
+func hostAddr(t *testing.T, ipv4 bool) net.IP {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if ok && n.IP.IsGlobalUnicast() && (n.IP.To4() != nil) == ipv4 {
+			return n.IP
+		}
+	}
+	return nil
+}
+
+// TestNetworkDirectDialsListed: a networked run's program that dials an
+// address instead of a name is refused at once, and the Result lists the
+// attempt, refused, with the address and port it dialed; the listener the
+// test opened on that address (the host's own) gets nothing.
+func TestNetworkDirectDialsListed(t *testing.T) {
+	u := newUpstreams(t)
+	ts := newTestService(t, u.withNetwork)
+	ip := hostAddr(t, true)
+	testutil.Require(t, ip != nil, "needs an IPv4 address of the host's own besides loopback to listen on")
+	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	code := fmt.Sprintf(`
+import socket, time
+t = time.monotonic()
+try:
+    socket.create_connection(('%s', %d), timeout=10)
+    print('connected')
+except OSError as e:
+    print(type(e).__name__, round(time.monotonic() - t))
+`, ip, port)
+	res := ts.mustRun(t, request("python", code, networked(api.NetworkDomains, upstreamHost)))
+	if got := strings.TrimSpace(res.Stdout); got != "ConnectionRefusedError 0" {
+		t.Errorf("dialing %s:%d directly: got %q (stderr %q), want ConnectionRefusedError at once", ip, port, got, res.Stderr)
+	}
+	var listed []api.Connection
+	for _, c := range res.Network.Connections {
+		if c.Host == ip.String() {
+			listed = append(listed, c)
+		}
+	}
+	if len(listed) != 1 || listed[0].Port != port || listed[0].Allowed || !strings.Contains(listed[0].Rule, "directly") {
+		t.Errorf("connections %+v: want one refusal of %s:%d, dialed directly", res.Network.Connections, ip, port)
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("the host's listener accepted %d connections from the run", n)
+	}
+}
+
 // TestNetworkManyRunsLeaveNothing: 500 networked runs leave no goroutine of
 // theirs behind (fds, processes, cgroups and mounts are the leak check's).
 func TestNetworkManyRunsLeaveNothing(t *testing.T) {

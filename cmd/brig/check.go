@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/egress"
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/packages"
 	"github.com/brig-sandbox/brig/rootfs"
@@ -67,6 +68,7 @@ func checkAction(c *cli.Context) error {
 		}
 	}
 	checks = append(checks, initCheck())
+	checks = append(checks, directCheck())
 	checks = append(checks, packageChecks(c.Context, configured)...)
 	if allOK(checks) {
 		checks = append(checks, smokeRuns(c.Context, lc)...)
@@ -129,6 +131,18 @@ func usrViewCheck(p rootfs.Provider) (ch jail.Check, ok bool) {
 	ch.Detail = fmt.Sprintf("each sandbox mounts the %d parts of /usr a run sees as an overlay each: %s", n, why)
 	ch.Hint = hint
 	return ch, true
+}
+
+// directCheck says whether networked runs' direct attempts (a program that
+// dials an address, not a name) are listed: they fail either way.
+func directCheck() jail.Check {
+	ch := jail.Check{Name: "direct connections listed", OK: true, Detail: "a networked run's program that dials an address is refused at once, and the attempt is listed"}
+	if err := egress.CheckDirect(); err != nil {
+		ch.Warn = true
+		ch.Detail = "a networked run's program that dials an address fails (no route) but the attempt is not listed: " + err.Error()
+		ch.Hint = "give the service /dev/net/tun (modprobe tun)"
+	}
+	return ch
 }
 
 // bindSources are the host folders the roots of p mount into every sandbox
