@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
 
+	"github.com/brig-sandbox/brig/internal/osthread"
 	"github.com/brig-sandbox/brig/internal/testutil"
 )
 
@@ -189,34 +192,109 @@ func TestRunDirectAttempts(t *testing.T) {
 	}
 }
 
-// FuzzParseDirect: whatever a program makes its kernel send to the device,
-// reading it never panics, and an answer is a well-formed packet of the
-// attempt's family that quotes it.
-func FuzzParseDirect(f *testing.F) {
-	syn4 := []byte{0x45, 0, 0, 40, 0, 1, 0x40, 0, 64, 6, 0, 0, 192, 0, 0, 8, 10, 254, 0, 2,
-		0x9c, 0x40, 0x01, 0xbb, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0}
-	udp6 := append([]byte{0x60, 0, 0, 0, 0, 12, 17, 64}, netip.MustParseAddr("fd62:7269:6700::8").AsSlice()...)
-	udp6 = append(udp6, netip.MustParseAddr("fd00:b219::2").AsSlice()...)
-	udp6 = append(udp6, 0x9c, 0x40, 0, 53, 0, 12, 0, 0, 'p', 'i', 'n', 'g')
-	f.Add(syn4)
-	f.Add(udp6)
-	f.Add([]byte{0x45})
-	f.Add([]byte{0x4f, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2})
-	f.Fuzz(func(t *testing.T, p []byte) {
-		a, ok := parseDirect(p)
-		if !ok {
-			return
-		}
-		ans := a.unreachable(p)
-		if len(ans) == 0 {
-			return
-		}
-		if a.src.Is4() {
-			if ans[0]>>4 != 4 || checksum(ans[:20]) != 0 || int(ans[2])<<8|int(ans[3]) != len(ans) {
-				t.Fatalf("answer %x to %x: not a well-formed IPv4 packet", ans, p)
+// TestDirectFilter: the raw sockets' kernel filters pass a TCP SYN and a UDP
+// datagram to an address that is not loopback, and nothing else: not the
+// run's own traffic with its DNS and proxies on 127.0.0.1, not a segment of a
+// connection, not a reset; and the reader takes each as one attempt, to the
+// address and port it was sent to (an IPv6 raw socket's data starts at the
+// transport header; the reader drops its loopback destinations).
+func TestDirectFilter(t *testing.T) {
+	v4 := func(dst string, proto byte, l4 []byte) []byte {
+		d := netip.MustParseAddr(dst).As4()
+		h := []byte{0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, proto, 0, 0, 192, 0, 2, 9}
+		return append(append(h, d[:]...), l4...)
+	}
+	tcp := func(flags byte) []byte {
+		return []byte{0x9c, 0x40, 0x01, 0xbb, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0}
+	}
+	udp := []byte{0x9c, 0x40, 0, 53, 0, 12, 0, 0, 'p', 'i', 'n', 'g'}
+	const syn, ack, rst = 0x02, 0x10, 0x04
+	for _, c := range []struct {
+		name     string
+		version  int
+		dst      string
+		proto    string
+		packet   []byte
+		wantPort int // 0: no attempt
+	}{
+		{"v4 SYN out", 4, "198.51.100.7", "tcp", v4("198.51.100.7", 6, tcp(syn)), 443},
+		{"v4 SYN to loopback", 4, "127.0.0.1", "tcp", v4("127.0.0.1", 6, tcp(syn)), 0},
+		{"v4 SYN to 127.0.0.53", 4, "127.0.0.53", "tcp", v4("127.0.0.53", 6, tcp(syn)), 0},
+		{"v4 SYN-ACK", 4, "198.51.100.7", "tcp", v4("198.51.100.7", 6, tcp(syn|ack)), 0},
+		{"v4 ACK", 4, "198.51.100.7", "tcp", v4("198.51.100.7", 6, tcp(ack)), 0},
+		{"v4 RST", 4, "198.51.100.7", "tcp", v4("198.51.100.7", 6, tcp(rst|ack)), 0},
+		{"v4 UDP out", 4, "198.51.100.7", "udp", v4("198.51.100.7", 17, udp), 53},
+		{"v4 UDP to the run's DNS", 4, "127.0.0.1", "udp", v4("127.0.0.1", 17, udp), 0},
+		{"v6 SYN out", 6, "2001:db8::7", "tcp", tcp(syn), 443},
+		{"v6 SYN to a v4-mapped address", 6, "::ffff:198.51.100.7", "tcp", tcp(syn), 443},
+		{"v6 SYN to ::1", 6, "::1", "tcp", tcp(syn), 0},
+		{"v6 ACK", 6, "2001:db8::7", "tcp", tcp(ack), 0},
+		{"v6 RST", 6, "2001:db8::7", "tcp", tcp(rst), 0},
+		{"v6 UDP out", 6, "2001:db8::7", "udp", udp, 53},
+		{"v6 UDP to ::1", 6, "::1", "udp", udp, 0},
+	} {
+		pass := true
+		if c.version == 4 || c.proto == "tcp" { // an IPv6 UDP socket has no filter
+			vm, err := bpf.NewVM(mustDisassemble(t, directFilter(c.version, c.proto)))
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
 			}
-		} else if ans[0]>>4 != 6 || int(ans[4])<<8|int(ans[5]) != len(ans)-40 {
-			t.Fatalf("answer %x to %x: not a well-formed IPv6 packet", ans, p)
+			n, err := vm.Run(c.packet)
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			pass = n > 0
 		}
-	})
+		l4 := c.packet
+		if c.version == 4 {
+			l4 = c.packet[20:]
+		}
+		k, ok := directAttempt(netip.MustParseAddr(c.dst), l4, c.proto == "udp")
+		if got := pass && ok; got != (c.wantPort != 0) {
+			t.Errorf("%s: an attempt %v (filter %v, reader %v), want %v", c.name, got, pass, ok, c.wantPort != 0)
+		}
+		if ok && c.wantPort != 0 && (int(k.dstPort) != c.wantPort || k.dst != netip.MustParseAddr(c.dst).Unmap()) {
+			t.Errorf("%s: attempt %+v, want %s port %d", c.name, k, c.dst, c.wantPort)
+		}
+	}
+}
+
+func mustDisassemble(t *testing.T, raw []bpf.RawInstruction) []bpf.Instruction {
+	t.Helper()
+	insns, ok := bpf.Disassemble(raw)
+	if !ok {
+		t.Fatal("a filter does not disassemble")
+	}
+	return insns
+}
+
+// BenchmarkNetnsDirect is what a networked run's namespace costs to make and
+// unmake, without and with what lists direct attempts.
+func BenchmarkNetnsDirect(b *testing.B) {
+	testutil.RequireRoot(b)
+	for _, direct := range []bool{false, true} {
+		b.Run("direct="+strconv.FormatBool(direct), func(b *testing.B) {
+			for b.Loop() {
+				err := osthread.Run(func() (bool, error) {
+					if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+						return false, err
+					}
+					if err := loopbackUp(); err != nil {
+						return true, err
+					}
+					if direct {
+						d, err := openDirect()
+						if err != nil {
+							return true, err
+						}
+						d.Close()
+					}
+					return true, nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -32,11 +32,11 @@
 // enters the network namespace of the run's sandbox init on a thread of its
 // own (netns.go), binds a DNS server (dns.go, 127.0.0.1:53 over UDP and TCP),
 // the transparent proxy (proxy.go, 127.0.0.1:80 and :443) and the CONNECT
-// proxy (proxyhttp.go, 127.0.0.1:ProxyPort) there, with a TUN device that
-// the namespace's default routes lead to, whose packets (a program's direct
-// attempts on an address) it answers and lists as refusals, never forwarding
-// one (direct.go), and serves them from the host's side, where it also
-// resolves and dials (dial.go). The DNS server
+// proxy (proxyhttp.go, 127.0.0.1:ProxyPort) there, makes every other
+// address local to the namespace so that a program's direct attempt on an
+// address is refused at once, and lists each one from raw sockets that read
+// a copy of its first packet (direct.go); it serves them from the host's
+// side, where it also resolves and dials (dial.go). The DNS server
 // answers an allowed name with 127.0.0.1 and never forwards a denied one. The
 // proxies read the SNI of the ClientHello (sni.go) or the request's Host
 // without terminating TLS, decide, dial a checked address and splice; the

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,9 +80,9 @@ type Run struct {
 	cancel context.CancelFunc
 
 	listeners []*net.TCPListener
-	// direct is the device of direct attempts (direct.go); nil where the
-	// host can't make one.
-	direct *os.File
+	// direct are the raw sockets that see direct attempts (direct.go); nil
+	// where the host can't open them.
+	direct *directSockets
 	dnsUDP *dns.Server
 	dnsTCP *dns.Server
 	// wg counts every goroutine the run started; Close waits for it.
@@ -184,7 +183,7 @@ func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Ru
 	var udp net.PacketConn
 	var tcp [4]*net.TCPListener // :53, :80, :443, :ProxyPort
 	ports := [4]int{53, 80, 443, ProxyPort}
-	var direct *os.File
+	var direct *directSockets
 	var directErr error
 	defer func() {
 		if retErr != nil {
@@ -249,8 +248,7 @@ func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Ru
 		r.warnDirectUnavailable(directErr)
 	} else {
 		r.direct = direct
-		r.wg.Add(1)
-		go r.serveDirect(direct)
+		r.serveDirect(direct)
 	}
 	r.wg.Add(3)
 	go r.accept(tcp[1], 80, viaHTTP, r.serveHTTP)

@@ -139,8 +139,8 @@ func directCheck() jail.Check {
 	ch := jail.Check{Name: "direct connections listed", OK: true, Detail: "a networked run's program that dials an address is refused at once, and the attempt is listed"}
 	if err := egress.CheckDirect(); err != nil {
 		ch.Warn = true
-		ch.Detail = "a networked run's program that dials an address fails (no route) but the attempt is not listed: " + err.Error()
-		ch.Hint = "give the service /dev/net/tun (modprobe tun)"
+		ch.Detail = "a networked run's program that dials an address is not refused at once and listed: " + err.Error()
+		ch.Hint = "run the service as root (it needs CAP_NET_ADMIN and CAP_NET_RAW in the runs' network namespaces)"
 	}
 	return ch
 }
