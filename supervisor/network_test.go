@@ -386,19 +386,18 @@ print(json.dumps(r))
 	}
 }
 
-// hostAddr is an address of this host's own, not loopback, of the family
-// ipv4 says: one a test can listen on and a run's program can dial, which a
-// packet that got out of the run's namespace would reach here, never off the
-// machine.
-func hostAddr(t *testing.T, ipv4 bool) net.IP {
+// hostIPv4 is an IPv4 address of this host's own, not loopback: one a test
+// can listen on and a run's program can dial, which a packet that got out of
+// the run's namespace would reach here, never off the machine. Nil if the
+// host has none.
+func hostIPv4(t *testing.T) net.IP {
 	t.Helper()
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range addrs {
-		n, ok := a.(*net.IPNet)
-		if ok && n.IP.IsGlobalUnicast() && (n.IP.To4() != nil) == ipv4 {
+		if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() && n.IP.To4() != nil {
 			return n.IP
 		}
 	}
@@ -412,7 +411,7 @@ func hostAddr(t *testing.T, ipv4 bool) net.IP {
 func TestNetworkDirectDialsListed(t *testing.T) {
 	u := newUpstreams(t)
 	ts := newTestService(t, u.withNetwork)
-	ip := hostAddr(t, true)
+	ip := hostIPv4(t)
 	testutil.Require(t, ip != nil, "needs an IPv4 address of the host's own besides loopback to listen on")
 	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip})
 	if err != nil {
