@@ -519,24 +519,38 @@ func TestDeleteHybridStray(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	v := startSleeper(t, nil)
+	// Into the v1 hierarchies only, behind Attach's back.
+	if err := g.v1.AddProc(uint64(v.cmd.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	deleteKills(t, g, v)
+}
+
+// startSleeper starts `sleep 60` with attr, killed at the test's end if
+// still there.
+func startSleeper(t *testing.T, attr *syscall.SysProcAttr) *victim {
+	t.Helper()
 	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	v := &victim{cmd: cmd}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	// Into the v1 hierarchies only, behind Attach's back.
-	if err := g.v1.AddProc(uint64(cmd.Process.Pid)); err != nil {
-		t.Fatal(err)
-	}
+	return &victim{cmd: cmd}
+}
+
+// deleteKills deletes g and checks that v died of its SIGKILL.
+func deleteKills(t *testing.T, g *Group, v *victim) {
+	t.Helper()
 	if err := g.Delete(); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
 	if sig := v.wait(t); sig != syscall.SIGKILL {
-		t.Errorf("stray: got signal %v, want SIGKILL", sig)
+		t.Errorf("%s: got signal %v, want SIGKILL", g.Name(), sig)
 	}
 }
 
@@ -554,22 +568,8 @@ func TestDeleteHybridTwinOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("sleep", "60")
-	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: g.CloneFD()}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	v := &victim{cmd: cmd}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	if err := g.Delete(); err != nil {
-		t.Fatalf("Delete: %v", err)
-	}
-	if sig := v.wait(t); sig != syscall.SIGKILL {
-		t.Errorf("twin-only: got signal %v, want SIGKILL", sig)
-	}
+	v := startSleeper(t, &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: g.CloneFD()})
+	deleteKills(t, g, v)
 	for _, d := range g.dirs() {
 		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s left behind (stat: %v)", d, err)
