@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/brig-sandbox/brig/internal/osthread"
+	"github.com/brig-sandbox/brig/jail/pid1"
 )
 
 // A networked run reaches hosts by name: its DNS answers an allowed name with
@@ -241,8 +242,8 @@ type directKey struct {
 
 // directAttempt is the attempt whose first packet went to dst with the
 // transport header l4 (TCP, or UDP if udp): false for what is not one (to
-// loopback; a TCP segment that is not a SYN, which the filters let through
-// only for a socket of the wrong kind).
+// loopback, or a TCP segment that is not a SYN: the filters drop those, but
+// a packet queued before its socket's filter was attached passed none).
 func directAttempt(dst netip.Addr, l4 []byte, udp bool) (directKey, bool) {
 	const syn, ack = 0x02, 0x10
 	if !dst.IsValid() || dst.IsLoopback() || len(l4) < 8 || (!udp && (len(l4) < 14 || l4[13]&(syn|ack) != syn)) {
@@ -259,7 +260,7 @@ func directAttempt(dst netip.Addr, l4 []byte, udp bool) (directKey, bool) {
 var directWarning sync.Once
 
 // warnDirectUnavailable logs, once a process, that direct attempts can't be
-// listed on this host: they still fail ("network unreachable"), unlisted.
+// listed on this host: they still fail, unlisted.
 func (r *Run) warnDirectUnavailable(err error) {
 	directWarning.Do(func() {
 		r.log.Warn("egress: a networked run's direct connection to an address fails but is not listed on this host", "err", err,
@@ -274,8 +275,9 @@ func CheckDirect() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			return false, fmt.Errorf("making a network namespace to try it in: %w", err)
 		}
-		if err := loopbackUp(); err != nil {
-			return true, err
+		// A sandbox's init brings its lo up; a new namespace's starts down.
+		if err := pid1.LinkUp("lo"); err != nil {
+			return true, fmt.Errorf("bringing lo up: %w", err)
 		}
 		d, err := openDirect()
 		if err == nil {
@@ -283,13 +285,4 @@ func CheckDirect() error {
 		}
 		return true, err // the thread, in the new namespace, ends
 	})
-}
-
-// loopbackUp brings up lo of the calling thread's network namespace, which a
-// new one starts without (a sandbox's init brings its own up).
-func loopbackUp() error {
-	if err := netlink.LinkSetUp(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: loopbackIndex}}); err != nil {
-		return fmt.Errorf("bringing lo up: %w", err)
-	}
-	return nil
 }

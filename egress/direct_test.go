@@ -18,12 +18,13 @@ import (
 
 	"github.com/brig-sandbox/brig/internal/osthread"
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/jail/pid1"
 )
 
 // testHost is a network namespace the test made whose lo also holds an
 // address of each family, with a TCP and a UDP listener on each: a host a
 // run's program might dial by address. It is reachable from nowhere else, so
-// a direct attempt that got past the run's device would not leave this
+// a direct attempt that got out of the run's namespace would not leave this
 // machine, and would show up here.
 type testHost struct {
 	ns     *testNS
@@ -279,7 +280,7 @@ func BenchmarkNetnsDirect(b *testing.B) {
 					if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 						return false, err
 					}
-					if err := loopbackUp(); err != nil {
+					if err := pid1.LinkUp("lo"); err != nil {
 						return true, err
 					}
 					if direct {
