@@ -14,6 +14,7 @@ package api
 
 import (
 	"encoding/json"
+	"time"
 	"unicode/utf8"
 )
 
@@ -83,6 +84,18 @@ type Connection struct {
 	// ("the run's byte limit was reached", an upstream that did not answer);
 	// empty when it went through.
 	Failure string `json:"failure,omitempty"`
+}
+
+// Millis is d in whole milliseconds, rounded up: a Result's usage.wall_ms,
+// usage.cpu_ms and timing.total_ms, what a run took, so that a run that took
+// any time never reads 0 (a warm print(1) is over in under a millisecond).
+// The points within a run's time (queued_ms, prepare_ms, start_ms) are
+// rounded down, so that a run that did not wait reads 0 there.
+func Millis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
 // Usage is what the run consumed.

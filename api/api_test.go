@@ -1,6 +1,9 @@
 package api
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestOutcomeOf(t *testing.T) {
 	for _, tc := range []struct {
@@ -29,5 +32,26 @@ func TestOutcomeOf(t *testing.T) {
 				t.Errorf("OutcomeOf(%q, %q): got %q, want %q", tc.reason, tc.network, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMillis: a Result's durations round up, so that a run that took any
+// time never reads 0 ms; nothing, or a clock that went back, reads 0.
+func TestMillis(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{0, 0},
+		{-time.Second, 0},
+		{time.Nanosecond, 1},
+		{700 * time.Microsecond, 1},
+		{time.Millisecond, 1},
+		{time.Millisecond + 1, 2},
+		{1500 * time.Millisecond, 1500},
+	} {
+		if got := Millis(c.d); got != c.want {
+			t.Errorf("Millis(%v) = %d, want %d", c.d, got, c.want)
+		}
 	}
 }

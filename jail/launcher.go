@@ -518,7 +518,7 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 		res.Step = step
 		res.Message = fmt.Sprintf(format, args...)
 		res.End = EndInternal
-		res.Timing.TotalMS = time.Since(begin).Milliseconds()
+		res.Timing.TotalMS = api.Millis(time.Since(begin))
 		return res, nil
 	}
 	root, err := l.cfg.Rootfs.Root(spec.Language)
@@ -669,11 +669,11 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 		l.log.Warn("reading the run's usage", "err", uerr)
 	}
 	if uerr == nil {
-		res.Usage.CPUMS = (usage.CPU - s.baseline).Milliseconds()
+		res.Usage.CPUMS = api.Millis(usage.CPU - s.baseline)
 		res.Usage.PeakMemoryBytes = usage.PeakMemoryBytes
 	}
 	l.classify(res, ended, usage, spec)
-	res.Timing.TotalMS = time.Since(begin).Milliseconds()
+	res.Timing.TotalMS = api.Millis(time.Since(begin))
 	return res, nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/jail/pid1"
 )
@@ -153,7 +154,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			mono, ws, e.early = pid1.Monotonic(), ews, true
 		default:
 		}
-		res.Usage.WallMS = (mono - startedAt).Milliseconds()
+		res.Usage.WallMS = api.Millis(mono - startedAt)
 		e.exited, e.ws = true, syscall.WaitStatus(ws)
 		return e
 	}
@@ -204,14 +205,14 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			e.early = true
 			return exit(pid1.Monotonic(), ws)
 		case <-deadline:
-			res.Usage.WallMS = (pid1.Monotonic() - startedAt).Milliseconds()
+			res.Usage.WallMS = api.Millis(pid1.Monotonic() - startedAt)
 			e.timedOut = true
 			return e
 		case <-oom:
 			// The cgroup has killed every process of the run already; the
 			// program's exit, if it is on its way, is not waited for.
 			if e.started {
-				res.Usage.WallMS = (pid1.Monotonic() - startedAt).Milliseconds()
+				res.Usage.WallMS = api.Millis(pid1.Monotonic() - startedAt)
 			}
 			e.oomKilled = true
 			return e
@@ -220,7 +221,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			return e
 		case <-ctx.Done():
 			if e.started {
-				res.Usage.WallMS = (pid1.Monotonic() - startedAt).Milliseconds()
+				res.Usage.WallMS = api.Millis(pid1.Monotonic() - startedAt)
 			}
 			e.stopped = true
 			return e

@@ -192,7 +192,7 @@ func (r *run) snapshot() *api.Result {
 	res.State = r.state
 	res.Stdout, res.Stderr = stdout.String(), stderr.String()
 	res.Timing = r.timing
-	res.Timing.TotalMS = time.Since(r.accepted).Milliseconds()
+	res.Timing.TotalMS = api.Millis(time.Since(r.accepted))
 	return res
 }
 

@@ -161,7 +161,7 @@ func interruptedResult(id string, rec *record) *api.Result {
 	// take a second synced write each run): a networked run, queued or not
 	// when the service stopped, may have changed something outside.
 	res.Outcome = api.OutcomeOf(api.ReasonStopped, rec.Network)
-	res.Timing.TotalMS = time.Since(rec.AcceptedAt).Milliseconds()
+	res.Timing.TotalMS = api.Millis(time.Since(rec.AcceptedAt))
 	return res
 }
 
@@ -362,8 +362,8 @@ func (s *Service) execute(r *run, t *ticket) {
 	defer s.runsWG.Done()
 	if err := s.adm.wait(r.ctx, t); err != nil {
 		res := failedResult(r.id, r.req, api.ReasonStopped, "the run was stopped while it waited in the queue; the program did not run")
-		res.Timing.QueuedMS = time.Since(r.accepted).Milliseconds()
-		res.Timing.TotalMS = res.Timing.QueuedMS
+		waited := time.Since(r.accepted)
+		res.Timing.QueuedMS, res.Timing.TotalMS = waited.Milliseconds(), api.Millis(waited)
 		s.finish(r, res)
 		return
 	}
@@ -375,7 +375,7 @@ func (s *Service) execute(r *run, t *ticket) {
 		if lease, res = s.preparePackages(r); res != nil {
 			s.adm.leave(t)
 			res.Timing.QueuedMS = queued.Milliseconds()
-			res.Timing.TotalMS = time.Since(r.accepted).Milliseconds()
+			res.Timing.TotalMS = api.Millis(time.Since(r.accepted))
 			s.finish(r, res)
 			return
 		}
@@ -438,7 +438,7 @@ func (s *Service) execute(r *run, t *ticket) {
 	if res.Timing.StartMS > 0 || r.started {
 		res.Timing.StartMS += (queued + r.prepared).Milliseconds()
 	}
-	res.Timing.TotalMS = time.Since(r.accepted).Milliseconds()
+	res.Timing.TotalMS = api.Millis(time.Since(r.accepted))
 	s.finish(r, res)
 }
 

@@ -30,6 +30,10 @@ func TestRunBothLanguages(t *testing.T) {
 			if len(res.ID) != 26 {
 				t.Errorf("got generated id %q, want a 26-character ULID", res.ID)
 			}
+			// Rounded up (api.Millis): a run under a millisecond reads 1.
+			if res.Usage.WallMS < 1 || res.Timing.TotalMS < res.Usage.WallMS || res.Usage.CPUMS < 0 {
+				t.Errorf("usage %+v, timing %+v: want a wall time of at least 1 ms within the total", res.Usage, res.Timing)
+			}
 			got, err := ts.client.Get(context.Background(), res.ID)
 			if err != nil || got.Stdout != tc.want {
 				t.Fatalf("GET: got %+v, %v, want the same result", got, err)

@@ -77,9 +77,9 @@ class SyncRunTest(unittest.TestCase):
         self.assertEqual(res.packages, [])
         self.assertIsInstance(res.usage, brig.Usage)
         self.assertIsInstance(res.timing, brig.Timing)
-        # Whole milliseconds, truncated: a warm run can take under one, so
-        # both may be 0; the request's time holds the program's.
-        self.assertGreaterEqual(res.usage.wall_ms, 0)
+        # Whole milliseconds, rounded up: a warm run takes under one, and
+        # reads 1; the request's time holds the program's.
+        self.assertGreaterEqual(res.usage.wall_ms, 1)
         self.assertGreaterEqual(res.timing.total_ms, res.usage.wall_ms)
 
     def test_python_exit_code_and_stderr(self) -> None:
