@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/net/bpf"
@@ -63,15 +65,20 @@ const loopbackIndex = 1
 // its close wait out an RCU grace period, and a warm networked run's p50 at
 // C=1 went from 6.6 to 11.8 ms.)
 type directSockets struct {
-	v4 []*ipv4.RawConn
+	v4 []*ipv4.RawConn // TCP, UDP
 	v6 []*ipv6.PacketConn
+	// raw are the same sockets, v4's then v6's, for their deadlines and
+	// the drain at the end.
+	raw []*net.IPConn
+	// readers counts serveDirect's goroutines.
+	readers sync.WaitGroup
+
+	mu   sync.Mutex
+	seen map[directKey]bool
 }
 
 func (d *directSockets) Close() {
-	for _, c := range d.v4 {
-		c.Close()
-	}
-	for _, c := range d.v6 {
+	for _, c := range d.raw {
 		c.Close()
 	}
 }
@@ -97,31 +104,40 @@ func openDirect() (_ *directSockets, retErr error) {
 			return nil, fmt.Errorf("making every address local (%v): %w", route.Dst, err)
 		}
 	}
-	d := &directSockets{}
+	d := &directSockets{seen: map[directKey]bool{}}
 	defer func() {
 		if retErr != nil {
 			d.Close()
 		}
 	}()
-	for _, proto := range []string{"tcp", "udp"} {
-		c, err := net.ListenPacket("ip4:"+proto, "0.0.0.0")
+	open := func(network string) (*net.IPConn, error) {
+		c, err := net.ListenIP(network, nil)
 		if err != nil {
-			return nil, fmt.Errorf("opening a raw IPv4 %s socket: %w", proto, err)
+			return nil, fmt.Errorf("opening a raw %s socket: %w", network, err)
+		}
+		d.raw = append(d.raw, c)
+		return c, nil
+	}
+	for _, proto := range []string{"tcp", "udp"} {
+		c, err := open("ip4:" + proto)
+		if err != nil {
+			return nil, err
 		}
 		rc, err := ipv4.NewRawConn(c)
 		if err != nil {
-			c.Close()
 			return nil, err
 		}
 		d.v4 = append(d.v4, rc)
 		if err := rc.SetBPF(directFilter(4, proto)); err != nil {
 			return nil, fmt.Errorf("filtering the raw IPv4 %s socket: %w", proto, err)
 		}
-		c6, err := net.ListenPacket("ip6:"+proto, "::")
+	}
+	for _, proto := range []string{"tcp", "udp"} {
+		c, err := open("ip6:" + proto)
 		if err != nil {
-			return nil, fmt.Errorf("opening a raw IPv6 %s socket: %w", proto, err)
+			return nil, err
 		}
-		pc := ipv6.NewPacketConn(c6)
+		pc := ipv6.NewPacketConn(c)
 		d.v6 = append(d.v6, pc)
 		if proto == "tcp" { // every UDP datagram passes: no filter to compile
 			if err := pc.SetBPF(directFilter(6, proto)); err != nil {
@@ -174,62 +190,112 @@ func directFilter(version int, proto string) []bpf.RawInstruction {
 	return raw
 }
 
-// serveDirect reads the raw sockets until Close closes them, and lists each
-// attempt once: a TCP connection by its ports, a UDP destination once a run.
+// serveDirect reads the raw sockets until stop, and lists each attempt once:
+// a TCP connection by its ports, a UDP destination once a run.
 func (r *Run) serveDirect(d *directSockets) {
 	lim := rate.NewLimiter(directRate, directBurst)
-	var mu sync.Mutex
-	seen := map[directKey]bool{}
-	attempt := func(dst netip.Addr, l4 []byte, udp bool) {
-		k, ok := directAttempt(dst, l4, udp)
-		if !ok {
-			return
-		}
-		mu.Lock()
-		listed := seen[k]
-		if !listed {
-			if len(seen) >= MaxRefusals {
-				clear(seen)
-			}
-			seen[k] = true
-		}
-		mu.Unlock()
-		if !listed {
-			r.refuse(k.dst.String(), int(k.dstPort), viaDirect, ruleDirect)
-		}
-	}
 	read := func(next func(buf []byte) error) {
-		defer r.wg.Done()
+		defer d.readers.Done()
 		buf := make([]byte, 128) // the headers are enough: the rest is cut
 		for lim.Wait(r.ctx) == nil {
-			if err := next(buf); errors.Is(err, net.ErrClosed) {
+			if err := next(buf); errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
 				return
 			}
 		}
 	}
 	for i, c := range d.v4 {
 		udp := i == 1
-		r.wg.Add(1)
+		d.readers.Add(1)
 		go read(func(buf []byte) error {
 			h, p, _, err := c.ReadFrom(buf)
-			if err == nil && h.FragOff == 0 {
-				dst, _ := netip.AddrFromSlice(h.Dst.To4())
-				attempt(dst, p, udp)
+			if err == nil {
+				r.directPacket4(d, h, p, udp)
 			}
 			return err
 		})
 	}
 	for i, c := range d.v6 {
 		udp := i == 1
-		r.wg.Add(1)
+		d.readers.Add(1)
 		go read(func(buf []byte) error {
 			n, cm, _, err := c.ReadFrom(buf)
 			if err == nil && cm != nil {
-				dst, _ := netip.AddrFromSlice(cm.Dst)
-				attempt(dst, buf[:n], udp)
+				r.directAttempt(d, cm.Dst, buf[:n], udp)
 			}
 			return err
 		})
+	}
+}
+
+// stopDirect ends the readers and lists what the sockets still hold, read
+// without waiting: a program's last attempt, made just before the run's end,
+// may not have been read yet (the readers are woken, not run, when it comes).
+// Then it closes them.
+func (r *Run) stopDirect(d *directSockets) {
+	for _, c := range d.raw {
+		c.SetReadDeadline(time.Now())
+	}
+	d.readers.Wait()
+	buf := make([]byte, 128)
+	oob := ipv6.NewControlMessage(ipv6.FlagDst)
+	for i, c := range d.raw {
+		v6, udp := i >= len(d.v4), i%2 == 1
+		rc, err := c.SyscallConn()
+		if err != nil {
+			continue
+		}
+		// Past its deadline, the runtime would not call the function at all.
+		c.SetReadDeadline(time.Time{})
+		rc.Read(func(fd uintptr) bool {
+			for {
+				n, oobn, _, _, err := unix.Recvmsg(int(fd), buf, oob, unix.MSG_DONTWAIT)
+				if err != nil {
+					return true // EAGAIN: nothing left
+				}
+				n = min(n, len(buf))
+				if !v6 {
+					if h, err := ipv4.ParseHeader(buf[:n]); err == nil && h.Len <= n {
+						r.directPacket4(d, h, buf[h.Len:n], udp)
+					}
+					continue
+				}
+				var cm ipv6.ControlMessage
+				if cm.Parse(oob[:oobn]) == nil {
+					r.directAttempt(d, cm.Dst, buf[:n], udp)
+				}
+			}
+		})
+	}
+	d.Close()
+}
+
+// directPacket4 lists the attempt an IPv4 packet with header h and transport
+// header p (TCP, or UDP if udp) is the first of.
+func (r *Run) directPacket4(d *directSockets, h *ipv4.Header, p []byte, udp bool) {
+	if h.FragOff == 0 {
+		r.directAttempt(d, h.Dst.To4(), p, udp)
+	}
+}
+
+// directAttempt lists, once, the attempt whose first packet went to dst with
+// the transport header l4.
+func (r *Run) directAttempt(d *directSockets, dst net.IP, l4 []byte, udp bool) {
+	addr, _ := netip.AddrFromSlice(dst)
+	k, ok := directAttemptKey(addr, l4, udp)
+	if !ok {
+		return
+	}
+	d.mu.Lock()
+	listed := d.seen[k]
+	if !listed {
+		if len(d.seen) >= MaxRefusals {
+			clear(d.seen)
+		}
+		d.seen[k] = true
+	}
+	d.mu.Unlock()
+	if !listed {
+		r.refuse(k.dst.String(), int(k.dstPort), viaDirect, ruleDirect)
 	}
 }
 
@@ -240,11 +306,11 @@ type directKey struct {
 	dstPort, srcPort uint16
 }
 
-// directAttempt is the attempt whose first packet went to dst with the
+// directAttemptKey is the attempt whose first packet went to dst with the
 // transport header l4 (TCP, or UDP if udp): false for what is not one (to
 // loopback, or a TCP segment that is not a SYN: the filters drop those, but
 // a packet queued before its socket's filter was attached passed none).
-func directAttempt(dst netip.Addr, l4 []byte, udp bool) (directKey, bool) {
+func directAttemptKey(dst netip.Addr, l4 []byte, udp bool) (directKey, bool) {
 	const syn, ack = 0x02, 0x10
 	if !dst.IsValid() || dst.IsLoopback() || len(l4) < 8 || (!udp && (len(l4) < 14 || l4[13]&(syn|ack) != syn)) {
 		return directKey{}, false

@@ -470,7 +470,7 @@ func (r *Run) Close() []Connection {
 		l.Close()
 	}
 	if r.direct != nil {
-		r.direct.Close()
+		r.stopDirect(r.direct)
 	}
 	// Shutdown closes the DNS sockets and waits for their handlers.
 	r.dnsUDP.Shutdown()
