@@ -190,7 +190,7 @@ func directFilter(version int, proto string) []bpf.RawInstruction {
 	return raw
 }
 
-// serveDirect reads the raw sockets until stop, and lists each attempt once:
+// serveDirect reads the raw sockets until stopDirect, and lists each attempt once:
 // a TCP connection by its ports, a UDP destination once a run.
 func (r *Run) serveDirect(d *directSockets) {
 	lim := rate.NewLimiter(directRate, directBurst)
@@ -247,7 +247,8 @@ func (r *Run) stopDirect(d *directSockets) {
 		// Past its deadline, the runtime would not call the function at all.
 		c.SetReadDeadline(time.Time{})
 		rc.Read(func(fd uintptr) bool {
-			for {
+			// The run's processes are dead by now; bounded all the same.
+			for range directRate {
 				n, oobn, _, _, err := unix.Recvmsg(int(fd), buf, oob, unix.MSG_DONTWAIT)
 				if err != nil {
 					return true // EAGAIN: nothing left
@@ -264,6 +265,7 @@ func (r *Run) stopDirect(d *directSockets) {
 					r.directAttempt(d, cm.Dst, buf[:n], udp)
 				}
 			}
+			return true
 		})
 	}
 	d.Close()
