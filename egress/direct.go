@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"time"
 
@@ -65,10 +64,7 @@ const loopbackIndex = 1
 // its close wait out an RCU grace period, and a warm networked run's p50 at
 // C=1 went from 6.6 to 11.8 ms.)
 type directSockets struct {
-	v4 []*ipv4.RawConn // TCP, UDP
-	v6 []*ipv6.PacketConn
-	// raw are the same sockets, v4's then v6's, for their deadlines and
-	// the drain at the end.
+	// raw are the sockets: IPv4 TCP, IPv4 UDP, IPv6 TCP, IPv6 UDP.
 	raw []*net.IPConn
 	// readers counts serveDirect's goroutines.
 	readers sync.WaitGroup
@@ -123,12 +119,7 @@ func openDirect() (_ *directSockets, retErr error) {
 		if err != nil {
 			return nil, err
 		}
-		rc, err := ipv4.NewRawConn(c)
-		if err != nil {
-			return nil, err
-		}
-		d.v4 = append(d.v4, rc)
-		if err := rc.SetBPF(directFilter(4, proto)); err != nil {
+		if err := ipv4.NewPacketConn(c).SetBPF(directFilter(4, proto)); err != nil {
 			return nil, fmt.Errorf("filtering the raw IPv4 %s socket: %w", proto, err)
 		}
 	}
@@ -138,7 +129,6 @@ func openDirect() (_ *directSockets, retErr error) {
 			return nil, err
 		}
 		pc := ipv6.NewPacketConn(c)
-		d.v6 = append(d.v6, pc)
 		if proto == "tcp" { // every UDP datagram passes: no filter to compile
 			if err := pc.SetBPF(directFilter(6, proto)); err != nil {
 				return nil, fmt.Errorf("filtering the raw IPv6 %s socket: %w", proto, err)
@@ -190,40 +180,27 @@ func directFilter(version int, proto string) []bpf.RawInstruction {
 	return raw
 }
 
-// serveDirect reads the raw sockets until stopDirect, and lists each attempt once:
-// a TCP connection by its ports, a UDP destination once a run.
+// serveDirect reads the raw sockets until stopDirect, and lists each attempt
+// once: a TCP connection by its ports, a UDP destination once a run.
 func (r *Run) serveDirect(d *directSockets) {
 	lim := rate.NewLimiter(directRate, directBurst)
-	read := func(next func(buf []byte) error) {
-		defer d.readers.Done()
-		buf := make([]byte, 128) // the headers are enough: the rest is cut
-		for lim.Wait(r.ctx) == nil {
-			if err := next(buf); errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
-				return
-			}
+	for i, c := range d.raw {
+		rc, err := c.SyscallConn()
+		if err != nil {
+			continue
 		}
-	}
-	for i, c := range d.v4 {
-		udp := i == 1
 		d.readers.Add(1)
-		go read(func(buf []byte) error {
-			h, p, _, err := c.ReadFrom(buf)
-			if err == nil {
-				r.directPacket4(d, h, p, udp)
+		go func() {
+			defer d.readers.Done()
+			b := newDirectBuffers()
+			// A packet a token; the function returning false waits for the
+			// next. stopDirect's deadline, or Close, ends the wait.
+			for lim.Wait(r.ctx) == nil {
+				if rc.Read(func(fd uintptr) bool { return r.readDirect(d, i, int(fd), 1, b) > 0 }) != nil {
+					return
+				}
 			}
-			return err
-		})
-	}
-	for i, c := range d.v6 {
-		udp := i == 1
-		d.readers.Add(1)
-		go read(func(buf []byte) error {
-			n, cm, _, err := c.ReadFrom(buf)
-			if err == nil && cm != nil {
-				r.directAttempt(d, cm.Dst, buf[:n], udp)
-			}
-			return err
-		})
+		}()
 	}
 }
 
@@ -236,47 +213,53 @@ func (r *Run) stopDirect(d *directSockets) {
 		c.SetReadDeadline(time.Now())
 	}
 	d.readers.Wait()
-	buf := make([]byte, 128)
-	oob := ipv6.NewControlMessage(ipv6.FlagDst)
+	b := newDirectBuffers()
 	for i, c := range d.raw {
-		v6, udp := i >= len(d.v4), i%2 == 1
 		rc, err := c.SyscallConn()
 		if err != nil {
 			continue
 		}
 		// Past its deadline, the runtime would not call the function at all.
 		c.SetReadDeadline(time.Time{})
-		rc.Read(func(fd uintptr) bool {
-			// The run's processes are dead by now; bounded all the same.
-			for range directRate {
-				n, oobn, _, _, err := unix.Recvmsg(int(fd), buf, oob, unix.MSG_DONTWAIT)
-				if err != nil {
-					return true // EAGAIN: nothing left
-				}
-				n = min(n, len(buf))
-				if !v6 {
-					if h, err := ipv4.ParseHeader(buf[:n]); err == nil && h.Len <= n {
-						r.directPacket4(d, h, buf[h.Len:n], udp)
-					}
-					continue
-				}
-				var cm ipv6.ControlMessage
-				if cm.Parse(oob[:oobn]) == nil {
-					r.directAttempt(d, cm.Dst, buf[:n], udp)
-				}
-			}
-			return true
-		})
+		// The run's processes are dead by now; bounded all the same.
+		rc.Read(func(fd uintptr) bool { r.readDirect(d, i, int(fd), directRate, b); return true })
 	}
 	d.Close()
 }
 
-// directPacket4 lists the attempt an IPv4 packet with header h and transport
-// header p (TCP, or UDP if udp) is the first of.
-func (r *Run) directPacket4(d *directSockets, h *ipv4.Header, p []byte, udp bool) {
-	if h.FragOff == 0 {
-		r.directAttempt(d, h.Dst.To4(), p, udp)
+// directBuffers are a reader's: a packet's headers (the rest is cut) and an
+// IPv6 packet's destination.
+type directBuffers struct{ packet, oob []byte }
+
+func newDirectBuffers() directBuffers {
+	return directBuffers{make([]byte, 128), ipv6.NewControlMessage(ipv6.FlagDst)}
+}
+
+// readDirect lists the attempts of up to max packets that socket i of d
+// holds, without waiting for any, and returns how many it read. An IPv4 raw
+// socket's packet starts at the IP header; an IPv6 one's at the transport
+// header, with the destination in a control message.
+func (r *Run) readDirect(d *directSockets, i, fd, max int, b directBuffers) int {
+	v6, udp := i >= 2, i%2 == 1
+	buf, oob := b.packet, b.oob
+	for read := range max {
+		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_DONTWAIT)
+		if err != nil {
+			return read // EAGAIN: nothing left
+		}
+		n = min(n, len(buf))
+		if !v6 {
+			if h, err := ipv4.ParseHeader(buf[:n]); err == nil && h.Len <= n && h.FragOff == 0 {
+				r.directAttempt(d, h.Dst.To4(), buf[h.Len:n], udp)
+			}
+			continue
+		}
+		var cm ipv6.ControlMessage
+		if cm.Parse(oob[:oobn]) == nil {
+			r.directAttempt(d, cm.Dst, buf[:n], udp)
+		}
 	}
+	return max
 }
 
 // directAttempt lists, once, the attempt whose first packet went to dst with
