@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -302,6 +304,124 @@ func TestHostSkeleton(t *testing.T) {
 			}
 		}
 	})
+
+	// A copy keeps the host file's modification time, and so the bytecode
+	// Python cached in /usr for a module that is a link into /etc (Debian's
+	// sitecustomize) stays valid inside the root: with the copy's own time
+	// every interpreter compiled the module from source.
+	t.Run("copies keep their times", func(t *testing.T) {
+		copies := 0
+		err := filepath.WalkDir(filepath.Join(dir, "etc"), func(p string, d os.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return err
+			}
+			rel, _ := filepath.Rel(dir, p)
+			if _, ours := etcFiles[strings.TrimPrefix(rel, "etc/")]; ours {
+				if got, _ := os.Lstat(p); !got.ModTime().Equal(madeUpTime) {
+					t.Errorf("%s (brig's): modified %v, want %v", rel, got.ModTime(), madeUpTime)
+				}
+				return nil
+			}
+			host, err := os.Lstat("/" + rel)
+			if err != nil {
+				return err
+			}
+			copies++
+			if got, _ := os.Lstat(p); !got.ModTime().Equal(host.ModTime()) {
+				t.Errorf("%s: modified %v, want the host's %v", rel, got.ModTime(), host.ModTime())
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if copies == 0 {
+			t.Fatal("no copy of a host file in the made-up etc")
+		}
+		checked := 0
+		links, _ := filepath.Glob("/usr/lib/python3*/*.py")
+		for _, link := range links {
+			target, err := os.Readlink(link)
+			if err != nil || !strings.HasPrefix(target, "/etc/") {
+				continue
+			}
+			name := strings.TrimSuffix(filepath.Base(link), ".py")
+			pycs, _ := filepath.Glob(filepath.Join(filepath.Dir(link), "__pycache__", name+".cpython-*.pyc"))
+			for _, pyc := range pycs {
+				checked++
+				if why := stalePyc(pyc, filepath.Join(dir, target)); why != "" {
+					t.Errorf("%s (%s -> %s) inside the root: %s", pyc, link, target, why)
+				}
+			}
+		}
+		t.Logf("%d copies, %d cached modules linked into /etc checked", copies, checked)
+	})
+}
+
+// stalePyc says why Python would not take the timestamp-checked bytecode at
+// pyc as the compiled source (empty if it would): the header's source mtime
+// (seconds, 32 bits) and size must be the source's (PEP 552).
+func stalePyc(pyc, source string) string {
+	b, err := os.ReadFile(pyc)
+	if err != nil || len(b) < 16 {
+		return fmt.Sprintf("reading its header: %v (%d bytes)", err, len(b))
+	}
+	if flags := binary.LittleEndian.Uint32(b[4:8]); flags != 0 {
+		return "" // hash-based: not checked against the time
+	}
+	fi, err := os.Stat(source)
+	if err != nil {
+		return err.Error()
+	}
+	mtime, size := binary.LittleEndian.Uint32(b[8:12]), binary.LittleEndian.Uint32(b[12:16])
+	if mtime != uint32(fi.ModTime().Unix()) || size != uint32(fi.Size()) {
+		return fmt.Sprintf("cached for a source modified at %d, %d bytes; the source is %d, %d bytes",
+			mtime, size, uint32(fi.ModTime().Unix()), fi.Size())
+	}
+	return ""
+}
+
+// An unchanged skeleton stays where it is, times and all: another brig process
+// may be mounting it.
+func TestHostSkeletonUnchangedStays(t *testing.T) {
+	testutil.RequireRoot(t)
+	state := t.TempDir()
+	h, err := NewHost(state, HostConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before unix.Stat_t
+	if err := unix.Stat(h.Dir(), &before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewHost(state, HostConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	var after unix.Stat_t
+	if err := unix.Stat(h.Dir(), &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Ino != before.Ino {
+		t.Errorf("the skeleton was replaced (inode %d, then %d), want the unchanged one kept", before.Ino, after.Ino)
+	}
+	// A copy whose time differs from the host's (one written by a brig that
+	// did not keep it) is replaced.
+	for _, rel := range []string{"etc/ld.so.cache", "etc/passwd"} {
+		if err := os.Chtimes(filepath.Join(h.Dir(), rel), time.Time{}, time.Now().Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewHost(state, HostConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		var again unix.Stat_t
+		if err := unix.Stat(h.Dir(), &again); err != nil {
+			t.Fatal(err)
+		}
+		if again.Ino == after.Ino {
+			t.Errorf("%s modified at another time: the skeleton was kept, want it replaced", rel)
+		}
+		after = again
+	}
 }
 
 func TestHostRoot(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -50,12 +51,16 @@ func setOwnerMode(path string, mode os.FileMode) error {
 	return os.Chmod(path, mode)
 }
 
-// writeFileRoot writes a root-owned file with exactly mode, umask or not.
-func writeFileRoot(path string, body []byte, mode os.FileMode) error {
+// writeFileRoot writes a root-owned file with exactly mode, umask or not, and
+// modified at mtime.
+func writeFileRoot(path string, body []byte, mode os.FileMode, mtime time.Time) error {
 	if err := os.WriteFile(path, body, mode); err != nil {
 		return err
 	}
-	return setOwnerMode(path, mode)
+	if err := setOwnerMode(path, mode); err != nil {
+		return err
+	}
+	return os.Chtimes(path, time.Time{}, mtime)
 }
 
 // hardenTree makes the tree at root what CheckLower accepts: every entry owned by
