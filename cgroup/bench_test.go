@@ -41,11 +41,12 @@ func BenchmarkCreateSetLimitsDelete(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := g.SetLimits(lim); err != nil {
-					b.Fatal(err)
-				}
+				limErr := g.SetLimits(lim)
 				if err := g.Delete(); err != nil {
 					b.Fatal(err)
+				}
+				if limErr != nil {
+					b.Fatal(limErr)
 				}
 			}
 		})

@@ -27,11 +27,26 @@ func exists(path string) bool {
 	return err == nil
 }
 
+// openSmall opens a control file, again when a signal interrupted the open,
+// as os.Open does.
+func openSmall(path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &fs.PathError{Op: "open", Path: path, Err: err}
+		}
+		return fd, nil
+	}
+}
+
 // readSmall reads a whole control file.
 func readSmall(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := openSmall(path, unix.O_RDONLY)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
 	defer unix.Close(fd)
 	buf := make([]byte, 0, 512)
@@ -53,17 +68,29 @@ func readSmall(path string) ([]byte, error) {
 	}
 }
 
-// writeSmall writes data to a control file in one write, as cgroupfs wants.
+// writeSmall writes data to a control file in one write, as cgroupfs wants,
+// and writes it again when a signal interrupted it, as os.File's Write does:
+// v1's memory.limit_in_bytes gives up with EINTR at once if the writing thread
+// has a signal pending (mem_cgroup_resize_max), which in a Go process is any
+// moment (the runtime preempts goroutines with SIGURG; the service gets a
+// SIGCHLD for every run's end). Unretried, 1 of about 3,000 groups' limits
+// failed so (BenchmarkCreateSetLimitsDelete), and with them the run.
 func writeSmall(path string, data string) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	fd, err := openSmall(path, unix.O_WRONLY)
 	if err != nil {
-		return &fs.PathError{Op: "open", Path: path, Err: err}
+		return err
 	}
 	defer unix.Close(fd)
-	if _, err := unix.Write(fd, []byte(data)); err != nil {
-		return &fs.PathError{Op: "write", Path: path, Err: err}
+	for {
+		_, err := unix.Write(fd, []byte(data))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &fs.PathError{Op: "write", Path: path, Err: err}
+		}
+		return nil
 	}
-	return nil
 }
 
 // readInt reads a control file holding one integer, such as cpuacct.usage.

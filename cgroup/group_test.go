@@ -17,6 +17,7 @@ import (
 	"github.com/containerd/cgroups/v3"
 
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 const mib = 1 << 20
@@ -130,6 +131,66 @@ func TestSetLimitsWritesFiles(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSetLimitsUnderSignals: a signal pending on the thread that writes a
+// limit does not fail it. v1's memory.limit_in_bytes gives up with EINTR at
+// once if the writer has one pending, and a Go process has them at any moment
+// (the runtime's preemption, a run's SIGCHLD); here every thread of the test
+// gets SIGURG, which the runtime ignores, as fast as one goroutine can send
+// it, while fresh groups are limited one after another.
+func TestSetLimitsUnderSignals(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			m := newManager(t, l)
+			testutil.Require(t, m.Controllers()["memory"], fmt.Sprintf("no memory controller in the %s layout", l.name))
+			stop := make(chan struct{})
+			done := make(chan int)
+			go func() {
+				sent, pid := 0, unix.Getpid()
+				for {
+					select {
+					case <-stop:
+						done <- sent
+						return
+					default:
+					}
+					tasks, _ := os.ReadDir("/proc/self/task")
+					for _, task := range tasks {
+						if tid, err := strconv.Atoi(task.Name()); err == nil && unix.Tgkill(pid, tid, unix.SIGURG) == nil {
+							sent++
+						}
+					}
+				}
+			}()
+			const groups = 300
+			failed := 0
+			for i := range groups {
+				g, err := m.Create(fmt.Sprintf("signals-%d", i))
+				if err != nil {
+					close(stop)
+					<-done
+					t.Fatal(err)
+				}
+				if err := g.SetLimits(Limits{MemoryBytes: 256 * mib}); err != nil {
+					if failed++; failed == 1 {
+						t.Errorf("SetLimits on group %d: %v", i, err)
+					}
+				}
+				if err := g.Delete(); err != nil {
+					t.Errorf("Delete: %v", err)
+				}
+			}
+			close(stop)
+			sent := <-done
+			if failed > 0 {
+				t.Errorf("%d of %d groups' limits failed", failed, groups)
+			}
+			t.Logf("%d groups limited while %d signals were sent", groups, sent)
+		})
 	}
 }
 
