@@ -44,6 +44,10 @@ type Group struct {
 	// memory controller, for groups Sweep found, and once deleted.
 	watch   *oomWatch
 	deleted bool
+	// limited says setV1Locked may have written a limit: until then the
+	// group has the kernel's defaults of a new group (no memory limit, the
+	// 100 ms CFS period), which spares the first SetLimits a read and a write.
+	limited bool
 
 	// oom is closed by the watch once an OOM kill took the group; see OOMKilled.
 	oom chan struct{}
@@ -143,7 +147,10 @@ func (g *Group) Unthrottle() error {
 // 0.76 to 0.87 ms against 0.87 to 0.98 with Update, v1 0.83 to 0.86 against
 // 0.92 to 1.00; a run's group is limited once). With swap accounted, the
 // kernel refuses a memory limit above memory.memsw.limit_in_bytes, so a raise
-// writes memsw first and a cut (a new group starts unlimited) the limit first.
+// writes memsw first and a cut the limit first: a new group starts unlimited,
+// so its first limits are a cut without reading the current one, and its CFS
+// period is already the kernel's default (two of seven files a run's group
+// had opened).
 // (The library means to order the two as well, but when raising it swaps the
 // wrong pair of settings, the limit and the soft limit.)
 func (g *Group) setV1Locked(l Limits) error {
@@ -157,12 +164,16 @@ func (g *Group) setV1Locked(l Limits) error {
 		limit := setting{file("memory", "memory.limit_in_bytes"), v}
 		settings = append(settings, limit)
 		if g.m.swapLimit() {
-			current, err := readInt(limit.path)
-			if err != nil {
-				return err
-			}
 			swap := setting{file("memory", "memory.memsw.limit_in_bytes"), v}
-			if l.MemoryBytes > current {
+			raise := false
+			if g.limited {
+				current, err := readInt(limit.path)
+				if err != nil {
+					return err
+				}
+				raise = l.MemoryBytes > current
+			}
+			if raise {
 				settings = []setting{swap, limit}
 			} else {
 				settings = append(settings, swap)
@@ -178,9 +189,12 @@ func (g *Group) setV1Locked(l Limits) error {
 		settings = append(settings, setting{file("pids", "pids.max"), strconv.FormatInt(l.Pids, 10)})
 	}
 	if l.CPUs > 0 {
-		settings = append(settings, setting{file("cpu", "cpu.cfs_period_us"), strconv.Itoa(cpuPeriod)},
-			setting{file("cpu", "cpu.cfs_quota_us"), strconv.FormatInt(l.cpuQuota(), 10)})
+		if g.limited || cpuPeriod != kernelCPUPeriod {
+			settings = append(settings, setting{file("cpu", "cpu.cfs_period_us"), strconv.Itoa(cpuPeriod)})
+		}
+		settings = append(settings, setting{file("cpu", "cpu.cfs_quota_us"), strconv.FormatInt(l.cpuQuota(), 10)})
 	}
+	g.limited = true
 	for _, s := range settings {
 		if err := writeSmall(s.path, s.value); err != nil {
 			return err
