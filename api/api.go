@@ -184,7 +184,6 @@ type Event struct {
 	Host    string  `json:"host,omitempty"`
 	Port    int     `json:"port,omitempty"`
 	Allowed *bool   `json:"allowed,omitempty"`
-	Package string  `json:"package,omitempty"`
 	Message string  `json:"message,omitempty"`
 	Result  *Result `json:"result,omitempty"`
 }
