@@ -174,7 +174,7 @@ func TestRequests(t *testing.T) {
 		{"env value with NUL", with(func(r *api.Request) { r.Env = map[string]string{"A": "x\x00y"} }), false},
 		{"env value not a string", map[string]any{"language": "python", "code": "x", "env": map[string]any{"A": 1}}, false},
 		{"network mode bad", with(func(r *api.Request) { r.Network = &api.Network{Mode: "all"} }), false},
-		{"network without mode", map[string]any{"language": "python", "code": "x", "network": map[string]any{}}, false},
+		{"network without mode (none)", map[string]any{"language": "python", "code": "x", "network": map[string]any{}}, true},
 		{"network domains empty", map[string]any{"language": "python", "code": "x", "network": map[string]any{"mode": "domains", "domains": []string{}}}, false},
 		{"network 101 domains", with(func(r *api.Request) { r.Network = &api.Network{Mode: api.NetworkDomains, Domains: domains(101)} }), false},
 		{"id with space", with(func(r *api.Request) { r.ID = "run 1" }), false},
@@ -406,7 +406,7 @@ func TestEvents(t *testing.T) {
 		want  bool
 	}{
 		{"accepted", api.Event{Event: api.EventAccepted, ID: "run-1"}, true},
-		{"package", api.Event{Event: api.EventPackage, Package: "numpy==1.26.4", Message: "installing numpy 1.26.4"}, true},
+		{"package", api.Event{Event: api.EventPackage, Message: "Collecting numpy==1.26.4"}, true},
 		{"started", api.Event{Event: api.EventStarted}, true},
 		{"stdout", api.Event{Event: api.EventStdout, Data: "hello\n"}, true},
 		{"stderr", api.Event{Event: api.EventStderr, Data: "warning\n"}, true},
