@@ -17,10 +17,10 @@ const (
 	// its run groups.
 	DefaultParent = "brig"
 
-	// cpuPeriod is the CFS period a CPU limit is expressed against, in µs.
+	// cpuPeriod is the CFS period a CPU limit is expressed against, in µs:
+	// the kernel's own for a new group, which a v1 group's first limits
+	// therefore leave unwritten (setV1Locked).
 	cpuPeriod = 100_000
-	// kernelCPUPeriod is the CFS period of a new v1 group, in µs.
-	kernelCPUPeriod = 100_000
 	// minCPUQuota is the smallest CFS quota the kernel accepts, in µs.
 	minCPUQuota = 1_000
 	// maxNameLen bounds a group name; cgroupfs itself takes up to 255 bytes.

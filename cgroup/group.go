@@ -189,7 +189,7 @@ func (g *Group) setV1Locked(l Limits) error {
 		settings = append(settings, setting{file("pids", "pids.max"), strconv.FormatInt(l.Pids, 10)})
 	}
 	if l.CPUs > 0 {
-		if g.limited || cpuPeriod != kernelCPUPeriod {
+		if g.limited {
 			settings = append(settings, setting{file("cpu", "cpu.cfs_period_us"), strconv.Itoa(cpuPeriod)})
 		}
 		settings = append(settings, setting{file("cpu", "cpu.cfs_quota_us"), strconv.FormatInt(l.cpuQuota(), 10)})
