@@ -50,7 +50,7 @@ test: build
 
 # serve checks the host, then runs the service in the foreground with its embedded
 # defaults (deploy/brig.toml lists them) on /run/brig/brig.sock. From another
-# terminal: sudo ./bin/brig run --language python testdata/hello.py
+# terminal (as root): ./bin/brig run --language python testdata/hello.py
 serve: build
 	./$(BIN) check
 	exec ./$(BIN) serve

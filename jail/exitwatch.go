@@ -22,7 +22,7 @@ import (
 // else learns of the exit after that teardown, a pidfd, the parent's wait and
 // EOF on the process's pipes alike: for a zygote's child, which maps the
 // zygote's address space, 0.75 to 1 ms later at the median, a third of a warm
-// run's latency, and for node 2.3 ms (`sudo python3
+// run's latency, and for node 2.3 ms (`python3
 // bench/measure/exit_notice.py [node]`).
 //
 // A record carries the wait status and the pid in the host's pid namespace.

@@ -2,7 +2,7 @@
 # Where a run's CPU goes, by process, on the service's default path: perf
 # samples the whole machine for 3 s in the middle of `brig bench`'s brig phase
 # (each phase runs 5 s with -d) and splits them by the process that used them.
-#   sudo bash bench/measure/cpu_by_process.sh [SOCKET] [LANGUAGE] [CONCURRENCY]
+#   bash bench/measure/cpu_by_process.sh [SOCKET] [LANGUAGE] [CONCURRENCY]
 # With a service running (make serve, or bin/brig serve --socket SOCKET).
 # Needs perf (Debian's linux-perf). The figures are ms of CPU per run at the
 # rate the bench reached: "service" is the brig serve process, "brig (other)"

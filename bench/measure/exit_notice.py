@@ -2,7 +2,7 @@
 """How much sooner the kernel's taskstats exit record tells of a forked child's
 exit than its pidfd does.
 
-    sudo python3 bench/measure/exit_notice.py
+    python3 bench/measure/exit_notice.py
 
 A process's exit is visible to its parent, its pidfd and EOF on its pipes only
 once the kernel has torn down its address space (exit_mm comes before
@@ -12,7 +12,7 @@ is a third of a warm run's latency. taskstats_exit, which sends the record
 comes before exit_mm. This forks 100 children of an interpreter with common
 modules imported, each exiting 3, and prints the record's status and the gap.
 
-    sudo python3 bench/measure/exit_notice.py node
+    python3 bench/measure/exit_notice.py node
 
 starts 30 `node` processes instead (multi-threaded: the record taken is the
 one flagged AGROUP, of the last of its threads, told apart by its thread id

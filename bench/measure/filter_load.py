@@ -4,7 +4,7 @@ child that sets no_new_privs, loads one of brig's compiled filters and exits,
 against one that loads none (the kernel converts, JITs and analyses each
 filter as it is loaded; a fork shares its parent's filters as they are).
 
-    sudo python3 bench/measure/filter_load.py        (from the repository)
+    python3 bench/measure/filter_load.py        (from the repository)
 
 It compiles the filters with bench/measure/filterdump (the Go toolchain and
 libseccomp), then, in each of 3 rounds, forks 300 children per filter, one of

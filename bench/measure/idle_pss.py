@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The proportional set size of the idle prepared sandboxes of a running service.
 
-    sudo python3 bench/measure/idle_pss.py
+    python3 bench/measure/idle_pss.py
 
 Run it against an idle `brig serve` (its pools full, no run in flight). A
 sandbox is the processes of one pid 1's namespace (brig-reaper, or brig-init

@@ -5,7 +5,7 @@
 # console.log(1) runs one at a time, each with perf stat on the service's
 # waiting nodes (only the one the run takes does anything), and the run's own
 # cgroup CPU (usage.cpu_ms) beside it.
-#   sudo bash bench/measure/js_handover.sh [BINDIR] [N]
+#   bash bench/measure/js_handover.sh [BINDIR] [N]
 # BINDIR holds brig, brig-init and brig-reaper (default: bin). Needs perf.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

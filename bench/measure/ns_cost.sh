@@ -5,7 +5,7 @@
 # machine's (/proc/stat, after a pause for the kernel's deferred teardown of
 # network namespaces, which a kernel worker does), against children that
 # unshare nothing.
-#   sudo bash bench/measure/ns_cost.sh [N]
+#   bash bench/measure/ns_cost.sh [N]
 # Needs gcc. Nothing outside the children's own namespaces is touched.
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "run as root: unshare needs it" >&2; exit 1; }

@@ -7,7 +7,7 @@
 # and the whole machine's per run, and the monitor's wakes a second: a
 # window's neighbours in time are the comparison, so a slow stretch of the
 # host moves both.
-#   sudo bash bench/measure/sysmon_slack.sh [WINDOW] [PAIRS]
+#   bash bench/measure/sysmon_slack.sh [WINDOW] [PAIRS]
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "run as root: the service needs it" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 9's figures (warm starts) in one invocation, so that every figure of
 # the README's table comes from the same stretch of this machine:
-#   sudo bash bench/measure/warm_figures.sh [BINDIR]
+#   bash bench/measure/warm_figures.sh [BINDIR]
 # BINDIR holds brig, brig-init and brig-reaper (default: bin, from make build).
 # It starts services of its own (a socket, a state directory and a cgroup
 # parent, brig-measure, under a temporary directory; nothing shared with a

@@ -5,7 +5,7 @@
 # runs sent one after another through the service, divided by the runs that
 # took the warm path (brig_run_starts_total; each warm run has the zygote
 # fork one child, the pool's next).
-#   sudo bash bench/measure/zygote_child.sh [SOCKET]
+#   bash bench/measure/zygote_child.sh [SOCKET]
 # With a service running (make serve, or bin/brig serve --socket SOCKET) and
 # Python warm (the default). Needs perf (Debian's linux-perf). The zygote
 # must serve the whole measurement: one that is replaced during it (after
