@@ -63,7 +63,11 @@ const (
 	ruleAddrPublic   = "address public"
 	ruleHostAddr     = "address of this host"
 	ruleInvalidAddr  = "invalid address"
+	// ruleAddrClass is followed by the refused address's class and its range.
+	ruleAddrClass    = "address class "
 	rulePrivateAllow = "private address allowed by the operator for "
+	// ruleRegistryAddr is followed by the address's class.
+	ruleRegistryAddr = "a registry host's address, of class "
 )
 
 // Errors of NormalizeHost.
@@ -258,6 +262,20 @@ type Config struct {
 	// this-network, multicast and broadcast addresses and IPv4-mapped ones stay
 	// refused: they name this machine or no single machine; a Pin reaches them.
 	AllowPrivateHosts []string
+	// RegistryHosts are the package registries' host names (exact names, no
+	// subdomains: the service's Config.RegistryHosts, read from the
+	// configuration or from the package managers' own settings). Unless
+	// RegistriesPublicOnly, each may resolve to an address of the classes in
+	// registryClasses as well as a public one: a host that reaches its
+	// registry through a mirror or a gateway of its own network resolves it
+	// there, and the operator chose that registry, not the run. Link-local
+	// and metadata addresses, and those AllowPrivateHosts never opens, stay
+	// refused.
+	RegistryHosts []string
+	// RegistriesPublicOnly refuses the registry hosts' non-public addresses
+	// too, unless AllowPrivateHosts lists them (config private_registries =
+	// false).
+	RegistriesPublicOnly bool
 	// Resolver is the upstream DNS server ("ip:port") the proxy resolves names
 	// with, on the host side; empty means the first nameserver of the host's
 	// /etc/resolv.conf.
@@ -417,8 +435,24 @@ var neverAllowed = map[string]bool{
 	"ipv4-mapped":  true,
 }
 
+// registryClasses are the non-public classes a registry host may resolve to
+// (Config.RegistryHosts): those of networks where a mirror or a gateway lives
+// (private, shared and unique-local ranges, and the documentation and
+// benchmarking ranges that some networks route to a gateway), not link-local
+// or metadata (a cloud's instance metadata is the classic target of a
+// request forged through a proxy), nor the forms that embed another
+// address (nat64, 6to4, teredo).
+var registryClasses = map[string]bool{
+	"private":       true,
+	"cgnat":         true,
+	"ula":           true,
+	"documentation": true,
+	"benchmark":     true,
+}
+
 // DecideAddr decides one resolved address of host: public addresses pass,
-// every other class is refused unless host is one of AllowPrivateHosts, and the
+// every other class is refused unless host is one of AllowPrivateHosts, or is
+// a registry host (RegistryHosts) on an address of registryClasses, and the
 // host's own addresses (hostAddrs) are refused always. It is pure.
 //
 // "Always" means whatever the class and even for AllowPrivateHosts: the
@@ -426,7 +460,8 @@ var neverAllowed = map[string]bool{
 // metrics, sshd), not the operator's internal services. A Pin, which the
 // proxy checks before it resolves and so before it calls DecideAddr, is the
 // only way there. A name the run may reach that resolves to a private
-// address (DNS rebinding) is refused here, in every mode.
+// address (DNS rebinding) is refused here, in every mode, unless it is one of
+// the operator's registry hosts, whose answers the run does not choose.
 func (c *Config) DecideAddr(host string, a netip.Addr, hostAddrs []netip.Addr) Decision {
 	if !a.IsValid() {
 		return Decision{Rule: ruleInvalidAddr}
@@ -441,13 +476,21 @@ func (c *Config) DecideAddr(host string, a netip.Addr, hostAddrs []netip.Addr) D
 	if row.class == ClassPublic {
 		return Decision{Allowed: true, Rule: ruleAddrPublic}
 	}
-	refused := Decision{Rule: fmt.Sprintf("address class %s (%s)", row.class, row.where())}
+	refused := Decision{Rule: fmt.Sprintf("%s%s (%s)", ruleAddrClass, row.class, row.where())}
 	if c == nil || neverAllowed[row.class] {
 		return refused
 	}
 	for _, d := range c.AllowPrivateHosts {
 		if Matches(d, host) {
 			return Decision{Allowed: true, Rule: rulePrivateAllow + asciiLower(strings.TrimSuffix(d, "."))}
+		}
+	}
+	if !c.RegistriesPublicOnly && registryClasses[row.class] {
+		name := asciiLower(strings.TrimSuffix(host, "."))
+		for _, r := range c.RegistryHosts {
+			if name == asciiLower(strings.TrimSuffix(r, ".")) {
+				return Decision{Allowed: true, Rule: ruleRegistryAddr + row.class}
+			}
 		}
 	}
 	return refused

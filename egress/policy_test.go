@@ -444,6 +444,55 @@ func TestDecideAddrRefusesEveryClass(t *testing.T) {
 	}
 }
 
+// TestDecideAddrRegistryHosts: a registry host (Config.RegistryHosts) may
+// resolve to a private, shared, unique-local, documentation or benchmarking
+// address, as a host's network routes its registry to a mirror or a gateway
+// there; not to link-local, metadata, an embedding form or this machine, and
+// not a subdomain or another name; and, with RegistriesPublicOnly, to none.
+func TestDecideAddrRegistryHosts(t *testing.T) {
+	cfg := &Config{RegistryHosts: []string{"registry.test", "files.test"}}
+	hostAddrs := []netip.Addr{netip.MustParseAddr("10.1.1.1")}
+	const reg = "a registry host's address, of class "
+	tests := []struct {
+		name, host, addr string
+		want             Decision
+	}{
+		{"private", "registry.test", "10.0.0.7", allow(reg + "private")},
+		{"documentation", "registry.test", "203.0.113.9", allow(reg + "documentation")},
+		{"documentation IPv6", "files.test", "2001:db8::9", allow(reg + "documentation")},
+		{"cgnat", "files.test", "100.64.3.3", allow(reg + "cgnat")},
+		{"ula", "registry.test", "fd12::3", allow(reg + "ula")},
+		{"benchmark", "registry.test", "198.18.0.9", allow(reg + "benchmark")},
+		{"any case and a dot", "Registry.TEST.", "192.168.4.4", allow(reg + "private")},
+		{"public", "registry.test", "93.184.215.34", allow("address public")},
+		{"link-local", "registry.test", "169.254.10.1", deny("address class link-local (169.254.0.0/16)")},
+		{"metadata", "registry.test", "169.254.169.254", deny("address class metadata (169.254.169.254/32)")},
+		{"nat64", "registry.test", "64:ff9b::a00:1", deny("address class nat64 (64:ff9b::/96)")},
+		{"6to4", "registry.test", "2002:7f00:1::1", deny("address class 6to4 (2002::/16)")},
+		{"reserved", "registry.test", "240.0.0.1", deny("address class reserved (240.0.0.0/4)")},
+		{"loopback", "registry.test", "127.0.0.1", deny("address class loopback (127.0.0.0/8)")},
+		{"this host's", "registry.test", "10.1.1.1", deny("address of this host")},
+		{"a subdomain", "mirror.registry.test", "10.0.0.7", deny("address class private (10.0.0.0/8)")},
+		{"another name", "api.example.com", "203.0.113.9", deny("address class documentation (203.0.113.0/24)")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := cfg.DecideAddr(tt.host, netip.MustParseAddr(tt.addr), hostAddrs); got != tt.want {
+				t.Errorf("DecideAddr(%q, %s): got %+v, want %+v", tt.host, tt.addr, got, tt.want)
+			}
+		})
+	}
+	only := *cfg
+	only.RegistriesPublicOnly = true
+	if got := only.DecideAddr("registry.test", netip.MustParseAddr("203.0.113.9"), nil); got.Allowed {
+		t.Errorf("with RegistriesPublicOnly: got %+v, want the documentation address refused", got)
+	}
+	only.AllowPrivateHosts = []string{"registry.test"}
+	if got := only.DecideAddr("registry.test", netip.MustParseAddr("203.0.113.9"), nil); !got.Allowed {
+		t.Errorf("with RegistriesPublicOnly and the host in AllowPrivateHosts: got %+v, want it allowed", got)
+	}
+}
+
 func TestPin(t *testing.T) {
 	cfg := &Config{Pins: map[string]string{
 		"Mirror.Example.com:443": "127.0.0.1:8443",

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,14 @@ type Connection struct {
 	// the name did not resolve, the upstream did not answer, the run's byte
 	// limit was reached. Empty when it ran to its end.
 	Failure string
+}
+
+// AddressRefused reports whether the connection was refused for the address
+// its name resolved to (its class, or one of this host's own), not for the
+// name: the policy admitted the destination, and the operator's network
+// answered with an address brig does not dial.
+func (c Connection) AddressRefused() bool {
+	return !c.Allowed && (strings.HasPrefix(c.Rule, ruleAddrClass) || c.Rule == ruleHostAddr)
 }
 
 // Field names of the canonical log line of a decision. The caller's logger
