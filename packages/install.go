@@ -289,6 +289,19 @@ func parseDriverResult(stdout string) (*driverResult, error) {
 	return &r, nil
 }
 
+// InstallFailed reports whether res, an installer's sandbox run (what
+// InstallerConfig.Run returned), failed: it did not end by itself, or its
+// tool did not succeed. A Run that knows why the installer could not have
+// succeeded (its proxy refused the registry's address) returns its own error
+// only then.
+func InstallFailed(res *jail.Result) bool {
+	if res.End != jail.EndCompleted && res.End != jail.EndError {
+		return true
+	}
+	r, err := parseDriverResult(res.Stdout)
+	return err != nil || r.Exit != 0
+}
+
 // quoteTail is the last lines of an installer's output, for an error message.
 func quoteTail(output string) string {
 	lines := strings.Split(strings.TrimRight(output, "\n"), "\n")

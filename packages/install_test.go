@@ -167,6 +167,27 @@ func TestParseDriverResult(t *testing.T) {
 	}
 }
 
+func TestInstallFailed(t *testing.T) {
+	ok := resultMarker + `{"exit":0,"packages":[]}` + "\n"
+	for _, tc := range []struct {
+		name string
+		res  jail.Result
+		want bool
+	}{
+		{"the tool succeeded", jail.Result{End: jail.EndCompleted, Stdout: ok}, false},
+		{"the tool failed, the driver exited 0", jail.Result{End: jail.EndCompleted, Stdout: resultMarker + `{"exit":1}` + "\n"}, true},
+		{"the driver exited with the tool's failure", jail.Result{End: jail.EndError, Stdout: resultMarker + `{"exit":1}` + "\n"}, true},
+		{"no result", jail.Result{End: jail.EndError, Stdout: "Traceback\n"}, true},
+		{"timed out after its result", jail.Result{End: jail.EndTimeout, Stdout: ok}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := InstallFailed(&tc.res); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestPythonResolved(t *testing.T) {
 	set := Set{Language: "python", Requests: mustRequests(t, "python", "Pkg_A>=1")}
 	r := &driverResult{Packages: []driverPackage{

@@ -75,7 +75,9 @@ type Config struct {
 	// Egress is the operator's egress configuration, shared by every networked
 	// run: pinned destinations, private hosts allowed by name, the upstream
 	// resolver and the per-run limits. Its zero fields are egress's defaults; a
-	// nil Egress.Logger becomes Logger.
+	// nil Egress.Logger becomes Logger, and a nil Egress.RegistryHosts every
+	// language's RegistryHosts (whose addresses may then be non-public unless
+	// Egress.RegistriesPublicOnly).
 	Egress egress.Config
 	// RegistryHosts maps a language (of api.Languages) to the host names a
 	// run of it with network "registries" may reach (with their subdomains), as
@@ -131,6 +133,7 @@ func (cfg Config) withDefaults() Config {
 	if cfg.RegistryHosts == nil {
 		cfg.RegistryHosts = map[string][]string{}
 	}
+	cfg.Egress = withRegistryHosts(cfg.Egress, cfg.RegistryHosts)
 	return cfg
 }
 

@@ -73,6 +73,26 @@ func checkRegistryHosts(hosts map[string][]string) []error {
 	return errs
 }
 
+// withRegistryHosts is ecfg with RegistryHosts set to every language's
+// registry hosts, once each, unless it has its own: the names whose
+// addresses egress judges as a registry's (egress.Config.RegistryHosts),
+// for runs and the package installer alike.
+func withRegistryHosts(ecfg egress.Config, hosts map[string][]string) egress.Config {
+	if ecfg.RegistryHosts != nil {
+		return ecfg
+	}
+	all := []string{}
+	for _, lang := range sortedKeys(hosts) {
+		for _, h := range hosts[lang] {
+			if !slices.Contains(all, h) {
+				all = append(all, h)
+			}
+		}
+	}
+	ecfg.RegistryHosts = all
+	return ecfg
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

@@ -92,6 +92,20 @@ func TestConfigEgressLogger(t *testing.T) {
 	}
 }
 
+// The egress config judges the addresses of every language's registry hosts,
+// each once, as a registry's, unless it was given its own list.
+func TestConfigEgressRegistryHosts(t *testing.T) {
+	hosts := map[string][]string{"python": {"files.test", "registry.test"}, "javascript": {"registry.test", "npm.test"}}
+	cfg := Config{RegistryHosts: hosts}.withDefaults()
+	if want := []string{"registry.test", "npm.test", "files.test"}; !slices.Equal(cfg.Egress.RegistryHosts, want) {
+		t.Errorf("got %v, want %v", cfg.Egress.RegistryHosts, want)
+	}
+	own := Config{RegistryHosts: hosts, Egress: egress.Config{RegistryHosts: []string{}}}.withDefaults()
+	if len(own.Egress.RegistryHosts) != 0 {
+		t.Errorf("with a list of its own (empty): got %v, want it kept", own.Egress.RegistryHosts)
+	}
+}
+
 func TestEgressPolicy(t *testing.T) {
 	cfg := Config{RegistryHosts: map[string][]string{"python": {"files.test", "registry.test"}, "javascript": {"npm.test"}},
 		RegistryPorts: map[string][]int{"python": {80, 443, 3141}}}

@@ -305,21 +305,18 @@ func TestNetworkRealNpmRegistry(t *testing.T) {
 		t.Fatalf("RegistryHosts: got %v, %v; want npm's registry host", hosts, err)
 	}
 	// Some hosts reach the registry through an address that is not public (a
-	// mirror, or a gateway of the host's network); the operator then allows the
-	// name, as this test does.
-	var private []string
+	// mirror, or a gateway of the host's network): the service's default
+	// reaches it as a registry's (egress.Config.RegistryHosts).
 	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", hosts[0])
 	testutil.Require(t, err == nil, fmt.Sprintf("resolving the npm registry's host on this host: %v", err))
 	for _, a := range addrs {
 		if class := egress.ClassifyAddr(a.Unmap()); class != egress.ClassPublic {
-			t.Logf("the npm registry's host resolves to %s (%s) here: allowing it as the operator would", a, class)
-			private = hosts
+			t.Logf("the npm registry's host resolves to %s (%s) here: reached by default, as a registry's", a, class)
 		}
 	}
 	ts := newTestService(t, func(cfg *Config) {
 		cfg.NetworkModes = []string{api.NetworkNone, api.NetworkRegistries}
 		cfg.RegistryHosts = map[string][]string{"javascript": hosts, "python": {}}
-		cfg.Egress.AllowPrivateHosts = private
 	})
 	code := fmt.Sprintf(`
 const https = require('https');

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/brig-sandbox/brig/api"
@@ -88,6 +89,7 @@ func (s *Service) preparePackages(r *run) (*packages.Lease, *api.Result) {
 	lease, err := s.cfg.Packages.Cache.Acquire(r.ctx, set, r.onPackage)
 	var unavailable *packages.UnavailableError
 	var index *packages.IndexError
+	var refused *registryRefusedError
 	switch {
 	case errors.As(err, &unavailable):
 		return nil, end(api.ReasonPackageUnavailable, "%s", unavailable.Message)
@@ -95,6 +97,8 @@ func (s *Service) preparePackages(r *run) (*packages.Lease, *api.Result) {
 		// Not the request's fault: internal, and a message that says to try
 		// again, without the layer's key that the error chain carries.
 		return nil, end(api.ReasonInternal, "%s; the program did not run: the registry or this host's network failed, not the request, so the same request may work later", index.Message)
+	case errors.As(err, &refused):
+		return nil, end(api.ReasonInternal, "the packages could not be installed: %v; the program did not run", refused)
 	case r.ctx.Err() != nil:
 		return nil, end(api.ReasonStopped, "the run was stopped while its packages were prepared; the program did not run")
 	case errors.Is(err, context.DeadlineExceeded):
@@ -173,11 +177,14 @@ func packageResults(req api.Request, lease *packages.Lease) []api.PackageResult 
 // with network "registries" for the installer's language (hosts, as
 // Config.RegistryHosts) attached in the sandbox, as every networked run has it.
 // Each decision of the installer's proxy is logged with the layer's language.
+// An installer that failed after its proxy refused a registry's address ends
+// in an error that says so and what the operator can do, instead of the
+// package manager's own words for an answer of the proxy's.
 func InstallerRun(l Launcher, ecfg egress.Config, hosts map[string][]string) func(context.Context, jail.Spec) (*jail.Result, error) {
 	return func(ctx context.Context, spec jail.Spec) (*jail.Result, error) {
 		lang := string(spec.Language)
 		pol := egress.Policy{Mode: api.NetworkRegistries, Domains: append([]string(nil), hosts[lang]...)}
-		cfg := ecfg
+		cfg := withRegistryHosts(ecfg, hosts)
 		if cfg.Logger != nil {
 			cfg.Logger = cfg.Logger.With("installer", lang)
 		}
@@ -191,8 +198,42 @@ func InstallerRun(l Launcher, ecfg egress.Config, hosts map[string][]string) fun
 		}
 		res, err := l.Run(ctx, spec)
 		if er != nil {
-			er.Close()
+			conns := er.Close()
+			if err == nil && packages.InstallFailed(res) {
+				if refused := addressRefusal(conns); refused != nil {
+					return nil, &registryRefusedError{lang: lang, conn: *refused}
+				}
+			}
 		}
 		return res, err
 	}
+}
+
+// registryRefusedError is an installer that failed after its proxy refused
+// the address its registry's name resolved to: not the request's fault, and
+// not one that time mends, so its message says what the operator can change.
+type registryRefusedError struct {
+	lang string
+	conn egress.Connection
+}
+
+func (e *registryRefusedError) Error() string {
+	// "address class private (10.0.0.0/8)", or "address of this host".
+	of := strings.TrimPrefix(strings.TrimPrefix(e.conn.Rule, "address "), "of ")
+	return fmt.Sprintf("the %s registry %s was not reached: this host resolves it to an address of %s, which brig does not dial "+
+		"(Hint for the operator: if this host reaches its registry through a mirror or a gateway there, list %s in [egress] allow_private_hosts)",
+		e.lang, e.conn.Host, of, e.conn.Host)
+}
+
+// addressRefusal is the first connection of conns refused for the address
+// its name resolved to, or nil: an installer that failed with one failed
+// because the host's network answers for its registry with an address
+// egress refuses, which only the operator can change.
+func addressRefusal(conns []egress.Connection) *egress.Connection {
+	for i := range conns {
+		if conns[i].AddressRefused() {
+			return &conns[i]
+		}
+	}
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/packages"
+	"github.com/miekg/dns"
 )
 
 // registryStandIns are the test's package registries on loopback, reached by
@@ -432,15 +433,16 @@ func TestPackagesRealNpmRegistry(t *testing.T) {
 	resp, err := http.DefaultClient.Do(probe)
 	testutil.Require(t, err == nil, fmt.Sprintf("the npm registry does not answer from this host: %v", err))
 	resp.Body.Close()
+	// A registry's host may resolve to an address that is not public here (a
+	// mirror, or a gateway of the host's network): the default
+	// (egress.Config.RegistriesPublicOnly false) reaches it as a registry's.
 	ecfg := egress.Config{}
 	for _, h := range reg.Hosts {
 		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", h)
 		testutil.Require(t, err == nil, fmt.Sprintf("resolving the npm registry's host: %v", err))
 		for _, a := range addrs {
-			if egress.ClassifyAddr(a.Unmap()) != egress.ClassPublic {
-				t.Logf("the npm registry's host resolves to %s here: allowing it as the operator would", a)
-				ecfg.AllowPrivateHosts = append(ecfg.AllowPrivateHosts, h)
-				break
+			if class := egress.ClassifyAddr(a.Unmap()); class != egress.ClassPublic {
+				t.Logf("the npm registry's host resolves to %s (%s) here: reached by default, as a registry's", a, class)
 			}
 		}
 	}
@@ -499,6 +501,92 @@ func TestPackagesIndexDown(t *testing.T) {
 	if strings.Contains(res.Message, "installing layer") {
 		t.Errorf("message %q carries the layer's error chain", res.Message)
 	}
+}
+
+// TestPackagesRegistryOnRefusedAddress: where the host's resolver answers
+// for a registry with an address egress does not dial (a documentation one
+// with private_registries off, a link-local one always), the installer fails
+// and the run says which name, which address class, and what the operator can
+// change, not npm's or pip's words for the proxy's 403. Nothing is dialed:
+// the proxy refuses before it connects.
+func TestPackagesRegistryOnRefusedAddress(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, tt := range []struct {
+		name, lang, pkg, addr, class string
+		publicOnly                   bool
+	}{
+		{"javascript, documentation, public only", "javascript", "left@1.2.0", "192.0.2.10", "documentation", true},
+		{"python, link-local", "python", "pkg-a==1.0", "169.254.7.7", "link-local", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resolver := fakeResolver(t, map[string]string{pyRegistryHost + ".": tt.addr, npmRegistryHost + ".": tt.addr})
+			ecfg := egress.Config{Resolver: resolver, RegistriesPublicOnly: tt.publicOnly}
+			hosts := map[string][]string{"python": {pyRegistryHost}, "javascript": {npmRegistryHost}}
+			var ts *testService
+			ts = newTestService(t, func(cfg *Config) {
+				inst, err := packages.NewInstaller(packages.InstallerConfig{
+					Run: func(ctx context.Context, spec jail.Spec) (*jail.Result, error) {
+						return InstallerRun(ts.launcher, ecfg, hosts)(ctx, spec)
+					},
+					Registries: map[string][]string{"python": {"http://" + pyRegistryHost + "/simple/"}, "javascript": {"http://" + npmRegistryHost + "/"}},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cache, err := packages.OpenCache(packages.CacheConfig{Dir: t.TempDir(), Installer: inst})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cache.Close() })
+				cfg.Packages = PackagesConfig{Cache: cache}
+			})
+			res := ts.mustRun(t, request(tt.lang, "print('ran')", withPackageRequests(tt.pkg)))
+			t.Logf("message: %s", res.Message)
+			if res.Reason != api.ReasonInternal || res.Stdout != "" {
+				t.Fatalf("got %s/%s stdout %q (%s), want internal and no output", res.Outcome, res.Reason, res.Stdout, res.Message)
+			}
+			host := map[string]string{"python": pyRegistryHost, "javascript": npmRegistryHost}[tt.lang]
+			for _, want := range []string{"registry " + host + " was not reached", "class " + tt.class, "allow_private_hosts", "the program did not run"} {
+				if !strings.Contains(res.Message, want) {
+					t.Errorf("message %q, want it to say %q", res.Message, want)
+				}
+			}
+			if strings.Contains(res.Message, "may work later") || strings.Contains(res.Message, "403") {
+				t.Errorf("message %q: want the address's refusal, not a registry that failed", res.Message)
+			}
+		})
+	}
+}
+
+// fakeResolver is a DNS server on loopback that answers A queries for the
+// names of answers (fully qualified) with their addresses, AAAA with none and
+// anything else with NXDOMAIN: egress.Config.Resolver.
+func fakeResolver(t *testing.T, answers map[string]string) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	srv := &dns.Server{PacketConn: pc, NotifyStartedFunc: func() { close(started) }, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(q)
+		ip, ok := answers[q.Question[0].Name]
+		switch {
+		case !ok:
+			m.Rcode = dns.RcodeNameError
+		case q.Question[0].Qtype == dns.TypeA:
+			rr, err := dns.NewRR(q.Question[0].Name + " 60 IN A " + ip)
+			if err == nil {
+				m.Answer = append(m.Answer, rr)
+			}
+		}
+		w.WriteMsg(m)
+	})}
+	go srv.ActivateAndServe()
+	<-started
+	t.Cleanup(func() { srv.Shutdown() })
+	return pc.LocalAddr().String()
 }
 
 // TestPackagesStoppedRunStopsItsInstall: a run stopped while its packages
