@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -25,6 +27,7 @@ func checkCommand() *cli.Command {
 		Usage: "check that this host can run brig; exits non-zero when it can't",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "check the service's config file too, and this host with its [sandbox] and registries (the sandboxed runs still use the cgroup parent brig-local)"},
+			&cli.BoolFlag{Name: "no-resolve", Usage: "do not resolve the registries' hosts to tell whether the egress proxy dials their addresses"},
 		}, sandboxFlags()...),
 		Action: checkAction,
 	}
@@ -32,7 +35,7 @@ func checkCommand() *cli.Command {
 
 func checkAction(c *cli.Context) error {
 	checks := jail.CheckHost()
-	lc, configured, cfgCheck, err := checkConfig(c)
+	lc, sc, cfgCheck, err := checkConfig(c)
 	if err != nil {
 		return err
 	}
@@ -69,7 +72,11 @@ func checkAction(c *cli.Context) error {
 	}
 	checks = append(checks, initCheck())
 	checks = append(checks, directCheck())
-	checks = append(checks, packageChecks(c.Context, configured)...)
+	lookup := net.DefaultResolver.LookupNetIP
+	if c.Bool("no-resolve") {
+		lookup = nil
+	}
+	checks = append(checks, packageChecks(c.Context, sc, lookup)...)
 	if allOK(checks) {
 		checks = append(checks, smokeRuns(c.Context, lc)...)
 	}
@@ -82,23 +89,23 @@ func checkAction(c *cli.Context) error {
 // file is one brig serve would take. The sandboxed runs use the cgroup parent
 // of local runs all the same, unless --cgroup-parent says otherwise: a
 // running service owns its own.
-func checkConfig(c *cli.Context) (launcherConfig, func(api.Language) []string, *jail.Check, error) {
-	none := func(api.Language) []string { return nil }
+func checkConfig(c *cli.Context) (launcherConfig, serveConfig, *jail.Check, error) {
+	defaults := defaultServeConfig()
 	if !c.IsSet("config") {
 		lc, err := launcherConfigFrom(c, "brig-local")
 		if err != nil {
-			return lc, none, nil, err
+			return lc, defaults, nil, err
 		}
 		if err := lc.check(); err != nil {
-			return lc, none, &jail.Check{Name: "config", Detail: err.Error(), Hint: "fix the flags"}, nil
+			return lc, defaults, &jail.Check{Name: "config", Detail: err.Error(), Hint: "fix the flags"}, nil
 		}
-		return lc, none, nil, nil
+		return lc, defaults, nil, nil
 	}
 	// The flags check shares with serve are given over the file as serve
 	// gives them.
 	sc, err := serveConfigFrom(c)
 	if err != nil {
-		return launcherConfig{}, none, nil, err
+		return launcherConfig{}, defaults, nil, err
 	}
 	ch := jail.Check{Name: "config", OK: true, Detail: c.String("config") + " is valid"}
 	lc, lerr := sc.launcherConfig()
@@ -108,7 +115,7 @@ func checkConfig(c *cli.Context) (launcherConfig, func(api.Language) []string, *
 	}
 	lc.CgroupParent = "brig-local"
 	override(c, "cgroup-parent", &lc.CgroupParent, c.String)
-	return lc, func(l api.Language) []string { return *sc.Egress.registries(l) }, &ch, nil
+	return lc, sc, &ch, nil
 }
 
 // usrViewCheck says, for the host rootfs, whether each sandbox shows the parts
@@ -257,12 +264,14 @@ func printChecks(w io.Writer, checks []jail.Check) error {
 }
 
 // packageChecks say which languages can install packages here: their package
-// manager answers with a registry. A language without one is not a failure (its
-// runs may still run without packages), so these lines pass, with a warning.
-func packageChecks(ctx context.Context, configured func(api.Language) []string) []jail.Check {
+// manager answers with a registry, whose hosts resolve here to addresses the
+// egress proxy dials (sc's [egress]). A language without one is not a failure
+// (its runs may still run without packages), so these lines pass, with a
+// warning. A nil lookup resolves nothing.
+func packageChecks(ctx context.Context, sc serveConfig, lookup lookupFunc) []jail.Check {
 	var out []jail.Check
 	for _, lang := range api.Languages {
-		r, err := packages.Managers{}.Registry(ctx, lang.String(), configured(lang))
+		r, err := packages.Managers{}.Registry(ctx, lang.String(), *sc.Egress.registries(lang))
 		ch := jail.Check{Name: "packages " + lang.String(), OK: true}
 		switch {
 		case err != nil:
@@ -275,8 +284,50 @@ func packageChecks(ctx context.Context, configured func(api.Language) []string) 
 			ch.Hint = fmt.Sprintf("configure one in the package manager, or set [egress.registries] %s", lang)
 		default:
 			ch.Detail = fmt.Sprintf("installed from %d registry URL(s) (hosts %s)", len(r.Indexes), strings.Join(r.Hosts, ", "))
+			if lookup != nil {
+				registryAddrCheck(ctx, sc, lang, r.Hosts, lookup, &ch)
+			}
 		}
 		out = append(out, ch)
 	}
 	return out
+}
+
+// lookupFunc resolves a host name, as net.Resolver.LookupNetIP.
+type lookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
+
+// registryAddrCheck adds to ch what lang's registry hosts resolve to here
+// when that is not a public address, and whether the egress proxy of sc
+// dials it (egress.Config.DecideAddr, as for an installer): a refused one, or
+// a name that does not resolve, is a warning that says what to change.
+// brig check resolves with this host's resolver, as the proxy does unless
+// [egress] resolver names another.
+func registryAddrCheck(ctx context.Context, sc serveConfig, lang api.Language, hosts []string, lookup lookupFunc, ch *jail.Check) {
+	ecfg := sc.supervisorConfig(nil).Egress
+	ecfg.RegistryHosts = hosts
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	for _, h := range hosts {
+		addrs, err := lookup(ctx, "ip", h)
+		if err != nil {
+			ch.Warn = true
+			ch.Detail += fmt.Sprintf("; %s does not resolve here: %v", h, err)
+			ch.Hint = fmt.Sprintf("its installs fail until it does: check this host's DNS, or set [egress.registries] %s to a registry this host reaches", lang)
+			continue
+		}
+		for _, a := range addrs {
+			a = a.Unmap()
+			if egress.ClassifyAddr(a) == egress.ClassPublic {
+				continue
+			}
+			if d := ecfg.DecideAddr(h, a, nil); d.Allowed {
+				ch.Detail += fmt.Sprintf("; %s resolves to %s here, reached as %s", h, a, d.Rule)
+			} else {
+				ch.Warn = true
+				ch.Detail += fmt.Sprintf("; %s resolves to %s here, which the egress proxy refuses (%s)", h, a, d.Rule)
+				ch.Hint = fmt.Sprintf("if this host reaches %s through a mirror or a gateway there, list it in [egress] allow_private_hosts", h)
+			}
+			break
+		}
+	}
 }

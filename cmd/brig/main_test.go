@@ -201,7 +201,7 @@ func TestRunLocalJSON(t *testing.T) {
 func TestCheck(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.CheckLeaks(t, cliCgroupParent)
-	out, errs, status := brig(t, "", "check", "--state-dir", t.TempDir(), "--cgroup-parent", cliCgroupParent)
+	out, errs, status := brig(t, "", "check", "--no-resolve", "--state-dir", t.TempDir(), "--cgroup-parent", cliCgroupParent)
 	if status != 0 {
 		t.Fatalf("brig check: got exit status %d, want 0\n%s%s", status, out, errs)
 	}
@@ -307,7 +307,7 @@ func TestUnknownCommand(t *testing.T) {
 func TestFailedCheckLeavesNoCgroup(t *testing.T) {
 	testutil.RequireRoot(t)
 	const parent = "brig-test-check"
-	out, _, code := brig(t, "", "check", "--cgroup-parent", parent, "--id-count", "100")
+	out, _, code := brig(t, "", "check", "--no-resolve", "--cgroup-parent", parent, "--id-count", "100")
 	if code == 0 || !strings.Contains(out, "FAIL") {
 		t.Fatalf("brig check with 100 ids: exit %d, %q; want a failure", code, out)
 	}
@@ -325,14 +325,14 @@ func TestCheckConfigFile(t *testing.T) {
 	const parent = "brig-test-check-config"
 	p := filepath.Join(t.TempDir(), "brig.toml")
 	os.WriteFile(p, []byte("queue_size = -2\n[sandbox]\nid_first = 1000\n"), 0o644)
-	out, _, code := brig(t, "", "check", "--config", p, "--cgroup-parent", parent)
+	out, _, code := brig(t, "", "check", "--no-resolve", "--config", p, "--cgroup-parent", parent)
 	for _, want := range []string{"FAIL  config", "queue_size -2", "FAIL  id range", "starts below 65536"} {
 		if code != 1 || !strings.Contains(out, want) {
 			t.Errorf("brig check --config: exit %d, want 1 and %q in:\n%s", code, want, out)
 		}
 	}
 	// A flag is refused as the same key would be.
-	out, _, code = brig(t, "", "check", "--cpus", "0", "--cgroup-parent", parent)
+	out, _, code = brig(t, "", "check", "--no-resolve", "--cpus", "0", "--cgroup-parent", parent)
 	if code != 1 || !strings.Contains(out, "FAIL  config") || !strings.Contains(out, "cpus 0: give a positive value") {
 		t.Errorf("brig check --cpus 0: exit %d, want 1 and the refusal in:\n%s", code, out)
 	}
@@ -348,14 +348,14 @@ func TestCheckConfigFile(t *testing.T) {
 func TestCheckMissingRootfs(t *testing.T) {
 	testutil.RequireRoot(t)
 	const parent = "brig-test-check-rootfs"
-	out, stderr, code := brig(t, "", "check", "--state-dir", t.TempDir(), "--cgroup-parent", parent, "--rootfs", "python=/nonexistent")
+	out, stderr, code := brig(t, "", "check", "--no-resolve", "--state-dir", t.TempDir(), "--cgroup-parent", parent, "--rootfs", "python=/nonexistent")
 	if code != 1 || strings.Contains(stderr, "panic") || strings.Count(out, "FAIL  rootfs") != 1 || !strings.Contains(out, "brig rootfs build python --dir /nonexistent") {
 		t.Errorf("brig check --rootfs python=/nonexistent: exit %d, want 1 and one failing rootfs line with the build command in:\n%s%s", code, out, stderr)
 	}
 	// A config file that brig serve would refuse fails the check too.
 	p := filepath.Join(t.TempDir(), "brig.toml")
 	os.WriteFile(p, []byte("[packages]\ninstall_memory_mib = 10\n"), 0o644)
-	out, _, code = brig(t, "", "check", "--config", p, "--cgroup-parent", parent)
+	out, _, code = brig(t, "", "check", "--no-resolve", "--config", p, "--cgroup-parent", parent)
 	if code != 1 || !strings.Contains(out, "FAIL  config") || !strings.Contains(out, "packages.install_memory_mib 10") {
 		t.Errorf("brig check --config with install_memory_mib = 10: exit %d, want 1 and the key refused in:\n%s", code, out)
 	}

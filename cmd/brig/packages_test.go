@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/packages"
 )
 
@@ -82,5 +86,50 @@ func TestPackagesCLI(t *testing.T) {
 	}
 	if layers, err := packages.ListLayers(dir); err != nil || len(layers) != 0 {
 		t.Errorf("after rm and prune: got %d layers (%v), want none", len(layers), err)
+	}
+}
+
+// TestRegistryAddrCheck: brig check's packages line says where a registry
+// host resolves when that is not public, passes when the egress proxy dials
+// it as a registry's (private_registries, the default), warns with a hint
+// when it refuses it (private_registries = false, or a link-local address)
+// or when the name does not resolve, and says nothing of a public address.
+func TestRegistryAddrCheck(t *testing.T) {
+	answers := map[string]string{"npm.test": "203.0.113.9", "meta.test": "169.254.3.3", "pub.test": "93.184.215.34"}
+	lookup := func(_ context.Context, _, host string) ([]netip.Addr, error) {
+		if a, ok := answers[host]; ok {
+			return []netip.Addr{netip.MustParseAddr(a)}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	publicOnly := defaultServeConfig()
+	publicOnly.Egress.PrivateRegistries = false
+	for _, tt := range []struct {
+		name     string
+		sc       serveConfig
+		host     string
+		warn     bool
+		detail   string // "" when nothing is added
+		wantHint string
+	}{
+		{"documentation, by default", defaultServeConfig(), "npm.test", false, "npm.test resolves to 203.0.113.9 here, reached as a registry host's address, of class documentation", ""},
+		{"documentation, public only", publicOnly, "npm.test", true, "which the egress proxy refuses (address class documentation", "list it in [egress] allow_private_hosts"},
+		{"link-local", defaultServeConfig(), "meta.test", true, "meta.test resolves to 169.254.3.3 here, which the egress proxy refuses (address class link-local", "allow_private_hosts"},
+		{"public", defaultServeConfig(), "pub.test", false, "", ""},
+		{"no such host", defaultServeConfig(), "gone.test", true, "gone.test does not resolve here", "set [egress.registries] javascript"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ch := jail.Check{Name: "packages javascript", OK: true, Detail: "installed"}
+			registryAddrCheck(context.Background(), tt.sc, api.JavaScript, []string{tt.host}, lookup, &ch)
+			if ch.Warn != tt.warn || !ch.OK {
+				t.Errorf("got warn %v, ok %v, want warn %v and ok: %+v", ch.Warn, ch.OK, tt.warn, ch)
+			}
+			if tt.detail == "" && ch.Detail != "installed" || !strings.Contains(ch.Detail, tt.detail) {
+				t.Errorf("detail %q, want it to say %q", ch.Detail, tt.detail)
+			}
+			if !strings.Contains(ch.Hint, tt.wantHint) || tt.wantHint == "" && ch.Hint != "" {
+				t.Errorf("hint %q, want %q", ch.Hint, tt.wantHint)
+			}
+		})
 	}
 }

@@ -118,6 +118,11 @@ type egressConfig struct {
 	Pins map[string]string `toml:"pins"`
 	// AllowPrivateHosts may resolve to non-public addresses (with subdomains).
 	AllowPrivateHosts []string `toml:"allow_private_hosts"`
+	// PrivateRegistries lets the registry hosts resolve to private, shared,
+	// unique-local, documentation or benchmarking addresses (a mirror or a
+	// gateway of the host's network): egress.Config.RegistriesPublicOnly's
+	// opposite.
+	PrivateRegistries bool `toml:"private_registries"`
 	// Resolver is the upstream DNS server, ip:port; empty: /etc/resolv.conf's first.
 	Resolver string `toml:"resolver"`
 	// MaxConns, ConnsPerSecond and MaxBytes (each way) bound each run.
@@ -188,6 +193,7 @@ func defaultServeConfig() serveConfig {
 	sc.Egress.Modes = api.Strings(api.NetworkModes)
 	sc.Egress.Pins = map[string]string{}
 	sc.Egress.AllowPrivateHosts = []string{}
+	sc.Egress.PrivateRegistries = true
 	sc.Egress.MaxConns = egress.DefaultMaxConns
 	sc.Egress.ConnsPerSecond = egress.DefaultConnsPerSecond
 	sc.Egress.MaxBytes = egress.DefaultMaxBytes
@@ -245,7 +251,8 @@ func serveCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "rootfs", Usage: "a built rootfs for a language, as LANG=DIR"},
 			&cli.StringSliceFlag{Name: "network-mode", Usage: "a network mode this host offers: none, registries, domains or any (repeatable; default all four)"},
 			&cli.StringSliceFlag{Name: "egress-pin", Usage: "a destination the proxy dials at a fixed address, as HOST:PORT=IP:PORT (repeatable)"},
-			&cli.StringSliceFlag{Name: "allow-private-host", Usage: "a host name (with its subdomains) whose addresses may be private or loopback (repeatable)"},
+			&cli.StringSliceFlag{Name: "allow-private-host", Usage: "a host name (with its subdomains) whose addresses may be of a class that is not public, such as private or link-local (repeatable)"},
+			&cli.BoolFlag{Name: "private-registries", Value: true, Usage: "let the package registries' hosts resolve to private, shared, unique-local, documentation or benchmarking addresses (a mirror or a gateway of this host's network); =false refuses them as any other name's"},
 			&cli.StringFlag{Name: "egress-resolver", Usage: "the upstream DNS server of the egress proxy, as IP:PORT (default: the first nameserver of /etc/resolv.conf)"},
 			&cli.StringSliceFlag{Name: "registry", Usage: "a package registry URL of a language, as LANG=URL (repeatable; default: the package manager's own setting)"},
 		},
@@ -287,6 +294,7 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 	}
 	override(c, "network-mode", &sc.Egress.Modes, c.StringSlice)
 	override(c, "allow-private-host", &sc.Egress.AllowPrivateHosts, c.StringSlice)
+	override(c, "private-registries", &sc.Egress.PrivateRegistries, c.Bool)
 	override(c, "egress-resolver", &sc.Egress.Resolver, c.String)
 	if c.IsSet("egress-pin") {
 		sc.Egress.Pins = map[string]string{}
@@ -380,14 +388,15 @@ func (sc serveConfig) supervisorConfig(log *slog.Logger) supervisor.Config {
 		Grace:           time.Duration(none(int64(sc.Grace))),
 		NetworkModes:    sc.Egress.Modes,
 		Egress: egress.Config{
-			Pins:              sc.Egress.Pins,
-			AllowPrivateHosts: sc.Egress.AllowPrivateHosts,
-			Resolver:          sc.Egress.Resolver,
-			MaxConns:          sc.Egress.MaxConns,
-			ConnsPerSecond:    sc.Egress.ConnsPerSecond,
-			MaxBytes:          sc.Egress.MaxBytes,
-			HandshakeTimeout:  time.Duration(sc.Egress.HandshakeTimeout),
-			Logger:            log,
+			Pins:                 sc.Egress.Pins,
+			AllowPrivateHosts:    sc.Egress.AllowPrivateHosts,
+			RegistriesPublicOnly: !sc.Egress.PrivateRegistries,
+			Resolver:             sc.Egress.Resolver,
+			MaxConns:             sc.Egress.MaxConns,
+			ConnsPerSecond:       sc.Egress.ConnsPerSecond,
+			MaxBytes:             sc.Egress.MaxBytes,
+			HandshakeTimeout:     time.Duration(sc.Egress.HandshakeTimeout),
+			Logger:               log,
 		},
 		Logger: log,
 	}

@@ -206,7 +206,7 @@ func TestServeFlagsOverrideTheFile(t *testing.T) {
 	app := &cli.App{Commands: []*cli.Command{cmd}}
 	if err := app.Run([]string{"brig", "serve", "--config", p, "--grace", "9s", "--allow-uid", "5", "--allow-uid", "6", "--admin-gid", "9", "--cpus", "0.5", "--rootfs", "python=/r",
 		"--network-mode", "none", "--network-mode", "domains", "--egress-pin", "registry.test:443=127.0.0.1:8443", "--allow-private-host", "internal.test",
-		"--egress-resolver", "127.0.0.1:5353", "--registry", "javascript=https://registry.test/"}); err != nil {
+		"--private-registries=false", "--egress-resolver", "127.0.0.1:5353", "--registry", "javascript=https://registry.test/"}); err != nil {
 		t.Fatal(err)
 	}
 	want := defaultServeConfig()
@@ -218,6 +218,7 @@ func TestServeFlagsOverrideTheFile(t *testing.T) {
 	want.Egress.Modes = []string{"none", "domains"}
 	want.Egress.Pins = map[string]string{"registry.test:443": "127.0.0.1:8443"}
 	want.Egress.AllowPrivateHosts = []string{"internal.test"}
+	want.Egress.PrivateRegistries = false
 	want.Egress.Resolver = "127.0.0.1:5353"
 	want.Egress.Registries.JavaScript = []string{"https://registry.test/"}
 	if !reflect.DeepEqual(got, want) {
@@ -285,6 +286,13 @@ func TestServeEgressConfig(t *testing.T) {
 	}
 	if want := []string{"none", "registries", "domains", "any"}; !reflect.DeepEqual(cfg.NetworkModes, want) {
 		t.Errorf("got network modes %v, want %v", cfg.NetworkModes, want)
+	}
+	if cfg.Egress.RegistriesPublicOnly {
+		t.Error("the defaults: got RegistriesPublicOnly, want the registries' hosts on private addresses reached (private_registries = true)")
+	}
+	sc.Egress.PrivateRegistries = false
+	if !sc.supervisorConfig(nil).Egress.RegistriesPublicOnly {
+		t.Error("private_registries = false: got RegistriesPublicOnly false, want true")
 	}
 	sc.Egress.Pins = map[string]string{"registry.test:443": "127.0.0.1:8443"}
 	sc.Egress.AllowPrivateHosts = []string{"internal.test"}
