@@ -61,8 +61,14 @@ func (r *registryStandIns) withPackages(t testing.TB, ts **testService, policy p
 // withPackagesAt is withPackages with the registries' names pinned to the
 // addresses given.
 func withPackagesAt(t testing.TB, ts **testService, policy packages.PolicyConfig, pyAddr, npmAddr string) func(*Config) {
+	return withPackagesEgress(t, ts, policy, egress.Config{Pins: map[string]string{pyRegistryHost + ":80": pyAddr, npmRegistryHost + ":80": npmAddr}})
+}
+
+// withPackagesEgress gives the service a package cache whose installer
+// reaches the registries' names (pyRegistryHost, npmRegistryHost) through a
+// proxy of ecfg, and policy.
+func withPackagesEgress(t testing.TB, ts **testService, policy packages.PolicyConfig, ecfg egress.Config) func(*Config) {
 	return func(cfg *Config) {
-		ecfg := egress.Config{Pins: map[string]string{pyRegistryHost + ":80": pyAddr, npmRegistryHost + ":80": npmAddr}}
 		hosts := map[string][]string{"python": {pyRegistryHost}, "javascript": {npmRegistryHost}}
 		inst, err := packages.NewInstaller(packages.InstallerConfig{
 			Run: func(ctx context.Context, spec jail.Spec) (*jail.Result, error) {
@@ -521,25 +527,8 @@ func TestPackagesRegistryOnRefusedAddress(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			resolver := fakeResolver(t, map[string]string{pyRegistryHost + ".": tt.addr, npmRegistryHost + ".": tt.addr})
 			ecfg := egress.Config{Resolver: resolver, RegistriesPublicOnly: tt.publicOnly}
-			hosts := map[string][]string{"python": {pyRegistryHost}, "javascript": {npmRegistryHost}}
 			var ts *testService
-			ts = newTestService(t, func(cfg *Config) {
-				inst, err := packages.NewInstaller(packages.InstallerConfig{
-					Run: func(ctx context.Context, spec jail.Spec) (*jail.Result, error) {
-						return InstallerRun(ts.launcher, ecfg, hosts)(ctx, spec)
-					},
-					Registries: map[string][]string{"python": {"http://" + pyRegistryHost + "/simple/"}, "javascript": {"http://" + npmRegistryHost + "/"}},
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				cache, err := packages.OpenCache(packages.CacheConfig{Dir: t.TempDir(), Installer: inst})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { cache.Close() })
-				cfg.Packages = PackagesConfig{Cache: cache}
-			})
+			ts = newTestService(t, withPackagesEgress(t, &ts, packages.PolicyConfig{}, ecfg))
 			res := ts.mustRun(t, request(tt.lang, "print('ran')", withPackageRequests(tt.pkg)))
 			t.Logf("message: %s", res.Message)
 			if res.Reason != api.ReasonInternal || res.Stdout != "" {
