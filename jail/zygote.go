@@ -173,6 +173,8 @@ type zygoteConfig struct {
 	PinMaxPages int `json:"pin_max_pages"`
 	// PinMode is how the zygote decides to pin: pinTrial, pinOn, pinHot or pinOff.
 	PinMode string `json:"pin_mode"`
+	// PinAllMargin is zygotePinAllMargin.
+	PinAllMargin float64 `json:"pin_all_margin"`
 	// HugeCode has the zygote map its code on huge pages (zygote.py's
 	// _huge_code; zygoteHugeCode).
 	HugeCode bool `json:"huge_code"`
@@ -209,6 +211,27 @@ type pinFigures struct {
 // pinModes is the pin mode a trial's verdict (pinFigures.Kept) gives the
 // zygotes that follow.
 var pinModes = map[string]string{"pinned": pinOn, "hot": pinHot, "shared": pinOff}
+
+// zygotePinAllMargin is how much more than the cheapest way a pin trial's
+// figure for pinning everything may be and still be kept (zygote.py's _pin).
+// The trial's children write about the pages the probe wrote, which the
+// 'hot' pins cover, so the trial rates those pins about as well as pinning
+// everything; a sandboxed child writes many more of the zygote's pages, and
+// each one the 'hot' pins missed is a fault. On 2026-12-04, where the trial
+// put the two within 5 % of each other (pinned 8.96, 12.2, 13.9 ms a fork
+// against hot 9.15, 11.6, 14.1, kept either way by the noise), services told
+// each way gave 152.2, 141.4 and 147.0 % of bare's throughput pinned against
+// 123.3, 117.2 and 116.3 % hot (brig bench -c 2 -n 300 --rounds 3 --language
+// python, each in turn), and the zygote and its children 12.99 ms of CPU
+// and 48 faults a warm run pinned against 18.80 ms and 305 faults hot
+// (bench/measure/zygote_child.sh). On 2026-12-03, where a fault cost 2.8 us,
+// the trial put pinning everything at 2.1 to 2.6 times the cheapest (7.0 to
+// 9.6 ms against 2.7 to 4.6), and pinning everything did cost more through
+// the service (README, Warm starts): 1.5 keeps both verdicts.
+const zygotePinAllMargin = 1.5
+
+// zygotePinTrialMsg is the log line of a pin trial's figures and verdict.
+const zygotePinTrialMsg = "a Python zygote measured its forks with its memory pinned, with the pages a child writes pinned, and shared, and keeps the cheapest for this rootfs, or its memory pinned where that costs at most pinned_margin times the cheapest"
 
 // zygotePinMode, when set, is every zygote's PinMode, with no trial. A
 // variable for tests.
@@ -675,6 +698,7 @@ func (l *Launcher) newZygote(root *rootfs.Root) (*zygote, error) {
 		ZygoteFilter: hex.EncodeToString(l.zygoteFilter),
 		PinMaxPages:  zygotePinMaxBytes / 4096,
 		PinMode:      zygotePinMode,
+		PinAllMargin: zygotePinAllMargin,
 		HugeCode:     zygoteHugeCode,
 	}
 	// By the rootfs alone: a package layer adds files, not pages the
@@ -703,9 +727,9 @@ func (l *Launcher) newZygote(root *rootfs.Root) (*zygote, error) {
 		}
 		l.pinModes[key] = mode
 		l.pinMu.Unlock()
-		l.log.Info("a Python zygote measured its forks with its memory pinned, with the pages a child writes pinned, and shared, and keeps the cheapest for this rootfs",
+		l.log.Info(zygotePinTrialMsg,
 			"kept", t.Kept, "pinned_ms_per_fork", float64(t.PinnedUS)/1e3, "hot_ms_per_fork", float64(t.HotUS)/1e3,
-			"shared_ms_per_fork", float64(t.SharedUS)/1e3, "pages", z.pinned, "rootfs", root.Lower)
+			"shared_ms_per_fork", float64(t.SharedUS)/1e3, "pinned_margin", zygotePinAllMargin, "pages", z.pinned, "rootfs", root.Lower)
 	}
 	z.runs, z.age = l.cfg.ZygoteRuns, l.cfg.ZygoteAge
 	if z.runs <= 0 {

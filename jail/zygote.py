@@ -162,7 +162,7 @@ def _serve():
     ancsize = socket.CMSG_SPACE(4 * 8)
     huge, huge_why = _huge_code() if cfg['huge_code'] else (0, 'turned off')
     global _ring
-    _ring, pinned, why, trial = _pin(cfg['pin_max_pages'], cfg['pin_mode'])
+    _ring, pinned, why, trial = _pin(cfg['pin_max_pages'], cfg['pin_mode'], cfg['pin_all_margin'])
     if cfg['zygote_filter']:
         # Loaded once here, after the pin trial's children, and inherited by
         # every child as the kernel compiled it; a child stacks its own on it
@@ -305,7 +305,21 @@ def _huge_kib():
     return 0
 
 
-def _pin(limit, mode):
+def _verdict(cost, margin):
+    """The way a pin trial keeps, of cost's ('shared', 'pinned', 'hot': each
+    way's batches, in CPU a fork): the cheapest, unless pinning everything
+    costs at most margin times it. The trial's children write about the
+    probe's pages, so pinning those alone looks as good in the trial as
+    pinning all; a sandboxed child writes far more of the zygote's pages,
+    and each one the 'hot' pins missed is a fault (zygotePinAllMargin in
+    zygote.go)."""
+    best = min((min(c), way) for way, c in cost.items() if c)
+    if cost.get('pinned') and min(cost['pinned']) <= margin * best[0]:
+        return 'pinned'
+    return best[1]
+
+
+def _pin(limit, mode, margin):
     """Pins the zygote's writable memory, or the part of it a child writes,
     so that each fork copies it into the child at once instead of sharing it
     copy-on-write; returns the ring that holds the pins (or -1), the pages
@@ -327,7 +341,8 @@ def _pin(limit, mode):
     a probe child writes (_written): about 370 of 2,560 here, a fork and
     its child 1.8 to 2.5 ms against 2.3 to 2.9 with nothing pinned (`python3
     bench/measure/hot_pin.py`). So with mode 'trial' the zygote measures the
-    three ways (_fork_cost) and keeps the cheapest; 'on' pins everything
+    three ways (_fork_cost) and keeps the cheapest, or pinning everything
+    where that costs at most margin times the cheapest; 'on' pins everything
     and 'hot' the probe's pages without a trial, 'off' never pins (the
     supervisor passes a trial's verdict on to the zygotes that follow).
     io_uring's fixed buffers are the one pin a process can take of its own
@@ -392,7 +407,7 @@ def _pin(limit, mode):
                     unpin()
         # The figures the supervisor logs, and the way kept.
         trial = {way + '_us': int(min(c) * 1e6) for way, c in cost.items() if c}
-        trial['kept'] = min((min(c), way) for way, c in cost.items() if c)[1]
+        trial['kept'] = _verdict(cost, margin)
         if trial['kept'] != 'shared':
             return ring, pin(trial['kept']), '', trial
         os.close(ring)
@@ -594,7 +609,7 @@ _sandbox(_cfg, _req, _fds)
 if 'threading' in sys.modules and hasattr(sys.modules['threading'].main_thread(), '_set_native_id'):
     sys.modules['threading'].main_thread()._set_native_id()
 _path = _req['path']
-del _cfg, _req, _fds, _serve, _decode_filter, _huge_code, _huge_kib, _pin, _ranges, _written, _fork_cost, _PROBE, _TRIAL, _TRIAL_FORKS, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
+del _cfg, _req, _fds, _serve, _decode_filter, _huge_code, _huge_kib, _pin, _verdict, _ranges, _written, _fork_cost, _PROBE, _TRIAL, _TRIAL_FORKS, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
 del _CAP_HEADER, _CAP_DATA, _CAPSET
 # From here on this process is the run's program, which waits in its sandbox
 # for its run: the code, written as its script, and the environment. What does
