@@ -188,7 +188,8 @@ var zygoteHugeCode = true
 const (
 	// pinTrial has the zygote fork a few children with its memory pinned, a
 	// few with only the pages a probe child wrote pinned, and a few with it
-	// shared, and keep whichever cost least CPU (zygote.py's _pin): the
+	// shared, and keep whichever cost least CPU, or the first where it cost
+	// at most zygotePinAllMargin times that (zygote.py's _pin): the
 	// first zygote of each rootfs does, and the Launcher passes its verdict
 	// on to the zygotes that follow (pinOn, pinHot or pinOff).
 	pinTrial = "trial"
