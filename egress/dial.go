@@ -14,6 +14,10 @@ import (
 // resolveTimeout bounds one host-side DNS exchange.
 const resolveTimeout = 5 * time.Second
 
+// failResolving begins the failure of an allowed connection whose name did not
+// resolve on the host side (Connection.Unresolved).
+const failResolving = "resolving "
+
 // errNoAddress is a name the upstream resolver has no address for.
 var errNoAddress = errors.New("no address")
 
@@ -86,9 +90,9 @@ func (r *Run) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 			if len(errs) == 2 && errs[1].Error() != err.Error() {
 				err = fmt.Errorf("%w; %w", err, errs[1])
 			}
-			return nil, fmt.Errorf("resolving %s: %w", host, err)
+			return nil, fmt.Errorf("%s%s: %w", failResolving, host, err)
 		}
-		return nil, fmt.Errorf("resolving %s: %w", host, errNoAddress)
+		return nil, fmt.Errorf("%s%s: %w", failResolving, host, errNoAddress)
 	}
 	return addrs, nil
 }

@@ -45,6 +45,13 @@ func (c Connection) AddressRefused() bool {
 	return !c.Allowed && (strings.HasPrefix(c.Rule, ruleAddrClass) || c.Rule == ruleHostAddr)
 }
 
+// Unresolved reports whether the connection was allowed but its name did not
+// resolve on the host side: the upstream resolver had no address for it, or
+// did not answer.
+func (c Connection) Unresolved() bool {
+	return c.Allowed && strings.HasPrefix(c.Failure, failResolving)
+}
+
 // Field names of the canonical log line of a decision. The caller's logger
 // adds the run's own fields (its id).
 const (

@@ -89,7 +89,7 @@ func (s *Service) preparePackages(r *run) (*packages.Lease, *api.Result) {
 	lease, err := s.cfg.Packages.Cache.Acquire(r.ctx, set, r.onPackage)
 	var unavailable *packages.UnavailableError
 	var index *packages.IndexError
-	var refused *registryRefusedError
+	var unreachedErr *registryUnreachedError
 	switch {
 	case errors.As(err, &unavailable):
 		return nil, end(api.ReasonPackageUnavailable, "%s", unavailable.Message)
@@ -97,8 +97,8 @@ func (s *Service) preparePackages(r *run) (*packages.Lease, *api.Result) {
 		// Not the request's fault: internal, and a message that says to try
 		// again, without the layer's key that the error chain carries.
 		return nil, end(api.ReasonInternal, "%s; the program did not run: the registry or this host's network failed, not the request, so the same request may work later", index.Message)
-	case errors.As(err, &refused):
-		return nil, end(api.ReasonInternal, "the packages could not be installed: %v; the program did not run", refused)
+	case errors.As(err, &unreachedErr):
+		return nil, end(api.ReasonInternal, "the packages could not be installed: %v; the program did not run", unreachedErr)
 	case r.ctx.Err() != nil:
 		return nil, end(api.ReasonStopped, "the run was stopped while its packages were prepared; the program did not run")
 	case errors.Is(err, context.DeadlineExceeded):
@@ -177,9 +177,10 @@ func packageResults(req api.Request, lease *packages.Lease) []api.PackageResult 
 // with network "registries" for the installer's language (hosts, as
 // Config.RegistryHosts) attached in the sandbox, as every networked run has it.
 // Each decision of the installer's proxy is logged with the layer's language.
-// An installer that failed after its proxy refused a registry's address ends
-// in an error that says so and what the operator can do, instead of the
-// package manager's own words for an answer of the proxy's.
+// An installer that failed after its proxy refused a registry's address, or
+// could not resolve its name, ends in an error that says so and what the
+// operator can do, instead of the package manager's own words for the
+// proxy's answer.
 func InstallerRun(l Launcher, ecfg egress.Config, hosts map[string][]string) func(context.Context, jail.Spec) (*jail.Result, error) {
 	return func(ctx context.Context, spec jail.Spec) (*jail.Result, error) {
 		lang := string(spec.Language)
@@ -200,8 +201,8 @@ func InstallerRun(l Launcher, ecfg egress.Config, hosts map[string][]string) fun
 		if er != nil {
 			conns := er.Close()
 			if err == nil && packages.InstallFailed(res) {
-				if refused := addressRefusal(conns); refused != nil {
-					return nil, &registryRefusedError{lang: lang, conn: *refused}
+				if c := unreached(conns); c != nil {
+					return nil, &registryUnreachedError{lang: lang, conn: *c}
 				}
 			}
 		}
@@ -209,15 +210,21 @@ func InstallerRun(l Launcher, ecfg egress.Config, hosts map[string][]string) fun
 	}
 }
 
-// registryRefusedError is an installer that failed after its proxy refused
-// the address its registry's name resolved to: not the request's fault, and
-// not one that time mends, so its message says what the operator can change.
-type registryRefusedError struct {
+// registryUnreachedError is an installer that failed after its proxy could
+// not reach its registry for a reason of the host's, not the registry's: the
+// name resolves to an address egress refuses, or does not resolve. Not the
+// request's fault, and not one that time mends, so its message says what
+// the operator can change.
+type registryUnreachedError struct {
 	lang string
 	conn egress.Connection
 }
 
-func (e *registryRefusedError) Error() string {
+func (e *registryUnreachedError) Error() string {
+	if !e.conn.AddressRefused() {
+		return fmt.Sprintf("the %s registry %s was not reached: %s (Hint for the operator: check this host's resolver, [egress] resolver or /etc/resolv.conf, "+
+			"or set [egress.registries] %s to a registry this host reaches)", e.lang, e.conn.Host, e.conn.Failure, e.lang)
+	}
 	// "address class private (10.0.0.0/8)", or "address of this host".
 	of := strings.TrimPrefix(strings.TrimPrefix(e.conn.Rule, "address "), "of ")
 	return fmt.Sprintf("the %s registry %s was not reached: this host resolves it to an address of %s, which brig does not dial "+
@@ -225,14 +232,23 @@ func (e *registryRefusedError) Error() string {
 		e.lang, e.conn.Host, of, e.conn.Host)
 }
 
-// addressRefusal is the first connection of conns refused for the address
-// its name resolved to, or nil: an installer that failed with one failed
-// because the host's network answers for its registry with an address
-// egress refuses, which only the operator can change.
-func addressRefusal(conns []egress.Connection) *egress.Connection {
-	for i := range conns {
-		if conns[i].AddressRefused() {
-			return &conns[i]
+// unreached is, when no connection of conns received anything, the first
+// refused for the address its name resolved to, else the first whose name
+// did not resolve; or nil. An installer that failed with one failed because
+// of how the host resolves its registry, which only the operator can change;
+// one that received anything reached a registry, and its tool says what
+// went wrong.
+func unreached(conns []egress.Connection) *egress.Connection {
+	for _, c := range conns {
+		if c.BytesReceived > 0 {
+			return nil
+		}
+	}
+	for _, pick := range []func(egress.Connection) bool{egress.Connection.AddressRefused, egress.Connection.Unresolved} {
+		for i := range conns {
+			if pick(conns[i]) {
+				return &conns[i]
+			}
 		}
 	}
 	return nil
