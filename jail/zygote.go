@@ -188,8 +188,9 @@ var zygoteHugeCode = true
 const (
 	// pinTrial has the zygote fork a few children with its memory pinned, a
 	// few with only the pages a probe child wrote pinned, and a few with it
-	// shared, and keep whichever cost least CPU, or the first where it cost
-	// at most zygotePinAllMargin times that (zygote.py's _pin): the
+	// shared, and keep whichever cost least CPU, or its memory pinned where
+	// that cost at most zygotePinAllMargin times the least (zygote.py's
+	// _verdict): the
 	// first zygote of each rootfs does, and the Launcher passes its verdict
 	// on to the zygotes that follow (pinOn, pinHot or pinOff).
 	pinTrial = "trial"
@@ -214,21 +215,13 @@ type pinFigures struct {
 var pinModes = map[string]string{"pinned": pinOn, "hot": pinHot, "shared": pinOff}
 
 // zygotePinAllMargin is how much more than the cheapest way a pin trial's
-// figure for pinning everything may be and still be kept (zygote.py's _pin).
-// The trial's children write about the pages the probe wrote, which the
-// 'hot' pins cover, so the trial rates those pins about as well as pinning
-// everything; a sandboxed child writes many more of the zygote's pages, and
-// each one the 'hot' pins missed is a fault. On 2026-12-04, where the trial
-// put the two within 5 % of each other (pinned 8.96, 12.2, 13.9 ms a fork
-// against hot 9.15, 11.6, 14.1, kept either way by the noise), services told
-// each way gave 152.2, 141.4 and 147.0 % of bare's throughput pinned against
-// 123.3, 117.2 and 116.3 % hot (brig bench -c 2 -n 300 --rounds 3 --language
-// python, each in turn), and the zygote and its children 12.99 ms of CPU
-// and 48 faults a warm run pinned against 18.80 ms and 305 faults hot
-// (bench/measure/zygote_child.sh). On 2026-12-03, where a fault cost 2.8 us,
-// the trial put pinning everything at 2.1 to 2.6 times the cheapest (7.0 to
-// 9.6 ms against 2.7 to 4.6), and pinning everything did cost more through
-// the service (README, Warm starts): 1.5 keeps both verdicts.
+// figure for pinning everything may be and still be kept (zygote.py's
+// _verdict). The trial's children write about the pages the probe wrote,
+// which the 'hot' pins cover, so the trial rates those pins about as well as
+// pinning everything; a sandboxed child writes many more of the zygote's
+// pages, and each one the 'hot' pins missed is a fault. The figures that set
+// it, from two days' machines, are in the README (Warm starts) and
+// TestZygotePinVerdict.
 const zygotePinAllMargin = 1.5
 
 // zygotePinTrialMsg is the log line of a pin trial's figures and verdict.

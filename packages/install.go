@@ -292,8 +292,8 @@ func parseDriverResult(stdout string) (*driverResult, error) {
 // InstallFailed reports whether res, an installer's sandbox run (what
 // InstallerConfig.Run returned), failed: it did not end by itself, or its
 // tool did not succeed. A Run that knows why the installer could not have
-// succeeded (its proxy refused the registry's address) returns its own error
-// only then.
+// succeeded (its proxy could not reach the registry for a reason of the
+// host's: supervisor.InstallerRun) returns its own error only then.
 func InstallFailed(res *jail.Result) bool {
 	if res.End != jail.EndCompleted && res.End != jail.EndError {
 		return true
