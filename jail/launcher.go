@@ -220,7 +220,10 @@ type Launcher struct {
 	pools map[string]chan *slot
 	// rooms holds, per pool, a token for each sandbox it may prepare more
 	// (see fill).
-	rooms     map[string]chan struct{}
+	rooms map[string]chan struct{}
+	// waiting counts, per pool, the runs waiting for its next sandbox
+	// (waitPrepared).
+	waiting   map[string]*atomic.Int32
 	done      chan struct{}
 	closeOnce sync.Once
 	// wg counts the spawner and the fillers; Close waits for them.
@@ -324,6 +327,7 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		onSpawner:         make(chan func()),
 		pools:             map[string]chan *slot{},
 		rooms:             map[string]chan struct{}{},
+		waiting:           map[string]*atomic.Int32{},
 		done:              make(chan struct{}),
 	}
 	if l.reaper != nil {
@@ -378,6 +382,7 @@ func (l *Launcher) startPool(root *rootfs.Root, warm rootfs.Language) {
 		room <- struct{}{}
 	}
 	l.rooms[key] = room
+	l.waiting[key] = new(atomic.Int32)
 	// A cold pool has one filler, which prepares its sandboxes one after
 	// another; a warm pool one per pooled sandbox, so that their waits
 	// overlap: a Node start's, a v1 cgroup move's. (A warm Python pool had a

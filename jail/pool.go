@@ -309,22 +309,9 @@ func (l *Launcher) takeSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes
 		s, err := l.newSlot(root, "", memoryBytes)
 		return s, false, err
 	}
-	// A token out of the pool's room is a sandbox a filler prepares (or is
-	// about to), or one in the pool.
-	room, pool := l.rooms[key], l.pools[key]
-	if warm == rootfs.Python && cap(room)-len(room)-len(pool) > 0 {
-		// An empty warm pool whose next sandbox is on its way: waiting for
-		// it is cheaper than a cold start, which pays a whole interpreter's
-		// start on a busy machine whose fillers then fall further behind.
-		// (Not for JavaScript: a warm Node sandbox costs a Node start, as
-		// a cold run does, so waiting for one saves no CPU; measured, it
-		// moved the p50 at concurrency 2 from 40 to 45 ms.)
-		t := time.NewTimer(warmWait)
-		defer t.Stop()
-		select {
-		case s := <-pool:
+	if warm == rootfs.Python {
+		if s := l.waitPrepared(key); s != nil {
 			return l.took(s, root, warm, memoryBytes)
-		case <-t.C:
 		}
 	}
 	// Nothing on its way (or too late): a sandbox made now would start its
@@ -333,10 +320,49 @@ func (l *Launcher) takeSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes
 	return l.takeSlot(root, "", memoryBytes)
 }
 
+// waitPrepared waits for the next sandbox of the empty warm pool key and returns
+// it, when the fillers are preparing sandboxes and this run would get one of
+// the next warmWaitRounds they make; nil otherwise, or when none came within
+// warmWait. Waiting is cheaper than a cold start, which pays a whole
+// interpreter's start on a busy machine whose fillers then fall further
+// behind; a run beyond those goes cold at once, on a core the fillers leave
+// free. (Not for JavaScript: a warm Node sandbox costs a Node start, as a
+// cold run does, so waiting for one saves no CPU; measured, it moved the p50
+// at concurrency 2 from 40 to 45 ms.)
+func (l *Launcher) waitPrepared(key string) *slot {
+	// A token out of the pool's room is a sandbox a filler prepares (or is
+	// about to), or one in the pool.
+	room, pool, waiting := l.rooms[key], l.pools[key], l.waiting[key]
+	defer waiting.Add(-1)
+	if int(waiting.Add(1)) > warmWaitRounds*(cap(room)-len(room)-len(pool)) {
+		return nil
+	}
+	t := time.NewTimer(warmWait)
+	defer t.Stop()
+	select {
+	case s := <-pool:
+		return s
+	case <-t.C:
+		return nil
+	}
+}
+
+// warmWaitRounds is how many rounds of the fillers' preparations a run
+// waits for at most (waitPrepared): with one round, at concurrency 8 on two
+// cores (the default max_concurrent there) half the runs went cold and the
+// rest waited behind them, 100 to 111 % of bare's throughput; with every
+// run waiting, 154 to 157 %. Two rounds let every run wait there, and on a
+// host with many cores, whose cold starts run side by side on cores the
+// fillers leave idle, the runs beyond them go cold.
+const warmWaitRounds = 2
+
 // warmWait bounds how long a run waits for a warm sandbox being prepared
-// before it goes cold. A variable for TestWarmEmptyWaitsForPreparing alone,
-// whose sandbox may take longer on a loaded machine.
-var warmWait = 50 * time.Millisecond
+// (waitPrepared): at most two preparations, 20 to 40 ms each on an idle machine
+// and a few hundred under load, where a cold start takes longer still. A
+// sandbox that takes longer is stuck, or the machine is far past its
+// capacity. A variable for TestWarmEmptyWaitsForPreparing alone, whose
+// sandbox may take longer on a loaded machine.
+var warmWait = time.Second
 
 // took readies s, just taken from its pool, for a run of memoryBytes.
 func (l *Launcher) took(s *slot, root *rootfs.Root, warm rootfs.Language, memoryBytes int64) (*slot, bool, error) {

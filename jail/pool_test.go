@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,5 +137,73 @@ func TestPoolRespectsEachRunsLimits(t *testing.T) {
 				t.Errorf("got %q, want %q", res.Stdout, tc.stdout)
 			}
 		})
+	}
+}
+
+// TestWarmWaitRounds: a run that finds a warm pool empty waits for the
+// fillers' next sandboxes while fewer than warmWaitRounds runs wait for each
+// one being prepared, and each waiting run gets one; a run beyond those, or
+// one that finds nothing being prepared, goes cold at once.
+func TestWarmWaitRounds(t *testing.T) {
+	defer func(w time.Duration) { warmWait = w }(warmWait)
+	warmWait = time.Minute // a run that waited when it should not would block the test
+	const key = "pool"
+	l := &Launcher{
+		pools:   map[string]chan *slot{key: make(chan *slot, 2)},
+		rooms:   map[string]chan struct{}{key: make(chan struct{}, 2)},
+		waiting: map[string]*atomic.Int32{key: new(atomic.Int32)},
+	}
+	// returnsAtOnce runs waitPrepared and wants it to return nil without
+	// waiting out warmWait.
+	returnsAtOnce := func(what string) {
+		t.Helper()
+		done := make(chan *slot, 1)
+		go func() { done <- l.waitPrepared(key) }()
+		select {
+		case s := <-done:
+			if s != nil {
+				t.Fatalf("%s: got a sandbox from an empty pool", what)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the run waited for a sandbox; it should go cold at once", what)
+		}
+	}
+	// Both tokens in the room: no sandbox is being prepared.
+	l.rooms[key] <- struct{}{}
+	l.rooms[key] <- struct{}{}
+	returnsAtOnce("nothing being prepared")
+	// One token out: one sandbox on its way, for which warmWaitRounds runs wait.
+	<-l.rooms[key]
+	got := make(chan *slot, warmWaitRounds)
+	for range warmWaitRounds {
+		go func() { got <- l.waitPrepared(key) }()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for l.waiting[key].Load() < warmWaitRounds {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runs waiting, want %d", l.waiting[key].Load(), warmWaitRounds)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	returnsAtOnce("one run more than the sandbox on its way is for")
+	want := map[*slot]bool{}
+	for range warmWaitRounds {
+		s := &slot{}
+		want[s] = true
+		l.pools[key] <- s
+	}
+	for range warmWaitRounds {
+		select {
+		case s := <-got:
+			if !want[s] {
+				t.Fatalf("a waiting run got %v, not one of the pool's sandboxes", s)
+			}
+			delete(want, s)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiting run did not get the sandbox put in the pool")
+		}
+	}
+	if n := l.waiting[key].Load(); n != 0 {
+		t.Fatalf("%d runs still counted as waiting, want 0", n)
 	}
 }
