@@ -314,9 +314,9 @@ func (l *Launcher) takeSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes
 			return l.took(s, root, warm, memoryBytes)
 		}
 	}
-	// Nothing on its way (or too late): a sandbox made now would start its
-	// interpreter before the run as a cold one does after; the cold path,
-	// and its pool, are the quicker.
+	// Nothing on its way for this run (or too late): a sandbox made now
+	// would start its interpreter before the run as a cold one does after;
+	// the cold path, and its pool, are the quicker.
 	return l.takeSlot(root, "", memoryBytes)
 }
 
