@@ -88,6 +88,7 @@ var warmPassSkipped = map[string]string{
 	"TestLeftoverOfDeadProcess": "a unit test of a cgroup name",
 	"TestOutputChunkings":       "a unit test of Output",
 	"TestOutputWriteAfterCap":   "a unit test of Output",
+	"TestWarmWaitRounds":        "a unit test of waitPrepared, on a Launcher of channels alone",
 }
 
 // warmPassBroken are tests of warmPassFiles that fail on the warm path
