@@ -532,7 +532,7 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	warm, why := l.warmFor(spec)
 	res.Start = why
-	s, ready, err := l.take(root, warm, spec.MemoryBytes)
+	s, ready, err := l.take(root, warm, spec.MemoryBytes, ctx.Done())
 	if err == nil && warm != "" && s.warm == "" {
 		res.Start = StartColdEmpty
 	}

@@ -289,20 +289,21 @@ func (s *slot) readBaseline() (err error) {
 
 // take returns an init that has built (or is building) root with the limits of a
 // run of memoryBytes: from the pool, resized where the pool's size differs, or a
-// new one.
-func (l *Launcher) take(root *rootfs.Root, warm rootfs.Language, memoryBytes int64) (s *slot, ready bool, err error) {
-	s, ready, err = l.takeSlot(root, warm, memoryBytes)
+// new one. A wait for a warm sandbox ends early once stop is closed (the
+// run's stop).
+func (l *Launcher) take(root *rootfs.Root, warm rootfs.Language, memoryBytes int64, stop <-chan struct{}) (s *slot, ready bool, err error) {
+	s, ready, err = l.takeSlot(root, warm, memoryBytes, stop)
 	if err == nil {
 		s.setNice(0)
 	}
 	return s, ready, err
 }
 
-func (l *Launcher) takeSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes int64) (s *slot, ready bool, err error) {
+func (l *Launcher) takeSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes int64, stop <-chan struct{}) (s *slot, ready bool, err error) {
 	key := poolKey(root, warm)
 	select {
 	case s := <-l.pools[key]: // never closed while runs are active
-		return l.took(s, root, warm, memoryBytes)
+		return l.took(s, root, warm, memoryBytes, stop)
 	default:
 	}
 	if warm == "" {
@@ -310,26 +311,27 @@ func (l *Launcher) takeSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes
 		return s, false, err
 	}
 	if warm == rootfs.Python {
-		if s := l.waitPrepared(key); s != nil {
-			return l.took(s, root, warm, memoryBytes)
+		if s := l.waitPrepared(key, stop); s != nil {
+			return l.took(s, root, warm, memoryBytes, stop)
 		}
 	}
 	// Nothing on its way for this run (or too late): a sandbox made now
 	// would start its interpreter before the run as a cold one does after;
 	// the cold path, and its pool, are the quicker.
-	return l.takeSlot(root, "", memoryBytes)
+	return l.takeSlot(root, "", memoryBytes, stop)
 }
 
-// waitPrepared waits for the next sandbox of the empty warm pool key and returns
-// it, when the fillers are preparing sandboxes and this run would get one of
-// the next warmWaitRounds they make; nil otherwise, or when none came within
-// warmWait. Waiting is cheaper than a cold start, which pays a whole
-// interpreter's start on a busy machine whose fillers then fall further
-// behind; a run beyond those goes cold at once, on a core the fillers leave
-// free. (Not for JavaScript: a warm Node sandbox costs a Node start, as a
-// cold run does, so waiting for one saves no CPU; measured, it moved the p50
-// at concurrency 2 from 40 to 45 ms.)
-func (l *Launcher) waitPrepared(key string) *slot {
+// waitPrepared waits for the next sandbox of the empty warm pool key and
+// returns it, when the fillers are preparing sandboxes and this run would get
+// one of the next warmWaitRounds they make; nil otherwise, or when none came
+// within warmWait, or stop (the run's) or the Launcher's Close came first.
+// Waiting is cheaper than a cold start, which pays a whole interpreter's start
+// on a busy machine whose fillers then fall further behind; a run beyond
+// those goes cold at once, on a core the fillers leave free. (Not for
+// JavaScript: a warm Node sandbox costs a Node start, as a cold run does, so
+// waiting for one saves no CPU; measured, it moved the p50 at concurrency 2
+// from 40 to 45 ms.)
+func (l *Launcher) waitPrepared(key string, stop <-chan struct{}) *slot {
 	// A token out of the pool's room is a sandbox a filler prepares (or is
 	// about to), or one in the pool.
 	room, pool, waiting := l.rooms[key], l.pools[key], l.waiting[key]
@@ -343,8 +345,10 @@ func (l *Launcher) waitPrepared(key string) *slot {
 	case s := <-pool:
 		return s
 	case <-t.C:
-		return nil
+	case <-stop:
+	case <-l.done:
 	}
+	return nil
 }
 
 // warmWaitRounds is how many rounds of the fillers' preparations a run
@@ -365,18 +369,18 @@ const warmWaitRounds = 2
 var warmWait = time.Second
 
 // took readies s, just taken from its pool, for a run of memoryBytes.
-func (l *Launcher) took(s *slot, root *rootfs.Root, warm rootfs.Language, memoryBytes int64) (*slot, bool, error) {
+func (l *Launcher) took(s *slot, root *rootfs.Root, warm rootfs.Language, memoryBytes int64, stop <-chan struct{}) (*slot, bool, error) {
 	l.rooms[poolKey(root, warm)] <- struct{}{} // a filler may prepare the next
 	if s.zchild != nil && !s.zchild.alive() || s.zchild == nil && s.childPID > 0 && exited(s.childPID) {
 		// Its program died waiting (its zygote was killed, its node was):
 		// not a run's failure. The next one, or a cold sandbox.
 		l.log.Warn("a warm sandbox's program died in the pool; taking another", "language", string(warm))
 		s.discard()
-		return l.takeSlot(root, warm, memoryBytes)
+		return l.takeSlot(root, warm, memoryBytes, stop)
 	}
 	if l.stale(s) { // refresh had not come to it yet
 		s.discard()
-		return l.takeSlot(root, warm, memoryBytes)
+		return l.takeSlot(root, warm, memoryBytes, stop)
 	}
 	if s.memoryBytes != memoryBytes {
 		if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: memoryBytes}); err != nil {

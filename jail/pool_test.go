@@ -143,7 +143,8 @@ func TestPoolRespectsEachRunsLimits(t *testing.T) {
 // TestWarmWaitRounds: a run that finds a warm pool empty waits for the
 // fillers' next sandboxes while fewer than warmWaitRounds runs wait for each
 // one being prepared, and each waiting run gets one; a run beyond those, or
-// one that finds nothing being prepared, goes cold at once.
+// one that finds nothing being prepared, goes cold at once, and a run stopped
+// while it waits stops waiting.
 func TestWarmWaitRounds(t *testing.T) {
 	defer func(w time.Duration) { warmWait = w }(warmWait)
 	warmWait = time.Minute // a run that waited when it should not would block the test
@@ -158,7 +159,7 @@ func TestWarmWaitRounds(t *testing.T) {
 	returnsAtOnce := func(what string) {
 		t.Helper()
 		done := make(chan *slot, 1)
-		go func() { done <- l.waitPrepared(key) }()
+		go func() { done <- l.waitPrepared(key, nil) }()
 		select {
 		case s := <-done:
 			if s != nil {
@@ -176,7 +177,7 @@ func TestWarmWaitRounds(t *testing.T) {
 	<-l.rooms[key]
 	got := make(chan *slot, warmWaitRounds)
 	for range warmWaitRounds {
-		go func() { got <- l.waitPrepared(key) }()
+		go func() { got <- l.waitPrepared(key, nil) }()
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for l.waiting[key].Load() < warmWaitRounds {
@@ -202,6 +203,25 @@ func TestWarmWaitRounds(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("a waiting run did not get the sandbox put in the pool")
 		}
+	}
+	// A run stopped while it waits stops waiting.
+	stop := make(chan struct{})
+	stopped := make(chan *slot, 1)
+	go func() { stopped <- l.waitPrepared(key, stop) }()
+	for l.waiting[key].Load() < 1 {
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatal("the run to be stopped never waited")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	select {
+	case s := <-stopped:
+		if s != nil {
+			t.Fatal("a stopped run got a sandbox from an empty pool")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a run stopped while it waited went on waiting")
 	}
 	if n := l.waiting[key].Load(); n != 0 {
 		t.Fatalf("%d runs still counted as waiting, want 0", n)
