@@ -364,8 +364,9 @@ const warmWaitRounds = 2
 // (waitPrepared): at most two preparations, 20 to 40 ms each on an idle machine
 // and a few hundred under load, where a cold start takes longer still. A
 // sandbox that takes longer is stuck, or the machine is far past its
-// capacity. A variable for TestWarmEmptyWaitsForPreparing alone, whose
-// sandbox may take longer on a loaded machine.
+// capacity. A variable for tests: TestWarmEmptyWaitsForPreparing's sandbox
+// may take longer on a loaded machine, and TestWarmWaitRounds would see a
+// wrong wait only as a long one.
 var warmWait = time.Second
 
 // took readies s, just taken from its pool, for a run of memoryBytes.
