@@ -356,8 +356,8 @@ func (l *Launcher) waitPrepared(key string, stop <-chan struct{}) *slot {
 // cores (the default max_concurrent there) half the runs went cold and the
 // rest waited behind them, 100 to 111 % of bare's throughput; with every
 // run waiting, 154 to 157 %. Two rounds let every run wait there, and on a
-// host with many cores, whose cold starts run side by side on cores the
-// fillers leave idle, the runs beyond them go cold.
+// host with many cores the runs beyond them go cold, side by side on cores
+// the fillers leave idle (a choice, not measured: these machines have two).
 const warmWaitRounds = 2
 
 // warmWait bounds how long a run waits for a warm sandbox being prepared

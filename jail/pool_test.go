@@ -169,6 +169,17 @@ func TestWarmWaitRounds(t *testing.T) {
 			t.Fatalf("%s: the run waited for a sandbox; it should go cold at once", what)
 		}
 	}
+	// waitingReaches waits until n runs are counted as waiting.
+	waitingReaches := func(n int32) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for l.waiting[key].Load() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d runs waiting, want %d", l.waiting[key].Load(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	// Both tokens in the room: no sandbox is being prepared.
 	l.rooms[key] <- struct{}{}
 	l.rooms[key] <- struct{}{}
@@ -179,13 +190,7 @@ func TestWarmWaitRounds(t *testing.T) {
 	for range warmWaitRounds {
 		go func() { got <- l.waitPrepared(key, nil) }()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for l.waiting[key].Load() < warmWaitRounds {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d runs waiting, want %d", l.waiting[key].Load(), warmWaitRounds)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitingReaches(warmWaitRounds)
 	returnsAtOnce("one run more than the sandbox on its way is for")
 	want := map[*slot]bool{}
 	for range warmWaitRounds {
@@ -208,12 +213,7 @@ func TestWarmWaitRounds(t *testing.T) {
 	stop := make(chan struct{})
 	stopped := make(chan *slot, 1)
 	go func() { stopped <- l.waitPrepared(key, stop) }()
-	for l.waiting[key].Load() < 1 {
-		if time.Now().After(deadline.Add(10 * time.Second)) {
-			t.Fatal("the run to be stopped never waited")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitingReaches(1)
 	close(stop)
 	select {
 	case s := <-stopped:
