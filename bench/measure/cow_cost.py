@@ -304,7 +304,7 @@ def pinned_fork():
             fork, child, faults = child_and_fork()
         print('other CPUs %s, parent not pinned: fork %.2f ms, child %.2f ms (%d faults)'
               % (label, fork / 1e6, child / 1e6, faults))
-    ring, pages, why, _ = zygote_pin()(1 << 20, 'on')  # pinned without the trial
+    ring, pages, why, _ = zygote_pin()(1 << 20, 'on', None)  # pinned without the trial (the margin is the trial's)
     if ring < 0:
         print('pinning failed: %s' % why)
         return

@@ -208,7 +208,7 @@ def huge_code_arm(huge):
     z['PROC'] = os.open('/proc', os.O_RDONLY | os.O_DIRECTORY)  # _pin closes it
     gc.collect()
     gc.freeze()
-    _, pinned, pin_why, _ = z['_pin'](1 << 14, 'on')  # pinned without the trial
+    _, pinned, pin_why, _ = z['_pin'](1 << 14, 'on', None)  # pinned without the trial (the margin is the trial's)
     code = compile('print(1)', '/sandbox/main.py', 'exec')
     null = os.open(os.devnull, os.O_WRONLY)
     at_return, whole = [], []
