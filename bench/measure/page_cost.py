@@ -36,6 +36,7 @@ from brig: the prices a warm run pays in its own way.
 Sections 1 to 3 need no privileges; nothing outside this process and its
 children.
 """
+import ctypes
 import mmap
 import os
 import resource
@@ -45,6 +46,7 @@ import time
 
 PAGES = 2048
 HUGE = 2 << 20
+MADV_COLLAPSE = 25  # Linux 6.1; not in this Python's mmap module
 
 
 def median(xs):
@@ -135,12 +137,17 @@ def first_touch():
         print('   %s%6.2f us' % (label, per_page(median(fresh_writes(advice) for _ in range(5)), wloop)))
 
 
+def aligned_region():
+    """A fresh anonymous mapping with room for PAGES pages from a 2 MiB
+    boundary, and the offset of that boundary in it."""
+    m = mmap.mmap(-1, PAGES * 4096 + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return m, -ctypes.addressof(ctypes.c_char.from_buffer(m)) % HUGE
+
+
 def fresh_writes(advice):
     """touch's write of PAGES pages of a fresh anonymous mapping, 2 MiB-aligned
     and advised advice, in this process: each page's first touch."""
-    m = mmap.mmap(-1, PAGES * 4096 + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    import ctypes
-    start = -ctypes.addressof(ctypes.c_char.from_buffer(m)) % HUGE
+    m, start = aligned_region()
     m.madvise(advice, start, PAGES * 4096)
     try:
         return touch(memoryview(m)[start:start + PAGES * 4096], True)
@@ -153,10 +160,7 @@ def collapsed_writes(n=15):
     parent has on 4 KiB pages, 2 MiB-aligned, then touch's write of each:
     the medians of both, in ns, over n children (None and the error when the
     kernel refuses)."""
-    import ctypes
-    MADV_COLLAPSE = 25  # Linux 6.1; not in this Python's mmap module
-    m = mmap.mmap(-1, PAGES * 4096 + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    start = -ctypes.addressof(ctypes.c_char.from_buffer(m)) % HUGE
+    m, start = aligned_region()
     view = memoryview(m)[start:start + PAGES * 4096]
     for i in range(0, PAGES * 4096, 4096):
         view[i] = 1
