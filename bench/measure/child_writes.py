@@ -84,14 +84,8 @@ def main():
         os.write(w, repr(rows).encode())
         os._exit(0)
     os.close(w)
-    data = b''
-    while True:
-        b = os.read(r, 1 << 16)
-        if not b:
-            break
-        data += b
+    rows = eval(cow_cost.read_all(r))
     os.waitpid(pid, 0)
-    rows = eval(data)
     by_name = collections.defaultdict(lambda: [0, 0, 0, 0])
     for written, present, frames, size, name in rows:
         key = name if not name.startswith('[anon]') else '[anon]'

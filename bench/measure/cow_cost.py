@@ -49,6 +49,18 @@ def preload():
     return re.findall(r'"([^"]+)"', body)
 
 
+def read_all(fd):
+    """Everything fd gives up to EOF; it closes fd."""
+    chunks = []
+    while True:
+        b = os.read(fd, 1 << 20)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(fd)
+    return b''.join(chunks)
+
+
 def in_child(fn, n):
     """fn's (faults, ns) as measured in n forked children, sorted."""
     out = []
@@ -159,12 +171,7 @@ def ahead_and_evict():
         os.write(w, repr(exclusive_ranges()).encode())
         os._exit(0)
     os.close(w)
-    data = b''
-    while True:
-        b = os.read(r, 1 << 20)
-        if not b:
-            break
-        data += b
+    data = read_all(r)
     os.wait()
     learned = eval(data)
     print('copying ahead: a probe child wrote %d pages in %d ranges' % (sum(n for _, n in learned) // 4096, len(learned)))
