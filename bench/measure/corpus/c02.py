@@ -1,0 +1,11 @@
+import collections, itertools, functools, operator, heapq, bisect
+words = "the quick brown fox jumps over the lazy dog the end".split()
+c = collections.Counter(words)
+print(c.most_common(3))
+print(list(itertools.accumulate(range(10), operator.mul)))
+@functools.lru_cache(maxsize=None)
+def fib(n): return n if n < 2 else fib(n-1) + fib(n-2)
+print(fib(50), heapq.nlargest(3, [5, 1, 9, 3, 7]), bisect.bisect([1, 3, 5, 7], 4))
+d = collections.defaultdict(list)
+for w in words: d[len(w)].append(w)
+print(dict(d))
