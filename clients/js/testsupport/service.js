@@ -66,6 +66,13 @@ export async function startService({ cgroupParent, extraArgs = [] }) {
   let done = false;
   exited.then(() => { done = true; });
 
+  // The service leaves its cgroup parent's lock file (cgroup.ParentLockPath)
+  // for the next service on that parent; the tests remove it once it exited.
+  const removeLock = () => {
+    const lockDir = fs.existsSync('/run/lock') ? '/run/lock' : os.tmpdir();
+    fs.rmSync(path.join(lockDir, `brig-cgroup-${cgroupParent.replaceAll('/', '_')}.lock`), { force: true });
+  };
+
   const logText = () => {
     try {
       return fs.readFileSync(logPath, 'utf8');
@@ -79,12 +86,14 @@ export async function startService({ cgroupParent, extraArgs = [] }) {
     if (done) {
       const how = await exited;
       fs.rmSync(dir, { recursive: true, force: true });
+      removeLock();
       throw new Error(`brig serve exited before its socket appeared (${JSON.stringify(how)}):\n${logText()}`);
     }
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       await exited;
       fs.rmSync(dir, { recursive: true, force: true });
+      removeLock();
       throw new Error(`brig serve made no socket in ${startTimeoutMs} ms:\n${logText()}`);
     }
     await new Promise((r) => setTimeout(r, 50));
@@ -106,10 +115,12 @@ export async function startService({ cgroupParent, extraArgs = [] }) {
       if (how === undefined) {
         child.kill('SIGKILL');
         await exited;
+        removeLock();
         throw new Error(`brig serve did not stop within ${stopTimeoutMs} ms of SIGTERM:\n${logText()}`);
       }
       const text = logText();
       fs.rmSync(dir, { recursive: true, force: true });
+      removeLock();
       return { ...how, log: text };
     },
   };

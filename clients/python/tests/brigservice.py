@@ -106,6 +106,15 @@ class Service:
         return code
 
     def _cleanup(self) -> None:
+        # The service leaves its cgroup parent's lock file (the Go
+        # cgroup.ParentLockPath) for the next service on that parent; the
+        # tests remove it once the service has exited.
+        if self.proc is not None and self.proc.poll() is not None:
+            lock_dir = "/run/lock" if os.path.isdir("/run/lock") else tempfile.gettempdir()
+            try:
+                os.remove(os.path.join(lock_dir, "brig-cgroup-%s.lock" % CGROUP_PARENT.replace("/", "_")))
+            except FileNotFoundError:
+                pass
         if self._log is not None:
             self._log.close()
             self._log = None
