@@ -151,11 +151,7 @@ def entry(z, rlimits):
 
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    for name in cow_cost.preload():
-        try:
-            __import__(name)
-        except ImportError:
-            pass
+    cow_cost.import_preloads()
     os.register_at_fork(after_in_child=_stamp)  # runs after the preloads' hooks
     z = cow_cost.zygote_functions('_pin', '_ranges')
     gc.collect()

@@ -115,11 +115,7 @@ def corpus(directory, maps, null):
 
 def main():
     which = sys.argv[1] if len(sys.argv) > 1 else 'print'
-    for name in cow_cost.preload():
-        try:
-            __import__(name)
-        except ImportError:
-            pass
+    cow_cost.import_preloads()
     z = cow_cost.zygote_functions('_huge_code', '_huge_kib')
     z['_huge_code']()
     gc.collect()

@@ -49,6 +49,15 @@ def preload():
     return re.findall(r'"([^"]+)"', body)
 
 
+def import_preloads():
+    """Imports the zygote's preloads; one this Python lacks is skipped."""
+    for name in preload():
+        try:
+            __import__(name)
+        except ImportError:
+            pass
+
+
 def read_all(fd):
     """Everything fd gives up to EOF; it closes fd."""
     chunks = []
@@ -152,8 +161,7 @@ def ahead_and_evict():
         hook_ns[0] = time.thread_time_ns() - t
     os.register_at_fork(after_in_child=populate)  # first: before threading's
     startup = frozenset(sys.modules)
-    for name in preload():
-        __import__(name)
+    import_preloads()
     gc.collect()
     gc.freeze()
     code = compile('print(1)', 'main.py', 'exec')
@@ -283,8 +291,7 @@ def pinned_fork():
             child, parent = touch(False), touch(True)
         print('copy-on-write, one fault per page, the other CPUs %s: %.1f us in a child, %.1f us in its parent'
               % (label, child, parent))
-    for name in preload():
-        __import__(name)
+    import_preloads()
     gc.collect()
     gc.freeze()
     code = compile('print(1)', 'main.py', 'exec')

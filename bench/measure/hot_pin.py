@@ -52,11 +52,7 @@ def writable_present():
 
 
 def main():
-    for name in cow_cost.preload():
-        try:
-            __import__(name)
-        except ImportError:
-            pass
+    cow_cost.import_preloads()
     gc.collect()
     gc.freeze()
     code = compile(PROGRAM, 'main.py', 'exec')

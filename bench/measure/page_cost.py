@@ -265,11 +265,7 @@ def huge_code_arm(huge):
     import threading
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import cow_cost
-    for name in cow_cost.preload():
-        try:
-            __import__(name)
-        except ImportError:
-            pass
+    cow_cost.import_preloads()
     z = cow_cost.zygote_functions('_huge_code', '_huge_kib', '_pin', '_ranges')
     mapped, why = z['_huge_code']() if huge else (0, '')
     os.close(z['PROC'])
