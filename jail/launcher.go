@@ -115,6 +115,10 @@ type Config struct {
 	// InitPath is the binary each sandbox's init runs (brig-init, or brig
 	// re-executed); zero means DefaultInitPath's choice.
 	InitPath string
+	// InterpreterCopies runs each interpreter from a copy on a tmpfs of huge
+	// pages, bound over its file in each sandbox's root (copies.go): a
+	// start that touches fewer pages, for the copies' memory.
+	InterpreterCopies bool
 	// ReaperPath is the binary a zygote's sandbox's reaper runs (brig-reaper,
 	// or brig re-executed: rootbuild.go); zero means DefaultReaperPath's.
 	ReaperPath string
@@ -193,8 +197,12 @@ type Launcher struct {
 	// mountTemplate is the mount namespace a reaper enters before it makes
 	// its sandbox's (mountns.go); nil: the service's own.
 	mountTemplate *os.File
-	ids           *idAllocator
-	scratch       string
+	// copies, when set, holds the interpreters' copies on huge pages that
+	// the sandboxes' inits bind over the interpreters (copies.go): the
+	// process's, which outlives the Launcher.
+	copies  *copies
+	ids     *idAllocator
+	scratch string
 	// empty is an empty directory of the host's, the second layer of the
 	// read-only views of the runs' mounts (mountIntoSandbox).
 	empty string
@@ -338,6 +346,12 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		} else {
 			l.mountTemplate = f
 			l.log.Debug("the sandboxes' reapers copy a mount namespace of the mounts their roots read", "mounts", kept)
+		}
+	}
+	if cfg.InterpreterCopies {
+		if l.copies, err = processCopies(); err != nil {
+			l.log.Info("the interpreters run from their own files, not copies on huge pages", "why", err)
+			l.copies = nil
 		}
 	}
 	if l.exits, err = newExitWatch(); err != nil {

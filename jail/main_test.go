@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 		if cg, err := cgroup.New(cgroup.Config{Parent: testCgroupParent}); err == nil {
 			cg.SweepIf(LeftoverOfDeadProcess) // not a concurrent test binary's
 		}
+		// The process's interpreter copies (copies.go) live as long as the
+		// process: made before the leak checks count descriptors.
+		processCopies()
 	}
 	code := m.Run()
 	if os.Geteuid() == 0 {
@@ -74,7 +77,7 @@ func newTestLauncherWith(tb testing.TB, state string, p rootfs.Provider, pool in
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cfg := Config{StateDir: state, Rootfs: p, Cgroups: cg, PoolSize: pool}
+	cfg := Config{StateDir: state, Rootfs: p, Cgroups: cg, PoolSize: pool, InterpreterCopies: true}
 	if testWarm {
 		cfg.Warm = map[rootfs.Language]bool{rootfs.Python: true, rootfs.JavaScript: true}
 		cfg.PoolSize = max(pool, 1)

@@ -116,7 +116,7 @@ func (l *Launcher) spawner() {
 	for {
 		select {
 		case req := <-l.spawns:
-			s, err := l.clone(req.reaper, req.program)
+			s, err := l.clone(req.reaper, req.program, req.copies)
 			req.reply <- spawned{s, err}
 		case f := <-l.onSpawner:
 			f()
@@ -408,8 +408,9 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 	// only reaps; a cold or warm JavaScript one's starts the program.
 	useReaper := (warm == rootfs.Python || !programReaperOff) && l.reaper != nil
 	program := useReaper && warm != rootfs.Python
+	cp := l.copiesFor(root)
 	select {
-	case l.spawns <- spawnRequest{reply, useReaper, program}:
+	case l.spawns <- spawnRequest{reply, useReaper, program, len(cp) > 0}:
 	case <-l.done:
 		return nil, ErrClosed
 	}
@@ -435,6 +436,7 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 		}
 	}
 	prep := l.newPrepareSpec(root, memoryBytes, s.ids)
+	prep.Copies = cp
 	s.warm = warm
 	switch warm {
 	case rootfs.JavaScript:
@@ -479,8 +481,9 @@ func LeftoverOfDeadProcess(name string) bool {
 // clone creates the run's cgroup and clones the init into its namespaces (or a
 // reaper, which starts the program when program is set, into its pid
 // namespace: it makes the others itself) and, where a cgroup2 directory
-// exists, straight into the cgroup with CLONE_INTO_CGROUP.
-func (l *Launcher) clone(useReaper, program bool) (s *slot, retErr error) {
+// exists, straight into the cgroup with CLONE_INTO_CGROUP. With copies, the
+// init gets the interpreters' copies at pid1.CopiesFD.
+func (l *Launcher) clone(useReaper, program, copies bool) (s *slot, retErr error) {
 	name := fmt.Sprintf("run-%d-%d", os.Getpid(), groupSeq.Add(1))
 	g, err := l.cfg.Cgroups.Create(name)
 	if err != nil {
@@ -531,12 +534,15 @@ func (l *Launcher) clone(useReaper, program bool) (s *slot, retErr error) {
 		sys.UseCgroupFD = true
 		sys.CgroupFD = fd
 	}
+	files := map[int]*os.File{pid1.SpecFD: childEnds[0], pid1.StatusFD: childEnds[1]}
+	if copies {
+		files[pid1.CopiesFD] = l.copies.mnt
+	}
 	s.cmd = &exec.Cmd{
 		Path: l.cfg.InitPath,
 		Args: []string{"brig", pid1.InitArg},
 		// The init's own environment; the program's comes from the spec.
 		Env:         []string{"GOMAXPROCS=1"},
-		ExtraFiles:  []*os.File{childEnds[0], childEnds[1]}, // pid1.SpecFD, pid1.StatusFD
 		SysProcAttr: sys,
 	}
 	if useReaper {
@@ -545,14 +551,10 @@ func (l *Launcher) clone(useReaper, program bool) (s *slot, retErr error) {
 		// which pivot_root then moves to the sandbox's, as it does the root.
 		s.cmd.Path, s.cmd.Args, s.cmd.Env, s.cmd.Dir = l.cfg.ReaperPath, []string{"brig", reaper.Arg}, []string{}, "/"
 		sys.Cloneflags = reaperCloneFlags
-		if l.mountTemplate != nil {
-			// At reaper.MountNSFD: the namespace it copies for its sandbox's.
-			for len(s.cmd.ExtraFiles) < reaper.MountNSFD-3 {
-				s.cmd.ExtraFiles = append(s.cmd.ExtraFiles, nil)
-			}
-			s.cmd.ExtraFiles = append(s.cmd.ExtraFiles, l.mountTemplate)
-		}
+		// The namespace it copies for its sandbox's, when there is one.
+		files[reaper.MountNSFD] = l.mountTemplate
 	}
+	s.cmd.ExtraFiles = extraFiles(files)
 	if len(childEnds) == 4 {
 		s.cmd.Stdout, s.cmd.Stderr = childEnds[2], childEnds[3]
 	}

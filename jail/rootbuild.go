@@ -49,10 +49,11 @@ func newReaperConfig() (*reaper.Config, string, error) {
 }
 
 // spawnRequest asks the spawner's thread for a slot: an init, or a reaper
-// (which starts the program when program is set).
+// (which starts the program when program is set), given the interpreters'
+// copies (pid1.CopiesFD) when copies is set.
 type spawnRequest struct {
-	reply           chan spawned
-	reaper, program bool
+	reply                   chan spawned
+	reaper, program, copies bool
 }
 
 // startReaper sends a freshly cloned reaper (in its cgroups by now) its
@@ -69,6 +70,7 @@ func (l *Launcher) startReaper(s *slot, prep *pid1.PrepareSpec, program bool) er
 	cfg.Root = &reaper.RootConfig{
 		Scratch: prep.Scratch, Lower: prep.Lower, Empty: prep.Empty, Hostname: prep.Hostname, WarmBoot: prep.WarmBoot,
 		ScratchBytes: prep.ScratchBytes, HostUID: prep.HostUID, HostGID: prep.HostGID, View: prep.View, Binds: prep.Binds,
+		Copies:    prep.Copies,
 		ProcFiles: proc.Files, ProcDirs: proc.Dirs, ProcReadOnly: proc.ReadOnly,
 	}
 	if program {

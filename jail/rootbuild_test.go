@@ -155,6 +155,9 @@ print('scratch', v.f_blocks * v.f_frsize)
 	if tables[true] != tables[false] {
 		t.Errorf("the roots differ:\n%s", lineDiff(tables[true], tables[false]))
 	}
+	if _, err := processCopies(); err == nil && !strings.Contains(tables[false], " /usr/bin/python3.11 ro,nosuid,nodev,") {
+		t.Errorf("no interpreter copy bound over /usr/bin/python3.11 to compare:\n%s", tables[false])
+	}
 	if !strings.Contains(tables[false], "scratch 134217728\n") {
 		t.Errorf("the scratch tmpfs is not half of the run's 256 MiB:\n%s", tables[false])
 	}

@@ -249,10 +249,16 @@ var zygoteLoader = fmt.Sprintf("import os; CTL, PIDNS, SRC, PROC = %d, %d, %d, %
 	pid1.ZygoteCtlFD, pid1.ZygotePidnsFD, pid1.ZygoteSourceFD, pid1.ZygoteProcFD)
 
 // extraFiles is exec.Cmd.ExtraFiles for files by their descriptor number in
-// the child (3 and on, without gaps).
+// the child (3 and on; a gap is a descriptor the child does not get).
 func extraFiles(byFD map[int]*os.File) []*os.File {
-	files := make([]*os.File, len(byFD))
+	var files []*os.File
 	for fd, f := range byFD {
+		if f == nil {
+			continue
+		}
+		for len(files) <= fd-3 {
+			files = append(files, nil)
+		}
 		files[fd-3] = f
 	}
 	return files
@@ -308,6 +314,11 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		dead:    make(chan struct{}),
 		stderr:  &limitedWriter{n: 4096},
 	}
+	cp := l.copiesFor(root)
+	var copiesFile *os.File
+	if len(cp) > 0 {
+		copiesFile = l.copies.mnt
+	}
 	z.cmd = &exec.Cmd{
 		Path: l.cfg.InitPath,
 		Args: []string{"brig", pid1.ZygoteInitArg},
@@ -319,7 +330,7 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		ExtraFiles: extraFiles(map[int]*os.File{
 			pid1.SpecFD: specR, pid1.StatusFD: statusW, // the init's
 			pid1.ZygoteCtlFD: child, pid1.ZygotePidnsFD: pidns, pid1.ZygoteSourceFD: sourceR,
-			pid1.ZygoteProcFD: proc,
+			pid1.ZygoteProcFD: proc, pid1.CopiesFD: copiesFile,
 		}),
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWNET | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
@@ -374,6 +385,7 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		ZygoteArgv:   append(append([]string{root.Interpreter}, root.Args...), "-c", zygoteLoader),
 		ZygoteEnv:    Environ(nil),
 		Hostname:     DefaultHostname,
+		Copies:       cp,
 	}
 	if err := pid1.WritePrepare(specW, &prep); err != nil {
 		return nil, fmt.Errorf("sending the zygote's init its spec: %w", err)

@@ -104,6 +104,8 @@ type serveConfig struct {
 		Warm []string `toml:"warm"`
 		// Rootfs maps a language to a built rootfs directory; others use the host's.
 		Rootfs map[string]string `toml:"rootfs"`
+		// InterpreterCopies runs the interpreters from copies on huge pages.
+		InterpreterCopies bool `toml:"interpreter_copies"`
 	} `toml:"sandbox"`
 	Egress egressConfig `toml:"egress"`
 }
@@ -182,6 +184,7 @@ func defaultServeConfig() serveConfig {
 	sc.Sandbox.IDFirst = jail.DefaultIDFirst
 	sc.Sandbox.IDCount = jail.DefaultIDCount
 	sc.Sandbox.Warm = []string{"python", "javascript"}
+	sc.Sandbox.InterpreterCopies = true
 	sc.Sandbox.Rootfs = map[string]string{}
 	sc.Packages.Enabled = true
 	sc.Packages.CacheMaxBytes = packages.DefaultCacheBytes
@@ -246,6 +249,7 @@ func serveCommand() *cli.Command {
 			&cli.Float64Flag{Name: "cpus", Usage: "CPU limit of each run, in CPUs", DefaultText: fmt.Sprint(jail.DefaultCPUs)},
 			&cli.Int64Flag{Name: "pids", Usage: "limit on processes and threads of each run", DefaultText: fmt.Sprint(jail.DefaultPids)},
 			&cli.StringSliceFlag{Name: "warm", Usage: "a language whose pooled sandboxes hold its interpreter already started (repeatable; default python and javascript; --warm none for none)"},
+			&cli.BoolFlag{Name: "interpreter-copies", Usage: "run the interpreters from copies on huge pages, which start faster for the copies' memory (=false: from their own files)", DefaultText: "true"},
 			&cli.UintFlag{Name: "id-first", Usage: "first host id of the range runs are mapped to (see brig check)", DefaultText: fmt.Sprint(jail.DefaultIDFirst)},
 			&cli.UintFlag{Name: "id-count", Usage: "how many host ids the range holds (two per sandbox)", DefaultText: fmt.Sprint(jail.DefaultIDCount)},
 			&cli.StringSliceFlag{Name: "rootfs", Usage: "a built rootfs for a language, as LANG=DIR"},
@@ -283,6 +287,7 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 	override(c, "cpus", &sc.Sandbox.CPUs, c.Float64)
 	override(c, "pids", &sc.Sandbox.Pids, c.Int64)
 	override(c, "warm", &sc.Sandbox.Warm, c.StringSlice)
+	override(c, "interpreter-copies", &sc.Sandbox.InterpreterCopies, c.Bool)
 	override(c, "id-first", &sc.Sandbox.IDFirst, func(n string) uint32 { return uint32(c.Uint(n)) })
 	override(c, "id-count", &sc.Sandbox.IDCount, func(n string) uint32 { return uint32(c.Uint(n)) })
 	built := map[rootfs.Language]string{}
@@ -696,6 +701,7 @@ func (sc serveConfig) launcherConfig() (launcherConfig, error) {
 		Pool:         sc.Sandbox.Pool,
 		IDs:          jail.IDRange{First: sc.Sandbox.IDFirst, Count: sc.Sandbox.IDCount},
 		Warm:         map[rootfs.Language]bool{},
+		Copies:       sc.Sandbox.InterpreterCopies,
 	}
 	for _, w := range sc.Sandbox.Warm {
 		if w == "none" {

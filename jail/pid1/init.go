@@ -92,6 +92,7 @@ var rootSteps = []step{
 	{"scratch tmpfs", mountScratch},
 	{"overlay root", mountOverlay},
 	{"read-only binds", mountBinds},
+	{"interpreter copies", mountCopies},
 	// dev before proc: proc's masks are binds of the run's own /dev/null.
 	{"dev", mountDev},
 	{"proc", mountProc},
@@ -254,6 +255,7 @@ var zygoteRootSteps = []step{
 	{"scratch tmpfs", mountScratch},
 	{"overlay root", mountOverlay},
 	{"read-only binds", mountBinds},
+	{"interpreter copies", mountCopies},
 	{"dev", mountDev},
 	{"pivot_root", pivotRoot},
 	// A preload may read it (platform.uname(), which zygote.py clears).

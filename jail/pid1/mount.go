@@ -187,6 +187,34 @@ func mountBinds(st *initState) error {
 	return nil
 }
 
+// mountCopies binds each interpreter's copy (PrepareSpec.Copies) over the
+// interpreter's own file in the root, read-only, nosuid and nodev, and
+// closes CopiesFD.
+func mountCopies(st *initState) error {
+	if len(st.prep.Copies) == 0 {
+		return nil
+	}
+	defer unix.Close(CopiesFD)
+	for _, c := range st.prep.Copies {
+		fd, err := unix.OpenTree(CopiesFD, c.Name, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("cloning the copy %q: %w", c.Name, err)
+		}
+		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+		dst := filepath.Join(st.prep.Scratch, scratchRoot, c.Target)
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, attr); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("making the copy %q read-only: %w", c.Name, err)
+		}
+		err = unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("binding the copy %q at %q: %w", c.Name, dst, err)
+		}
+	}
+	return nil
+}
+
 // MountView mounts v at dst: its overlay, whose top layer is the folder at
 // v.Target of lower (mountBinds: the rootfs bound on the scratch tmpfs, named
 // relative to it, the working directory, so that the mount table names no

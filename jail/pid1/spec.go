@@ -58,6 +58,10 @@ type PrepareSpec struct {
 	// zygote's command line and environment, which it execs once the root is
 	// built.
 	ZygoteArgv, ZygoteEnv []string `json:",omitempty"`
+	// Copies are the interpreters' copies on huge pages (jail's copies.go),
+	// files of the tmpfs at CopiesFD, which the root's build binds
+	// read-only over the interpreters' own files.
+	Copies []Copy `json:",omitempty"`
 	// Zygote: the sandbox's program will be a zygote's child, which joins it
 	// and gets its program and environment from the supervisor (jail's zygote.go).
 	// The init has nothing to do for the run: it hardens itself as soon as
@@ -71,6 +75,12 @@ type PrepareSpec struct {
 type Bind struct {
 	Source string // absolute path on the host
 	Target string // absolute path inside the root
+}
+
+// Copy is a file of the tmpfs at CopiesFD, Name, bound at Target inside the
+// root.
+type Copy struct {
+	Name, Target string
 }
 
 // View is rootfs.View: one read-only overlay of the lower layer's folder at
@@ -214,6 +224,9 @@ const (
 	SpecFD = 3
 	// StatusFD is the write end of the status pipe: messages, one a line.
 	StatusFD = 4
+	// CopiesFD is the tmpfs of the interpreters' copies (PrepareSpec.Copies),
+	// passed only with copies to bind and closed once they are bound.
+	CopiesFD = 9
 )
 
 // WarmBootPath is where a warm JavaScript interpreter's bootstrap

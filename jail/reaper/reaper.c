@@ -32,6 +32,7 @@
 #define EINVAL 22
 #define EPIPE 32
 #define AT_FDCWD -100
+#define AT_EMPTY_PATH 0x1000
 #define O_RDONLY 0
 #define O_WRONLY 1
 #define O_CREAT 0100
@@ -444,7 +445,7 @@ static int start_warm(const struct reaper_config *cfg, long *pid) {
 
 // The root's strings (struct reaper_config's root_*).
 static char *root_str[8];
-static char *root_binds[2 * REAPER_MAX_BINDS + 1];
+static char *root_binds[2 * REAPER_MAX_BINDS + 1], *root_copies[2 * REAPER_MAX_COPIES + 1];
 static char *proc_files[REAPER_MAX_PROC + 1], *proc_dirs[REAPER_MAX_PROC + 1], *proc_ro[REAPER_MAX_PROC + 1];
 
 // join writes a, "/" and b to buf (PATH_MAX) and returns it; a path that
@@ -579,6 +580,21 @@ static void build_root(const struct reaper_config *cfg) {
 		}
 	}
 
+	// "interpreter copies": each interpreter's copy on huge pages bound over
+	// its own file, read-only, nosuid and nodev (pid1's mountCopies).
+	for (uint32_t i = 0; i < cfg->root_ncopies; i++) {
+		long t = sys3(__NR_open_tree, REAPER_COPIES_FD, root_copies[2 * i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		must(t, "interpreter copies");
+		struct mount_attr attr = {MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0, 0};
+		must(sys5(__NR_mount_setattr, t, "", AT_EMPTY_PATH, &attr, sizeof attr), "interpreter copies");
+		must(sys5(__NR_move_mount, t, "", AT_FDCWD, join(a, "root", root_copies[2 * i + 1], "interpreter copies"),
+			  MOVE_MOUNT_F_EMPTY_PATH),
+		     "interpreter copies");
+		sys1(__NR_close, t);
+	}
+	if (cfg->root_ncopies > 0)
+		sys1(__NR_close, REAPER_COPIES_FD);
+
 	// "dev": device nodes, links, /dev/shm from the scratch tmpfs, a devpts
 	// of its own, then no new device node (pid1's mountDev).
 	must(mount5("tmpfs", "root/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755"), "dev");
@@ -643,7 +659,8 @@ static void build_root(const struct reaper_config *cfg) {
 // read_root reads the root's strings.
 static void read_root(const struct reaper_config *cfg) {
 	if (cfg->root_size == 0 || cfg->root_size > REAPER_MAX_ROOT || cfg->root_nbinds > REAPER_MAX_BINDS ||
-	    cfg->root_nfiles > REAPER_MAX_PROC || cfg->root_ndirs > REAPER_MAX_PROC || cfg->root_nro > REAPER_MAX_PROC)
+	    cfg->root_nfiles > REAPER_MAX_PROC || cfg->root_ndirs > REAPER_MAX_PROC || cfg->root_nro > REAPER_MAX_PROC ||
+	    cfg->root_ncopies > REAPER_MAX_COPIES)
 		fail("reading the config", EINVAL);
 	char *buf = read_frame(cfg->root_size, "reading the config"), *end = buf + cfg->root_size;
 	char *p = strings(buf, end, root_str, 8, "reading the config");
@@ -651,6 +668,7 @@ static void read_root(const struct reaper_config *cfg) {
 	p = strings(p, end, proc_files, cfg->root_nfiles, "reading the config");
 	p = strings(p, end, proc_dirs, cfg->root_ndirs, "reading the config");
 	p = strings(p, end, proc_ro, cfg->root_nro, "reading the config");
+	p = strings(p, end, root_copies, 2 * cfg->root_ncopies, "reading the config");
 	if (p != end)
 		fail("reading the config", EINVAL);
 }

@@ -57,7 +57,7 @@ const (
 	StatusFD = C.REAPER_STATUS_FD
 )
 
-var _ = [1]struct{}{}[SpecFD-pid1.SpecFD+StatusFD-pid1.StatusFD] // the same numbers
+var _ = [1]struct{}{}[SpecFD-pid1.SpecFD+StatusFD-pid1.StatusFD+C.REAPER_COPIES_FD-pid1.CopiesFD] // the same numbers
 
 // Config is what the reaper reads before it hardens itself.
 type Config struct {
@@ -84,6 +84,7 @@ type RootConfig struct {
 	HostUID, HostGID                          int
 	View                                      *pid1.View
 	Binds                                     []pid1.Bind
+	Copies                                    []pid1.Copy
 	ProcFiles, ProcDirs, ProcReadOnly         []string
 }
 
@@ -101,9 +102,10 @@ const warmBootPath = C.REAPER_WARM_BOOT
 
 func (r *RootConfig) strings() ([]byte, error) {
 	if len(r.Binds) > C.REAPER_MAX_BINDS || len(r.ProcFiles) > C.REAPER_MAX_PROC || len(r.ProcDirs) > C.REAPER_MAX_PROC ||
-		len(r.ProcReadOnly) > C.REAPER_MAX_PROC {
-		return nil, fmt.Errorf("a root of %d binds and %d, %d and %d proc paths (at most %d and %d)",
-			len(r.Binds), len(r.ProcFiles), len(r.ProcDirs), len(r.ProcReadOnly), C.REAPER_MAX_BINDS, C.REAPER_MAX_PROC)
+		len(r.ProcReadOnly) > C.REAPER_MAX_PROC || len(r.Copies) > C.REAPER_MAX_COPIES {
+		return nil, fmt.Errorf("a root of %d binds, %d, %d and %d proc paths and %d copies (at most %d, %d and %d)",
+			len(r.Binds), len(r.ProcFiles), len(r.ProcDirs), len(r.ProcReadOnly), len(r.Copies),
+			C.REAPER_MAX_BINDS, C.REAPER_MAX_PROC, C.REAPER_MAX_COPIES)
 	}
 	if r.Scratch == "" || r.Lower == "" || r.Empty == "" || r.Hostname == "" || r.ScratchBytes <= 0 || r.HostUID <= 0 || r.HostGID <= 0 {
 		return nil, fmt.Errorf("a root without its scratch, lower or empty directory, hostname, scratch size or owner: %+v", *r)
@@ -130,6 +132,12 @@ func (r *RootConfig) strings() ([]byte, error) {
 		return nil, fmt.Errorf("the views' empty layer: %w", err)
 	}
 	strs = slices.Concat(strs, r.ProcFiles, r.ProcDirs, r.ProcReadOnly)
+	for _, c := range r.Copies {
+		if c.Name == "" || strings.Contains(c.Name, "/") || !filepath.IsAbs(c.Target) {
+			return nil, fmt.Errorf("an interpreter's copy without its name or target: %+v", c)
+		}
+		strs = append(strs, c.Name, c.Target)
+	}
 	var b []byte
 	for _, s := range strs {
 		if strings.IndexByte(s, 0) >= 0 {
@@ -206,7 +214,8 @@ func (c Config) Marshal() ([]byte, error) {
 	for _, v := range []int{C.REAPER_VERSION, c.UID, c.GID, c.LastCap, len(c.Filter), mode,
 		p.UID, p.GID, p.HostUID, p.HostGID, len(p.SpawnFilter) / 8, len(p.Filter) / 8, len(p.Rlimits),
 		len(warm), len(p.WarmArgv), len(p.WarmEnv),
-		len(root), len(rc.Binds), len(rc.ProcFiles), len(rc.ProcDirs), len(rc.ProcReadOnly), rc.HostUID, rc.HostGID, 0} {
+		len(root), len(rc.Binds), len(rc.ProcFiles), len(rc.ProcDirs), len(rc.ProcReadOnly), rc.HostUID, rc.HostGID,
+		len(rc.Copies)} {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
 	}
 	b = binary.LittleEndian.AppendUint64(b, uint64(rc.ScratchBytes))

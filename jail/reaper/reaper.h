@@ -8,7 +8,10 @@
 // The mount namespace the reaper copies for its sandbox's, when the
 // supervisor passes one (jail's mountns.go): entered and closed first thing.
 #define REAPER_MNTNS_FD 6
-#define REAPER_VERSION 4
+// The tmpfs of the interpreters' copies (pid1.CopiesFD), passed with a copy
+// to bind (the root's strings name it) and closed once it is bound.
+#define REAPER_COPIES_FD 9
+#define REAPER_VERSION 5
 #define REAPER_MAX_FILTER 4096
 #define REAPER_MAX_RLIMITS 16
 // A run's frame (struct reaper_run and its strings) is at most this long: the
@@ -21,6 +24,7 @@
 // and masked or frozen proc paths of each kind, and this many bytes in all.
 #define REAPER_MAX_BINDS 64
 #define REAPER_MAX_PROC 64
+#define REAPER_MAX_COPIES 8
 #define REAPER_MAX_ROOT (1 << 20)
 // The scratch tmpfs's reconfiguration context, which the reaper keeps open
 // (close-on-exec) for the supervisor to take (pidfd_getfd) and resize it.
@@ -62,10 +66,12 @@ struct reaper_config {
 	// bootstrap ("" for none), and the view of a host folder's parts
 	// (pid1.View: its host folder, target and shown folder; "" for none);
 	// then root_nbinds pairs of a host folder and its target; then the proc files masked, the proc folders masked and
-	// the proc paths made read-only (root_nfiles, root_ndirs, root_nro).
+	// the proc paths made read-only (root_nfiles, root_ndirs, root_nro);
+	// then root_ncopies pairs of an interpreter's copy (pid1.Copy: its name
+	// at REAPER_COPIES_FD) and its target in the root.
 	uint32_t root_size, root_nbinds, root_nfiles, root_ndirs, root_nro;
 	uint32_t root_uid, root_gid; // the owner of /sandbox and the bootstrap
-	uint32_t pad;
+	uint32_t root_ncopies;
 	uint64_t scratch_bytes;
 };
 

@@ -62,8 +62,9 @@ func TestMarshalProgramConfig(t *testing.T) {
 	for i := range head {
 		head[i] = binary.LittleEndian.Uint32(b[4*i:])
 	}
-	root := "/s\x00/l\x00/e\x00sandbox\x00\x00/usr\x00/usr\x00parts\x00/usr/bin\x00/usr/bin\x00kcore\x00acpi\x00sys\x00irq\x00"
-	if want := [24]uint32{4, 10, 11, 40, 1, 1, 1000, 1000, 20, 21, 1, 2, 1, 0, 0, 0, uint32(len(root)), 1, 1, 1, 2, 20, 21, 0}; head != want {
+	root := "/s\x00/l\x00/e\x00sandbox\x00\x00/usr\x00/usr\x00parts\x00/usr/bin\x00/usr/bin\x00kcore\x00acpi\x00sys\x00irq\x00" +
+		"python3.11-1\x00/usr/bin/python3.11\x00"
+	if want := [24]uint32{5, 10, 11, 40, 1, 1, 1000, 1000, 20, 21, 1, 2, 1, 0, 0, 0, uint32(len(root)), 1, 1, 1, 2, 20, 21, 1}; head != want {
 		t.Fatalf("got header %v, want %v", head, want)
 	}
 	if got := binary.LittleEndian.Uint64(b[96:]); got != 64<<20 {
@@ -124,7 +125,8 @@ func testRoot() *RootConfig {
 	return &RootConfig{Scratch: "/s", Lower: "/l", Empty: "/e", Hostname: "sandbox", ScratchBytes: 64 << 20,
 		HostUID: 20, HostGID: 21, View: &pid1.View{Source: "/usr", Target: "/usr", Dir: "parts"},
 		Binds:     []pid1.Bind{{Source: "/usr/bin", Target: "/usr/bin"}},
-		ProcFiles: []string{"kcore"}, ProcDirs: []string{"acpi"}, ProcReadOnly: []string{"sys", "irq"}}
+		ProcFiles: []string{"kcore"}, ProcDirs: []string{"acpi"}, ProcReadOnly: []string{"sys", "irq"},
+		Copies: []pid1.Copy{{Name: "python3.11-1", Target: "/usr/bin/python3.11"}}}
 }
 
 // header reads struct reaper_run from the start of b.

@@ -1,0 +1,257 @@
+package jail
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/rootfs"
+)
+
+// requireCopies skips a test on a host whose tmpfs has no huge pages, where
+// the Launcher makes no copies (and says why in its log).
+func requireCopies(tb testing.TB) *copies {
+	tb.Helper()
+	testutil.RequireRoot(tb)
+	c, err := processCopies()
+	if err != nil {
+		tb.Skipf("this host makes no interpreter copies: %v", err)
+	}
+	return c
+}
+
+// fileFacts is what a program can see of a file without its mount: its
+// bytes' hash, size, mode and modification time. (Its owner, root's, is
+// the overflow id in a run's user namespace.)
+func fileFacts(tb testing.TB, path string) string {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		tb.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		tb.Fatal(err)
+	}
+	return fmt.Sprintf("%s %d %o %d", hex.EncodeToString(h.Sum(nil)), st.Size, st.Mode, st.Mtim.Nano())
+}
+
+// TestInterpreterCopies: each interpreter a run execs, cold and warm, is the
+// copy on huge pages, bound read-only, nosuid and nodev over its file: the
+// same bytes, size, mode and time as the host's file, not writable, and
+// node's code mapped 2 MiB at a time.
+func TestInterpreterCopies(t *testing.T) {
+	requireCopies(t)
+	l := newWarmLauncher(t, 1)
+	for _, lang := range rootfs.Languages {
+		root := rootOf(t, l, lang)
+		host, target, err := resolveInRoot(root, root.Interpreter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fileFacts(t, host)
+		probe := map[rootfs.Language]string{
+			rootfs.Python: `import hashlib, os, sys
+p = %q
+st = os.stat(p)
+print(hashlib.sha256(open(p, 'rb').read()).hexdigest(), st.st_size, format(st.st_mode, 'o'), st.st_mtime_ns)
+print(os.path.realpath(sys.executable))
+for line in open('/proc/self/mountinfo'):
+    f = line.split()
+    if f[4] == p:
+        print(f[5].split(',')[:3], f[f.index('-') + 1], f[f.index('-') + 3].split(',')[-1])
+try:
+    open(p, 'r+b')
+except OSError as e:
+    print('write:', e.strerror)
+`,
+			rootfs.JavaScript: `const fs = require('fs'), crypto = require('crypto');
+const p = %q, st = fs.statSync(p, {bigint: true});
+console.log(crypto.createHash('sha256').update(fs.readFileSync(p)).digest('hex'), String(st.size), st.mode.toString(8), String(st.mtimeNs));
+console.log(fs.realpathSync(process.execPath));
+for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').trim().split('\n')) {
+  const f = line.split(' ');
+  if (f[4] === p) console.log(JSON.stringify(f[5].split(',').slice(0, 3)), f[f.indexOf('-') + 1], f[f.indexOf('-') + 3].split(',').pop());
+}
+try { fs.openSync(p, 'r+'); } catch (e) { console.log('write:', e.code); }
+let pmd = 0, cur = '';
+for (const line of fs.readFileSync('/proc/self/smaps', 'utf8').split('\n')) {
+  const m = line.match(/^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s+(\S*)$/);
+  if (m) cur = m[1];
+  else if (cur === p && line.startsWith('ShmemPmdMapped:')) pmd += parseInt(line.split(/\s+/)[1]);
+}
+console.log('pmd', pmd > 0);
+`,
+		}[lang]
+		code := fmt.Sprintf(probe, target)
+		wantOut := map[rootfs.Language][]string{
+			rootfs.Python:     {want, target, "['ro', 'nosuid', 'nodev'] tmpfs huge=always", "write: Permission denied"},
+			rootfs.JavaScript: {want, target, `["ro","nosuid","nodev"] tmpfs huge=always`, "write: EACCES", "pmd true"},
+		}[lang]
+		for _, warm := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/warm=%v", lang, warm), func(t *testing.T) {
+				var opts []func(*Spec)
+				if warm {
+					waitWarm(t, l)
+				} else {
+					// Set at the interpreter's start: a cold sandbox.
+					opts = append(opts, func(s *Spec) { s.Env = map[string]string{"LC_BRIG_TEST": "1"} })
+				}
+				res := run(t, l, lang, code, opts...)
+				if wantStart := map[bool]string{false: StartColdEnv, true: StartWarm}[warm]; res.Start != wantStart {
+					t.Fatalf("start path %s, want %s", res.Start, wantStart)
+				}
+				if got := strings.Split(strings.TrimSpace(res.Stdout), "\n"); !res.Succeeded() || strings.Join(got, "\n") != strings.Join(wantOut, "\n") {
+					t.Fatalf("got %s %q %q, want:\n%s", res.End, res.Stdout, res.Stderr, strings.Join(wantOut, "\n"))
+				}
+			})
+		}
+	}
+}
+
+// TestCopiesFollowTheFile: a copy is the interpreter's file as it is now,
+// found through the root's symbolic links; a changed file is copied again,
+// the old copy staying for the inits that were given it until
+// copyStaleAfter; a file too small to gain from huge pages is not copied.
+func TestCopiesFollowTheFile(t *testing.T) {
+	c := requireCopies(t)
+	lower := t.TempDir()
+	bin := filepath.Join(lower, "usr", "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, size int) []byte {
+		b := make([]byte, size)
+		rand.Read(b)
+		tmp := filepath.Join(bin, ".tmp")
+		if err := os.WriteFile(tmp, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(bin, name)); err != nil { // as a package upgrade does
+			t.Fatal(err)
+		}
+		return b
+	}
+	first := write("interp", copyMinSize+12345)
+	if err := os.Symlink("/usr/bin/interp", filepath.Join(bin, "link")); err != nil { // absolute: the root's, not the host's
+		t.Fatal(err)
+	}
+	write("small", copyMinSize-1)
+	root := &rootfs.Root{Lower: lower, Interpreter: "/usr/bin/link"}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	content := func(name string) []byte {
+		fd, err := unix.Openat(int(c.mnt.Fd()), name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := os.NewFile(uintptr(fd), name)
+		defer f.Close()
+		b, err := io.ReadAll(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if err := os.Chown(filepath.Join(bin, "interp"), 12345, 23456); err != nil {
+		t.Fatal(err)
+	}
+	got := c.of(log, root, []string{"/usr/bin/link", "/usr/bin/small", "/usr/bin/interp"})
+	if len(got) != 1 || got[0].Target != "/usr/bin/interp" || !bytes.Equal(content(got[0].Name), first) {
+		t.Fatalf("got %+v, want one copy of /usr/bin/interp with its bytes", got)
+	}
+	var src, cp unix.Stat_t
+	if err := errors.Join(unix.Stat(filepath.Join(bin, "interp"), &src), unix.Fstatat(int(c.mnt.Fd()), got[0].Name, &cp, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if cp.Mode != src.Mode || cp.Uid != src.Uid || cp.Gid != src.Gid || cp.Size != src.Size || cp.Mtim != src.Mtim {
+		t.Errorf("the copy's mode, owner, size and time: %o %d:%d %d %v, the file's %o %d:%d %d %v",
+			cp.Mode, cp.Uid, cp.Gid, cp.Size, cp.Mtim, src.Mode, src.Uid, src.Gid, src.Size, src.Mtim)
+	}
+	if again := c.of(log, root, []string{"/usr/bin/link"}); len(again) != 1 || again[0] != got[0] {
+		t.Fatalf("an unchanged file was copied again: %+v, then %+v", got, again)
+	}
+	second := write("interp", copyMinSize+54321)
+	now := c.of(log, root, []string{"/usr/bin/link"})
+	if len(now) != 1 || now[0].Name == got[0].Name || !bytes.Equal(content(now[0].Name), second) {
+		t.Fatalf("after the file changed: got %+v (was %+v), want a new copy of its new bytes", now, got)
+	}
+	if !bytes.Equal(content(got[0].Name), first) {
+		t.Fatal("the replaced copy went before copyStaleAfter")
+	}
+	c.mu.Lock()
+	for i := range c.stale {
+		c.stale[i].since = c.stale[i].since.Add(-copyStaleAfter)
+	}
+	c.mu.Unlock()
+	c.of(log, root, []string{"/usr/bin/link"})
+	if err := unix.Faccessat(int(c.mnt.Fd()), got[0].Name, unix.F_OK, 0); err != unix.ENOENT {
+		t.Fatalf("the replaced copy stayed after copyStaleAfter: %v", err)
+	}
+	unix.Unlinkat(int(c.mnt.Fd()), now[0].Name, 0)
+	c.mu.Lock()
+	delete(c.files, filepath.Join(bin, "interp"))
+	c.mu.Unlock()
+}
+
+// TestResolveInRoot: an interpreter's path is resolved as the root shows it:
+// its links relative and absolute within the root, a bound folder's from its
+// host folder.
+func TestResolveInRoot(t *testing.T) {
+	lower, host := t.TempDir(), t.TempDir()
+	for _, d := range []string{filepath.Join(lower, "usr", "bin"), filepath.Join(lower, "etc", "alt"), filepath.Join(host, "x")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(lower, "usr", "bin", "real"), filepath.Join(host, "x", "tool")} {
+		if err := os.WriteFile(f, []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		filepath.Join(lower, "usr", "bin", "rel"):   "real",
+		filepath.Join(lower, "usr", "bin", "abs"):   "/etc/alt/chain",
+		filepath.Join(lower, "etc", "alt", "chain"): "../../usr/bin/real",
+		filepath.Join(lower, "usr", "bin", "bound"): "/opt/x/tool",
+		filepath.Join(lower, "usr", "bin", "loop"):  "loop",
+	}
+	for l, dest := range links {
+		if err := os.Symlink(dest, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := &rootfs.Root{Lower: lower, Binds: []rootfs.Bind{{Source: host, Target: "/opt"}}}
+	for p, want := range map[string][2]string{
+		"/usr/bin/real":  {filepath.Join(lower, "usr/bin/real"), "/usr/bin/real"},
+		"/usr/bin/rel":   {filepath.Join(lower, "usr/bin/real"), "/usr/bin/real"},
+		"/usr/bin/abs":   {filepath.Join(lower, "usr/bin/real"), "/usr/bin/real"},
+		"/usr/bin/bound": {filepath.Join(host, "x/tool"), "/opt/x/tool"},
+	} {
+		h, in, err := resolveInRoot(root, p)
+		if err != nil || h != want[0] || in != want[1] {
+			t.Errorf("%s: got %q %q %v, want %q %q", p, h, in, err, want[0], want[1])
+		}
+	}
+	for _, p := range []string{"/usr/bin/loop", "/usr/bin/missing", "/usr/bin", "usr/bin/real"} {
+		if h, in, err := resolveInRoot(root, p); err == nil {
+			t.Errorf("%s: got %q %q, want an error", p, h, in)
+		}
+	}
+}
