@@ -255,3 +255,13 @@ func TestResolveInRoot(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckInterpreterCopies: brig check's line warns exactly where the
+// Launcher would make no copies for want of huge pages.
+func TestCheckInterpreterCopies(t *testing.T) {
+	c := CheckInterpreterCopies()
+	denied := copiesDenied()
+	if !c.OK || c.Warn != (denied != nil) || (denied != nil) != (c.Hint != "") {
+		t.Errorf("got %+v with the host's tmpfs denied huge pages: %v", c, denied)
+	}
+}

@@ -15,7 +15,7 @@ n=${2:-6}
 [ "$(id -u)" = 0 ] || { echo "run as root: the service needs it" >&2; exit 1; }
 dir=$(mktemp -d /tmp/brig-handover.XXXXXX)
 svc=
-trap '[ -n "$svc" ] && { kill "$svc" 2>/dev/null; wait "$svc" 2>/dev/null; }; rm -rf "$dir"' EXIT
+trap '[ -n "$svc" ] && { kill "$svc" 2>/dev/null; wait "$svc" 2>/dev/null; }; rm -rf "$dir"; remove_parent_lock brig-handover' EXIT
 printf '[sandbox]\ncgroup_parent = "brig-handover"\n' > "$dir/brig.toml"
 "$bin/brig" serve --config "$dir/brig.toml" --socket "$dir/brig.sock" --state-dir "$dir/state" \
   --log-level warn > "$dir/serve.log" 2>&1 &

@@ -19,7 +19,7 @@ dir=$(mktemp -d /tmp/brig-sysmon.XXXXXX)
 "$bin" serve --socket "$dir/brig.sock" --state-dir "$dir/state" --cgroup-parent "brig-sysmon-$$" \
   --log-level debug > "$dir/log" 2>&1 &
 svc=$!
-trap 'kill $svc 2>/dev/null; wait $svc 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'kill $svc 2>/dev/null; wait $svc 2>/dev/null; rm -rf "$dir"; remove_parent_lock brig-sysmon-$$' EXIT
 wait_serving "$dir/brig.sock" "$svc" "$dir/log"
 # The monitor's thread, as the service logged it.
 tid=$(grep -o '"thread":[0-9]*' "$dir/log" | head -1 | cut -d: -f2 || true)

@@ -40,7 +40,7 @@ stop() {
     svc=
   fi
 }
-trap 'stop; rm -rf "$dir"' EXIT
+trap 'stop; rm -rf "$dir"; remove_parent_lock brig-measure' EXIT
 cat > "$dir/brig.toml" <<EOF
 [sandbox]
 cgroup_parent = "brig-measure"

@@ -70,6 +70,9 @@ func checkAction(c *cli.Context) error {
 			checks = append(checks, ch)
 		}
 	}
+	if lc.Copies {
+		checks = append(checks, jail.CheckInterpreterCopies())
+	}
 	checks = append(checks, initCheck())
 	checks = append(checks, directCheck())
 	lookup := net.DefaultResolver.LookupNetIP
