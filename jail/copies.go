@@ -26,23 +26,23 @@ import (
 // the first touches of its binary's pages: a process's first touch of each
 // page costs it a trap to the hypervisor, about 1.3 to 4.5 us, where a page
 // of a 2 MiB mapping costs 0.06 (bench/measure/page_cost.py). node touches
-// some 30 MiB of its 99 MB binary at each start, python3 some 4 MiB. The
+// some 30 MiB of its 99 MB binary at each start, python3 some 3 MiB. The
 // page cache of an ext4 file is in 4 KiB pages; that of a tmpfs mounted
 // huge=always is in 2 MiB ones, and an executable whose segments lie at
 // addresses congruent to their file offsets modulo 2 MiB (node and python3
-// are linked so) is then mapped 2 MiB at a time. So the Launcher keeps a copy
+// are linked so) is then mapped 2 MiB at a time. So the process keeps a copy
 // of each interpreter on a tmpfs of its own, never attached to any mount
 // namespace (fsmount: no mount table shows it, and it goes with the last
-// descriptor of it), and each sandbox's init binds the copy read-only,
-// nosuid and nodev over the interpreter's own file in its root
-// (pid1.PrepareSpec.Copy; the init's step "interpreter copy"). The file a
-// run sees there has the same bytes, mode, owner and times; it differs in
+// descriptor of it), and each sandbox's init binds the copies of its root's
+// interpreters read-only, nosuid and nodev over their own files
+// (pid1.PrepareSpec.Copies; the inits' step "interpreter copies"). The file
+// a run sees there has the same bytes, mode, owner and times; it differs in
 // its device and inode numbers and in its line of /proc/self/mountinfo.
 // `python3 bench/measure/huge_copy.py` gives the figures.
 //
 // A copy is checked against its source's identity (device, inode, size,
-// times) at each sandbox's preparation and made again once the source
-// changes (a package upgrade renames a new file over it), so that no
+// times, mode, owner) at each sandbox's preparation and made again once the
+// source changes (a package upgrade renames a new file over it), so that no
 // sandbox prepared after the change runs the old interpreter; sandboxes
 // prepared before it keep the copy they bound.
 
@@ -64,7 +64,18 @@ type copies struct {
 	stale []staleCopy
 	seq   int
 	off   map[string]string // host paths not copied, and why (logged once)
+	// failed are the files whose copy failed, as they were then: not tried
+	// again (a node's copy takes a third of a second) until they change.
+	failed map[string]fileID
+	// broken, once set, is why no copy is made any more (the tmpfs gave
+	// one no huge pages).
+	broken error
 }
+
+var (
+	errNoHugePages = errors.New("the tmpfs gave the copy no huge pages (see " + shmemEnabled + ")")
+	errChanged     = errors.New("the file changed while it was copied")
+)
 
 type interpCopy struct {
 	name   string // in the tmpfs
@@ -107,7 +118,7 @@ func processCopies() (*copies, error) {
 // shmemEnabled is the host's setting of transparent huge pages for tmpfs.
 const shmemEnabled = "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
 
-// copiesDenied says why this host's tmpfs gives no huge pages ("" when it
+// copiesDenied says why this host's tmpfs gives no huge pages (nil when it
 // may): without them a copy would cost memory and save nothing.
 func copiesDenied() error {
 	if b, err := os.ReadFile(shmemEnabled); err != nil {
@@ -157,7 +168,8 @@ func newCopies() (*copies, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsmount: %w", err)
 	}
-	return &copies{mnt: os.NewFile(uintptr(m), "brig-interpreter-copies"), files: map[string]*interpCopy{}, off: map[string]string{}}, nil
+	return &copies{mnt: os.NewFile(uintptr(m), "brig-interpreter-copies"), files: map[string]*interpCopy{},
+		off: map[string]string{}, failed: map[string]fileID{}}, nil
 }
 
 // copiesFor is what an init of a sandbox of root binds: the copies of the
@@ -195,6 +207,9 @@ func (c *copies) of(log *slog.Logger, root *rootfs.Root, interps []string) []pid
 
 // one is of for a single interpreter, with c.mu held.
 func (c *copies) one(log *slog.Logger, root *rootfs.Root, interp string) *pid1.Copy {
+	if c.broken != nil {
+		return nil
+	}
 	host, target, err := resolveInRoot(root, interp)
 	if err != nil {
 		c.skip(log, interp, err.Error())
@@ -212,14 +227,24 @@ func (c *copies) one(log *slog.Logger, root *rootfs.Root, interp string) *pid1.C
 		c.skip(log, host, fmt.Sprintf("%d bytes: too small to gain from huge pages", st.Size))
 		return nil
 	}
+	if f, ok := c.failed[host]; ok && f == idOf(&st) {
+		return nil
+	}
 	c.seq++
 	name := fmt.Sprintf("%s-%d", filepath.Base(host), c.seq)
 	id, err := c.copyFile(host, name)
 	if err != nil {
 		unix.Unlinkat(int(c.mnt.Fd()), name, 0)
+		switch {
+		case errors.Is(err, errNoHugePages):
+			c.broken = err
+		case !errors.Is(err, errChanged): // tried again at the next preparation
+			c.failed[host] = idOf(&st)
+		}
 		c.skip(log, host, err.Error())
 		return nil
 	}
+	delete(c.failed, host)
 	if old := c.files[host]; old != nil {
 		c.stale = append(c.stale, staleCopy{old.name, time.Now()})
 		log.Info("the interpreter changed: copied again", "interpreter", host, "copy", name)
@@ -285,13 +310,13 @@ func (c *copies) copyFile(host, name string) (fileID, error) {
 		return fileID{}, err
 	}
 	if idOf(&before) != idOf(&after) {
-		return fileID{}, errors.New("the file changed while it was copied")
+		return fileID{}, errChanged
 	}
 	if len(c.files) == 0 && len(c.stale) == 0 {
 		if ok, err := pmdMapped(int(c.mnt.Fd()), name, before.Size); err != nil {
 			return fileID{}, fmt.Errorf("checking the copy's pages: %w", err)
 		} else if !ok {
-			return fileID{}, errors.New("the tmpfs gave the copy no huge pages (see /sys/kernel/mm/transparent_hugepage/shmem_enabled)")
+			return fileID{}, errNoHugePages
 		}
 	}
 	return idOf(&before), nil

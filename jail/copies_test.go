@@ -129,7 +129,8 @@ console.log('pmd', pmd > 0);
 // TestCopiesFollowTheFile: a copy is the interpreter's file as it is now,
 // found through the root's symbolic links; a changed file is copied again,
 // the old copy staying for the inits that were given it until
-// copyStaleAfter; a file too small to gain from huge pages is not copied.
+// copyStaleAfter; a file too small to gain from huge pages is not copied,
+// nor one whose copy failed until it changes.
 func TestCopiesFollowTheFile(t *testing.T) {
 	c := requireCopies(t)
 	lower := t.TempDir()
@@ -204,9 +205,29 @@ func TestCopiesFollowTheFile(t *testing.T) {
 	if err := unix.Faccessat(int(c.mnt.Fd()), got[0].Name, unix.F_OK, 0); err != unix.ENOENT {
 		t.Fatalf("the replaced copy stayed after copyStaleAfter: %v", err)
 	}
-	unix.Unlinkat(int(c.mnt.Fd()), now[0].Name, 0)
+	// A file whose copy failed is not tried again until it changes.
+	host := filepath.Join(bin, "interp")
+	var st unix.Stat_t
+	if err := unix.Stat(host, &st); err != nil {
+		t.Fatal(err)
+	}
 	c.mu.Lock()
-	delete(c.files, filepath.Join(bin, "interp"))
+	delete(c.files, host)
+	c.failed[host] = idOf(&st) // as a failed copy leaves it
+	c.mu.Unlock()
+	if got := c.of(log, root, []string{"/usr/bin/link"}); len(got) != 0 {
+		t.Fatalf("a file whose copy failed was copied again unchanged: %+v", got)
+	}
+	third := write("interp", copyMinSize+1)
+	retried := c.of(log, root, []string{"/usr/bin/link"})
+	if len(retried) != 1 || !bytes.Equal(content(retried[0].Name), third) {
+		t.Fatalf("a changed file whose copy had failed: got %+v, want a copy of its new bytes", retried)
+	}
+	for _, name := range []string{now[0].Name, retried[0].Name} {
+		unix.Unlinkat(int(c.mnt.Fd()), name, 0)
+	}
+	c.mu.Lock()
+	delete(c.files, host)
 	c.mu.Unlock()
 }
 
