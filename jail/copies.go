@@ -35,10 +35,16 @@ import (
 // namespace (fsmount: no mount table shows it, and it goes with the last
 // descriptor of it), and each sandbox's init binds the copies of its root's
 // interpreters read-only, nosuid and nodev over their own files
-// (pid1.PrepareSpec.Copies; the inits' step "interpreter copies"). The file
-// a run sees there has the same bytes, mode, owner and times; it differs in
-// its device and inode numbers and in its line of /proc/self/mountinfo.
-// `python3 bench/measure/huge_copy.py` gives the figures.
+// (pid1.PrepareSpec.Copies; the inits' step "interpreter copies"), from an
+// overlay of its own over the tmpfs's folder of copies, as the host's
+// folders are shown (pid1.ReadOnlyView): a run's inotify watch or flock on
+// its interpreter is then on an inode of its sandbox's alone, where a bind
+// of the tmpfs's file would have let it watch every other sandbox's starts
+// and lock them (TestRunsCannotWatchSharedFiles). An overlay's file is
+// mapped from its layer's pages, the huge ones. The file a run sees has the
+// same bytes, mode, owner and times; it differs in its device and inode
+// numbers and in its line of /proc/self/mountinfo. `python3
+// bench/measure/huge_copy.py` gives the figures.
 //
 // A copy is checked against its source's identity (device, inode, size,
 // times, mode, owner) at each sandbox's preparation and made again once the
@@ -57,7 +63,10 @@ const copyStaleAfter = time.Minute
 // copies is the process's tmpfs of interpreter copies, which its Launchers
 // share (processCopies): a copy depends on its interpreter's file alone.
 type copies struct {
-	mnt *os.File // the detached tmpfs's root (fsmount), passed as pid1.CopiesFD
+	// mnt is the detached tmpfs's root (fsmount), passed as pid1.CopiesFD:
+	// the copies in its folder pid1.CopiesFiles, and pid1.CopiesEmpty, the
+	// empty second layer of the inits' overlays of that folder.
+	mnt *os.File
 
 	mu    sync.Mutex
 	files map[string]*interpCopy // by the interpreter's resolved host path
@@ -168,8 +177,14 @@ func newCopies() (*copies, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsmount: %w", err)
 	}
-	return &copies{mnt: os.NewFile(uintptr(m), "brig-interpreter-copies"), files: map[string]*interpCopy{},
-		off: map[string]string{}, failed: map[string]fileID{}}, nil
+	mnt := os.NewFile(uintptr(m), "brig-interpreter-copies")
+	for _, d := range []string{pid1.CopiesFiles, pid1.CopiesEmpty} {
+		if err := unix.Mkdirat(m, d, 0o755); err != nil {
+			mnt.Close()
+			return nil, fmt.Errorf("making the tmpfs's folder %s: %w", d, err)
+		}
+	}
+	return &copies{mnt: mnt, files: map[string]*interpCopy{}, off: map[string]string{}, failed: map[string]fileID{}}, nil
 }
 
 // copiesFor is what an init of a sandbox of root binds: the copies of the
@@ -234,7 +249,7 @@ func (c *copies) one(log *slog.Logger, root *rootfs.Root, interp string) *pid1.C
 	name := fmt.Sprintf("%s-%d", filepath.Base(host), c.seq)
 	id, err := c.copyFile(host, name)
 	if err != nil {
-		unix.Unlinkat(int(c.mnt.Fd()), name, 0)
+		unix.Unlinkat(int(c.mnt.Fd()), c.path(name), 0)
 		switch {
 		case errors.Is(err, errNoHugePages):
 			c.broken = err
@@ -256,6 +271,9 @@ func (c *copies) one(log *slog.Logger, root *rootfs.Root, interp string) *pid1.C
 	return &pid1.Copy{Name: name, Target: target}
 }
 
+// path is the copy name's path in the tmpfs.
+func (c *copies) path(name string) string { return pid1.CopiesFiles + "/" + name }
+
 func (c *copies) skip(log *slog.Logger, path, why string) {
 	if c.off[path] != why {
 		c.off[path] = why
@@ -270,7 +288,7 @@ func (c *copies) dropStale() {
 		if time.Since(s.since) < copyStaleAfter {
 			keep = append(keep, s)
 		} else {
-			unix.Unlinkat(int(c.mnt.Fd()), s.name, 0)
+			unix.Unlinkat(int(c.mnt.Fd()), c.path(s.name), 0)
 		}
 	}
 	c.stale = keep
@@ -290,7 +308,7 @@ func (c *copies) copyFile(host, name string) (fileID, error) {
 	if err := unix.Fstat(int(src.Fd()), &before); err != nil {
 		return fileID{}, err
 	}
-	fd, err := unix.Openat(int(c.mnt.Fd()), name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o700)
+	fd, err := unix.Openat(int(c.mnt.Fd()), c.path(name), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o700)
 	if err != nil {
 		return fileID{}, err
 	}
@@ -302,7 +320,7 @@ func (c *copies) copyFile(host, name string) (fileID, error) {
 	if err := errors.Join(
 		unix.Fchown(fd, int(before.Uid), int(before.Gid)),
 		unix.Fchmod(fd, before.Mode&0o777),
-		unix.UtimesNanoAt(int(c.mnt.Fd()), name, []unix.Timespec{before.Atim, before.Mtim}, 0),
+		unix.UtimesNanoAt(int(c.mnt.Fd()), c.path(name), []unix.Timespec{before.Atim, before.Mtim}, 0),
 	); err != nil {
 		return fileID{}, fmt.Errorf("setting the copy's owner, mode and times: %w", err)
 	}
@@ -313,7 +331,7 @@ func (c *copies) copyFile(host, name string) (fileID, error) {
 		return fileID{}, errChanged
 	}
 	if len(c.files) == 0 && len(c.stale) == 0 {
-		if ok, err := pmdMapped(int(c.mnt.Fd()), name, before.Size); err != nil {
+		if ok, err := pmdMapped(int(c.mnt.Fd()), c.path(name), before.Size); err != nil {
 			return fileID{}, fmt.Errorf("checking the copy's pages: %w", err)
 		} else if !ok {
 			return fileID{}, errNoHugePages

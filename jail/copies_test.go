@@ -102,8 +102,8 @@ console.log('pmd', pmd > 0);
 		}[lang]
 		code := fmt.Sprintf(probe, target)
 		wantOut := map[rootfs.Language][]string{
-			rootfs.Python:     {want, target, "['ro', 'nosuid', 'nodev'] tmpfs huge=always", "write: Permission denied"},
-			rootfs.JavaScript: {want, target, `["ro","nosuid","nodev"] tmpfs huge=always`, "write: EACCES", "pmd true"},
+			rootfs.Python:     {want, target, "['ro', 'nosuid', 'nodev'] overlay redirect_dir=on", "write: Read-only file system"},
+			rootfs.JavaScript: {want, target, `["ro","nosuid","nodev"] overlay redirect_dir=on`, "write: EROFS", "pmd true"},
 		}[lang]
 		for _, warm := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/warm=%v", lang, warm), func(t *testing.T) {
@@ -158,7 +158,7 @@ func TestCopiesFollowTheFile(t *testing.T) {
 	root := &rootfs.Root{Lower: lower, Interpreter: "/usr/bin/link"}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	content := func(name string) []byte {
-		fd, err := unix.Openat(int(c.mnt.Fd()), name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(int(c.mnt.Fd()), c.path(name), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestCopiesFollowTheFile(t *testing.T) {
 		t.Fatalf("got %+v, want one copy of /usr/bin/interp with its bytes", got)
 	}
 	var src, cp unix.Stat_t
-	if err := errors.Join(unix.Stat(filepath.Join(bin, "interp"), &src), unix.Fstatat(int(c.mnt.Fd()), got[0].Name, &cp, 0)); err != nil {
+	if err := errors.Join(unix.Stat(filepath.Join(bin, "interp"), &src), unix.Fstatat(int(c.mnt.Fd()), c.path(got[0].Name), &cp, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if cp.Mode != src.Mode || cp.Uid != src.Uid || cp.Gid != src.Gid || cp.Size != src.Size || cp.Mtim != src.Mtim {
@@ -202,7 +202,7 @@ func TestCopiesFollowTheFile(t *testing.T) {
 	}
 	c.mu.Unlock()
 	c.of(log, root, []string{"/usr/bin/link"})
-	if err := unix.Faccessat(int(c.mnt.Fd()), got[0].Name, unix.F_OK, 0); err != unix.ENOENT {
+	if err := unix.Faccessat(int(c.mnt.Fd()), c.path(got[0].Name), unix.F_OK, 0); err != unix.ENOENT {
 		t.Fatalf("the replaced copy stayed after copyStaleAfter: %v", err)
 	}
 	// A file whose copy failed is not tried again until it changes.
@@ -224,7 +224,7 @@ func TestCopiesFollowTheFile(t *testing.T) {
 		t.Fatalf("a changed file whose copy had failed: got %+v, want a copy of its new bytes", retried)
 	}
 	for _, name := range []string{now[0].Name, retried[0].Name} {
-		unix.Unlinkat(int(c.mnt.Fd()), name, 0)
+		unix.Unlinkat(int(c.mnt.Fd()), c.path(name), 0)
 	}
 	c.mu.Lock()
 	delete(c.files, host)

@@ -335,6 +335,11 @@ func TestRunsCannotWatchSharedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := map[string]string{hostFile: runFile, layerFile: "/opt/brig/layer/mod.py"}
+	// The interpreters' copies (copies.go): one file of the service's, which
+	// every sandbox shows.
+	for _, cp := range l.copiesFor(root) {
+		files[fmt.Sprintf("/proc/self/fd/%d/%s", l.copies.mnt.Fd(), l.copies.path(cp.Name))] = cp.Target
+	}
 	// The host's side: a lock on each file, and reads until the run ends.
 	stop := make(chan struct{})
 	done := make(chan struct{})

@@ -1,6 +1,7 @@
 package pid1
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -188,24 +189,28 @@ func mountBinds(st *initState) error {
 }
 
 // mountCopies binds each interpreter's copy (PrepareSpec.Copies) over the
-// interpreter's own file in the root, read-only, nosuid and nodev, and
-// closes CopiesFD.
+// interpreter's own file in the root, read-only, nosuid and nodev, from an
+// overlay of this sandbox's own over the copies' folder (its second layer
+// the tmpfs's empty folder, both given as descriptors: the mount table
+// names no path of the host's), as ReadOnlyView shows a host folder: an
+// inotify watch or an flock on the file is then this sandbox's alone. Then
+// it closes CopiesFD.
 func mountCopies(st *initState) error {
 	if len(st.prep.Copies) == 0 {
 		return nil
 	}
 	defer unix.Close(CopiesFD)
+	ov, err := copiesOverlay()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(ov)
 	for _, c := range st.prep.Copies {
-		fd, err := unix.OpenTree(CopiesFD, c.Name, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		fd, err := unix.OpenTree(ov, c.Name, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 		if err != nil {
 			return fmt.Errorf("cloning the copy %q: %w", c.Name, err)
 		}
-		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 		dst := filepath.Join(st.prep.Scratch, scratchRoot, c.Target)
-		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, attr); err != nil {
-			unix.Close(fd)
-			return fmt.Errorf("making the copy %q read-only: %w", c.Name, err)
-		}
 		err = unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
 		unix.Close(fd)
 		if err != nil {
@@ -213,6 +218,35 @@ func mountCopies(st *initState) error {
 		}
 	}
 	return nil
+}
+
+// copiesOverlay makes the detached, read-only, nosuid and nodev overlay of
+// the copies' folder of the tmpfs at CopiesFD: its fd, close-on-exec.
+func copiesOverlay() (int, error) {
+	var layers [2]int
+	for i, d := range []string{CopiesFiles, CopiesEmpty} {
+		fd, err := unix.Openat(CopiesFD, d, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, fmt.Errorf("opening the copies' folder %s: %w", d, err)
+		}
+		defer unix.Close(fd)
+		layers[i] = fd
+	}
+	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen overlay: %w", err)
+	}
+	defer unix.Close(fsfd)
+	if err := errors.Join(unix.FsconfigSetString(fsfd, "source", "overlay"),
+		unix.FsconfigSetFd(fsfd, "lowerdir+", layers[0]), unix.FsconfigSetFd(fsfd, "lowerdir+", layers[1]),
+		unix.FsconfigCreate(fsfd)); err != nil {
+		return -1, fmt.Errorf("the copies' overlay: %w", err)
+	}
+	fd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return -1, fmt.Errorf("the copies' overlay: fsmount: %w", err)
+	}
+	return fd, nil
 }
 
 // MountView mounts v at dst: its overlay, whose top layer is the folder at

@@ -77,8 +77,8 @@ type Bind struct {
 	Target string // absolute path inside the root
 }
 
-// Copy is a file of the tmpfs at CopiesFD, Name, bound at Target inside the
-// root.
+// Copy is a file of the tmpfs at CopiesFD, Name in its folder CopiesFiles,
+// bound at Target inside the root.
 type Copy struct {
 	Name, Target string
 }
@@ -227,6 +227,14 @@ const (
 	// CopiesFD is the tmpfs of the interpreters' copies (PrepareSpec.Copies),
 	// passed only with copies to bind and closed once they are bound.
 	CopiesFD = 9
+)
+
+// The tmpfs at CopiesFD holds the copies in its folder CopiesFiles, and
+// CopiesEmpty, an empty folder: the two layers of the overlay an init shows
+// them through (mountCopies).
+const (
+	CopiesFiles = "files"
+	CopiesEmpty = "empty"
 )
 
 // WarmBootPath is where a warm JavaScript interpreter's bootstrap

@@ -32,13 +32,14 @@
 #define EINVAL 22
 #define EPIPE 32
 #define AT_FDCWD -100
-#define AT_EMPTY_PATH 0x1000
 #define O_RDONLY 0
 #define O_WRONLY 1
 #define O_CREAT 0100
 #define O_TRUNC 01000
 #define O_NOFOLLOW 0400000
 #define O_CLOEXEC 02000000
+#define O_PATH 010000000
+#define O_DIRECTORY 0200000
 #define CLOCK_MONOTONIC 1
 #define PRIO_PROCESS 0
 #define PRIO_PGRP 1
@@ -581,19 +582,38 @@ static void build_root(const struct reaper_config *cfg) {
 	}
 
 	// "interpreter copies": each interpreter's copy on huge pages bound over
-	// its own file, read-only, nosuid and nodev (pid1's mountCopies).
-	for (uint32_t i = 0; i < cfg->root_ncopies; i++) {
-		long t = sys3(__NR_open_tree, REAPER_COPIES_FD, root_copies[2 * i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-		must(t, "interpreter copies");
-		struct mount_attr attr = {MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0, 0};
-		must(sys5(__NR_mount_setattr, t, "", AT_EMPTY_PATH, &attr, sizeof attr), "interpreter copies");
-		must(sys5(__NR_move_mount, t, "", AT_FDCWD, join(a, "root", root_copies[2 * i + 1], "interpreter copies"),
-			  MOVE_MOUNT_F_EMPTY_PATH),
-		     "interpreter copies");
-		sys1(__NR_close, t);
-	}
-	if (cfg->root_ncopies > 0)
+	// its own file, read-only, nosuid and nodev, from an overlay of this
+	// sandbox's own over the copies' folder, its layers given as
+	// descriptors (pid1's mountCopies).
+	if (cfg->root_ncopies > 0) {
+		long layers[2];
+		for (int i = 0; i < 2; i++) {
+			layers[i] = sys4(__NR_openat, REAPER_COPIES_FD, i ? REAPER_COPIES_EMPTY : REAPER_COPIES_FILES,
+					 O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+			must(layers[i], "interpreter copies");
+		}
+		long fs = sys2(__NR_fsopen, "overlay", FSOPEN_CLOEXEC);
+		must(fs, "interpreter copies");
+		must(sys5(__NR_fsconfig, fs, FSCONFIG_SET_STRING, "source", "overlay", 0), "interpreter copies");
+		for (int i = 0; i < 2; i++)
+			must(sys5(__NR_fsconfig, fs, FSCONFIG_SET_FD, "lowerdir+", 0, layers[i]), "interpreter copies");
+		must(sys5(__NR_fsconfig, fs, FSCONFIG_CMD_CREATE, 0, 0, 0), "interpreter copies");
+		long ov = sys3(__NR_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+		must(ov, "interpreter copies");
+		for (uint32_t i = 0; i < cfg->root_ncopies; i++) {
+			long t = sys3(__NR_open_tree, ov, root_copies[2 * i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+			must(t, "interpreter copies");
+			must(sys5(__NR_move_mount, t, "", AT_FDCWD, join(a, "root", root_copies[2 * i + 1], "interpreter copies"),
+				  MOVE_MOUNT_F_EMPTY_PATH),
+			     "interpreter copies");
+			sys1(__NR_close, t);
+		}
+		sys1(__NR_close, ov);
+		sys1(__NR_close, fs);
+		sys1(__NR_close, layers[0]);
+		sys1(__NR_close, layers[1]);
 		sys1(__NR_close, REAPER_COPIES_FD);
+	}
 
 	// "dev": device nodes, links, /dev/shm from the scratch tmpfs, a devpts
 	// of its own, then no new device node (pid1's mountDev).

@@ -96,6 +96,11 @@ const ScratchFD = C.REAPER_SCRATCH_FD
 // copies for its sandbox's (optional): entered and closed first thing.
 const MountNSFD = C.REAPER_MNTNS_FD
 
+// copiesFiles and copiesEmpty are the folders of the copies' tmpfs the
+// reaper's overlay takes as layers: pid1.CopiesFiles and CopiesEmpty
+// (TestRootConfig).
+const copiesFiles, copiesEmpty = C.REAPER_COPIES_FILES, C.REAPER_COPIES_EMPTY
+
 // warmBootPath is where the reaper writes a warm sandbox's bootstrap:
 // pid1.WarmBootPath (TestRootConfig).
 const warmBootPath = C.REAPER_WARM_BOOT

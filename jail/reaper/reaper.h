@@ -11,6 +11,9 @@
 // The tmpfs of the interpreters' copies (pid1.CopiesFD), passed with a copy
 // to bind (the root's strings name it) and closed once it is bound.
 #define REAPER_COPIES_FD 9
+// Its folders: the copies, and an empty one (pid1.CopiesFiles, CopiesEmpty).
+#define REAPER_COPIES_FILES "files"
+#define REAPER_COPIES_EMPTY "empty"
 #define REAPER_VERSION 5
 #define REAPER_MAX_FILTER 4096
 #define REAPER_MAX_RLIMITS 16
