@@ -47,10 +47,11 @@ import (
 // bench/measure/huge_copy.py` gives the figures.
 //
 // A copy is checked against its source's identity (device, inode, size,
-// times, mode, owner) at each sandbox's preparation and made again once the
-// source changes (a package upgrade renames a new file over it), so that no
-// sandbox prepared after the change runs the old interpreter; sandboxes
-// prepared before it keep the copy they bound.
+// times, mode, owner) for a sandbox's preparation, at most copiesRecheck
+// before it, and made again once the source changes (a package upgrade
+// renames a new file over it), so that no sandbox prepared after that runs
+// the old interpreter; sandboxes prepared before it keep the copy they
+// bound.
 
 // copyMinSize is the smallest interpreter worth a copy: one that holds no
 // whole 2 MiB page gains nothing.
@@ -187,21 +188,44 @@ func newCopies() (*copies, error) {
 	return &copies{mnt: mnt, files: map[string]*interpCopy{}, off: map[string]string{}, failed: map[string]fileID{}}, nil
 }
 
+// copiesRecheck is how often a root's interpreters are looked at again for
+// a sandbox's preparation: resolving their links and checking their files
+// took 50 us a preparation, finding what was found 1.2 us
+// (BenchmarkCopiesFor), and an interpreter that changes is copied again at
+// most this long after.
+const copiesRecheck = time.Second
+
 // copiesFor is what an init of a sandbox of root binds: the copies of the
 // interpreters of root and of every language whose root is the same (a cold
-// sandbox serves each of them).
+// sandbox serves each of them), as found at most copiesRecheck ago.
 func (l *Launcher) copiesFor(root *rootfs.Root) []pid1.Copy {
 	if l.copies == nil {
 		return nil
 	}
+	key := rootKey(root) + "\x00" + root.Interpreter
+	l.copiesMu.Lock()
+	defer l.copiesMu.Unlock()
+	if f, ok := l.copiesFound[key]; ok && time.Since(f.at) < copiesRecheck {
+		return f.copies
+	}
 	interps := []string{root.Interpreter}
-	key := rootKey(root)
 	for _, lang := range rootfs.Languages {
-		if r, err := l.cfg.Rootfs.Root(lang); err == nil && rootKey(r) == key && !slices.Contains(interps, r.Interpreter) {
+		if r, err := l.cfg.Rootfs.Root(lang); err == nil && rootKey(r) == rootKey(root) && !slices.Contains(interps, r.Interpreter) {
 			interps = append(interps, r.Interpreter)
 		}
 	}
-	return l.copies.of(l.log, root, interps)
+	cps := l.copies.of(l.log, root, interps)
+	if l.copiesFound == nil {
+		l.copiesFound = map[string]copiesFound{}
+	}
+	l.copiesFound[key] = copiesFound{time.Now(), cps}
+	return cps
+}
+
+// copiesFound is what copiesFor found for a root, and when.
+type copiesFound struct {
+	at     time.Time
+	copies []pid1.Copy
 }
 
 // of returns the copies of interps (paths inside root) to bind, making or

@@ -286,3 +286,27 @@ func TestCheckInterpreterCopies(t *testing.T) {
 		t.Errorf("got %+v with the host's tmpfs denied huge pages: %v", c, denied)
 	}
 }
+
+// BenchmarkCopiesFor: what a sandbox's preparation spends finding its
+// root's copies: looked at again (resolving each interpreter's links and
+// checking its file, once a copiesRecheck), and found as they were.
+func BenchmarkCopiesFor(b *testing.B) {
+	requireCopies(b)
+	l := newTestLauncher(b, 0)
+	root := rootOf(b, l, rootfs.Python)
+	if len(l.copiesFor(root)) == 0 {
+		b.Fatal("no copies to find")
+	}
+	for _, again := range []bool{true, false} {
+		b.Run(map[bool]string{true: "recheck", false: "found"}[again], func(b *testing.B) {
+			for range b.N {
+				if again {
+					l.copiesMu.Lock()
+					clear(l.copiesFound)
+					l.copiesMu.Unlock()
+				}
+				l.copiesFor(root)
+			}
+		})
+	}
+}

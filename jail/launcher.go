@@ -200,9 +200,12 @@ type Launcher struct {
 	// copies, when set, holds the interpreters' copies on huge pages that
 	// the sandboxes' inits bind over the interpreters (copies.go): the
 	// process's, which outlives the Launcher.
-	copies  *copies
-	ids     *idAllocator
-	scratch string
+	copies *copies
+	// copiesMu guards copiesFound, copiesFor's recent findings by root.
+	copiesMu    sync.Mutex
+	copiesFound map[string]copiesFound
+	ids         *idAllocator
+	scratch     string
 	// empty is an empty directory of the host's, the second layer of the
 	// read-only views of the runs' mounts (mountIntoSandbox).
 	empty string
