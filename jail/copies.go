@@ -75,7 +75,7 @@ type copies struct {
 	seq   int
 	off   map[string]string // host paths not copied, and why (logged once)
 	// failed are the files whose copy failed, as they were then: not tried
-	// again (a node's copy takes a third of a second) until they change.
+	// again (a node's copy is 99 MB written) until they change.
 	failed map[string]fileID
 	// broken, once set, is why no copy is made any more (the tmpfs gave
 	// one no huge pages).
@@ -202,7 +202,8 @@ func (l *Launcher) copiesFor(root *rootfs.Root) []pid1.Copy {
 	if l.copies == nil {
 		return nil
 	}
-	key := rootKey(root) + "\x00" + root.Interpreter
+	rk := rootKey(root)
+	key := rk + "\x00" + root.Interpreter
 	l.copiesMu.Lock()
 	defer l.copiesMu.Unlock()
 	if f, ok := l.copiesFound[key]; ok && time.Since(f.at) < copiesRecheck {
@@ -210,7 +211,7 @@ func (l *Launcher) copiesFor(root *rootfs.Root) []pid1.Copy {
 	}
 	interps := []string{root.Interpreter}
 	for _, lang := range rootfs.Languages {
-		if r, err := l.cfg.Rootfs.Root(lang); err == nil && rootKey(r) == rootKey(root) && !slices.Contains(interps, r.Interpreter) {
+		if r, err := l.cfg.Rootfs.Root(lang); err == nil && rootKey(r) == rk && !slices.Contains(interps, r.Interpreter) {
 			interps = append(interps, r.Interpreter)
 		}
 	}
