@@ -50,8 +50,12 @@ import (
 // times, mode, owner) for a sandbox's preparation, at most copiesRecheck
 // before it, and made again once the source changes (a package upgrade
 // renames a new file over it), so that no sandbox prepared after that runs
-// the old interpreter; sandboxes prepared before it keep the copy they
-// bound.
+// the old interpreter. A pooled sandbox prepared before it, which bound the
+// old copy (or holds the old interpreter started), is given to no run: took
+// compares its copies with its root's when a run takes it, and discards it
+// if they differ; a Python zygote started before it is replaced
+// (zygoteFor). So a run started more than copiesRecheck after an upgrade
+// runs the new interpreter.
 
 // copyMinSize is the smallest interpreter worth a copy: one that holds no
 // whole 2 MiB page gains nothing.
@@ -216,6 +220,9 @@ func (l *Launcher) copiesFor(root *rootfs.Root) []pid1.Copy {
 		}
 	}
 	cps := l.copies.of(l.log, root, interps)
+	// In one order whichever language asks: a cold sandbox prepared for one
+	// language's root serves another's (pool.go's took compares them).
+	slices.SortFunc(cps, func(a, b pid1.Copy) int { return strings.Compare(a.Target, b.Target) })
 	if l.copiesFound == nil {
 		l.copiesFound = map[string]copiesFound{}
 	}

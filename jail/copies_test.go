@@ -2,6 +2,7 @@ package jail
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,12 +12,16 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -308,5 +313,150 @@ func BenchmarkCopiesFor(b *testing.B) {
 				l.copiesFor(root)
 			}
 		})
+	}
+}
+
+// testInterpProvider gives Python a root of the host's whose interpreter is
+// the test's own: a shell script, padded past copyMinSize, in a folder bound
+// at /brigtest.
+type testInterpProvider struct {
+	rootfs.Provider
+	dir string
+}
+
+func (p testInterpProvider) Root(lang rootfs.Language) (*rootfs.Root, error) {
+	r, err := p.Provider.Root(lang)
+	if err != nil || lang != rootfs.Python {
+		return r, err
+	}
+	own := *r
+	own.Binds = append(slices.Clone(r.Binds), rootfs.Bind{Source: p.dir, Target: "/brigtest"})
+	own.Interpreter = "/brigtest/interp"
+	return &own, nil
+}
+
+// TestPooledSandboxFollowsTheInterpreter: a sandbox prepared in the pool
+// before its interpreter changed (a package upgrade renames a new file over
+// it) is not given to a run: the run gets the new interpreter, not the
+// pooled sandbox's copy of the old one.
+func TestPooledSandboxFollowsTheInterpreter(t *testing.T) {
+	c := requireCopies(t)
+	state, dir := t.TempDir(), t.TempDir()
+	host, err := rootfs.NewHost(state, rootfs.HostConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostRoot, err := host.Root(rootfs.Python)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(hostRoot.Lower, "brigtest"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(version string) {
+		script := "#!/bin/sh\necho " + version + "\nexit 0\n#" + strings.Repeat("x", copyMinSize) + "\n"
+		tmp := filepath.Join(dir, ".tmp")
+		if err := os.WriteFile(tmp, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "interp")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("first")
+	p := testInterpProvider{host, dir}
+	l := newTestLauncherWith(t, state, p, 1, func(cfg *Config) { cfg.Warm = nil })
+	root := rootOf(t, l, rootfs.Python)
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if cp := c.files[filepath.Join(dir, "interp")]; cp != nil {
+			unix.Unlinkat(int(c.mnt.Fd()), c.path(cp.name), 0)
+			delete(c.files, filepath.Join(dir, "interp"))
+		}
+		for _, s := range c.stale {
+			unix.Unlinkat(int(c.mnt.Fd()), c.path(s.name), 0)
+		}
+		c.stale = nil
+	})
+	runOnce := func() string {
+		t.Helper()
+		res, err := l.Run(context.Background(), Spec{Language: rootfs.Python, Code: "print(1)", Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode == nil || *res.ExitCode != 0 {
+			t.Fatalf("the test's interpreter did not run: %+v", res)
+		}
+		return strings.TrimSpace(res.Stdout)
+	}
+	pooled := func() {
+		t.Helper()
+		pool := l.pools[poolKey(root, "")]
+		for deadline := time.Now().Add(20 * time.Second); len(pool) == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the pool held no prepared sandbox after 20 s")
+			}
+		}
+	}
+	pooled()
+	if got := runOnce(); got != "first" {
+		t.Fatalf("the run's interpreter said %q, want first", got)
+	}
+	pooled() // prepared with the first one's copy
+	write("second")
+	time.Sleep(copiesRecheck + 100*time.Millisecond)
+	if got := runOnce(); got != "second" {
+		t.Fatalf("after the interpreter changed, a run's said %q, want second: a pooled sandbox ran the old one's copy", got)
+	}
+	pooled()
+	if got := runOnce(); got != "second" {
+		t.Fatalf("the sandbox prepared after the change ran %q, want second", got)
+	}
+}
+
+// TestZygoteFollowsTheInterpreter: a zygote started from an interpreter that
+// has changed since (its copies are no longer its root's) is replaced, as a
+// worn one is: its children would run the old interpreter.
+func TestZygoteFollowsTheInterpreter(t *testing.T) {
+	requireCopies(t)
+	l := newWarmLauncher(t, 1)
+	root := rootOf(t, l, rootfs.Python)
+	zygote := func() *zygote {
+		t.Helper()
+		z, err := l.zygoteFor(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.zygoteDone(z)
+		return z
+	}
+	first := zygote()
+	if len(first.copies) == 0 {
+		t.Fatal("the zygote's sandbox has no interpreter copy")
+	}
+	if again := zygote(); again != first {
+		t.Fatal("a zygote whose interpreter had not changed was replaced")
+	}
+	// As if python3 had been replaced since the zygote started: the root's
+	// copies are no longer the ones it was started with.
+	l.zmu.Lock()
+	first.copies = []pid1.Copy{{Name: "python3.11-0", Target: "/usr/bin/python3.11"}}
+	l.zmu.Unlock()
+	next := zygote()
+	if next == first {
+		t.Fatal("a zygote started before its interpreter changed was kept")
+	}
+	l.zmu.Lock()
+	retiring := first.retiring
+	l.zmu.Unlock()
+	if !retiring {
+		t.Error("the replaced zygote is not retiring")
+	}
+	if !slices.Equal(next.copies, l.copiesFor(root)) {
+		t.Errorf("the new zygote's copies %+v, the root's %+v", next.copies, l.copiesFor(root))
+	}
+	if res := run(t, l, rootfs.Python, "print(1)"); res.Stdout != "1\n" {
+		t.Fatalf("a run after the replacement: %+v", res)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,6 +70,10 @@ type slot struct {
 	// preparation, a cold sandbox's interpreter once it has started
 	// (supervise); 0 otherwise.
 	childPID int
+	// copies are the interpreter copies its init bound (copiesFor, when it
+	// was prepared): took gives no run a sandbox whose copies are no longer
+	// its root's.
+	copies []pid1.Copy
 }
 
 // programPID is the host pid of the program, once the service knows it: a
@@ -383,6 +388,14 @@ func (l *Launcher) took(s *slot, root *rootfs.Root, warm rootfs.Language, memory
 		s.discard()
 		return l.takeSlot(root, warm, memoryBytes, stop)
 	}
+	if !slices.Equal(s.copies, l.copiesFor(root)) {
+		// An interpreter of its root changed (a package upgrade) since it was
+		// prepared: it would run the old one, from its copy, or holds it
+		// started. Its successor gets the new one.
+		l.log.Info("a pooled sandbox's interpreter changed since it was prepared; taking another", "warm", string(warm))
+		s.discard()
+		return l.takeSlot(root, warm, memoryBytes, stop)
+	}
 	if s.memoryBytes != memoryBytes {
 		if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: memoryBytes}); err != nil {
 			s.discard()
@@ -436,7 +449,7 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 		}
 	}
 	prep := l.newPrepareSpec(root, memoryBytes, s.ids)
-	prep.Copies = cp
+	prep.Copies, s.copies = cp, cp
 	s.warm = warm
 	switch warm {
 	case rootfs.JavaScript:

@@ -104,6 +104,10 @@ type zygote struct {
 	// runs and age are its bounds (Config.ZygoteRuns and ZygoteAge).
 	runs int
 	age  time.Duration
+	// copies are the interpreter copies of its sandbox (copiesFor): it runs
+	// the interpreter they were made from, and is replaced once they are no
+	// longer its root's (zygoteFor).
+	copies []pid1.Copy
 	// mu serialises fork requests; forks counts them.
 	mu    sync.Mutex
 	forks atomic.Int64
@@ -315,6 +319,7 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		stderr:  &limitedWriter{n: 4096},
 	}
 	cp := l.copiesFor(root)
+	z.copies = cp
 	var copiesFile *os.File
 	if len(cp) > 0 {
 		copiesFile = l.copies.mnt
@@ -634,8 +639,11 @@ func (l *Launcher) zygoteFor(root *rootfs.Root) (*zygote, error) {
 		return nil, ErrClosed
 	}
 	l.retired = slices.DeleteFunc(l.retired, func(z *zygote) bool { return z.exited() })
+	// A zygote started before its interpreter changed (a package upgrade)
+	// is worn too: its children would run the old one.
+	cps := l.copiesFor(root)
 	if z := l.zygotes[key]; z != nil {
-		if !z.worn() {
+		if !z.worn() && slices.Equal(z.copies, cps) {
 			if z.nearlyWorn() && l.znext[key] == nil {
 				l.startSuccessor(key, root)
 			}
@@ -653,7 +661,7 @@ func (l *Launcher) zygoteFor(root *rootfs.Root) (*zygote, error) {
 	if next := l.znext[key]; next != nil {
 		delete(l.znext, key)
 		<-next.done // started a while ago: done, as a rule
-		if next.err == nil && !next.z.worn() {
+		if next.err == nil && !next.z.worn() && slices.Equal(next.z.copies, cps) {
 			z = next.z
 		} else if next.z != nil {
 			next.z.kill()
