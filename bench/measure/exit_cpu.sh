@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# A warm JavaScript run's node against a cold one's, each over its whole life:
+# its CPU (every thread's, to its last thread's exit, so with its teardown)
+# and page faults, read by bpftrace at the exit of the process's last thread,
+# which perf's sampling and a program's own process.cpuUsage() (at its exit
+# event, before the teardown) do not give. A service of its own (cgroup
+# parent brig-exitcpu, under a temporary directory), then N rounds of a
+# console.log(1) run warm and one made cold by its environment (a NODE_
+# variable keeps a run off the warm pool: jail/warm.go), 0.3 s apart; a node
+# that lived over 250 ms is a warm one (it waited in the pool), a cold one
+# lives as long as its start.
+#   bash bench/measure/exit_cpu.sh [BINDIR] [N]
+# BINDIR holds brig, brig-init and brig-reaper (default: bin); N 20. Needs
+# bpftrace (Debian's bpftrace) and root.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$(cd "${1:-$here/../../bin}" && pwd)
+n=${2:-20}
+. "$here/lib.sh"
+[ "$(id -u)" = 0 ] || { echo "run as root: the service and bpftrace need it" >&2; exit 1; }
+command -v bpftrace >/dev/null || { echo "needs bpftrace (apt-get install bpftrace)" >&2; exit 1; }
+dir=$(mktemp -d /tmp/brig-exitcpu.XXXXXX)
+svc= bt=
+trap '[ -n "$bt" ] && kill "$bt" 2>/dev/null; [ -n "$svc" ] && { kill "$svc" 2>/dev/null; wait "$svc" 2>/dev/null; }; rm -rf "$dir"; remove_parent_lock brig-exitcpu' EXIT
+printf '[sandbox]\ncgroup_parent = "brig-exitcpu"\n' > "$dir/brig.toml"
+"$bin/brig" serve --config "$dir/brig.toml" --socket "$dir/brig.sock" --state-dir "$dir/state" \
+  --log-level warn > "$dir/serve.log" 2>&1 &
+svc=$!
+wait_serving "$dir/brig.sock" "$svc" "$dir/serve.log"
+# At the exit of a process's last thread: the exited threads' runtime
+# (signal->sum_sched_runtime), this thread's and its leader's (a zombie by
+# then, unless it is this one), and their minor faults.
+cat > "$dir/exit.bt" <<'BT'
+tracepoint:sched:sched_process_exit /comm == "node"/ {
+  $p = curtask;
+  if ($p->signal->live.counter == 0) {
+    $l = $p->group_leader;
+    $cpu = $p->signal->sum_sched_runtime + $p->se.sum_exec_runtime;
+    $flt = $p->signal->min_flt + $p->min_flt;
+    if ($l != $p) { $cpu = $cpu + $l->se.sum_exec_runtime; $flt = $flt + $l->min_flt; }
+    printf("exit %d %d %d\n", (nsecs - $l->start_time) / 1000000, $cpu / 1000, $flt);
+  }
+}
+BT
+bpftrace "$dir/exit.bt" > "$dir/exits" 2> "$dir/bt.err" &
+bt=$!
+for _ in $(seq 50); do grep -q Attaching "$dir/exits" 2>/dev/null && break; sleep 0.2; done
+grep -q Attaching "$dir/exits" || { cat "$dir/bt.err" >&2; exit 1; }
+for _ in $(seq "$n"); do
+  for env in '{}' '{"NODE_BRIG_MEASURE":"1"}'; do
+    curl -sf --unix-socket "$dir/brig.sock" -H 'content-type: application/json' \
+      -d "{\"language\":\"javascript\",\"code\":\"console.log(1)\",\"env\":$env}" http://brig/v1/runs > /dev/null
+    sleep 0.3
+  done
+done
+sleep 0.5
+kill "$bt"; wait "$bt" 2>/dev/null || true; bt=
+python3 - "$dir/exits" <<'PY'
+import statistics, sys
+rows = [tuple(map(int, l.split()[1:])) for l in open(sys.argv[1]) if l.startswith('exit ')]
+for name, keep in (('warm (lived over 250 ms)', lambda age: age > 250), ('cold', lambda age: age <= 250)):
+    v = [r for r in rows if keep(r[0])]
+    if not v:
+        print(name + ': none'); continue
+    cpu = sorted(r[1] / 1000 for r in v)
+    print('%s: %d nodes, CPU %.2f ms median (%.2f to %.2f), %d page faults' % (
+        name, len(v), statistics.median(cpu), cpu[0], cpu[-1], statistics.median(r[2] for r in v)))
+PY
