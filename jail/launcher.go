@@ -33,8 +33,16 @@ const (
 	// init is gone (every writer is dead by then; this only guards a defect).
 	drainGrace = 2 * time.Second
 	// prepareNice is the nice value of inits while they prepare and wait in the
-	// pool (they inherit it from the spawner's thread), so that refilling the pool
-	// takes CPU from no run; a run's init is set back to 0 when the run takes it.
+	// pool (they inherit it from the spawner's thread); a run's init is set back
+	// to 0 when the run takes it. It ranks them only against the processes of
+	// their own cpu cgroup: the spawner's thread and an init before its move
+	// against the service's threads, and afterwards nothing, since each
+	// sandbox is a cpu cgroup of its own with the default weight, which the
+	// scheduler weighs against the runs' groups before any nice value. Making
+	// a pooled sandbox's group an idle one (cpu.idle) until its run was
+	// measured and not kept (bench/HISTORY.md, fifteenth session): the same
+	// throughput in both languages and the same Python p50, JavaScript's tail
+	// traded for its p50.
 	prepareNice = 19
 	// sandboxTimerSlack is the timer slack, in ns, of every sandbox's processes
 	// (they inherit it from the spawner's thread, which sets it): the kernel's
