@@ -99,7 +99,37 @@ type interpCopy struct {
 
 type staleCopy struct {
 	name  string
+	size  int64
 	since time.Time
+}
+
+// CopiesStats is what the interpreters' copies hold in memory (the service's,
+// charged to its cgroup): how many there are and their bytes, the replaced
+// ones kept for the sandboxes given them (copyStaleAfter) included.
+type CopiesStats struct {
+	Copies int
+	Bytes  int64
+}
+
+// CopiesStats says what the interpreters' copies of the Launcher's process
+// hold; zero without copies.
+func (l *Launcher) CopiesStats() CopiesStats {
+	if l.copies == nil {
+		return CopiesStats{}
+	}
+	c := l.copies
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var st CopiesStats
+	for _, f := range c.files {
+		st.Copies++
+		st.Bytes += f.id.size
+	}
+	for _, s := range c.stale {
+		st.Copies++
+		st.Bytes += s.size
+	}
+	return st
 }
 
 // fileID is what tells that a file was replaced or changed.
@@ -293,7 +323,7 @@ func (c *copies) one(log *slog.Logger, root *rootfs.Root, interp string) *pid1.C
 	}
 	delete(c.failed, host)
 	if old := c.files[host]; old != nil {
-		c.stale = append(c.stale, staleCopy{old.name, time.Now()})
+		c.stale = append(c.stale, staleCopy{old.name, old.id.size, time.Now()})
 		log.Info("the interpreter changed: copied again", "interpreter", host, "copy", name)
 	} else {
 		log.Debug("the interpreter's copy on huge pages", "interpreter", host, "target", target, "bytes", id.size)

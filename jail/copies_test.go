@@ -404,10 +404,19 @@ func TestPooledSandboxFollowsTheInterpreter(t *testing.T) {
 		t.Fatalf("the run's interpreter said %q, want first", got)
 	}
 	pooled() // prepared with the first one's copy
+	before := l.CopiesStats()
 	write("second")
 	time.Sleep(copiesRecheck + 100*time.Millisecond)
 	if got := runOnce(); got != "second" {
 		t.Fatalf("after the interpreter changed, a run's said %q, want second: a pooled sandbox ran the old one's copy", got)
+	}
+	// The new copy, and the old one kept for the sandboxes given it.
+	st, err := os.Stat(filepath.Join(dir, "interp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := l.CopiesStats(); after.Copies != before.Copies+1 || after.Bytes != before.Bytes+st.Size() {
+		t.Errorf("CopiesStats %+v after the change, %+v before: want one more copy of %d bytes", after, before, st.Size())
 	}
 	pooled()
 	if got := runOnce(); got != "second" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/egress"
+	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/packages"
 )
 
@@ -221,5 +222,16 @@ func (m *metrics) registerPackageCache(c *packages.Cache) {
 		counter("brig_package_cache_refreshes_total", "Package layers of open constraints resolved again after packages.open_ttl.", func(s packages.Stats) float64 { return float64(s.Refreshes) }),
 		gauge("brig_package_cache_layers", "Package layers in the cache.", func(s packages.Stats) float64 { return float64(s.Layers) }),
 		gauge("brig_package_cache_bytes", "Bytes the package layers take on disk.", func(s packages.Stats) float64 { return float64(s.Bytes) }),
+	)
+}
+
+// registerCopies exports what the interpreters' copies hold (jail's
+// copies.go), read at each scrape: memory charged to the service's cgroup.
+func (m *metrics) registerCopies(stats func() jail.CopiesStats) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brig_interpreter_copies", Help: "Interpreter copies on huge pages the service holds, replaced ones still kept included."},
+			func() float64 { return float64(stats().Copies) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "brig_interpreter_copies_bytes", Help: "Bytes of memory the interpreter copies take (a tmpfs charged to the service's cgroup)."},
+			func() float64 { return float64(stats().Bytes) }),
 	)
 }

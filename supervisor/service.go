@@ -120,6 +120,9 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 	if cfg.Packages.Cache != nil {
 		s.metrics.registerPackageCache(cfg.Packages.Cache)
 	}
+	if c, ok := l.(interface{ CopiesStats() jail.CopiesStats }); ok {
+		s.metrics.registerCopies(c.CopiesStats)
+	}
 	keys, err := j.recover(interruptedResult, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("finishing the runs interrupted by the last stop: %w", err)

@@ -29,6 +29,8 @@ import (
 // completed run that printed "ok" when run is nil.
 type fakeLauncher struct {
 	run func(ctx context.Context, spec jail.Spec) (*jail.Result, error)
+	// copies is what CopiesStats says.
+	copies jail.CopiesStats
 
 	mu sync.Mutex
 	// specs are the specs of every call, in order. Guarded by mu.
@@ -51,6 +53,8 @@ func (f *fakeLauncher) Run(ctx context.Context, spec jail.Spec) (*jail.Result, e
 	}
 	return &jail.Result{End: jail.EndCompleted, ExitCode: &zero, Stdout: "ok\n", Timing: jail.Timing{StartMS: 1, TotalMS: 2}}, nil
 }
+
+func (f *fakeLauncher) CopiesStats() jail.CopiesStats { return f.copies }
 
 func (f *fakeLauncher) calls() int {
 	f.mu.Lock()
@@ -441,6 +445,19 @@ func TestStartPathCounted(t *testing.T) {
 	for path, want := range map[string]float64{jail.StartWarm: 2, jail.StartColdEmpty: 1} {
 		if got, _ := metricSum(text, "brig_run_starts_total", `language="javascript"`, `path="`+path+`"`); got != want {
 			t.Errorf("brig_run_starts_total{path=%q}: got %v, want %v", path, got, want)
+		}
+	}
+}
+
+// TestCopiesGauges: what the launcher's interpreter copies hold is exported
+// at each scrape.
+func TestCopiesGauges(t *testing.T) {
+	l := &fakeLauncher{copies: jail.CopiesStats{Copies: 3, Bytes: 106_102_272}}
+	fs := newFakeService(t, l)
+	text := scrapeMetrics(fs.Service)
+	for name, want := range map[string]float64{"brig_interpreter_copies": 3, "brig_interpreter_copies_bytes": 106_102_272} {
+		if got, found := metricSum(text, name); !found || got != want {
+			t.Errorf("%s: got %v (found %v), want %v", name, got, found, want)
 		}
 	}
 }
