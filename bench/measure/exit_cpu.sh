@@ -19,14 +19,9 @@ n=${2:-20}
 . "$here/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "run as root: the service and bpftrace need it" >&2; exit 1; }
 command -v bpftrace >/dev/null || { echo "needs bpftrace (apt-get install bpftrace)" >&2; exit 1; }
-dir=$(mktemp -d /tmp/brig-exitcpu.XXXXXX)
-svc= bt=
-trap '[ -n "$bt" ] && kill "$bt" 2>/dev/null; [ -n "$svc" ] && { kill "$svc" 2>/dev/null; wait "$svc" 2>/dev/null; }; rm -rf "$dir"; remove_parent_lock brig-exitcpu' EXIT
-printf '[sandbox]\ncgroup_parent = "brig-exitcpu"\n' > "$dir/brig.toml"
-"$bin/brig" serve --config "$dir/brig.toml" --socket "$dir/brig.sock" --state-dir "$dir/state" \
-  --log-level warn > "$dir/serve.log" 2>&1 &
-svc=$!
-wait_serving "$dir/brig.sock" "$svc" "$dir/serve.log"
+bt=
+on_exit='[ -n "$bt" ] && kill "$bt" 2>/dev/null'
+own_service brig-exitcpu
 # At the exit of a process's last thread: the exited threads' runtime
 # (signal->sum_sched_runtime), this thread's and its leader's (a zombie by
 # then, unless it is this one), and their minor faults.

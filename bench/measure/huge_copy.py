@@ -16,8 +16,6 @@ import statistics
 import sys
 import tempfile
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 30
-ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 2
 CLONE_NEWNS = 0x20000
 MS_REC, MS_PRIVATE = 0x4000, 1 << 18
 
@@ -30,11 +28,14 @@ def check(r, what):
         raise OSError(e, '%s: %s' % (what, os.strerror(e)))
 
 
-def start(argv):
-    """One start's CPU (ms) and minor faults."""
+def start(argv, cpu=None):
+    """One start's CPU (ms) and minor faults, on CPU cpu when given (the
+    starts of bench/measure/cpu_speed.py)."""
     pid = os.fork()
     if pid == 0:
         try:
+            if cpu is not None:
+                os.sched_setaffinity(0, {cpu})
             fd = os.open('/dev/null', os.O_WRONLY)
             os.dup2(fd, 1)
             os.execve(argv[0], argv, {})
@@ -47,6 +48,8 @@ def start(argv):
 
 
 def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
     if os.geteuid() != 0:
         raise SystemExit('run as root: it mounts a tmpfs in a mount namespace of its own')
     check(libc.unshare(CLONE_NEWNS), 'unshare')
@@ -65,10 +68,10 @@ def main():
             copy = os.path.join(huge, os.path.basename(real))
             shutil.copy2(real, copy)
             cases.append((real, [real] + args, [copy] + args))
-        for r in range(1, ROUNDS + 1):
+        for r in range(1, rounds + 1):
             for real, own, copied in cases:
                 got = {'own file': [], 'copy': []}
-                for _ in range(N):  # in turn, so that both share the machine's drift
+                for _ in range(n):  # in turn, so that both share the machine's drift
                     got['own file'].append(start(own))
                     got['copy'].append(start(copied))
                 ms = {k: statistics.median(c for c, _ in v) for k, v in got.items()}
@@ -80,4 +83,5 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
 
-main()
+if __name__ == '__main__':
+    main()

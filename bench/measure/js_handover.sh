@@ -13,14 +13,7 @@ bin=$(cd "${1:-$here/../../bin}" && pwd)
 n=${2:-6}
 . "$here/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "run as root: the service needs it" >&2; exit 1; }
-dir=$(mktemp -d /tmp/brig-handover.XXXXXX)
-svc=
-trap '[ -n "$svc" ] && { kill "$svc" 2>/dev/null; wait "$svc" 2>/dev/null; }; rm -rf "$dir"; remove_parent_lock brig-handover' EXIT
-printf '[sandbox]\ncgroup_parent = "brig-handover"\n' > "$dir/brig.toml"
-"$bin/brig" serve --config "$dir/brig.toml" --socket "$dir/brig.sock" --state-dir "$dir/state" \
-  --log-level warn > "$dir/serve.log" 2>&1 &
-svc=$!
-wait_serving "$dir/brig.sock" "$svc" "$dir/serve.log"
+own_service brig-handover
 for _ in $(seq "$n"); do
   nodes=$(for p in $(pgrep -x node); do grep -q "memory:/brig-handover/" /proc/$p/cgroup 2>/dev/null && echo $p; done | paste -sd,)
   [ -n "$nodes" ] || { echo "no waiting node of this service: is JavaScript warm?" >&2; exit 1; }

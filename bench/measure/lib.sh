@@ -20,3 +20,20 @@ remove_parent_lock() {
   local f=/run/lock/brig-cgroup-$1.lock
   [ -e "$f" ] && flock -n "$f" rm -f "$f" || true
 }
+
+# own_service PARENT: starts "$bin/brig serve" (set bin first) on cgroup
+# parent PARENT, with its socket ($dir/brig.sock), state and log in a new
+# temporary directory $dir, and waits until it serves; at the script's exit
+# it runs $on_exit when set (the script's own cleanup), stops the service,
+# removes $dir and the parent's lock file.
+own_service() {
+  parent=$1
+  dir=$(mktemp -d "/tmp/$parent.XXXXXX")
+  svc=
+  trap 'if [ -n "${on_exit:-}" ]; then eval "$on_exit" || true; fi; [ -n "$svc" ] && { kill "$svc" 2>/dev/null; wait "$svc" 2>/dev/null; }; rm -rf "$dir"; remove_parent_lock "$parent"' EXIT
+  printf '[sandbox]\ncgroup_parent = "%s"\n' "$parent" > "$dir/brig.toml"
+  "$bin/brig" serve --config "$dir/brig.toml" --socket "$dir/brig.sock" --state-dir "$dir/state" \
+    --log-level warn > "$dir/serve.log" 2>&1 &
+  svc=$!
+  wait_serving "$dir/brig.sock" "$svc" "$dir/serve.log"
+}
