@@ -30,7 +30,7 @@ own_service() {
   parent=$1
   dir=$(mktemp -d "/tmp/$parent.XXXXXX")
   svc=
-  trap 'if [ -n "${on_exit:-}" ]; then eval "$on_exit" || true; fi; [ -n "$svc" ] && { kill "$svc" 2>/dev/null; wait "$svc" 2>/dev/null; }; rm -rf "$dir"; remove_parent_lock "$parent"' EXIT
+  trap 'if [ -n "${on_exit:-}" ]; then eval "$on_exit" || true; fi; [ -n "$svc" ] && { kill "$svc" 2>/dev/null; wait "$svc" 2>/dev/null || true; }; rm -rf "$dir"; remove_parent_lock "$parent"' EXIT
   printf '[sandbox]\ncgroup_parent = "%s"\n' "$parent" > "$dir/brig.toml"
   "$bin/brig" serve --config "$dir/brig.toml" --socket "$dir/brig.sock" --state-dir "$dir/state" \
     --log-level warn > "$dir/serve.log" 2>&1 &
