@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -303,6 +304,33 @@ func TestAPIStatusCodes(t *testing.T) {
 		big = append(big, `"}`...)
 		resp, b := rawAPIRequest(t, ts, http.MethodPost, "/v1/runs", big, "Content-Type", "application/json")
 		checkAPIErrorShape(t, resp, b, http.StatusRequestEntityTooLarge, api.ErrorTooLarge)
+	})
+
+	t.Run("413 for a declared length over 4 MiB, to a client that sends it all first", func(t *testing.T) {
+		// As Python's http.client and Node's http do: the whole body, then
+		// the response. The answer must not be a broken pipe.
+		c, err := net.Dial("unix", ts.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		body := append([]byte(`{"language": "python", "code": "`), bytes.Repeat([]byte("x"), 5<<20)...)
+		body = append(body, `"}`...)
+		head := fmt.Sprintf("POST /v1/runs HTTP/1.1\r\nHost: brig\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+		if _, err := c.Write(append([]byte(head), body...)); err != nil {
+			t.Fatalf("sending the body: %v, want it read and a 413 after it", err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		e := checkAPIErrorShape(t, resp, b, http.StatusRequestEntityTooLarge, api.ErrorTooLarge)
+		if msg, _ := e["message"].(string); !strings.Contains(msg, "env") {
+			t.Errorf("message %q: want it to name what may make a body large, env too", msg)
+		}
 	})
 
 	t.Run("no run for any refusal", func(t *testing.T) {

@@ -153,15 +153,26 @@ func asRequested(reqs []packages.Request, pkgs []packages.Resolved) []packages.R
 }
 
 // packageResults is the Result's packages block: for each request, in the
-// run's order and as the run wrote it, the package that satisfies it.
+// run's order and as the run wrote it, the package that satisfies it. Without
+// a lease (the run ended before its packages were resolved: refused by the
+// policy, unavailable, stopped) each request still has its entry, with the
+// name it normalises to and no version, so that a harness can match a refusal
+// to what it sent.
 func packageResults(req api.Request, lease *packages.Lease) []api.PackageResult {
-	pkgs := lease.Manifest.Packages
-	if reqs, err := packages.ParseRequests(req.Language, req.Packages); err == nil {
-		pkgs = asRequested(reqs, pkgs)
-	} // else validation and preparePackages parsed them already: match as written
+	var pkgs []packages.Resolved
+	reqs, err := packages.ParseRequests(req.Language, req.Packages)
+	if lease != nil {
+		pkgs = lease.Manifest.Packages
+		if err == nil {
+			pkgs = asRequested(reqs, pkgs)
+		} // else validation and preparePackages parsed them already: match as written
+	}
 	out := make([]api.PackageResult, 0, len(req.Packages))
-	for _, raw := range req.Packages {
-		pr := api.PackageResult{Request: raw, Cached: lease.Cached}
+	for i, raw := range req.Packages {
+		pr := api.PackageResult{Request: raw, Cached: lease != nil && lease.Cached}
+		if err == nil {
+			pr.Name = reqs[i].Name
+		}
 		for _, p := range pkgs {
 			if p.Request == raw {
 				pr.Name, pr.Version = p.Name, p.Version

@@ -164,16 +164,24 @@ func TestPackagesRefusals(t *testing.T) {
 		pkgs    []string
 		reason  api.Reason
 		outcome api.Outcome
+		names   []string // each request's entry in the result: its normalised name, no version
 	}{
-		{"unknown package", []string{"no-such-pkg==1.0"}, api.ReasonPackageUnavailable, api.OutcomeFailed},
-		{"unknown version", []string{"pkg-a==9.9"}, api.ReasonPackageUnavailable, api.OutcomeFailed},
-		{"no wheel", []string{"nowheel==1.0"}, api.ReasonPackageUnavailable, api.OutcomeFailed},
-		{"denied", []string{"forbidden-thing>=0"}, api.ReasonPackageBlocked, api.OutcomeBlocked},
+		{"unknown package", []string{"no-such-pkg==1.0"}, api.ReasonPackageUnavailable, api.OutcomeFailed, []string{"no-such-pkg"}},
+		{"unknown version", []string{"pkg-a==9.9"}, api.ReasonPackageUnavailable, api.OutcomeFailed, []string{"pkg-a"}},
+		{"no wheel", []string{"nowheel==1.0"}, api.ReasonPackageUnavailable, api.OutcomeFailed, []string{"nowheel"}},
+		{"denied", []string{"Pkg_A==1.0", "Forbidden.Thing>=0"}, api.ReasonPackageBlocked, api.OutcomeBlocked, []string{"pkg-a", "forbidden-thing"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := ts.mustRun(t, request("python", "print('ran')", withPackageRequests(tc.pkgs...)))
 			if res.Reason != tc.reason || res.Outcome != tc.outcome || res.Stdout != "" || res.Message == "" {
 				t.Errorf("got %s/%s stdout %q message %q, want %s/%s, no output, a message", res.Reason, res.Outcome, res.Stdout, res.Message, tc.reason, tc.outcome)
+			}
+			var want []api.PackageResult
+			for i, raw := range tc.pkgs {
+				want = append(want, api.PackageResult{Request: raw, Name: tc.names[i]})
+			}
+			if !slices.Equal(res.Packages, want) {
+				t.Errorf("packages: got %+v, want %+v (each request, unresolved)", res.Packages, want)
 			}
 		})
 	}

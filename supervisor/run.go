@@ -202,7 +202,7 @@ func pendingResult(id string, req api.Request) *api.Result {
 		ID:       id,
 		Language: api.Language(req.Language),
 		State:    api.StateQueued,
-		Packages: []api.PackageResult{},
+		Packages: packageResults(req, nil),
 		Network:  api.NetworkReport{Mode: req.Network.Mode, Connections: []api.Connection{}},
 	}
 }

@@ -223,14 +223,41 @@ func (r *recorder) statusCode() int {
 	return r.status
 }
 
+// maxDiscardBytes and discardTime bound what discardBody reads.
+const (
+	maxDiscardBytes = 64 << 20
+	discardTime     = 10 * time.Second
+)
+
+// discardBody reads and drops the rest of a request body after its answer has
+// been sent. Many clients (Python's http.client, Node's http) send a whole
+// body before they read the response: had the connection been closed with
+// their body unread, they would see a broken pipe or a reset instead of the
+// answer, which a harness takes for a network failure and retries. A client
+// that waits for the answer (Expect: 100-continue, or one that reads while it
+// writes) has it at once. A body larger than maxDiscardBytes, or slower than
+// discardTime, is cut off.
+func discardBody(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil || r.Header.Get("Expect") != "" {
+		return // Go's server sent no 100 Continue: the client sends no body
+	}
+	if rc.EnableFullDuplex() != nil || rc.SetReadDeadline(time.Now().Add(discardTime)) != nil {
+		return
+	}
+	io.CopyN(io.Discard, r.Body, maxDiscardBytes)
+}
+
 func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
 	tooLarge := func() error {
-		return newError(api.ErrorTooLarge, "the request body is over %d bytes; shorten the code (at most %d characters)", api.MaxBodyBytes, api.MaxCodeChars)
+		return newError(api.ErrorTooLarge, "the request body is over %d bytes; send less: the code is at most %d characters, and env at most %d entries", api.MaxBodyBytes, api.MaxCodeChars, api.MaxEnvEntries)
 	}
 	// A body its length declares too large is refused before it is sent, not
 	// once 4 MiB of it have come (or the client has waited out the read).
 	if r.ContentLength > api.MaxBodyBytes {
-		return tooLarge()
+		writeError(w, tooLarge())
+		discardBody(w, r)
+		return nil
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
 	if err != nil {
