@@ -204,12 +204,18 @@ func parsePython(s string) (Request, error) {
 	// the name's message below misleading.
 	if at := strings.IndexByte(s, '@'); at >= 0 || strings.Contains(s, "://") || strings.HasPrefix(strings.ToLower(s), "git+") {
 		example := pyExample
+		// npm's syntax for a Python run (a version or range after the "@", no
+		// URL): say so, with pip's spelling.
+		if at == 0 && !strings.Contains(s, "://") {
+			return Request{}, refuse(s, "%q is a scoped npm package: a Python run's packages are pip's, written name==version, such as %s (an npm package needs a javascript run)", s, pyExample)
+		}
 		if at > 0 {
 			if name := strings.TrimSpace(s[:at]); pyNameRE().MatchString(name) {
 				example = name + "==1.0.0"
-				// npm's syntax for a Python run: say so, with pip's spelling.
 				if v := strings.TrimSpace(s[at+1:]); v != "" && strings.Trim(v, "0123456789.") == "" {
 					return Request{}, refuse(s, "%q is written as for npm; a Python run's packages are pip's, written name==version, such as %s==%s", s, name, v)
+				} else if v != "" && !strings.ContainsAny(v, ":/") {
+					return Request{}, refuse(s, "%q is written as for npm; a Python run's packages are pip's, written name==version: %s", s, pyPin(name))
 				}
 			}
 		}
