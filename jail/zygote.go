@@ -68,6 +68,36 @@ import (
 //go:embed zygote.py
 var zygoteSource string
 
+// landlockABI is the kernel's Landlock ABI version, or an error where it has
+// none (not built, or not in the lsm= list).
+func landlockABI() (int, error) {
+	const createRulesetVersion = 1 << 0
+	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, createRulesetVersion)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(abi), nil
+}
+
+// CheckWarmPython says whether a Python zygote can keep its executable from
+// its children (zygote.py's _landlock: Landlock's ABI 2). It always passes:
+// without it the zygote does not start and Python runs cold.
+func CheckWarmPython() Check {
+	c := Check{Name: "warm python", OK: true}
+	abi, err := landlockABI()
+	if err == nil && abi >= 2 {
+		c.Detail = fmt.Sprintf("Landlock ABI %d: a zygote's children are kept from its executable", abi)
+		return c
+	}
+	c.Warn = true
+	c.Detail = fmt.Sprintf("Landlock ABI %d (%v): no zygote starts, Python runs cold", abi, err)
+	if err == nil {
+		c.Detail = fmt.Sprintf("Landlock ABI %d: no zygote starts, Python runs cold", abi)
+	}
+	c.Hint = "warm Python needs Landlock's ABI 2: Linux 5.19 or later with landlock in the lsm= list; or turn warm Python off to say that you mean it"
+	return c
+}
+
 // DefaultZygoteRuns and DefaultZygoteAge are Config.ZygoteRuns' and
 // ZygoteAge's zero values. The age is the bound that keeps a layout and a
 // seed from staying for long; the runs bound a burst: at 1,000 a zygote lives

@@ -27,6 +27,11 @@ _PR_GET_SECCOMP = 21
 _SECCOMP_MODE_FILTER = 2
 _SECCOMP_SET_MODE_FILTER = 1
 _SYS_io_uring_setup = 425  # the same number on every architecture
+_SYS_landlock_create_ruleset = 444  # the same on every architecture too
+_SYS_landlock_add_rule = 445
+_SYS_landlock_restrict_self = 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_RULE_PATH_BENEATH = 1
 _SYS_io_uring_register = 427
 _IORING_REGISTER_BUFFERS = 0
 _IORING_UNREGISTER_BUFFERS = 1
@@ -60,6 +65,50 @@ _prctl = _bind('prctl', _c_int, _c_int, _c_ulong, _c_ulong, _c_ulong, _c_ulong)
 # and three word-sized arguments, in registers as a variadic call passes them
 # on x86-64 and arm64 (ctypes made the same call untyped).
 _syscall = _bind('syscall', _c_long, _c_long, _c_void_p, _c_void_p, _c_void_p)
+# The same with four, for landlock_add_rule, whose flags must be 0 (a
+# function object of its own: _bind's is the library's cached one).
+_syscall4 = _libc['syscall']
+_syscall4.restype, _syscall4.argtypes = _c_long, (_c_long, _c_void_p, _c_void_p, _c_void_p, _c_void_p)
+
+
+class _Beneath(ctypes.Structure):
+    """struct landlock_path_beneath_attr."""
+    _pack_ = 1
+    _fields_ = [('allowed_access', ctypes.c_uint64), ('parent_fd', ctypes.c_int32)]
+
+
+def _landlock():
+    """The Landlock ruleset attribute a child restricts itself with: every
+    file system access right this kernel's Landlock knows, handled (granted
+    beneath the sandbox's root by the child's one rule, _sandbox), and the
+    rule's attribute to fill with the root.
+
+    Why: a child's executable (/proc/self/exe) is the zygote's, one file
+    that every child of the zygote shares, in no sandbox's tree; a run that
+    opened it could lock it against the runs beside it, or watch them open
+    it: a channel between runs that a cold run, whose executable is its own
+    sandbox's file, does not have. Landlock refuses what lies outside the
+    sandbox's tree, that file alone here (pipes, sockets and memfds, which
+    no path names, are not checked), so the run can't open it, and
+    no other run can either, for a watch to see. The kernel can't change a
+    forked child's executable to its sandbox's file while the zygote's is
+    mapped (PR_SET_MM_MAP, EBUSY). Landlock's ABI 2 is needed: before it, a
+    rename or a link into another folder is refused whenever Landlock
+    restricts (EXDEV), which a cold run does not see. A zygote without it
+    does not start, and Python runs cold."""
+    abi = _syscall(_SYS_landlock_create_ruleset, None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
+    if abi < 2:
+        raise OSError(ctypes.get_errno() if abi < 0 else 0,
+                      'Landlock ABI 2 is needed to keep the zygote\'s executable from its children (ABI %d here; %s)' % (
+                          abi, 'Linux 5.19 or later, with landlock in the lsm= list' if abi < 0 else 'Linux 5.19 or later'))
+    access = (1 << 13) - 1  # ABI 1: execute, read and write files, read folders, remove, make
+    access |= 1 << 13  # ABI 2: refer (link or rename into another folder)
+    if abi >= 3:
+        access |= 1 << 14  # truncate
+    if abi >= 5:
+        access |= 1 << 15  # ioctl on devices
+    attr = ctypes.c_uint64(access)  # struct landlock_ruleset_attr's first field; 8 bytes is ABI 1's size
+    return attr, _Beneath(access, -1)
 
 
 def _check(r, what):
@@ -163,6 +212,7 @@ def _serve():
     huge, huge_why = _huge_code() if cfg['huge_code'] else (0, 'turned off')
     global _ring
     _ring, pinned, why, trial = _pin(cfg['pin_max_pages'], cfg['pin_mode'], cfg['pin_all_margin'])
+    cfg['landlock'] = _landlock()
     if cfg['zygote_filter']:
         # Loaded once here, after the pin trial's children, and inherited by
         # every child as the kernel compiled it; a child stacks its own on it
@@ -590,6 +640,17 @@ def _sandbox(cfg, req, fds):
         os.chdir('/sandbox')
         step = 'seccomp'
         _check(_prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 'PR_SET_NO_NEW_PRIVS')
+        step = 'landlock'  # _landlock says why
+        attr, beneath = cfg['landlock']
+        beneath.parent_fd = os.open('/', os.O_PATH | os.O_CLOEXEC)
+        ruleset = _syscall(_SYS_landlock_create_ruleset, ctypes.addressof(attr), ctypes.sizeof(attr), None)
+        _check(ruleset, 'landlock_create_ruleset')
+        _check(_syscall4(_SYS_landlock_add_rule, ruleset, _LANDLOCK_RULE_PATH_BENEATH, ctypes.addressof(beneath), None),
+               'landlock_add_rule')
+        _check(_syscall(_SYS_landlock_restrict_self, ruleset, None, None), 'landlock_restrict_self')
+        os.close(ruleset)
+        os.close(beneath.parent_fd)
+        step = 'seccomp'
         # The child's filter is stacked on the zygote's, which alone allows
         # setns and unshare: fail closed if it is not there beneath.
         if cfg['zygote_filter'] and _prctl(_PR_GET_SECCOMP, 0, 0, 0, 0) != _SECCOMP_MODE_FILTER:
@@ -609,7 +670,7 @@ _sandbox(_cfg, _req, _fds)
 if 'threading' in sys.modules and hasattr(sys.modules['threading'].main_thread(), '_set_native_id'):
     sys.modules['threading'].main_thread()._set_native_id()
 _path = _req['path']
-del _cfg, _req, _fds, _serve, _decode_filter, _huge_code, _huge_kib, _pin, _verdict, _ranges, _written, _fork_cost, _PROBE, _TRIAL, _TRIAL_FORKS, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
+del _cfg, _req, _fds, _serve, _decode_filter, _landlock, _Beneath, _syscall4, _huge_code, _huge_kib, _pin, _verdict, _ranges, _written, _fork_cost, _PROBE, _TRIAL, _TRIAL_FORKS, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
 del _CAP_HEADER, _CAP_DATA, _CAPSET
 # From here on this process is the run's program, which waits in its sandbox
 # for its run: the code, written as its script, and the environment. What does

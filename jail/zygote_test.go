@@ -865,3 +865,85 @@ func TestZygotePinVerdict(t *testing.T) {
 		})
 	}
 }
+
+// TestZygoteChildrenCannotOpenTheirExecutable: the warm Python runs of one
+// zygote share its executable (their /proc/self/exe is the zygote's file, not
+// their sandbox's), so none may open it: a run that could would lock it
+// against the runs beside it, or watch them open it. Found by an audit: two
+// concurrent warm runs saw each other's opens, and one's flock held the
+// other's off. Each is refused by Landlock (zygote.py, _landlock).
+func TestZygoteChildrenCannotOpenTheirExecutable(t *testing.T) {
+	l := newWarmLauncher(t, 2)
+	waitWarm(t, l)
+	const exe = `
+import ctypes, fcntl, select, time
+st = os.stat('/proc/self/exe')
+r['exe'] = '%d:%d' % (st.st_dev, st.st_ino)
+r['open'] = trial(lambda: os.close(os.open('/proc/self/exe', os.O_RDONLY)))
+def lock():
+    fd = os.open('/proc/self/exe', os.O_PATH)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
+r['lock'] = trial(lock)
+`
+	watcher := pyTrial + exe + `
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(0)
+w = libc.inotify_add_watch(fd, b'/proc/self/exe', 0xfff)  # IN_ALL_EVENTS
+time.sleep(3)
+n = 0
+while w >= 0 and select.select([fd], [], [], 0)[0]:
+    n += len(os.read(fd, 65536)) // 16
+r['events'] = str(n)
+` + pyDump
+	started := make(chan struct{})
+	first := make(chan *Result, 1)
+	go func() {
+		first <- run(t, l, rootfs.Python, watcher, func(s *Spec) { s.OnStart = func() { close(started) } })
+	}()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first run did not start in 30 s")
+	}
+	time.Sleep(500 * time.Millisecond) // its watch is set
+	second := run(t, l, rootfs.Python, pyTrial+exe+pyDump)
+	results := map[string]*Result{"watcher": <-first, "second": second}
+	got := map[string]map[string]string{}
+	for name, res := range results {
+		if res.Start != StartWarm {
+			t.Fatalf("the %s run started %s, want warm", name, res.Start)
+		}
+		p, err := tryProbeResult(res)
+		if err != nil {
+			t.Fatalf("the %s run: %v", name, err)
+		}
+		got[name] = p
+	}
+	if got["watcher"]["exe"] != got["second"]["exe"] {
+		t.Fatalf("the runs' executables are %s and %s: not one zygote's children, nothing shared to check", got["watcher"]["exe"], got["second"]["exe"])
+	}
+	for name, p := range got {
+		checkProbe(t, p, []check{
+			{name: name + " can't open its executable", key: "open", want: "EACCES"},
+			{name: name + " can't lock it (a path descriptor is all it gets)", key: "lock", want: "EBADF"},
+		})
+	}
+	checkProbe(t, got["watcher"], []check{{name: "the watcher saw nothing of the other run", key: "events", want: "0"}})
+}
+
+// TestCheckWarmPython: brig check's line passes without a warning exactly where
+// a zygote can restrict its children (Landlock's ABI 2), which this suite's
+// warm runs need: on a host without it they run cold and the warm tests fail.
+func TestCheckWarmPython(t *testing.T) {
+	c := CheckWarmPython()
+	abi, err := landlockABI()
+	if !c.OK || c.Warn != (err != nil || abi < 2) || c.Warn != (c.Hint != "") {
+		t.Errorf("got %+v with Landlock ABI %d, %v", c, abi, err)
+	}
+	if c.Warn {
+		t.Errorf("this host has no Landlock ABI 2 (%d, %v): warm Python runs cold here", abi, err)
+	}
+}

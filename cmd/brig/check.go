@@ -73,6 +73,9 @@ func checkAction(c *cli.Context) error {
 	if lc.Copies {
 		checks = append(checks, jail.CheckInterpreterCopies())
 	}
+	if lc.Warm[rootfs.Python] {
+		checks = append(checks, jail.CheckWarmPython())
+	}
 	checks = append(checks, initCheck())
 	checks = append(checks, directCheck())
 	lookup := net.DefaultResolver.LookupNetIP
