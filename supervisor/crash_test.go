@@ -241,7 +241,7 @@ func TestCrashRecovery(t *testing.T) {
 			if err != nil {
 				t.Fatalf("GET after the restart: %v", err)
 			}
-			checkStopped(t, res)
+			checkStopped(t, res, "")
 			if res.ID != id || res.Language != "python" || res.ExitCode != nil {
 				t.Errorf("got id %q language %q exit %s, want %q python and no exit code", res.ID, res.Language, exitCodeString(res.ExitCode), id)
 			}

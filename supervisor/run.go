@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -20,9 +21,11 @@ type run struct {
 	req      api.Request
 	peerUID  int
 	accepted time.Time
-	// stop cancels the run's context: DELETE, and Shutdown after its grace.
+	// stop cancels the run's context with why (errDeleted, errShutdown,
+	// errClientGone): DELETE, Shutdown after its grace, a client gone before
+	// it learnt a generated id.
 	ctx  context.Context
-	stop context.CancelFunc
+	stop context.CancelCauseFunc
 	// done is closed once result is set.
 	done chan struct{}
 
@@ -72,7 +75,7 @@ type run struct {
 const maxRefusalEvents = egress.MaxRefusals
 
 func newRun(id, key string, req api.Request, peerUID int, now time.Time) *run {
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancelCause(context.Background())
 	return &run{
 		id:       id,
 		key:      key,
@@ -86,6 +89,33 @@ func newRun(id, key string, req api.Request, peerUID int, now time.Time) *run {
 		events:   []api.Event{{Event: api.EventAccepted, ID: id}},
 		changed:  make(chan struct{}),
 	}
+}
+
+// Why a run was stopped (run.stop's causes), for its result's message, so
+// that a harness can tell its own DELETE from an operator's restart.
+var (
+	errDeleted    = errors.New("a DELETE request")
+	errShutdown   = errors.New("the service's shutdown")
+	errClientGone = errors.New("its client, gone before it learnt the run's generated id")
+)
+
+// stopCause is why the run was stopped: one of the errors above, or nil.
+func (r *run) stopCause() error {
+	switch cause := context.Cause(r.ctx); cause {
+	case errDeleted, errShutdown, errClientGone:
+		return cause
+	}
+	return nil
+}
+
+// stoppedMessage is a stopped run's message ("the run was stopped ...") with
+// who stopped it, and for a shutdown what to do.
+func stoppedMessage(msg string, cause error) string {
+	msg = strings.Replace(msg, "the run was stopped", "the run was stopped by "+cause.Error(), 1)
+	if cause == errShutdown {
+		msg += "; send it again once the service is back"
+	}
+	return msg
 }
 
 // runKey is the run's key: its id within its owner's uid.
@@ -167,7 +197,7 @@ func (r *run) finish(res *api.Result) {
 	r.state = api.StateFinished
 	r.appendLocked(api.Event{Event: api.EventResult, Result: res})
 	r.mu.Unlock()
-	r.stop() // releases the context's resources; the run is over
+	r.stop(nil) // releases the context's resources; the run is over
 	close(r.done)
 }
 

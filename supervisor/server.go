@@ -289,7 +289,7 @@ func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
 			// would run unseen.
 			if req.ID == "" {
 				s.log.Info("stopping a run whose client went away before it learnt the run's id", logID, run.id)
-				run.stop()
+				run.stop(errClientGone)
 			}
 			return nil
 		}
@@ -409,7 +409,7 @@ func (s *Service) deleteRun(w http.ResponseWriter, r *http.Request) error {
 	if run == nil {
 		return respond(w, resultOf(rec))
 	}
-	run.stop()
+	run.stop(errDeleted)
 	select {
 	case <-run.done:
 	case <-r.Context().Done():

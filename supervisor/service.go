@@ -213,7 +213,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	left := len(s.runs)
 	for _, r := range s.runs {
-		r.stop()
+		r.stop(errShutdown)
 	}
 	s.mu.Unlock()
 	if left > 0 {
@@ -446,6 +446,9 @@ func (s *Service) execute(r *run, t *ticket) {
 // finish ends a run: the journal's pending file keeps its result, then its
 // stream gets it, and it leaves memory once the journal has committed it.
 func (s *Service) finish(r *run, res *api.Result) {
+	if cause := r.stopCause(); res.Reason == api.ReasonStopped && cause != nil {
+		res.Message = stoppedMessage(res.Message, cause)
+	}
 	r.mu.Lock()
 	started := r.started
 	r.mu.Unlock()

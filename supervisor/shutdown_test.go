@@ -40,7 +40,7 @@ func TestShutdown(t *testing.T) {
 			name:    "grace expires",
 			grace:   500 * time.Millisecond,
 			code:    "while True:\n    pass\n",
-			check:   func(t *testing.T, res *api.Result) { checkStopped(t, res) },
+			check:   func(t *testing.T, res *api.Result) { checkStopped(t, res, "stopped by the service's shutdown before the program ended; send it again once the service is back") },
 			minTook: 500 * time.Millisecond,
 			maxTook: 5 * time.Second,
 		},
@@ -49,7 +49,7 @@ func TestShutdown(t *testing.T) {
 			name:    "no grace",
 			grace:   -1,
 			code:    "while True:\n    pass\n",
-			check:   func(t *testing.T, res *api.Result) { checkStopped(t, res) },
+			check:   func(t *testing.T, res *api.Result) { checkStopped(t, res, "stopped by the service's shutdown before the program ended; send it again once the service is back") },
 			maxTook: 3 * time.Second,
 		},
 	} {

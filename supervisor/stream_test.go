@@ -277,13 +277,14 @@ func checkSucceeded(tb testing.TB, res *api.Result, stdout string) {
 	}
 }
 
-// checkStopped checks a run ended by DELETE or a shutdown (network none).
-func checkStopped(tb testing.TB, res *api.Result) {
+// checkStopped checks a run ended by DELETE or a shutdown (network none),
+// whose message says who stopped it (by; "" for a run the journal finished).
+func checkStopped(tb testing.TB, res *api.Result, by string) {
 	tb.Helper()
 	if res.State != api.StateFinished || res.Status != api.StatusFailed || res.Reason != api.ReasonStopped ||
-		res.Outcome != api.OutcomeFailed || res.Message == "" {
-		tb.Errorf("got %s/%s reason %q outcome %q message %q, want finished/failed reason stopped outcome failed with a message",
-			res.State, res.Status, res.Reason, res.Outcome, res.Message)
+		res.Outcome != api.OutcomeFailed || res.Message == "" || !strings.Contains(res.Message, by) {
+		tb.Errorf("got %s/%s reason %q outcome %q message %q, want finished/failed reason stopped outcome failed with a message that says %q",
+			res.State, res.Status, res.Reason, res.Outcome, res.Message, by)
 	}
 }
 
@@ -540,7 +541,7 @@ func TestResultPostClientGone(t *testing.T) {
 	t.Run("unnamed running", func(t *testing.T) {
 		id := post(t, request("python", "import time\ntime.sleep(30)\nprint(\"unnamed\")\n"), api.StateRunning)
 		res := finished(t, id, 10*time.Second)
-		checkStopped(t, res)
+		checkStopped(t, res, "stopped by its client")
 		if res.Stdout != "" {
 			t.Errorf("got stdout %q, want none", res.Stdout)
 		}
@@ -553,7 +554,7 @@ func TestResultPostClientGone(t *testing.T) {
 		if _, err := ts.client.Stop(context.Background(), "gone-holder"); err != nil {
 			t.Errorf("stopping the run that holds the slot: %v", err)
 		}
-		checkStopped(t, res)
+		checkStopped(t, res, "stopped by its client")
 		if res.Stdout != "" || res.Timing.StartMS != 0 || !strings.Contains(res.Message, "did not run") {
 			t.Errorf("got stdout %q, start_ms %d, message %q, want a run that never started", res.Stdout, res.Timing.StartMS, res.Message)
 		}
@@ -581,7 +582,7 @@ func TestDeleteRun(t *testing.T) {
 				s.waitEvent(t, api.EventStarted, 10*time.Second)
 				return "del-running", nil
 			},
-			check:       func(t *testing.T, res, _ *api.Result) { checkStopped(t, res) },
+			check:       func(t *testing.T, res, _ *api.Result) { checkStopped(t, res, "stopped by a DELETE request") },
 			wantStarted: true,
 		},
 		{
@@ -603,7 +604,7 @@ func TestDeleteRun(t *testing.T) {
 				return "del-queued", nil
 			},
 			check: func(t *testing.T, res, _ *api.Result) {
-				checkStopped(t, res)
+				checkStopped(t, res, "stopped by a DELETE request")
 				if res.ExitCode != nil || res.Stdout != "" {
 					t.Errorf("got exit %s stdout %q, want no exit code and no output: the program never ran", exitCodeString(res.ExitCode), res.Stdout)
 				}
@@ -675,7 +676,7 @@ func TestGetRunningRunShowsOutputSoFar(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DELETE: %v", err)
 	}
-	checkStopped(t, res)
+	checkStopped(t, res, "stopped by a DELETE request")
 	if res.Stdout != "partial\n" {
 		t.Errorf("got the stopped run's stdout %q, want %q (output is kept for failed runs)", res.Stdout, "partial\n")
 	}
