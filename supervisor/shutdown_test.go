@@ -37,19 +37,23 @@ func TestShutdown(t *testing.T) {
 			refuse:  true,
 		},
 		{
-			name:    "grace expires",
-			grace:   500 * time.Millisecond,
-			code:    "while True:\n    pass\n",
-			check:   func(t *testing.T, res *api.Result) { checkStopped(t, res, "stopped by the service's shutdown before the program ended; send it again once the service is back") },
+			name:  "grace expires",
+			grace: 500 * time.Millisecond,
+			code:  "while True:\n    pass\n",
+			check: func(t *testing.T, res *api.Result) {
+				checkStopped(t, res, "stopped by the service's shutdown before the program ended; send it again once the service is back")
+			},
 			minTook: 500 * time.Millisecond,
 			maxTook: 5 * time.Second,
 		},
 		{
 			// brig serve's grace = "0s".
-			name:    "no grace",
-			grace:   -1,
-			code:    "while True:\n    pass\n",
-			check:   func(t *testing.T, res *api.Result) { checkStopped(t, res, "stopped by the service's shutdown before the program ended; send it again once the service is back") },
+			name:  "no grace",
+			grace: -1,
+			code:  "while True:\n    pass\n",
+			check: func(t *testing.T, res *api.Result) {
+				checkStopped(t, res, "stopped by the service's shutdown before the program ended; send it again once the service is back")
+			},
 			maxTook: 3 * time.Second,
 		},
 	} {
