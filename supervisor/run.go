@@ -36,8 +36,9 @@ type run struct {
 	events []api.Event
 	// changed is closed and replaced each time events grows. Guarded by mu.
 	changed chan struct{}
-	// started is set when the program has started. Guarded by mu.
-	started bool
+	// started is set when the program has started, at startedAt. Guarded by mu.
+	started   bool
+	startedAt time.Time
 	// result is set when the run has finished. Guarded by mu.
 	result *api.Result
 	// prepared is how long the run's packages took to prepare (set before the
@@ -145,7 +146,8 @@ func (r *run) setTiming(f func(*api.Timing)) {
 func (r *run) onStart() {
 	r.mu.Lock()
 	r.started = true
-	r.timing.StartMS = time.Since(r.accepted).Milliseconds()
+	r.startedAt = time.Now()
+	r.timing.StartMS = r.startedAt.Sub(r.accepted).Milliseconds()
 	r.appendLocked(api.Event{Event: api.EventStarted})
 	r.mu.Unlock()
 }
@@ -223,6 +225,10 @@ func (r *run) snapshot() *api.Result {
 	res.Stdout, res.Stderr = stdout.String(), stderr.String()
 	res.Timing = r.timing
 	res.Timing.TotalMS = api.Millis(time.Since(r.accepted))
+	// Its wall clock so far; its CPU and memory are read once it has ended.
+	if r.started {
+		res.Usage.WallMS = api.Millis(time.Since(r.startedAt))
+	}
 	return res
 }
 

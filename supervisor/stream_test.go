@@ -380,6 +380,10 @@ func TestStreamReattachAfterDrop(t *testing.T) {
 	if got.State != api.StateRunning {
 		t.Errorf("got state %q right after the drop, want running", got.State)
 	}
+	// A running run's usage: its wall clock so far, the rest once it ends.
+	if got.Usage.WallMS <= 0 || got.Usage.WallMS > got.Timing.TotalMS || got.Usage.CPUMS != 0 || got.Usage.PeakMemoryBytes != 0 {
+		t.Errorf("got usage %+v (total_ms %d) while it runs, want its wall clock so far and no CPU or memory yet", got.Usage, got.Timing.TotalMS)
+	}
 
 	evs, res := collectEvents(t, ts.client, id)
 	checkEnvelope(t, timedEvents(evs), id, res)
