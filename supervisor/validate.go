@@ -277,7 +277,11 @@ func refuseNull(prefix, k string, raw json.RawMessage) *apiError {
 	if prefix == "" && (k == "language" || k == "code") {
 		return invalid(k, "is null; it is required and %s", typeHint[k])
 	}
-	return invalid(join(prefix, k), "is null; it %s, or leave it out for its default", typeHint[join(prefix, k)])
+	hint := typeHint[join(prefix, k)]
+	if strings.Contains(hint, "leave it out") || strings.Contains(hint, "left out") {
+		return invalid(join(prefix, k), "is null; it %s", hint) // the hint says what leaving it out gives
+	}
+	return invalid(join(prefix, k), "is null; it %s, or leave it out for its default", hint)
 }
 
 func join(prefix, field string) string {

@@ -101,7 +101,7 @@ func TestDecodeRequest(t *testing.T) {
 		{name: "id non-ASCII", body: validBody(`"id": "é"`), field: "id"},
 		{name: "id NUL", body: validBody(`"id": "a\u0000b"`), field: "id"},
 		{name: "id number", body: validBody(`"id": 5`), field: "id"},
-		{name: "id null", body: validBody(`"id": null`), field: "id"},
+		{name: "id null", body: validBody(`"id": null`), field: "id", contains: []string{"is null; it must be a string of 1 to 128 characters from A-Z a-z 0-9 . _ : -, or left out to get a generated id"}},
 
 		// language
 		{name: "language missing", body: `{"code": "print(1)"}`, field: "language"},
@@ -139,7 +139,7 @@ func TestDecodeRequest(t *testing.T) {
 		{name: "memory 512.0", body: validBody(`"memory_mib": 512.0`), valid: true},
 		{name: "memory 512.5", body: validBody(`"memory_mib": 512.5`), field: "memory_mib"},
 		{name: "timeout huge", body: validBody(`"timeout_seconds": 99999999999999999999999`), field: "timeout_seconds"},
-		{name: "timeout null", body: validBody(`"timeout_seconds": null`), field: "timeout_seconds"},
+		{name: "timeout null", body: validBody(`"timeout_seconds": null`), field: "timeout_seconds", contains: []string{"from 1 to 300 (leave it out for 30)"}},
 
 		// memory_mib
 		{name: "memory 128", body: validBody(`"memory_mib": 128`), valid: true, check: wantDecodedMemory(128)},
@@ -503,4 +503,24 @@ func TestRequestKey(t *testing.T) {
 			t.Fatalf("got id %q after requestKey, want it untouched (%q)", a.ID, "one")
 		}
 	})
+}
+
+// TestNullSaysLeaveItOutOnce: a null field's message says once what leaving
+// it out does (an audit found "..., or left out to get a generated id, or
+// leave it out for its default" for the id).
+func TestNullSaysLeaveItOutOnce(t *testing.T) {
+	for field := range typeHint {
+		prefix, k := "", field
+		if i := strings.LastIndexByte(field, '.'); i >= 0 {
+			prefix, k = field[:i], field[i+1:]
+		}
+		e := refuseNull(prefix, k, json.RawMessage("null"))
+		if e == nil {
+			t.Fatalf("%s: null accepted", field)
+		}
+		msg := e.body.Message
+		if n := strings.Count(msg, "leave it out") + strings.Count(msg, "left out"); n > 1 {
+			t.Errorf("%s: %q says %d times what leaving it out does", field, msg, n)
+		}
+	}
 }
