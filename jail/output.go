@@ -13,7 +13,8 @@ import (
 
 // Output keeps what one stream of the program printed: at most Cap characters
 // (Unicode code points), with bytes that are not UTF-8 replaced by U+FFFD, one for
-// each byte. It is fed by a reader goroutine that keeps draining the pipe after the
+// each maximal subpart of a sequence (invalidLen), as Python's and Node's
+// decoders and the WHATWG encoding standard replace them. It is fed by a reader goroutine that keeps draining the pipe after the
 // cap, so the program never blocks on a full pipe; what is past the cap is counted
 // as truncated and dropped.
 type Output struct {
@@ -71,7 +72,7 @@ func (o *Output) Write(p []byte) (int, error) {
 }
 
 // flush decodes what is pending at the end of the stream: an incomplete sequence is
-// invalid there, one U+FFFD per byte.
+// invalid there, one U+FFFD.
 func (o *Output) flush() {
 	o.mu.Lock()
 	chunk := o.decodeLocked(nil, true)
@@ -120,6 +121,7 @@ func (o *Output) decodeLocked(p []byte, atEOF bool) string {
 		r, size := utf8.DecodeRune(p)
 		if r == utf8.RuneError && size == 1 {
 			out.WriteRune(utf8.RuneError)
+			size = invalidLen(p)
 		} else {
 			out.Write(p[:size])
 		}
@@ -129,6 +131,41 @@ func (o *Output) decodeLocked(p []byte, atEOF bool) string {
 	s := out.String()
 	o.buf.WriteString(s)
 	return s
+}
+
+// invalidLen is the length of the invalid sequence at the start of p that one
+// U+FFFD replaces: its maximal subpart, the longest start of a well-formed
+// sequence (Unicode 15, section 3.9, "U+FFFD Substitution of Maximal
+// Subparts"), or its first byte. "\xe2\x82A" is U+FFFD and "A", as Python's
+// errors="replace" and Node's TextDecoder give it, where Go's DecodeRune, and
+// the x/text decoders built on it, make one U+FFFD per byte. Written here for
+// want of a library that does it.
+func invalidLen(p []byte) int {
+	// The second byte's range for each lead byte; later ones are 80..BF.
+	lo, hi, n := byte(0x80), byte(0xBF), 0
+	switch b := p[0]; {
+	case b >= 0xC2 && b <= 0xDF:
+		n = 2
+	case b == 0xE0:
+		lo, n = 0xA0, 3
+	case b == 0xED:
+		hi, n = 0x9F, 3
+	case b >= 0xE1 && b <= 0xEF:
+		n = 3
+	case b == 0xF0:
+		lo, n = 0x90, 4
+	case b >= 0xF1 && b <= 0xF3:
+		n = 4
+	case b == 0xF4:
+		hi, n = 0x8F, 4
+	default:
+		return 1
+	}
+	i := 1
+	for ; i < n && i < len(p) && p[i] >= lo && p[i] <= hi; i++ {
+		lo, hi = 0x80, 0xBF
+	}
+	return i
 }
 
 // incompleteSuffix is the length of a UTF-8 sequence cut short at the end of p

@@ -1,7 +1,12 @@
 package jail
 
 import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
 	"io"
+	"math/rand/v2"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,8 +101,8 @@ func TestOutputCapsInRun(t *testing.T) {
 	}
 }
 
-// TestInvalidUTF8InRun: bytes that are not UTF-8 become U+FFFD, one per byte, and a
-// character split across writes is not.
+// TestInvalidUTF8InRun: bytes that are not UTF-8 become U+FFFD, one per maximal
+// subpart, and a character split across writes is not.
 func TestInvalidUTF8InRun(t *testing.T) {
 	l := newTestLauncher(t, 0)
 	for _, tc := range []struct {
@@ -109,7 +114,7 @@ func TestInvalidUTF8InRun(t *testing.T) {
 		{"invalid byte", `import sys; sys.stdout.buffer.write(b'a\xffb')`, "a\uFFFDb", ""},
 		{"invalid byte on stderr", `import sys; sys.stderr.buffer.write(b'a\xffb')`, "", "a\uFFFDb"},
 		{"split character", "import sys, time\nsys.stdout.buffer.write(b'\\xe6\\x97'); sys.stdout.flush(); time.sleep(0.2)\nsys.stdout.buffer.write(b'\\xa5!')", "日!", ""},
-		{"cut short at the end", `import sys; sys.stdout.buffer.write(b'a\xe6\x97')`, "a\uFFFD\uFFFD", ""},
+		{"cut short at the end", `import sys; sys.stdout.buffer.write(b'a\xe6\x97')`, "a\uFFFD", ""},
 		{"surrogate", `import sys; sys.stdout.buffer.write(b'\xed\xa0\x80x')`, "\uFFFD\uFFFD\uFFFDx", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -243,9 +248,9 @@ func TestOutputChunkings(t *testing.T) {
 		{"multibyte", "héllo 日本 😀!", 100, "héllo 日本 😀!", false},
 		{"invalid in the middle", "a\xffb", 100, "a\uFFFDb", false},
 		{"invalid runs", "\xff\xfe\xfd", 100, "\uFFFD\uFFFD\uFFFD", false},
-		{"cut short at the end", "a\xe6\x97", 100, "a\uFFFD\uFFFD", false},
+		{"cut short at the end", "a\xe6\x97", 100, "a\uFFFD", false},
 		{"lone lead byte at the end", "日\xf0", 100, "日\uFFFD", false},
-		{"cut short before ASCII", "\xe6\x97a", 100, "\uFFFD\uFFFDa", false},
+		{"cut short before ASCII", "\xe6\x97a", 100, "\uFFFDa", false},
 		{"surrogate", "\xed\xa0\x80", 100, "\uFFFD\uFFFD\uFFFD", false},
 		{"overlong", "\xc0\xaf", 100, "\uFFFD\uFFFD", false},
 		{"literal replacement char", "\uFFFD", 100, "\uFFFD", false},
@@ -339,5 +344,54 @@ sys.stderr.write('done\n')
 	defer mu.Unlock()
 	if streamed != len(res.Stdout) {
 		t.Errorf("streamed: got %d bytes, want %d (the kept stdout)", streamed, len(res.Stdout))
+	}
+}
+
+// TestOutputReplacesAsPython: invalid UTF-8 is replaced as Python's
+// bytes.decode('utf-8', 'replace') does (a harness that decodes the same
+// bytes itself gets the same text), whole or fed a byte at a time, on 3,000
+// strings of bytes chosen to hit every lead byte's edge.
+func TestOutputReplacesAsPython(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on this host to compare with")
+	}
+	alphabet := []byte{'a', 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xe1, 0xec, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4, 0xf5, 0xff}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var inputs []string
+	for range 3000 {
+		b := make([]byte, 1+rng.IntN(8))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		inputs = append(inputs, hex.EncodeToString(b))
+	}
+	in, _ := json.Marshal(inputs)
+	cmd := exec.Command(python, "-c", `import json, sys
+print(json.dumps([bytes.fromhex(h).decode('utf-8', 'replace') for h in json.load(sys.stdin)]))`)
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	if err := json.Unmarshal(out, &want); err != nil || len(want) != len(inputs) {
+		t.Fatalf("python3 said %d strings, %v", len(want), err)
+	}
+	for i, h := range inputs {
+		b, _ := hex.DecodeString(h)
+		whole := NewOutput(100, nil)
+		whole.Write(b)
+		whole.flush()
+		bytewise := NewOutput(100, nil)
+		for j := range b {
+			bytewise.Write(b[j : j+1])
+		}
+		bytewise.flush()
+		for how, o := range map[string]*Output{"whole": whole, "a byte at a time": bytewise} {
+			if got, _ := o.Text(); got != want[i] {
+				t.Errorf("%x %s: got %+q, want %+q as Python decodes it", b, how, got, want[i])
+			}
+		}
 	}
 }
