@@ -395,6 +395,11 @@ func TestAPIForbidden(t *testing.T) {
 			checkAPIErrorShape(t, resp, b, http.StatusForbidden, api.ErrorForbidden)
 		}
 	})
+	t.Run("the start said root is left out", func(t *testing.T) {
+		if n := len(ts.logs.Lines("root may not use the API")); n != 1 {
+			t.Errorf("got %d log lines saying root may not use the API, want 1", n)
+		}
+	})
 	t.Run("the refusal is counted once", func(t *testing.T) {
 		got, _ := metricSum(scrapeMetrics(svc), "brig_runs_refused_total", `code="forbidden"`)
 		if got != 1 {
@@ -414,6 +419,9 @@ func TestAPIForbidden(t *testing.T) {
 
 func TestAPIAllowedByGID(t *testing.T) {
 	ts := newTestService(t, func(c *Config) { c.AllowUIDs = []int{12345}; c.AllowGIDs = []int{0} })
+	if n := len(ts.logs.Lines("root may not use the API")); n != 0 {
+		t.Errorf("got %d log lines saying root may not use the API, want none: gid 0 is allowed", n)
+	}
 	res := ts.mustRun(t, request("python", "print('by gid')"))
 	if res.Outcome != api.OutcomeSucceeded || res.Stdout != "by gid\n" {
 		t.Fatalf("got %s stdout %q (%s), want succeeded \"by gid\\n\"", res.Outcome, res.Stdout, res.Message)
