@@ -227,19 +227,23 @@ func (e *Error) Error() string {
 
 // Limits is the body of GET /v1/limits: the bounds and defaults of a request.
 type Limits struct {
-	TimeoutSeconds Bound    `json:"timeout_seconds"`
-	MemoryMiB      Bound    `json:"memory_mib"`
-	CodeChars      Bound    `json:"code_chars"`
-	Packages       Bound    `json:"packages"`
-	PackageChars   Bound    `json:"package_chars"`
-	EnvEntries     Bound    `json:"env_entries"`
-	Domains        Bound    `json:"domains"`
-	IDChars        Bound    `json:"id_chars"`
-	StdoutChars    int      `json:"stdout_chars"`
-	StderrChars    int      `json:"stderr_chars"`
-	BodyBytes      int      `json:"body_bytes"`
-	Languages      []string `json:"languages"`
-	NetworkModes   []string `json:"network_modes"`
+	TimeoutSeconds Bound `json:"timeout_seconds"`
+	MemoryMiB      Bound `json:"memory_mib"`
+	CodeChars      Bound `json:"code_chars"`
+	Packages       Bound `json:"packages"`
+	PackageChars   Bound `json:"package_chars"`
+	EnvEntries     Bound `json:"env_entries"`
+	Domains        Bound `json:"domains"`
+	IDChars        Bound `json:"id_chars"`
+	StdoutChars    int   `json:"stdout_chars"`
+	StderrChars    int   `json:"stderr_chars"`
+	BodyBytes      int   `json:"body_bytes"`
+	// WritableFilesShare is the share of memory_mib that a run's writable
+	// files (/tmp, /sandbox, /dev/shm: one tmpfs) may take; a write past it
+	// fails with ENOSPC, and the rest is left to the processes.
+	WritableFilesShare float64  `json:"writable_files_share"`
+	Languages          []string `json:"languages"`
+	NetworkModes       []string `json:"network_modes"`
 	// DefaultNetworkMode is a request's network mode when it gives none.
 	DefaultNetworkMode string `json:"default_network_mode"`
 	// IDPattern and EnvNamePattern are api.IDPattern and api.EnvNamePattern.

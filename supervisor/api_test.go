@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/jail"
 )
 
 // rawAPIRequest sends one plain HTTP request to ts over its socket (through the
@@ -522,6 +523,9 @@ func TestAPIServiceEndpoints(t *testing.T) {
 		}
 		if l.StdoutChars != 1_000_000 || l.StderrChars != 100_000 {
 			t.Errorf("got stdout %d, stderr %d characters, want 1000000 and 100000", l.StdoutChars, l.StderrChars)
+		}
+		if share := float64(jail.ScratchBytes(512<<20)) / (512 << 20); l.WritableFilesShare != share || share <= 0 || share > 1 {
+			t.Errorf("got writable_files_share %v, want the jail's %v", l.WritableFilesShare, share)
 		}
 		if l.BodyBytes != 4<<20 {
 			t.Errorf("got body_bytes %d, want %d", l.BodyBytes, 4<<20)

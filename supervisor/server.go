@@ -437,6 +437,7 @@ func (s *Service) limits() api.Limits {
 		StdoutChars:        api.MaxStdoutChars,
 		StderrChars:        api.MaxStderrChars,
 		BodyBytes:          api.MaxBodyBytes,
+		WritableFilesShare: float64(jail.ScratchBytes(1<<30)) / (1 << 30),
 		Languages:          api.Strings(api.Languages),
 		NetworkModes:       s.cfg.NetworkModes,
 		DefaultNetworkMode: api.NetworkNone,

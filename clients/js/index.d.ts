@@ -215,6 +215,8 @@ export interface Limits {
   stdout_chars: number;
   stderr_chars: number;
   body_bytes: number;
+  /** The share of memory_mib that a run's writable files may take; past it a write fails with ENOSPC. */
+  writable_files_share: number;
   languages: Language[];
   network_modes: NetworkMode[];
   /** A request's network mode when it gives none. */

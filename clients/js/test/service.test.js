@@ -262,6 +262,7 @@ describe('Client against brig serve', { skip: serviceSkipReason(), timeout: 600_
     assert.deepEqual(l.memory_mib, { min: 128, max: 2048, default: 512 });
     assert.equal(l.code_chars.max, 100_000);
     assert.equal(l.stdout_chars, 1_000_000);
+    assert.equal(l.writable_files_share, 0.5);
     assert.deepEqual([...l.languages].sort(), ['javascript', 'python']);
     assert.ok(l.reserved_env.includes('PATH'));
     assert.equal(l.default_network_mode, 'none');

@@ -275,6 +275,7 @@ class SyncServiceTest(unittest.TestCase):
         self.assertEqual((lim.memory_mib.min, lim.memory_mib.max, lim.memory_mib.default), (128, 2048, 512))
         self.assertEqual(lim.code_chars.max, 100_000)
         self.assertEqual(lim.stdout_chars, 1_000_000)
+        self.assertEqual(lim.writable_files_share, 0.5)
         self.assertEqual(sorted(lim.languages), ["javascript", "python"])
         self.assertIn("PATH", lim.reserved_env)
         self.assertEqual(lim.default_network_mode, "none")

@@ -307,6 +307,9 @@ class Limits:
     stdout_chars: int = 0
     stderr_chars: int = 0
     body_bytes: int = 0
+    #: The share of ``memory_mib`` that a run's writable files may take; past
+    #: it a write fails with ENOSPC.
+    writable_files_share: float = 0.0
     languages: List[str] = dataclasses.field(default_factory=list)
     network_modes: List[str] = dataclasses.field(default_factory=list)
     default_network_mode: str = ""
