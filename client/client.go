@@ -67,13 +67,28 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Status, e.API.Code, e.API.Error())
 }
 
-// Run starts a run and waits for its result.
+// Run starts a run and waits for its result. A connection that drops once
+// the request is sent (the service restarted) is ErrNoResult: a run sent with
+// an id may still be going, or have finished; fetch it with Get or Events. One
+// sent without an id is stopped by the service when its client goes away.
+// Cancelling ctx does the same to the run as a dropped connection.
 func (c *Client) Run(ctx context.Context, req api.Request) (*api.Result, error) {
 	resp, err := c.post(ctx, req, "application/json")
-	if err != nil {
-		return nil, err
+	if err == nil {
+		var res *api.Result
+		if res, err = decodeResult(resp); err == nil {
+			return res, nil
+		}
 	}
-	return decodeResult(resp)
+	var apiErr *Error
+	var opErr *net.OpError
+	if ctx.Err() != nil || errors.As(err, &apiErr) || errors.As(err, &opErr) && opErr.Op == "dial" {
+		return nil, err // never sent, or answered: the error says what happened
+	}
+	if req.ID == "" {
+		return nil, fmt.Errorf("%w (the run had no id, so the service stopped it, if it started: send it again): %v", ErrNoResult, err)
+	}
+	return nil, fmt.Errorf("%w (fetch run %q with Get or Events: it may still be going, or have finished): %v", ErrNoResult, req.ID, err)
 }
 
 // Stream starts a run and calls onEvent with each of its events as it happens
@@ -189,10 +204,10 @@ func decodeResult(resp *http.Response) (*api.Result, error) {
 	return &res, nil
 }
 
-// ErrNoResult is returned by Stream and Events when the stream ended before its
-// result event (the connection dropped): the run may still be going; fetch it
-// with Get or Events.
-var ErrNoResult = errors.New("the event stream ended before the run's result")
+// ErrNoResult is returned by Run, Stream and Events when the connection ended
+// before the run's result (the service restarted): the run may still be going;
+// fetch it with Get or Events.
+var ErrNoResult = errors.New("the connection ended before the run's result")
 
 func readEvents(resp *http.Response, onEvent func(api.Event) error) (*api.Result, error) {
 	defer resp.Body.Close()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,5 +97,31 @@ func TestServicePID(t *testing.T) {
 	pid, err := ServicePID(socket)
 	if err != nil || pid != os.Getpid() {
 		t.Fatalf("got pid %d, %v, want this process's %d (it serves the socket)", pid, err, os.Getpid())
+	}
+}
+
+// TestRunDroppedIsNoResult: a connection that drops after the request was
+// sent (the service restarted) is ErrNoResult, which names the id to fetch,
+// or says that a run without one was stopped; a service that is not there is
+// its dial error.
+func TestRunDroppedIsNoResult(t *testing.T) {
+	socket := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	})
+	for _, tc := range []struct{ id, want string }{
+		{"run-7", `fetch run "run-7" with Get or Events`},
+		{"", "the run had no id, so the service stopped it"},
+	} {
+		_, err := New(socket).Run(context.Background(), api.Request{ID: tc.id, Language: "python", Code: "pass"})
+		if !errors.Is(err, ErrNoResult) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("id %q: got %v, want ErrNoResult saying %q", tc.id, err, tc.want)
+		}
+	}
+	_, err := New(filepath.Join(t.TempDir(), "none.sock")).Run(context.Background(), api.Request{ID: "x", Language: "python", Code: "pass"})
+	if err == nil || errors.Is(err, ErrNoResult) {
+		t.Errorf("no service: got %v, want its dial error, not ErrNoResult", err)
 	}
 }

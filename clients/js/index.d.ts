@@ -36,7 +36,8 @@ export interface Request {
 
 /** `domains` is given with mode `domains` only: 1 to 100 host names, each admitting its subdomains. */
 export interface Network {
-  mode: NetworkMode;
+  /** Default `none`. */
+  mode?: NetworkMode;
   domains?: string[];
 }
 
@@ -138,11 +139,10 @@ export interface AcceptedEvent {
   id: string;
 }
 
-/** Progress of the run's package installs. */
+/** Progress of the run's package installs: a line of the install. */
 export interface PackageEvent {
   event: 'package';
-  package?: string;
-  message?: string;
+  message: string;
 }
 
 /** The interpreter started. */
@@ -290,8 +290,9 @@ export interface ClientOptions {
   /**
    * Bounds each call in milliseconds, its retries and a whole event stream
    * included; 0 (the default) sets none, as the service bounds every run by its
-   * timeout_seconds. A call that runs out rejects with a `TimeoutError`; the run
-   * goes on (cancel it with `cancel(id)`).
+   * timeout_seconds. A call that runs out rejects with a `TimeoutError`; a run
+   * sent with an `id` goes on (cancel it with `cancel(id)`), one sent without is
+   * stopped by the service, since no one could learn its id to fetch it.
    */
   timeoutMs?: number;
   /** The retry of a 429 (the service's run queue is full). */
@@ -309,7 +310,11 @@ export interface RetryOptions {
 }
 
 export interface CallOptions {
-  /** Aborts the call (not the run); the call rejects with the signal's reason. */
+  /**
+   * Aborts the call; the call rejects with the signal's reason. A run sent with
+   * an `id` goes on; one sent without is stopped by the service (its id is known
+   * to no one).
+   */
   signal?: AbortSignal;
   /** Overrides the client's timeoutMs for this call. */
   timeoutMs?: number;

@@ -58,7 +58,7 @@ export async function harness(): Promise<string> {
         out += `${ev.host}:${ev.port} ${ev.allowed}`;
         break;
       case 'package':
-        out += ev.package ?? ev.message ?? '';
+        out += ev.message;
         break;
       case 'result':
         out += ev.result.stdout;

@@ -238,7 +238,7 @@ class Event:
     """One line of a run's event stream.
 
     Which fields are set depends on ``event`` (an ``EventKind``): ``id`` for
-    ``accepted``; ``package`` and ``message`` for ``package``; ``data`` for
+    ``accepted``; ``message`` (a line of the install) for ``package``; ``data`` for
     ``stdout`` and ``stderr``; ``host``, ``port`` and ``allowed`` for ``egress``;
     ``result`` for ``result``, always the last event of a stream.
     """
@@ -249,7 +249,6 @@ class Event:
     host: str = ""
     port: int = 0
     allowed: Optional[bool] = None
-    package: str = ""
     message: str = ""
     result: Optional[Result] = None
     extra: Dict[str, Any] = _extra()
