@@ -166,15 +166,51 @@ func (r *Run) serveProxy(c *net.TCPConn) {
 			return "", func() { r.relayHTTP(c, br, up, h, target, "", rec) }
 		})
 	default:
-		// Another port's protocol is unknown (SSH speaks first from the
-		// server), so the tunnel is raw: the policy decided host and port.
+		// Another port's protocol is unknown (SSH, SMTP and databases speak
+		// first from the server), so the tunnel is raw both ways from the
+		// start: the policy decided host and port. But for TLS: a front
+		// shared by many hosts routes by the ClientHello's SNI on any port
+		// (8443 as on 443), so a tunnel whose client starts with a hello
+		// naming another host would reach that host; tunnelHello cuts it.
 		r.connect(c, host, port, viaConnect, established, func(up *net.TCPConn, rec *record) {
 			mw := meteredWriter{up, &r.lim.sent, &rec.sent}
-			if writeBuffered(mw, br) == nil {
-				r.pipe(c, up, rec)
-			}
+			r.pipeAfter(c, up, rec, func() error { return r.tunnelHello(c, br, mw, host, rec) })
 		})
 	}
+}
+
+// errTunnelSNI ends a raw tunnel whose ClientHello names another host.
+var errTunnelSNI = errors.New(ruleSNIMismatch)
+
+// tunnelHello forwards the first bytes of a raw tunnel to host: what the
+// client sent early, and, when they begin a TLS record, the whole ClientHello
+// once its SNI is known to be host's (or it has none, which no front can
+// route by). A hello that names another host, or that can't be read, is not
+// sent: the tunnel is cut, and its listing (allowed: the policy allowed host
+// and port) says why in its failure. Waiting for the client's first byte does
+// not hold back the upstream's, which pipeAfter copies meanwhile.
+func (r *Run) tunnelHello(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host string, rec *record) error {
+	first, err := br.Peek(1)
+	if err != nil {
+		return nil // the client sent nothing: the splice sees its end
+	}
+	if first[0] == recordTypeHandshake {
+		c.SetReadDeadline(time.Now().Add(r.handshakeTimeout))
+		hello, sni, err := readClientHello(br)
+		c.SetReadDeadline(time.Time{})
+		switch {
+		case err != nil:
+			rec.failure = r.readFailure(ruleBadHello, err) + ": the tunnel was cut"
+			return err
+		case sni != "" && sni != host:
+			rec.failure = fmt.Sprintf("%s (%q, not %q): the tunnel was cut before the hello was sent", ruleSNIMismatch, clip(sni), host)
+			return errTunnelSNI
+		}
+		if _, err := mw.Write(hello); err != nil {
+			return err
+		}
+	}
+	return writeBuffered(mw, br)
 }
 
 // servePlain forwards a plain proxy request, `GET http://host/path HTTP/1.1`,
@@ -312,7 +348,12 @@ func (r *Run) relayHTTP(c *net.TCPConn, br *bufio.Reader, up *net.TCPConn, h *he
 // pipe splices client and upstream both ways until both are done. An end of
 // stream is passed on as a half close; an error or the run's byte limit
 // closes both.
-func (r *Run) pipe(c, up *net.TCPConn, rec *record) {
+func (r *Run) pipe(c, up *net.TCPConn, rec *record) { r.pipeAfter(c, up, rec, nil) }
+
+// pipeAfter is pipe whose client-to-upstream direction first calls first
+// (when not nil), which forwards the client's first bytes itself; an error
+// from it ends the connection both ways.
+func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, first func() error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -324,6 +365,15 @@ func (r *Run) pipe(c, up *net.TCPConn, rec *record) {
 		}
 		c.CloseWrite()
 	}()
+	if first != nil {
+		if err := first(); err != nil {
+			rec.markCut(err)
+			c.Close()
+			up.Close()
+			<-done
+			return
+		}
+	}
 	if err := spliceCopy(up, c, &r.lim.sent, &rec.sent); err != nil {
 		rec.markCut(err)
 		c.Close()

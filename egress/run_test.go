@@ -150,8 +150,10 @@ func (n *testNS) lookup(name string, qtype uint16, network string) (ips []string
 type upstreams struct {
 	http, https *httptest.Server
 	ca          *x509.CertPool
-	dnsAddr     string
-	dnsServer   *dns.Server
+	// banner speaks first, as SMTP does: a line, then it echoes what it reads.
+	banner    net.Listener
+	dnsAddr   string
+	dnsServer *dns.Server
 
 	mu        sync.Mutex
 	hosts     []string // Host headers the HTTP servers saw
@@ -217,6 +219,25 @@ func newUpstreams(t testing.TB) *upstreams {
 	u.https.StartTLS()
 	t.Cleanup(u.https.Close)
 
+	u.banner, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.banner.Close() })
+	go func() {
+		for {
+			c, err := u.banner.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.WriteString(c, "220 banner.test ready\r\n")
+				io.Copy(c, c)
+			}()
+		}
+	}()
+
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -260,11 +281,13 @@ func (u *upstreams) asked() []string {
 func (u *upstreams) config(logs io.Writer) *Config {
 	return &Config{
 		Pins: map[string]string{
-			"upstream.test:443": u.https.Listener.Addr().String(),
-			"other.test:443":    u.https.Listener.Addr().String(),
-			"upstream.test:80":  u.http.Listener.Addr().String(),
-			"other.test:80":     u.http.Listener.Addr().String(),
-			"upstream.test:81":  u.http.Listener.Addr().String(),
+			"upstream.test:443":  u.https.Listener.Addr().String(),
+			"other.test:443":     u.https.Listener.Addr().String(),
+			"upstream.test:80":   u.http.Listener.Addr().String(),
+			"other.test:80":      u.http.Listener.Addr().String(),
+			"upstream.test:81":   u.http.Listener.Addr().String(),
+			"upstream.test:8443": u.https.Listener.Addr().String(),
+			"upstream.test:2525": u.banner.Addr().String(),
 		},
 		Resolver: u.dnsAddr,
 		Logger:   slog.New(slog.NewTextHandler(logs, nil)),
@@ -461,6 +484,51 @@ func TestRunProxies(t *testing.T) {
 			t.Errorf("got a TLS session to other.test inside a tunnel to upstream.test, want it refused")
 		}
 	})
+	// A tunnel to another port is raw, but for a ClientHello's SNI, which a
+	// front shared by many hosts routes by on any port.
+	tunnel := func(t *testing.T, target string) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := ns.dial(context.Background(), "tcp", proxyURL.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\n\r\n")
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("got %v %v, want 200", resp, err)
+		}
+		return c, br
+	}
+	t.Run("CONNECT to another port with TLS to the same host", func(t *testing.T) {
+		c, _ := tunnel(t, "upstream.test:8443")
+		tc := tls.Client(c, &tls.Config{ServerName: "upstream.test", RootCAs: u.ca})
+		io.WriteString(tc, "GET /t8443 HTTP/1.1\r\nHost: upstream.test\r\nConnection: close\r\n\r\n")
+		if got, _ := io.ReadAll(tc); !strings.HasSuffix(string(got), "hello upstream.test /t8443 0") {
+			t.Errorf("got %q, want the upstream's answer", got)
+		}
+	})
+	t.Run("CONNECT to another port with TLS naming another host", func(t *testing.T) {
+		c, _ := tunnel(t, "upstream.test:8443")
+		// other.test is allowed, and the upstream's certificate names it:
+		// only the mismatch cuts the tunnel.
+		tc := tls.Client(c, &tls.Config{ServerName: "other.test", RootCAs: u.ca})
+		if err := tc.Handshake(); err == nil {
+			t.Errorf("got a TLS session to other.test inside a tunnel to upstream.test:8443, want it cut")
+		}
+	})
+	t.Run("CONNECT to another port whose server speaks first", func(t *testing.T) {
+		c, br := tunnel(t, "upstream.test:2525")
+		if line, err := br.ReadString('\n'); line != "220 banner.test ready\r\n" {
+			t.Fatalf("got %q, %v before sending anything, want the server's banner", line, err)
+		}
+		io.WriteString(c, "EHLO x\r\n")
+		if line, err := br.ReadString('\n'); line != "EHLO x\r\n" {
+			t.Errorf("got %q, %v, want the echo", line, err)
+		}
+	})
 	t.Run("CONNECT to port 80", func(t *testing.T) {
 		got := rawExchange(t, ns, proxyURL.Host,
 			"CONNECT upstream.test:80 HTTP/1.1\r\nHost: upstream.test:80\r\n\r\nGET /tunnel HTTP/1.1\r\nHost: upstream.test\r\n\r\n")
@@ -568,6 +636,18 @@ func TestRunProxies(t *testing.T) {
 	}
 	if c := find("upstream.test", 443, viaConnect, false); c.Allowed || !strings.Contains(c.Rule, ruleSNIMismatch) {
 		t.Errorf("got %+v, want the SNI mismatch refused", c)
+	}
+	cut := 0
+	for _, c := range conns {
+		if c.Host == "upstream.test" && c.Port == 8443 && c.Allowed && strings.Contains(c.Failure, ruleSNIMismatch) {
+			cut++
+			if c.BytesSent != 0 || !strings.Contains(c.Failure, `"other.test"`) {
+				t.Errorf("got %+v, want the mismatching hello unsent and named", c)
+			}
+		}
+	}
+	if cut != 1 {
+		t.Errorf("got %d tunnels to upstream.test:8443 cut for their SNI in %+v, want 1", cut, conns)
 	}
 	if c := find("denied-dns.test", 0, viaDNS, false); c.Allowed || c.Rule != "not in the run's domains" {
 		t.Errorf("got %+v, want the denied DNS name listed", c)
