@@ -68,6 +68,10 @@ type PackageResult struct {
 type NetworkReport struct {
 	Mode        string       `json:"mode"`
 	Connections []Connection `json:"connections"`
+	// Omitted is how many attempts Connections leaves out (absent when none):
+	// past the run's bound on listed refusals (a program that tries names in a
+	// loop makes one each), or on listed connections.
+	Omitted int `json:"omitted,omitempty"`
 }
 
 // Connection is one attempted connection, allowed or not.

@@ -32,7 +32,7 @@ import (
 // sees "connection refused". The service's raw sockets in the namespace,
 // filtered in the kernel to a TCP SYN or a UDP datagram whose destination is
 // not loopback, read a copy of each attempt's first packet, and the attempt
-// is listed as refused (ruleDirect, via "direct"): a TCP connection each
+// is listed as refused (RuleDirect, via "direct"): a TCP connection each
 // time, a UDP destination once a run. Nothing leaves the namespace, which has
 // no device but lo; the sockets only read.
 //
@@ -41,8 +41,9 @@ import (
 // and its sysctl tables most of it, and unmaking it 25 ms at the run's end
 // unless it was left to the namespace's teardown.)
 
-// ruleDirect is a direct attempt's rule, which says what to do instead.
-const ruleDirect = "an address dialed directly (a run reaches hosts by name, through its DNS and proxies)"
+// RuleDirect is a direct attempt's rule, which says what to do instead (the
+// supervisor counts it under its own rule_class).
+const RuleDirect = "an address dialed directly (a run reaches hosts by name, through its DNS and proxies)"
 
 // viaDirect is a direct attempt's Via.
 const viaDirect = "direct"
@@ -280,7 +281,7 @@ func (r *Run) directAttempt(d *directSockets, dst net.IP, l4 []byte, udp bool) {
 	}
 	d.mu.Unlock()
 	if !listed {
-		r.refuse(k.dst.String(), int(k.dstPort), viaDirect, ruleDirect)
+		r.refuse(k.dst.String(), int(k.dstPort), viaDirect, RuleDirect)
 	}
 }
 

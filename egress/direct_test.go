@@ -109,7 +109,7 @@ func (h *testHost) serve(l *net.TCPListener) {
 // TestRunDirectAttempts: a program that dials an address instead of a name
 // is refused at once ("connection refused", not a wait), over TCP and UDP and
 // both families, and each attempt is listed and announced as a refusal with
-// ruleDirect: a TCP connection each time, a UDP destination once. Nothing
+// RuleDirect: a TCP connection each time, a UDP destination once. Nothing
 // reaches the host it dialed.
 func TestRunDirectAttempts(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -168,8 +168,8 @@ func TestRunDirectAttempts(t *testing.T) {
 		if c.Via != viaDirect {
 			continue
 		}
-		if c.Allowed || c.Rule != ruleDirect {
-			t.Errorf("direct attempt %+v: want refused with rule %q", c, ruleDirect)
+		if c.Allowed || c.Rule != RuleDirect {
+			t.Errorf("direct attempt %+v: want refused with rule %q", c, RuleDirect)
 		}
 		got = append(got, want{c.Host, c.Port})
 	}

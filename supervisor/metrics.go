@@ -180,6 +180,9 @@ var ruleClasses = []struct{ prefix, class string }{
 	{"no Host header", "no_name"},
 	{"no readable", "malformed"},
 	{"not a proxy request", "malformed"},
+	// A program that dialed an address instead of a name (egress/direct.go):
+	// a bypass attempt, told apart from the rest.
+	{egress.RuleDirect, "direct"},
 }
 
 // ruleClass is the class of an egress rule for the metrics' rule_class label:

@@ -505,3 +505,30 @@ func TestNetworkManyRunsLeaveNothing(t *testing.T) {
 		t.Errorf("goroutines: %d before the runs, %d after; want no more than a few over", before, after)
 	}
 }
+
+// TestNetworkOmittedRefusalsCounted: a run that tries more denied names than
+// its list holds gets a Result that says how many it left out.
+func TestNetworkOmittedRefusalsCounted(t *testing.T) {
+	u := newUpstreams(t)
+	ts := newTestService(t, u.withNetwork)
+	const names = egress.MaxRefusals + 10
+	code := fmt.Sprintf(`
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(5)
+for i in range(%d):
+    q = struct.pack('>HHHHHH', i & 0xffff, 0x0100, 1, 0, 0, 0)
+    for label in (b'n%%d' %% i, b'denied', b'test'):
+        q += bytes([len(label)]) + label
+    s.sendto(q + b'\0' + struct.pack('>HH', 1, 1), ('127.0.0.1', 53))
+    s.recv(512)
+print('asked')
+`, names)
+	res := ts.mustRun(t, request("python", code, networked(api.NetworkDomains, upstreamHost)))
+	if res.Stdout != "asked\n" {
+		t.Fatalf("got stdout %q stderr %q, want every name asked", res.Stdout, res.Stderr)
+	}
+	if len(res.Network.Connections) != egress.MaxRefusals || res.Network.Omitted != names-egress.MaxRefusals {
+		t.Errorf("got %d connections listed and %d omitted, want %d and %d", len(res.Network.Connections), res.Network.Omitted, egress.MaxRefusals, names-egress.MaxRefusals)
+	}
+}

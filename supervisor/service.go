@@ -438,6 +438,7 @@ func (s *Service) execute(r *run, t *ticket) {
 		r.startPath, r.cgroup = jr.Start, jr.Cgroup
 	}
 	res.Network.Connections = s.recordEgress(r.req.Network.Mode, conns, omitted)
+	res.Network.Omitted = omitted.Total()
 	res.Packages = packageResults(r.req, lease)
 	// The jail counts from its own call; the API counts from the request.
 	res.Timing.QueuedMS = queued.Milliseconds()

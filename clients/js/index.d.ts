@@ -101,8 +101,10 @@ export interface PackageResult {
 
 export interface NetworkReport {
   mode: NetworkMode;
-  /** Every connection the run attempted, denied ones too. */
+  /** Every connection the run attempted, denied ones too, but those omitted counts. */
   connections: Connection[];
+  /** How many attempts `connections` leaves out (past the run's bound on listed refusals); absent when none. */
+  omitted?: number;
 }
 
 export interface Connection {

@@ -145,6 +145,9 @@ class NetworkReport:
 
     mode: str = ""
     connections: List[Connection] = dataclasses.field(default_factory=list)
+    #: How many attempts ``connections`` leaves out (past the run's bound on
+    #: listed refusals); 0 when it lists them all.
+    omitted: int = 0
     extra: Dict[str, Any] = _extra()
 
     @classmethod
