@@ -24,7 +24,8 @@ type Decision struct {
 	Allowed bool
 	// Rule names what decided, for the canonical log line and the Result:
 	// "domain example.com", "mode any", "not in the run's domains", "ip literal",
-	// "address class private (10.0.0.0/8)", "pinned by the operator", ...
+	// "address class private (10.0.0.0/8)", ... A pinned name is decided by the
+	// policy as any other: the pin only gives the address it is dialled at.
 	Rule string
 	// Name is the host name DecideName decided, normalised (ASCII lower case,
 	// punycode, no trailing dot); empty when the host was refused as an IP

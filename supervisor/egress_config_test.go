@@ -162,7 +162,6 @@ func TestRuleClass(t *testing.T) {
 		{"address class metadata (169.254.169.254/32)", "address_class"},
 		{"address of this host", "host_address"},
 		{"private address allowed by the operator for internal.example", "private_allowed"},
-		{"pinned by the operator", "pinned"},
 		{"invalid host name", "invalid"},
 		{"invalid port", "invalid"},
 		{"unknown mode", "invalid"},

@@ -164,7 +164,6 @@ var ruleClasses = []struct{ prefix, class string }{
 	{"address class ", "address_class"},
 	{"address of this host", "host_address"},
 	{"private address allowed", "private_allowed"},
-	{"pinned", "pinned"},
 	{"invalid ", "invalid"},
 	{"unknown mode", "invalid"},
 	// The proxies' own refusals (egress/proxy.go), apart from the policy's:
