@@ -226,7 +226,11 @@ func forwardBody(w io.Writer, br *bufio.Reader, h *head) error {
 }
 
 // forwardChunked copies a chunked body (RFC 9112 §7.1) with its chunk lines
-// and trailers, as it came.
+// and trailers, as it came, once each is checked as strictly as the head: a
+// chunk size is hex digits alone (no sign, which strconv takes), and a trailer
+// is a header field, never one that frames or routes a request. A request
+// line smuggled in as a trailer ("GET /x HTTP/1.1", "Host: other") would
+// otherwise reach an upstream that reads trailers loosely.
 func forwardChunked(w io.Writer, br *bufio.Reader) error {
 	for {
 		left := 4096
@@ -235,8 +239,9 @@ func forwardChunked(w io.Writer, br *bufio.Reader) error {
 			return fmt.Errorf("reading a chunk size: %w", err)
 		}
 		sizeText, _, _ := strings.Cut(line, ";")
-		size, err := strconv.ParseInt(strings.TrimRight(sizeText, " \t"), 16, 64)
-		if err != nil || size < 0 {
+		sizeText = strings.TrimRight(sizeText, " \t")
+		size, err := strconv.ParseInt(sizeText, 16, 64)
+		if err != nil || size < 0 || strings.Trim(sizeText, "0123456789abcdefABCDEF") != "" {
 			return fmt.Errorf("%w: the chunk size %q", errBadHead, clip(line))
 		}
 		if _, err := io.WriteString(w, line+"\r\n"); err != nil {
@@ -260,6 +265,16 @@ func forwardChunked(w io.Writer, br *bufio.Reader) error {
 		line, err := readLine(br, &left)
 		if err != nil {
 			return fmt.Errorf("reading the trailers: %w", err)
+		}
+		if line != "" {
+			name, _, ok := strings.Cut(line, ":")
+			switch strings.ToLower(name) {
+			case "host", "content-length", "transfer-encoding", "connection", "te", "trailer", "upgrade":
+				ok = false
+			}
+			if !ok || !isToken(name) {
+				return fmt.Errorf("%w: the trailer line %q", errBadHead, clip(line))
+			}
 		}
 		if _, err := io.WriteString(w, line+"\r\n"); err != nil {
 			return err
