@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/net/netutil"
 )
 
 // Connection is one attempted connection of a run, allowed or not, as the
@@ -80,6 +81,10 @@ const (
 	MaxRefusals = 10000
 	maxAllowed  = 100000
 )
+
+// maxDNSConns bounds the TCP connections a run's DNS server serves at once
+// (a resolver opens one for an answer too long for UDP, and closes it).
+const maxDNSConns = 16
 
 // Run is one networked run's DNS server and proxies, bound inside its network
 // namespace and served from the supervisor's goroutines.
@@ -237,7 +242,11 @@ func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Ru
 
 	handler := dns.HandlerFunc(r.serveDNS)
 	r.dnsUDP = &dns.Server{PacketConn: udp, Handler: handler}
-	r.dnsTCP = &dns.Server{Listener: tcp[0], Handler: handler}
+	// A TCP connection to the DNS server is one of the service's descriptors
+	// for as long as the run holds it open: bounded, so that a run can't
+	// spend the service's (an audit's run held 16,000; past the bound
+	// further connections wait in the kernel's backlog).
+	r.dnsTCP = &dns.Server{Listener: netutil.LimitListener(tcp[0], maxDNSConns), Handler: handler}
 	for _, s := range []*dns.Server{r.dnsUDP, r.dnsTCP} {
 		started := make(chan struct{})
 		s.NotifyStartedFunc = func() { close(started) }

@@ -984,3 +984,42 @@ func TestRunListsWhatGotThroughAfterAFloodOfRefusals(t *testing.T) {
 		t.Fatalf("got omitted %+v, want the allowed connection and its 7 bytes", om)
 	}
 }
+
+// TestRunDNSOverTCPBounded: a run that opens many TCP connections to its DNS
+// server holds at most maxDNSConns of the service's descriptors (an audit's
+// run held 16,000 of them, past max_conns, which bounds the proxies); the
+// rest wait in the kernel's backlog, and a query gets answered once a
+// connection closes.
+func TestRunDNSOverTCPBounded(t *testing.T) {
+	testutil.RequireRoot(t)
+	u := newUpstreams(t)
+	_, ns, _ := startRun(t, u.config(&testutil.LogBuffer{}), testPolicy)
+	fds := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(entries)
+	}
+	before := fds()
+	const n = 100
+	var conns []net.Conn
+	for range n {
+		c, err := ns.dial(context.Background(), "tcp", "127.0.0.1:53")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(300 * time.Millisecond) // the server accepts what it will
+	// The test's own n sockets, and the server's side of maxDNSConns.
+	if grew := fds() - before; grew > n+maxDNSConns+4 {
+		t.Errorf("%d connections to the run's DNS made %d descriptors, want at most %d (%d of the server's)", n, grew, n+maxDNSConns+4, maxDNSConns)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if ips, rcode, err := ns.lookup("upstream.test", dns.TypeA, "tcp"); err != nil || rcode != dns.RcodeSuccess || len(ips) != 1 {
+		t.Errorf("a lookup over TCP once they closed: got %v %d %v, want an answer", ips, rcode, err)
+	}
+}
