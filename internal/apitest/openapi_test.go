@@ -250,6 +250,7 @@ func limits() api.Limits {
 		StdoutChars:        api.MaxStdoutChars,
 		StderrChars:        api.MaxStderrChars,
 		BodyBytes:          api.MaxBodyBytes,
+		WritableFilesShare: 0.5,
 		Languages:          []string{python, javascript},
 		NetworkModes:       []string{api.NetworkNone, api.NetworkRegistries, api.NetworkDomains, api.NetworkAny},
 		DefaultNetworkMode: api.NetworkNone,
