@@ -154,6 +154,15 @@ func newNpmInstaller(t testing.TB, l *jail.Launcher, pkgs ...registrytest.NpmPac
 // markerSetup is a setup.py that leaves a file in the layer if it ever runs.
 const markerSetup = "open('/tmp/layer/SETUP_RAN', 'w').write('ran')\nfrom setuptools import setup\nsetup(name='src-only', version='1.0')\n"
 
+// An in-tree build backend that needs nothing from the index and leaves a
+// file in the layer as pip imports it (an audit's way to run code at install
+// time through a dependency given by URL).
+const (
+	inTreeProject = "[build-system]\nrequires = []\nbuild-backend = \"backend\"\nbackend-path = [\".\"]\n"
+	markerBackend = "open('/tmp/layer/BACKEND_RAN', 'w').write('ran')\n" +
+		"def get_requires_for_build_wheel(config_settings=None):\n    return []\n"
+)
+
 func pyPackages() []registrytest.PyPackage {
 	return []registrytest.PyPackage{
 		{Name: "Pkg_A", Version: "1.0", Files: map[string]string{"pkg_a/__init__.py": "VALUE = 1\n"}},
@@ -161,6 +170,10 @@ func pyPackages() []registrytest.PyPackage {
 		{Name: "dep-b", Version: "1.0", Files: map[string]string{"dep_b/__init__.py": "B = 'b'\n"}},
 		{Name: "needs-new", Version: "1.0", Requires: []string{"dep-b>=2"}, Files: map[string]string{"needs_new/__init__.py": ""}},
 		{Name: "src-only", Version: "1.0", SdistOnly: true, Files: map[string]string{"setup.py": markerSetup, "src_only/__init__.py": ""}},
+		{Name: "in-tree", Version: "1.0", SdistOnly: true, Files: map[string]string{"pyproject.toml": inTreeProject, "backend.py": markerBackend}},
+		// A wheel whose dependency is given by URL, to a source archive.
+		{Name: "url-dep", Version: "1.0", Requires: []string{"in-tree @ http://" + pyHost + "/files/in_tree-1.0.tar.gz"},
+			Files: map[string]string{"url_dep/__init__.py": ""}},
 	}
 }
 
@@ -227,15 +240,20 @@ func TestInstallPythonUnavailable(t *testing.T) {
 		{"unsatisfiable dependency", "needs-new==1.0", []string{"dep-b>=2", "versions available: 1.0"}},
 		// Its setup.py would write a file into the layer.
 		{"sdist only, wheels only", "src-only==1.0", []string{"src-only==1.0", "wheels only"}},
+		// --only-binary does not hold a dependency given by URL: its backend
+		// would write a file into the layer.
+		{"a dependency by URL to a source archive", "url-dep==1.0", []string{"in-tree", "is not a wheel: brig installs wheels only"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			staging := newStaging(t)
 			set := Set{Language: languagePython, Requests: mustRequests(t, languagePython, tc.request)}
 			_, err := in.Install(context.Background(), set, staging, nil)
-			checkInstallError(t, err, true, tc.want)
-			if _, err := os.Stat(filepath.Join(staging, "SETUP_RAN")); !errors.Is(err, fs.ErrNotExist) {
-				t.Errorf("got %v, want no SETUP_RAN: no package code runs at install time", err)
+			for _, marker := range []string{"SETUP_RAN", "BACKEND_RAN"} {
+				if _, err := os.Stat(filepath.Join(staging, marker)); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("got %v, want no %s: no package code runs at install time", err, marker)
+				}
 			}
+			checkInstallError(t, err, true, tc.want)
 			t.Logf("message: %v", err)
 		})
 	}

@@ -16,6 +16,16 @@ import (
 // --report says it installed. %s is the base64 of the JSON of args, so that no
 // request or URL is ever read as Python.
 //
+// With source builds off, pip's --only-binary holds the index's candidates to
+// wheels, but not a dependency given by URL (PEP 508's "name @ url", which a
+// private index or a mirror may serve): pip downloads it and, for a source
+// archive, runs its build backend, the package's own code, inside the
+// installer, which could then rewrite the report the layer's manifest and the
+// policy's check of the dependencies are read from. The driver refuses every
+// link pip would prepare that is not a wheel, before it is fetched
+// (TestInstallPythonUnavailable, "a dependency by URL"), and refuses to run a
+// pip it can't hold so.
+//
 // pip logs an index page it could not fetch only at debug level, and then
 // says "no matching distribution" whether the project is unknown (a 404) or
 // the index did not answer; the driver listens to that one logger (by its
@@ -25,6 +35,27 @@ const pythonDriverSource = `import base64, collections, json, logging, os, platf
 ARGS = json.loads(base64.b64decode('%s'))
 REPORT = %q
 MARKER = %q
+WHEELS_ONLY = '--only-binary=:all:' in ARGS
+
+
+def wheels_only():
+    from pip._internal.exceptions import InstallationError
+    from pip._internal.operations.prepare import RequirementPreparer
+
+    def guard(prepare):
+        def prepare_wheel(self, req, *args, **kwargs):
+            link = req.link
+            if link is None or not link.is_wheel:
+                where = str(link) if link is not None else 'no link'  # str redacts a password
+                raise InstallationError(
+                    '%%s (%%s) is not a wheel: brig installs wheels only, since building a '
+                    'source archive runs the package\'s own code' %% (req.name or req, where))
+            return prepare(self, req, *args, **kwargs)
+        return prepare_wheel
+
+    for name in ('prepare_linked_requirement', '_prepare_linked_requirement'):
+        # A pip without them can't be held to wheels: fail, never install.
+        setattr(RequirementPreparer, name, guard(getattr(RequirementPreparer, name)))
 
 
 class Tee:
@@ -90,6 +121,8 @@ collector.addHandler(fetch)
 sys.argv = ['pip'] + ARGS
 code = 0
 try:
+    if WHEELS_ONLY:
+        wheels_only()
     runpy.run_module('pip', run_name='__main__', alter_sys=True)
 except SystemExit as e:
     code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
@@ -191,7 +224,7 @@ func pythonResolved(set Set, r *driverResult, allowSourceBuilds bool) ([]Resolve
 var (
 	// pipUnavailableRE are pip's error lines that mean a requested package or
 	// version can't be had (pip 22 to 25 words them so).
-	pipUnavailableRE = lazyRegexp(`^ERROR: (Could not find a version that satisfies|No matching distribution found|Cannot install .* because these package versions have conflicting dependencies|\S+ has an invalid wheel)`)
+	pipUnavailableRE = lazyRegexp(`^ERROR: (Could not find a version that satisfies|No matching distribution found|Cannot install .* because these package versions have conflicting dependencies|\S+ has an invalid wheel|.* is not a wheel: brig installs wheels only)`)
 	// pipVersionsRE is the list pip gives after a version it could not find.
 	pipVersionsRE = lazyRegexp(`\(from versions: ([^)]*)\)`)
 	// pipPreReleaseRE finds a pre-release or development release in pip's
