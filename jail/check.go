@@ -250,12 +250,14 @@ const IDRangeProcesses = "id range: processes"
 // /etc/subuid and /etc/subgid, no process (other than those of ids a brig
 // process holds now), and no owner of a file under roots (the rootfs layers and
 // binds a run sees, and the state directory). A run mapped to such an id would
-// share it with whatever already has it.
-func CheckIDRange(r IDRange, lockDir string, roots []string) []Check {
-	return checkIDRange(r, lockDir, roots, []string{"/etc/passwd", "/etc/group"}, []string{"/etc/subuid", "/etc/subgid"})
+// share it with whatever already has it. The folders of skip are not walked:
+// what no run sees and its owner clears before any run (the package cache's
+// staging area, where a crashed install leaves its installer's files).
+func CheckIDRange(r IDRange, lockDir string, roots []string, skip ...string) []Check {
+	return checkIDRange(r, lockDir, roots, skip, []string{"/etc/passwd", "/etc/group"}, []string{"/etc/subuid", "/etc/subgid"})
 }
 
-func checkIDRange(r IDRange, lockDir string, roots, accountFiles, subIDFiles []string) []Check {
+func checkIDRange(r IDRange, lockDir string, roots, skip, accountFiles, subIDFiles []string) []Check {
 	r = r.withDefaults()
 	if lockDir == "" {
 		lockDir = IDLockDir
@@ -347,6 +349,9 @@ func checkIDRange(r IDRange, lockDir string, roots, accountFiles, subIDFiles []s
 		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err != nil {
 				return nil // unreadable or gone: not ours to judge
+			}
+			if d.IsDir() && slices.Contains(skip, p) {
+				return filepath.SkipDir
 			}
 			var st unix.Stat_t
 			if unix.Lstat(p, &st) == nil && (r.Contains(st.Uid) || r.Contains(st.Gid)) {

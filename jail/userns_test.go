@@ -489,20 +489,20 @@ func TestCheckIDRange(t *testing.T) {
 		}
 		return names
 	}
-	if got := failing(checkIDRange(r, lockDir, []string{files}, clean, noSub)); len(got) != 0 {
+	if got := failing(checkIDRange(r, lockDir, []string{files}, nil, clean, noSub)); len(got) != 0 {
 		t.Fatalf("a clean host: got failures %v, want none", got)
 	}
 	stranger := int(r.First) + 2*2*idBlockSlots - 1 // in the second block, which no one holds
 
 	t.Run("account", func(t *testing.T) {
 		p := write("passwd2", fmt.Sprintf("svc:x:%d:0::/:/bin/sh\n", stranger))
-		if got := failing(checkIDRange(r, lockDir, nil, []string{p}, noSub)); len(got) != 1 || got[0] != "id range: accounts" {
+		if got := failing(checkIDRange(r, lockDir, nil, nil, []string{p}, noSub)); len(got) != 1 || got[0] != "id range: accounts" {
 			t.Errorf("got failures %v, want the accounts check", got)
 		}
 	})
 	t.Run("subordinate range", func(t *testing.T) {
 		p := write("subuid2", fmt.Sprintf("bob:%d:10\n", int(r.First)-5))
-		if got := failing(checkIDRange(r, lockDir, nil, clean, []string{p})); len(got) != 1 || got[0] != "id range: accounts" {
+		if got := failing(checkIDRange(r, lockDir, nil, nil, clean, []string{p})); len(got) != 1 || got[0] != "id range: accounts" {
 			t.Errorf("got failures %v, want the accounts check", got)
 		}
 	})
@@ -515,9 +515,25 @@ func TestCheckIDRange(t *testing.T) {
 		if err := os.Chown(p, held.UID, 0); err != nil { // even a held id: a file outlives the run
 			t.Fatal(err)
 		}
-		checks := checkIDRange(r, lockDir, []string{files}, clean, noSub)
+		checks := checkIDRange(r, lockDir, []string{files}, nil, clean, noSub)
 		if got := failing(checks); len(got) != 1 || got[0] != "id range: files" {
 			t.Errorf("got failures %v, want the files check", got)
+		}
+		// A folder skipped (the package cache's staging, which its cache
+		// clears before any run) is not walked.
+		staging := filepath.Join(files, "staging")
+		if err := os.Mkdir(staging, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(staging)
+		if err := os.Rename(p, filepath.Join(staging, "owned")); err != nil {
+			t.Fatal(err)
+		}
+		if got := failing(checkIDRange(r, lockDir, []string{files}, []string{staging}, clean, noSub)); len(got) != 0 {
+			t.Errorf("got failures %v with the owned file in a skipped folder, want none", got)
+		}
+		if got := failing(checkIDRange(r, lockDir, []string{files}, nil, clean, noSub)); len(got) != 1 {
+			t.Errorf("got failures %v with the owned file in a folder not skipped, want the files check", got)
 		}
 	})
 	t.Run("process", func(t *testing.T) {
@@ -531,7 +547,7 @@ func TestCheckIDRange(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			got := failing(checkIDRange(r, lockDir, nil, clean, noSub))
+			got := failing(checkIDRange(r, lockDir, nil, nil, clean, noSub))
 			cmd.Process.Kill()
 			cmd.Wait()
 			if len(got) != tc.want {

@@ -56,6 +56,11 @@ const (
 	maxProgressReplay = 1000
 )
 
+// StagingDir is where a cache of dir stages its installs: files of its
+// installers' ids, which no run sees and OpenCache clears (brig's id range
+// check leaves it out, so that a crashed install does not stop the next start).
+func StagingDir(dir string) string { return filepath.Join(dir, stagingDirName) }
+
 // keyRE is what Set.Key returns; a directory in layers/ with another name is
 // not a layer, and Remove refuses other names before they reach a path.
 var keyRE = lazyRegexp(`^[0-9a-f]{64}$`)
@@ -177,7 +182,7 @@ func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
 		maxBytes:  cfg.MaxBytes,
 		openTTL:   cfg.OpenTTL,
 		layersDir: filepath.Join(cfg.Dir, layersDirName),
-		stageDir:  filepath.Join(cfg.Dir, stagingDirName),
+		stageDir:  StagingDir(cfg.Dir),
 		layers:    make(map[string]*cachedLayer),
 		flights:   make(map[string]*flight),
 	}

@@ -63,7 +63,7 @@ func checkAction(c *cli.Context) error {
 		}
 		checks = append(checks, jail.Check{Name: "interpreter " + lang.String(), OK: true, Detail: fmt.Sprintf("%s %s (%s rootfs)", r.Interpreter, r.Version, p.Name())})
 	}
-	checks = append(checks, jail.CheckIDRange(lc.IDs, "", idRangeRoots(lc, p))...)
+	checks = append(checks, jail.CheckIDRange(lc.IDs, "", idRangeRoots(lc, p), packages.StagingDir(packageCacheDir(sc)))...)
 	if p != nil {
 		checks = append(checks, jail.CheckViewLayers(lc.StateDir, bindSources(p)))
 		if ch, ok := usrViewCheck(p); ok {

@@ -407,6 +407,15 @@ func (sc serveConfig) supervisorConfig(log *slog.Logger) supervisor.Config {
 	}
 }
 
+// packageCacheDir is where the installed layers are: cache_dir, by default
+// <state_dir>/packages.
+func packageCacheDir(sc serveConfig) string {
+	if sc.Packages.CacheDir != "" {
+		return sc.Packages.CacheDir
+	}
+	return filepath.Join(sc.StateDir, "packages")
+}
+
 // openPackageCache opens the layer cache, whose installer runs pip or npm in
 // sandboxes of l with network "registries".
 func openPackageCache(sc serveConfig, regs map[string]packages.Registry, cfg supervisor.Config, l *jail.Launcher, log *slog.Logger) (*packages.Cache, error) {
@@ -425,11 +434,7 @@ func openPackageCache(sc serveConfig, regs map[string]packages.Registry, cfg sup
 	if err != nil {
 		return nil, fmt.Errorf("the package installer: %w", err)
 	}
-	dir := sc.Packages.CacheDir
-	if dir == "" {
-		dir = filepath.Join(sc.StateDir, "packages")
-	}
-	cache, err := packages.OpenCache(packages.CacheConfig{Dir: dir, MaxBytes: sc.Packages.CacheMaxBytes, OpenTTL: time.Duration(sc.Packages.OpenTTL), Installer: inst, Logger: log})
+	cache, err := packages.OpenCache(packages.CacheConfig{Dir: packageCacheDir(sc), MaxBytes: sc.Packages.CacheMaxBytes, OpenTTL: time.Duration(sc.Packages.OpenTTL), Installer: inst, Logger: log})
 	if err != nil {
 		return nil, err // it says it was opening the package cache
 	}
@@ -601,7 +606,7 @@ func serveAction(c *cli.Context) error {
 		log.Warn("the parts of /usr cost each sandbox an overlay each", "check", ch.Detail, "hint", ch.Hint)
 	}
 	var static []jail.Check
-	for _, ch := range jail.CheckIDRange(lc.IDs, "", idRangeRoots(lc, roots)) {
+	for _, ch := range jail.CheckIDRange(lc.IDs, "", idRangeRoots(lc, roots), packages.StagingDir(packageCacheDir(sc))) {
 		if ch.Name == jail.IDRangeProcesses && !ch.OK {
 			log.Warn("processes run as ids of the runs' range; if they are not a stopped brig's runs still exiting, choose another range", "detail", ch.Detail, "hint", "brig check")
 			continue

@@ -502,6 +502,19 @@ func TestServeRefusesAnIDRangeInUse(t *testing.T) {
 	if status == 0 || !strings.Contains(errOut, want) {
 		t.Fatalf("with a file of the range: got status %d, stderr %q; want a refusal containing %q", status, errOut, want)
 	}
+
+	// A crashed install's staging holds its installer's files, of the range:
+	// no run sees it and the cache clears it, so it does not stop the start.
+	staging := filepath.Join(state, "packages", "staging", "crashed")
+	if err := os.MkdirAll(staging, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(owned, filepath.Join(staging, "owned")); err != nil {
+		t.Fatal(err)
+	}
+	if errOut, _ := serve(3 * time.Second); !strings.Contains(errOut, "msg=serving") {
+		t.Errorf("with a crashed install's staging of the range: got %q, want the service serving", errOut)
+	}
 }
 
 // Signals that keep coming while the service stops (an impatient operator, a
