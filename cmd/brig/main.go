@@ -46,6 +46,10 @@ func main() {
 			packagesCommand(),
 		},
 		HideHelpCommand: true,
+		// A repeatable flag takes each value whole: urfave splits them at
+		// commas by default, which cut a package request ("pandas>=2,<3"),
+		// an extras list and an env value in two.
+		DisableSliceFlagSeparator: true,
 		// An unknown verb is an error that names the verbs, not urfave's
 		// "No help topic" with status 3.
 		CommandNotFound: func(c *cli.Context, name string) {

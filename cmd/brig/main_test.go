@@ -129,6 +129,8 @@ func commonRunCases(script func(name, body string) string) []runCase {
 		{"timeout", []string{"-l", "python", "--timeout", "1", script("g.py", "import time; time.sleep(30)")}, "", "", "time limit", exitTimeout},
 		{"memory", []string{"-l", "python", "--memory", "128", script("h.py", "b = bytearray(1 << 30)")}, "", "", "memory limit", exitMemory},
 		{"reserved env", []string{"-l", "python", "--env", "PATH=/x", script("i.py", "pass")}, "", "", "reserved by brig", 2},
+		// A value is not cut at its commas (nor a package request's, "a>=1,<2").
+		{"env with commas", []string{"-l", "python", "--env", "LIST=a,b,c", script("l.py", "import os; print(os.environ['LIST'])")}, "", "a,b,c\n", "", 0},
 		{"no file", []string{"-l", "python", "/nonexistent/missing.py"}, "", "", "reading the program", 2},
 		{"flags after FILE", []string{script("k.py", "print(1)"), "-l", "python", "--timeout", "5"}, "", "1\n", "", 0},
 	}
