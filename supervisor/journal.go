@@ -94,9 +94,12 @@ const (
 
 // record is what the journal keeps of a run.
 type record struct {
-	Key        string    `json:"key"`
-	Language   string    `json:"language"`
-	Network    string    `json:"network"`
+	Key      string `json:"key"`
+	Language string `json:"language"`
+	Network  string `json:"network"`
+	// Packages are the run's package requests, so that a run the service's
+	// stop interrupted lists them in its result as any other failed run does.
+	Packages   []string  `json:"packages,omitempty"`
 	PeerUID    int       `json:"peer_uid"`
 	AcceptedAt time.Time `json:"accepted_at"`
 	// Started is whether the program started (the replayed stream has a started

@@ -154,7 +154,7 @@ func TestJournalRecoverAndPrune(t *testing.T) {
 	done, flying := runKey{uid: 1000, id: "done"}, runKey{uid: 1000, id: "flying"}
 	j.accept(done, &record{Key: "k", Language: "python", Network: api.NetworkNone, PeerUID: 1000, AcceptedAt: old})
 	j.finish(done, &record{Key: "k", Language: "python", Network: api.NetworkNone, PeerUID: 1000, AcceptedAt: old, FinishedAt: old, Result: &api.Result{ID: "done"}})
-	j.accept(flying, &record{Key: "k", Language: "python", Network: api.NetworkAny, PeerUID: 1000, AcceptedAt: old})
+	j.accept(flying, &record{Key: "k", Language: "python", Network: api.NetworkAny, Packages: []string{"Pkg_A==1.0"}, PeerUID: 1000, AcceptedAt: old})
 	keys, err := j.recover(interruptedResult, time.Now())
 	if err != nil || len(keys) != 1 || keys[0] != flying {
 		t.Fatalf("got recovered %v, %v, want [%v]", keys, err, flying)
@@ -162,6 +162,10 @@ func TestJournalRecoverAndPrune(t *testing.T) {
 	rec, err := j.get(flying)
 	if err != nil || rec.Result.Reason != api.ReasonStopped || rec.Result.Outcome != api.OutcomeUnknown {
 		t.Fatalf("got %+v, %v, want stopped with outcome unknown (network any)", rec, err)
+	}
+	// Its package requests, each unresolved, as any other failed run's.
+	if want := []api.PackageResult{{Request: "Pkg_A==1.0", Name: "pkg-a"}}; !slices.Equal(rec.Result.Packages, want) {
+		t.Errorf("got packages %+v, want %+v", rec.Result.Packages, want)
 	}
 	if n, err := j.prune(time.Now().Add(-time.Hour)); err != nil || n != 1 {
 		t.Fatalf("got %d pruned, %v, want 1 (the old result, not the one just recovered)", n, err)

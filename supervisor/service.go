@@ -164,7 +164,7 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 // network mode implies. Its processes died with the service (each sandbox's
 // init has a parent-death signal) and its cgroup is swept when the jail starts.
 func interruptedResult(id string, rec *record) *api.Result {
-	res := failedResult(id, api.Request{Language: rec.Language, Network: &api.Network{Mode: rec.Network}}, api.ReasonStopped,
+	res := failedResult(id, api.Request{Language: rec.Language, Network: &api.Network{Mode: rec.Network}, Packages: rec.Packages}, api.ReasonStopped,
 		"the service stopped (it was restarted or crashed) before the run finished: whatever of it had started was killed, and its output was lost")
 	// The journal does not say whether its program had started (that would
 	// take a second synced write each run): a networked run, queued or not
@@ -322,7 +322,7 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 
 	// A run that can reach outside starts once its record is on disk; one that
 	// can't starts at once (journal's doc).
-	rec := &record{Key: key, Language: req.Language, Network: req.Network.Mode, PeerUID: peerUID, AcceptedAt: r.accepted}
+	rec := &record{Key: key, Language: req.Language, Network: req.Network.Mode, Packages: req.Packages, PeerUID: peerUID, AcceptedAt: r.accepted}
 	var err error
 	if req.Network.Mode == api.NetworkNone {
 		r.acceptCommit, err = s.journal.acceptSoon(r.runKey(), rec)
