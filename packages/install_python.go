@@ -244,6 +244,15 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 			down = append(down, strings.TrimPrefix(w, "WARNING: "))
 		}
 	}
+	// A download that timed out or was cut (a wheel, after its index page was
+	// read) ends pip in a traceback, not a fetch failure: the registry's
+	// doing too, not the request's.
+	for _, l := range r.Tail {
+		if strings.Contains(l, "Read timed out") || strings.Contains(l, "Connection broken") || strings.Contains(l, "IncompleteRead") {
+			down = append(down, l)
+			break
+		}
+	}
 	if len(down) > 0 {
 		return &IndexError{Message: "the python installer could not read the package index: " + clip(strings.Join(down, " | "), maxMessage)}
 	}

@@ -252,6 +252,9 @@ func TestPipError(t *testing.T) {
 			Errors:        []string{"ERROR: Could not find a version that satisfies the requirement pkg-a>=0 (from versions: none)"},
 			FetchFailures: []string{"Could not fetch URL http://pypi.test/simple/pkg-a/: connection error: HTTPConnectionPool(host='pypi.test', port=80): Max retries exceeded - skipping"}},
 			false, false, []string{"could not read the package index", "connection error"}},
+		{"download timed out", driverResult{Exit: 2, Errors: []string{"ERROR: Exception:"},
+			Tail: []string{"Traceback (most recent call last):", "pip._vendor.urllib3.exceptions.ReadTimeoutError: HTTPConnectionPool(host='pypi.test', port=80): Read timed out."}},
+			false, false, []string{"could not read the package index", "Read timed out"}},
 		{"disk full", driverResult{Exit: 1,
 			Errors: []string{"ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device"}},
 			false, false, []string{"status 1", "No space left on device"}},
@@ -262,7 +265,7 @@ func TestPipError(t *testing.T) {
 			err := pipError(&tc.r, tc.allowSource)
 			checkInstallError(t, err, tc.unavailable, tc.want)
 			var ie *IndexError
-			if got, want := errors.As(err, &ie), tc.name == "index down"; got != want {
+			if got, want := errors.As(err, &ie), tc.name == "index down" || tc.name == "download timed out"; got != want {
 				t.Errorf("got IndexError %v (%v), want %v", got, err, want)
 			}
 		})
