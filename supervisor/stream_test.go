@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -741,4 +742,32 @@ func TestLongRunOutlivesBodyReadTimeout(t *testing.T) {
 			t.Fatalf("got %+v, %v, want the result with late", res, err)
 		}
 	})
+}
+
+// TestOutputFloodFewEvents: a program that writes its output a byte at a time
+// gets it whole, in events at most one an outputWindow while it keeps
+// printing (each event costs the service memory: a million of them had grown
+// it by 65 MB), and its first byte still comes at once.
+func TestOutputFloodFewEvents(t *testing.T) {
+	ts := newTestService(t)
+	const n = 200_000
+	code := fmt.Sprintf("import os\nfor _ in range(%d):\n    os.write(1, b'x')\n", n)
+	var events int
+	var data strings.Builder
+	res, err := ts.client.Stream(context.Background(), request("python", code), func(ev api.Event) error {
+		if ev.Event == api.EventStdout {
+			events++
+			data.WriteString(ev.Data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data.String() != strings.Repeat("x", n) || res.Stdout != data.String() {
+		t.Fatalf("got %d characters in events and %d in the result, want %d each", data.Len(), len(res.Stdout), n)
+	}
+	if most := int(res.Timing.TotalMS/outputWindow.Milliseconds()) + 2; events > most {
+		t.Errorf("got %d stdout events in %d ms, want at most %d (one an outputWindow)", events, res.Timing.TotalMS, most)
+	}
 }
