@@ -102,9 +102,32 @@ func (c *Client) Stream(ctx context.Context, req api.Request, onEvent func(api.E
 	return readEvents(resp, onEvent)
 }
 
+// RunOption is an option of Get, Events and Stop.
+type RunOption func(url.Values)
+
+// OwnedBy names the uid whose run an id means (?uid=), for root and the
+// admin group when several uids used the id (the service answers 409 and
+// lists them); another peer may name only its own.
+func OwnedBy(uid int) RunOption {
+	return func(q url.Values) { q.Set("uid", strconv.Itoa(uid)) }
+}
+
+// runPath is the path of run id, with opts' query.
+func runPath(id, suffix string, opts []RunOption) string {
+	p := "/v1/runs/" + url.PathEscape(id) + suffix
+	if len(opts) > 0 {
+		q := url.Values{}
+		for _, o := range opts {
+			o(q)
+		}
+		p += "?" + q.Encode()
+	}
+	return p
+}
+
 // Get returns a run's result, or its state so far.
-func (c *Client) Get(ctx context.Context, id string) (*api.Result, error) {
-	resp, err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, "")
+func (c *Client) Get(ctx context.Context, id string, opts ...RunOption) (*api.Result, error) {
+	resp, err := c.do(ctx, http.MethodGet, runPath(id, "", opts), nil, "")
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +135,8 @@ func (c *Client) Get(ctx context.Context, id string) (*api.Result, error) {
 }
 
 // Events replays a run's events from the start and follows them to its result.
-func (c *Client) Events(ctx context.Context, id string, onEvent func(api.Event) error) (*api.Result, error) {
-	resp, err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/events", nil, "application/x-ndjson")
+func (c *Client) Events(ctx context.Context, id string, onEvent func(api.Event) error, opts ...RunOption) (*api.Result, error) {
+	resp, err := c.do(ctx, http.MethodGet, runPath(id, "/events", opts), nil, "application/x-ndjson")
 	if err != nil {
 		return nil, err
 	}
@@ -121,8 +144,8 @@ func (c *Client) Events(ctx context.Context, id string, onEvent func(api.Event) 
 }
 
 // Stop stops a run (reason stopped) and returns its result.
-func (c *Client) Stop(ctx context.Context, id string) (*api.Result, error) {
-	resp, err := c.do(ctx, http.MethodDelete, "/v1/runs/"+url.PathEscape(id), nil, "")
+func (c *Client) Stop(ctx context.Context, id string, opts ...RunOption) (*api.Result, error) {
+	resp, err := c.do(ctx, http.MethodDelete, runPath(id, "", opts), nil, "")
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +124,29 @@ func TestRunDroppedIsNoResult(t *testing.T) {
 	_, err := New(filepath.Join(t.TempDir(), "none.sock")).Run(context.Background(), api.Request{ID: "x", Language: "python", Code: "pass"})
 	if err == nil || errors.Is(err, ErrNoResult) {
 		t.Errorf("no service: got %v, want its dial error, not ErrNoResult", err)
+	}
+}
+
+// TestOwnedBy: Get, Events and Stop name the run's uid with ?uid= when asked,
+// and send no query otherwise.
+func TestOwnedBy(t *testing.T) {
+	var got []string
+	socket := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.RequestURI())
+		if strings.HasSuffix(r.URL.Path, "/events") {
+			fmt.Fprintln(w, `{"event":"result","result":{"id":"a b"}}`)
+			return
+		}
+		fmt.Fprint(w, `{"id":"a b"}`)
+	})
+	c := New(socket)
+	ctx := context.Background()
+	c.Get(ctx, "a b")
+	c.Get(ctx, "a b", OwnedBy(61001))
+	c.Events(ctx, "a b", nil, OwnedBy(61001))
+	c.Stop(ctx, "a b", OwnedBy(0))
+	want := []string{"GET /v1/runs/a%20b", "GET /v1/runs/a%20b?uid=61001", "GET /v1/runs/a%20b/events?uid=61001", "DELETE /v1/runs/a%20b?uid=0"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
