@@ -33,6 +33,9 @@ func main() {
 	// A run's init is this binary re-executed: it must reach pid1.Main before
 	// anything else starts.
 	pid1.Main()
+	if os.Getpid() == 1 {
+		os.Exit(runAsPIDOne())
+	}
 	keepInheritedFDs()
 	app := &cli.App{
 		Name:  "brig",

@@ -562,3 +562,72 @@ func TestServiceProcs(t *testing.T) {
 		}
 	}
 }
+
+// TestServeAsPIDOne: brig serve as the first process of its pid namespace, as
+// a container's entrypoint is, stops on a SIGTERM with its warm sandboxes
+// waiting (it had waited forever: the orphans it inherited as pid 1, a warm
+// Python sandbox's program among them, were never reaped), exits 0 and leaves
+// no cgroup.
+func TestServeAsPIDOne(t *testing.T) {
+	testutil.RequireRoot(t)
+	unshare, err := exec.LookPath("unshare")
+	testutil.Require(t, err == nil, "needs util-linux's unshare to start brig as a pid namespace's first process")
+	const parent = "brig-test-cli-pidone"
+	testutil.CheckLeaks(t, parent)
+	defer os.Remove(cgroup.ParentLockPath("", parent))
+	dir, err := os.MkdirTemp("", "brig-cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "brig.sock")
+	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", os.Args[0], "serve", "--socket", socket,
+		"--state-dir", filepath.Join(dir, "state"), "--cgroup-parent", parent, "--pool", "2", "--log-format", "text")
+	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
+	logs := &bytes.Buffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var first int // the namespace's first process: brig, or the init it runs under
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			if first > 0 {
+				syscall.Kill(first, syscall.SIGKILL) // and with it every process of its namespace
+			}
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	// A warm run makes a zygote and its children: the orphans of the stop.
+	c := client.New(socket)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if res, err := c.Run(context.Background(), api.Request{Language: "python", Code: "print(1)"}); err == nil && res.Stdout == "1\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("brig serve as pid 1 ran nothing within 30 s; it logged:\n%s", logs)
+		}
+	}
+	time.Sleep(time.Second) // the pools refill
+	children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+	if _, err := fmt.Sscan(string(children), &first); err != nil {
+		t.Fatalf("no first process under unshare (%q): %v", children, err)
+	}
+	syscall.Kill(first, syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("brig serve as pid 1: %v; it logged:\n%s", err, logs)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("brig serve as pid 1 did not stop within 30 s of a SIGTERM; it logged:\n%s", logs)
+	}
+	for _, h := range []string{"memory", "pids", "cpu", "unified"} {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, parent)); err == nil {
+			t.Errorf("got the cgroup parent left in %s, want it removed", h)
+		}
+	}
+}
