@@ -76,6 +76,9 @@ func launcherConfigFrom(c *cli.Context, defaultParent string) (launcherConfig, e
 	return lc, nil
 }
 
+// minPids is the lowest pids limit the service takes (sandbox.pids, --pids).
+const minPids = 32
+
 // check refuses the values lc can't mean. A flag or a config key means what it
 // says: jail reads a zero limit or id range as its default, so a zero is
 // refused here rather than silently replaced.
@@ -88,6 +91,9 @@ func (lc launcherConfig) check() error {
 	)
 	if lc.Pool < 0 || lc.Pool > 64 {
 		errs = append(errs, fmt.Errorf("pool %d: give 0 to 64 sandboxes", lc.Pool))
+	}
+	if lc.Pids > 0 && lc.Pids < minPids {
+		errs = append(errs, fmt.Errorf("pids %d: give at least %d: node starts about a dozen threads before a program runs, and under a lower limit a JavaScript run fails as if it timed out and its warm sandboxes never come up", lc.Pids, minPids))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid configuration: %w", errors.Join(errs...))

@@ -746,6 +746,15 @@ func serveUntilSignal(svc *supervisor.Service, ln net.Listener, grace time.Durat
 	go func() { served <- svc.Serve(ln) }()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	// SIGHUP, which would kill the process and every run with it, is the
+	// signal an operator sends for a reload: brig has none, and says so.
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	go func() {
+		for range hups {
+			log.Warn("SIGHUP ignored: brig serve reads its configuration only at its start; restart it (SIGTERM, then start it again) to change it")
+		}
+	}()
 	// Never stopped nor ignored: a signal during the sandboxes' cleanup that
 	// follows (serveAction's defers) must not kill the process half-way and
 	// leave its cgroups (SIGKILL still does). Once sigs is full the runtime

@@ -391,6 +391,7 @@ func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
 	for _, tc := range []struct{ name, body, want string }{
 		{"zero cpus", "[sandbox]\ncpus = 0.0\n", "cpus 0: give a positive value"},
 		{"negative pids", "[sandbox]\npids = -1\n", "pids -1"},
+		{"pids too low for node", "[sandbox]\npids = 6\n", "pids 6: give at least 32"},
 		{"zero id count", "[sandbox]\nid_count = 0\n", "id_count 0"},
 		{"zero id first", "[sandbox]\nid_first = 0\n", "id_first 0"},
 		{"pool too large", "[sandbox]\npool = 65\n", "pool 65: give 0 to 64 sandboxes"},
@@ -629,5 +630,26 @@ func TestServeAsPIDOne(t *testing.T) {
 		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, parent)); err == nil {
 			t.Errorf("got the cgroup parent left in %s, want it removed", h)
 		}
+	}
+}
+
+// TestServeIgnoresSIGHUP: a SIGHUP, an operator's reload, neither kills the
+// service nor its runs; it says that brig reads its config only at its start.
+func TestServeIgnoresSIGHUP(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliServeParent)
+	defer os.Remove(cgroup.ParentLockPath("", cliServeParent))
+	socket, serve, logs := startServe(t)
+	serve.Process.Signal(syscall.SIGHUP)
+	time.Sleep(200 * time.Millisecond)
+	if res, err := client.New(socket).Run(context.Background(), api.Request{Language: "python", Code: "print('after')"}); err != nil || res.Stdout != "after\n" {
+		t.Fatalf("a run after SIGHUP: got %+v, %v; it logged:\n%s", res, err, logs)
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	if err := serve.Wait(); err != nil {
+		t.Fatalf("brig serve: %v; it logged:\n%s", err, logs)
+	}
+	if !strings.Contains(logs.String(), "SIGHUP ignored") {
+		t.Errorf("got logs\n%s\nwant a line saying SIGHUP was ignored", logs)
 	}
 }
