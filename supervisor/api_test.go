@@ -423,6 +423,9 @@ func TestAPIAllowedByGID(t *testing.T) {
 	if n := len(ts.logs.Lines("root may not use the API")); n != 0 {
 		t.Errorf("got %d log lines saying root may not use the API, want none: gid 0 is allowed", n)
 	}
+	if lines := ts.logs.Lines("admission"); len(lines) != 1 || lines[0]["max_concurrent"] == nil || lines[0]["memory_budget_mib"] == nil {
+		t.Errorf("got admission lines %v, want one with the effective max_concurrent and memory_budget_mib", lines)
+	}
 	res := ts.mustRun(t, request("python", "print('by gid')"))
 	if res.Outcome != api.OutcomeSucceeded || res.Stdout != "by gid\n" {
 		t.Fatalf("got %s stdout %q (%s), want succeeded \"by gid\\n\"", res.Outcome, res.Stdout, res.Message)
