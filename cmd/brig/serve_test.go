@@ -534,11 +534,7 @@ func TestServeStopsCleanlyUnderRepeatedSignals(t *testing.T) {
 			if err != nil {
 				t.Fatalf("brig serve under repeated SIGTERMs: %v; it logged:\n%s", err, logs)
 			}
-			for _, h := range []string{"memory", "pids", "cpu", "unified"} {
-				if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, cliServeParent)); err == nil {
-					t.Errorf("got the cgroup parent left in %s, want it removed", h)
-				}
-			}
+			checkParentRemoved(t, cliServeParent)
 			os.Remove(cgroup.ParentLockPath("", cliServeParent))
 			return
 		case <-time.After(5 * time.Millisecond):
@@ -626,6 +622,13 @@ func TestServeAsPIDOne(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("brig serve as pid 1 did not stop within 30 s of a SIGTERM; it logged:\n%s", logs)
 	}
+	checkParentRemoved(t, parent)
+}
+
+// checkParentRemoved fails t when a stopped service left its cgroup parent in
+// any hierarchy.
+func checkParentRemoved(t *testing.T, parent string) {
+	t.Helper()
 	for _, h := range []string{"memory", "pids", "cpu", "unified"} {
 		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, parent)); err == nil {
 			t.Errorf("got the cgroup parent left in %s, want it removed", h)
