@@ -116,7 +116,8 @@ func checkConfig(c *cli.Context) (launcherConfig, serveConfig, *jail.Check, erro
 	ch := jail.Check{Name: "config", OK: true, Detail: c.String("config") + " is valid"}
 	lc, lerr := sc.launcherConfig()
 	_, _, serr := sc.serviceConfig(c.Context, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := errors.Join(serr, lerr); err != nil {
+	_, logErr := newLogger(io.Discard, sc.LogFormat, sc.LogLevel) // serve's first check
+	if err := errors.Join(logErr, serr, lerr); err != nil {
 		ch = jail.Check{Name: "config", Detail: err.Error(), Hint: "fix " + c.String("config") + " or the flags given over it; deploy/brig.toml lists every key with its default"}
 	}
 	lc.CgroupParent = "brig-local"

@@ -326,9 +326,9 @@ func TestCheckConfigFile(t *testing.T) {
 	testutil.RequireRoot(t)
 	const parent = "brig-test-check-config"
 	p := filepath.Join(t.TempDir(), "brig.toml")
-	os.WriteFile(p, []byte("queue_size = -2\n[sandbox]\nid_first = 1000\n"), 0o644)
+	os.WriteFile(p, []byte("queue_size = -2\nlog_format = \"xml\"\n[sandbox]\nid_first = 1000\n"), 0o644)
 	out, _, code := brig(t, "", "check", "--no-resolve", "--config", p, "--cgroup-parent", parent)
-	for _, want := range []string{"FAIL  config", "queue_size -2", "FAIL  id range", "starts below 65536"} {
+	for _, want := range []string{"FAIL  config", "queue_size -2", `log format "xml": use json or text`, "FAIL  id range", "starts below 65536"} {
 		if code != 1 || !strings.Contains(out, want) {
 			t.Errorf("brig check --config: exit %d, want 1 and %q in:\n%s", code, want, out)
 		}
