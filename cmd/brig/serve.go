@@ -554,6 +554,16 @@ const sysmonSlack = time.Millisecond
 // that need no privilege first, then the host's, the cgroup parent's lock, the
 // sandboxes, the package cache and the service, served until a signal.
 func serveAction(c *cli.Context) error {
+	// The signals are caught before anything else: a SIGTERM while the
+	// service starts (a supervisor that stops it at once, a rollout) would
+	// otherwise kill it half-way, its cgroup parent, lock and socket left.
+	// One that comes during the start is acted on once the start is over.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	// SIGHUP, which would kill the process and every run with it, is the
+	// signal an operator sends for a reload: brig has none, and says so.
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
 	sc, err := serveConfigFrom(c)
 	if err != nil {
 		return err
@@ -562,6 +572,11 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	go func() {
+		for range hups {
+			log.Warn("SIGHUP ignored: brig serve reads its configuration only at its start; restart it (SIGTERM, then start it again) to change it")
+		}
+	}()
 	if procs, set := serviceProcs(os.Getenv("GOMAXPROCS"), runtime.NumCPU()); set {
 		runtime.GOMAXPROCS(procs)
 		log.Debug("the service's Go code runs on a quarter of the host's CPUs, at least 2 (GOMAXPROCS in its environment overrides it)", "gomaxprocs", procs, "cpus", runtime.NumCPU())
@@ -650,6 +665,13 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	select {
+	case sig := <-sigs:
+		// Asked to stop while it started: it never serves.
+		log.Info("shutting down before serving: the signal came during the start", "signal", sig.String())
+		return svc.Shutdown(context.Background())
+	default:
+	}
 	ln, err := supervisor.Listen(sc.Socket, sc.SocketGroup)
 	if err != nil {
 		svc.Shutdown(context.Background())
@@ -660,7 +682,7 @@ func serveAction(c *cli.Context) error {
 	}
 	log.Info("serving", "socket", sc.Socket, "state_dir", sc.StateDir, "cgroup_mode", host.CgroupMode,
 		"rootfs", host.Rootfs, "pool", sc.Sandbox.Pool, "network_modes", cfg.NetworkModes, "config", c.String("config"))
-	return serveUntilSignal(svc, ln, time.Duration(sc.Grace), log)
+	return serveUntilSignal(svc, ln, sigs, time.Duration(sc.Grace), log)
 }
 
 // serviceConfig is the supervisor's config, checked, with the registry hosts
@@ -739,23 +761,12 @@ func packageLanguages(regs map[string]packages.Registry) []string {
 	return langs
 }
 
-// serveUntilSignal serves svc on ln until SIGTERM or SIGINT, then shuts it down
-// within grace; a second signal cuts the grace short.
-func serveUntilSignal(svc *supervisor.Service, ln net.Listener, grace time.Duration, log *slog.Logger) error {
+// serveUntilSignal serves svc on ln until SIGTERM or SIGINT comes on sigs,
+// then shuts it down within grace; a second signal cuts the grace short.
+func serveUntilSignal(svc *supervisor.Service, ln net.Listener, sigs chan os.Signal, grace time.Duration, log *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- svc.Serve(ln) }()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	// SIGHUP, which would kill the process and every run with it, is the
-	// signal an operator sends for a reload: brig has none, and says so.
-	hups := make(chan os.Signal, 1)
-	signal.Notify(hups, syscall.SIGHUP)
-	go func() {
-		for range hups {
-			log.Warn("SIGHUP ignored: brig serve reads its configuration only at its start; restart it (SIGTERM, then start it again) to change it")
-		}
-	}()
-	// Never stopped nor ignored: a signal during the sandboxes' cleanup that
+	// sigs is never stopped nor ignored: a signal during the sandboxes' cleanup that
 	// follows (serveAction's defers) must not kill the process half-way and
 	// leave its cgroups (SIGKILL still does). Once sigs is full the runtime
 	// drops what comes. Not signal.Ignore: the runtime stops handling the

@@ -63,6 +63,23 @@ func TestServeConfigRefusesUnknownKeys(t *testing.T) {
 // returns the socket and the process; the test stops it with SIGTERM.
 func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *bytes.Buffer) {
 	t.Helper()
+	socket, cmd, logs := launchServe(t, args...)
+	c := client.New(socket)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := c.Health(context.Background()); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("brig serve did not answer within 10 s; it logged:\n%s", logs)
+		}
+	}
+	return socket, cmd, logs
+}
+
+// launchServe starts `brig serve` as startServe does, without waiting for it
+// to serve.
+func launchServe(t *testing.T, args ...string) (string, *exec.Cmd, *bytes.Buffer) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "brig-cli")
 	if err != nil {
 		t.Fatal(err)
@@ -83,15 +100,6 @@ func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *bytes.Buffer)
 			cmd.Wait()
 		}
 	})
-	c := client.New(socket)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := c.Health(context.Background()); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("brig serve did not answer within 10 s; it logged:\n%s", logs)
-		}
-	}
 	return socket, cmd, logs
 }
 
@@ -654,5 +662,38 @@ func TestServeIgnoresSIGHUP(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "SIGHUP ignored") {
 		t.Errorf("got logs\n%s\nwant a line saying SIGHUP was ignored", logs)
+	}
+}
+
+// TestServeStopsCleanlyWhenSignalledDuringItsStart: a SIGTERM that comes
+// while the service starts (once it holds its cgroup parent, before it
+// serves) stops it as one that comes later does: exit 0, nothing left. Up to
+// 2026-12-05 the signal was caught only once it served, and such a SIGTERM
+// killed it (exit 143) with its cgroup parent and lock left.
+func TestServeStopsCleanlyWhenSignalledDuringItsStart(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliServeParent)
+	lock := cgroup.ParentLockPath("", cliServeParent)
+	defer os.Remove(lock)
+	os.Remove(lock)
+	socket, serve, logs := launchServe(t)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(lock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("brig serve took no lock on its cgroup parent within 10 s; it logged:\n%s", logs)
+		}
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	if err := serve.Wait(); err != nil {
+		t.Fatalf("brig serve, signalled during its start: %v; it logged:\n%s", err, logs)
+	}
+	if !strings.Contains(logs.String(), "shutting down") {
+		t.Errorf("got logs\n%s\nwant a line saying it shut down", logs)
+	}
+	checkParentRemoved(t, cliServeParent)
+	if _, err := os.Stat(socket); err == nil {
+		t.Errorf("got its socket %s left, want it removed", socket)
 	}
 }
