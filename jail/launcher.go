@@ -577,7 +577,7 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 		// from here, as a pooled sandbox's counts from when it became ready:
 		// the init's own start is not the run's.
 		if len(spec.Mounts) > 0 || spec.Attach != nil {
-			if err := s.waitReady(); err != nil {
+			if err := s.waitReady(nil); err != nil {
 				return internal("sandbox", "could not prepare a sandbox: %v", err)
 			}
 			ready = true

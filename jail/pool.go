@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -188,7 +189,7 @@ func (l *Launcher) prepare(root *rootfs.Root, warm rootfs.Language) (*slot, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := s.waitReady(); err != nil { // it discarded s
+	if err := s.waitReady(l.done); err != nil { // it discarded s
 		return nil, err
 	}
 	// The run's CPU counts from here: the init waits and uses none until
@@ -262,9 +263,33 @@ func (l *Launcher) refresh(warm rootfs.Language, pool chan *slot, room chan stru
 	}
 }
 
-// waitReady waits for a fresh init to report its root built.
-func (s *slot) waitReady() error {
-	m, ok := <-s.msgs
+// prepareTimeout bounds a fresh init's build of its root. A build takes
+// milliseconds (tens under load); one that has not reported after this is
+// stuck, and a filler that waited for it forever would hold the launcher's
+// Close, and the service's stop, with it.
+const prepareTimeout = 30 * time.Second
+
+// waitReady waits for a fresh init to report its root built, until
+// prepareTimeout or until stop is closed (the launcher's Close: a nil stop
+// never is), which discard the init.
+func (s *slot) waitReady(stop <-chan struct{}) error {
+	return s.waitReadyWithin(stop, prepareTimeout)
+}
+
+func (s *slot) waitReadyWithin(stop <-chan struct{}, limit time.Duration) error {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	var m pid1.Message
+	var ok bool
+	select {
+	case m, ok = <-s.msgs:
+	case <-stop:
+		s.discard()
+		return errors.New("the launcher closed while the sandbox was being prepared")
+	case <-timer.C:
+		s.discard()
+		return fmt.Errorf("the sandbox's init did not report its root built within %s", limit)
+	}
 	switch {
 	case !ok:
 		s.kill()

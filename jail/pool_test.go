@@ -2,6 +2,7 @@ package jail
 
 import (
 	"fmt"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -225,5 +227,42 @@ func TestWarmWaitRounds(t *testing.T) {
 	}
 	if n := l.waiting[key].Load(); n != 0 {
 		t.Fatalf("%d runs still counted as waiting, want 0", n)
+	}
+}
+
+// TestWaitReadyGivesUp: a filler's wait for an init that never reports its
+// root built ends at the launcher's Close, or at prepareTimeout, and kills
+// and reaps the init, so that a stuck build can't hold the service's stop.
+func TestWaitReadyGivesUp(t *testing.T) {
+	stuck := func() *slot {
+		cmd := exec.Command("sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if cmd.Process != nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+		})
+		return &slot{cmd: cmd, msgs: make(chan pid1.Message)}
+	}
+	s := stuck()
+	cmd := s.cmd
+	stop := make(chan struct{})
+	time.AfterFunc(20*time.Millisecond, func() { close(stop) })
+	if err := s.waitReady(stop); err == nil || !strings.Contains(err.Error(), "launcher closed") {
+		t.Errorf("waitReady, the launcher closed: got %v, want an error saying it closed", err)
+	}
+	if cmd.ProcessState == nil {
+		t.Error("got the init still running after the launcher closed, want it killed and reaped")
+	}
+	s = stuck()
+	cmd = s.cmd
+	if err := s.waitReadyWithin(nil, 20*time.Millisecond); err == nil || !strings.Contains(err.Error(), "did not report its root built within 20ms") {
+		t.Errorf("waitReady, the init stuck: got %v, want an error saying it timed out", err)
+	}
+	if cmd.ProcessState == nil {
+		t.Error("got the init still running after its timeout, want it killed and reaped")
 	}
 }
