@@ -90,7 +90,8 @@ func newMetrics(adm *admission) *metrics {
 // they are there before the first run and the first connection (a labelled
 // counter appears only at its first increment, and rate() over an absent
 // series is empty, not 0): every language's runs by each outcome and reason
-// a run can end with, and each networked mode's usual decisions and bytes.
+// a run can end with, each networked mode's usual decisions and bytes, and
+// the refusals of a run request by code.
 func (m *metrics) zero() {
 	for _, lang := range api.Languages {
 		for _, reason := range append([]api.Reason{api.ReasonNone}, api.Reasons...) {
@@ -109,6 +110,19 @@ func (m *metrics) zero() {
 	}
 	m.egressBytes.WithLabelValues("sent")
 	m.egressBytes.WithLabelValues("received")
+	// A run request is refused with any code but these two, which only a
+	// wrong path or method gets.
+	for _, code := range api.ErrorCodes {
+		if code != api.ErrorNotFound && code != api.ErrorMethodNotAllowed {
+			m.refused.WithLabelValues(string(code))
+		}
+	}
+}
+
+// route makes the series of a route's success (code 200) at 0, as zero does
+// the runs': an error ratio over an absent series is empty, not 0.
+func (m *metrics) route(pattern string) {
+	m.requests.WithLabelValues(pattern, "200")
 }
 
 // observe counts a finished run; started says whether its program started,

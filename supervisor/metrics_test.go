@@ -49,4 +49,28 @@ func TestMetricsBeforeAnyRun(t *testing.T) {
 	if b := series(t, m, "brig_egress_bytes_total"); len(b) != 2 {
 		t.Errorf("got brig_egress_bytes_total %v, want sent and received at 0", b)
 	}
+	refused := series(t, m, "brig_runs_refused_total")
+	for _, code := range []string{"invalid_request", "forbidden", "conflict", "too_large", "queue_full", "unavailable", "internal"} {
+		if v, ok := refused["code="+code]; !ok || v != 0 {
+			t.Errorf("brig_runs_refused_total{code=%q}: got %v (present %v), want 0", code, v, ok)
+		}
+	}
+	if len(refused) != 7 {
+		t.Errorf("got brig_runs_refused_total %v, want the 7 codes a run request can be refused with", refused)
+	}
+}
+
+// A fresh service's /metrics has each route's success at 0.
+func TestMetricsRoutesBeforeAnyRequest(t *testing.T) {
+	s, _ := availableService(t, Config{})
+	requests := series(t, s.metrics, "brig_http_requests_total")
+	for _, route := range []string{"POST /v1/runs", "GET /v1/runs/{id}", "GET /v1/runs/{id}/events", "DELETE /v1/runs/{id}",
+		"GET /v1/limits", "GET /v1/health", "GET /metrics", "GET /openapi.yaml"} {
+		if v, ok := requests["code=200,route="+route]; !ok || v != 0 {
+			t.Errorf("brig_http_requests_total{route=%q,code=\"200\"}: got %v (present %v), want 0", route, v, ok)
+		}
+	}
+	if len(requests) != 8 {
+		t.Errorf("got brig_http_requests_total %v, want the 8 routes' successes", requests)
+	}
 }

@@ -118,6 +118,9 @@ func (s *Service) routes() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
 		mux.Handle(pattern, s.guard(pattern, h))
+		if strings.Contains(pattern, " ") { // a route with its method
+			s.metrics.route(pattern)
+		}
 	}
 	handle("POST /v1/runs", s.postRun)
 	handle("GET /v1/runs/{id}", s.getRun)
