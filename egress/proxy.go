@@ -52,6 +52,9 @@ func (r *Run) serveTLS(c *net.TCPConn) {
 	case sni == "":
 		r.refuse("", 443, viaTLS, ruleNoSNI)
 		return
+	case isProxyItself(sni):
+		r.refuse(sni, 443, viaTLS, ruleProxyItself)
+		return
 	}
 	c.SetReadDeadline(time.Time{})
 	r.connect(c, sni, 443, viaTLS, func(up *net.TCPConn, rec *record) error {
@@ -78,6 +81,12 @@ func (r *Run) serveHTTP(c *net.TCPConn) {
 	host, _, err := hostPort(h.host, 80)
 	if err != nil {
 		r.refuseHTTP(c, "", 80, viaHTTP, 400, ruleBadHead+": the Host header: "+err.Error())
+		return
+	}
+	if isProxyItself(host) {
+		// The run's own names (localhost, sandbox) are its loopback's,
+		// not a destination outside, as on the proxy's CONNECT.
+		r.refuseHTTP(c, host, 80, viaHTTP, 403, ruleProxyItself)
 		return
 	}
 	target, err := originTarget(h.target, host)

@@ -579,6 +579,14 @@ func TestRunProxies(t *testing.T) {
 			}
 		})
 	}
+	t.Run("transparent HTTP to the run's own names", func(t *testing.T) {
+		for _, host := range []string{"localhost", "sandbox", "x.localhost", "127.0.0.1"} {
+			got := rawExchange(t, ns, "127.0.0.1:80", "GET / HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+			if !strings.HasPrefix(got, "HTTP/1.1 403") || !strings.Contains(got, "the proxy itself") {
+				t.Errorf("Host %s: got %q, want a 403 naming the proxy itself", host, got)
+			}
+		}
+	})
 	t.Run("TLS without SNI", func(t *testing.T) {
 		c, err := ns.dial(context.Background(), "tcp", "127.0.0.1:443")
 		if err != nil {
