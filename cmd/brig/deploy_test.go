@@ -270,8 +270,14 @@ func TestKubernetesManifests(t *testing.T) {
 	if _, ok := brig.Resources.Limits["memory"]; ok {
 		t.Error("the brig container has a memory limit below its request's budget, or one that bounds only brig: leave it out")
 	}
-	if brig.Resources.Requests["cpu"] == "" {
-		t.Error("the brig container has no CPU request")
+	// And the CPU request what the runs can use at once, and a CPU for brig:
+	// the runs' CPU is not the pod's either.
+	cpus := sc.Sandbox.CPUs
+	if cpus == 0 {
+		cpus = 1
+	}
+	if cpu, err := cores(brig.Resources.Requests["cpu"]); err != nil || cpu < float64(sc.MaxConcurrent)*cpus+1 {
+		t.Errorf("the CPU request %q (%v) is less than max_concurrent %d runs at %g CPUs each and one CPU for brig", brig.Resources.Requests["cpu"], err, sc.MaxConcurrent, cpus)
 	}
 
 	// Probes and the bridge run the tool the tools ConfigMap carries.
@@ -295,6 +301,15 @@ func TestKubernetesManifests(t *testing.T) {
 		len(bridge.Ports) != 1 || itoa(bridge.Ports[0].ContainerPort) != port {
 		t.Errorf("the scrape annotations %v, the bridge's BRIDGE_PORT %q and its ports %+v do not agree", ann, port, bridge.Ports)
 	}
+}
+
+// cores parses a Kubernetes CPU quantity: cores ("5") or millicores ("500m").
+func cores(q string) (float64, error) {
+	if m, ok := strings.CutSuffix(q, "m"); ok {
+		v, err := strconv.ParseFloat(m, 64)
+		return v / 1000, err
+	}
+	return strconv.ParseFloat(q, 64)
 }
 
 // mebibytes parses a Kubernetes memory quantity in Mi or Gi.
