@@ -90,6 +90,7 @@ var warmPassSkipped = map[string]string{
 	"TestOutputWriteAfterCap":    "a unit test of Output",
 	"TestOutputReplacesAsPython": "a unit test of Output, against python3 on the host",
 	"TestWarmWaitRounds":         "a unit test of waitPrepared, on a Launcher of channels alone",
+	"TestWaitReadyGivesUp":       "a unit test of waitReady, on a slot of a sleep process",
 }
 
 // warmPassBroken are tests of warmPassFiles that fail on the warm path
