@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -344,5 +345,50 @@ func TestHealthWithoutLanguagesMatchesSchema(t *testing.T) {
 	}
 	if h.Languages == nil {
 		t.Errorf("got languages null, want an object (empty when the host has none)")
+	}
+}
+
+// A retry of a run accepted before a restart that took away its network mode,
+// or the packages of its language, gets that run (stopped, and unknown when
+// networked), not a 400 that tells the harness to rewrite the request, which
+// would run its program a second time.
+func TestRetryAfterARestartWithLess(t *testing.T) {
+	for _, tc := range []struct{ name, body, outcome string }{
+		{"network mode", `{"id":"net-1","language":"python","code":"print(1)","network":{"mode":"domains","domains":["example.test"]}}`, "unknown"},
+		{"packages", `{"id":"pkg-1","language":"python","code":"import six","packages":["six>=1"]}`, "failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			req, aerr := decodeRequest([]byte(tc.body))
+			if aerr != nil {
+				t.Fatal(aerr)
+			}
+			// Accepted by the service before the restart, which died with it in flight.
+			j, err := openJournal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := &record{Key: requestKey(req), Language: req.Language, Network: req.Network.Mode, Packages: req.Packages, AcceptedAt: time.Now()}
+			if err := j.accept(runKey{uid: 0, id: req.ID}, rec); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.close(); err != nil {
+				t.Fatal(err)
+			}
+			// The service after the restart: mode none alone, no packages.
+			_, c := availableService(t, Config{StateDir: dir})
+			resp, err := c.Post("http://brig/v1/runs", "application/json", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var res api.Result
+			if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != 200 || res.ID != req.ID || res.State != api.StateFinished || res.Reason != api.ReasonStopped || string(res.Outcome) != tc.outcome {
+				t.Errorf("a retry after the restart: got %d %+v, want 200 and the run, stopped with outcome %s", resp.StatusCode, res, tc.outcome)
+			}
+		})
 	}
 }

@@ -367,7 +367,9 @@ func TestOnEgress(t *testing.T) {
 // directly, as root's, checked against api/openapi.yaml.
 func availableService(t *testing.T, cfg Config) (*Service, *http.Client) {
 	t.Helper()
-	cfg.StateDir = t.TempDir()
+	if cfg.StateDir == "" {
+		cfg.StateDir = t.TempDir()
+	}
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	s, err := New(cfg, HostInfo{Languages: map[string]string{"python": "3", "javascript": "20"}, CgroupMode: "test", Rootfs: "host"}, nil)
 	if err != nil {

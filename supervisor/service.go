@@ -270,9 +270,6 @@ func (s *Service) pruneLoop() {
 // started. An id is scoped to the peer's uid (API.md, Retries): the same id
 // from another uid is another run, never a conflict.
 func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
-	if err := s.available(req); err != nil {
-		return nil, nil, err
-	}
 	key := requestKey(req)
 	id := req.ID
 	s.mu.Lock()
@@ -301,6 +298,13 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		}
 	} else {
 		id = NewID()
+	}
+	// After the retry's lookup: a run accepted before a restart that took its
+	// network mode or its packages away is still the same run, answered as
+	// such, not refused as a request to rewrite (which would run it twice).
+	if err := s.available(req); err != nil {
+		s.mu.Unlock()
+		return nil, nil, err
 	}
 	if s.draining {
 		s.mu.Unlock()
