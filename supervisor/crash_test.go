@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/client"
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/jail"
 )
 
 // serveProcess is the test binary running as a whole service (serveForTest), so
@@ -389,6 +391,126 @@ func TestRetryAfterARestartWithLess(t *testing.T) {
 			if resp.StatusCode != 200 || res.ID != req.ID || res.State != api.StateFinished || res.Reason != api.ReasonStopped || string(res.Outcome) != tc.outcome {
 				t.Errorf("a retry after the restart: got %d %+v, want 200 and the run, stopped with outcome %s", resp.StatusCode, res, tc.outcome)
 			}
+		})
+	}
+}
+
+// A run the journal can't record (its state directory full, read-only) is
+// refused with 503 and a Retry-After, counted as refused, never run
+// unrecorded, and never answered as a defect (500).
+func TestJournalFailureRefusesTheRun(t *testing.T) {
+	s, c := availableService(t, Config{})
+	s.journal.mu.Lock()
+	s.journal.pending.Close() // each write fails from now on, as on a full disk
+	s.journal.mu.Unlock()
+	resp, err := c.Post("http://brig/v1/runs", "application/json", strings.NewReader(`{"language":"python","code":"print(1)"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body api.ErrorBody
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 503 || body.Error.Code != api.ErrorUnavailable || resp.Header.Get("Retry-After") != "5" ||
+		!strings.Contains(body.Error.Message, "could not record the run in its journal") {
+		t.Errorf("got %d %+v (Retry-After %q), want 503 unavailable with Retry-After 5 saying the journal could not record it", resp.StatusCode, body.Error, resp.Header.Get("Retry-After"))
+	}
+	if n := counter(t, s.metrics, "brig_runs_refused_total", "code=unavailable"); n != 1 {
+		t.Errorf("brig_runs_refused_total{code=unavailable}: got %v, want 1", n)
+	}
+	s.mu.Lock()
+	left := len(s.runs)
+	s.mu.Unlock()
+	if left != 0 {
+		t.Errorf("got %d runs in memory, want none: the run was refused", left)
+	}
+}
+
+// A result answered while the journal can't take it (its disk full) is kept
+// and committed once the disk has room again, so that it survives the next
+// restart; one still unwritten at the stop fails the stop, which names it,
+// rather than exiting 0 and reading as stopped after the restart.
+func TestAnsweredResultsSurviveAFullDisk(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, freed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("freed=%v", freed), func(t *testing.T) {
+			dir, err := os.MkdirTemp("", "brig-full")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(dir)
+			state := filepath.Join(dir, "state")
+			if err := os.Mkdir(state, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mount("tmpfs", state, "tmpfs", 0, "size=8m"); err != nil {
+				t.Fatal(err)
+			}
+			defer syscall.Unmount(state, syscall.MNT_DETACH)
+			hold := make(chan struct{})
+			big := strings.Repeat("x", 900_000) // more pages than the journal has free: it must grow
+			l := &fakeLauncher{run: func(ctx context.Context, spec jail.Spec) (*jail.Result, error) {
+				<-hold
+				zero := 0
+				return &jail.Result{End: jail.EndCompleted, ExitCode: &zero, Stdout: big, Timing: jail.Timing{StartMS: 1, TotalMS: 2}}, nil
+			}}
+			fs := &fakeService{launcher: l, socket: filepath.Join(dir, "brig.sock"), state: state}
+			fs.start(t)
+			answered := make(chan *api.Result, 1)
+			go func() {
+				res, err := fs.client.Run(context.Background(), api.Request{ID: "full-1", Language: "python", Code: "print('x' * 900000)"})
+				if err != nil {
+					t.Error(err)
+				}
+				answered <- res
+			}()
+			for l.calls() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			filler := filepath.Join(state, "filler")
+			f, err := os.Create(filler)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chunk := make([]byte, 64<<10)
+			for {
+				if _, err := f.Write(chunk); err != nil {
+					break // ENOSPC: full
+				}
+			}
+			f.Close()
+			close(hold)
+			if res := <-answered; res == nil || res.Stdout != big {
+				t.Fatal("the run was not answered with its output")
+			}
+			waitUntil := func(what string, cond func() bool) {
+				t.Helper()
+				for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: got unwritten %v", what, fs.unwrittenIDs())
+					}
+				}
+			}
+			waitUntil("the result is not in the journal while the disk is full", func() bool { return slices.Equal(fs.unwrittenIDs(), []string{"full-1"}) })
+			if !freed {
+				err := fs.Service.Shutdown(context.Background())
+				<-fs.served
+				fs.Service = nil
+				if err == nil || !strings.Contains(err.Error(), "1 answered results could not be written to the journal (full-1)") {
+					t.Errorf("Shutdown with a result unwritten: got %v, want an error naming it", err)
+				}
+				return
+			}
+			os.Remove(filler)
+			waitUntil("the result was committed once the disk had room", func() bool { return len(fs.unwrittenIDs()) == 0 })
+			fs.stop(t)
+			fs.start(t)
+			got, err := fs.client.Get(context.Background(), "full-1")
+			if err != nil || got.Outcome != api.OutcomeSucceeded || got.Stdout != big {
+				t.Fatalf("after the restart: got %v (outcome %v, %d bytes of stdout), want the answered result", err, got.Outcome, len(got.Stdout))
+			}
+			fs.stop(t)
 		})
 	}
 }

@@ -50,6 +50,11 @@ type run struct {
 	// which comes a little after the interpreter's exec that the final
 	// result's start_ms counts to). Guarded by mu.
 	timing api.Timing
+	// unwritten is the record of the run's answered result while the journal
+	// could not commit it (a full or read-only state directory): the run stays
+	// in Service.runs, answered from memory, and Service.commitUnwritten
+	// tries again. Guarded by Service.mu.
+	unwritten *record
 	// acceptCommit is the journal's commit of the accepted run, when it was
 	// not committed before the run started (journal.acceptSoon).
 	acceptCommit *commit

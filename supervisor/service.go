@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -223,15 +224,27 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		why = "shutdown was hurried (a second signal)"
 	}
 	s.mu.Lock()
-	left := len(s.runs)
+	left := 0
 	for _, r := range s.runs {
-		r.stop(errShutdown)
+		if r.unwritten == nil { // not finished (a finished one is only unwritten)
+			left++
+			r.stop(errShutdown)
+		}
 	}
 	s.mu.Unlock()
 	if left > 0 {
 		s.log.Warn("stopping the runs that have not finished: "+why, "runs", left, "grace", max(s.cfg.Grace, 0).String())
 	}
 	<-finished
+	// A result answered but not yet in the journal is tried once more: one
+	// lost here reads as stopped after the restart, against what its client
+	// was told, so the stop says so and fails.
+	var unwritten error
+	if s.commitUnwritten() > 0 {
+		ids := s.unwrittenIDs()
+		s.log.Error("results answered but not in the journal: after a restart these runs read as stopped; free the state directory's disk before the next stop", "runs", len(ids), "ids", ids)
+		unwritten = fmt.Errorf("%d answered results could not be written to the journal (%s)", len(ids), strings.Join(ids, ", "))
+	}
 
 	// Every stream has its result event by now; give the handlers a moment to
 	// write it, then close whatever is left.
@@ -243,17 +256,69 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 	close(s.stopPrune)
 	<-s.pruned
-	return errors.Join(err, s.journal.close())
+	return errors.Join(err, unwritten, s.journal.close())
+}
+
+// unwrittenRetry is how often the results the journal could not commit are
+// tried again.
+const unwrittenRetry = time.Second
+
+// commitUnwritten tries again to commit the answered results the journal could
+// not (a full or read-only state directory, which an operator may have fixed
+// since), and returns how many it still could not.
+func (s *Service) commitUnwritten() int {
+	type entry struct {
+		r   *run
+		rec *record
+	}
+	var todo []entry
+	s.mu.Lock()
+	for _, r := range s.runs {
+		if r.unwritten != nil {
+			todo = append(todo, entry{r, r.unwritten})
+		}
+	}
+	s.mu.Unlock()
+	left := 0
+	for _, e := range todo {
+		if err := s.journal.finish(e.r.runKey(), e.rec); err != nil {
+			left++
+			continue
+		}
+		s.mu.Lock()
+		delete(s.runs, e.r.runKey())
+		s.mu.Unlock()
+		s.log.Info("recorded a result the journal could not take before", logID, e.r.id)
+	}
+	return left
+}
+
+// unwrittenIDs lists the runs whose answered result the journal has not taken.
+func (s *Service) unwrittenIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for _, r := range s.runs {
+		if r.unwritten != nil {
+			ids = append(ids, r.id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func (s *Service) pruneLoop() {
 	defer close(s.pruned)
 	t := time.NewTicker(pruneEvery)
 	defer t.Stop()
+	retry := time.NewTicker(unwrittenRetry)
+	defer retry.Stop()
 	for {
 		select {
 		case <-s.stopPrune:
 			return
+		case <-retry.C:
+			s.commitUnwritten()
 		case <-t.C:
 			if n, err := s.journal.prune(time.Now().Add(-s.cfg.Retention)); err != nil {
 				s.log.Error("pruning the journal", "err", err)
@@ -345,11 +410,21 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		s.mu.Unlock()
 		s.adm.cancel(t)
 		s.runsWG.Done()
-		return nil, nil, fmt.Errorf("recording the run in the journal: %w", err)
+		// Not a defect of the request's nor of brig's: the state directory
+		// is full or unwritable, which may pass. The run is not started
+		// unrecorded, which would lose it to a restart.
+		s.log.Error("recording an accepted run in the journal: the run is refused", logID, id, "err", err)
+		e := newError(api.ErrorUnavailable, "the service could not record the run in its journal (%v), so the program did not run; retry after the Retry-After seconds, and if this goes on tell the operator: the service's state directory may be full or read-only", err)
+		e.retryAfter = journalRetryAfter
+		return nil, nil, e
 	}
 	go s.execute(r, t)
 	return r, nil, nil
 }
+
+// journalRetryAfter is the Retry-After, in seconds, of a run refused because
+// the journal could not record it.
+const journalRetryAfter = 5
 
 // NewID is a run id for a request that gives none: a ULID, so that ids sort
 // by the time they were made.
@@ -489,13 +564,17 @@ func (s *Service) finish(r *run, res *api.Result) {
 		}
 	}
 	err := s.journal.finish(r.runKey(), rec)
+	s.mu.Lock()
 	if err != nil {
-		// The run stays in memory, so it is still answered until a restart.
-		s.log.Error("recording a result in the journal", logID, r.id, "err", err)
+		// The run stays in memory, answered from there, and its record is
+		// tried again (commitUnwritten) until the journal takes it.
+		r.unwritten = rec
 	} else {
-		s.mu.Lock()
 		delete(s.runs, r.runKey())
-		s.mu.Unlock()
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Error("recording a result in the journal: it is kept in memory and tried again every second; until then a restart would lose it", logID, r.id, "err", err)
 	}
 	var exit any // null in the log, as in the Result, when the program has none
 	if res.ExitCode != nil {
