@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -121,14 +122,21 @@ type journal struct {
 	// (acceptSoon, answered), named path; mu guards appending to it and
 	// rewriting it, and unsaved holds its lines not yet committed to db, by
 	// the number appendPending gave each (from 1, in the order written);
-	// size is the file's, as written (a write that failed may have added part
-	// of a line: it counts whole, which only empties the file sooner).
+	// size is the file's, as written; torn says that a failed write left part
+	// of a line at its end that could not be cut off, which the next line
+	// then starts after a newline of its own.
 	pending *os.File
 	path    string
 	mu      sync.Mutex
 	unsaved map[uint64][]byte
 	lines   uint64
 	size    int64
+	torn    bool
+	// skipped is how many lines of the pending file the open could not read
+	// (a crash's torn last line among them), and wasEmpty whether the
+	// database's file was there but empty, for the service to log.
+	skipped  int
+	wasEmpty bool
 }
 
 // pendingEntry is one line of the pending file.
@@ -146,35 +154,83 @@ func openJournal(stateDir string) (*journal, error) {
 		return nil, fmt.Errorf("creating the state directory: %w", err)
 	}
 	path := filepath.Join(stateDir, journalFile)
-	// The lock timeout turns a second service on the same state directory into
-	// an error instead of a hang. The free pages' list is kept in a map and
-	// not written with each commit, but rebuilt by a scan at the open (as
-	// etcd keeps it): pruning leaves tens of thousands of free pages, and the
-	// list bbolt sorted and wrote at each commit made a committed acceptance
-	// cost 1.5 ms of CPU in a journal of 100,000 runs half pruned
-	// (BenchmarkJournalFull).
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
+	// bbolt makes a database of an empty file without a word; a journal that
+	// was emptied (or whose first start crashed) is said to be new.
+	fi, err := os.Stat(path)
+	wasEmpty := err == nil && fi.Size() == 0
+	db, err := openBolt(path)
 	if err != nil {
-		return nil, fmt.Errorf("opening the journal %s: %w (is another brig serve using this state directory?)", path, err)
+		return nil, err
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = readingDamaged(path, func() error { return db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketRuns, bucketInflight, bucketExpiry, bucketMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
 		return migrateLocked(tx)
-	})
+	}) })
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("initialising the journal %s: %w", path, err)
 	}
-	j := &journal{db: db}
-	if err := j.openPending(filepath.Join(stateDir, pendingFile)); err != nil {
+	j := &journal{db: db, wasEmpty: wasEmpty}
+	if err := readingDamaged(path, func() error { return j.openPending(filepath.Join(stateDir, pendingFile)) }); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return j, nil
+}
+
+// openBolt opens the journal's database. The lock timeout turns a second
+// service on the same state directory into an error instead of a hang. A
+// file that is not a whole bbolt database (truncated, overwritten) is refused
+// with what to do, rather than read: bbolt's open reads every page (the free
+// pages' scan below), and a damaged one faults or panics in it.
+func openBolt(path string) (*bolt.DB, error) {
+	var db *bolt.DB
+	err := readingDamaged(path, func() error {
+		// The free pages' list is kept in a map and not written with each
+		// commit, but rebuilt by a scan at the open (as etcd keeps it):
+		// pruning leaves tens of thousands of free pages, and the list bbolt
+		// sorted and wrote at each commit made a committed acceptance cost
+		// 1.5 ms of CPU in a journal of 100,000 runs half pruned
+		// (BenchmarkJournalFull).
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
+		return err
+	})
+	switch {
+	case errors.Is(err, bolt.ErrTimeout):
+		return nil, fmt.Errorf("opening the journal %s: another process holds it (is another brig serve using this state directory?)", path)
+	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch):
+		return nil, damaged(path, err)
+	case err != nil:
+		return nil, fmt.Errorf("opening the journal %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// errDamaged marks a journal that could not be read as a bbolt database.
+var errDamaged = errors.New("the journal is damaged")
+
+// damaged is the refusal of a journal that can't be read: what was lost by
+// moving it aside, and how.
+func damaged(path string, cause any) error {
+	return fmt.Errorf("%w: %s can't be read (%v). Restore it from a backup, or move it aside (mv %s %s.damaged) to start with an empty journal: the results it holds are then lost, and a retry of one of their ids runs its program again", errDamaged, path, cause, path, path)
+}
+
+// readingDamaged runs f, which reads the journal at path, with a fault on its
+// mapped pages (a file cut short under bbolt's map) or a panic of bbolt's
+// checks turned into damaged's error instead of a crash of the service.
+func readingDamaged(path string, f func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = damaged(path, r)
+		}
+	}()
+	return f()
 }
 
 // openPending commits the records a crashed service appended and may not have
@@ -194,6 +250,9 @@ func (j *journal) openPending(path string) error {
 				var e pendingEntry
 				var rec record
 				if json.Unmarshal(line, &e) != nil || json.Unmarshal(e.Record, &rec) != nil {
+					if len(bytes.TrimSpace(line)) > 0 {
+						j.skipped++
+					}
 					continue
 				}
 				k := runKey{uid: e.UID, id: e.ID}
@@ -377,10 +436,25 @@ func (j *journal) appendPending(k runKey, rec *record) error {
 	b = append(b, '\n')
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.size += int64(len(b))
-	if _, err := j.pending.Write(b); err != nil {
+	line := b
+	if j.torn {
+		line = append([]byte{'\n'}, b...)
+	}
+	if n, err := j.pending.Write(line); err != nil {
+		// Part of the line may be in the file (a full disk): cut it off, so
+		// that the next line is not glued to it and lost with it at the next
+		// start's read; where that fails too, the next line starts on a
+		// line of its own.
+		if n > 0 {
+			if terr := j.pending.Truncate(j.size); terr != nil {
+				j.size += int64(n)
+				j.torn = true
+			}
+		}
 		return fmt.Errorf("writing a pending record: %w", err)
 	}
+	j.size += int64(len(line))
+	j.torn = false
 	j.lines++
 	rec.line = j.lines
 	j.unsaved[rec.line] = b

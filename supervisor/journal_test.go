@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/internal/testutil"
 )
 
 // BenchmarkJournal measures the journal's two writes of every run (README:
@@ -628,4 +630,126 @@ func mustOpenJournal(tb testing.TB, dir string) *journal {
 		tb.Fatal(err)
 	}
 	return j
+}
+
+// A journal file that is not a whole bbolt database is refused at the open
+// with what to do, never a crash of the service (a fault on its mapped pages,
+// a panic of bbolt's checks); an empty one is made new, and the pending
+// file's unreadable lines are counted, for the service to say so.
+func TestJournalDamaged(t *testing.T) {
+	dir := t.TempDir()
+	j := mustOpenJournal(t, dir)
+	now := time.Now()
+	for i := range 300 {
+		k := runKey{uid: 1000, id: fmt.Sprintf("run-%d", i)}
+		rec := &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now, FinishedAt: now,
+			Result: &api.Result{ID: k.id, State: api.StateFinished, Outcome: api.OutcomeSucceeded, Stdout: strings.Repeat("x", 5000)}}
+		if err := j.accept(k, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.finish(k, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.close(); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := os.ReadFile(filepath.Join(dir, journalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := os.Getpagesize()
+	garbage := func(b []byte) []byte {
+		for i := range b {
+			b[i] = byte(i*7 + 13)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		file []byte
+	}{
+		{"cut to half", whole[:len(whole)/2]},
+		{"cut to 100 bytes", whole[:100]},
+		{"its pages after the meta pages garbage", append(slices.Clone(whole[:2*page]), garbage(make([]byte, len(whole)-2*page))...)},
+		{"both meta pages garbage", append(garbage(make([]byte, 2*page)), whole[2*page:]...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := t.TempDir()
+			if err := os.WriteFile(filepath.Join(d, journalFile), tc.file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			j, err := openJournal(d)
+			if err == nil {
+				j.close()
+				t.Fatal("got the damaged journal opened, want it refused")
+			}
+			if !errors.Is(err, errDamaged) || !strings.Contains(err.Error(), "move it aside (mv ") {
+				t.Errorf("got %v, want it refused as damaged, saying what to do", err)
+			}
+		})
+	}
+	t.Run("empty", func(t *testing.T) {
+		d := t.TempDir()
+		if err := os.WriteFile(filepath.Join(d, journalFile), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d, pendingFile), []byte("GARBAGE{{{\n\n{\"id\":\"torn\",\"uid\":1000,\"rec"), 0o600)
+		j := mustOpenJournal(t, d)
+		defer j.close()
+		if !j.wasEmpty || j.skipped != 2 {
+			t.Errorf("got wasEmpty %v and %d lines skipped, want true and 2", j.wasEmpty, j.skipped)
+		}
+	})
+}
+
+// A write of the pending file that fails part-way (a full disk) leaves no part
+// of its line behind: the next line, written once there is room, is read whole
+// at the next open, not glued to the torn one and lost with it.
+func TestJournalPendingTornWrite(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Unmount(dir, syscall.MNT_DETACH)
+	j := mustOpenJournal(t, dir)
+	// Fill the disk, then free two pages of it: less than the next record's
+	// line, which the full disk cuts short after them.
+	filler, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	for chunk := make([]byte, 4096); ; size += 4096 {
+		if _, err := filler.Write(chunk); err != nil {
+			break
+		}
+	}
+	if err := filler.Truncate(size - 2*4096); err != nil {
+		t.Fatal(err)
+	}
+	filler.Close()
+	now := time.Now()
+	answer := func(id, out string) error {
+		return j.answered(runKey{uid: 1000, id: id}, &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now, FinishedAt: now,
+			Result: &api.Result{ID: id, State: api.StateFinished, Outcome: api.OutcomeSucceeded, Stdout: out}})
+	}
+	if err := answer("torn", strings.Repeat("t", 4*4096)); err == nil {
+		t.Fatal("got the line written on a full disk, want ENOSPC")
+	}
+	os.Remove(filepath.Join(dir, "filler"))
+	if err := answer("after", "kept\n"); err != nil {
+		t.Fatal(err)
+	}
+	j.db.Close() // a crash: nothing committed, the pending file as it is
+	j.pending.Close()
+	j = mustOpenJournal(t, dir)
+	defer j.close()
+	if rec, err := j.get(runKey{uid: 1000, id: "after"}); err != nil || rec.Result == nil || rec.Result.Stdout != "kept\n" {
+		t.Errorf("got %+v, %v for the line after the torn write, want its result", rec, err)
+	}
+	if j.skipped != 0 {
+		t.Errorf("got %d lines skipped, want none: the torn part was cut off", j.skipped)
+	}
 }

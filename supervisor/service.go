@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -116,6 +117,12 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 		runs:      map[runKey]*run{},
 		stopPrune: make(chan struct{}),
 		pruned:    make(chan struct{}),
+	}
+	if j.wasEmpty {
+		s.log.Warn("the journal's file was empty: a new journal was made in it; if it held results (a file truncated by hand, a restore gone wrong), they are lost, and a retry of their ids runs their programs again", "journal", filepath.Join(cfg.StateDir, journalFile))
+	}
+	if j.skipped > 0 {
+		s.log.Warn("lines of the journal's pending file could not be read and were skipped: a torn last line is what a crash of the service leaves; more mean the file was damaged, and the results they held are lost", "lines", j.skipped, "file", filepath.Join(cfg.StateDir, pendingFile))
 	}
 	// What a zero resolved to, which the operator otherwise can't see.
 	s.log.Info("admission", "max_concurrent", cfg.MaxConcurrent, "memory_budget_mib", cfg.MemoryBudgetMiB, "queue_size", cfg.QueueSize)
