@@ -162,14 +162,16 @@ func openJournal(stateDir string) (*journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = readingDamaged(path, func() error { return db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketRuns, bucketInflight, bucketExpiry, bucketMeta} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
+	err = readingDamaged(path, func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			for _, b := range [][]byte{bucketRuns, bucketInflight, bucketExpiry, bucketMeta} {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
 			}
-		}
-		return migrateLocked(tx)
-	}) })
+			return migrateLocked(tx)
+		})
+	})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("initialising the journal %s: %w", path, err)
