@@ -269,7 +269,9 @@ func TestAPIStatusCodes(t *testing.T) {
 
 	t.Run("413 for a declared length over 4 MiB, before the body", func(t *testing.T) {
 		// The client sends a few bytes of a body it says is 5 MiB, then waits:
-		// the answer must come from the length alone.
+		// the answer must come from the length alone, and it is counted as a
+		// refusal as every other is.
+		refused := counter(t, ts.metrics, "brig_runs_refused_total", "code=too_large")
 		pr, pw := io.Pipe()
 		defer pw.Close()
 		go pw.Write([]byte(`{"language": "python", "code": "`))
@@ -296,6 +298,12 @@ func TestAPIStatusCodes(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		checkAPIErrorShape(t, resp, b, http.StatusRequestEntityTooLarge, api.ErrorTooLarge)
+		pw.CloseWithError(io.ErrUnexpectedEOF) // the handler's wait for the rest ends
+		for deadline := time.Now().Add(5 * time.Second); counter(t, ts.metrics, "brig_runs_refused_total", "code=too_large") != refused+1; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("brig_runs_refused_total{code=too_large}: got %v, want %v", counter(t, ts.metrics, "brig_runs_refused_total", "code=too_large"), refused+1)
+			}
+		}
 	})
 
 	t.Run("413 for a body over 4 MiB", func(t *testing.T) {

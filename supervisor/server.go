@@ -258,9 +258,10 @@ func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
 	// A body its length declares too large is refused before it is sent, not
 	// once 4 MiB of it have come (or the client has waited out the read).
 	if r.ContentLength > api.MaxBodyBytes {
-		writeError(w, tooLarge())
+		err := tooLarge()
+		writeError(w, err)
 		discardBody(w, r)
-		return nil
+		return err // answered already: guard only counts and logs it
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
 	if err != nil {
