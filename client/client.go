@@ -57,7 +57,8 @@ func New(socket string) *Client {
 type Error struct {
 	// Status is the HTTP status.
 	Status int
-	// RetryAfter is the Retry-After of a 429.
+	// RetryAfter is the Retry-After of a 429, or of a 503 whose refusal may
+	// pass (the service's journal could not record the run).
 	RetryAfter time.Duration
 	// API is the error body: its code, field and message.
 	API api.Error

@@ -395,38 +395,6 @@ func TestRetryAfterARestartWithLess(t *testing.T) {
 	}
 }
 
-// A run the journal can't record (its state directory full, read-only) is
-// refused with 503 and a Retry-After, counted as refused, never run
-// unrecorded, and never answered as a defect (500).
-func TestJournalFailureRefusesTheRun(t *testing.T) {
-	s, c := availableService(t, Config{})
-	s.journal.mu.Lock()
-	s.journal.pending.Close() // each write fails from now on, as on a full disk
-	s.journal.mu.Unlock()
-	resp, err := c.Post("http://brig/v1/runs", "application/json", strings.NewReader(`{"language":"python","code":"print(1)"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body api.ErrorBody
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 503 || body.Error.Code != api.ErrorUnavailable || resp.Header.Get("Retry-After") != "5" ||
-		!strings.Contains(body.Error.Message, "could not record the run in its journal") {
-		t.Errorf("got %d %+v (Retry-After %q), want 503 unavailable with Retry-After 5 saying the journal could not record it", resp.StatusCode, body.Error, resp.Header.Get("Retry-After"))
-	}
-	if n := counter(t, s.metrics, "brig_runs_refused_total", "code=unavailable"); n != 1 {
-		t.Errorf("brig_runs_refused_total{code=unavailable}: got %v, want 1", n)
-	}
-	s.mu.Lock()
-	left := len(s.runs)
-	s.mu.Unlock()
-	if left != 0 {
-		t.Errorf("got %d runs in memory, want none: the run was refused", left)
-	}
-}
-
 // A result answered while the journal can't take it (its disk full) is kept
 // and committed once the disk has room again, so that it survives the next
 // restart; one still unwritten at the stop fails the stop, which names it,

@@ -477,9 +477,9 @@ func (j *journal) finish(k runKey, rec *record) error {
 }
 
 // saved notes that the pending file's line number line (0: none) is
-// committed. A file grown past pendingMax is then emptied, or, while some of
-// its lines are not committed (under steady load there nearly always are),
-// replaced by a file of those lines alone, in their order.
+// committed. A file grown past pendingMax is then compacted: emptied, or,
+// while some of its lines are not committed (under steady load there nearly
+// always are), replaced by a file of those lines alone.
 func (j *journal) saved(line uint64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -487,11 +487,30 @@ func (j *journal) saved(line uint64) error {
 	if j.size <= pendingMax {
 		return nil
 	}
+	return j.compactLocked()
+}
+
+// compactPending drops the committed lines of the pending file, whatever its
+// size: the service calls it with each prune, so that a result's output
+// stays on disk no longer than its record (a quiet host's file could hold
+// pruned runs' output otherwise, up to pendingMax).
+func (j *journal) compactPending() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.size == 0 {
+		return nil
+	}
+	return j.compactLocked()
+}
+
+// compactLocked empties the pending file, or replaces it by a file of its
+// lines not yet committed, in their order.
+func (j *journal) compactLocked() error {
 	if len(j.unsaved) == 0 {
 		if err := j.pending.Truncate(0); err != nil {
 			return err
 		}
-		j.size = 0
+		j.size, j.torn = 0, false
 		return nil
 	}
 	// Written aside and renamed over the file, so that a crash midway leaves
@@ -514,7 +533,7 @@ func (j *journal) saved(line uint64) error {
 		return fmt.Errorf("rewriting the journal's pending file: %w", err)
 	}
 	j.pending.Close()
-	j.pending, j.size = f, int64(len(b))
+	j.pending, j.size, j.torn = f, int64(len(b)), false
 	return nil
 }
 

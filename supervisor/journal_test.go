@@ -753,3 +753,41 @@ func TestJournalPendingTornWrite(t *testing.T) {
 		t.Errorf("got %d lines skipped, want none: the torn part was cut off", j.skipped)
 	}
 }
+
+// With each prune the pending file loses its committed lines, however small
+// it is, so that no result's output stays on disk past its record.
+func TestJournalCompactPending(t *testing.T) {
+	dir := t.TempDir()
+	j := mustOpenJournal(t, dir)
+	defer j.close()
+	now := time.Now()
+	done := runKey{uid: 1000, id: "done"}
+	rec := &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now, FinishedAt: now,
+		Result: &api.Result{ID: "done", State: api.StateFinished, Outcome: api.OutcomeSucceeded, Stdout: "secret output\n"}}
+	if err := j.answered(done, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.finish(done, rec); err != nil {
+		t.Fatal(err)
+	}
+	waiting := runKey{uid: 1000, id: "waiting"}
+	if err := j.appendPending(waiting, &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	read := func() string {
+		b, err := os.ReadFile(filepath.Join(dir, pendingFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if !strings.Contains(read(), "secret output") {
+		t.Fatal("the committed line is not in the pending file before the compaction: nothing to test")
+	}
+	if err := j.compactPending(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); strings.Contains(got, "secret output") || !strings.Contains(got, `"id":"waiting"`) || strings.Count(got, "\n") != 1 {
+		t.Errorf("got a pending file %q after the compaction, want the line not committed alone", got)
+	}
+}

@@ -332,6 +332,9 @@ func (s *Service) pruneLoop() {
 			} else if n > 0 {
 				s.log.Debug("pruned expired results", "count", n)
 			}
+			if err := s.journal.compactPending(); err != nil {
+				s.log.Error("compacting the journal's pending file", "err", err)
+			}
 		}
 	}
 }

@@ -87,11 +87,12 @@ func TestStalledReaderBlocksNothing(t *testing.T) {
 	}
 }
 
-// A defect answers 500 in the API's error shape, never a dropped connection:
-// here the journal can't be written. An offline run is refused when its line
-// can't be appended to the pending file, a networked one when its record
-// can't be committed.
-func TestJournalFailureIs500(t *testing.T) {
+// A journal that can't be written (a full or read-only state directory)
+// refuses a run with 503 and a Retry-After in the API's error shape, never a
+// 500 (API.md keeps it for defects) nor a dropped connection, and counts the
+// refusal. An offline run is refused when its line can't be appended to the
+// pending file, a networked one when its record can't be committed.
+func TestJournalFailureIs503(t *testing.T) {
 	for _, tc := range []struct {
 		network string
 		breakIt func(*testing.T, *journal) error
@@ -114,9 +115,18 @@ func TestJournalFailureIs500(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := ts.client.Run(context.Background(), request("python", "print(1)", networked(tc.network)))
-			ce := apiErr(t, err, http.StatusInternalServerError, "")
-			if ce.API.Code != api.ErrorInternal || !strings.Contains(ce.API.Message, "journal") {
-				t.Fatalf("got %+v, want code internal naming the journal", ce.API)
+			ce := apiErr(t, err, http.StatusServiceUnavailable, "")
+			if ce.API.Code != api.ErrorUnavailable || !strings.Contains(ce.API.Message, "could not record the run in its journal") || ce.RetryAfter != journalRetryAfter*time.Second {
+				t.Fatalf("got %+v (Retry-After %v), want code unavailable naming the journal, with a Retry-After", ce.API, ce.RetryAfter)
+			}
+			if n := counter(t, ts.metrics, "brig_runs_refused_total", "code=unavailable"); n != 1 {
+				t.Errorf("brig_runs_refused_total{code=unavailable}: got %v, want 1", n)
+			}
+			ts.mu.Lock()
+			left := len(ts.runs)
+			ts.mu.Unlock()
+			if left != 0 {
+				t.Errorf("got %d runs in memory, want none: the run was refused", left)
 			}
 			if running, queued := ts.adm.counts(); running != 0 || queued != 0 {
 				t.Fatalf("got %d running and %d queued after the refusal, want the slot given back", running, queued)
