@@ -258,7 +258,8 @@ export type ErrorCode =
 /**
  * An error response of the API with its HTTP status: 400 invalid_request (with
  * `field`), 403 forbidden, 404 not_found, 409 conflict, 413 too_large, 429
- * queue_full (with `retryAfter`), 503 unavailable, 500 internal. A body that is
+ * queue_full (with `retryAfter`), 503 unavailable (with `retryAfter` when the
+ * service could not record the run in its journal), 500 internal. A body that is
  * not the API's (a proxy's) has the code `http_<status>`.
  */
 export declare class BrigError extends Error {
@@ -269,7 +270,7 @@ export declare class BrigError extends Error {
   field?: string;
   /** A sentence that says what to do, in words a model can act on. */
   message: string;
-  /** The Retry-After of a 429, in seconds. */
+  /** The Retry-After of a 429, or of a 503 whose refusal may pass, in seconds. */
   retryAfter?: number;
 }
 
@@ -297,7 +298,7 @@ export interface ClientOptions {
    * stopped by the service, since no one could learn its id to fetch it.
    */
   timeoutMs?: number;
-  /** The retry of a 429 (the service's run queue is full). */
+  /** The retry of a 429 (the service's run queue is full), and of a 503 with a Retry-After. */
   retry?: RetryOptions;
 }
 

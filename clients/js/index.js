@@ -43,7 +43,8 @@ const waitWithoutRetryAfter = 1_000;
 /**
  * An error response of the API: {"error": {"code", "field", "message"}} with its
  * HTTP status. `field` names the first bad field of a 400; `retryAfter` is the
- * Retry-After of a 429, in seconds.
+ * Retry-After of a 429, or of a 503 whose refusal may pass (the service could
+ * not record the run in its journal), in seconds.
  */
 export class BrigError extends Error {
   constructor({ status, code, field, message, retryAfter }) {
@@ -233,8 +234,9 @@ export class Client {
   }
 
   // send sends a request and resolves with its 200 response. Any other status
-  // is a BrigError; a 429 is sent again after its Retry-After, within the
-  // retry's bounds. A connection the service drops before its response's head
+  // is a BrigError; a 429, or a 503 with a Retry-After (the journal could not
+  // record the run; without one the service is shutting down), is sent again
+  // after its Retry-After, within the retry's bounds: neither admitted anything. A connection the service drops before its response's head
   // (a service that dies during a run, whose head comes with its result) is
   // dropped(err).
   async #send(method, path, body, accept, signal, dropped) {
@@ -243,7 +245,8 @@ export class Client {
       const res = await this.#request(method, path, payload, accept, signal, dropped);
       if (res.statusCode === 200) return res;
       const err = await errorOf(res);
-      if (err.status !== 429 || attempt >= this.#retry.attempts) throw err;
+      const retried = err.status === 429 || (err.status === 503 && err.retryAfter !== undefined);
+      if (!retried || attempt >= this.#retry.attempts) throw err;
       const waitMs = err.retryAfter === undefined ? waitWithoutRetryAfter : err.retryAfter * 1000;
       if (waitMs > this.#retry.maxWaitMs) throw err;
       await sleep(waitMs, undefined, { signal });
@@ -349,7 +352,7 @@ async function errorOf(res) {
     code: e.code,
     field: typeof e.field === 'string' && e.field !== '' ? e.field : undefined,
     message: typeof e.message === 'string' ? e.message : String(e.message),
-    retryAfter: status === 429 ? retryAfter : undefined,
+    retryAfter: status === 429 || status === 503 ? retryAfter : undefined,
   });
 }
 

@@ -156,6 +156,28 @@ describe('429 and Retry-After', () => {
     });
   }
 
+  it('retries a 503 with Retry-After, not one without', async () => {
+    // With Retry-After the journal could not record the run: nothing was
+    // admitted, as with a 429. Without, the service is shutting down.
+    const unavailable = { error: { code: 'unavailable', message: 'the service could not record the run in its journal' } };
+    await withFake((req, res, n) => {
+      if (n === 1) return sendJSON(res, 503, unavailable, { 'Retry-After': '0' });
+      sendJSON(res, 200, result());
+    }, {}, async (brig, f) => {
+      const res = await brig.run(request);
+      assert.equal(res.stdout, 'ok\n');
+      assert.equal(f.requests.length, 2);
+    });
+    await withFake((req, res) => sendJSON(res, 503, unavailable), {}, async (brig, f) => {
+      await assert.rejects(brig.run(request), (err) => {
+        assert.equal(err.status, 503);
+        assert.equal(err.retryAfter, undefined);
+        return true;
+      });
+      assert.equal(f.requests.length, 1);
+    });
+  });
+
   it('reads a Retry-After that is an HTTP date', async () => {
     await withFake((req, res, n) => {
       if (n === 1) {

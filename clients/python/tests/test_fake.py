@@ -48,6 +48,11 @@ def queue_full(retry_after: Optional[str]) -> bytes:
     return response("429 Too Many Requests", body, [f"Retry-After: {retry_after}"] if retry_after is not None else [])
 
 
+def unavailable(retry_after: Optional[str]) -> bytes:
+    body = json.dumps({"error": {"code": "unavailable", "message": "the service could not record the run in its journal"}}).encode()
+    return response("503 Service Unavailable", body, [f"Retry-After: {retry_after}"] if retry_after is not None else [])
+
+
 def chunked(pieces: List[bytes], end: bool = True) -> bytes:
     """A chunked NDJSON response whose chunks are pieces, exactly."""
     out = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -192,6 +197,22 @@ class RetryTest(FakeCase):
         with self.assertRaises(brig.QueueFull):
             brig.Client(fake.socket, retry=brig.RetryPolicy(max_attempts=1)).run("python", "1")
         self.assertEqual(len(fake.requests), 1)
+
+    def test_unavailable_with_retry_after_is_retried(self) -> None:
+        # A 503 with Retry-After (the journal could not record the run)
+        # admitted nothing, as a 429; one without (a shutdown) is raised.
+        for name in ("sync", "async"):
+            with self.subTest(name):
+                fake = self.fake([unavailable("0"), ok_result()])
+                run = dict(clients(fake.socket, brig.RetryPolicy()))[name]
+                self.assertEqual(run("python", "print(1)").stdout, "ok\n")
+                self.assertEqual(len(fake.requests), 2)
+                fake = self.fake([unavailable(None), ok_result()])
+                run = dict(clients(fake.socket, brig.RetryPolicy()))[name]
+                with self.assertRaises(brig.Unavailable) as cm:
+                    run("python", "print(1)")
+                self.assertEqual(len(fake.requests), 1)
+                self.assertIsNone(cm.exception.retry_after)
 
     def test_missing_retry_after(self) -> None:
         fake = self.fake([queue_full(None), ok_result()])

@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional
 from urllib.parse import quote
 
 from ._types import Event
-from .errors import BrigError, ProtocolError, QueueFull
+from .errors import BrigError, ProtocolError, QueueFull, Unavailable
 
 DEFAULT_SOCKET = "/run/brig/brig.sock"
 
@@ -34,11 +34,14 @@ DEFAULT_RETRY_AFTER = 1.0
 
 @dataclasses.dataclass(frozen=True)
 class RetryPolicy:
-    """How a request answered 429 (queue full) is retried: after the
-    Retry-After the service sent, at most ``max_attempts`` attempts in all (1
-    never retries), and never once the waits would pass ``max_wait`` seconds in
-    total; then the ``QueueFull`` is raised. A 429 means nothing was admitted, so
-    retrying a run is safe with or without an id."""
+    """How a request answered 429 (queue full), or 503 with a Retry-After (the
+    service could not record the run in its journal: its disk full), is
+    retried: after the Retry-After the service sent, at most ``max_attempts``
+    attempts in all (1 never retries), and never once the waits would pass
+    ``max_wait`` seconds in total; then the ``QueueFull`` or ``Unavailable`` is
+    raised. Either means nothing was admitted, so retrying a run is safe with or
+    without an id. A 503 without a Retry-After (the service shutting down) is
+    not retried."""
 
     max_attempts: int = 3
     max_wait: float = 30.0
@@ -53,7 +56,8 @@ class RetryPolicy:
         """The seconds to wait before another attempt after err ended attempt
         number ``attempt`` (from 1), having waited ``waited`` seconds so far;
         None when err is not retried."""
-        if not isinstance(err, QueueFull) or attempt >= self.max_attempts:
+        retried = isinstance(err, QueueFull) or (isinstance(err, Unavailable) and err.retry_after is not None)
+        if not retried or attempt >= self.max_attempts:
             return None
         wait = err.retry_after if err.retry_after is not None else DEFAULT_RETRY_AFTER
         if waited + wait > self.max_wait:

@@ -85,7 +85,9 @@ class Internal(BrigError):
 
 
 class Unavailable(BrigError):
-    """503: the service is shutting down and accepts no new runs."""
+    """503: the service accepts no new runs for now: it is shutting down
+    (``retry_after`` None), or it could not record the run in its journal
+    (``retry_after`` the seconds it asked to wait). The program did not run."""
 
 
 class ProtocolError(BrigError):
@@ -143,5 +145,5 @@ def from_response(status: int, reason: str, body: bytes, retry_after: Optional[s
             message = err.get("message") or message
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         pass
-    wait = parse_retry_after(retry_after) if status == 429 else None
+    wait = parse_retry_after(retry_after) if status in (429, 503) else None
     return cls(message, code=code, field=field, status=status, retry_after=wait)
