@@ -196,6 +196,7 @@ func (h *Host) writeSkeleton() (retErr error) {
 			return err
 		}
 	}
+	removeStaleTemps(filepath.Dir(h.dir), ".host-")
 	tmp, err := os.MkdirTemp(filepath.Dir(h.dir), ".host-")
 	if err != nil {
 		return err
@@ -232,6 +233,29 @@ func (h *Host) writeSkeleton() (retErr error) {
 	// One exchange, so that a run starting now finds the old skeleton or the new
 	// one, never none.
 	return publish(tmp, h.dir)
+}
+
+// staleTempAge is the age past which a temporary skeleton is a crash's
+// leftover, not another brig process's skeleton being written (which takes
+// milliseconds).
+const staleTempAge = 10 * time.Minute
+
+// removeStaleTemps removes the temporary folders named prefix* in dir that a
+// brig killed while it wrote (or swapped) a skeleton left there; every start
+// would otherwise leave them for good.
+func removeStaleTemps(dir, prefix string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > staleTempAge {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // usrView is the View of /usr whose top layer the skeleton at tmp (to be

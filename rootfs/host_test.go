@@ -666,3 +666,33 @@ func xattr(path, name string) string {
 	}
 	return string(buf[:n])
 }
+
+// A temporary skeleton that a brig killed while it wrote one left beside the
+// skeleton is removed at the next start once it is old; a fresh one (another
+// brig process writing its skeleton now) is left alone.
+func TestHostRemovesStaleTemps(t *testing.T) {
+	state := t.TempDir()
+	if _, err := NewHost(state, HostConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(state, "rootfs")
+	stale, fresh := filepath.Join(dir, ".host-123"), filepath.Join(dir, ".host-456")
+	for _, d := range []string{stale, fresh} {
+		if err := os.MkdirAll(filepath.Join(d, "etc"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewHost(state, HostConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale temporary skeleton: got %v, want it removed", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("the fresh temporary skeleton: got %v, want it left", err)
+	}
+}
