@@ -107,6 +107,10 @@ func (c Config) withDefaults() Config {
 }
 
 // validate checks a defaulted Config before anything touches the host.
+// Validate checks c as New would, before anything is made: a caller's early
+// check of its configuration.
+func (c Config) Validate() error { return c.withDefaults().validate() }
+
 func (c Config) validate() error {
 	_, modeKnown := modeNames[c.Mode]
 	return firstFailed("cgroup config", []check{

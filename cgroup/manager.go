@@ -319,6 +319,32 @@ func (m *Manager) SweepIf(leftover func(name string) bool) (int, error) {
 	return n, errors.Join(errs...)
 }
 
+// Foreign lists what the parent holds that ours did not make: the groups, in
+// any hierarchy, whose name ours refuses, and the processes in the parent's
+// own group. A service that owns its parent sweeps every group in it and
+// removes it when it stops, so it must not take a parent that holds anything
+// else: a name already in use (system.slice, a typo) would lose its processes.
+func (m *Manager) Foreign(ours func(name string) bool) (groups []string, procs int, err error) {
+	names := map[string]bool{}
+	for _, d := range m.parentDirs() {
+		subs, err := subgroups(d)
+		if err != nil {
+			return nil, 0, fmt.Errorf("reading %q: %w", d, err)
+		}
+		for _, s := range subs {
+			if !ours(s) {
+				names[s] = true
+			}
+		}
+		b, err := readSmall(filepath.Join(d, "cgroup.procs"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, 0, err
+		}
+		procs += len(strings.Fields(string(b)))
+	}
+	return slices.Sorted(maps.Keys(names)), procs, nil
+}
+
 func kernelRelease() string {
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {

@@ -186,6 +186,7 @@ func CheckCgroups(parent string) []Check {
 		return append(out, Check{Name: "cgroup controllers", Detail: err.Error(), Hint: hint})
 	}
 	have := cg.Controllers()
+	foreign := ForeignGroups(cg, parent)
 	// A check leaves no parent behind (unless a service's groups are in it):
 	// the sandboxed runs that follow make it again, and remove it after.
 	cg.RemoveParentIfEmpty()
@@ -201,8 +202,13 @@ func CheckCgroups(parent string) []Check {
 		}
 	}
 	slices.Sort(names)
-	return append(out, Check{Name: "cgroup controllers", OK: len(missing) == 0,
+	out = append(out, Check{Name: "cgroup controllers", OK: len(missing) == 0,
 		Detail: "usable: " + strings.Join(names, ", "), Hint: "enable the missing controllers: " + strings.Join(missing, ", ")})
+	parentCheck := Check{Name: "cgroup parent", OK: true, Detail: fmt.Sprintf("%q holds nothing but brig's groups", parent)}
+	if foreign != nil {
+		parentCheck.OK, parentCheck.Detail, parentCheck.Hint = false, foreign.Error(), "choose another --cgroup-parent (sandbox.cgroup_parent), one no other software uses"
+	}
+	return append(out, parentCheck)
 }
 
 // FirstFailure is an error for the first check that failed, with its hint, or

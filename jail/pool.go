@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -503,6 +504,36 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 		return nil, fmt.Errorf("sending the prepare spec: %w", err)
 	}
 	return s, nil
+}
+
+// runGroupName is the name of every group a Launcher makes (see clone).
+var runGroupName = regexp.MustCompile(`^run-[1-9][0-9]*-[0-9]+$`)
+
+// IsRunGroup reports whether name is that of a group brig makes under its
+// cgroup parent, run-<pid>-<n>: what a service may sweep.
+func IsRunGroup(name string) bool { return runGroupName.MatchString(name) }
+
+// ForeignGroups is the refusal of a cgroup parent that holds what brig did
+// not make (cgroup.Manager.Foreign), or nil.
+func ForeignGroups(cg *cgroup.Manager, parent string) error {
+	groups, procs, err := cg.Foreign(IsRunGroup)
+	if err != nil {
+		return fmt.Errorf("reading the cgroup parent %q: %w", parent, err)
+	}
+	if len(groups) == 0 && procs == 0 {
+		return nil
+	}
+	var what []string
+	if len(groups) > 0 {
+		if len(groups) > 5 {
+			groups = append(groups[:5], "...")
+		}
+		what = append(what, fmt.Sprintf("groups brig did not make (%s)", strings.Join(groups, ", ")))
+	}
+	if procs > 0 {
+		what = append(what, fmt.Sprintf("%d processes of its own", procs))
+	}
+	return fmt.Errorf("the cgroup parent %q holds %s: brig owns its parent, sweeps every group in it at its start and removes it when it stops, which would kill those processes; give a parent of brig's own (--cgroup-parent, sandbox.cgroup_parent)", parent, strings.Join(what, " and "))
 }
 
 // LeftoverOfDeadProcess reports whether a group named name under a parent that

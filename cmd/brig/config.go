@@ -219,7 +219,12 @@ func newSandbox(lc launcherConfig, p rootfs.Provider, sweep bool, log *slog.Logg
 	}
 	leftover := jail.LeftoverOfDeadProcess
 	if sweep {
-		leftover = func(string) bool { return true }
+		// The service owns its parent: it sweeps every group of brig's in
+		// it, and refuses a parent that holds anything else.
+		if err := jail.ForeignGroups(cg, lc.CgroupParent); err != nil {
+			return nil, err
+		}
+		leftover = jail.IsRunGroup
 	}
 	n, err := cg.SweepIf(leftover)
 	if err != nil {

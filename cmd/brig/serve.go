@@ -350,6 +350,11 @@ func (sc serveConfig) checkValues() error {
 	)
 	if sc.Sandbox.CgroupParent == "" {
 		errs = append(errs, fmt.Errorf("sandbox.cgroup_parent is empty: name the cgroup the runs' groups go under (%q by default)", defaultServeParent))
+	} else if err := (cgroup.Config{Parent: sc.Sandbox.CgroupParent}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("sandbox.cgroup_parent: %w: give a name below the hierarchy's root, such as %q", err, defaultServeParent))
+	}
+	if sc.Socket == "" {
+		errs = append(errs, fmt.Errorf("socket is empty: give the path of the Unix socket to serve on (%q by default)", defaultServeConfig().Socket))
 	}
 	if len(sc.Egress.Modes) == 0 {
 		errs = append(errs, fmt.Errorf("egress.modes is empty: list %q at least, the mode of every request that names no network", api.NetworkNone))

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -418,6 +419,8 @@ func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
 		{"deny list with a version", "[packages.policy]\nmode = \"deny\"\ndeny = [\"requests>=2\"]\n", "packages.policy: validating the package policy's deny list: entry \"requests>=2\" is not a package name"},
 		{"cpus below the kernel's quota", "[sandbox]\ncpus = 0.001\n", "below the kernel's minimum quota"},
 		{"empty cgroup parent", "[sandbox]\ncgroup_parent = \"\"\n", "sandbox.cgroup_parent is empty"},
+		{"cgroup parent above the root", "[sandbox]\ncgroup_parent = \"../../etc\"\n", "parent \"../../etc\" must stay below the hierarchy root"},
+		{"empty socket", "socket = \"\"\n", "socket is empty: give the path"},
 		{"no network modes", "[egress]\nmodes = []\n", "egress.modes is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -695,5 +698,50 @@ func TestServeStopsCleanlyWhenSignalledDuringItsStart(t *testing.T) {
 	checkParentRemoved(t, cliServeParent)
 	if _, err := os.Stat(socket); err == nil {
 		t.Errorf("got its socket %s left, want it removed", socket)
+	}
+}
+
+// A cgroup parent that holds what brig did not make (a name another program
+// uses, a typo) is refused by serve, which would sweep its groups at the start
+// and remove it at the stop, killing their processes; brig check fails it
+// too. The other program's process lives on.
+func TestServeRefusesAForeignCgroupParent(t *testing.T) {
+	testutil.RequireRoot(t)
+	const parent = "brig-test-foreign-parent"
+	dir := filepath.Join("/sys/fs/cgroup/memory", parent)
+	child := filepath.Join(dir, "someone-elses")
+	if err := os.MkdirAll(child, 0o755); err != nil {
+		t.Skipf("no v1 memory hierarchy to make a foreign group in: %v", err)
+	}
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sleep.Process.Kill()
+		sleep.Wait()
+		os.Remove(child)
+		for _, h := range []string{"memory", "pids", "cpu", "unified"} {
+			os.Remove(filepath.Join("/sys/fs/cgroup", h, parent))
+		}
+		os.Remove(cgroup.ParentLockPath("", parent))
+	}()
+	if err := os.WriteFile(filepath.Join(child, "cgroup.procs"), []byte(strconv.Itoa(sleep.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	_, stderr, code := brig(t, "", "serve", "--socket", filepath.Join(state, "brig.sock"), "--state-dir", state, "--cgroup-parent", parent, "--pool", "0")
+	if code == 0 || !strings.Contains(stderr, `holds groups brig did not make (someone-elses)`) {
+		t.Errorf("serve on a foreign parent: got exit %d, %q; want it refused, naming the group", code, stderr)
+	}
+	if err := sleep.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the foreign group's process: got %v, want it alive", err)
+	}
+	if _, err := os.Stat(child); err != nil {
+		t.Errorf("the foreign group: got %v, want it left", err)
+	}
+	out, _, code := brig(t, "", "check", "--no-resolve", "--state-dir", state, "--cgroup-parent", parent)
+	if code == 0 || !strings.Contains(out, "cgroup parent") || !strings.Contains(out, "someone-elses") {
+		t.Errorf("check of a foreign parent: got exit %d,\n%s\nwant a failed cgroup parent line naming the group", code, out)
 	}
 }
