@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -48,6 +49,7 @@ func main() {
 			benchCommand(),
 			packagesCommand(),
 		},
+		Version:         version(),
 		HideHelpCommand: true,
 		// A repeatable flag takes each value whole: urfave splits them at
 		// commas by default, which cut a package request ("pandas>=2,<3"),
@@ -70,6 +72,7 @@ func main() {
 		},
 	}
 	briefUsageErrors(app.Commands, "brig")
+	refuseArguments(app.Commands, "brig")
 	if err := app.Run(interspersed(app.Commands, os.Args)); err != nil {
 		var code exitError
 		if errors.As(err, &code) {
@@ -77,6 +80,46 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, "brig:", err)
 		os.Exit(2)
+	}
+}
+
+// version is the build's stamp (make's: the commit and the build's time), or
+// the module's version control revision for a plain go build.
+func version() string {
+	if s := pid1.BuildStamp(); s != "" {
+		return s
+	}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, kv := range info.Settings {
+			if kv.Key == "vcs.revision" {
+				return kv.Value + " (built without make)"
+			}
+		}
+	}
+	return "unknown (built without make)"
+}
+
+// refuseArguments makes a verb that takes no arguments refuse them, rather
+// than run without what the user meant (`brig serve /etc/brig/brig.toml`
+// served the built-in defaults).
+func refuseArguments(cmds []*cli.Command, prefix string) {
+	for _, cmd := range cmds {
+		path := prefix + " " + cmd.Name
+		refuseArguments(cmd.Subcommands, path)
+		action := cmd.Action
+		if action == nil || cmd.ArgsUsage != "" {
+			continue
+		}
+		cmd.Action = func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				hint := ""
+				if a := c.Args().First(); strings.HasSuffix(a, ".toml") {
+					hint = fmt.Sprintf("; to read a config file, give it as --config %s", a)
+				}
+				return fmt.Errorf("%s takes no arguments, got %q%s (%s --help lists the flags)", path, c.Args().Slice(), hint, path)
+			}
+			return action(c)
+		}
 	}
 }
 

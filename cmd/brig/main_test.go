@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,7 +127,7 @@ func commonRunCases(script func(name, body string) string) []runCase {
 		{"javascript", []string{"-l", "javascript", script("c.js", "console.log('js'); process.exit(4)")}, "", "js\n", "", 4},
 		{"stderr", []string{"-l", "python", script("d.py", "import sys; sys.stderr.write('oops\\n')")}, "", "", "oops\n", 0},
 		{"env", []string{"-l", "python", "--env", "GREETING=hello", script("e.py", "import os; print(os.environ['GREETING'])")}, "", "hello\n", "", 0},
-		{"death by signal", []string{"-l", "python", script("f.py", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")}, "", "", "", 128 + 15},
+		{"death by signal", []string{"-l", "python", script("f.py", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")}, "", "", "killed by SIGTERM", 128 + 15},
 		{"timeout", []string{"-l", "python", "--timeout", "1", script("g.py", "import time; time.sleep(30)")}, "", "", "time limit", exitTimeout},
 		{"memory", []string{"-l", "python", "--memory", "128", script("h.py", "b = bytearray(1 << 30)")}, "", "", "memory limit", exitMemory},
 		{"reserved env", []string{"-l", "python", "--env", "PATH=/x", script("i.py", "pass")}, "", "", "reserved by brig", 2},
@@ -436,11 +438,24 @@ func TestRunRefusesBadInvocations(t *testing.T) {
 		{[]string{"run", "--socket", sock, "-l", "python", bad}, "the program is not UTF-8 (byte 7, 0xff)"},
 		{[]string{"run", "--local", "--socket", sock, "-l", "python", good}, "--socket applies to runs through the service, not --local"},
 		{[]string{"run", "--pool", "2", "--socket", sock, "-l", "python", good}, "--pool applies to --local only"},
+		{[]string{"run", "--socket", sock, "-l", "python", "/dev/zero"}, "the program is more than 4194304 bytes"},
+		{[]string{"run", "--socket", sock, "-l", "python", "--env", "A=1", "--env", "A=2", good}, "--env gives A twice"},
+		{[]string{"serve", "/etc/brig/brig.toml"}, `brig serve takes no arguments, got ["/etc/brig/brig.toml"]; to read a config file, give it as --config /etc/brig/brig.toml`},
+		{[]string{"check", "extra"}, `brig check takes no arguments`},
+		{[]string{"packages", "ls", "extra"}, `brig packages ls takes no arguments`},
 	} {
 		_, stderr, code := brig(t, "", tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("brig %v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
 		}
+	}
+}
+
+// TestVersion: brig --version names the build.
+func TestVersion(t *testing.T) {
+	out, _, code := brig(t, "", "--version")
+	if code != 0 || !strings.HasPrefix(out, "brig version ") || len(strings.TrimSpace(out)) <= len("brig version ") {
+		t.Errorf("brig --version: exit %d, %q; want 0 and the build's version", code, out)
 	}
 }
 
@@ -457,4 +472,66 @@ func TestKeepInheritedFDs(t *testing.T) {
 	if err != nil || flags&unix.FD_CLOEXEC == 0 {
 		t.Fatalf("fd %d: flags %#x, %v; want close-on-exec", fd, flags, err)
 	}
+}
+
+// TestRunInterruptedBeforeAcceptedStopsTheRun: a Ctrl-C before the service's
+// accepted event reached brig run still stops the run the service may have
+// accepted: brig run gives a run without --id an id of its own and DELETEs
+// it by that id. (Up to 2026-12-05 it only dropped its request, and a streamed
+// run the service had accepted meanwhile went on to its end.) The service
+// here is a fake that takes the request and never answers it.
+func TestRunInterruptedBeforeAcceptedStopsTheRun(t *testing.T) {
+	dir, err := os.MkdirTemp("", "brig-int")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "fake.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	posted, deleted := make(chan string, 1), make(chan string, 10)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodPost:
+			var req api.Request
+			json.NewDecoder(r.Body).Decode(&req)
+			posted <- req.ID
+			<-r.Context().Done() // accepted, as far as the client knows not yet
+		case http.MethodDelete:
+			deleted <- strings.TrimPrefix(r.URL.Path, "/v1/runs/")
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"error":{"code":"not_found","message":"no run"}}`))
+		}
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	prog := filepath.Join(dir, "p.py")
+	os.WriteFile(prog, []byte("print(1)\n"), 0o644)
+	cmd := exec.Command(os.Args[0], "run", "--socket", sock, "-l", "python", prog)
+	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var id string
+	select {
+	case id = <-posted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("brig run sent no request")
+	}
+	if id == "" {
+		t.Fatal("brig run sent a request without an id: it could not stop the run by it")
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case got := <-deleted:
+		if got != id {
+			t.Errorf("got DELETE of %q, want of the run's id %q", got, id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("got no DELETE after the Ctrl-C, want the run stopped by its id")
+	}
+	cmd.Wait()
 }

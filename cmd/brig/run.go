@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -52,7 +53,7 @@ func runCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "domain", Usage: "an allowed domain, with --network domains (repeatable)"},
 			&cli.StringFlag{Name: "id", Usage: "the run's id (an idempotency key)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the whole Result as JSON instead of streaming the output"},
-			&cli.BoolFlag{Name: "raw", Usage: "write the program's control characters to a terminal as they are; by default a terminal shows them escaped (ESC as \\x1b, a backslash as \\\\), so that a program can't drive it. Pipes and files always get the exact output"},
+			&cli.BoolFlag{Name: "raw", Usage: "write the program's control characters to a terminal as they are; by default a terminal shows them escaped (ESC as \\x1b, a backslash as \\\\), so that a program can't drive it. Pipes and files always get the output as the service gives it (invalid UTF-8 as U+FFFD)"},
 		}, sandboxFlags()...),
 		Action: runAction,
 	}
@@ -85,6 +86,9 @@ func runAction(c *cli.Context) error {
 		if !ok || k == "" {
 			return fmt.Errorf("--env %q: write it as NAME=VALUE", kv)
 		}
+		if _, twice := env[k]; twice {
+			return fmt.Errorf("--env gives %s twice: give each name once", k)
+		}
 		env[k] = v
 	}
 	if err := jail.ValidateEnv(env); err != nil {
@@ -95,7 +99,11 @@ func runAction(c *cli.Context) error {
 	}
 	timeout, memory := c.Int("timeout"), c.Int("memory")
 	req := api.Request{
-		ID:             c.String("id"),
+		// An id of its own when none is given, so that a Ctrl-C, however
+		// early, can stop the run by it (a stream's run outlives a client
+		// that goes away once it was accepted), and a dropped connection
+		// can say which run to look up.
+		ID:             cmp.Or(c.String("id"), supervisor.NewID()),
 		Language:       string(lang),
 		Code:           code,
 		TimeoutSeconds: &timeout,
@@ -108,17 +116,18 @@ func runAction(c *cli.Context) error {
 }
 
 // runRemote runs req through the service: output streams live (or the Result is
-// printed with --json), and SIGINT or SIGTERM stops the run (DELETE) rather than
-// leave it going.
+// printed with --json), and SIGINT, SIGTERM or SIGHUP stops the run (DELETE)
+// rather than leave it going.
 func runRemote(c *cli.Context, req api.Request) error {
 	cl := client.New(c.String("socket"))
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
+	// SIGHUP too: a closed terminal must not leave the run going.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	var id atomic.Value // the run's id, once accepted
+	var accepted atomic.Bool
 	stopped := make(chan struct{})
 	go func() {
 		select {
@@ -127,18 +136,27 @@ func runRemote(c *cli.Context, req api.Request) error {
 			return
 		}
 		defer close(stopped)
-		if v, ok := id.Load().(string); ok {
-			cl.Stop(context.Background(), v) // the stream then ends with the result
+		if accepted.Load() {
+			cl.Stop(context.Background(), req.ID) // the stream then ends with the result
 			return
 		}
+		// Not accepted yet: the request is dropped, and a run the service
+		// accepted all the same (the request was on its way) is stopped by
+		// its id once it is there.
 		cancel()
+		for range 10 {
+			if _, err := cl.Stop(context.Background(), req.ID); !isNotFound(err) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}()
 	jsonOut := c.Bool("json")
 	stdout, stderr := outputTo(os.Stdout, c.Bool("raw")), outputTo(os.Stderr, c.Bool("raw"))
 	res, err := cl.Stream(ctx, req, func(ev api.Event) error {
 		switch ev.Event {
 		case api.EventAccepted:
-			id.Store(ev.ID)
+			accepted.Store(true)
 		case api.EventStdout:
 			if !jsonOut {
 				stdout(ev.Data)
@@ -165,6 +183,9 @@ func runRemote(c *cli.Context, req api.Request) error {
 			return fmt.Errorf("the service refused the run: %s", describeAPIError(ce))
 		case ctx.Err() != nil:
 			return exitError(exitStopped)
+		case accepted.Load():
+			// The service went away during the run (a crash, a restart).
+			return fmt.Errorf("the connection to the service dropped during run %s (%v): once the service is back, `curl --unix-socket %s http://brig/v1/runs/%s` reads its result, or run this again with --id %s, which gives that run's result rather than running it twice", req.ID, err, c.String("socket"), req.ID, req.ID)
 		}
 		hint := "is `brig serve` running there? Start it (systemctl start brig, or make serve from a checkout), or give its --socket"
 		if errors.Is(err, syscall.EACCES) {
@@ -205,7 +226,9 @@ func finishRun(c *cli.Context, res *api.Result) error {
 		if isTerminal(os.Stderr) {
 			refusals(os.Stderr, res.Network.Connections)
 		}
-		if res.Reason != api.ReasonNone && res.Reason != api.ReasonError {
+		if (res.Reason != api.ReasonNone && res.Reason != api.ReasonError) || (res.Signal != "" && res.Message != "") {
+			// A failure's own words; for an error, only a signal's (a
+			// program's own exit status says enough, a SIGKILL does not).
 			fmt.Fprintf(os.Stderr, "brig: %s\n", res.Message)
 		}
 		for _, cut := range []struct {
@@ -289,6 +312,12 @@ func outputTo(f *os.File, raw bool) func(string) {
 		return func(s string) { io.WriteString(f, s) }
 	}
 	return func(s string) { io.WriteString(f, escapeControls(s)) }
+}
+
+// isNotFound reports whether err is the service's 404.
+func isNotFound(err error) bool {
+	var ce *client.Error
+	return errors.As(err, &ce) && ce.Status == http.StatusNotFound
 }
 
 // isTerminal reports whether f is a terminal: whether it answers TCGETS.
@@ -377,16 +406,25 @@ func exitStatus(res *api.Result) int {
 	return exitInternal
 }
 
+// readProgram reads the program from the file name, or stdin for "-": at most
+// what a request may carry, so that /dev/zero or a stream that does not end
+// is refused rather than read into memory without end.
 func readProgram(name string) (string, error) {
-	var b []byte
-	var err error
-	if name == "-" {
-		b, err = io.ReadAll(io.LimitReader(os.Stdin, 4<<20))
-	} else {
-		b, err = os.ReadFile(name)
+	in := os.Stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return "", fmt.Errorf("reading the program: %w", err)
+		}
+		defer f.Close()
+		in = f
 	}
+	b, err := io.ReadAll(io.LimitReader(in, api.MaxBodyBytes+1))
 	if err != nil {
 		return "", fmt.Errorf("reading the program: %w", err)
+	}
+	if len(b) > api.MaxBodyBytes {
+		return "", fmt.Errorf("the program is more than %d bytes: brig runs programs of at most %d characters", api.MaxBodyBytes, api.MaxCodeChars)
 	}
 	if len(b) == 0 {
 		return "", fmt.Errorf("the program is empty")
