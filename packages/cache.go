@@ -511,6 +511,16 @@ func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 //
 // The installer's process must have ended when Install returns: nothing may
 // change the tree while it is checked and chowned.
+// InstallError is an install's failure, with the key of the layer it was to
+// make: the key is for the operator's log, the error's own words for the run.
+type InstallError struct {
+	Key string
+	Err error
+}
+
+func (e *InstallError) Error() string { return fmt.Sprintf("installing layer %s: %v", e.Key, e.Err) }
+func (e *InstallError) Unwrap() error { return e.Err }
+
 func (c *Cache) build(ctx context.Context, key string, set Set, progress func(string)) (_ Manifest, retErr error) {
 	stage, err := os.MkdirTemp(c.stageDir, key+".")
 	if err != nil {
@@ -537,7 +547,7 @@ func (c *Cache) build(ctx context.Context, key string, set Set, progress func(st
 		if errors.As(err, &unavailable) {
 			return Manifest{}, err // as it is: the run's outcome carries its message
 		}
-		return Manifest{}, fmt.Errorf("installing layer %s: %w", key, err)
+		return Manifest{}, &InstallError{Key: key, Err: err}
 	}
 
 	if err := CheckLayer(root); err != nil {

@@ -237,6 +237,20 @@ var (
 // pipError is pip's failure: an *IndexError when the index did not answer,
 // an *UnavailableError when pip says a package or version can't be found or
 // resolved, else a plain error.
+// lastException is the last line of a Python traceback in tail, "OSError:
+// [Errno 28] No space left on device", or "".
+func lastException(tail []string) string {
+	for i := len(tail) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(tail[i])
+		if pythonExceptionRE().MatchString(l) {
+			return l
+		}
+	}
+	return ""
+}
+
+var pythonExceptionRE = lazyRegexp(`^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)(: .*)?$`)
+
 func pipError(r *driverResult, allowSourceBuilds bool) error {
 	down := indexFailures(r.FetchFailures)
 	for _, w := range r.Warnings {
@@ -252,6 +266,12 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 			down = append(down, l)
 			break
 		}
+	}
+	// pip checks each download against the hash its index page gave: a
+	// mismatch in a request without hashes of its own is a download cut short
+	// or changed on its way, the registry's doing too.
+	if slices.ContainsFunc(r.Errors, func(l string) bool { return strings.Contains(l, "DO NOT MATCH THE HASHES") }) {
+		down = append(down, "a download did not match the hash its index gave (cut short, or changed on its way)")
 	}
 	if len(down) > 0 {
 		return &IndexError{Message: "the python installer could not read the package index: " + clip(strings.Join(down, " | "), maxMessage)}
@@ -278,8 +298,16 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 	}
 	if !unavailable {
 		msg := strings.Join(lines, " ")
+		// pip's "ERROR: Exception:" heads a traceback whose last line is
+		// what went wrong.
+		if exc := lastException(r.Tail); exc != "" && (msg == "" || msg == "Exception:") {
+			msg = exc
+		}
 		if msg == "" {
 			msg = strings.TrimPrefix(quoteTail(strings.Join(r.Tail, "\n")), ": ")
+		}
+		if strings.Contains(msg, "[Errno 28]") {
+			msg += " (the install ran out of disk space: the installer's temporary files, which may take at most half of its memory limit, or the package cache's disk; fewer or smaller packages may fit)"
 		}
 		return fmt.Errorf("the python installer failed (pip exited with status %d): %s", r.Exit, clip(msg, maxMessage))
 	}

@@ -257,7 +257,13 @@ func TestPipError(t *testing.T) {
 			false, false, []string{"could not read the package index", "Read timed out"}},
 		{"disk full", driverResult{Exit: 1,
 			Errors: []string{"ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device"}},
-			false, false, []string{"status 1", "No space left on device"}},
+			false, false, []string{"status 1", "No space left on device", "ran out of disk space"}},
+		{"disk full in a traceback", driverResult{Exit: 2, Errors: []string{"ERROR: Exception:"},
+			Tail: []string{"Traceback (most recent call last):", "  File \"shutil.py\", line 1, in copy", "OSError: [Errno 28] No space left on device"}},
+			false, false, []string{"status 2", "OSError: [Errno 28] No space left on device", "ran out of disk space"}},
+		{"a download cut short", driverResult{Exit: 1,
+			Errors: []string{"ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. If you have updated the package versions, please update the hashes. Otherwise, examine the package contents carefully; someone may have tampered with them."}},
+			false, false, []string{"could not read the package index", "did not match the hash its index gave"}},
 		{"no error line", driverResult{Exit: 2, Tail: []string{"Traceback (most recent call last):", "KeyError: 'x'"}},
 			false, false, []string{"status 2", "KeyError"}},
 	} {
@@ -265,7 +271,7 @@ func TestPipError(t *testing.T) {
 			err := pipError(&tc.r, tc.allowSource)
 			checkInstallError(t, err, tc.unavailable, tc.want)
 			var ie *IndexError
-			if got, want := errors.As(err, &ie), tc.name == "index down" || tc.name == "download timed out"; got != want {
+			if got, want := errors.As(err, &ie), tc.name == "index down" || tc.name == "download timed out" || tc.name == "a download cut short"; got != want {
 				t.Errorf("got IndexError %v (%v), want %v", got, err, want)
 			}
 		})

@@ -29,6 +29,20 @@ type PackagesConfig struct {
 	// Options are the installer's options per language
 	// (packages.InstallerConfig.Options), part of each layer's key.
 	Options map[string][]string
+	// InstallMemoryMiB is an install's memory limit (its sandbox's, outside
+	// the run's group); zero means packages.DefaultInstallMemoryMiB. A run
+	// with packages is admitted for the larger of it and its own, so that
+	// memory_budget_mib holds the installs the runs wait for too.
+	InstallMemoryMiB int
+}
+
+// admittedMiB is the memory a run of req is admitted for: its own, or an
+// install's when it asks for packages, which it may wait for in its slot.
+func (p PackagesConfig) admittedMiB(req api.Request) int {
+	if len(req.Packages) == 0 {
+		return *req.MemoryMiB
+	}
+	return max(*req.MemoryMiB, cmp.Or(p.InstallMemoryMiB, packages.DefaultInstallMemoryMiB))
 }
 
 // languages lists the languages whose runs may ask for packages, never nil.
@@ -101,10 +115,15 @@ func (s *Service) preparePackages(r *run) (*packages.Lease, *api.Result) {
 		return nil, end(api.ReasonInternal, "the packages could not be installed: %v; the program did not run", unreachedErr)
 	case r.ctx.Err() != nil:
 		return nil, end(api.ReasonStopped, "the run was stopped while its packages were prepared; the program did not run")
-	case errors.Is(err, context.DeadlineExceeded):
-		return nil, end(api.ReasonInternal, "installing the packages took too long: %v", err)
 	case err != nil:
-		return nil, end(api.ReasonInternal, "the packages could not be installed: %v", err)
+		// The layer's key is the operator's, in the log; the run's message
+		// has what the installer said.
+		var layer *packages.InstallError
+		if errors.As(err, &layer) {
+			s.log.Error("installing packages", logID, r.id, "err", err)
+			err = layer.Err
+		}
+		return nil, end(api.ReasonInternal, "the packages could not be installed: %v; the program did not run", err)
 	}
 	// The requests passed; what they pulled in must too (a denied or an
 	// unreviewed dependency), whether installed now or long ago under another

@@ -655,6 +655,14 @@ func TestPackagesStoppedRunStopsItsInstall(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// Admitted for its install's memory, which it waits for in its slot,
+	// not for its own 256 MiB alone.
+	ts.adm.mu.Lock()
+	used := ts.adm.usedMiB
+	ts.adm.mu.Unlock()
+	if used != packages.DefaultInstallMemoryMiB {
+		t.Errorf("got %d MiB admitted for a run preparing its packages, want the install's %d", used, packages.DefaultInstallMemoryMiB)
+	}
 	res, err := ts.client.Stop(ctx, "pkg-stopped")
 	if err != nil {
 		t.Fatal(err)

@@ -385,7 +385,7 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		s.mu.Unlock()
 		return nil, nil, newError(api.ErrorUnavailable, "the service is shutting down and accepts no new runs; retry once it is back")
 	}
-	t := s.adm.enter(*req.MemoryMiB)
+	t := s.adm.enter(s.cfg.Packages.admittedMiB(req))
 	if t == nil {
 		s.mu.Unlock()
 		running, queued := s.adm.counts()

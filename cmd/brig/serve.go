@@ -664,6 +664,7 @@ func serveAction(c *cli.Context) error {
 		defer cache.Close()
 		cfg.Packages.Cache = cache
 		cfg.Packages.Options = installerOptions(sc)
+		cfg.Packages.InstallMemoryMiB = sc.Packages.InstallMemoryMiB
 		cfg.Packages.Languages = packageLanguages(regs)
 	}
 	svc, err := supervisor.New(cfg, host, sb.Launcher)
