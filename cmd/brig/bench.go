@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -41,7 +42,26 @@ func benchCommand() *cli.Command {
 			if err := benchFlagsApply(c); err != nil {
 				return err
 			}
+			for _, f := range []string{"n", "c"} {
+				if c.IsSet(f) && c.Int(f) <= 0 {
+					return fmt.Errorf("%s %d: give a positive number", flagName(f), c.Int(f))
+				}
+			}
+			if c.IsSet("n") && c.IsSet("d") {
+				return fmt.Errorf("-n and -d both set the length of each phase: give one")
+			}
 			if !c.Bool("local") {
+				// The service is asked first: its bare phases take a while,
+				// and a service that is not there, or lacks the network mode
+				// asked for, would fail only after them.
+				cl := client.New(c.String("socket"))
+				h, err := cl.Health(c.Context)
+				if err != nil {
+					return fmt.Errorf("asking the service at %s: %w (is `brig serve` running there? give its --socket)", c.String("socket"), err)
+				}
+				if n := c.String("network"); n != "" && !slices.Contains(h.NetworkModes, n) {
+					return fmt.Errorf("--network %s: the service offers %v", n, h.NetworkModes)
+				}
 				cfg := bench.ServiceConfig{Concurrency: c.Int("c"), Duration: c.Duration("d"), Languages: langs, RSSConcurrency: c.Int("rss-runs"), Network: c.String("network"), Spacing: c.Duration("spacing"), Rounds: c.Int("rounds")}
 				if cfg.Duration == 0 {
 					cfg.Runs = c.Int("n")
@@ -51,7 +71,7 @@ func benchCommand() *cli.Command {
 				if pid, err := client.ServicePID(c.String("socket")); err == nil {
 					cfg.ServicePID = pid
 				}
-				rep, err := bench.Service(c.Context, client.New(c.String("socket")), cfg)
+				rep, err := bench.Service(c.Context, cl, cfg)
 				if rep != nil {
 					rep.Print(c.App.Writer)
 				}

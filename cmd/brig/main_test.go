@@ -285,6 +285,10 @@ func TestBenchRefusesFlagsItWouldIgnore(t *testing.T) {
 		{[]string{"bench", "--local", "-c", "4"}, "-c applies to the service benchmark"},
 		{[]string{"bench", "--local", "--rss-runs", "4"}, "--rss-runs applies to the service benchmark"},
 		{[]string{"bench", "--local", "--rounds", "3"}, "--rounds applies to the service benchmark"},
+		{[]string{"bench", "-n", "0"}, "-n 0: give a positive number"},
+		{[]string{"bench", "-n", "5", "-d", "1s"}, "-n and -d both set the length of each phase"},
+		// Asked before any bare phase, which would run first and long.
+		{[]string{"bench", "--socket", "/nonexistent/brig.sock", "-n", "1000"}, "asking the service at /nonexistent/brig.sock"},
 	} {
 		_, stderr, code := brig(t, "", tc.args...)
 		if code == 0 || !strings.Contains(stderr, tc.want) {
@@ -439,6 +443,8 @@ func TestRunRefusesBadInvocations(t *testing.T) {
 		{[]string{"run", "--local", "--socket", sock, "-l", "python", good}, "--socket applies to runs through the service, not --local"},
 		{[]string{"run", "--pool", "2", "--socket", sock, "-l", "python", good}, "--pool applies to --local only"},
 		{[]string{"run", "--socket", sock, "-l", "python", "/dev/zero"}, "the program is more than 4194304 bytes"},
+		{[]string{"run", "--local", "-l", "python", "--domain", "example.com", good}, "drop --package, --network and --domain"},
+		{[]string{"run", "--local", "-l", "python", "--warm", "python", good}, "--warm needs --pool"},
 		{[]string{"run", "--socket", sock, "-l", "python", "--env", "A=1", "--env", "A=2", good}, "--env gives A twice"},
 		{[]string{"serve", "/etc/brig/brig.toml"}, `brig serve takes no arguments, got ["/etc/brig/brig.toml"]; to read a config file, give it as --config /etc/brig/brig.toml`},
 		{[]string{"check", "extra"}, `brig check takes no arguments`},

@@ -273,8 +273,11 @@ func refusals(w io.Writer, conns []api.Connection) {
 
 // runLocal runs the program in this process, without the service.
 func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]string) error {
-	if len(c.StringSlice("package")) > 0 || c.String("network") != api.NetworkNone {
-		return fmt.Errorf("--local runs have no packages and no network yet; drop --package and --network")
+	if len(c.StringSlice("package")) > 0 || c.String("network") != api.NetworkNone || c.IsSet("domain") {
+		return fmt.Errorf("--local runs have no packages and no network yet; drop --package, --network and --domain")
+	}
+	if c.IsSet("warm") && c.Int("pool") == 0 {
+		return fmt.Errorf("--warm needs --pool: a warm sandbox is a pooled one")
 	}
 	sb, _, err := localSandbox(c)
 	if err != nil {
