@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"net/netip"
 	"slices"
 	"strings"
@@ -43,11 +44,15 @@ func checkAction(c *cli.Context) error {
 		checks = append(checks, *cfgCheck)
 	}
 	checks = append(checks, jail.CheckCgroups(lc.CgroupParent)...)
+	state := checkStateDir(lc.StateDir)
+	checks = append(checks, state)
 	p, perr := newProvider(lc)
 	if perr != nil {
 		// One line: the roots are opened together.
 		hint := "fix --rootfs or [sandbox.rootfs], or build the root it names: brig rootfs build LANGUAGE --dir DIR"
-		if errors.Is(perr, errNotRoot) || strings.Contains(perr.Error(), "Hint:") {
+		if !state.OK {
+			hint = "fix the state directory first (above)"
+		} else if errors.Is(perr, errNotRoot) || strings.Contains(perr.Error(), "Hint:") {
 			hint = "" // the error says what to do
 		}
 		checks = append(checks, jail.Check{Name: "rootfs", Detail: perr.Error(), Hint: hint})
@@ -87,6 +92,25 @@ func checkAction(c *cli.Context) error {
 		checks = append(checks, smokeRuns(c.Context, lc)...)
 	}
 	return printChecks(c.App.Writer, checks)
+}
+
+// checkStateDir says whether brig can keep its state in dir: a folder it can
+// make and write in (the rootfs skeleton, the journal, the package cache).
+func checkStateDir(dir string) jail.Check {
+	ch := jail.Check{Name: "state directory", Hint: "give --state-dir (state_dir) a writable folder on a local filesystem, owned by root"}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		ch.Detail = err.Error()
+		return ch
+	}
+	f, err := os.CreateTemp(dir, ".brig-check-")
+	if err != nil {
+		ch.Detail = fmt.Sprintf("%s can't be written: %v", dir, err)
+		return ch
+	}
+	f.Close()
+	os.Remove(f.Name())
+	ch.OK, ch.Detail = true, dir+" is writable"
+	return ch
 }
 
 // checkConfig is the sandboxes' config brig check checks, from the flags or,

@@ -541,3 +541,17 @@ func TestRunInterruptedBeforeAcceptedStopsTheRun(t *testing.T) {
 	}
 	cmd.Wait()
 }
+
+// TestCheckStateDir: a state directory brig can't make or write fails a line
+// of its own, whose hint is about --state-dir, and the rootfs line that fails
+// for it points there rather than to --rootfs.
+func TestCheckStateDir(t *testing.T) {
+	testutil.RequireRoot(t)
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	out, _, code := brig(t, "", "check", "--no-resolve", "--state-dir", filepath.Join(file, "state"), "--cgroup-parent", cliCgroupParent)
+	if code == 0 || !strings.Contains(out, "FAIL  state directory") || !strings.Contains(out, "give --state-dir (state_dir) a writable folder") ||
+		!strings.Contains(out, "fix the state directory first") {
+		t.Errorf("check with a state directory under a file: exit %d,\n%s\nwant a failed state directory line and the rootfs line pointing to it", code, out)
+	}
+}
