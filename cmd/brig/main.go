@@ -58,16 +58,26 @@ func main() {
 		// An unknown verb is an error that names the verbs, not urfave's
 		// "No help topic" with status 3.
 		CommandNotFound: func(c *cli.Context, name string) {
+			cmds, path := c.App.Commands, "brig"
+			if c.Command != nil && c.Command.Name != c.App.Name && len(c.Command.Subcommands) > 0 {
+				// brig packages bogus: the verb's own subcommands.
+				cmds, path = c.Command.Subcommands, "brig "+c.Command.Name
+			}
 			if name == "help" {
+				if topic := c.Args().Get(1); topic != "" && path == "brig" {
+					if err := cli.ShowCommandHelp(c, topic); err == nil {
+						os.Exit(0)
+					}
+				}
 				cli.ShowAppHelpAndExit(c, 0)
 			}
 			var names []string
-			for _, cmd := range c.App.Commands {
-				if !cmd.Hidden {
+			for _, cmd := range cmds {
+				if !cmd.Hidden && cmd.Name != "help" {
 					names = append(names, cmd.Name)
 				}
 			}
-			fmt.Fprintf(c.App.ErrWriter, "brig: unknown command %q: the commands are %s (brig COMMAND --help)\n", name, strings.Join(names, ", "))
+			fmt.Fprintf(c.App.ErrWriter, "brig: unknown command %q: the commands are %s (%s COMMAND --help)\n", name, strings.Join(names, ", "), path)
 			os.Exit(2)
 		},
 	}

@@ -307,6 +307,13 @@ func TestUnknownCommand(t *testing.T) {
 	if out, stderr, code := brig(t, "", "help"); code != 0 || !strings.Contains(out, "COMMANDS") {
 		t.Errorf("brig help: exit %d, stdout %q, stderr %q; want the help", code, out, stderr)
 	}
+	if out, stderr, code := brig(t, "", "help", "run"); code != 0 || !strings.Contains(out, "brig run - run one program") {
+		t.Errorf("brig help run: exit %d, stdout %q, stderr %q; want run's help", code, out, stderr)
+	}
+	_, stderr, code = brig(t, "", "packages", "lss")
+	if code != 2 || !strings.Contains(stderr, "the commands are ls, rm, prune (brig packages COMMAND --help)") {
+		t.Errorf("brig packages lss: exit %d, stderr %q; want 2 and the list of packages' commands", code, stderr)
+	}
 }
 
 // TestFailedCheckLeavesNoCgroup: a check that fails (here, an id range too
