@@ -113,7 +113,11 @@ func packagesRm(c *cli.Context) error {
 				matches = append(matches, m.Key)
 			}
 		}
-		if len(matches) != 1 {
+		switch len(matches) {
+		case 0:
+			return fmt.Errorf("no layer's key starts with %q: brig packages ls lists the layers", prefix)
+		case 1:
+		default:
 			return fmt.Errorf("%q matches %d layers: give a longer key", prefix, len(matches))
 		}
 		if err := cache.Remove(matches[0]); err != nil {

@@ -63,6 +63,9 @@ func TestPackagesCLI(t *testing.T) {
 	if out, stderr, code := brig(t, "", "packages", "rm", "--cache-dir", dir, keys[0][:12]); code != 0 || !strings.Contains(out, keys[0]) {
 		t.Fatalf("rm: got %q %q (exit %d)", out, stderr, code)
 	}
+	if _, stderr, code := brig(t, "", "packages", "rm", "--cache-dir", dir, "zzz"); code == 0 || !strings.Contains(stderr, `no layer's key starts with "zzz"`) {
+		t.Errorf("rm of no layer: exit %d, stderr %q; want a refusal saying none matches", code, stderr)
+	}
 	// A directory that holds no cache is an error, not an empty one.
 	missing := filepath.Join(t.TempDir(), "nosuch")
 	for _, verb := range [][]string{{"ls"}, {"prune", "--max-bytes", "0"}, {"rm", "abc"}} {
