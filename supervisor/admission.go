@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -27,6 +28,11 @@ type admission struct {
 	// avgRun is a moving average of how long a run holds its slot, for
 	// Retry-After. Guarded by mu.
 	avgRun time.Duration
+	// preparing counts the tickets that gave their slot back while their
+	// packages are prepared (suspend), at most slots at once; resumers are
+	// those waiting for a slot again, served before the queue. Guarded by mu.
+	preparing int
+	resumers  []*ticket
 }
 
 // ticket is one run's place: ready is closed when it holds a slot.
@@ -36,6 +42,11 @@ type ticket struct {
 	// granted is set (under admission.mu) when ready is closed.
 	granted bool
 	since   time.Time
+	// suspended is set while the ticket holds its memory but not its slot
+	// (suspend), and resumed is closed when it holds a slot again. Guarded by
+	// admission.mu.
+	suspended bool
+	resumed   chan struct{}
 }
 
 func newAdmission(slots, budgetMiB, queueCap int) *admission {
@@ -84,10 +95,71 @@ func (a *admission) wait(ctx context.Context, t *ticket) error {
 	}
 }
 
-// cancel gives up t, whether it holds a slot or waits in the queue.
+// suspend gives back t's slot while its run prepares its packages, keeping
+// its memory (the install's is counted in it): a registry that hangs then
+// holds no slot that runs without packages could use. At most slots tickets
+// are suspended at once, which bounds the installs as the slots did; past
+// that, suspend returns false and t keeps its slot.
+func (a *admission) suspend(t *ticket) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !t.granted || t.suspended || a.preparing >= a.slots {
+		return false
+	}
+	t.suspended, t.resumed = true, make(chan struct{})
+	a.preparing++
+	a.running--
+	delete(a.held, t)
+	a.admitLocked()
+	return true
+}
+
+// resume waits until the suspended t holds a slot again, before any run of
+// the queue gets one; or until ctx ends, when t gives up its memory and holds
+// nothing.
+func (a *admission) resume(ctx context.Context, t *ticket) error {
+	a.mu.Lock()
+	a.preparing--
+	if a.running < a.slots && len(a.resumers) == 0 {
+		a.regrantLocked(t)
+	} else {
+		a.resumers = append(a.resumers, t)
+	}
+	a.mu.Unlock()
+	select {
+	case <-t.resumed:
+		return nil
+	case <-ctx.Done():
+		a.cancel(t)
+		return ctx.Err()
+	}
+}
+
+// regrantLocked gives the suspended t a slot again.
+func (a *admission) regrantLocked(t *ticket) {
+	a.running++
+	t.suspended = false
+	t.since = time.Now()
+	a.held[t] = struct{}{}
+	close(t.resumed)
+}
+
+// cancel gives up t, whether it holds a slot, waits in the queue, is
+// suspended or waits to resume.
 func (a *admission) cancel(t *ticket) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if t.suspended {
+		if i := slices.Index(a.resumers, t); i >= 0 {
+			a.resumers = slices.Delete(a.resumers, i, i+1)
+		} else {
+			a.preparing--
+		}
+		t.suspended = false
+		a.usedMiB -= t.mib
+		a.admitLocked()
+		return
+	}
 	if t.granted {
 		a.leaveLocked(t)
 		return
@@ -116,8 +188,14 @@ func (a *admission) leaveLocked(t *ticket) {
 	a.admitLocked()
 }
 
-// admitLocked grants slots to the head of the queue while it fits.
+// admitLocked gives a free slot to a run that prepared its packages first
+// (its memory is held already), then to the head of the queue while it fits.
 func (a *admission) admitLocked() {
+	for len(a.resumers) > 0 && a.running < a.slots {
+		t := a.resumers[0]
+		a.resumers = a.resumers[1:]
+		a.regrantLocked(t)
+	}
 	for len(a.queue) > 0 && a.fitsLocked(a.queue[0].mib) {
 		t := a.queue[0]
 		a.queue = a.queue[1:]

@@ -707,3 +707,71 @@ func TestUnreached(t *testing.T) {
 		})
 	}
 }
+
+// TestPackagesInstallGivesItsSlotBack: a run whose install takes long (here a
+// registry that never answers) gives its slot back while it prepares, so that
+// a run without packages is not queued behind it; stopped, it gives back its
+// memory too.
+func TestPackagesInstallGivesItsSlotBack(t *testing.T) {
+	testutil.RequireRoot(t)
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held sync.WaitGroup
+	t.Cleanup(func() {
+		hang.Close()
+		held.Wait()
+	})
+	var conns []net.Conn
+	held.Add(1)
+	go func() {
+		defer held.Done()
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				for _, c := range conns {
+					c.Close()
+				}
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	var ts *testService
+	ts = newTestService(t, func(cfg *Config) {
+		cfg.MaxConcurrent = 1
+		withPackagesAt(t, &ts, packages.PolicyConfig{Mode: packages.PolicyOpen}, hang.Addr().String(), hang.Addr().String())(cfg)
+	})
+	ctx := context.Background()
+	s := openLiveStream(t, ts.client, request("python", "print('never')", withRunID("pkg-hangs"), withPackageRequests("pkg-a==1.0")))
+	s.waitEvent(t, api.EventAccepted, 10*time.Second)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if res, err := ts.client.Get(ctx, "pkg-hangs"); err == nil && res.State == api.StatePreparing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run with packages never began preparing")
+		}
+	}
+	plainCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := ts.client.Run(plainCtx, request("python", "print('plain')"))
+	if err != nil || res.Stdout != "plain\n" {
+		t.Fatalf("a run without packages while another one's install hangs on the one slot: got %+v, %v; want it run", res, err)
+	}
+	if _, err := ts.client.Stop(ctx, "pkg-hangs"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ts.adm.mu.Lock()
+		running, used, preparing := ts.adm.running, ts.adm.usedMiB, ts.adm.preparing
+		ts.adm.mu.Unlock()
+		if running == 0 && used == 0 && preparing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the stop: running %d, %d MiB, preparing %d; want nothing held", running, used, preparing)
+		}
+	}
+}

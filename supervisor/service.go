@@ -460,6 +460,45 @@ func (s *Service) available(req api.Request) error {
 	return nil
 }
 
+// prepareHoldsSlot is how long a run prepares its packages in its slot before
+// it gives the slot back for the rest of the preparation: a layer the cache
+// holds is ready in milliseconds, and its run keeps its slot; an install
+// (seconds, or a registry that hangs until install_timeout) does not keep
+// runs without packages waiting.
+const prepareHoldsSlot = 200 * time.Millisecond
+
+// prepareOffSlot prepares r's packages, past prepareHoldsSlot without the slot
+// of t (admission.suspend), which it takes back before the program runs. On a
+// failure, or a stop while it waits for its slot again, t holds nothing and
+// the run's result is returned.
+func (s *Service) prepareOffSlot(r *run, t *ticket) (*packages.Lease, *api.Result) {
+	var mu sync.Mutex
+	done, suspended := false, false
+	timer := time.AfterFunc(prepareHoldsSlot, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			suspended = s.adm.suspend(t)
+		}
+	})
+	lease, res := s.preparePackages(r)
+	timer.Stop()
+	mu.Lock()
+	done = true
+	mu.Unlock()
+	switch {
+	case res != nil:
+		s.adm.cancel(t) // whether it holds its slot or not
+		return nil, res
+	case suspended:
+		if err := s.adm.resume(r.ctx, t); err != nil {
+			lease.Release()
+			return nil, failedResult(r.id, r.req, api.ReasonStopped, "the run was stopped while it waited for a slot, its packages prepared; the program did not run")
+		}
+	}
+	return lease, nil
+}
+
 // execute is a run's life after it was accepted: wait for a slot, run the
 // sandbox, record the result.
 func (s *Service) execute(r *run, t *ticket) {
@@ -476,8 +515,8 @@ func (s *Service) execute(r *run, t *ticket) {
 	var lease *packages.Lease
 	if len(r.req.Packages) > 0 {
 		var res *api.Result
-		if lease, res = s.preparePackages(r); res != nil {
-			s.adm.leave(t)
+		lease, res = s.prepareOffSlot(r, t)
+		if res != nil {
 			res.Timing.QueuedMS = queued.Milliseconds()
 			res.Timing.TotalMS = api.Millis(time.Since(r.accepted))
 			s.finish(r, res)
