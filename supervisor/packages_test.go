@@ -595,13 +595,9 @@ func fakeResolver(t *testing.T, answers map[string]string) string {
 	return pc.LocalAddr().String()
 }
 
-// TestPackagesStoppedRunStopsItsInstall: a run stopped while its packages
-// are installed, which no other run waits for, stops the install too: its
-// installer's sandbox does not go on talking to the registry, unseen and
-// outside every run's admission, until its install timeout.
-func TestPackagesStoppedRunStopsItsInstall(t *testing.T) {
-	testutil.RequireRoot(t)
-	// A registry that takes connections and never answers.
+// hangingRegistry is the address of a registry that takes connections and
+// never answers them, closed when t ends.
+func hangingRegistry(t *testing.T) string {
 	hang, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -611,13 +607,12 @@ func TestPackagesStoppedRunStopsItsInstall(t *testing.T) {
 		hang.Close()
 		held.Wait()
 	})
-	conns := make(chan net.Conn, 64)
 	held.Add(1)
 	go func() {
 		defer held.Done()
+		var conns []net.Conn
 		defer func() {
-			close(conns)
-			for c := range conns {
+			for _, c := range conns {
 				c.Close()
 			}
 		}()
@@ -626,16 +621,22 @@ func TestPackagesStoppedRunStopsItsInstall(t *testing.T) {
 			if err != nil {
 				return
 			}
-			select {
-			case conns <- c:
-			default:
-				c.Close()
-			}
+			conns = append(conns, c)
 		}
 	}()
+	return hang.Addr().String()
+}
+
+// TestPackagesStoppedRunStopsItsInstall: a run stopped while its packages
+// are installed, which no other run waits for, stops the install too: its
+// installer's sandbox does not go on talking to the registry, unseen and
+// outside every run's admission, until its install timeout.
+func TestPackagesStoppedRunStopsItsInstall(t *testing.T) {
+	testutil.RequireRoot(t)
+	hang := hangingRegistry(t)
 	var ts *testService
 	ts = newTestService(t, func(cfg *Config) {
-		withPackagesAt(t, &ts, packages.PolicyConfig{Mode: packages.PolicyOpen}, hang.Addr().String(), hang.Addr().String())(cfg)
+		withPackagesAt(t, &ts, packages.PolicyConfig{Mode: packages.PolicyOpen}, hang, hang)(cfg)
 	})
 	cache := ts.cfg.Packages.Cache
 	ctx := context.Background()
@@ -714,34 +715,11 @@ func TestUnreached(t *testing.T) {
 // memory too.
 func TestPackagesInstallGivesItsSlotBack(t *testing.T) {
 	testutil.RequireRoot(t)
-	hang, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held sync.WaitGroup
-	t.Cleanup(func() {
-		hang.Close()
-		held.Wait()
-	})
-	var conns []net.Conn
-	held.Add(1)
-	go func() {
-		defer held.Done()
-		for {
-			c, err := hang.Accept()
-			if err != nil {
-				for _, c := range conns {
-					c.Close()
-				}
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
+	hang := hangingRegistry(t)
 	var ts *testService
 	ts = newTestService(t, func(cfg *Config) {
 		cfg.MaxConcurrent = 1
-		withPackagesAt(t, &ts, packages.PolicyConfig{Mode: packages.PolicyOpen}, hang.Addr().String(), hang.Addr().String())(cfg)
+		withPackagesAt(t, &ts, packages.PolicyConfig{Mode: packages.PolicyOpen}, hang, hang)(cfg)
 	})
 	ctx := context.Background()
 	s := openLiveStream(t, ts.client, request("python", "print('never')", withRunID("pkg-hangs"), withPackageRequests("pkg-a==1.0")))
