@@ -150,7 +150,11 @@ class ErrorTest(unittest.TestCase):
     def test_retry_after(self) -> None:
         self.assertEqual(from_response(429, "", self.body("queue_full", "full"), "3").retry_after, 3.0)
         self.assertIsNone(from_response(429, "", self.body("queue_full", "full")).retry_after)
-        self.assertIsNone(from_response(503, "", self.body("unavailable", "x"), "3").retry_after)
+        # A 503 carries one when its refusal may pass (the journal could not
+        # record the run); a shutdown's has none.
+        self.assertEqual(from_response(503, "", self.body("unavailable", "x"), "3").retry_after, 3.0)
+        self.assertIsNone(from_response(503, "", self.body("unavailable", "x")).retry_after)
+        self.assertIsNone(from_response(500, "", self.body("internal", "x"), "3").retry_after)
         for value, want in [("2", 2.0), (" 0 ", 0.0), ("1.5", 1.5), ("-1", None), ("nan", None),
                             ("Wed, 21 Oct 2026 07:28:00 GMT", None), (None, None)]:
             with self.subTest(value=value):
