@@ -257,6 +257,18 @@ type Limits struct {
 	// Egress is what bounds a networked run's connections, when this host
 	// offers a networked mode.
 	Egress *EgressLimits `json:"egress,omitempty"`
+	// Install is what bounds a run's package install, when this host
+	// installs packages.
+	Install *InstallLimits `json:"install,omitempty"`
+}
+
+// InstallLimits are the operator's bounds on the install a run's packages may
+// need, which comes before its program (timeout_seconds counts from the
+// interpreter's start): a harness waits up to TimeoutSeconds more for a run
+// with packages the cache does not hold.
+type InstallLimits struct {
+	TimeoutSeconds float64 `json:"timeout_seconds"`
+	MemoryMiB      int     `json:"memory_mib"`
 }
 
 // EgressLimits are the operator's bounds on each networked run's connections.

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"math"
@@ -16,6 +17,8 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/egress"
 	"github.com/brig-sandbox/brig/internal/apitest"
+	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/packages"
 )
 
 var allModes = []string{api.NetworkNone, api.NetworkRegistries, api.NetworkDomains, api.NetworkAny}
@@ -482,5 +485,33 @@ func TestNetworkModesOnOffer(t *testing.T) {
 		if !strings.Contains(metrics.String(), "\n"+line+"\n") {
 			t.Errorf("got no line %s in /metrics", line)
 		}
+	}
+}
+
+// GET /v1/limits gives the install's bounds when the host installs packages,
+// and nothing of them when it installs none.
+func TestLimitsInstall(t *testing.T) {
+	_, none := availableService(t, Config{})
+	var l api.Limits
+	getJSON(t, none, "/v1/limits", &l)
+	if l.Install != nil {
+		t.Errorf("limits of a host without packages: got install %+v, want none", l.Install)
+	}
+	inst, err := packages.NewInstaller(packages.InstallerConfig{
+		Run:        func(context.Context, jail.Spec) (*jail.Result, error) { return nil, errors.New("no installs here") },
+		Registries: map[string][]string{"python": {"http://pypi.test/simple/"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := packages.OpenCache(packages.CacheConfig{Dir: t.TempDir(), Installer: inst})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	_, with := availableService(t, Config{Packages: PackagesConfig{Cache: cache, InstallTimeout: 20 * time.Second}})
+	getJSON(t, with, "/v1/limits", &l)
+	if want := (api.InstallLimits{TimeoutSeconds: 20, MemoryMiB: packages.DefaultInstallMemoryMiB}); l.Install == nil || *l.Install != want {
+		t.Errorf("limits of a host with packages: got install %+v, want %+v", l.Install, want)
 	}
 }

@@ -34,6 +34,9 @@ type PackagesConfig struct {
 	// with packages is admitted for the larger of it and its own, so that
 	// memory_budget_mib holds the installs the runs wait for too.
 	InstallMemoryMiB int
+	// InstallTimeout is an install's time limit, which GET /v1/limits
+	// tells; zero means packages.DefaultInstallTimeout.
+	InstallTimeout time.Duration
 }
 
 // admittedMiB is the memory a run of req is admitted for: its own, or an

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/packages"
 )
 
 // ndjson is the media type of event streams.
@@ -449,6 +451,20 @@ func (s *Service) limits() api.Limits {
 		EnvNamePattern:     api.EnvNamePattern,
 		ReservedEnv:        jail.ReservedEnvNames(),
 		Egress:             s.egressLimits(),
+		Install:            s.installLimits(),
+	}
+}
+
+// installLimits are the bounds of a run's package install, nil when the host
+// installs no packages.
+func (s *Service) installLimits() *api.InstallLimits {
+	p := s.cfg.Packages
+	if len(p.languages()) == 0 {
+		return nil
+	}
+	return &api.InstallLimits{
+		TimeoutSeconds: cmp.Or(p.InstallTimeout, packages.DefaultInstallTimeout).Seconds(),
+		MemoryMiB:      cmp.Or(p.InstallMemoryMiB, packages.DefaultInstallMemoryMiB),
 	}
 }
 

@@ -231,6 +231,18 @@ export interface Limits {
   reserved_env: string[];
   /** The bounds of a networked run's connections; absent when the host offers no networked mode. */
   egress?: EgressLimits;
+  /** The bounds of a run's package install; absent when the host installs no packages. */
+  install?: InstallLimits;
+}
+
+/**
+ * The operator's bounds on a run's package install: its time limit, which comes
+ * before the program's timeout_seconds (a run whose packages the cache does not
+ * hold may take up to this much longer), and its memory limit.
+ */
+export interface InstallLimits {
+  timeout_seconds: number;
+  memory_mib: number;
 }
 
 /** The operator's bounds on each networked run's connections. */

@@ -665,6 +665,7 @@ func serveAction(c *cli.Context) error {
 		cfg.Packages.Cache = cache
 		cfg.Packages.Options = installerOptions(sc)
 		cfg.Packages.InstallMemoryMiB = sc.Packages.InstallMemoryMiB
+		cfg.Packages.InstallTimeout = time.Duration(sc.Packages.InstallTimeout)
 		cfg.Packages.Languages = packageLanguages(regs)
 	}
 	svc, err := supervisor.New(cfg, host, sb.Launcher)

@@ -276,6 +276,13 @@ class SyncServiceTest(unittest.TestCase):
         self.assertEqual(lim.code_chars.max, 100_000)
         self.assertEqual(lim.stdout_chars, 1_000_000)
         self.assertEqual(lim.writable_files_share, 0.5)
+        # The install's bounds, when the host installs packages: brig serve's
+        # defaults.
+        if client().health().package_languages:
+            self.assertIsInstance(lim.install, brig.InstallLimits)
+            self.assertEqual((lim.install.timeout_seconds, lim.install.memory_mib), (300.0, 1024))
+        else:
+            self.assertIsNone(lim.install)
         self.assertEqual(sorted(lim.languages), ["javascript", "python"])
         self.assertIn("PATH", lim.reserved_env)
         self.assertEqual(lim.default_network_mode, "none")

@@ -24,6 +24,7 @@ subclass carrying ``status``, ``code``, ``field`` and ``message``.
 from ._types import (
     Bound,
     EgressLimits,
+    InstallLimits,
     Connection,
     Event,
     EventKind,
@@ -65,6 +66,7 @@ __all__ = [
     "AsyncEventStream",
     "Bound",
     "EgressLimits",
+    "InstallLimits",
     "BrigError",
     "Client",
     "Conflict",

@@ -294,9 +294,26 @@ class EgressLimits:
 
 
 @dataclasses.dataclass
+class InstallLimits:
+    """The operator's bounds on a run's package install: its time limit,
+    which comes before the program's ``timeout_seconds`` (a run whose
+    packages the cache does not hold may take up to this much longer), and
+    its memory limit."""
+
+    timeout_seconds: float = 0.0
+    memory_mib: int = 0
+    extra: Dict[str, Any] = _extra()
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "InstallLimits":
+        return _build(cls, obj, {})
+
+
+@dataclasses.dataclass
 class Limits:
     """The bounds and defaults of a request (``GET /v1/limits``); ``egress``
-    is None when the host offers no networked mode."""
+    is None when the host offers no networked mode, ``install`` when it
+    installs no packages."""
 
     timeout_seconds: Bound = dataclasses.field(default_factory=Bound)
     memory_mib: Bound = dataclasses.field(default_factory=Bound)
@@ -319,6 +336,7 @@ class Limits:
     env_name_pattern: str = ""
     reserved_env: List[str] = dataclasses.field(default_factory=list)
     egress: Optional[EgressLimits] = None
+    install: Optional[InstallLimits] = None
     extra: Dict[str, Any] = _extra()
 
     @classmethod
@@ -333,7 +351,8 @@ class Limits:
             "domains",
             "id_chars",
         )
-        return _build(cls, obj, {**{name: Bound.from_json for name in bounds}, "egress": EgressLimits.from_json})
+        return _build(cls, obj, {**{name: Bound.from_json for name in bounds}, "egress": EgressLimits.from_json,
+                                 "install": InstallLimits.from_json})
 
 
 @dataclasses.dataclass
