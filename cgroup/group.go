@@ -92,18 +92,8 @@ func (g *Group) SetLimits(l Limits) error {
 	if g.deleted {
 		return fmt.Errorf("setting limits on cgroup %q: %w", g.name, ErrDeleted)
 	}
-	need := map[string]bool{"memory": l.MemoryBytes > 0, "pids": l.Pids > 0, "cpu": l.CPUs > 0}
-	for _, c := range []string{"memory", "pids", "cpu"} {
-		if need[c] && !m.controllers[c] {
-			return fmt.Errorf("setting limits on cgroup %q: %w", g.name,
-				&ControllerError{Controller: c, Mode: m.mode, Root: m.limitRoot()})
-		}
-	}
-	if need["memory"] && !m.swapLimit() && m.hostSwaps {
-		return fmt.Errorf("setting limits on cgroup %q: %w", g.name, &ControllerError{
-			Controller: "memory swap accounting", Mode: m.mode, Root: m.limitRoot(),
-			Hint: "the host swaps and the kernel cannot limit a group's swap; boot with swapaccount=1 or turn swap off",
-		})
+	if err := m.CanLimit(l); err != nil {
+		return fmt.Errorf("setting limits on cgroup %q: %w", g.name, err)
 	}
 
 	var err error
@@ -290,6 +280,25 @@ func (g *Group) Usage() (Usage, error) {
 		return Usage{}, fmt.Errorf("reading usage of cgroup %q: %w", g.name, err)
 	}
 	return u, nil
+}
+
+// MemoryCurrent reads the memory the group is charged now (v1
+// memory.usage_in_bytes, v2 memory.current), or -1 where the host has no
+// memory controller.
+func (g *Group) MemoryCurrent() (int64, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.deleted {
+		return 0, fmt.Errorf("reading memory of cgroup %q: %w", g.name, ErrDeleted)
+	}
+	if !g.m.controllers["memory"] {
+		return -1, nil
+	}
+	file := filepath.Join(g.m.cfg.MountRoot, "memory", g.path, "memory.usage_in_bytes")
+	if g.m.mode == ModeUnified {
+		file = filepath.Join(g.dir2, "memory.current")
+	}
+	return readInt(file)
 }
 
 // CPU reads the group's CPU time alone, as Usage does: what a run's

@@ -637,3 +637,61 @@ func TestDeleteHybridTwinOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryCurrent: what a group is charged now, which a pooled sandbox's
+// take reads before it lowers the limit below it (jail's took).
+func TestMemoryCurrent(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			m := newManager(t, l)
+			testutil.Require(t, m.Controllers()["memory"], "no memory controller in the "+l.name+" layout")
+			g := newGroup(t, m)
+			if err := g.SetLimits(Limits{MemoryBytes: 256 * mib}); err != nil {
+				t.Fatal(err)
+			}
+			before, err := g.MemoryCurrent()
+			if err != nil {
+				t.Fatal(err)
+			}
+			startInGroup(t, g, python, "-c", `import sys, time; b = b"x" * (40 << 20); print("held", flush=True); time.sleep(30)`)
+			var now int64
+			for deadline := time.Now().Add(10 * time.Second); now < 40*mib; time.Sleep(20 * time.Millisecond) {
+				if now, err = g.MemoryCurrent(); err != nil {
+					t.Fatal(err)
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("MemoryCurrent: got %d bytes (before: %d) while a process holds 40 MiB, want at least that", now, before)
+				}
+			}
+		})
+	}
+}
+
+// TestCanLimit: a Manager whose groups can't have one of a run's limits says
+// so before any group is made (a service refuses to start on it), naming the
+// controller, and on cgroup v2 what delegates it; one that can says nil.
+func TestCanLimit(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			m := newManager(t, l)
+			have := m.Controllers()
+			err := m.CanLimit(Limits{MemoryBytes: 1, Pids: 1, CPUs: 1})
+			if have["memory"] && have["pids"] && have["cpu"] {
+				if err != nil && !strings.Contains(err.Error(), "swap accounting") {
+					t.Errorf("CanLimit with every controller: got %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrControllerUnavailable) {
+				t.Fatalf("CanLimit without %v: got %v, want a ControllerError", have, err)
+			}
+			if m.Mode() == ModeUnified && !strings.Contains(err.Error(), "cgroup.subtree_control") {
+				t.Errorf("CanLimit on v2: got %q, want it to say how v2 delegates a controller", err)
+			}
+		})
+	}
+}

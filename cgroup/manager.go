@@ -161,6 +161,35 @@ func (m *Manager) logFallbacks() {
 	}
 }
 
+// CanLimit says whether the groups can hold l: a *ControllerError for the
+// first limit whose controller the host lacks, or a memory limit on a host
+// that swaps without swap accounting. A service checks it at its start, with
+// every limit a run has, so that it refuses to start rather than fail each
+// run (as a pure cgroup v2 host without the controllers delegated to the
+// parent would).
+func (m *Manager) CanLimit(l Limits) error {
+	need := map[string]bool{"memory": l.MemoryBytes > 0, "pids": l.Pids > 0, "cpu": l.CPUs > 0}
+	for _, c := range []string{"memory", "pids", "cpu"} {
+		if need[c] && !m.controllers[c] {
+			e := &ControllerError{Controller: c, Mode: m.mode, Root: m.limitRoot()}
+			if m.mode == ModeUnified {
+				// Top-down: a controller reaches the parent only through
+				// every ancestor's cgroup.subtree_control, and a cgroup
+				// with processes of its own can't pass it on.
+				e.Hint = "on cgroup v2 every ancestor of the parent must enable it in its cgroup.subtree_control: give a parent right below the hierarchy's root (systemd enables the controllers there for a unit with Delegate=yes), and in a container keep brig's own process out of the cgroup its runs' parent is under"
+			}
+			return e
+		}
+	}
+	if need["memory"] && !m.swapLimit() && m.hostSwaps {
+		return &ControllerError{
+			Controller: "memory swap accounting", Mode: m.mode, Root: m.limitRoot(),
+			Hint: "the host swaps and the kernel cannot limit a group's swap; boot with swapaccount=1 or turn swap off",
+		}
+	}
+	return nil
+}
+
 // swapLimit says whether swap can be limited along with memory.
 func (m *Manager) swapLimit() bool {
 	if m.mode == ModeUnified {

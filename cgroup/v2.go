@@ -1,10 +1,13 @@
 package cgroup
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/containerd/cgroups/v3/cgroup2"
 )
@@ -35,14 +38,28 @@ type v2Layout struct {
 
 // setupV2 makes the parent group in the cgroup2 hierarchy at root and, when
 // enableControllers is set (ModeUnified), enables in its subtree_control those
-// of v2Controllers that the parent was given. It writes nothing above the
-// parent: a controller the host does not delegate to the parent stays
-// unavailable, and a limit that needs it fails.
+// of v2Controllers that the parent was given. A controller reaches a group
+// only through its parent's subtree_control, so for a nested parent (brig/a)
+// it enables them, top-down, in each level above the parent that it made
+// itself. It writes nothing in a group it did not make: a controller the
+// host does not delegate to the parent stays unavailable, and the service
+// refuses to start (Manager.CanLimit).
 func setupV2(root, parent string, enableControllers bool) (v2Layout, error) {
 	l := v2Layout{root: root, enabled: map[string]bool{}}
 	dir := filepath.Join(root, parent)
+	var made []string // the levels above the parent that do not exist yet, lowest first
+	for d := filepath.Dir(dir); d != root && strings.HasPrefix(d, root+"/") && !exists(d); d = filepath.Dir(d) {
+		made = append(made, d)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return l, fmt.Errorf("creating cgroup2 parent %q: %w", dir, err)
+	}
+	if enableControllers {
+		for i := len(made) - 1; i >= 0; i-- {
+			if err := enableOffered(made[i]); err != nil {
+				return l, err
+			}
+		}
 	}
 	m, err := cgroup2.Load("/"+parent, cgroup2.WithMountpoint(root))
 	if err != nil {
@@ -55,24 +72,10 @@ func setupV2(root, parent string, enableControllers bool) (v2Layout, error) {
 		return l, nil
 	}
 
-	offered, err := m.Controllers()
-	if err != nil {
-		return l, fmt.Errorf("reading controllers of %q: %w", dir, err)
-	}
-	var enable []string
-	for _, c := range v2Controllers {
-		for _, o := range offered {
-			if c == o {
-				enable = append(enable, "+"+c)
-			}
-		}
+	if err := enableOffered(dir); err != nil {
+		return l, err
 	}
 	subtree := filepath.Join(dir, "cgroup.subtree_control")
-	if len(enable) > 0 {
-		if err := os.WriteFile(subtree, []byte(strings.Join(enable, " ")), 0); err != nil {
-			return l, fmt.Errorf("enabling controllers %v in %q: %w", enable, subtree, err)
-		}
-	}
 	b, err := os.ReadFile(subtree)
 	if err != nil {
 		return l, fmt.Errorf("reading %q: %w", subtree, err)
@@ -84,6 +87,32 @@ func setupV2(root, parent string, enableControllers bool) (v2Layout, error) {
 	l.swapLimit = exists(filepath.Join(dir, "memory.swap.max"))
 	l.oomGroup = exists(filepath.Join(dir, "memory.oom.group"))
 	return l, nil
+}
+
+// enableOffered enables in dir's subtree_control those of v2Controllers that
+// dir was given, for its children.
+func enableOffered(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("reading controllers of %q: %w", dir, err)
+	}
+	var enable []string
+	for _, c := range strings.Fields(string(b)) {
+		if slices.Contains(v2Controllers, c) {
+			enable = append(enable, "+"+c)
+		}
+	}
+	if len(enable) == 0 {
+		return nil
+	}
+	subtree := filepath.Join(dir, "cgroup.subtree_control")
+	if err := os.WriteFile(subtree, []byte(strings.Join(enable, " ")), 0); err != nil {
+		if errors.Is(err, syscall.EBUSY) {
+			return fmt.Errorf("enabling controllers %v in %q: %w: the group holds processes of its own, and cgroup v2 passes controllers on only from a group without any (the no-internal-process rule); give a cgroup parent none of whose groups holds a process (not brig's own unit's group: under systemd, one outside it, or DelegateSubgroup=)", enable, subtree, err)
+		}
+		return fmt.Errorf("enabling controllers %v in %q: %w", enable, subtree, err)
+	}
+	return nil
 }
 
 // v2Resources turns Limits into the library's v2 resources.

@@ -186,6 +186,7 @@ func CheckCgroups(parent string) []Check {
 		return append(out, Check{Name: "cgroup controllers", Detail: err.Error(), Hint: hint})
 	}
 	have := cg.Controllers()
+	limits := cg.CanLimit(cgroup.Limits{MemoryBytes: 1, Pids: 1, CPUs: 1})
 	foreign := ForeignGroups(cg, parent)
 	// A check leaves no parent behind (unless a service's groups are in it):
 	// the sandboxed runs that follow make it again, and remove it after.
@@ -204,6 +205,9 @@ func CheckCgroups(parent string) []Check {
 	slices.Sort(names)
 	out = append(out, Check{Name: "cgroup controllers", OK: len(missing) == 0,
 		Detail: "usable: " + strings.Join(names, ", "), Hint: "enable the missing controllers: " + strings.Join(missing, ", ")})
+	if limits != nil && len(missing) == 0 { // swap accounting: the controllers are there
+		out = append(out, Check{Name: "cgroup limits", Detail: limits.Error(), Hint: "boot with swapaccount=1 or turn swap off"})
+	}
 	parentCheck := Check{Name: "cgroup parent", OK: true, Detail: fmt.Sprintf("%q holds nothing but brig's groups", parent)}
 	if foreign != nil {
 		parentCheck.OK, parentCheck.Detail, parentCheck.Hint = false, foreign.Error(), "choose another --cgroup-parent (sandbox.cgroup_parent), one no other software uses"

@@ -423,6 +423,16 @@ func (l *Launcher) took(s *slot, root *rootfs.Root, warm rootfs.Language, memory
 		return l.takeSlot(root, warm, memoryBytes, stop)
 	}
 	if s.memoryBytes != memoryBytes {
+		// A limit lowered below what the sandbox is charged already is
+		// refused on v1 (EBUSY) and OOM-kills it on v2: such a sandbox is
+		// not the run's, which gets another.
+		if memoryBytes < s.memoryBytes {
+			if cur, err := s.group.MemoryCurrent(); err != nil || cur > memoryBytes*3/4 {
+				l.log.Info("a pooled sandbox holds too much memory for a run's smaller limit; taking another", "charged", cur, "limit", memoryBytes, "err", err)
+				s.discard()
+				return l.takeSlot(root, warm, memoryBytes, stop)
+			}
+		}
 		if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: memoryBytes}); err != nil {
 			s.discard()
 			return nil, false, fmt.Errorf("setting the run's memory limit: %w", err)

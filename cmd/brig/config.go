@@ -217,6 +217,12 @@ func newSandbox(lc launcherConfig, p rootfs.Provider, sweep bool, log *slog.Logg
 	if err != nil {
 		return nil, fmt.Errorf("opening cgroups: %w (Hint: run `brig check`)", err)
 	}
+	// Every run is limited in memory, processes and CPU: a host whose parent
+	// can't have one of them runs nothing, and says so now rather than at
+	// each run.
+	if err := cg.CanLimit(cgroup.Limits{MemoryBytes: 1, Pids: 1, CPUs: 1}); err != nil {
+		return nil, fmt.Errorf("the runs' cgroups under %q can't be limited: %w", lc.CgroupParent, err)
+	}
 	leftover := jail.LeftoverOfDeadProcess
 	if sweep {
 		// The service owns its parent: it sweeps every group of brig's in
