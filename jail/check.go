@@ -83,7 +83,7 @@ func CheckHost() []Check {
 		Detail: "actions: " + strings.TrimSpace(string(actions)),
 		Hint:   "enable CONFIG_SECCOMP_FILTER; brig needs the kill_process and errno actions",
 	})
-	out = append(out, CheckFileMax())
+	out = append(out, CheckFileMax(), CheckHugePages())
 	fs := filesystems()
 	for _, f := range []string{"overlay", "tmpfs", "proc"} {
 		out = append(out, Check{
@@ -105,6 +105,30 @@ func CheckHost() []Check {
 // the limit out of the way (systemd's default, LONG_MAX) the runs' memory
 // limits bound their files. Not required: the check says so, brig runs.
 const FileMaxWanted = 1 << 62
+
+// CheckHugePages warns of a host pool of huge pages: a run may map them
+// (MAP_HUGETLB, MFD_HUGETLB), and they count against no memory limit of its
+// (hugetlb pages are charged to memory.max only with cgroup v2's
+// memory_hugetlb_accounting), so one run could take the pool from the host and
+// the other runs. It always passes.
+func CheckHugePages() Check { return checkHugePages("/proc/sys/vm") }
+
+func checkHugePages(vm string) Check {
+	c := Check{Name: "huge page pool", OK: true, Detail: "no huge pages reserved (vm.nr_hugepages and vm.nr_overcommit_hugepages are 0)"}
+	var pages []string
+	for _, f := range []string{"nr_hugepages", "nr_overcommit_hugepages"} {
+		b, err := os.ReadFile(filepath.Join(vm, f))
+		if n := strings.TrimSpace(string(b)); err == nil && n != "0" {
+			pages = append(pages, f+" = "+n)
+		}
+	}
+	if len(pages) > 0 {
+		c.Warn = true
+		c.Detail = "the host keeps huge pages (" + strings.Join(pages, ", ") + "), which a run can map outside its memory limit and so take from the host and the other runs"
+		c.Hint = "set vm.nr_hugepages and vm.nr_overcommit_hugepages to 0 on a host that runs brig, or mount cgroup v2 with memory_hugetlb_accounting"
+	}
+	return c
+}
 
 // CheckFileMax reports fs.file-max against FileMaxWanted; it always passes,
 // and its Detail says what to do when the limit is lower.
