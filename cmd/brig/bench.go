@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os/signal"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -42,6 +44,10 @@ func benchCommand() *cli.Command {
 			if err := benchFlagsApply(c); err != nil {
 				return err
 			}
+			// Ctrl-C ends the benchmark as an error would: its runs are
+			// stopped, and its scratch folder and local sandboxes removed.
+			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
 			for _, f := range []string{"n", "c"} {
 				if c.IsSet(f) && c.Int(f) <= 0 {
 					return fmt.Errorf("%s %d: give a positive number", flagName(f), c.Int(f))
@@ -55,7 +61,7 @@ func benchCommand() *cli.Command {
 				// and a service that is not there, or lacks the network mode
 				// asked for, would fail only after them.
 				cl := client.New(c.String("socket"))
-				h, err := cl.Health(c.Context)
+				h, err := cl.Health(ctx)
 				if err != nil {
 					return fmt.Errorf("asking the service at %s: %w (is `brig serve` running there? give its --socket)", c.String("socket"), err)
 				}
@@ -71,7 +77,7 @@ func benchCommand() *cli.Command {
 				if pid, err := client.ServicePID(c.String("socket")); err == nil {
 					cfg.ServicePID = pid
 				}
-				rep, err := bench.Service(c.Context, cl, cfg)
+				rep, err := bench.Service(ctx, cl, cfg)
 				if rep != nil {
 					rep.Print(c.App.Writer)
 				}
@@ -84,7 +90,7 @@ func benchCommand() *cli.Command {
 			defer sb.Close()
 			// Let the pool fill before the clock starts.
 			time.Sleep(time.Duration(lc.Pool) * 20 * time.Millisecond)
-			rep, err := bench.Local(c.Context, sb.Launcher, sb.provider, bench.LocalConfig{Runs: c.Int("n"), Spacing: c.Duration("spacing"), HeapMiB: c.Int("heap-mib"), Languages: langs})
+			rep, err := bench.Local(ctx, sb.Launcher, sb.provider, bench.LocalConfig{Runs: c.Int("n"), Spacing: c.Duration("spacing"), HeapMiB: c.Int("heap-mib"), Languages: langs})
 			if err != nil {
 				return err
 			}

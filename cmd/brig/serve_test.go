@@ -745,3 +745,46 @@ func TestServeRefusesAForeignCgroupParent(t *testing.T) {
 		t.Errorf("check of a foreign parent: got exit %d,\n%s\nwant a failed cgroup parent line naming the group", code, out)
 	}
 }
+
+// TestBenchInterruptedLeavesNothing: a Ctrl-C during brig bench ends it as an
+// error would, its scratch folder removed (it stayed behind, a kill's
+// leftover, before the bench caught the signal).
+func TestBenchInterruptedLeavesNothing(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliServeParent)
+	defer os.Remove(cgroup.ParentLockPath("", cliServeParent))
+	socket, serve, logs := startServe(t)
+	tmp := t.TempDir()
+	bench := exec.Command(os.Args[0], "bench", "--socket", socket, "-n", "100000", "--language", "python")
+	bench.Env = append(os.Environ(), "BRIG_CLI=1", "TMPDIR="+tmp)
+	if err := bench.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if m, _ := filepath.Glob(filepath.Join(tmp, "brig-bench-service-*")); len(m) > 0 {
+			break // the bare phase runs
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("brig bench made no scratch folder within 20 s")
+		}
+	}
+	bench.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- bench.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		bench.Process.Kill()
+		t.Fatal("brig bench went on 30 s after its Ctrl-C")
+	}
+	if bench.ProcessState.Success() {
+		t.Error("brig bench exited 0 after its Ctrl-C, want a failure")
+	}
+	if m, _ := filepath.Glob(filepath.Join(tmp, "brig-bench-service-*")); len(m) > 0 {
+		t.Errorf("got %v left after the Ctrl-C, want the scratch folder removed", m)
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	if err := serve.Wait(); err != nil {
+		t.Fatalf("brig serve: %v; it logged:\n%s", err, logs)
+	}
+}
