@@ -128,14 +128,14 @@ func runRemote(c *cli.Context, req api.Request) error {
 	defer signal.Stop(sigs)
 
 	var accepted atomic.Bool
-	stopped := make(chan struct{})
+	stopped := make(chan struct{}) // closed once the goroutine below is done
 	go func() {
+		defer close(stopped)
 		select {
 		case <-sigs:
 		case <-ctx.Done():
 			return
 		}
-		defer close(stopped)
 		if accepted.Load() {
 			cl.Stop(context.Background(), req.ID) // the stream then ends with the result
 			return
@@ -182,6 +182,7 @@ func runRemote(c *cli.Context, req api.Request) error {
 			}
 			return fmt.Errorf("the service refused the run: %s", describeAPIError(ce))
 		case ctx.Err() != nil:
+			<-stopped // its DELETE sent before the process exits
 			return exitError(exitStopped)
 		case accepted.Load():
 			// The service went away during the run (a crash, a restart).
