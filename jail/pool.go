@@ -516,8 +516,9 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 	return s, nil
 }
 
-// runGroupName is the name of every group a Launcher makes (see clone).
-var runGroupName = regexp.MustCompile(`^run-[1-9][0-9]*-[0-9]+$`)
+// runGroupName is the name of every group a Launcher makes (see clone),
+// run-<pid>-<n>, the making process's pid its first submatch.
+var runGroupName = regexp.MustCompile(`^run-([1-9][0-9]*)-[0-9]+$`)
 
 // IsRunGroup reports whether name is that of a group brig makes under its
 // cgroup parent, run-<pid>-<n>: what a service may sweep.
@@ -550,11 +551,12 @@ func ForeignGroups(cg *cgroup.Manager, parent string) error {
 // several brig processes share was made by a process that is gone: their names
 // are run-<pid>-<n> (see clone). A live or reused pid keeps its groups.
 func LeftoverOfDeadProcess(name string) bool {
-	var pid, n int
-	if _, err := fmt.Sscanf(name, "run-%d-%d", &pid, &n); err != nil || pid <= 0 {
+	m := runGroupName.FindStringSubmatch(name)
+	if m == nil {
 		return false
 	}
-	return unix.Kill(pid, 0) == unix.ESRCH
+	pid, err := strconv.Atoi(m[1])
+	return err == nil && unix.Kill(pid, 0) == unix.ESRCH
 }
 
 // clone creates the run's cgroup and clones the init into its namespaces (or a

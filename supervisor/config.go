@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/egress"
 	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/packages"
 )
 
 // Defaults of Config. deploy/brig.toml writes each of them down.
@@ -121,6 +123,8 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Grace == 0 {
 		cfg.Grace = DefaultGrace
 	}
+	cfg.Packages.InstallMemoryMiB = cmp.Or(cfg.Packages.InstallMemoryMiB, packages.DefaultInstallMemoryMiB)
+	cfg.Packages.InstallTimeout = cmp.Or(cfg.Packages.InstallTimeout, packages.DefaultInstallTimeout)
 	if len(cfg.NetworkModes) == 0 {
 		cfg.NetworkModes = []string{api.NetworkNone}
 	}

@@ -482,3 +482,17 @@ func TestAnsweredResultsSurviveAFullDisk(t *testing.T) {
 		})
 	}
 }
+
+// unwrittenIDs lists the runs whose answered result the journal has not taken.
+func (s *Service) unwrittenIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for _, r := range s.runs {
+		if r.unwritten != nil {
+			ids = append(ids, r.id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}

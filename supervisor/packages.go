@@ -30,12 +30,13 @@ type PackagesConfig struct {
 	// (packages.InstallerConfig.Options), part of each layer's key.
 	Options map[string][]string
 	// InstallMemoryMiB is an install's memory limit (its sandbox's, outside
-	// the run's group); zero means packages.DefaultInstallMemoryMiB. A run
+	// the run's group); zero means packages.DefaultInstallMemoryMiB (Config's
+	// withDefaults). A run
 	// with packages is admitted for the larger of it and its own, so that
 	// memory_budget_mib holds the installs the runs wait for too.
 	InstallMemoryMiB int
 	// InstallTimeout is an install's time limit, which GET /v1/limits
-	// tells; zero means packages.DefaultInstallTimeout.
+	// tells; zero means packages.DefaultInstallTimeout (withDefaults).
 	InstallTimeout time.Duration
 }
 
@@ -45,7 +46,7 @@ func (p PackagesConfig) admittedMiB(req api.Request) int {
 	if len(req.Packages) == 0 {
 		return *req.MemoryMiB
 	}
-	return max(*req.MemoryMiB, cmp.Or(p.InstallMemoryMiB, packages.DefaultInstallMemoryMiB))
+	return max(*req.MemoryMiB, p.InstallMemoryMiB)
 }
 
 // languages lists the languages whose runs may ask for packages, never nil.

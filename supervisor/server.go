@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/jail"
-	"github.com/brig-sandbox/brig/packages"
 )
 
 // ndjson is the media type of event streams.
@@ -463,8 +461,8 @@ func (s *Service) installLimits() *api.InstallLimits {
 		return nil
 	}
 	return &api.InstallLimits{
-		TimeoutSeconds: cmp.Or(p.InstallTimeout, packages.DefaultInstallTimeout).Seconds(),
-		MemoryMiB:      cmp.Or(p.InstallMemoryMiB, packages.DefaultInstallMemoryMiB),
+		TimeoutSeconds: p.InstallTimeout.Seconds(),
+		MemoryMiB:      p.InstallMemoryMiB,
 	}
 }
 

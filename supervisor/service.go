@@ -247,8 +247,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	// lost here reads as stopped after the restart, against what its client
 	// was told, so the stop says so and fails.
 	var unwritten error
-	if s.commitUnwritten() > 0 {
-		ids := s.unwrittenIDs()
+	if ids := s.commitUnwritten(); len(ids) > 0 {
 		s.log.Error("results answered but not in the journal: after a restart these runs read as stopped; free the state directory's disk before the next stop", "runs", len(ids), "ids", ids)
 		unwritten = fmt.Errorf("%d answered results could not be written to the journal (%s)", len(ids), strings.Join(ids, ", "))
 	}
@@ -272,8 +271,8 @@ const unwrittenRetry = time.Second
 
 // commitUnwritten tries again to commit the answered results the journal could
 // not (a full or read-only state directory, which an operator may have fixed
-// since), and returns how many it still could not.
-func (s *Service) commitUnwritten() int {
+// since), and returns the ids of those it still could not, sorted.
+func (s *Service) commitUnwritten() []string {
 	type entry struct {
 		r   *run
 		rec *record
@@ -286,10 +285,10 @@ func (s *Service) commitUnwritten() int {
 		}
 	}
 	s.mu.Unlock()
-	left := 0
+	var left []string
 	for _, e := range todo {
 		if err := s.journal.finish(e.r.runKey(), e.rec); err != nil {
-			left++
+			left = append(left, e.r.id)
 			continue
 		}
 		s.mu.Lock()
@@ -297,21 +296,8 @@ func (s *Service) commitUnwritten() int {
 		s.mu.Unlock()
 		s.log.Info("recorded a result the journal could not take before", logID, e.r.id)
 	}
+	slices.Sort(left)
 	return left
-}
-
-// unwrittenIDs lists the runs whose answered result the journal has not taken.
-func (s *Service) unwrittenIDs() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var ids []string
-	for _, r := range s.runs {
-		if r.unwritten != nil {
-			ids = append(ids, r.id)
-		}
-	}
-	slices.Sort(ids)
-	return ids
 }
 
 func (s *Service) pruneLoop() {
