@@ -84,6 +84,7 @@ type Cache struct {
 	log       *slog.Logger
 	installer Installer
 	maxBytes  int64
+	minFree   int64
 	openTTL   time.Duration
 	layersDir string
 	stageDir  string
@@ -176,10 +177,14 @@ func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
 	if cfg.MaxBytes < 0 {
 		return nil, fmt.Errorf("opening the package cache: a negative size cap (%d bytes)", cfg.MaxBytes)
 	}
+	if cfg.MinFreeBytes < 0 {
+		return nil, fmt.Errorf("opening the package cache: a negative min_free_bytes (%d)", cfg.MinFreeBytes)
+	}
 	c := &Cache{
 		log:       cfg.Logger,
 		installer: cfg.Installer,
 		maxBytes:  cfg.MaxBytes,
+		minFree:   cfg.MinFreeBytes,
 		openTTL:   cfg.OpenTTL,
 		layersDir: filepath.Join(cfg.Dir, layersDirName),
 		stageDir:  StagingDir(cfg.Dir),
@@ -191,6 +196,9 @@ func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
 	}
 	if c.maxBytes == 0 {
 		c.maxBytes = DefaultCacheBytes
+	}
+	if c.minFree == 0 {
+		c.minFree = DefaultMinFreeBytes
 	}
 	if cfg.OpenTTL < 0 {
 		return nil, fmt.Errorf("opening the package cache: a negative open_ttl (%s)", cfg.OpenTTL)
@@ -541,7 +549,24 @@ func (c *Cache) build(ctx context.Context, key string, set Set, progress func(st
 		return Manifest{}, fmt.Errorf("installing layer %s: %w", key, err)
 	}
 
-	resolved, err := c.installer.Install(ctx, set, root, progress)
+	// The installer writes to the disk the journal and the host use: room is
+	// made before it starts, and it is stopped once none can be.
+	if err := c.makeRoom(); err != nil {
+		return Manifest{}, &InstallError{Key: key, Err: err}
+	}
+	ictx, stop := context.WithCancelCause(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		c.watchSpace(ictx, stop)
+	}()
+	resolved, err := c.installer.Install(ictx, set, root, progress)
+	stop(nil)
+	<-watched
+	var full *spaceError
+	if cause := context.Cause(ictx); err != nil && errors.As(cause, &full) {
+		err = fmt.Errorf("the installer was stopped: %w", full)
+	}
 	if err != nil {
 		var unavailable *UnavailableError
 		if errors.As(err, &unavailable) {
@@ -556,6 +581,9 @@ func (c *Cache) build(ctx context.Context, key string, set Set, progress func(st
 	size, err := normaliseTree(stage, os.Geteuid(), os.Getegid())
 	if err != nil {
 		return Manifest{}, fmt.Errorf("publishing layer %s: %w", key, err)
+	}
+	if err := c.makeRoom(); err != nil {
+		return Manifest{}, &InstallError{Key: key, Err: err}
 	}
 	m := Manifest{
 		Key:         key,
@@ -654,6 +682,87 @@ func syncDir(dir string) error {
 	return f.Sync()
 }
 
+// spaceCheckEvery is how often an install's disk is checked.
+const spaceCheckEvery = 250 * time.Millisecond
+
+// spaceError is a cache file system with less free than the cache keeps.
+type spaceError struct{ msg string }
+
+func (e *spaceError) Error() string { return e.msg }
+
+// lowSpace says what the cache's file system lacks of what the cache keeps
+// free (MinFreeBytes, and a twentieth of its inodes where it counts them),
+// or "" if nothing.
+func (c *Cache) lowSpace() (string, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(c.stageDir, &st); err != nil {
+		return "", fmt.Errorf("reading the package cache's free space: %w", err)
+	}
+	if free := int64(st.Bavail) * st.Bsize; free < c.minFree {
+		return fmt.Sprintf("%s free, less than the %s brig keeps free there (packages.min_free_bytes)", mib(free), mib(c.minFree)), nil
+	}
+	if st.Files > 0 && st.Ffree < st.Files/20 {
+		return fmt.Sprintf("%d of its %d inodes free, less than the twentieth brig keeps free", st.Ffree, st.Files), nil
+	}
+	return "", nil
+}
+
+// makeRoom evicts unused layers, least recently used first, until the cache's
+// file system has what the cache keeps free, and fails with a *spaceError
+// once no unused layer is left.
+func (c *Cache) makeRoom() error {
+	for {
+		low, err := c.lowSpace()
+		if err != nil || low == "" {
+			return err
+		}
+		c.mu.Lock()
+		var v victim
+		oldest := c.oldestUnusedLocked()
+		if oldest != nil {
+			v, err = c.takeLocked(oldest.manifest.Key)
+			if err == nil {
+				c.stats.Evictions++
+			}
+		}
+		c.mu.Unlock()
+		if oldest == nil {
+			return &spaceError{msg: "the disk of this host's package cache has " + low +
+				", and no unused package layer is left to evict: the host's operator must free space there; the same request may work later, unless its packages alone fill the disk"}
+		}
+		if err != nil {
+			return err
+		}
+		c.log.Info("evicting a package layer to keep the cache's disk space free", "key", v.key, "low", low)
+		c.remove([]victim{v}) // now: the space is wanted before the next check
+	}
+}
+
+// watchSpace makes room every spaceCheckEvery while an install runs, and stops
+// it (cancel, with the *spaceError) once it can't.
+func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(spaceCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := c.makeRoom(); err != nil {
+			var full *spaceError
+			if errors.As(err, &full) {
+				cancel(err)
+				return
+			}
+			c.log.Warn("checking an install's disk space", "err", err)
+		}
+	}
+}
+
+// mib words a size in MiB.
+func mib(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
+
 // victim is an evicted layer moved into staging/, to be deleted.
 type victim struct {
 	key, dir string
@@ -667,12 +776,7 @@ type victim struct {
 func (c *Cache) evictLocked(limit int64) ([]victim, error) {
 	var victims []victim
 	for c.bytes > limit {
-		var oldest *cachedLayer
-		for _, l := range c.layers {
-			if l.refs == 0 && (oldest == nil || l.lastUse.Before(oldest.lastUse)) {
-				oldest = l
-			}
-		}
+		oldest := c.oldestUnusedLocked()
 		if oldest == nil {
 			break
 		}
@@ -684,6 +788,17 @@ func (c *Cache) evictLocked(limit int64) ([]victim, error) {
 		victims = append(victims, v)
 	}
 	return victims, nil
+}
+
+// oldestUnusedLocked is the least recently used layer no lease holds, or nil.
+func (c *Cache) oldestUnusedLocked() *cachedLayer {
+	var oldest *cachedLayer
+	for _, l := range c.layers {
+		if l.refs == 0 && (oldest == nil || l.lastUse.Before(oldest.lastUse)) {
+			oldest = l
+		}
+	}
+	return oldest
 }
 
 // takeLocked moves layer key out of layers/ and out of the cache.

@@ -973,3 +973,92 @@ func TestCacheRefreshesOpenLayers(t *testing.T) {
 		t.Errorf("got %d refreshes and %d layers, want 1 and 2", s.Refreshes, s.Layers)
 	}
 }
+
+// diskFiller is an Installer that writes 1 MiB files into its staging folder,
+// a few milliseconds apart, want of them (or, want 0, until it is stopped,
+// going on past a full disk), and records its context's cause.
+type diskFiller struct {
+	want int
+
+	mu    sync.Mutex
+	cause error
+}
+
+func (d *diskFiller) Install(ctx context.Context, set Set, staging string, progress func(string)) ([]Resolved, error) {
+	chunk := bytes.Repeat([]byte{'x'}, 1<<20)
+	for i := 0; d.want == 0 || i < d.want; i++ {
+		select {
+		case <-ctx.Done():
+			d.mu.Lock()
+			d.cause = context.Cause(ctx)
+			d.mu.Unlock()
+			return nil, fmt.Errorf("running pip: %w", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+		if err := os.WriteFile(filepath.Join(staging, fmt.Sprintf("f%d", i)), chunk, 0o644); err != nil && d.want != 0 {
+			return nil, err
+		}
+	}
+	var resolved []Resolved
+	for _, r := range set.Requests {
+		resolved = append(resolved, Resolved{Name: r.Name, Version: "1.0.0", Request: r.Raw})
+	}
+	return resolved, nil
+}
+
+// The cache keeps MinFreeBytes free on its disk, for the journal and the host:
+// an unused layer is evicted to make room for an install, and an install that
+// would take the disk below it with nothing left to evict is stopped, leaving
+// nothing behind, its error saying what the operator can do.
+func TestCacheKeepsItsDiskSpaceFree(t *testing.T) {
+	testutil.CheckLeaks(t)
+	dir := testutil.Tmpfs(t, "32m")
+	inst := &diskFiller{want: 12}
+	c, err := OpenCache(CacheConfig{Dir: dir, MinFreeBytes: 12 << 20, Installer: inst, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	a := mustSet(t, "python", "3.11.2", "aaa==1")
+	b := mustSet(t, "python", "3.11.2", "bbb==1")
+	acquire(t, c, a).Release()
+	// 12 MiB more leave 8 free: a, unused, goes.
+	held := acquire(t, c, b)
+	if got := keys(c.List()); !slices.Equal(got, []string{b.Key()}) {
+		t.Errorf("got layers %q, want only b's (a evicted for room)", got)
+	}
+	if s := c.Stats(); s.Evictions != 1 {
+		t.Errorf("got %d evictions, want 1", s.Evictions)
+	}
+
+	// b is held: an install that fills the disk is stopped.
+	inst.want = 0
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a bound for a cache that does not stop it
+	_, err = c.Acquire(ctx, mustSet(t, "python", "3.11.2", "ccc==1"), nil)
+	cancel()
+	for _, want := range []string{"the installer was stopped", "less than the 12 MiB brig keeps free there (packages.min_free_bytes)",
+		"no unused package layer is left to evict", "the host's operator must free space"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want an error saying %q", err, want)
+		}
+	}
+	var full *spaceError
+	if inst.mu.Lock(); !errors.As(inst.cause, &full) {
+		t.Errorf("the installer's context ended with %v, want the space error", inst.cause)
+	}
+	inst.mu.Unlock()
+	if got := entries(t, filepath.Join(dir, "staging")); len(got) != 0 {
+		t.Errorf("staging holds %q after the stopped install, want nothing", got)
+	}
+	if got := keys(c.List()); !slices.Equal(got, []string{b.Key()}) {
+		t.Errorf("got layers %q, want b's, held, kept", got)
+	}
+
+	// Released, b goes for the next install's room.
+	held.Release()
+	inst.want = 12
+	acquire(t, c, a).Release()
+	if got := keys(c.List()); !slices.Equal(got, []string{a.Key()}) {
+		t.Errorf("got layers %q, want only a's", got)
+	}
+}

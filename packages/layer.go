@@ -185,6 +185,13 @@ type CacheConfig struct {
 	// MaxBytes bounds the layers' total size; the least recently used layers no
 	// run holds are evicted past it. Zero means DefaultCacheBytes.
 	MaxBytes int64
+	// MinFreeBytes is the disk space installs leave free on the cache's file
+	// system (with a twentieth of its inodes, where it counts them), for the
+	// journal and the host: before and during an install, and before its
+	// layer is published, unused layers are evicted (least recently used
+	// first) to keep it free, and an install that can't is stopped. Zero
+	// means DefaultMinFreeBytes.
+	MinFreeBytes int64
 	// Installer builds missing layers; required.
 	Installer Installer
 	// OpenTTL is how long a layer whose requests are not all exact pins
@@ -199,6 +206,9 @@ type CacheConfig struct {
 
 // DefaultCacheBytes is the default size cap of the layer cache.
 const DefaultCacheBytes = 10 << 30
+
+// DefaultMinFreeBytes is the default CacheConfig.MinFreeBytes.
+const DefaultMinFreeBytes = 1 << 30
 
 // DefaultOpenTTL is the default CacheConfig.OpenTTL.
 const DefaultOpenTTL = 24 * time.Hour

@@ -408,14 +408,7 @@ func TestAnsweredResultsSurviveAFullDisk(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer os.RemoveAll(dir)
-			state := filepath.Join(dir, "state")
-			if err := os.Mkdir(state, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			if err := syscall.Mount("tmpfs", state, "tmpfs", 0, "size=8m"); err != nil {
-				t.Fatal(err)
-			}
-			defer syscall.Unmount(state, syscall.MNT_DETACH)
+			state := testutil.Tmpfs(t, "8m")
 			hold := make(chan struct{})
 			big := strings.Repeat("x", 900_000) // more pages than the journal has free: it must grow
 			l := &fakeLauncher{run: func(ctx context.Context, spec jail.Spec) (*jail.Result, error) {

@@ -708,11 +708,7 @@ func TestJournalDamaged(t *testing.T) {
 // at the next open, not glued to the torn one and lost with it.
 func TestJournalPendingTornWrite(t *testing.T) {
 	testutil.RequireRoot(t)
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Unmount(dir, syscall.MNT_DETACH)
+	dir := testutil.Tmpfs(t, "1m")
 	j := mustOpenJournal(t, dir)
 	// Fill the disk, then free two pages of it: less than the next record's
 	// line, which the full disk cuts short after them.

@@ -68,6 +68,9 @@ type serveConfig struct {
 		// CacheMaxBytes bounds the layers' total size (least recently used
 		// evicted first, never one a run holds).
 		CacheMaxBytes int64 `toml:"cache_max_bytes"`
+		// MinFreeBytes is the disk space installs leave free where the
+		// layers are (packages.CacheConfig.MinFreeBytes).
+		MinFreeBytes int64 `toml:"min_free_bytes"`
 		// OpenTTL is how long a layer of open constraints is reused before it
 		// is resolved again (packages.CacheConfig.OpenTTL).
 		OpenTTL duration `toml:"open_ttl"`
@@ -188,6 +191,7 @@ func defaultServeConfig() serveConfig {
 	sc.Sandbox.Rootfs = map[string]string{}
 	sc.Packages.Enabled = true
 	sc.Packages.CacheMaxBytes = packages.DefaultCacheBytes
+	sc.Packages.MinFreeBytes = packages.DefaultMinFreeBytes
 	sc.Packages.InstallTimeout = duration(packages.DefaultInstallTimeout)
 	sc.Packages.OpenTTL = duration(packages.DefaultOpenTTL)
 	sc.Packages.InstallMemoryMiB = packages.DefaultInstallMemoryMiB
@@ -340,6 +344,7 @@ func (sc serveConfig) checkValues() error {
 	errs := refuseNonPositive(
 		bound{"retention", sc.Retention > 0, time.Duration(sc.Retention)},
 		bound{"packages.cache_max_bytes", sc.Packages.CacheMaxBytes > 0, sc.Packages.CacheMaxBytes},
+		bound{"packages.min_free_bytes", sc.Packages.MinFreeBytes > 0, sc.Packages.MinFreeBytes},
 		bound{"packages.install_timeout", sc.Packages.InstallTimeout > 0, time.Duration(sc.Packages.InstallTimeout)},
 		bound{"packages.open_ttl", sc.Packages.OpenTTL > 0, time.Duration(sc.Packages.OpenTTL)},
 		bound{"packages.install_memory_mib", sc.Packages.InstallMemoryMiB > 0, sc.Packages.InstallMemoryMiB},
@@ -439,7 +444,7 @@ func openPackageCache(sc serveConfig, regs map[string]packages.Registry, cfg sup
 	if err != nil {
 		return nil, fmt.Errorf("the package installer: %w", err)
 	}
-	cache, err := packages.OpenCache(packages.CacheConfig{Dir: packageCacheDir(sc), MaxBytes: sc.Packages.CacheMaxBytes, OpenTTL: time.Duration(sc.Packages.OpenTTL), Installer: inst, Logger: log})
+	cache, err := packages.OpenCache(packages.CacheConfig{Dir: packageCacheDir(sc), MaxBytes: sc.Packages.CacheMaxBytes, MinFreeBytes: sc.Packages.MinFreeBytes, OpenTTL: time.Duration(sc.Packages.OpenTTL), Installer: inst, Logger: log})
 	if err != nil {
 		return nil, err // it says it was opening the package cache
 	}

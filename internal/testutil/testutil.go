@@ -42,6 +42,23 @@ func Require(tb testing.TB, ok bool, reason string) {
 	}
 }
 
+// Tmpfs mounts a tmpfs of size ("8m") on a fresh directory of tb's and
+// unmounts it when tb ends: a small disk to fill. Needs root.
+func Tmpfs(tb testing.TB, size string) string {
+	tb.Helper()
+	RequireRoot(tb)
+	dir := tb.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		tb.Fatalf("mounting a tmpfs on %s: %v", dir, err)
+	}
+	tb.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			tb.Errorf("unmounting the tmpfs on %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
 // cgroupDirs returns, for a parent cgroup name such as "brig-test-jail", the
 // directories it has in every mounted hierarchy (v1 controllers, the unified
 // hierarchy of the hybrid layout, and a pure v2 root).
