@@ -690,21 +690,23 @@ type spaceError struct{ msg string }
 
 func (e *spaceError) Error() string { return e.msg }
 
-// lowSpace says what the cache's file system lacks of what the cache keeps
-// free (MinFreeBytes, and a twentieth of its inodes where it counts them),
-// or "" if nothing.
-func (c *Cache) lowSpace() (string, error) {
+// LowSpace says what the file system of dir lacks of what a cache there keeps
+// free (minFree bytes, and a twentieth of its inodes where it counts them),
+// or "" if nothing, with what it has free.
+func LowSpace(dir string, minFree int64) (low, free string, err error) {
 	var st syscall.Statfs_t
-	if err := syscall.Statfs(c.stageDir, &st); err != nil {
-		return "", fmt.Errorf("reading the package cache's free space: %w", err)
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return "", "", fmt.Errorf("reading the free space of %s: %w", dir, err)
 	}
-	if free := int64(st.Bavail) * st.Bsize; free < c.minFree {
-		return fmt.Sprintf("%s free, less than the %s brig keeps free there (packages.min_free_bytes)", mib(free), mib(c.minFree)), nil
+	bytes := int64(st.Bavail) * st.Bsize
+	free = fmt.Sprintf("%s and %d inodes free", mib(bytes), st.Ffree)
+	if bytes < minFree {
+		return fmt.Sprintf("%s free, less than the %s brig keeps free there (packages.min_free_bytes)", mib(bytes), mib(minFree)), free, nil
 	}
 	if st.Files > 0 && st.Ffree < st.Files/20 {
-		return fmt.Sprintf("%d of its %d inodes free, less than the twentieth brig keeps free", st.Ffree, st.Files), nil
+		return fmt.Sprintf("%d of its %d inodes free, less than the twentieth brig keeps free", st.Ffree, st.Files), free, nil
 	}
-	return "", nil
+	return "", free, nil
 }
 
 // makeRoom evicts unused layers, least recently used first, until the cache's
@@ -712,7 +714,7 @@ func (c *Cache) lowSpace() (string, error) {
 // once no unused layer is left.
 func (c *Cache) makeRoom() error {
 	for {
-		low, err := c.lowSpace()
+		low, _, err := LowSpace(c.stageDir, c.minFree)
 		if err != nil || low == "" {
 			return err
 		}

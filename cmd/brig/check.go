@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -321,7 +322,35 @@ func packageChecks(ctx context.Context, sc serveConfig, lookup lookupFunc) []jai
 		}
 		out = append(out, ch)
 	}
+	if sc.Packages.Enabled {
+		out = append(out, cacheSpaceCheck(sc))
+	}
 	return out
+}
+
+// cacheSpaceCheck warns of a package cache's disk with less free than its
+// installs keep (packages.LowSpace): every install would fail.
+func cacheSpaceCheck(sc serveConfig) jail.Check {
+	ch := jail.Check{Name: "package cache disk", OK: true}
+	dir := packageCacheDir(sc)
+	for { // the cache may not exist yet: its nearest folder that does
+		if _, err := os.Stat(dir); err == nil || filepath.Dir(dir) == dir {
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
+	low, free, err := packages.LowSpace(dir, sc.Packages.MinFreeBytes)
+	switch {
+	case err != nil:
+		ch.Warn, ch.Detail = true, err.Error()
+	case low != "":
+		ch.Warn = true
+		ch.Detail = fmt.Sprintf("%s has %s: every install would be stopped", dir, low)
+		ch.Hint = "free space there, give [packages] cache_dir a larger disk, or lower packages.min_free_bytes"
+	default:
+		ch.Detail = fmt.Sprintf("%s has %s", dir, free)
+	}
+	return ch
 }
 
 // lookupFunc resolves a host name, as net.Resolver.LookupNetIP.

@@ -562,3 +562,20 @@ func TestCheckStateDir(t *testing.T) {
 		t.Errorf("check with a state directory under a file: exit %d,\n%s\nwant a failed state directory line and the rootfs line pointing to it", code, out)
 	}
 }
+
+// TestCheckCacheSpace: a package cache on a disk with less free than
+// min_free_bytes is a warning, with what to change: every install would be
+// stopped there.
+func TestCheckCacheSpace(t *testing.T) {
+	small := testutil.Tmpfs(t, "4m")
+	sc := defaultServeConfig()
+	sc.Packages.CacheDir = filepath.Join(small, "packages") // not made yet: its disk is checked
+	if ch := cacheSpaceCheck(sc); !ch.OK || !ch.Warn || !strings.Contains(ch.Detail, "less than the 1024 MiB brig keeps free") ||
+		!strings.Contains(ch.Hint, "packages.min_free_bytes") {
+		t.Errorf("a 4 MiB disk: got %+v, want a warning with a hint", ch)
+	}
+	sc.Packages.MinFreeBytes = 1 << 20
+	if ch := cacheSpaceCheck(sc); !ch.OK || ch.Warn || !strings.Contains(ch.Detail, small+" has 4 MiB and") {
+		t.Errorf("a 4 MiB disk, 1 MiB kept: got %+v, want a pass with what is free", ch)
+	}
+}
