@@ -640,12 +640,37 @@ func (l *Launcher) clone(useReaper, program, copies bool) (s *slot, retErr error
 		s.cmd.Stdout, s.cmd.Stderr = childEnds[2], childEnds[3]
 	}
 	if err := s.cmd.Start(); err != nil {
+		path := s.cmd.Path
 		s.cmd = nil
-		return nil, fmt.Errorf("cloning the init into new namespaces: %w", err)
+		return nil, cloneError(err, path, sys.UseCgroupFD, g.Path())
 	}
 	s.msgs = make(chan pid1.Message, 4)
 	go readMessages(s.status, s.msgs)
 	return s, nil
+}
+
+// cloneError words a failed start of path, a sandbox's first process. exec.Cmd
+// names the binary in every failure ("fork/exec /usr/lib/brig/brig-init: no
+// such file or directory"), which reads as a missing binary or a full disk
+// where the kernel refused the clone itself: clone3 into a removed cgroup
+// fails ENOENT, past a namespace limit ENOSPC. The errno's meaning there is
+// given.
+func cloneError(err error, path string, intoCgroup bool, group string) error {
+	_, missing := os.Stat(path)
+	why := ""
+	switch {
+	case missing != nil:
+	case intoCgroup && (errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EOPNOTSUPP)):
+		why = "the sandbox's cgroup " + group + " refused it (clone3's CLONE_INTO_CGROUP: a group removed, or one that may hold no process, under cgroup v2's rules)"
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EUSERS):
+		why = "a namespace limit of this host was reached (/proc/sys/user/max_*_namespaces)"
+	case errors.Is(err, syscall.EAGAIN):
+		why = "a process limit was reached (the host's kernel.threads-max or pid_max, or a cgroup's pids.max)"
+	}
+	if why != "" {
+		return fmt.Errorf("cloning the init into new namespaces: %w: %s is there; the kernel refused the clone: %s", err, path, why)
+	}
+	return fmt.Errorf("cloning the init into new namespaces: %w", err)
 }
 
 // discard kills a slot's init (and with it its pid namespace), closes its pipes and

@@ -1,15 +1,21 @@
 package jail
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 )
@@ -264,5 +270,56 @@ func TestWaitReadyGivesUp(t *testing.T) {
 	}
 	if cmd.ProcessState == nil {
 		t.Error("got the init still running after its timeout, want it killed and reaped")
+	}
+}
+
+// TestCloneError: a clone the kernel refuses reads as the kernel's refusal,
+// not as the missing binary or full disk exec.Cmd's words suggest. The
+// cgroup case is real where a cgroup2 hierarchy is mounted: clone3 into a
+// removed group fails ENOENT.
+func TestCloneError(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, dir := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err != nil {
+			continue
+		}
+		group := filepath.Join(dir, fmt.Sprintf("brig-test-clone-%d", os.Getpid()))
+		if err := os.Mkdir(group, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fd, err := os.Open(group)
+		if err != nil {
+			os.Remove(group)
+			t.Fatal(err)
+		}
+		defer fd.Close()
+		if err := os.Remove(group); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/true")
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())}
+		err = cloneError(cmd.Run(), "/bin/true", true, "brig-test-clone")
+		t.Logf("%v", err)
+		if !errors.Is(err, syscall.ENOENT) || !strings.Contains(err.Error(), "/bin/true is there; the kernel refused the clone: the sandbox's cgroup brig-test-clone refused it") {
+			t.Errorf("a clone into a removed cgroup: got %v, want the cgroup named as the cause", err)
+		}
+		break
+	}
+	for _, tt := range []struct {
+		errno syscall.Errno
+		path  string
+		want  string
+	}{
+		{syscall.ENOSPC, "/bin/true", "a namespace limit of this host was reached"},
+		{syscall.EAGAIN, "/bin/true", "a process limit was reached"},
+		{syscall.ENOENT, "/nonexistent/brig-init", "fork/exec /nonexistent/brig-init: no such file or directory"},
+	} {
+		err := cloneError(&fs.PathError{Op: "fork/exec", Path: tt.path, Err: tt.errno}, tt.path, true, "g")
+		if !errors.Is(err, tt.errno) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: got %v, want it to say %q", tt.errno, err, tt.want)
+		}
+		if tt.path != "/bin/true" && strings.Contains(err.Error(), "the kernel refused") {
+			t.Errorf("%v: got %v, want a missing binary read as one", tt.errno, err)
+		}
 	}
 }
