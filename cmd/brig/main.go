@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -81,6 +83,9 @@ func main() {
 			os.Exit(2)
 		},
 	}
+	app.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+		return fmt.Errorf("%s (brig --help lists the flags and commands)", flagError(err, app.Flags))
+	}
 	briefUsageErrors(app.Commands, "brig")
 	refuseArguments(app.Commands, "brig")
 	if err := app.Run(interspersed(app.Commands, os.Args)); err != nil {
@@ -138,9 +143,60 @@ func refuseArguments(cmds []*cli.Command, prefix string) {
 func briefUsageErrors(cmds []*cli.Command, prefix string) {
 	for _, cmd := range cmds {
 		path := prefix + " " + cmd.Name
+		flags := cmd.Flags
 		cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-			return fmt.Errorf("%w (%s --help lists the flags)", err, path)
+			return fmt.Errorf("%s (%s --help lists the flags)", flagError(err, flags), path)
 		}
 		briefUsageErrors(cmd.Subcommands, path)
 	}
+}
+
+var (
+	badValueRE    = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-(\S+): `)
+	unknownFlagRE = regexp.MustCompile(`^flag provided but not defined: -(\S+)$`)
+)
+
+// flagError words the flag package's parse errors ("invalid value "1.5" for
+// flag -timeout: parse error") as what the flag wants.
+func flagError(err error, flags []cli.Flag) string {
+	if m := unknownFlagRE.FindStringSubmatch(err.Error()); m != nil {
+		return fmt.Sprintf("there is no flag %s", dashed(m[1]))
+	}
+	m := badValueRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err.Error()
+	}
+	value, name := m[1], m[2]
+	for _, f := range flags {
+		if !slices.Contains(f.Names(), name) {
+			continue
+		}
+		want := ""
+		switch f.(type) {
+		case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+			want = "a whole number"
+		case *cli.Float64Flag:
+			want = "a number"
+		case *cli.DurationFlag:
+			want = "a duration such as 30s or 2m"
+		case *cli.BoolFlag:
+			want = "true or false"
+		}
+		usage := ""
+		if d, ok := f.(cli.DocGenerationFlag); ok {
+			usage = ": " + d.GetUsage()
+		}
+		if want != "" {
+			return fmt.Sprintf("%s %q: want %s%s", dashed(f.Names()[0]), value, want, usage)
+		}
+	}
+	return err.Error()
+}
+
+// dashed is a flag's name as it is typed: -n, --timeout.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }

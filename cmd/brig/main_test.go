@@ -377,11 +377,30 @@ func TestCheckMissingRootfs(t *testing.T) {
 }
 
 // TestUsageErrorIsOneLine: a bad flag value is an error of one line that says
-// where the flags are listed, not the whole help text.
+// what the flag wants and where the flags are listed, not the whole help text
+// nor the flag package's "parse error".
 func TestUsageErrorIsOneLine(t *testing.T) {
-	_, stderr, code := brig(t, "", "run", "--timeout", "abc", "x.py")
-	if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "brig run --help lists the flags") {
-		t.Errorf("brig run --timeout abc: exit %d, stderr %q; want 2 and one line", code, stderr)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--timeout", "1.5", "x.py"}, `brig: --timeout "1.5": want a whole number: wall-clock limit in seconds (1-300)`},
+		{[]string{"run", "--cpus", "x", "x.py"}, `--cpus "x": want a number: CPU limit of each run`},
+		{[]string{"run", "--json=maybe", "x.py"}, `--json "maybe": want true or false`},
+		{[]string{"serve", "--grace", "forever"}, `--grace "forever": want a duration such as 30s or 2m`},
+		{[]string{"bench", "-n", "x"}, `-n "x": want a whole number: runs of each kind`},
+		{[]string{"run", "--nosuch", "x.py"}, "there is no flag --nosuch"},
+		{[]string{"--nosuch", "run"}, "there is no flag --nosuch"},
+	} {
+		_, stderr, code := brig(t, "", tt.args...)
+		where := fmt.Sprintf("(brig %s --help lists the flags)", tt.args[0])
+		if strings.HasPrefix(tt.args[0], "-") {
+			where = "(brig --help lists the flags and commands)"
+		}
+		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, tt.want) ||
+			!strings.Contains(stderr, where) || strings.Contains(stderr, "parse error") {
+			t.Errorf("brig %q: exit %d, stderr %q; want 2 and one line saying %q and %q", tt.args, code, stderr, tt.want, where)
+		}
 	}
 }
 
