@@ -6,11 +6,13 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -372,6 +374,55 @@ func TestLockBuild(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("after unlock: still waiting after 5s")
 	}
+
+	// Builders that come and go, each removing the file at its unlock, are
+	// never two at once, and leave no file.
+	var holders, most atomic.Int32
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 3 {
+				u, err := lockBuild(context.Background(), p, nop)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if n := holders.Add(1); n > most.Load() {
+					most.Store(n)
+				}
+				time.Sleep(10 * time.Millisecond)
+				holders.Add(-1)
+				u()
+			}
+		}()
+	}
+	wg.Wait()
+	if most.Load() != 1 {
+		t.Errorf("got %d builders holding the lock at once, want 1", most.Load())
+	}
+	if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the lock file after the last unlock: got %v, want it removed", err)
+	}
+	// A builder that opened the file just before its holder removed it must
+	// not keep the lock it then gets on the removed file.
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if !samePath(f, p) {
+		t.Error("samePath: got false for the file the path names")
+	}
+	os.Remove(p)
+	if samePath(f, p) {
+		t.Error("samePath: got true for a removed file")
+	}
+	os.WriteFile(p, nil, 0o600)
+	if samePath(f, p) {
+		t.Error("samePath: got true for a removed file whose path names a new one")
+	}
 }
 
 func TestEnsureBuiltReusesValidBuild(t *testing.T) {
@@ -538,8 +589,8 @@ func TestBuildWithFakeDebootstrap(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if strings.Join(names, " ") != "python python.lock" {
-		t.Errorf("got %v beside the build, want [python python.lock]", names)
+	if strings.Join(names, " ") != "python" {
+		t.Errorf("got %v beside the build, want [python]: its lock file removed", names)
 	}
 }
 
