@@ -274,7 +274,7 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 		default: // the OOM kill, or the stop it caused, came before the program's exit
 			res.Signal = "SIGKILL"
 		}
-		res.Message = memoryMessage(spec, usage)
+		res.Message = memoryMessage(spec)
 		res.End = EndMemory
 	case e.lost:
 		res.Message = "the sandbox init ended without reporting the program's status"
@@ -298,14 +298,12 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 	}
 }
 
-// memoryMessage says which limit was hit and what it cost the run.
-func memoryMessage(spec Spec, usage cgroup.Usage) string {
-	kills := "an OOM kill"
-	if usage.OOMKills > 1 {
-		kills = fmt.Sprintf("%d OOM kills", usage.OOMKills)
-	}
-	return fmt.Sprintf("the run went over its memory limit of %d MiB: the kernel's OOM killer killed one of its processes, and the whole run was stopped (the cgroup reports %s)",
-		spec.MemoryBytes>>20, kills)
+// memoryMessage says which limit was hit and what it cost the run. The
+// cgroup's oom_kill count is not given: under cgroup v2's memory.oom.group it
+// counts every process of the group's kill, not what went over.
+func memoryMessage(spec Spec) string {
+	return fmt.Sprintf("the run went over its memory limit of %d MiB: the kernel's OOM killer acted on its processes, and the whole run was stopped",
+		spec.MemoryBytes>>20)
 }
 
 func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
