@@ -199,7 +199,7 @@ func openBolt(path string) (*bolt.DB, error) {
 		// 1.5 ms of CPU in a journal of 100,000 runs half pruned
 		// (BenchmarkJournalFull).
 		var err error
-		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
+		db, err = bolt.Open(path, 0o600, boltOptions)
 		return err
 	})
 	switch {
@@ -211,6 +211,68 @@ func openBolt(path string) (*bolt.DB, error) {
 		return nil, fmt.Errorf("opening the journal %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// boltOptions are the journal database's (openBolt says why).
+var boltOptions = &bolt.Options{Timeout: time.Second, FreelistType: bolt.FreelistMapType, NoFreelistSync: true}
+
+// sparseAbove is the size from which a start compacts a journal that is at
+// least half free pages. bbolt reuses the pages a prune frees but never gives
+// them back to the file system: after a burst of large outputs the file stays
+// at its peak (153 MB after 4,500 runs of 1 to 2 MB of output, all pruned an
+// hour later), and its pages show in the service's memory as it reads them.
+var sparseAbove int64 = 64 << 20
+
+// compactIfSparse copies the journal's records into a new file, put in the
+// old one's place, when the old one is sparseAbove or larger and at least
+// half free pages; it returns the sizes before and after. Called at the
+// start, after the prune and before anything else uses the journal. The new
+// database is opened (and so locked) before the rename and kept, so that no
+// moment leaves the path unlocked for a second service; a crash before the
+// rename leaves the old file whole and a temporary one that the next start
+// removes.
+func (j *journal) compactIfSparse(path string) (before, after int64, err error) {
+	tmp := path + ".compact"
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, 0, fmt.Errorf("removing a compaction's leftover %s: %w", tmp, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	st := j.db.Stats()
+	free := int64(st.FreePageN+st.PendingPageN) * int64(j.db.Info().PageSize)
+	if fi.Size() < sparseAbove || 2*free < fi.Size() {
+		return fi.Size(), fi.Size(), nil
+	}
+	dst, err := bolt.Open(tmp, 0o600, boltOptions)
+	if err != nil {
+		return 0, 0, fmt.Errorf("compacting the journal: %w", err)
+	}
+	fail := func(err error) (int64, int64, error) {
+		dst.Close()
+		os.Remove(tmp)
+		return 0, 0, fmt.Errorf("compacting the journal: %w", err)
+	}
+	if err := readingDamaged(path, func() error { return bolt.Compact(dst, j.db, 16<<20) }); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	// Best effort: a rename lost to a crash leaves the old file, whole, which
+	// a later start compacts again.
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	j.db.Close()
+	j.db = dst
+	after = fi.Size()
+	if fi, err := os.Stat(path); err == nil {
+		after = fi.Size()
+	}
+	return fi.Size(), after, nil
 }
 
 // errDamaged marks a journal that could not be read as a bbolt database.

@@ -787,3 +787,65 @@ func TestJournalCompactPending(t *testing.T) {
 		t.Errorf("got a pending file %q after the compaction, want the line not committed alone", got)
 	}
 }
+
+// A journal left mostly free pages by its prunes is compacted at the start:
+// bbolt never gives freed pages back, so a burst of large outputs kept the
+// file at its peak for good. What is kept stays whole, and the compacted
+// journal is the one in use (and locked) from then on.
+func TestJournalCompactsWhenSparse(t *testing.T) {
+	defer func(v int64) { sparseAbove = v }(sparseAbove)
+	sparseAbove = 1 << 20
+	dir := t.TempDir()
+	path := filepath.Join(dir, journalFile)
+	j := mustOpenJournal(t, dir)
+	defer func() { j.close() }()
+	now := time.Now()
+	big := strings.Repeat("x", 100_000)
+	finish := func(id string, at time.Time) {
+		k := runKey{uid: 1000, id: id}
+		rec := &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: at, FinishedAt: at,
+			Result: &api.Result{ID: id, State: api.StateFinished, Outcome: api.OutcomeSucceeded, Stdout: big}}
+		if err := j.accept(k, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.finish(k, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 60 {
+		finish(fmt.Sprintf("old-%d", i), now.Add(-2*time.Hour))
+	}
+	finish("kept", now)
+	if before, after, err := j.compactIfSparse(path); err != nil || after != before {
+		t.Fatalf("a full journal: got %d to %d bytes (%v), want it left as it is", before, after, err)
+	}
+	if n, err := j.prune(now.Add(-time.Hour)); err != nil || n != 60 {
+		t.Fatalf("pruned %d (%v), want 60", n, err)
+	}
+	before, after, err := j.compactIfSparse(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d bytes before, %d after", before, after)
+	if before < 6<<20 || after > before/4 {
+		t.Errorf("got %d bytes before and %d after, want a journal of 6 MB or more cut to a quarter or less", before, after)
+	}
+	if rec, err := j.get(runKey{uid: 1000, id: "kept"}); err != nil || rec.Result == nil || rec.Result.Stdout != big {
+		t.Errorf("the kept run after the compaction: got %v (%v), want its whole result", rec, err)
+	}
+	if _, err := j.get(runKey{uid: 1000, id: "old-3"}); !errors.Is(err, errNoRecord) {
+		t.Errorf("a pruned run after the compaction: got %v, want none", err)
+	}
+	finish("later", now) // the journal in use is the new file
+	if _, err := os.Stat(path + ".compact"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the compaction's temporary file: got %v, want it gone", err)
+	}
+	if _, err := openJournal(dir); err == nil || !strings.Contains(err.Error(), "another process holds it") {
+		t.Errorf("a second open of the compacted journal: got %v, want it refused", err)
+	}
+	j.close()
+	j = mustOpenJournal(t, dir)
+	if rec, err := j.get(runKey{uid: 1000, id: "later"}); err != nil || rec.Result == nil {
+		t.Errorf("a run finished after the compaction, after a reopen: got %v (%v)", rec, err)
+	}
+}

@@ -157,6 +157,11 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 	if _, err := j.prune(time.Now().Add(-cfg.Retention)); err != nil {
 		return nil, fmt.Errorf("pruning the journal: %w", err)
 	}
+	if before, after, err := j.compactIfSparse(filepath.Join(cfg.StateDir, journalFile)); err != nil {
+		s.log.Warn("compacting the journal; it is used as it is", "err", err)
+	} else if after < before {
+		s.log.Info("journal compacted", "bytes_before", before, "bytes_after", after)
+	}
 	s.server = &http.Server{
 		Handler:           s.routes(),
 		ConnContext:       s.withPeer,
