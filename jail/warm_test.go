@@ -127,6 +127,16 @@ var warmCorpus = []struct {
 	{"py excepthook deleted", rootfs.Python, "import sys\ndel sys.excepthook\nraise ValueError('v')", 0},
 	{"py excepthook exits", rootfs.Python, "import sys\ndef hook(*a):\n    sys.exit(7)\nsys.excepthook = hook\nraise ValueError('v')", 0},
 	{"py exit message without stderr", rootfs.Python, "import sys\nsys.stderr = None\nsys.exit('message')", 0},
+	// __file__ and __cached__ leave __main__ once the script has ended, before
+	// atexit and threads, unless it ended by SystemExit.
+	{"py __file__ at exit", rootfs.Python, "import atexit, threading\ndef h():\n    print('atexit', globals().get('__file__', 'gone'), '__cached__' in globals())\natexit.register(h)\ndef t():\n    threading.main_thread().join()\n    print('thread', globals().get('__file__', 'gone'))\nthreading.Thread(target=t).start()", 0},
+	{"py __file__ at exit after an exception", rootfs.Python, "import atexit\natexit.register(lambda: print('atexit', globals().get('__file__', 'gone')))\nraise ValueError('v')", 0},
+	{"py __file__ at exit after SystemExit", rootfs.Python, "import atexit\natexit.register(lambda: print('atexit', globals().get('__file__', 'gone')))\nraise SystemExit(2)", 0},
+	{"py KeyboardInterrupt subclass", rootfs.Python, "class K(KeyboardInterrupt):\n    pass\nraise K()", 0},
+	{"py KeyboardInterrupt with SIGINT blocked", rootfs.Python, "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\nraise KeyboardInterrupt", 0},
+	// The C library's stdio buffers are flushed at the exit.
+	{"py C stdio buffer at exit", rootfs.Python, "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.fdopen.restype = ctypes.c_void_p\nf = libc.fdopen(1, b'w')\nlibc.fputs(b'from C stdio\\n', ctypes.c_void_p(f))\nprint('from python')", 0},
+	{"py re cache at start", rootfs.Python, "import re\nprint(len(re._cache))", 0},
 	{"py last_value at exit", rootfs.Python, "import atexit, sys\natexit.register(lambda: print(repr(getattr(sys, 'last_value', None))))\nraise ValueError('v')", 0},
 	{"py main thread's native id", rootfs.Python, "import threading\nprint(threading.main_thread().native_id == threading.get_native_id())", 0},
 	{"py environment's order", rootfs.Python, "import os, subprocess\nprint(list(os.environ))\nprint(subprocess.run(['/usr/bin/env'], capture_output=True, text=True).stdout.replace('\\n', ' '))", 0},

@@ -191,6 +191,10 @@ def _serve():
     # its node name is the zygote's, not a run's.
     if 'platform' in sys.modules:
         sys.modules['platform']._uname_cache = None
+    # The patterns the preloads compiled as they were imported stay in re's
+    # cache; a fresh interpreter's program starts with it empty.
+    if 're' in sys.modules:
+        sys.modules['re'].purge()
     # Everything the zygote made stays out of its children's collections: a
     # collection writes to every object it visits, which would copy the
     # zygote's pages into each child.
@@ -748,6 +752,13 @@ import atexit, gc, signal, _io
 _run_exitfuncs, _collect, _get_objects, _IOBase = atexit._run_exitfuncs, gc.collect, gc.get_objects, _io._IOBase
 _isinstance, _str, _exit, _kill, _getpid, _write = isinstance, str, os._exit, os.kill, os.getpid, os.write
 _signal, _SIGINT, _SIG_DFL = signal.signal, signal.SIGINT, signal.SIG_DFL
+_type, _SystemExit, _KeyboardInterrupt = type, SystemExit, KeyboardInterrupt
+# The C library's exit flushes its stdio streams (a FILE a C extension or
+# ctypes opened and left buffered); os._exit does not. Its atexit handlers
+# and the libraries' destructors are not run: those the preloads registered
+# (OpenSSL's cleanup, hashlib's) cost a child 5 to 7 ms (README).
+_fflush = ctypes.CDLL(None).fflush
+_fflush.restype, _fflush.argtypes = ctypes.c_int, (ctypes.c_void_p,)
 del atexit, gc, signal, _io
 
 
@@ -799,7 +810,7 @@ def _print_uncaught(e):
         return None
     try:
         hook(type(e), e, tb)
-    except SystemExit as e2:
+    except _SystemExit as e2:
         return _exit_status(e2)
     except BaseException as e2:
         try:
@@ -916,15 +927,24 @@ except BaseException as _e:
     # after it has left the program: sys.exc_info() empty, and nothing the
     # handlers raise chained to it; without this bootstrap's frame.
     _uncaught = _e.with_traceback(_e.__traceback__.tb_next)
-if _isinstance(_uncaught, SystemExit):
+_s = None
+if _isinstance(_uncaught, _SystemExit):
     _status = _exit_status(_uncaught)
 elif _uncaught is not None:
-    _status, _sigint = 1, _isinstance(_uncaught, KeyboardInterrupt)
+    # The interpreter exits by SIGINT for a KeyboardInterrupt of that very
+    # type (run_eval_code_obj), not a subclass's.
+    _status, _sigint = 1, _type(_uncaught) is _KeyboardInterrupt
     _s = _print_uncaught(_uncaught)
     if _s is not None:
         _status, _sigint = _s, False
-    del _s
-del _uncaught
+if not _isinstance(_uncaught, _SystemExit) and _s is None:
+    # As the interpreter's run of a script, once it has ended and its
+    # exception is printed: __main__ loses __file__ and __cached__ before
+    # threads are joined and atexit handlers run. (A SystemExit, the
+    # program's or its excepthook's, exits from within, leaving them.)
+    _main.__dict__.pop('__file__', None)
+    _main.__dict__.pop('__cached__', None)
+del _uncaught, _s
 # The interpreter's exit, but for what it would spend most on: tearing down
 # every module, which writes to each object it frees and so copies the
 # zygote's pages into this process (6 ms of CPU against 1). What a program can
@@ -980,4 +1000,6 @@ for _f in (_out, _err):
 if _sigint:
     _signal(_SIGINT, _SIG_DFL)
     _kill(_getpid(), _SIGINT)
+    _status = 130  # SIGINT blocked: the interpreter's exit_sigint exits 128 + 2
+_fflush(None)
 _exit(_status & 0xff)
