@@ -91,6 +91,7 @@ var warmPassSkipped = map[string]string{
 	"TestOutputReplacesAsPython": "a unit test of Output, against python3 on the host",
 	"TestWarmWaitRounds":         "a unit test of waitPrepared, on a Launcher of channels alone",
 	"TestWaitReadyGivesUp":       "a unit test of waitReady, on a slot of a sleep process",
+	"TestCloneError":             "a unit test of cloneError, on a clone of /bin/true",
 }
 
 // warmPassBroken are tests of warmPassFiles that fail on the warm path
