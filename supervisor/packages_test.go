@@ -67,8 +67,8 @@ func withPackagesAt(t testing.TB, ts **testService, policy packages.PolicyConfig
 
 // withPackagesEgress gives the service a package cache whose installer
 // reaches the registries' names (pyRegistryHost, npmRegistryHost) through a
-// proxy of ecfg, and policy.
-func withPackagesEgress(t testing.TB, ts **testService, policy packages.PolicyConfig, ecfg egress.Config) func(*Config) {
+// proxy of ecfg, and policy; each of opts changes the cache's config.
+func withPackagesEgress(t testing.TB, ts **testService, policy packages.PolicyConfig, ecfg egress.Config, opts ...func(*packages.CacheConfig)) func(*Config) {
 	return func(cfg *Config) {
 		hosts := map[string][]string{"python": {pyRegistryHost}, "javascript": {npmRegistryHost}}
 		inst, err := packages.NewInstaller(packages.InstallerConfig{
@@ -80,12 +80,37 @@ func withPackagesEgress(t testing.TB, ts **testService, policy packages.PolicyCo
 		if err != nil {
 			t.Fatal(err)
 		}
-		cache, err := packages.OpenCache(packages.CacheConfig{Dir: t.TempDir(), Installer: inst})
+		ccfg := packages.CacheConfig{Dir: t.TempDir(), Installer: inst}
+		for _, o := range opts {
+			o(&ccfg)
+		}
+		cache, err := packages.OpenCache(ccfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cache.Close() })
 		cfg.Packages = PackagesConfig{Cache: cache, Policy: policy}
+	}
+}
+
+// TestPackagesCacheDiskFull: a cache whose disk has less free than it keeps
+// (min_free_bytes) and no layer to evict installs nothing: the run ends
+// internal, its message saying why and what the operator can do.
+func TestPackagesCacheDiskFull(t *testing.T) {
+	small := testutil.Tmpfs(t, "8m")
+	var ts *testService // its installer never starts: nothing is dialed
+	ts = newTestService(t, withPackagesEgress(t, &ts, packages.PolicyConfig{}, egress.Config{},
+		func(c *packages.CacheConfig) { c.Dir, c.MinFreeBytes = small, 64<<20 }))
+	res := ts.mustRun(t, request("python", "print('ran')", withPackageRequests("pkg-a==1.0")))
+	t.Logf("message: %s", res.Message)
+	if res.Reason != api.ReasonInternal || res.Stdout != "" {
+		t.Fatalf("got %s/%s stdout %q, want internal and no output", res.Outcome, res.Reason, res.Stdout)
+	}
+	for _, want := range []string{"the packages could not be installed", "less than the 64 MiB brig keeps free there (packages.min_free_bytes)",
+		"the host's operator must free space there", "the program did not run"} {
+		if !strings.Contains(res.Message, want) {
+			t.Errorf("message %q, want it to say %q", res.Message, want)
+		}
 	}
 }
 
