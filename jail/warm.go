@@ -68,9 +68,12 @@ func warmArgv(root *rootfs.Root) []string {
 // OpenSSL reads OPENSSL_CONF, OPENSSL_MODULES and OPENSSL_ia32cap when it
 // initialises, in Node's start and, for Python, in the zygote's import of
 // hashlib (a warm run with OPENSSL_CONF enabling the legacy provider had no
-// md4). Both languages also take startupEnvLoader.
+// md4). The site-packages' .pth files run at CPython's start, in the
+// zygote's: setuptools' distutils-precedence.pth reads
+// SETUPTOOLS_USE_DISTUTILS (which distutils an import finds). Both languages
+// also take startupEnvLoader.
 var startupEnvPrefixes = map[rootfs.Language][]string{
-	rootfs.Python:     append([]string{"PYTHON", "LC_", "OPENSSL_"}, startupEnvLoader...),
+	rootfs.Python:     append([]string{"PYTHON", "LC_", "OPENSSL_", "SETUPTOOLS_USE_DISTUTILS"}, startupEnvLoader...),
 	rootfs.JavaScript: append([]string{"NODE_", "UV_", "OPENSSL_", "SSL_CERT_", "LC_"}, startupEnvLoader...),
 }
 

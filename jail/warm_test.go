@@ -136,6 +136,12 @@ var warmCorpus = []struct {
 	{"py KeyboardInterrupt with SIGINT blocked", rootfs.Python, "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\nraise KeyboardInterrupt", 0},
 	// The C library's stdio buffers are flushed at the exit.
 	{"py C stdio buffer at exit", rootfs.Python, "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.fdopen.restype = ctypes.c_void_p\nf = libc.fdopen(1, b'w')\nlibc.fputs(b'from C stdio\\n', ctypes.c_void_p(f))\nprint('from python')", 0},
+	// A thread blocked in C stdio holds its stream's lock: the exit's flush
+	// of the C library's buffers must not wait for it.
+	{"py C stdio flush with a thread blocked in it", rootfs.Python, "import ctypes, os, threading\nlibc = ctypes.CDLL(None)\nlibc.fdopen.restype = ctypes.c_void_p\nlibc.fgets.argtypes = (ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p)\nr, w = os.pipe()\nf = libc.fdopen(r, b'r')\nthreading.Thread(target=libc.fgets, args=(ctypes.create_string_buffer(64), 64, f), daemon=True).start()\nimport time\ntime.sleep(0.2)\nprint('main')", 0},
+	// The uncaught exception's traceback, kept in sys.last_traceback for the
+	// atexit handlers, must not keep __main__'s objects from being freed.
+	{"py __del__ and finally after an uncaught exception", rootfs.Python, "import sys, atexit\natexit.register(lambda: print('atexit', type(sys.last_value).__name__))\nclass D:\n    def __del__(self):\n        print('del ran')\nd = D()\ndef gen():\n    try:\n        yield 1\n    finally:\n        print('generator cleanup')\ng = gen()\nnext(g)\nraise ValueError('x')", 0},
 	{"py re cache at start", rootfs.Python, "import re\nprint(len(re._cache))", 0},
 	{"py last_value at exit", rootfs.Python, "import atexit, sys\natexit.register(lambda: print(repr(getattr(sys, 'last_value', None))))\nraise ValueError('v')", 0},
 	{"py main thread's native id", rootfs.Python, "import threading\nprint(threading.main_thread().native_id == threading.get_native_id())", 0},
@@ -500,6 +506,7 @@ func TestWarmEligible(t *testing.T) {
 		{rootfs.Python, map[string]string{"GLIBC_TUNABLES": "glibc.malloc.perturb=165"}, false, "GLIBC_TUNABLES"},
 		{rootfs.Python, map[string]string{"LOCPATH": "/x"}, false, "LOCPATH"},
 		{rootfs.Python, map[string]string{"OPENSSL_CONF": "/sandbox/o.cnf"}, false, "OPENSSL_CONF"},
+		{rootfs.Python, map[string]string{"SETUPTOOLS_USE_DISTUTILS": "stdlib"}, false, "SETUPTOOLS_USE_DISTUTILS"},
 		{rootfs.Python, map[string]string{"SSL_CERT_FILE": "/x"}, true, ""}, // read when a context is made
 	} {
 		ok, why := WarmEligible(tc.lang, tc.env)

@@ -759,7 +759,30 @@ _type, _SystemExit, _KeyboardInterrupt = type, SystemExit, KeyboardInterrupt
 # (OpenSSL's cleanup, hashlib's) cost a child 5 to 7 ms (README).
 _fflush = ctypes.CDLL(None).fflush
 _fflush.restype, _fflush.argtypes = ctypes.c_int, (ctypes.c_void_p,)
-del atexit, gc, signal, _io
+import _thread
+_listdir, _start_thread, _allocate_lock = os.listdir, _thread.start_new_thread, _thread.allocate_lock
+del atexit, gc, signal, _io, _thread
+
+
+def _flush_c_stdio():
+    # fflush(NULL) takes each stream's lock, which a thread blocked in C stdio
+    # (a daemon thread's fgets on a pipe) holds for good, where the C
+    # library's exit flushes without locks: with other threads it is done by
+    # a thread of its own, waited for 0.1 s.
+    if len(_listdir('/proc/self/task')) == 1:
+        _fflush(None)
+        return
+    done = _allocate_lock()
+    done.acquire()
+
+    def flush():
+        _fflush(None)
+        done.release()
+    try:
+        _start_thread(flush, ())
+    except Exception:
+        return
+    done.acquire(True, 0.1)
 
 
 def _to_stderr(text):
@@ -964,6 +987,12 @@ if _t is not _absent:
         _unraisable(_e, _t)
 del _t, _absent
 _run_exitfuncs()
+# As the interpreter's finalize_modules after the atexit handlers: sys.last_*
+# let go, whose traceback holds __main__'s frame and with it every global.
+for _k in ('last_type', 'last_value', 'last_traceback'):
+    if _k in sys.__dict__:
+        setattr(sys, _k, None)
+del _k
 sys.modules.pop('__main__', None)
 del _main
 _collect()
@@ -1001,5 +1030,5 @@ if _sigint:
     _signal(_SIGINT, _SIG_DFL)
     _kill(_getpid(), _SIGINT)
     _status = 130  # SIGINT blocked: the interpreter's exit_sigint exits 128 + 2
-_fflush(None)
+_flush_c_stdio()
 _exit(_status & 0xff)

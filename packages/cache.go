@@ -530,6 +530,12 @@ func (e *InstallError) Error() string { return fmt.Sprintf("installing layer %s:
 func (e *InstallError) Unwrap() error { return e.Err }
 
 func (c *Cache) build(ctx context.Context, key string, set Set, progress func(string)) (_ Manifest, retErr error) {
+	// The installer writes to the disk the journal and the host use: room is
+	// made before anything is written (on a full disk the staging directory
+	// itself can't be made), and it is stopped once none can be.
+	if err := c.makeRoom(); err != nil {
+		return Manifest{}, &InstallError{Key: key, Err: err}
+	}
 	stage, err := os.MkdirTemp(c.stageDir, key+".")
 	if err != nil {
 		return Manifest{}, fmt.Errorf("installing layer %s: making its staging directory: %w", key, err)
@@ -549,11 +555,6 @@ func (c *Cache) build(ctx context.Context, key string, set Set, progress func(st
 		return Manifest{}, fmt.Errorf("installing layer %s: %w", key, err)
 	}
 
-	// The installer writes to the disk the journal and the host use: room is
-	// made before it starts, and it is stopped once none can be.
-	if err := c.makeRoom(); err != nil {
-		return Manifest{}, &InstallError{Key: key, Err: err}
-	}
 	ictx, stop := context.WithCancelCause(ctx)
 	watched := make(chan struct{})
 	go func() {
@@ -694,30 +695,63 @@ func (e *spaceError) Error() string { return e.msg }
 // free (minFree bytes, and a twentieth of its inodes where it counts them),
 // or "" if nothing, with what it has free.
 func LowSpace(dir string, minFree int64) (low, free string, err error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return "", "", fmt.Errorf("reading the free space of %s: %w", dir, err)
+	bytes, inodes, files, err := freeSpace(dir)
+	if err != nil {
+		return "", "", err
 	}
-	bytes := int64(st.Bavail) * st.Bsize
-	free = fmt.Sprintf("%s and %d inodes free", mib(bytes), st.Ffree)
+	free = fmt.Sprintf("%s and %d inodes free", mib(bytes), inodes)
 	if bytes < minFree {
 		return fmt.Sprintf("%s free, less than the %s brig keeps free there (packages.min_free_bytes)", mib(bytes), mib(minFree)), free, nil
 	}
-	if st.Files > 0 && st.Ffree < st.Files/20 {
-		return fmt.Sprintf("%d of its %d inodes free, less than the twentieth brig keeps free", st.Ffree, st.Files), free, nil
+	if files > 0 && inodes < files/20 {
+		return fmt.Sprintf("%d of its %d inodes free, less than the twentieth brig keeps free", inodes, files), free, nil
 	}
 	return "", free, nil
+}
+
+// freeSpace reads the bytes and inodes free to an unprivileged writer on
+// dir's file system, and its inodes in all (0 where it does not count them).
+func freeSpace(dir string) (bytes int64, inodes, files uint64, err error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, 0, 0, fmt.Errorf("reading the free space of %s: %w", dir, err)
+	}
+	unit := st.Frsize // statfs counts blocks in fragments
+	if unit == 0 {
+		unit = st.Bsize
+	}
+	return int64(st.Bavail) * unit, st.Ffree, st.Files, nil
 }
 
 // makeRoom evicts unused layers, least recently used first, until the cache's
 // file system has what the cache keeps free, and fails with a *spaceError
 // once no unused layer is left.
 func (c *Cache) makeRoom() error {
-	for {
-		low, _, err := LowSpace(c.stageDir, c.minFree)
-		if err != nil || low == "" {
-			return err
+	full := func(low, why string) error {
+		return &spaceError{msg: "the disk of this host's package cache has " + low + ", and " + why +
+			": the host's operator must free space there; the same request may work later, unless its packages alone fill the disk"}
+	}
+	low, _, err := LowSpace(c.stageDir, c.minFree)
+	if err != nil || low == "" {
+		return err
+	}
+	// Evicting is worth it only if the unused layers could make up for what
+	// is missing: the disk may be filled by something else, and emptying the
+	// cache would then save no install.
+	c.mu.Lock()
+	var unused int64
+	for _, l := range c.layers {
+		if l.refs == 0 {
+			unused += l.manifest.Bytes
 		}
+	}
+	c.mu.Unlock()
+	if missing := c.missing(); unused == 0 {
+		return full(low, "no unused package layer is left to evict")
+	} else if unused < missing {
+		return full(low, fmt.Sprintf("the package layers no run holds, %s, would not make up the %s missing (none was evicted)", mib(unused), mib(missing)))
+	}
+	for {
 		c.mu.Lock()
 		var v victim
 		oldest := c.oldestUnusedLocked()
@@ -729,15 +763,28 @@ func (c *Cache) makeRoom() error {
 		}
 		c.mu.Unlock()
 		if oldest == nil {
-			return &spaceError{msg: "the disk of this host's package cache has " + low +
-				", and no unused package layer is left to evict: the host's operator must free space there; the same request may work later, unless its packages alone fill the disk"}
+			return full(low, "no unused package layer is left to evict")
 		}
 		if err != nil {
-			return err
+			return full(low, "evicting a package layer failed ("+err.Error()+")")
 		}
 		c.log.Info("evicting a package layer to keep the cache's disk space free", "key", v.key, "low", low)
 		c.remove([]victim{v}) // now: the space is wanted before the next check
+		if low, _, err = LowSpace(c.stageDir, c.minFree); err != nil || low == "" {
+			return err
+		}
 	}
+}
+
+// missing is how many bytes the cache's file system lacks of MinFreeBytes
+// (0 if none, or if only inodes are short: a layer's eviction gives back
+// both).
+func (c *Cache) missing() int64 {
+	bytes, _, _, err := freeSpace(c.stageDir)
+	if err != nil {
+		return 0
+	}
+	return max(0, c.minFree-bytes)
 }
 
 // watchSpace makes room every spaceCheckEvery while an install runs, and stops
@@ -762,8 +809,13 @@ func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc) 
 	}
 }
 
-// mib words a size in MiB.
-func mib(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
+// mib words a size in MiB, or in bytes below one.
+func mib(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
+}
 
 // victim is an evicted layer moved into staging/, to be deleted.
 type victim struct {
@@ -803,15 +855,22 @@ func (c *Cache) oldestUnusedLocked() *cachedLayer {
 	return oldest
 }
 
-// takeLocked moves layer key out of layers/ and out of the cache.
+// takeLocked moves layer key out of layers/ and out of the cache. A disk too
+// full for the folder it is moved into has it deleted where it is, with the
+// lock held: no install of its key can publish meanwhile (there is none while
+// the cache holds the layer, and none starts without the lock).
 func (c *Cache) takeLocked(key string) (victim, error) {
+	src := filepath.Join(c.layersDir, key)
 	trash, err := os.MkdirTemp(c.stageDir, "evicted."+key+".")
-	if err != nil {
-		return victim{}, fmt.Errorf("evicting layer %s: %w", key, err)
+	if err == nil {
+		if err = os.Rename(src, filepath.Join(trash, key)); err != nil {
+			os.Remove(trash)
+		}
 	}
-	dst := filepath.Join(trash, key)
-	if err := os.Rename(filepath.Join(c.layersDir, key), dst); err != nil {
-		os.Remove(trash)
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		trash, err = "", os.RemoveAll(src)
+	}
+	if err != nil {
 		return victim{}, fmt.Errorf("evicting layer %s: %w", key, err)
 	}
 	c.bytes -= c.layers[key].manifest.Bytes
@@ -824,6 +883,10 @@ func (c *Cache) takeLocked(key string) (victim, error) {
 // can't delete OpenCache will.
 func (c *Cache) remove(victims []victim) {
 	for _, v := range victims {
+		if v.dir == "" { // deleted already (takeLocked)
+			c.log.Info("package layer evicted", "key", v.key)
+			continue
+		}
 		if err := os.RemoveAll(v.dir); err != nil {
 			c.log.Warn("deleting an evicted package layer", "key", v.key, "dir", v.dir, "err", err)
 			continue

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -1060,5 +1061,67 @@ func TestCacheKeepsItsDiskSpaceFree(t *testing.T) {
 	acquire(t, c, a).Release()
 	if got := keys(c.List()); !slices.Equal(got, []string{a.Key()}) {
 		t.Errorf("got layers %q, want only a's", got)
+	}
+
+	// The disk filled by something else, beyond what the unused layers take
+	// (a layer of 2 MiB, 6 missing): evicting them would save no install, so
+	// none is evicted.
+	if err := c.Remove(a.Key()); err != nil {
+		t.Fatal(err)
+	}
+	inst.want = 2
+	acquire(t, c, a).Release()
+	if err := os.WriteFile(filepath.Join(dir, "filler"), bytes.Repeat([]byte{'x'}, 24<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Acquire(context.Background(), b, nil)
+	if err == nil || !strings.Contains(err.Error(), "would not make up the") || !strings.Contains(err.Error(), "(none was evicted)") {
+		t.Errorf("got %v, want an error saying the unused layers would not make up what is missing", err)
+	}
+	if got := keys(c.List()); !slices.Equal(got, []string{a.Key()}) {
+		t.Errorf("got layers %q, want a's kept", got)
+	}
+}
+
+// On a disk too full for a new folder (here: no inode left), an unused
+// layer is evicted all the same, deleted where it is, and the install is
+// refused with what the operator can do, not the staging folder's ENOSPC.
+func TestCacheEvictsOnAFullDisk(t *testing.T) {
+	testutil.CheckLeaks(t)
+	dir := testutil.Tmpfs(t, "32m,nr_inodes=400")
+	c, err := OpenCache(CacheConfig{Dir: dir, MinFreeBytes: 1 << 20, Installer: &diskFiller{want: 2}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	a := mustSet(t, "python", "3.11.2", "aaa==1")
+	acquire(t, c, a).Release()
+	fill := filepath.Join(dir, "filler")
+	if err := os.Mkdir(fill, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if err := os.WriteFile(filepath.Join(fill, strconv.Itoa(i)), nil, 0o644); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "staging", "probe"), 0o755); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a folder on the full disk: got %v, want ENOSPC (nothing to test)", err)
+	}
+	_, err = c.Acquire(context.Background(), mustSet(t, "python", "3.11.2", "bbb==1"), nil)
+	if err == nil || !strings.Contains(err.Error(), "no unused package layer is left to evict") || strings.Contains(err.Error(), "staging directory") {
+		t.Errorf("got %v, want the space error, after a's eviction", err)
+	}
+	if got := c.List(); len(got) != 0 || c.Stats().Evictions != 1 {
+		t.Errorf("got layers %q and %d evictions, want a's evicted", keys(got), c.Stats().Evictions)
+	}
+	if got := entries(t, filepath.Join(dir, "layers")); len(got) != 0 {
+		t.Errorf("layers/ holds %q, want a's folder deleted", got)
+	}
+	if got := entries(t, filepath.Join(dir, "staging")); len(got) != 0 {
+		t.Errorf("staging/ holds %q, want nothing", got)
 	}
 }

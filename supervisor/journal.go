@@ -88,6 +88,8 @@ func parseRunKey(b []byte) (runKey, error) {
 const (
 	journalFile = "journal.db"
 	pendingFile = "journal.pending"
+	// journalLockFile is the flock held while the journal is open (lockJournal).
+	journalLockFile = "journal.lock"
 	// pendingMax is the size past which the pending file is emptied, once
 	// every result it holds is in the journal.
 	pendingMax = 4 << 20
@@ -118,6 +120,10 @@ type record struct {
 
 type journal struct {
 	db *bolt.DB
+	// lock is the flock on the state directory's journal.lock, held while the
+	// journal is open: bbolt's own is on the database's file, which a
+	// compaction replaces (compactIfSparse).
+	lock *os.File
 	// pending is the append-only file of records not yet committed
 	// (acceptSoon, answered), named path; mu guards appending to it and
 	// rewriting it, and unsaved holds its lines not yet committed to db, by
@@ -154,12 +160,17 @@ func openJournal(stateDir string) (*journal, error) {
 		return nil, fmt.Errorf("creating the state directory: %w", err)
 	}
 	path := filepath.Join(stateDir, journalFile)
+	lock, err := lockJournal(stateDir, path)
+	if err != nil {
+		return nil, err
+	}
 	// bbolt makes a database of an empty file without a word; a journal that
 	// was emptied (or whose first start crashed) is said to be new.
 	fi, err := os.Stat(path)
 	wasEmpty := err == nil && fi.Size() == 0
 	db, err := openBolt(path)
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	err = readingDamaged(path, func() error {
@@ -174,14 +185,39 @@ func openJournal(stateDir string) (*journal, error) {
 	})
 	if err != nil {
 		db.Close()
+		lock.Close()
 		return nil, fmt.Errorf("initialising the journal %s: %w", path, err)
 	}
-	j := &journal{db: db, wasEmpty: wasEmpty}
+	j := &journal{db: db, lock: lock, wasEmpty: wasEmpty}
 	if err := readingDamaged(path, func() error { return j.openPending(filepath.Join(stateDir, pendingFile)) }); err != nil {
 		db.Close()
+		lock.Close()
 		return nil, err
 	}
 	return j, nil
+}
+
+// lockJournal takes the flock on stateDir's journal.lock, waiting a second at
+// most, as bbolt waits for its own (a service that is stopping may still hold
+// it). The file is never removed nor replaced.
+func lockJournal(stateDir, path string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(stateDir, journalLockFile), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the journal's lock: %w", err)
+	}
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("opening the journal %s: another process holds it (is another brig serve using this state directory?)", path)
+			}
+			return nil, fmt.Errorf("locking the journal: %w", err)
+		}
+	}
 }
 
 // openBolt opens the journal's database. The lock timeout turns a second
@@ -226,19 +262,23 @@ var sparseAbove int64 = 64 << 20
 // compactIfSparse copies the journal's records into a new file, put in the
 // old one's place, when the old one is sparseAbove or larger and at least
 // half free pages; it returns the sizes before and after. Called at the
-// start, after the prune and before anything else uses the journal. The new
-// database is opened (and so locked) before the rename and kept, so that no
-// moment leaves the path unlocked for a second service; a crash before the
-// rename leaves the old file whole and a temporary one that the next start
-// removes.
+// start, after the prune and before anything else uses the journal, whose
+// lock (journal.lock, not the database file's own, which the rename replaces)
+// keeps a second service out throughout. The new database is kept open, as
+// it is. A crash before the rename leaves the old file whole and a temporary
+// one that the next start removes. A journal.db that is a symbolic link (to
+// another disk) is left as it is: the rename would replace the link.
 func (j *journal) compactIfSparse(path string) (before, after int64, err error) {
 	tmp := path + ".compact"
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return 0, 0, fmt.Errorf("removing a compaction's leftover %s: %w", tmp, err)
 	}
-	fi, err := os.Stat(path)
+	fi, err := os.Lstat(path)
 	if err != nil {
 		return 0, 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return fi.Size(), fi.Size(), nil
 	}
 	st := j.db.Stats()
 	free := int64(st.FreePageN+st.PendingPageN) * int64(j.db.Info().PageSize)
@@ -432,7 +472,7 @@ func (j *journal) close() error {
 		err = j.pending.Truncate(0)
 	}
 	j.mu.Unlock()
-	return errors.Join(err, j.db.Close(), j.pending.Close())
+	return errors.Join(err, j.db.Close(), j.pending.Close(), j.lock.Close())
 }
 
 // accept records a run that was just accepted, committed before it returns.

@@ -740,6 +740,7 @@ func TestJournalPendingTornWrite(t *testing.T) {
 	}
 	j.db.Close() // a crash: nothing committed, the pending file as it is
 	j.pending.Close()
+	j.lock.Close()
 	j = mustOpenJournal(t, dir)
 	defer j.close()
 	if rec, err := j.get(runKey{uid: 1000, id: "after"}); err != nil || rec.Result == nil || rec.Result.Stdout != "kept\n" {

@@ -345,8 +345,16 @@ func cacheSpaceCheck(sc serveConfig) jail.Check {
 		ch.Warn, ch.Detail = true, err.Error()
 	case low != "":
 		ch.Warn = true
-		ch.Detail = fmt.Sprintf("%s has %s: every install would be stopped", dir, low)
-		ch.Hint = "free space there, give [packages] cache_dir a larger disk, or lower packages.min_free_bytes"
+		// The service evicts layers no run holds before it refuses an
+		// install (with the service stopped, every layer is one).
+		var cached int64
+		if ms, err := packages.ListLayers(packageCacheDir(sc)); err == nil {
+			for _, m := range ms {
+				cached += m.Bytes
+			}
+		}
+		ch.Detail = fmt.Sprintf("%s has %s: installs evict the cached layers (%d MiB) to keep it, and are stopped once none is left", dir, low, cached>>20)
+		ch.Hint = "free space there (brig packages prune removes cached layers), give [packages] cache_dir a larger disk, or lower packages.min_free_bytes"
 	default:
 		ch.Detail = fmt.Sprintf("%s has %s", dir, free)
 	}

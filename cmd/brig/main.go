@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -152,7 +153,7 @@ func briefUsageErrors(cmds []*cli.Command, prefix string) {
 }
 
 var (
-	badValueRE    = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-(\S+): `)
+	badValueRE    = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-(\S+): (.*)$`)
 	unknownFlagRE = regexp.MustCompile(`^flag provided but not defined: -(\S+)$`)
 )
 
@@ -166,15 +167,20 @@ func flagError(err error, flags []cli.Flag) string {
 	if m == nil {
 		return err.Error()
 	}
-	value, name := m[1], m[2]
+	value, name, reason := m[1], m[2], m[3]
+	if v, err := strconv.Unquote(value); err == nil {
+		value = v // quoted once more below
+	}
 	for _, f := range flags {
 		if !slices.Contains(f.Names(), name) {
 			continue
 		}
 		want := ""
 		switch f.(type) {
-		case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+		case *cli.IntFlag, *cli.Int64Flag:
 			want = "a whole number"
+		case *cli.UintFlag, *cli.Uint64Flag:
+			want = "a whole number, 0 or more"
 		case *cli.Float64Flag:
 			want = "a number"
 		case *cli.DurationFlag:
@@ -186,8 +192,12 @@ func flagError(err error, flags []cli.Flag) string {
 		if d, ok := f.(cli.DocGenerationFlag); ok {
 			usage = ": " + d.GetUsage()
 		}
-		if want != "" {
+		switch {
+		case want == "":
+		case reason == "parse error":
 			return fmt.Sprintf("%s %q: want %s%s", dashed(f.Names()[0]), value, want, usage)
+		default: // "value out of range"
+			return fmt.Sprintf("%s %q: %s%s", dashed(f.Names()[0]), value, reason, usage)
 		}
 	}
 	return err.Error()

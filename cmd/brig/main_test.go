@@ -390,6 +390,9 @@ func TestUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"serve", "--grace", "forever"}, `--grace "forever": want a duration such as 30s or 2m`},
 		{[]string{"bench", "-n", "x"}, `-n "x": want a whole number: runs of each kind`},
 		{[]string{"run", "--nosuch", "x.py"}, "there is no flag --nosuch"},
+		{[]string{"run", "--timeout", "99999999999999999999", "x.py"}, `--timeout "99999999999999999999": value out of range: wall-clock limit`},
+		{[]string{"run", "--id-first", "-1", "x.py"}, `--id-first "-1": want a whole number, 0 or more`},
+		{[]string{"run", "--timeout", `1\2"`, "x.py"}, `--timeout "1\\2\"": want a whole number`},
 		{[]string{"--nosuch", "run"}, "there is no flag --nosuch"},
 	} {
 		_, stderr, code := brig(t, "", tt.args...)
@@ -590,7 +593,8 @@ func TestCheckCacheSpace(t *testing.T) {
 	sc := defaultServeConfig()
 	sc.Packages.CacheDir = filepath.Join(small, "packages") // not made yet: its disk is checked
 	if ch := cacheSpaceCheck(sc); !ch.OK || !ch.Warn || !strings.Contains(ch.Detail, "less than the 1024 MiB brig keeps free") ||
-		!strings.Contains(ch.Hint, "packages.min_free_bytes") {
+		!strings.Contains(ch.Detail, "installs evict the cached layers (0 MiB)") || !strings.Contains(ch.Hint, "packages.min_free_bytes") ||
+		!strings.Contains(ch.Hint, "brig packages prune") {
 		t.Errorf("a 4 MiB disk: got %+v, want a warning with a hint", ch)
 	}
 	sc.Packages.MinFreeBytes = 1 << 20
