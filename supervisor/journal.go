@@ -308,11 +308,11 @@ func (j *journal) compactIfSparse(path string) (before, after int64, err error) 
 	}
 	j.db.Close()
 	j.db = dst
-	after = fi.Size()
-	if fi, err := os.Stat(path); err == nil {
-		after = fi.Size()
+	before, after = fi.Size(), fi.Size()
+	if now, err := os.Stat(path); err == nil {
+		after = now.Size()
 	}
-	return fi.Size(), after, nil
+	return before, after, nil
 }
 
 // errDamaged marks a journal that could not be read as a bbolt database.
