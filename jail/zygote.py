@@ -769,7 +769,11 @@ def _flush_c_stdio():
     # (a daemon thread's fgets on a pipe) holds for good, where the C
     # library's exit flushes without locks: with other threads it is done by
     # a thread of its own, waited for 0.1 s.
-    if len(_listdir('/proc/self/task')) == 1:
+    try:
+        alone = len(_listdir('/proc/self/task')) == 1
+    except OSError:
+        alone = False
+    if alone:
         _fflush(None)
         return
     done = _allocate_lock()
