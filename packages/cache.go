@@ -695,18 +695,25 @@ func (e *spaceError) Error() string { return e.msg }
 // free (minFree bytes, and a twentieth of its inodes where it counts them),
 // or "" if nothing, with what it has free.
 func LowSpace(dir string, minFree int64) (low, free string, err error) {
+	low, free, _, err = lowSpace(dir, minFree)
+	return low, free, err
+}
+
+// lowSpace is LowSpace, with how many bytes are missing of minFree.
+func lowSpace(dir string, minFree int64) (low, free string, missing int64, err error) {
 	bytes, inodes, files, err := freeSpace(dir)
 	if err != nil {
-		return "", "", err
+		return "", "", 0, err
 	}
 	free = fmt.Sprintf("%s and %d inodes free", mib(bytes), inodes)
-	if bytes < minFree {
-		return fmt.Sprintf("%s free, less than the %s brig keeps free there (packages.min_free_bytes)", mib(bytes), mib(minFree)), free, nil
+	missing = max(0, minFree-bytes)
+	if missing > 0 {
+		return fmt.Sprintf("%s free, less than the %s brig keeps free there (packages.min_free_bytes)", mib(bytes), mib(minFree)), free, missing, nil
 	}
 	if files > 0 && inodes < files/20 {
-		return fmt.Sprintf("%d of its %d inodes free, less than the twentieth brig keeps free", inodes, files), free, nil
+		return fmt.Sprintf("%d of its %d inodes free, less than the twentieth brig keeps free", inodes, files), free, 0, nil
 	}
-	return "", free, nil
+	return "", free, 0, nil
 }
 
 // freeSpace reads the bytes and inodes free to an unprivileged writer on
@@ -724,14 +731,15 @@ func freeSpace(dir string) (bytes int64, inodes, files uint64, err error) {
 }
 
 // makeRoom evicts unused layers, least recently used first, until the cache's
-// file system has what the cache keeps free, and fails with a *spaceError
-// once no unused layer is left.
+// file system has what the cache keeps free; it fails with a *spaceError once
+// no unused layer is left, or at once, evicting none, when the unused layers
+// could not make up the bytes missing.
 func (c *Cache) makeRoom() error {
 	full := func(low, why string) error {
 		return &spaceError{msg: "the disk of this host's package cache has " + low + ", and " + why +
 			": the host's operator must free space there; the same request may work later, unless its packages alone fill the disk"}
 	}
-	low, _, err := LowSpace(c.stageDir, c.minFree)
+	low, _, missing, err := lowSpace(c.stageDir, c.minFree)
 	if err != nil || low == "" {
 		return err
 	}
@@ -746,7 +754,7 @@ func (c *Cache) makeRoom() error {
 		}
 	}
 	c.mu.Unlock()
-	if missing := c.missing(); unused == 0 {
+	if unused == 0 {
 		return full(low, "no unused package layer is left to evict")
 	} else if unused < missing {
 		return full(low, fmt.Sprintf("the package layers no run holds, %s, would not make up the %s missing (none was evicted)", mib(unused), mib(missing)))
@@ -774,17 +782,6 @@ func (c *Cache) makeRoom() error {
 			return err
 		}
 	}
-}
-
-// missing is how many bytes the cache's file system lacks of MinFreeBytes
-// (0 if none, or if only inodes are short: a layer's eviction gives back
-// both).
-func (c *Cache) missing() int64 {
-	bytes, _, _, err := freeSpace(c.stageDir)
-	if err != nil {
-		return 0
-	}
-	return max(0, c.minFree-bytes)
 }
 
 // watchSpace makes room every spaceCheckEvery while an install runs, and stops
