@@ -15,7 +15,7 @@ import (
 // is pid, before the run's program is sent to it: the init is filtered by then
 // and may mount nothing, so the supervisor does it from outside.
 //
-// Each read-only source is a detached pid1.ReadOnlyView here (an overlay of
+// Each read-only source is a pid1.DetachedView here (an overlay of
 // its own: a bind would share the host's inodes, and a run's inotify watch
 // on a package's files would see every other run that reads them), whose
 // empty layer is empty; a writable one, a run's own, is cloned (open_tree)
@@ -50,7 +50,7 @@ func mountIntoSandbox(pid int, ids runIDs, ms []Mount, empty string) error {
 			return fmt.Errorf("mount target %q: give a clean absolute path below /", m.Target)
 		}
 		if !m.Writable {
-			fd, err := pid1.ReadOnlyView(m.Source, empty)
+			fd, err := pid1.DetachedView(m.Source, empty)
 			if err != nil {
 				return err
 			}

@@ -320,7 +320,9 @@ print('other', fds, fds_err, sigs, sigs_err, len(watchers), watchers_err)
 }
 
 // TestMountTableRevealsNoHostPath: the run's mount table names no directory of
-// the host's state directory, and /proc's masked entries read as nothing.
+// the host's state directory, not even for a read-only mount the service
+// adds (a package layer, named by its key in the state directory), and
+// /proc's masked entries read as nothing.
 func TestMountTableRevealsNoHostPath(t *testing.T) {
 	state := t.TempDir()
 	p, err := rootfs.NewHost(state, rootfs.HostConfig{})
@@ -328,11 +330,25 @@ func TestMountTableRevealsNoHostPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := newTestLauncherWith(t, state, p, 0)
-	res := run(t, l, rootfs.Python, `print(open('/proc/self/mountinfo').read()); print(open('/proc/mounts').read())`)
-	if !res.Succeeded() {
-		t.Fatalf("got %s %q", res.End, res.Stderr)
+	const key = "c0ffee5eed"
+	layer := filepath.Join(state, "packages", "layers", key, "root")
+	if err := os.MkdirAll(layer, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	for _, leak := range []string{state, filepath.Base(filepath.Dir(state)), "/var/lib/brig", "scratch"} {
+	if err := os.WriteFile(filepath.Join(layer, "mod.py"), []byte("VALUE = 42\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, l, rootfs.Python, `import sys; sys.path.insert(0, '/opt/layer'); import mod; print(mod.VALUE)
+print(open('/proc/self/mountinfo').read()); print(open('/proc/mounts').read())`, func(s *Spec) {
+		s.Mounts = []Mount{{Source: layer, Target: "/opt/layer"}}
+	})
+	if !res.Succeeded() || !strings.HasPrefix(res.Stdout, "42\n") {
+		t.Fatalf("got %s %q (stderr %q)", res.End, res.Stdout, res.Stderr)
+	}
+	if !strings.Contains(res.Stdout, " /opt/layer ") {
+		t.Fatalf("the mount table has no /opt/layer:\n%s", res.Stdout)
+	}
+	for _, leak := range []string{state, filepath.Base(filepath.Dir(state)), "/var/lib/brig", "scratch", key, "packages"} {
 		if strings.Contains(res.Stdout, leak) {
 			t.Errorf("the mount table names %q:\n%s", leak, res.Stdout)
 		}

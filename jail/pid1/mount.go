@@ -232,19 +232,36 @@ func copiesOverlay() (int, error) {
 		defer unix.Close(fd)
 		layers[i] = fd
 	}
+	fd, err := overlayOfFds(layers[:])
+	if err != nil {
+		return -1, fmt.Errorf("the copies' overlay: %w", err)
+	}
+	return fd, nil
+}
+
+// overlayOfFds makes a detached, read-only, nosuid and nodev overlay whose
+// lower layers, top first, are the directories open at layers (lowerdir+ by
+// descriptor): its fd, close-on-exec. The mount table names each layer by
+// its path from its own mount's root, which for a detached mount (a clone of
+// open_tree, an fsmount) says nothing of where the host keeps it.
+func overlayOfFds(layers []int) (int, error) {
 	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return -1, fmt.Errorf("fsopen overlay: %w", err)
 	}
 	defer unix.Close(fsfd)
-	if err := errors.Join(unix.FsconfigSetString(fsfd, "source", "overlay"),
-		unix.FsconfigSetFd(fsfd, "lowerdir+", layers[0]), unix.FsconfigSetFd(fsfd, "lowerdir+", layers[1]),
-		unix.FsconfigCreate(fsfd)); err != nil {
-		return -1, fmt.Errorf("the copies' overlay: %w", err)
+	errs := []error{unix.FsconfigSetString(fsfd, "source", "overlay")}
+	for _, l := range layers {
+		errs = append(errs, unix.FsconfigSetFd(fsfd, "lowerdir+", l))
+	}
+	// xino=auto, as ReadOnlyView says.
+	errs = append(errs, unix.FsconfigSetString(fsfd, "xino", "auto"), unix.FsconfigCreate(fsfd))
+	if err := errors.Join(errs...); err != nil {
+		return -1, err
 	}
 	fd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 	if err != nil {
-		return -1, fmt.Errorf("the copies' overlay: fsmount: %w", err)
+		return -1, fmt.Errorf("fsmount: %w", err)
 	}
 	return fd, nil
 }
@@ -313,6 +330,32 @@ func ReadOnlyView(src, empty string) (int, error) {
 		}
 	}
 	fd, err := readOnlyOverlay(src + ":" + empty)
+	if err != nil {
+		return -1, fmt.Errorf("a read-only view of %q: %w", src, err)
+	}
+	return fd, nil
+}
+
+// DetachedView is ReadOnlyView for a caller whose paths are the host's (the
+// service's package layers, which live in its state directory): src and
+// empty are each cloned as a detached mount (open_tree) and given to the
+// overlay by descriptor, so that the run's mount table shows them as "/"
+// where it would name the state directory and the layer's key.
+func DetachedView(src, empty string) (int, error) {
+	var layers []int
+	defer func() {
+		for _, fd := range layers {
+			unix.Close(fd)
+		}
+	}()
+	for _, p := range []string{src, empty} {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return -1, fmt.Errorf("a read-only view of %q: cloning %q: %w", src, p, err)
+		}
+		layers = append(layers, fd)
+	}
+	fd, err := overlayOfFds(layers)
 	if err != nil {
 		return -1, fmt.Errorf("a read-only view of %q: %w", src, err)
 	}
