@@ -209,6 +209,38 @@ func TestAPIStatusCodes(t *testing.T) {
 		}
 	})
 
+	t.Run("400 for a query a path does not take", func(t *testing.T) {
+		// Refused, not ignored: ?uid=65534;x=1 (which Go's parser drops whole)
+		// acted on the caller's own run, and ?id= on a POST ran under a
+		// generated id, which a retry would run again.
+		ts.mustRun(t, request("python", "print(1)", withRunID("query-1")))
+		for _, tc := range []struct{ method, path, field, says string }{
+			{http.MethodPost, "/v1/runs?id=x", "id", "in the body"},
+			{http.MethodPost, "/v1/runs?wait=1", "wait", "takes none"},
+			{http.MethodGet, "/v1/runs/query-1?uid=0;x=1", "", "can't be read"},
+			{http.MethodDelete, "/v1/runs/query-1?uid=0;x=1", "", "can't be read"},
+			{http.MethodGet, "/v1/runs/query-1?uid=0&uid=1", "uid", "give it once"},
+			{http.MethodGet, "/v1/runs/query-1/events?UID=0", "UID", "takes only uid"},
+		} {
+			resp, b := rawAPIRequest(t, ts, tc.method, tc.path, []byte(`{"language": "python", "code": "print(1)"}`), "Content-Type", "application/json")
+			e := checkAPIErrorShape(t, resp, b, http.StatusBadRequest, api.ErrorInvalidRequest)
+			if msg, _ := e["message"].(string); e["field"] != tc.field || !strings.Contains(msg, tc.says) {
+				t.Errorf("%s %s: got field %v, message %q, want field %q and %q", tc.method, tc.path, e["field"], msg, tc.field, tc.says)
+			}
+		}
+		if res, err := ts.client.Get(ctx, "query-1"); err != nil || res.State != api.StateFinished || res.Reason == api.ReasonStopped {
+			t.Errorf("the run the refused DELETE named: got %+v, %v, want it finished, not stopped", res, err)
+		}
+	})
+
+	t.Run("400 for a compressed body", func(t *testing.T) {
+		resp, b := rawAPIRequest(t, ts, http.MethodPost, "/v1/runs", []byte("\x1f\x8b\x08\x00"), "Content-Type", "application/json", "Content-Encoding", "gzip")
+		e := checkAPIErrorShape(t, resp, b, http.StatusBadRequest, api.ErrorInvalidRequest)
+		if msg, _ := e["message"].(string); !strings.Contains(msg, "Content-Encoding") {
+			t.Errorf("got message %q, want it to name the Content-Encoding", msg)
+		}
+	})
+
 	t.Run("405 for a wrong method", func(t *testing.T) {
 		for _, tc := range []struct{ method, path string }{
 			{http.MethodPut, "/v1/runs"},
@@ -343,15 +375,16 @@ func TestAPIStatusCodes(t *testing.T) {
 	})
 
 	t.Run("no run for any refusal", func(t *testing.T) {
-		// Only the three runs above that were accepted ran (two 200s and the
-		// first of reused-1). Shutdown waits for every run to be counted.
+		// Only the four runs above that were accepted ran (two 200s, the
+		// first of reused-1 and query-1). Shutdown waits for every run to be
+		// counted.
 		svc := ts.Service
 		ts.stop(t)
-		if got, _ := metricSum(scrapeMetrics(svc), "brig_runs_total"); got != 3 {
-			t.Errorf("got brig_runs_total %v, want 3", got)
+		if got, _ := metricSum(scrapeMetrics(svc), "brig_runs_total"); got != 4 {
+			t.Errorf("got brig_runs_total %v, want 4", got)
 		}
-		if n := len(ts.logs.Lines("run finished")); n != 3 {
-			t.Errorf("got %d runs finished, want 3", n)
+		if n := len(ts.logs.Lines("run finished")); n != 4 {
+			t.Errorf("got %d runs finished, want 4", n)
 		}
 	})
 }

@@ -117,7 +117,7 @@ func newRun(id, key string, req api.Request, peerUID int, now time.Time) *run {
 var (
 	errDeleted    = errors.New("a DELETE request")
 	errShutdown   = errors.New("the service's shutdown")
-	errClientGone = errors.New("its client, gone before it learnt the run's generated id")
+	errClientGone = errors.New("its client's going away (it had not learnt the run's generated id)")
 )
 
 // stopCause is why the run was stopped: one of the errors above, or nil.
@@ -134,7 +134,9 @@ func (r *run) stopCause() error {
 func stoppedMessage(msg string, cause error) string {
 	msg = strings.Replace(msg, "the run was stopped", "the run was stopped by "+cause.Error(), 1)
 	if cause == errShutdown {
-		msg += "; send it again once the service is back"
+		// A retry of this id gets this result (API.md, Retries): what runs
+		// the program again is the request under a new id, or none.
+		msg += "; send it again once the service is back, under a new id or none (this id keeps this result)"
 	}
 	return msg
 }

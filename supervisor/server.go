@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -33,6 +36,13 @@ const streamWriteTimeout = 30 * time.Second
 
 // peerKey is the context key of a connection's peer credentials.
 type peerKey struct{}
+
+// connKey is the context key of a request's connection (clientContext).
+type connKey struct{}
+
+// hangUpPoll is how often clientContext asks whether a client that has
+// half-closed its connection has since closed it.
+const hangUpPoll = 250 * time.Millisecond
 
 // peer is who is on the other end of a connection, by SO_PEERCRED and
 // SO_PEERGROUPS.
@@ -72,7 +82,90 @@ func (s *Service) withPeer(ctx context.Context, c net.Conn) context.Context {
 			}
 		}
 	}
-	return context.WithValue(ctx, peerKey{}, p)
+	return context.WithValue(context.WithValue(ctx, peerKey{}, p), connKey{}, c)
+}
+
+// clientContext is a context that ends once r's client has gone, or at
+// cancel. Go's server ends a request's own context when its read of the
+// connection meets the end, which a client's half-close (shutdown(SHUT_WR)
+// once its request is sent, as socat does) does as well as its going away;
+// a half-closed client still reads the answer and must get it, not an empty
+// 200, nor its run of a generated id stopped. On a Unix socket poll tells the
+// two apart: POLLHUP only once the peer has closed both ways. So once r's
+// context ends, the connection is polled until it hangs up.
+func clientContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	go func() {
+		select {
+		case <-r.Context().Done():
+		case <-ctx.Done():
+			return
+		}
+		t := time.NewTicker(hangUpPoll)
+		defer t.Stop()
+		for !hungUp(r) {
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+		cancel()
+	}()
+	return ctx, cancel
+}
+
+// hungUp reports whether r's client has closed its connection, not only
+// shut down its writing; a connection it can't ask counts as closed.
+func hungUp(r *http.Request) bool {
+	uc, ok := r.Context().Value(connKey{}).(*net.UnixConn)
+	if !ok {
+		return true
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	hup := true
+	if err := raw.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		_, err := unix.Poll(fds, 0)
+		hup = err != nil || fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+	}); err != nil {
+		return true
+	}
+	return hup
+}
+
+// query reads r's query strictly, taking only the parameters named: a pair
+// that Go's parser would drop (one with a ';', a bad escape), a parameter the
+// path does not take and one given twice are refused, not ignored, so that a
+// request never does less than it says (an audit's ?uid=65534;x=1 acted on
+// the caller's own run, and POST /v1/runs?id=x ran under a generated id).
+func query(r *http.Request, takes ...string) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, invalid("", "the query %q can't be read (%v); write it as name=value pairs joined by '&', escaped as in a URL", r.URL.RawQuery, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case name == "id" && r.Method == http.MethodPost:
+			return nil, invalid(name, "is not a query parameter: put the run's id in the body, {\"id\": %q, ...}", q.Get(name))
+		case !slices.Contains(takes, name):
+			return nil, invalid(name, "is not a query parameter of %s %s; %s", r.Method, r.URL.Path, takesWhat(takes))
+		case len(q[name]) > 1:
+			return nil, invalid(name, "is given %d times in the query; give it once", len(q[name]))
+		}
+	}
+	return q, nil
+}
+
+// takesWhat says which query parameters a path takes.
+func takesWhat(takes []string) string {
+	if len(takes) == 0 {
+		return "it takes none"
+	}
+	return "it takes only " + strings.Join(takes, ", ")
 }
 
 func peerOf(ctx context.Context) peer {
@@ -252,6 +345,12 @@ func discardBody(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
+	if _, err := query(r); err != nil {
+		return err
+	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return invalid("", "the body is sent with Content-Encoding %q, which this service does not decode; send the JSON as it is", ce)
+	}
 	tooLarge := func() error {
 		return newError(api.ErrorTooLarge, "the request body is over %d bytes; send less: the code is at most %d characters, and env at most %d entries", api.MaxBodyBytes, api.MaxCodeChars, api.MaxEnvEntries)
 	}
@@ -269,7 +368,16 @@ func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
 		if errors.As(err, &mbe) {
 			return tooLarge()
 		}
-		return invalid("", "the request body could not be read: %v", err)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return invalid("", "the request, its body included, did not arrive within %v; send the whole body at once", bodyReadTimeout)
+		}
+		// The connection's error without its addresses (a read of
+		// this service's socket path).
+		var oe *net.OpError
+		if errors.As(err, &oe) {
+			err = oe.Err
+		}
+		return invalid("", "the request body could not be read: %v; send it again", err)
 	}
 	req, aerr := decodeRequest(body)
 	if aerr != nil {
@@ -283,9 +391,11 @@ func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
 		return s.stream(w, r, run, rec)
 	}
 	if run != nil {
+		ctx, cancel := clientContext(r)
+		defer cancel()
 		select {
 		case <-run.done:
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			// The client went away. A run it named goes on and can be
 			// fetched later; one whose id the service made is stopped: the
 			// result would have told the client its id, so no one could
@@ -365,14 +475,20 @@ func (s *Service) stream(w http.ResponseWriter, r *http.Request, run *run, rec *
 		}
 		return nil
 	}
-	run.follow(r.Context(), emit) // an error is the client's going: the run goes on
+	ctx, cancel := clientContext(r)
+	defer cancel()
+	run.follow(ctx, emit) // an error is the client's going: the run goes on
 	return nil
 }
 
 // lookupRequest finds the run that r's path names, as its peer may see it.
 func (s *Service) lookupRequest(r *http.Request) (*run, *record, error) {
+	q, err := query(r, ownerParam)
+	if err != nil {
+		return nil, nil, err
+	}
 	var owner *int
-	if q := r.URL.Query(); q.Has(ownerParam) {
+	if q.Has(ownerParam) {
 		v := q.Get(ownerParam)
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil || n == math.MaxUint32 {
@@ -414,9 +530,11 @@ func (s *Service) deleteRun(w http.ResponseWriter, r *http.Request) error {
 		return respond(w, resultOf(rec))
 	}
 	run.stop(errDeleted)
+	ctx, cancel := clientContext(r)
+	defer cancel()
 	select {
 	case <-run.done:
-	case <-r.Context().Done():
+	case <-ctx.Done():
 		return nil
 	}
 	return respond(w, run.snapshot())

@@ -41,7 +41,7 @@ func TestShutdown(t *testing.T) {
 			grace: 500 * time.Millisecond,
 			code:  "while True:\n    pass\n",
 			check: func(t *testing.T, res *api.Result) {
-				checkStopped(t, res, "stopped by the service's shutdown before the program ended; send it again once the service is back")
+				checkStopped(t, res, "stopped by the service's shutdown before the program ended; send it again once the service is back, under a new id or none (this id keeps this result)")
 			},
 			minTook: 500 * time.Millisecond,
 			maxTook: 5 * time.Second,
@@ -52,7 +52,7 @@ func TestShutdown(t *testing.T) {
 			grace: -1,
 			code:  "while True:\n    pass\n",
 			check: func(t *testing.T, res *api.Result) {
-				checkStopped(t, res, "stopped by the service's shutdown before the program ended; send it again once the service is back")
+				checkStopped(t, res, "stopped by the service's shutdown before the program ended; send it again once the service is back, under a new id or none (this id keeps this result)")
 			},
 			maxTook: 3 * time.Second,
 		},

@@ -1,12 +1,15 @@
 package supervisor
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"reflect"
 	"strings"
@@ -566,6 +569,84 @@ func TestResultPostClientGone(t *testing.T) {
 	})
 }
 
+// TestHalfClosedClientGetsItsAnswer: a client that shuts down its writing
+// once its request is sent (as socat does) still reads: it gets its result,
+// its stream to the result event and its DELETE's result, and its run of a
+// generated id goes on (an audit found an empty 200 for each, and that run
+// stopped, since Go's server ends a request's context at the read's end).
+func TestHalfClosedClientGetsItsAnswer(t *testing.T) {
+	ts := newTestService(t)
+	// send writes the request on a connection of its own, shuts down its
+	// writing and reads the answer.
+	send := func(t *testing.T, method, path string, body []byte, header ...string) (*http.Response, string) {
+		t.Helper()
+		c, err := net.Dial("unix", ts.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		hr, err := http.NewRequest(method, "http://brig"+path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(header); i += 2 {
+			hr.Header.Set(header[i], header[i+1])
+		}
+		if err := hr.Write(c); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.(*net.UnixConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), hr)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("%s %s: reading the answer: %v", method, path, err)
+		}
+		return resp, string(b)
+	}
+	code := "import time\ntime.sleep(0.5)\nprint('done')\n"
+	body := func(id string) []byte {
+		b, err := json.Marshal(request("python", code, withRunID(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	t.Run("result", func(t *testing.T) {
+		resp, b := send(t, http.MethodPost, "/v1/runs", body(""))
+		var res api.Result
+		if err := json.Unmarshal([]byte(b), &res); resp.StatusCode != http.StatusOK || err != nil {
+			t.Fatalf("got %d %q (%v), want 200 and a Result", resp.StatusCode, b, err)
+		}
+		checkSucceeded(t, &res, "done\n")
+	})
+	t.Run("stream", func(t *testing.T) {
+		resp, b := send(t, http.MethodPost, "/v1/runs", body(""), "Accept", "application/x-ndjson")
+		lines := strings.Split(strings.TrimSpace(b), "\n")
+		var last api.Event
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); resp.StatusCode != http.StatusOK || err != nil || last.Event != api.EventResult || last.Result == nil {
+			t.Fatalf("got %d %q (%v), want 200 and a stream that ends with its result", resp.StatusCode, b, err)
+		}
+		checkSucceeded(t, last.Result, "done\n")
+	})
+	t.Run("delete", func(t *testing.T) {
+		s := openLiveStream(t, ts.client, request("python", "import time\ntime.sleep(30)\n", withRunID("half-delete")))
+		s.waitEvent(t, api.EventStarted, 10*time.Second)
+		resp, b := send(t, http.MethodDelete, "/v1/runs/half-delete", nil)
+		var res api.Result
+		if err := json.Unmarshal([]byte(b), &res); resp.StatusCode != http.StatusOK || err != nil {
+			t.Fatalf("got %d %q (%v), want 200 and a Result", resp.StatusCode, b, err)
+		}
+		checkStopped(t, &res, "stopped by a DELETE request")
+	})
+}
+
 // TestDeleteRun: DELETE stops a running run and a queued one (which never
 // starts), and leaves a finished one's result as it was.
 func TestDeleteRun(t *testing.T) {
@@ -740,6 +821,27 @@ func TestLongRunOutlivesBodyReadTimeout(t *testing.T) {
 		res, err := ts.client.Stream(context.Background(), request("python", code), nil)
 		if err != nil || res.Stdout != "late\n" {
 			t.Fatalf("got %+v, %v, want the result with late", res, err)
+		}
+	})
+	t.Run("a body slower than the timeout", func(t *testing.T) {
+		// Its answer says what to do, and not the socket's path (an audit
+		// got "read unix /tmp/...sock->@: i/o timeout").
+		c, err := net.Dial("unix", ts.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.WriteString(c, "POST /v1/runs HTTP/1.1\r\nHost: brig\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"language\""); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "did not arrive within 500ms") || strings.Contains(string(b), ts.socket) {
+			t.Fatalf("got %d %s, want 400 saying the body did not arrive within 500ms, without the socket's path", resp.StatusCode, b)
 		}
 	})
 }

@@ -352,6 +352,9 @@ func checkField(req api.Request, f string) *apiError {
 // surrogate pair: encoding/json would turn either into U+FFFD, and the run
 // would get code or an environment other than the one sent.
 func checkUTF8(body []byte) *apiError {
+	if bytes.HasPrefix(body, []byte("\xef\xbb\xbf")) {
+		return invalid("", "the body starts with a byte-order mark (EF BB BF), which JSON does not allow; send the JSON without it")
+	}
 	if i := api.InvalidUTF8At(body); i >= 0 {
 		return invalid("", "the body is not UTF-8 (byte %d is 0x%02x); send JSON encoded in UTF-8", i, body[i])
 	}
@@ -435,6 +438,9 @@ func validateNetwork(n api.Network) *apiError {
 		}
 		return nil
 	}
+	if len(n.Domains) == 0 {
+		return invalid("network.domains", "is missing or empty; mode %q needs %d to %d host names, such as [\"example.com\"] (each admits its subdomains)", api.NetworkDomains, api.MinDomains, api.MaxDomains)
+	}
 	if len(n.Domains) < api.MinDomains || len(n.Domains) > api.MaxDomains {
 		return invalid("network.domains", "has %d entries; mode %q needs %d to %d host names, such as [\"example.com\"] (each admits its subdomains)", len(n.Domains), api.NetworkDomains, api.MinDomains, api.MaxDomains)
 	}
@@ -449,9 +455,24 @@ func validateNetwork(n api.Network) *apiError {
 // requestKey identifies what a request asks for, apart from its id: two requests
 // with one id and the same key are the same run (a retry), with different keys a
 // conflict. req has its defaults filled, so that leaving a field out and giving
-// its default are the same request.
+// its default are the same request. The domains and the packages are sets: a
+// harness that builds them from a set of its own sends them in another order
+// from one process to the next, and its retry is still the same run; a domain
+// counts as ParseDomain normalises it (case, trailing dot), once.
 func requestKey(req api.Request) string {
 	req.ID = ""
+	req.Packages = slices.Sorted(slices.Values(req.Packages))
+	if n := req.Network; n != nil && len(n.Domains) > 0 {
+		domains := make([]string, 0, len(n.Domains))
+		for _, d := range n.Domains {
+			if norm, err := egress.ParseDomain(d); err == nil {
+				d = norm
+			}
+			domains = append(domains, d)
+		}
+		slices.Sort(domains)
+		req.Network = &api.Network{Mode: n.Mode, Domains: slices.Compact(domains)}
+	}
 	b, _ := json.Marshal(req) // a Request always marshals; map keys are sorted
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])

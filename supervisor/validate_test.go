@@ -230,7 +230,8 @@ func TestDecodeRequest(t *testing.T) {
 		{name: "network domains with mode none", body: validBody(`"network": {"mode": "none", "domains": ["example.com"]}`), field: "network.domains"},
 		{name: "network domains without mode", body: validBody(`"network": {"domains": ["example.com"]}`), field: "network.domains"},
 		{name: "network domains 0", body: validBody(`"network": {"mode": "domains", "domains": []}`), field: "network.domains"},
-		{name: "network domains missing", body: validBody(`"network": {"mode": "domains"}`), field: "network.domains"},
+		{name: "network domains missing", body: validBody(`"network": {"mode": "domains"}`), field: "network.domains", contains: []string{"is missing or empty"}},
+		{name: "a byte-order mark", body: "\ufeff" + validBody(), field: "", contains: []string{"byte-order mark"}},
 		{name: "network domains 1", body: validBody(`"network": {"mode": "domains", "domains": ["example.com"]}`), valid: true, check: wantDecodedMode(api.NetworkDomains)},
 		{name: "network domains 100", body: validBody(`"network": {"mode": "domains", "domains": ` + jsonStrings(api.MaxDomains, func(i int) string { return fmt.Sprintf("h%d.example.com", i) }) + `}`), valid: true},
 		{name: "network domains 101", body: validBody(`"network": {"mode": "domains", "domains": ` + jsonStrings(api.MaxDomains+1, func(i int) string { return fmt.Sprintf("h%d.example.com", i) }) + `}`), field: "network.domains"},
@@ -486,6 +487,27 @@ func TestRequestKey(t *testing.T) {
 			}
 		})
 	}
+	t.Run("sets in another order", func(t *testing.T) {
+		// A harness that builds them from a set sends them in any order; a
+		// domain as ParseDomain normalises it, duplicates once.
+		for _, pair := range [][2]string{
+			{`"network": {"mode": "domains", "domains": ["a.example.com", "b.example.com"]}`, `"network": {"mode": "domains", "domains": ["B.example.com.", "a.example.com", "A.EXAMPLE.COM"]}`},
+			{`"packages": ["six==1.16.0", "attrs>=0"]`, `"packages": ["attrs>=0", "six==1.16.0"]`},
+		} {
+			a, b := mustDecode(t, validBody(pair[0])), mustDecode(t, validBody(pair[1]))
+			if requestKey(a) != requestKey(b) {
+				t.Errorf("got different keys for %s and %s, want the same", pair[0], pair[1])
+			}
+			if requestKey(a) == requestKey(mustDecode(t, validBody())) {
+				t.Errorf("got the key of a request without %s, want another", pair[0])
+			}
+		}
+		d := mustDecode(t, validBody(`"network": {"mode": "domains", "domains": ["b.example.com", "a.example.com"]}`))
+		requestKey(d)
+		if d.Network.Domains[0] != "b.example.com" {
+			t.Errorf("requestKey reordered the request's own domains: %v", d.Network.Domains)
+		}
+	})
 	t.Run("env order", func(t *testing.T) {
 		a := mustDecode(t, validBody(`"env": {"A": "1", "B": "2"}`))
 		b := mustDecode(t, validBody(`"env": {"B": "2", "A": "1"}`))
