@@ -2,6 +2,8 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -89,7 +91,7 @@ func (r *Run) serveHTTP(c *net.TCPConn) {
 		r.refuseHTTP(c, host, 80, viaHTTP, 403, ruleProxyItself)
 		return
 	}
-	target, err := originTarget(h.target, host)
+	target, err := originTarget(h.target, host, 80)
 	if err != nil {
 		r.refuseHTTP(c, host, 80, viaHTTP, 400, ruleTargetHost+": "+err.Error())
 		return
@@ -167,7 +169,7 @@ func (r *Run) serveProxy(c *net.TCPConn) {
 			if inner, _, err := hostPort(h.host, 80); err != nil || inner != host {
 				return fmt.Sprintf("%s (%q, not %q)", ruleHostMismatch, clip(h.host), host), nil
 			}
-			target, err := originTarget(h.target, host)
+			target, err := originTarget(h.target, host, 80)
 			if err != nil {
 				return ruleTargetHost + ": " + err.Error(), nil
 			}
@@ -177,49 +179,196 @@ func (r *Run) serveProxy(c *net.TCPConn) {
 	default:
 		// Another port's protocol is unknown (SSH, SMTP and databases speak
 		// first from the server), so the tunnel is raw both ways from the
-		// start: the policy decided host and port. But for TLS: a front
-		// shared by many hosts routes by the ClientHello's SNI on any port
-		// (8443 as on 443), so a tunnel whose client starts with a hello
-		// naming another host would reach that host; tunnelHello cuts it.
+		// start: the policy decided host and port. But a front shared by
+		// many hosts routes by a name the client sends on any port: the
+		// ClientHello's SNI (8443 as on 443; after a preamble, as a
+		// Postgres proxy does after its SSLRequest) and the Host of plain
+		// HTTP (8080 as on 80). tunnelFirst checks both.
 		r.connect(c, host, port, viaConnect, established, func(up *net.TCPConn, rec *record) {
 			mw := meteredWriter{up, &r.lim.sent, &rec.sent}
-			r.pipeAfter(c, up, rec, func() error { return r.tunnelHello(c, br, mw, host, rec) })
+			r.pipeAfter(c, up, rec, func() (bool, error) { return r.tunnelFirst(c, br, mw, host, port, rec) })
 		})
 	}
 }
 
-// errTunnelSNI ends a raw tunnel whose ClientHello names another host.
-var errTunnelSNI = errors.New(ruleSNIMismatch)
+// errTunnelCut ends a raw tunnel whose client named another host (its
+// failure says which and how).
+var errTunnelCut = errors.New("the tunnel was cut")
 
-// tunnelHello forwards the first bytes of a raw tunnel to host: what the
-// client sent early, and, when they begin a TLS record, the whole ClientHello
-// once its SNI is known to be host's (or it has none, which no front can
-// route by). A hello that names another host, or that can't be read, is not
-// sent: the tunnel is cut, and its listing (allowed: the policy allowed host
-// and port) says why in its failure. Waiting for the client's first byte does
-// not hold back the upstream's, which pipeAfter copies meanwhile.
-func (r *Run) tunnelHello(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host string, rec *record) error {
-	first, err := br.Peek(1)
-	if err != nil {
-		return nil // the client sent nothing: the splice sees its end
+// helloScanBytes is how far into a raw tunnel's client bytes the proxy looks
+// for a ClientHello that follows a preamble. A front that routes by the SNI
+// after its protocol's preamble takes a short one (Postgres's SSLRequest is 8
+// bytes; a STARTTLS exchange a few lines), which the client can't pad.
+const helloScanBytes = 64 << 10
+
+// tunnelFirst forwards the first bytes of a raw tunnel to host:port, checking
+// the names a front routes by. A plain HTTP request is checked as on :80 (its
+// Host and its target must name host) and is the tunnel's only one: it is
+// sent with Connection: close and what the client sends after it is dropped
+// (more is false), as relayHTTP does. Otherwise the first helloScanBytes are
+// forwarded as they come while they are scanned for a TLS ClientHello, from
+// the first byte or after a preamble: a hello that names another host, or
+// that can't be read, is not sent (of one split over two reads, what came
+// first was sent, which no front can route by); the tunnel is cut, and its
+// listing says why in its failure. A hello with no SNI passes (no front can
+// route by it). Past the first hello the stream is TLS and is not scanned:
+// an encrypted handshake record looks like one. Waiting for the client's
+// bytes does not hold back the upstream's, which pipeAfter copies meanwhile.
+func (r *Run) tunnelFirst(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host string, port int, rec *record) (more bool, err error) {
+	if _, err := br.Peek(1); err != nil {
+		return true, nil // the client sent nothing: the splice sees its end
 	}
-	if first[0] == recordTypeHandshake {
+	switch isHTTP, err := r.requestLineFirst(c, br); {
+	case err != nil:
+		rec.failure = r.readFailure(ruleBadHead, err) + ": the tunnel was cut"
+		return false, errTunnelCut
+	case isHTTP:
+		return false, r.tunnelRequest(c, br, mw, host, port, rec)
+	}
+	var tail []byte // the last bytes sent, for a hello's start split over two reads
+	for sent := 0; sent < helloScanBytes; {
+		if _, err := br.Peek(1); err != nil {
+			return true, nil
+		}
+		b, _ := br.Peek(br.Buffered())
+		window := append(append([]byte(nil), tail...), b...)
+		i := helloAt(window)
+		if i < 0 {
+			if _, err := mw.Write(b); err != nil {
+				return false, err
+			}
+			sent += len(b)
+			br.Discard(len(b))
+			tail = window[max(0, len(window)-helloPrefixLen+1):]
+			continue
+		}
+		var prefix []byte // the hello's first bytes, sent already
+		if i < len(tail) {
+			prefix = tail[i:]
+		} else if _, err := mw.Write(b[:i-len(tail)]); err != nil {
+			return false, err
+		} else {
+			br.Discard(i - len(tail))
+		}
 		c.SetReadDeadline(time.Now().Add(r.handshakeTimeout))
-		hello, sni, err := readClientHello(br)
+		hello, sni, err := readClientHello(io.MultiReader(bytes.NewReader(prefix), br))
 		c.SetReadDeadline(time.Time{})
 		switch {
 		case err != nil:
 			rec.failure = r.readFailure(ruleBadHello, err) + ": the tunnel was cut"
-			return err
+			return false, errTunnelCut
 		case sni != "" && sni != host:
 			rec.failure = fmt.Sprintf("%s (%q, not %q): the tunnel was cut before the hello was sent", ruleSNIMismatch, clip(sni), host)
-			return errTunnelSNI
+			return false, errTunnelCut
 		}
-		if _, err := mw.Write(hello); err != nil {
-			return err
+		if _, err := mw.Write(hello[len(prefix):]); err != nil {
+			return false, err
+		}
+		break
+	}
+	return true, writeBuffered(mw, br)
+}
+
+// helloPrefixLen is how many bytes helloAt needs to see a ClientHello's
+// start: a handshake record's header and the handshake's type.
+const helloPrefixLen = recordHeaderLen + 1
+
+// helloAt is the index of the first place in b where a TLS record that
+// begins a ClientHello may start (a handshake record of TLS 1.x, a length a
+// plaintext record may have, a ClientHello's type), or -1.
+func helloAt(b []byte) int {
+	for i := 0; i+helloPrefixLen <= len(b); i++ {
+		if b[i] != recordTypeHandshake || b[i+1] != 3 || b[i+2] > 4 || b[i+5] != handshakeClientHelo {
+			continue
+		}
+		if n := int(binary.BigEndian.Uint16(b[i+3 : i+5])); n > 0 && n <= maxRecordLen {
+			return i
 		}
 	}
-	return writeBuffered(mw, br)
+	return -1
+}
+
+// requestLineFirst reports whether the client's bytes begin as an HTTP
+// request line does (after any empty lines): a token, a space, a target, a
+// space and "HTTP/" (the h2 preface's "PRI * HTTP/2.0" too, which readHead
+// refuses). While what has come could still be one, it waits for more,
+// within the handshake timeout, and a client that stops there is refused
+// (err): a request line sent in pieces must not pass as another protocol's
+// bytes. A line protocol's first line (SMTP's "EHLO host", SSH's banner) is
+// not one, nor a binary protocol's first bytes; the client's end of stream is
+// not either (no request follows it).
+func (r *Run) requestLineFirst(c *net.TCPConn, br *bufio.Reader) (bool, error) {
+	for {
+		b, _ := br.Peek(br.Buffered())
+		switch v := requestLineVerdict(b); {
+		case v != 0:
+			return v > 0, nil
+		case len(b) >= br.Size():
+			return true, nil // a line this long can only be a request's: readHead judges it
+		}
+		c.SetReadDeadline(time.Now().Add(r.handshakeTimeout))
+		_, err := br.Peek(len(b) + 1)
+		c.SetReadDeadline(time.Time{})
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+}
+
+// requestLineVerdict is 1 when b begins with an HTTP request line's start (as
+// requestLineFirst says), -1 when it can't, and 0 while it still may.
+func requestLineVerdict(b []byte) int {
+	b = bytes.TrimLeft(b, "\r\n")
+	if len(b) == 0 {
+		return 0
+	}
+	method, rest, ok := bytes.Cut(b, []byte(" "))
+	if !isToken(string(method)) {
+		return -1
+	}
+	if !ok {
+		return 0
+	}
+	target, rest, ok := bytes.Cut(rest, []byte(" "))
+	if len(target) == 0 && ok || bytes.ContainsFunc(target, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return -1
+	}
+	if !ok {
+		return 0
+	}
+	const version = "HTTP/"
+	if n := min(len(rest), len(version)); string(rest[:n]) != version[:n] {
+		return -1
+	} else if n < len(version) {
+		return 0
+	}
+	return 1
+}
+
+// tunnelRequest forwards a raw tunnel's one plain HTTP request to host:port
+// once its Host and its target name host, then drops what the client sends
+// until the upstream has answered and closed.
+func (r *Run) tunnelRequest(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host string, port int, rec *record) error {
+	c.SetReadDeadline(time.Now().Add(r.handshakeTimeout))
+	h, err := readHead(br)
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		rec.failure = r.readFailure(ruleBadHead, err) + ": the tunnel was cut"
+		return errTunnelCut
+	}
+	if inner, _, err := hostPort(h.host, port); err != nil || inner != host {
+		rec.failure = fmt.Sprintf("%s (%q, not %q): the tunnel was cut before the request was sent", ruleHostMismatch, clip(h.host), host)
+		return errTunnelCut
+	}
+	target, err := originTarget(h.target, host, port)
+	if err != nil {
+		rec.failure = ruleTargetHost + ": " + err.Error() + ": the tunnel was cut before the request was sent"
+		return errTunnelCut
+	}
+	return sendRequest(mw, br, h, target, "", rec)
 }
 
 // servePlain forwards a plain proxy request, `GET http://host/path HTTP/1.1`,
@@ -338,17 +487,31 @@ func (r *Run) relayHTTP(c *net.TCPConn, br *bufio.Reader, up *net.TCPConn, h *he
 		}
 	}()
 	mw := meteredWriter{up, &r.lim.sent, &rec.sent}
-	_, err := mw.Write(h.rewrite(target, host))
-	if err == nil {
-		err = forwardBody(mw, br, h)
-	}
-	if err != nil {
+	if err := sendRequest(mw, br, h, target, host, rec); err != nil {
 		rec.markCut(err)
 		up.Close()
 	}
 	<-done
-	// Drain what the client sent after its request, briefly, so that closing
-	// does not reset the connection under the tail of the response.
+	lingerDrain(c)
+}
+
+// sendRequest writes h, rewritten to target and host, and its body to w. A
+// request cut short (a trailer refused, the client gone) says so in rec's
+// failure; the run's byte limit says so itself (connectThen).
+func sendRequest(w io.Writer, br *bufio.Reader, h *head, target, host string, rec *record) error {
+	_, err := w.Write(h.rewrite(target, host))
+	if err == nil {
+		err = forwardBody(w, br, h)
+	}
+	if err != nil && !errors.Is(err, errBytesLimit) {
+		rec.failure = "the request was cut: " + err.Error()
+	}
+	return err
+}
+
+// lingerDrain drains what the client sent after its request, briefly, so that
+// closing does not reset the connection under the tail of the response.
+func lingerDrain(c *net.TCPConn) {
 	c.CloseWrite()
 	c.SetReadDeadline(time.Now().Add(lingerTime))
 	io.Copy(io.Discard, io.LimitReader(c, maxHeadBytes))
@@ -361,8 +524,9 @@ func (r *Run) pipe(c, up *net.TCPConn, rec *record) { r.pipeAfter(c, up, rec, ni
 
 // pipeAfter is pipe whose client-to-upstream direction first calls first
 // (when not nil), which forwards the client's first bytes itself; an error
-// from it ends the connection both ways.
-func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, first func() error) {
+// from it ends the connection both ways, and more false ends that direction
+// there: what the client sends next is dropped until the upstream is done.
+func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, first func() (more bool, err error)) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -375,11 +539,17 @@ func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, first func() error) {
 		c.CloseWrite()
 	}()
 	if first != nil {
-		if err := first(); err != nil {
+		more, err := first()
+		if err != nil {
 			rec.markCut(err)
 			c.Close()
 			up.Close()
 			<-done
+			return
+		}
+		if !more {
+			<-done
+			lingerDrain(c)
 			return
 		}
 	}

@@ -149,7 +149,7 @@ func hostPort(s string, def int) (string, int, error) {
 // not by the Host header (RFC 9112, 3.2.2): it is forwarded in origin form,
 // and only when it names host on port 80. Otherwise a request decided on one
 // name would reach whatever other site shares its server.
-func originTarget(target, host string) (string, error) {
+func originTarget(target, host string, port int) (string, error) {
 	if strings.HasPrefix(target, "/") || target == "*" {
 		return target, nil
 	}
@@ -157,12 +157,12 @@ func originTarget(target, host string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	named, port, err := hostPort(authority, 80)
+	named, namedPort, err := hostPort(authority, 80)
 	if err != nil {
 		return "", err
 	}
-	if named != host || port != 80 {
-		return "", fmt.Errorf("%q, not %s:80", clip(authority), host)
+	if named != host || namedPort != port {
+		return "", fmt.Errorf("%q, not %s:%d", clip(authority), host, port)
 	}
 	return origin, nil
 }

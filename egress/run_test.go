@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"os"
 	"os/exec"
 	"runtime"
@@ -1029,5 +1030,136 @@ func TestRunDNSOverTCPBounded(t *testing.T) {
 	}
 	if ips, rcode, err := ns.lookup("upstream.test", dns.TypeA, "tcp"); err != nil || rcode != dns.RcodeSuccess || len(ips) != 1 {
 		t.Errorf("a lookup over TCP once they closed: got %v %d %v, want an answer", ips, rcode, err)
+	}
+}
+
+// TestRunTunnelsCheckNames: a raw tunnel (CONNECT to a port but 80 and 443)
+// passes a front's routing names only for its own host: the Host of a plain
+// HTTP request (a front routes by it on 8080 as on 80), sent in any pieces,
+// and the SNI of a ClientHello after a preamble (a Postgres proxy routes by it
+// after its SSLRequest, a STARTTLS server after its command). An audit got
+// `GET / HTTP/1.1` with `Host: other.test` and a hello naming other.test after
+// an SSLRequest through tunnels to an allowed host. Other protocols pass
+// untouched, and a request the :80 proxy cuts (a trailer that routes) is
+// listed with why.
+func TestRunTunnelsCheckNames(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	u := newUpstreams(t)
+	logs := &testutil.LogBuffer{}
+	r, ns, _ := startRun(t, u.config(logs), testPolicy)
+	proxy := "127.0.0.1:" + strconv.Itoa(ProxyPort)
+	// exchange opens a tunnel to target, writes each piece in turn (a pause
+	// between them, so that each is a read of its own), and returns all the
+	// tunnel then gives until it ends.
+	exchange := func(t *testing.T, target string, pieces ...[]byte) string {
+		t.Helper()
+		c, err := ns.dial(context.Background(), "tcp", proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\n\r\n")
+		br := bufio.NewReader(c)
+		if resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"}); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT %s: got %v %v, want 200", target, resp, err)
+		}
+		for i, p := range pieces {
+			if i > 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+			c.Write(p)
+		}
+		c.(interface{ CloseWrite() error }).CloseWrite() // the echo's end
+		b, _ := io.ReadAll(br)
+		return string(b)
+	}
+	other := clientHello(t, &tls.Config{ServerName: "other.test"})
+	own := clientHello(t, &tls.Config{ServerName: "upstream.test"})
+	sslRequest := []byte{0, 0, 0, 8, 4, 0xd2, 0x16, 0x2f}
+
+	t.Run("plain HTTP to its own host", func(t *testing.T) {
+		for _, req := range []string{
+			"GET /t81 HTTP/1.1\r\nHost: upstream.test:81\r\n\r\n",
+			"GET http://upstream.test:81/t81 HTTP/1.1\r\nHost: upstream.test:81\r\n\r\n",
+		} {
+			if got := exchange(t, "upstream.test:81", []byte(req)); !strings.HasSuffix(got, "hello upstream.test:81 /t81 0") {
+				t.Errorf("%q: got %q, want the upstream's answer", req, got)
+			}
+		}
+	})
+	t.Run("plain HTTP to another host", func(t *testing.T) {
+		for _, pieces := range [][]string{
+			{"GET / HTTP/1.1\r\nHost: other.test\r\n\r\n"},
+			{"GE", "T / HTTP/1.1\r\nHost: other.test\r\n\r\n"},
+			{"GET / HT", "TP/1.1\r\nHost: other.test\r\n\r\n"},
+			{"\r\nGET / HTTP/1.1\r\nHost: other.test\r\n\r\n"},
+			{"GET http://other.test:81/ HTTP/1.1\r\nHost: upstream.test:81\r\n\r\n"},
+			{"GET /first HTTP/1.1\r\nHost: upstream.test:81\r\n\r\nGET /second HTTP/1.1\r\nHost: other.test\r\n\r\n"},
+		} {
+			var bs [][]byte
+			for _, p := range pieces {
+				bs = append(bs, []byte(p))
+			}
+			if got := exchange(t, "upstream.test:81", bs...); strings.Contains(got, "other.test") || strings.Contains(got, "/second") {
+				t.Errorf("%q: got %q, want no answer for other.test", pieces, got)
+			}
+		}
+		for _, h := range u.seenHosts() {
+			if h != "upstream.test:81" {
+				t.Errorf("the upstream saw a request for %q", h)
+			}
+		}
+	})
+	t.Run("a hello after a preamble", func(t *testing.T) {
+		for _, tc := range []struct {
+			name    string
+			pieces  [][]byte
+			through bool
+		}{
+			{"STARTTLS, then a hello naming another host", [][]byte{[]byte("STARTTLS\r\n"), other}, false},
+			{"an SSLRequest, then a hello naming another host", [][]byte{sslRequest, other}, false},
+			{"an SSLRequest, then a hello naming another host split after its header", [][]byte{sslRequest, other[:5], other[5:]}, false},
+			{"an SSLRequest and a hello naming another host in one write", [][]byte{append(append([]byte(nil), sslRequest...), other...)}, false},
+			{"an SSLRequest, then a hello naming its own host", [][]byte{sslRequest, own}, true},
+			{"a line, then binary bytes", [][]byte{[]byte("HELLO\r\n"), {0x16, 0x03, 0x01, 0x00}}, true},
+		} {
+			got := exchange(t, "upstream.test:2525", tc.pieces...)
+			last := tc.pieces[len(tc.pieces)-1]
+			if through := strings.Contains(got, string(last)); through != tc.through {
+				t.Errorf("%s: the last piece came back through the echo: %v, want %v (got %q)", tc.name, through, tc.through, got)
+			}
+		}
+	})
+	t.Run("a server that speaks first", func(t *testing.T) {
+		if got := exchange(t, "upstream.test:2525", []byte("EHLO x\r\n")); got != "220 banner.test ready\r\nEHLO x\r\n" {
+			t.Errorf("got %q, want the banner and the echo", got)
+		}
+	})
+	t.Run("a trailer that routes, on :80", func(t *testing.T) {
+		got := rawExchange(t, ns, "127.0.0.1:80", "POST /trailer HTTP/1.1\r\nHost: upstream.test\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nHost: other.test\r\n\r\n")
+		if strings.Contains(got, "other.test") {
+			t.Errorf("got %q, want the trailer not sent", got)
+		}
+	})
+
+	conns := r.Close()
+	cut := map[string]int{}
+	for _, c := range conns {
+		switch {
+		case c.Failure == "":
+		case strings.Contains(c.Failure, ruleHostMismatch), strings.Contains(c.Failure, ruleTargetHost):
+			cut["host"]++
+		case strings.Contains(c.Failure, ruleSNIMismatch):
+			cut["sni"]++
+		case strings.Contains(c.Failure, "the request was cut"):
+			cut["trailer"]++
+		default:
+			t.Errorf("got a connection cut for %q: %+v", c.Failure, c)
+		}
+	}
+	if want := map[string]int{"host": 5, "sni": 4, "trailer": 1}; !reflect.DeepEqual(cut, want) {
+		t.Errorf("got the cut connections %v, want %v: %+v", cut, want, conns)
 	}
 }
