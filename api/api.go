@@ -13,6 +13,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
 	"unicode/utf8"
@@ -199,14 +200,30 @@ type Event struct {
 func (e Event) MarshalJSON() ([]byte, error) {
 	type plain Event
 	if e.Event != EventEgress {
-		return json.Marshal(plain(e))
+		return Marshal(plain(e))
 	}
-	return json.Marshal(struct {
+	return Marshal(struct {
 		Event   string `json:"event"`
 		Host    string `json:"host"`
 		Port    int    `json:"port"`
 		Allowed *bool  `json:"allowed"`
 	}{e.Event, e.Host, e.Port, e.Allowed})
+}
+
+// Marshal is json.Marshal without its HTML escaping: '<', '>' and '&' stay a
+// byte each where json.Marshal writes six ("\u003c"). A run's output is text a
+// program printed, HTML and shell among it, and the journal keeps it and every
+// answer carries it: a million '<' made a 6 MB result (an audit). Every
+// encoder of a value that holds output must not escape either: an Encoder's
+// escaping applies to what a MarshalJSON returns too (SetEscapeHTML(false)).
+func Marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // ErrorBody is the body of every error response: {"error": {...}}.

@@ -528,12 +528,12 @@ func (j *journal) answered(k runKey, rec *record) error {
 // for the transaction that commits it and its line's number in rec.line for
 // saved.
 func (j *journal) appendPending(k runKey, rec *record) error {
-	enc, err := json.Marshal(rec)
+	enc, err := api.Marshal(rec)
 	if err != nil {
 		return err
 	}
 	rec.enc = enc
-	b, err := json.Marshal(pendingEntry{ID: k.id, UID: k.uid, Record: enc})
+	b, err := api.Marshal(pendingEntry{ID: k.id, UID: k.uid, Record: enc})
 	if err != nil {
 		return err
 	}
@@ -653,7 +653,7 @@ func putRecord(tx *bolt.Tx, k runKey, rec *record) error {
 	b := rec.enc
 	if b == nil {
 		var err error
-		if b, err = json.Marshal(rec); err != nil {
+		if b, err = api.Marshal(rec); err != nil {
 			return err
 		}
 	}

@@ -459,6 +459,7 @@ func (s *Service) stream(w http.ResponseWriter, r *http.Request, run *run, rec *
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // api.Marshal says why
 	emit := func(ev api.Event) error {
 		rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 		if err := enc.Encode(ev); err != nil {
