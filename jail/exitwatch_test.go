@@ -2,12 +2,17 @@ package jail
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/rootfs"
@@ -215,4 +220,85 @@ func TestOnlyProgramLeft(t *testing.T) {
 	if !s.onlyProgramLeft() {
 		t.Error("once the other process is gone: got another process still")
 	}
+}
+
+// TestLostInitKeepsWallTime: a run whose init dies without reporting (here
+// killed from outside; an audit saw it in a memory kill) ends internal with
+// its wall time from its start, not 0.
+func TestLostInitKeepsWallTime(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	killed := make(chan error, 1)
+	res := run(t, l, rootfs.Python, "import time\ntime.sleep(10)\n", func(s *Spec) {
+		s.OnStart = func() {
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				pid, err := sandboxInitOf(os.Getpid())
+				if err == nil {
+					err = unix.Kill(pid, unix.SIGKILL)
+				}
+				killed <- err
+			}()
+		}
+	})
+	if err := <-killed; err != nil {
+		t.Fatalf("killing the sandbox's init: %v", err)
+	}
+	if res.End != EndInternal || res.Usage.WallMS < 300 || res.Usage.WallMS > 9000 {
+		t.Fatalf("got %s (%s) with wall_ms %d, want internal with the 300 ms or more the program ran", res.End, res.Message, res.Usage.WallMS)
+	}
+}
+
+// sandboxInitOf is the one process below ancestor that is the first of a pid
+// namespace of its own (its NSpid ends in 1): a sandbox's init.
+func sandboxInitOf(ancestor int) (int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	var found []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		var nspid []string
+		for _, line := range strings.Split(string(status), "\n") {
+			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				nspid = strings.Fields(rest)
+			}
+		}
+		if len(nspid) != 2 || nspid[1] != "1" {
+			continue
+		}
+		for p := pid; p > 1; {
+			if p = parentOf(p); p == ancestor {
+				found = append(found, pid)
+				break
+			}
+		}
+	}
+	if len(found) != 1 {
+		return 0, fmt.Errorf("found %d sandbox inits below %d (%v), want 1", len(found), ancestor, found)
+	}
+	return found[0], nil
+}
+
+// parentOf is pid's parent, or 0 when it can't be read.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name may hold spaces and parentheses: the fields after it
+	// follow its last ')'.
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
 }

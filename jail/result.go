@@ -146,6 +146,14 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			spec.OnStart()
 		}
 	}
+	// ended sets the wall time of a run that ends without its program's
+	// exit, from its start, if it had started (an audit found 0 for a run
+	// whose init was lost in its OOM kill).
+	ended := func() {
+		if e.started {
+			res.Usage.WallMS = api.Millis(pid1.Monotonic() - startedAt)
+		}
+	}
 	exit := func(mono time.Duration, ws uint32) ending {
 		// When the kernel's record has come too, it ends the run: Run can
 		// then take the output without waiting for the teardown.
@@ -176,6 +184,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			case m.Kind == pid1.MsgReady && !ready:
 				ready = true
 			case !ok:
+				ended()
 				e.lost = true
 				return e
 			case m.Kind == pid1.MsgError:
@@ -197,6 +206,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			}
 		case ws, ok := <-zexit:
 			if !ok {
+				ended()
 				e.zygoteLost = true
 				return e
 			}
@@ -205,24 +215,20 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			e.early = true
 			return exit(pid1.Monotonic(), ws)
 		case <-deadline:
-			res.Usage.WallMS = api.Millis(pid1.Monotonic() - startedAt)
+			ended()
 			e.timedOut = true
 			return e
 		case <-oom:
 			// The cgroup has killed every process of the run already; the
 			// program's exit, if it is on its way, is not waited for.
-			if e.started {
-				res.Usage.WallMS = api.Millis(pid1.Monotonic() - startedAt)
-			}
+			ended()
 			e.oomKilled = true
 			return e
 		case <-setup.C:
 			e.setupErr = &pid1.Message{Kind: pid1.MsgError, Step: "start", Error: fmt.Sprintf("the program had not started after %s", setupTimeout)}
 			return e
 		case <-ctx.Done():
-			if e.started {
-				res.Usage.WallMS = api.Millis(pid1.Monotonic() - startedAt)
-			}
+			ended()
 			e.stopped = true
 			return e
 		}
