@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -167,4 +168,28 @@ def fill(path):
 			}
 		})
 	}
+	t.Run("empty files", func(t *testing.T) {
+		// They take no page of the size, but an inode each, of which the
+		// tmpfs has one a page of its size: ENOSPC, not an OOM kill (an
+		// audit's program was killed for memory after 3 s).
+		res := run(t, l, rootfs.Python, `
+import errno, os
+os.mkdir('/tmp/d')
+n = 0
+try:
+    while True:
+        open('/tmp/d/%d' % n, 'w').close()
+        n += 1
+except OSError as e:
+    print(errno.errorcode[e.errno], n)
+`, withMemoryMiB(memMiB))
+		f := strings.Fields(res.Stdout)
+		if res.End != EndCompleted || len(f) != 2 || f[0] != "ENOSPC" {
+			t.Fatalf("got %s %q (message %q, stderr %.300q), want completed with ENOSPC and a count", res.End, res.Stdout, res.Message, res.Stderr)
+		}
+		inodes := scratch / pid1.ScratchBytesPerInode
+		if n, _ := strconv.ParseInt(f[1], 10, 64); n < inodes-100 || n > inodes {
+			t.Errorf("empty files made: got %d, want about %d (an inode for each %d bytes of the %d MiB), and no more", n, inodes, pid1.ScratchBytesPerInode, scratch>>20)
+		}
+	})
 }

@@ -146,6 +146,9 @@ func resizeContext(fd int, bytes int64) error {
 	if err := unix.FsconfigSetString(fd, "size", fmt.Sprint(bytes)); err != nil {
 		return fmt.Errorf("setting the scratch size to %d: %w", bytes, err)
 	}
+	if err := unix.FsconfigSetString(fd, "nr_inodes", fmt.Sprint(bytes/pid1.ScratchBytesPerInode)); err != nil {
+		return fmt.Errorf("setting the scratch inodes to %d: %w", bytes/pid1.ScratchBytesPerInode, err)
+	}
 	if err := unix.FsconfigReconfigure(fd); err != nil {
 		return fmt.Errorf("resizing the scratch tmpfs to %d bytes: %w", bytes, err)
 	}

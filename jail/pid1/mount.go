@@ -78,7 +78,7 @@ func mountScratch(st *initState) error {
 		return fmt.Errorf("fsopen tmpfs: %w", err)
 	}
 	defer unix.Close(fsfd)
-	for _, kv := range [][2]string{{"size", fmt.Sprint(s.ScratchBytes)}, {"mode", "0755"}} {
+	for _, kv := range [][2]string{{"size", fmt.Sprint(s.ScratchBytes)}, {"nr_inodes", fmt.Sprint(s.ScratchBytes / ScratchBytesPerInode)}, {"mode", "0755"}} {
 		if err := unix.FsconfigSetString(fsfd, kv[0], kv[1]); err != nil {
 			return fmt.Errorf("setting tmpfs %s=%s: %w", kv[0], kv[1], err)
 		}

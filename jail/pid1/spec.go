@@ -229,6 +229,15 @@ const (
 	CopiesFD = 9
 )
 
+// ScratchBytesPerInode bounds the scratch tmpfs's inodes: one for each this
+// many bytes of its size. A file's data takes a page of the size at least, so
+// only what holds none (an empty file, a folder, a symbolic link) meets the
+// bound, which makes making them end in ENOSPC, as filling the tmpfs does,
+// not in an OOM kill: tmpfs's default is half the host's pages (3 million
+// here), and their inodes' kernel memory is charged to the run (an audit's
+// program made empty files until its 128 MiB run was killed for memory).
+const ScratchBytesPerInode = 4096
+
 // The tmpfs at CopiesFD holds the copies in its folder CopiesFiles, and
 // CopiesEmpty, an empty folder: the two layers of the overlay an init shows
 // them through (mountCopies).

@@ -504,7 +504,7 @@ static void bind_read_only(const char *src, const char *dst, const char *step) {
 // The scratch tmpfs's reconfiguration context stays open as
 // REAPER_SCRATCH_FD.
 static void build_root(const struct reaper_config *cfg) {
-	char a[PATH_MAX], b[PATH_MAX], num[24];
+	char a[PATH_MAX], b[PATH_MAX], num[24], inodes[24];
 	const char *scratch = root_str[0], *lower = root_str[1], *empty = root_str[2], *hostname = root_str[3],
 		   *boot = root_str[4], *view_source = root_str[5], *view_target = root_str[6], *view_dir = root_str[7];
 	long r;
@@ -524,8 +524,11 @@ static void build_root(const struct reaper_config *cfg) {
 
 	must(mount5("", "/", 0, MS_REC | MS_PRIVATE, 0), "mount propagation");
 
-	// "scratch tmpfs": its size, and its context kept for the supervisor.
-	const char *tmpfs[] = {"size", utoa(cfg->scratch_bytes, num + sizeof num), "mode", "0755", 0};
+	// "scratch tmpfs": its size and inodes, and its context kept for the
+	// supervisor.
+	const char *tmpfs[] = {"size", utoa(cfg->scratch_bytes, num + sizeof num),
+			       "nr_inodes", utoa(cfg->scratch_bytes / REAPER_SCRATCH_BYTES_PER_INODE, inodes + sizeof inodes),
+			       "mode", "0755", 0};
 	move_to(new_mount("tmpfs", tmpfs, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "scratch tmpfs"), scratch, "scratch tmpfs");
 	long ctx = sys3(__NR_fspick, AT_FDCWD, scratch, FSPICK_CLOEXEC);
 	must(ctx, "scratch tmpfs");

@@ -101,6 +101,9 @@ const MountNSFD = C.REAPER_MNTNS_FD
 // (TestRootConfig).
 const copiesFiles, copiesEmpty = C.REAPER_COPIES_FILES, C.REAPER_COPIES_EMPTY
 
+// scratchBytesPerInode is the reaper's pid1.ScratchBytesPerInode.
+const scratchBytesPerInode = C.REAPER_SCRATCH_BYTES_PER_INODE
+
 // warmBootPath is where the reaper writes a warm sandbox's bootstrap:
 // pid1.WarmBootPath (TestRootConfig).
 const warmBootPath = C.REAPER_WARM_BOOT

@@ -32,6 +32,9 @@
 // The scratch tmpfs's reconfiguration context, which the reaper keeps open
 // (close-on-exec) for the supervisor to take (pidfd_getfd) and resize it.
 #define REAPER_SCRATCH_FD 5
+// The scratch tmpfs has an inode for each this many bytes of its size
+// (pid1.ScratchBytesPerInode).
+#define REAPER_SCRATCH_BYTES_PER_INODE 4096
 // pid1.WarmBootPath, where a warm sandbox's bootstrap is written.
 #define REAPER_WARM_BOOT "/sandbox/.brg.js"
 

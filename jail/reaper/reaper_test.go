@@ -91,6 +91,9 @@ func TestMarshalProgramConfig(t *testing.T) {
 // TestRootConfig: the reaper writes a warm sandbox's bootstrap where the Go
 // init does, and a root it could not build is refused before it is sent.
 func TestRootConfig(t *testing.T) {
+	if scratchBytesPerInode != pid1.ScratchBytesPerInode {
+		t.Errorf("the reaper's scratch tmpfs has an inode for each %d bytes, the init's for each %d", scratchBytesPerInode, pid1.ScratchBytesPerInode)
+	}
 	if copiesFiles != pid1.CopiesFiles || copiesEmpty != pid1.CopiesEmpty {
 		t.Errorf("the reaper's copies' folders %q and %q, the init's %q and %q", copiesFiles, copiesEmpty, pid1.CopiesFiles, pid1.CopiesEmpty)
 	}
