@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -31,7 +34,7 @@ func (r *Run) dialChecked(ctx context.Context, host string, port int) (up *net.T
 	if pin, ok := r.cfg.Pin(host, port); ok {
 		c, err := d.DialContext(ctx, "tcp", pin.String())
 		if err != nil {
-			return nil, nil, fmt.Errorf("dialing the pin %s: %w", pin, err)
+			return nil, nil, &upstreamError{public: "connecting: " + withoutAddrs(err), err: fmt.Errorf("dialing the pin %s: %w", pin, err)}
 		}
 		return c.(*net.TCPConn), nil, nil
 	}
@@ -52,14 +55,55 @@ func (r *Run) dialChecked(ctx context.Context, host string, port int) (up *net.T
 		return nil, refused, nil
 	}
 	var errs []error
+	var public []string
 	for _, a := range allowed {
 		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
 		if err == nil {
 			return c.(*net.TCPConn), nil, nil
 		}
 		errs = append(errs, err)
+		if p := withoutAddrs(err); !slices.Contains(public, p) {
+			public = append(public, p)
+		}
 	}
-	return nil, nil, fmt.Errorf("dialing %s: %w", host, errors.Join(errs...))
+	return nil, nil, &upstreamError{public: fmt.Sprintf("connecting to %s: %s", host, strings.Join(public, "; ")), err: fmt.Errorf("dialing %s: %w", host, errors.Join(errs...))}
+}
+
+// upstreamError is a failure to resolve or reach an allowed host, told two
+// ways: Error, for the operator's log, names the resolver and the addresses
+// dialled; public, for the run (a 502's body, its Result's failure), names
+// neither: the host's resolver and its own addresses are not the run's to
+// learn (an audit read them in "asking 127.0.0.1:5353: read udp
+// 127.0.0.1:37992->127.0.0.1:5353: i/o timeout"), and a run knows its hosts
+// by name.
+type upstreamError struct {
+	public string
+	err    error
+}
+
+func (e *upstreamError) Error() string { return e.err.Error() }
+func (e *upstreamError) Unwrap() error { return e.err }
+
+// publicFailure is err as the run may read it (upstreamError).
+func publicFailure(err error) string {
+	var ue *upstreamError
+	if errors.As(err, &ue) {
+		return ue.public
+	}
+	return err.Error()
+}
+
+// withoutAddrs is a dial's or an exchange's error without the addresses its
+// net.OpError names: "connect: connection refused", "i/o timeout".
+func withoutAddrs(err error) string {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return "i/o timeout"
+	}
+	return "failed"
 }
 
 // resolve returns host's addresses, asking the operator's resolver (A, then
@@ -86,11 +130,14 @@ func (r *Run) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 			// On one line, and once when both queries failed alike
 			// ("answered NXDOMAIN"): errors.Join would repeat it on a
 			// second line of a 502's body and of the Result's failure.
-			err := errs[0]
+			err, public := errs[0], publicFailure(errs[0])
 			if len(errs) == 2 && errs[1].Error() != err.Error() {
 				err = fmt.Errorf("%w; %w", err, errs[1])
 			}
-			return nil, fmt.Errorf("%s%s: %w", failResolving, host, err)
+			if len(errs) == 2 && publicFailure(errs[1]) != public {
+				public += "; " + publicFailure(errs[1])
+			}
+			return nil, &upstreamError{public: failResolving + host + ": " + public, err: fmt.Errorf("%s%s: %w", failResolving, host, err)}
 		}
 		return nil, fmt.Errorf("%s%s: %w", failResolving, host, errNoAddress)
 	}
@@ -111,10 +158,11 @@ func exchange(ctx context.Context, server, host string, qtype uint16) ([]netip.A
 		resp, _, err = c.ExchangeContext(ctx, q, server)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("asking %s: %w", server, err)
+		return nil, &upstreamError{public: "the resolver: " + withoutAddrs(err), err: fmt.Errorf("asking %s: %w", server, err)}
 	}
 	if resp.Rcode != dns.RcodeSuccess {
-		return nil, fmt.Errorf("%s answered %s", server, dns.RcodeToString[resp.Rcode])
+		answered := "answered " + dns.RcodeToString[resp.Rcode]
+		return nil, &upstreamError{public: "the resolver " + answered, err: fmt.Errorf("%s %s", server, answered)}
 	}
 	var out []netip.Addr
 	for _, rr := range resp.Answer {

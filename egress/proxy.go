@@ -433,10 +433,11 @@ func (r *Run) connectThen(c *net.TCPConn, host string, port int, via string, bef
 		return
 	}
 	if err != nil {
-		rec := r.decided(host, port, via, d, err.Error())
+		rec := r.decided(host, port, via, d, publicFailure(err))
+		rec.detail = err.Error()
 		r.finished(rec)
 		if via != viaTLS {
-			writeStatus(c, 502, fmt.Sprintf("brig egress: %s:%d is allowed (%s) but unreachable: %v", host, port, d.Rule, err))
+			writeStatus(c, 502, fmt.Sprintf("brig egress: %s:%d is allowed (%s) but unreachable: %s", host, port, d.Rule, publicFailure(err)))
 		}
 		return
 	}

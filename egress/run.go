@@ -160,6 +160,7 @@ type record struct {
 	sent, received atomic.Int64
 	cut            atomic.Bool // the run's byte limit cut it
 	failure        string      // set before finished, read after
+	detail         string      // the failure as the operator's log has it, when it says more (upstreamError)
 	listed         bool        // false past its kind's bound
 }
 
@@ -451,6 +452,9 @@ func (r *Run) finished(rec *record) {
 	}
 	if c.Failure != "" {
 		attrs = append(attrs, LogFailure, c.Failure)
+	}
+	if rec.detail != "" && rec.detail != c.Failure {
+		attrs = append(attrs, "detail", rec.detail)
 	}
 	r.log.Info(logMessage, attrs...)
 }

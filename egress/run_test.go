@@ -1163,3 +1163,42 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 		t.Errorf("got the cut connections %v, want %v: %+v", cut, want, conns)
 	}
 }
+
+// TestRunUnreachableNamesNoAddress: an allowed host that can't be resolved or
+// reached is a 502 and a listed failure that say why without the resolver's
+// address, the host's own or the upstream's (an audit read "asking
+// 127.0.0.1:5353: read udp 127.0.0.1:37992->127.0.0.1:5353: i/o timeout");
+// the operator's log has them.
+func TestRunUnreachableNamesNoAddress(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	u := newUpstreams(t)
+	logs := &testutil.LogBuffer{}
+	cfg := u.config(logs)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := closed.Addr().String()
+	closed.Close()
+	cfg.Pins["upstream.test:5556"] = refusing
+	r, ns, _ := startRun(t, cfg, testPolicy)
+	proxy := "127.0.0.1:" + strconv.Itoa(ProxyPort)
+	for _, tc := range []struct{ target, says, detail string }{
+		{"other.test:5555", "resolving other.test: the resolver answered NXDOMAIN", u.dnsAddr},
+		{"upstream.test:5556", "connecting: connect: connection refused", refusing},
+	} {
+		got := rawExchange(t, ns, proxy, "CONNECT "+tc.target+" HTTP/1.1\r\n\r\n")
+		if !strings.HasPrefix(got, "HTTP/1.1 502 ") || !strings.Contains(got, tc.says) || strings.Contains(got, "127.0.0.1") {
+			t.Errorf("CONNECT %s: got %q, want a 502 saying %q and no address", tc.target, got, tc.says)
+		}
+		if !strings.Contains(logs.String(), tc.detail) {
+			t.Errorf("CONNECT %s: the log has no %s:\n%s", tc.target, tc.detail, logs.String())
+		}
+	}
+	for _, c := range r.Close() {
+		if c.Failure == "" || strings.Contains(c.Failure, "127.0.0.1") {
+			t.Errorf("got the listed failure %q of %s:%d, want why, without an address", c.Failure, c.Host, c.Port)
+		}
+	}
+}

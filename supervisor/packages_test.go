@@ -716,7 +716,7 @@ func TestPackagesStoppedRunStopsItsInstall(t *testing.T) {
 // address comes before an unresolved name.
 func TestUnreached(t *testing.T) {
 	refused := egress.Connection{Host: "r.test", Port: 443, Rule: "address class private (10.0.0.0/8)"}
-	unresolved := egress.Connection{Host: "u.test", Port: 443, Allowed: true, Rule: "registry u.test", Failure: "resolving u.test: 127.0.0.1:53 answered NXDOMAIN"}
+	unresolved := egress.Connection{Host: "u.test", Port: 443, Allowed: true, Rule: "registry u.test", Failure: "resolving u.test: the resolver answered NXDOMAIN"}
 	down := egress.Connection{Host: "d.test", Port: 443, Allowed: true, Rule: "registry d.test", Failure: "dialing d.test: connection refused"}
 	got := egress.Connection{Host: "g.test", Port: 443, Allowed: true, Rule: "registry g.test", BytesReceived: 10}
 	for _, tt := range []struct {
