@@ -276,7 +276,11 @@ func series(t *testing.T, m *metrics, name string) map[string]float64 {
 			for _, lp := range mt.GetLabel() {
 				labels = append(labels, lp.GetName()+"="+lp.GetValue())
 			}
-			out[strings.Join(labels, ",")] = mt.GetCounter().GetValue()
+			v := mt.GetCounter().GetValue()
+			if mt.Gauge != nil {
+				v = mt.GetGauge().GetValue()
+			}
+			out[strings.Join(labels, ",")] = v
 		}
 	}
 	return out

@@ -1,6 +1,8 @@
 package supervisor
 
 import (
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -57,6 +59,23 @@ func TestMetricsBeforeAnyRun(t *testing.T) {
 	}
 	if len(refused) != 7 {
 		t.Errorf("got brig_runs_refused_total %v, want the 7 codes a run request can be refused with", refused)
+	}
+	// The host's memory cgroups: at least the root, and the number
+	// /proc/cgroups gives (read after, so at least as many as the gauge
+	// read, give or take other programs' groups between the two reads).
+	got := series(t, m, "brig_host_memory_cgroups")[""]
+	b, err := os.ReadFile("/proc/cgroups")
+	if err != nil {
+		t.Skipf("this host has no /proc/cgroups: %v", err)
+	}
+	var want float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "memory" {
+			want, _ = strconv.ParseFloat(f[2], 64)
+		}
+	}
+	if got < 1 || want < 1 || got < want-50 || got > want+50 {
+		t.Errorf("brig_host_memory_cgroups: got %v, want about /proc/cgroups' %v", got, want)
 	}
 }
 
