@@ -224,7 +224,7 @@ func TestOnlyProgramLeft(t *testing.T) {
 
 // TestLostInitKeepsWallTime: a run whose init dies without reporting (here
 // killed from outside; an audit saw it in a memory kill) ends internal with
-// its wall time from its start, not 0.
+// its wall time from its start, not 0, and says it had started.
 func TestLostInitKeepsWallTime(t *testing.T) {
 	l := newTestLauncher(t, 0)
 	killed := make(chan error, 1)
@@ -243,8 +243,8 @@ func TestLostInitKeepsWallTime(t *testing.T) {
 	if err := <-killed; err != nil {
 		t.Fatalf("killing the sandbox's init: %v", err)
 	}
-	if res.End != EndInternal || res.Usage.WallMS < 300 || res.Usage.WallMS > 9000 {
-		t.Fatalf("got %s (%s) with wall_ms %d, want internal with the 300 ms or more the program ran", res.End, res.Message, res.Usage.WallMS)
+	if res.End != EndInternal || res.Usage.WallMS < 300 || res.Usage.WallMS > 9000 || !res.Started {
+		t.Fatalf("got %s (%s) with wall_ms %d, started %v, want internal with the 300 ms or more the program ran, started (a networked run's outcome is then unknown)", res.End, res.Message, res.Usage.WallMS, res.Started)
 	}
 }
 

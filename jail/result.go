@@ -58,6 +58,9 @@ type Result struct {
 	// Start is how the interpreter was started: StartWarm, StartCold,
 	// StartColdEnv or StartColdFailing.
 	Start string
+	// Started says that the program had started (its interpreter exec'd, or a
+	// zygote's child handed its run) before the run ended.
+	Started bool
 	// Cgroup is the path of the run's cgroup in its hierarchies, by which the
 	// cgroup package's log lines (an OOM kill, a failed removal) name it: a
 	// pooled sandbox's group is made before its run is known, so the run's own
@@ -252,6 +255,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 // exit_code and signal are the program's own, as observed: a program that exited
 // before the run was stopped keeps its code; one the stop killed has SIGKILL.
 func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec) {
+	res.Started = e.started
 	oom := e.oomKilled || usage.OOMKills > 0
 	switch {
 	case e.setupErr != nil && e.started:

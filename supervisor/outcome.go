@@ -16,10 +16,14 @@ var reasonOf = map[jail.End]api.Reason{
 }
 
 // Conclude is API.md's status, reason and outcome of a run the jail ended with
-// end, under the request's network mode: the one place they are decided for a
-// run that reached the jail (api.OutcomeOf is the outcome rule itself). An end
-// the table does not know is internal: a defect, never a success.
-func Conclude(end jail.End, networkMode string) (status api.Status, reason api.Reason, outcome api.Outcome) {
+// end, under the request's network mode, its program started or not: the one
+// place they are decided for a run that reached the jail (api.OutcomeOf is the
+// outcome rule itself). An end the table does not know is internal: a defect,
+// never a success. A networked run whose sandbox failed after its program had
+// started was cut short as a stopped one is, and may have changed something
+// outside as well: unknown, so that a harness does not take it for a run that
+// did nothing and send it again.
+func Conclude(end jail.End, networkMode string, started bool) (status api.Status, reason api.Reason, outcome api.Outcome) {
 	reason, ok := reasonOf[end]
 	if !ok {
 		reason = api.ReasonInternal
@@ -28,7 +32,11 @@ func Conclude(end jail.End, networkMode string) (status api.Status, reason api.R
 	if reason == api.ReasonNone {
 		status = api.StatusCompleted
 	}
-	return status, reason, api.OutcomeOf(reason, networkMode)
+	outcome = api.OutcomeOf(reason, networkMode)
+	if reason == api.ReasonInternal && started && api.NetworkMode(networkMode).Online() {
+		outcome = api.OutcomeUnknown
+	}
+	return status, reason, outcome
 }
 
 // ResultOf is the API's Result of the run req whose jail result is jr: what
@@ -37,7 +45,7 @@ func Conclude(end jail.End, networkMode string) (status api.Status, reason api.R
 func ResultOf(id string, req api.Request, jr *jail.Result) *api.Result {
 	res := pendingResult(id, req)
 	res.State = api.StateFinished
-	res.Status, res.Reason, res.Outcome = Conclude(jr.End, req.Network.Mode)
+	res.Status, res.Reason, res.Outcome = Conclude(jr.End, req.Network.Mode, jr.Started)
 	res.ExitCode = jr.ExitCode
 	res.Signal = jr.Signal
 	res.Message = jr.Message

@@ -31,13 +31,19 @@ func TestConclude(t *testing.T) {
 	for end, w := range table {
 		for _, mode := range []string{api.NetworkNone, api.NetworkRegistries, api.NetworkDomains, api.NetworkAny} {
 			t.Run(string(end)+"/"+mode, func(t *testing.T) {
-				status, reason, outcome := Conclude(end, mode)
-				wantOutcome := w.online
-				if mode == api.NetworkNone {
-					wantOutcome = w.offline
-				}
-				if status != w.status || reason != w.reason || outcome != wantOutcome {
-					t.Errorf("got %s/%q/%s, want %s/%q/%s", status, reason, outcome, w.status, w.reason, wantOutcome)
+				for _, started := range []bool{false, true} {
+					status, reason, outcome := Conclude(end, mode, started)
+					wantOutcome := w.online
+					if mode == api.NetworkNone {
+						wantOutcome = w.offline
+					}
+					if reason == api.ReasonInternal && started && mode != api.NetworkNone {
+						// Cut short after its start, online: as a stop.
+						wantOutcome = api.OutcomeUnknown
+					}
+					if status != w.status || reason != w.reason || outcome != wantOutcome {
+						t.Errorf("started %v: got %s/%q/%s, want %s/%q/%s", started, status, reason, outcome, w.status, w.reason, wantOutcome)
+					}
 				}
 			})
 		}
