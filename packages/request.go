@@ -434,6 +434,10 @@ func parseJavaScript(s string) (Request, error) {
 		}
 		return Request{}, refuse(s, "%q has no version range, which brig requires: %s", s, npmPin(s))
 	}
+	if strings.Contains(s[1:at], "@") {
+		// "lodash@1@2": read at the last "@", the name would be "lodash@1".
+		return Request{}, refuse(s, "%q has \"@\" more than once after its name: write the name and one range, such as %s", s, npmExample)
+	}
 	name, rng := s[:at], s[at+1:]
 	if err := checkNpmName(s, name, rng); err != nil {
 		return Request{}, err

@@ -142,6 +142,8 @@ func TestParseRequestRefuses(t *testing.T) {
 		{name: "npm scoped no range", language: "javascript", in: "@types/node", wantHint: "pin it as @types/node@VERSION"},
 		{name: "npm empty range", language: "javascript", in: "lodash@", wantHint: "pin it as lodash@VERSION"},
 		{name: "npm latest tag", language: "javascript", in: "lodash@latest", wantHint: "a tag is not a version constraint: pin it as lodash@VERSION"},
+		{name: "npm two ranges", language: "javascript", in: "lodash@1@2", wantHint: "has \"@\" more than once after its name"},
+		{name: "npm scoped, two ranges", language: "javascript", in: "@types/node@20@21", wantHint: "has \"@\" more than once after its name"},
 		{name: "npm next tag", language: "javascript", in: "react@next", wantHint: "a tag is not a version constraint"},
 		{name: "npm v prefix", language: "javascript", in: "lodash@v4", wantHint: "as lodash@4"},
 		{name: "npm URL", language: "javascript", in: "https://example.com/x.tgz", wantHint: "npm registry only"},
