@@ -225,6 +225,33 @@ func (r *Run) tunnelFirst(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host s
 	case isHTTP:
 		return false, r.tunnelRequest(c, br, mw, host, port, rec)
 	}
+	// forwardHello reads a ClientHello whose first bytes, prefix, were sent
+	// already, and sends the rest if its SNI is host's or it has none.
+	forwardHello := func(prefix []byte) error {
+		c.SetReadDeadline(time.Now().Add(r.handshakeTimeout))
+		hello, sni, err := readClientHello(io.MultiReader(bytes.NewReader(prefix), br))
+		c.SetReadDeadline(time.Time{})
+		switch {
+		case err != nil:
+			rec.failure = r.readFailure(ruleBadHello, err) + ": the tunnel was cut"
+			return errTunnelCut
+		case sni != "" && sni != host:
+			rec.failure = fmt.Sprintf("%s (%q, not %q): the tunnel was cut before the hello was sent", ruleSNIMismatch, clip(sni), host)
+			return errTunnelCut
+		}
+		_, err = mw.Write(hello[len(prefix):])
+		return err
+	}
+	if first, _ := br.Peek(1); first[0] == recordTypeHandshake {
+		// A stream that begins as TLS does is read as a hello whatever its
+		// record's header says next, as on 443: a front's parser may not
+		// look at the version, and helloAt, which must not see hellos in
+		// a protocol's own bytes, does.
+		if err := forwardHello(nil); err != nil {
+			return false, err
+		}
+		return true, writeBuffered(mw, br)
+	}
 	var tail []byte // the last bytes sent, for a hello's start split over two reads
 	for sent := 0; sent < helloScanBytes; {
 		if _, err := br.Peek(1); err != nil {
@@ -250,18 +277,7 @@ func (r *Run) tunnelFirst(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host s
 		} else {
 			br.Discard(i - len(tail))
 		}
-		c.SetReadDeadline(time.Now().Add(r.handshakeTimeout))
-		hello, sni, err := readClientHello(io.MultiReader(bytes.NewReader(prefix), br))
-		c.SetReadDeadline(time.Time{})
-		switch {
-		case err != nil:
-			rec.failure = r.readFailure(ruleBadHello, err) + ": the tunnel was cut"
-			return false, errTunnelCut
-		case sni != "" && sni != host:
-			rec.failure = fmt.Sprintf("%s (%q, not %q): the tunnel was cut before the hello was sent", ruleSNIMismatch, clip(sni), host)
-			return false, errTunnelCut
-		}
-		if _, err := mw.Write(hello[len(prefix):]); err != nil {
+		if err := forwardHello(prefix); err != nil {
 			return false, err
 		}
 		break

@@ -1124,6 +1124,8 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 			{"an SSLRequest and a hello naming another host in one write", [][]byte{append(append([]byte(nil), sslRequest...), other...)}, false},
 			{"an SSLRequest, then a hello naming its own host", [][]byte{sslRequest, own}, true},
 			{"a line, then binary bytes", [][]byte{[]byte("HELLO\r\n"), {0x16, 0x03, 0x01, 0x00}}, true},
+			{"a hello naming another host, first, its record's version 3.9", [][]byte{append([]byte{0x16, 0x03, 0x09}, other[3:]...)}, false},
+			{"a hello naming another host, first, its first two bytes alone", [][]byte{other[:2], other[2:]}, false},
 		} {
 			got := exchange(t, "upstream.test:2525", tc.pieces...)
 			last := tc.pieces[len(tc.pieces)-1]
@@ -1159,7 +1161,7 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 			t.Errorf("got a connection cut for %q: %+v", c.Failure, c)
 		}
 	}
-	if want := map[string]int{"host": 5, "sni": 4, "trailer": 1}; !reflect.DeepEqual(cut, want) {
+	if want := map[string]int{"host": 5, "sni": 6, "trailer": 1}; !reflect.DeepEqual(cut, want) {
 		t.Errorf("got the cut connections %v, want %v: %+v", cut, want, conns)
 	}
 }
