@@ -218,6 +218,9 @@ type Launcher struct {
 	// read-only views of the runs' mounts (mountIntoSandbox).
 	empty string
 	log   *slog.Logger
+	// detachedViews says that the kernel takes detached mounts as overlay
+	// layers, of which a run's read-only mounts are made (mountIntoSandbox).
+	detachedViews bool
 	// exits tells of a warm program's exit before the kernel has torn down
 	// its address space (exitwatch.go); nil where taskstats is missing.
 	exits *exitWatch
@@ -367,6 +370,15 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 	}
 	if l.exits, err = newExitWatch(); err != nil {
 		l.log.Info("runs learn of their program's exit from its parent, after the kernel's teardown of it", "why", err)
+	}
+	// Detached mounts as overlay layers are Linux 6.15's: before it, a run's
+	// read-only mounts (package layers) are views by path, which its mount
+	// table names.
+	if fd, err := pid1.DetachedView(empty, empty); err != nil {
+		l.log.Info("package layers are mounted by their paths, which a run's mount table shows (the state directory, the layer's key): this kernel refuses detached mounts as overlay layers (Linux 6.15 takes them)", "why", err)
+	} else {
+		unix.Close(fd)
+		l.detachedViews = true
 	}
 	l.wg.Add(1)
 	go l.spawner()
@@ -588,7 +600,7 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	// The init reads the whole spec before it acts on it, so this write does not
 	// depend on the init making progress beyond reading.
-	if err := mountIntoSandbox(s.cmd.Process.Pid, s.ids, spec.Mounts, l.empty); err != nil {
+	if err := mountIntoSandbox(s.cmd.Process.Pid, s.ids, spec.Mounts, l.empty, l.detachedViews); err != nil {
 		return internal("mounts", "could not mount the run's directories: %v", err)
 	}
 	attached := map[string]string{}

@@ -15,7 +15,8 @@ import (
 // is pid, before the run's program is sent to it: the init is filtered by then
 // and may mount nothing, so the supervisor does it from outside.
 //
-// Each read-only source is a pid1.DetachedView here (an overlay of
+// Each read-only source is a pid1.DetachedView here, or where the kernel
+// refuses those (detached), a pid1.ReadOnlyView (an overlay of
 // its own: a bind would share the host's inodes, and a run's inotify watch
 // on a package's files would see every other run that reads them), whose
 // empty layer is empty; a writable one, a run's own, is cloned (open_tree)
@@ -30,7 +31,7 @@ import (
 // that the program (1000 inside) can write in it; what it writes is owned by
 // the run's host id until its caller takes it over (the package cache makes a
 // published layer root's).
-func mountIntoSandbox(pid int, ids runIDs, ms []Mount, empty string) error {
+func mountIntoSandbox(pid int, ids runIDs, ms []Mount, empty string, detached bool) error {
 	if len(ms) == 0 {
 		return nil
 	}
@@ -50,7 +51,11 @@ func mountIntoSandbox(pid int, ids runIDs, ms []Mount, empty string) error {
 			return fmt.Errorf("mount target %q: give a clean absolute path below /", m.Target)
 		}
 		if !m.Writable {
-			fd, err := pid1.DetachedView(m.Source, empty)
+			view := pid1.DetachedView
+			if !detached {
+				view = pid1.ReadOnlyView
+			}
+			fd, err := view(m.Source, empty)
 			if err != nil {
 				return err
 			}

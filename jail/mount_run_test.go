@@ -83,7 +83,7 @@ func TestSandboxNamespaceRefusesOwn(t *testing.T) {
 		unix.Close(ns)
 		t.Fatal("sandboxNamespace took this process's own mount namespace")
 	}
-	if err := mountIntoSandbox(os.Getpid(), runIDs{}, []Mount{{Source: t.TempDir(), Target: "/x", Writable: true}}, ""); err == nil || !strings.Contains(err.Error(), "has not made its own") {
+	if err := mountIntoSandbox(os.Getpid(), runIDs{}, []Mount{{Source: t.TempDir(), Target: "/x", Writable: true}}, "", true); err == nil || !strings.Contains(err.Error(), "has not made its own") {
 		t.Errorf("mountIntoSandbox into this process: got %v, want a refusal", err)
 	}
 	testutil.RequireRoot(t)

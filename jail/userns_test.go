@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/jail/pid1"
@@ -330,6 +332,11 @@ func TestMountTableRevealsNoHostPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := newTestLauncherWith(t, state, p, 0)
+	if !l.detachedViews {
+		var uts unix.Utsname
+		unix.Uname(&uts)
+		t.Skipf("this kernel (%s) refuses detached mounts as overlay layers (Linux 6.15 takes them): package layers are mounted by path, as TestMountsByPath has them", unix.ByteSliceToString(uts.Release[:]))
+	}
 	const key = "c0ffee5eed"
 	layer := filepath.Join(state, "packages", "layers", key, "root")
 	if err := os.MkdirAll(layer, 0o755); err != nil {
@@ -378,6 +385,24 @@ print(open('/proc/self/mountinfo').read()); print(open('/proc/mounts').read())`,
 		t.Fatal("no masked /proc entry exists on this host")
 	}
 	checkProbe(t, probe(t, l, rootfs.Python, code+pyDump), checks)
+}
+
+// TestMountsByPath: where the kernel refuses detached mounts as overlay
+// layers (before Linux 6.15), a read-only mount is a view by path, and works.
+func TestMountsByPath(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	l.detachedViews = false
+	layer := t.TempDir()
+	if err := os.WriteFile(filepath.Join(layer, "mod.py"), []byte("VALUE = 42\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, l, rootfs.Python, `import sys; sys.path.insert(0, '/opt/layer'); import mod; print(mod.VALUE)
+print(any(' /opt/layer ' in l and 'lowerdir=/' in l and 'lowerdir+' not in l for l in open('/proc/self/mountinfo')))`, func(s *Spec) {
+		s.Mounts = []Mount{{Source: layer, Target: "/opt/layer"}}
+	})
+	if !res.Succeeded() || res.Stdout != "42\nTrue\n" {
+		t.Fatalf("got %s %q (stderr %q), want 42 and the mount by path", res.End, res.Stdout, res.Stderr)
+	}
 }
 
 // TestPty: each run has a devpts of its own, so pty and os.openpty work, numbered

@@ -53,7 +53,7 @@ var warmPassTests = []string{
 	"TestIdentityFromInside", "TestInitNotInspectable", "TestEnvCannotOverrideBrig", "TestRunsCannotWatchSharedFiles",
 	// userns_test.go
 	"TestUserNamespaceIDs", "TestHostUserCannotReachRun", "TestRunsDoNotShareUIDCounters",
-	"TestMountTableRevealsNoHostPath", "TestPty", "TestWhatProgramsExpect", "TestUsrShowsOnlyItsParts", "TestAttach", "TestMounts",
+	"TestMountTableRevealsNoHostPath", "TestPty", "TestWhatProgramsExpect", "TestUsrShowsOnlyItsParts", "TestAttach", "TestMounts", "TestMountsByPath",
 	// filter_run_test.go, seccomp_jail_test.go
 	"TestFilterRulesInsideRun", "TestSeccompInsideRun", "TestSeccompJavaScript",
 	// limits_test.go, oom_test.go
