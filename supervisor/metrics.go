@@ -122,7 +122,10 @@ func (m *metrics) zero() {
 	for _, lang := range api.Languages {
 		for _, reason := range append([]api.Reason{api.ReasonNone}, api.Reasons...) {
 			for _, mode := range []string{api.NetworkNone, api.NetworkAny} {
-				m.runs.WithLabelValues(lang.String(), string(api.OutcomeOf(reason, mode)), string(reason))
+				for _, started := range []bool{false, true} {
+					_, _, outcome := conclude(reason, mode, started)
+					m.runs.WithLabelValues(lang.String(), string(outcome), string(reason))
+				}
 			}
 		}
 	}

@@ -25,6 +25,7 @@ func TestMetricsBeforeAnyRun(t *testing.T) {
 		"language=python,outcome=blocked,reason=package_blocked",
 		"language=javascript,outcome=failed,reason=package_unavailable",
 		"language=python,outcome=failed,reason=internal",
+		"language=javascript,outcome=unknown,reason=internal",
 	} {
 		if v, ok := runs[want]; !ok || v != 0 {
 			t.Errorf("brig_runs_total{%s}: got %v (present %v), want 0", want, v, ok)
@@ -36,8 +37,8 @@ func TestMetricsBeforeAnyRun(t *testing.T) {
 			t.Errorf("got a series of an outcome no run has: brig_runs_total{%s}", labels)
 		}
 	}
-	if want := len(api.Languages) * 11; len(runs) != want {
-		t.Errorf("got %d brig_runs_total series, want %d (each language: succeeded, 7 failed reasons, 3 unknown)", len(runs), want)
+	if want := len(api.Languages) * 12; len(runs) != want {
+		t.Errorf("got %d brig_runs_total series, want %d (each language: succeeded, 7 failed reasons, 4 unknown)", len(runs), want)
 	}
 	for _, want := range []string{
 		"allowed=true,mode=domains,rule_class=domain",

@@ -28,6 +28,12 @@ func Conclude(end jail.End, networkMode string, started bool) (status api.Status
 	if !ok {
 		reason = api.ReasonInternal
 	}
+	return conclude(reason, networkMode, started)
+}
+
+// conclude is Conclude for a reason: the metrics make a series at 0 for
+// every outcome it gives.
+func conclude(reason api.Reason, networkMode string, started bool) (status api.Status, _ api.Reason, outcome api.Outcome) {
 	status = api.StatusFailed
 	if reason == api.ReasonNone {
 		status = api.StatusCompleted
