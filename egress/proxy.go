@@ -196,27 +196,32 @@ func (r *Run) serveProxy(c *net.TCPConn) {
 var errTunnelCut = errors.New("the tunnel was cut")
 
 // helloScanBytes is how far into a raw tunnel's client bytes the proxy looks
-// for a ClientHello that follows a preamble. A front that routes by the SNI
-// after its protocol's preamble takes a short one (Postgres's SSLRequest is 8
-// bytes; a STARTTLS exchange a few lines), which the client can't pad.
+// for a ClientHello after a preamble, and past which it goes on looking only
+// while the bytes are text (a STARTTLS exchange padded with NOOP lines): a
+// front that routes by the SNI after its protocol's preamble takes a short
+// one (Postgres's SSLRequest is 8 bytes) or a text one.
 const helloScanBytes = 64 << 10
 
 // tunnelFirst forwards the first bytes of a raw tunnel to host:port, checking
-// the names a front routes by. A plain HTTP request is checked as on :80 (its
-// Host and its target must name host) and is the tunnel's only one: it is
-// sent with Connection: close and what the client sends after it is dropped
-// (more is false), as relayHTTP does. Otherwise the first helloScanBytes are
-// forwarded as they come while they are scanned for a TLS ClientHello, from
-// the first byte or after a preamble: a hello that names another host, or
-// that can't be read, is not sent (of one split over two reads, what came
-// first was sent, which no front can route by); the tunnel is cut, and its
-// listing says why in its failure. A hello with no SNI passes (no front can
-// route by it). Past the first hello the stream is TLS and is not scanned:
-// an encrypted handshake record looks like one. Waiting for the client's
-// bytes does not hold back the upstream's, which pipeAfter copies meanwhile.
+// the names a front routes by. A stream that begins as TLS does is read as a
+// ClientHello whatever its record's version says (a front's parser may not
+// look at it), and is cut unless the hello names host or nothing; past it the
+// stream is TLS, spliced. A plain HTTP request is checked as on :80 (its Host
+// and its target must name host) and is the tunnel's only one: it is sent
+// with Connection: close and what the client sends after it is dropped (more
+// is false), as relayHTTP does. Anything else is scanned as it is forwarded
+// (scanTunnel). Waiting for the client's bytes does not hold back the
+// upstream's, which pipeAfter copies meanwhile.
 func (r *Run) tunnelFirst(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host string, port int, rec *record) (more bool, err error) {
-	if _, err := br.Peek(1); err != nil {
+	first, err := br.Peek(1)
+	if err != nil {
 		return true, nil // the client sent nothing: the splice sees its end
+	}
+	if first[0] == recordTypeHandshake {
+		if err := r.forwardHello(c, br, mw, nil, host, rec); err != nil {
+			return false, err
+		}
+		return true, writeBuffered(mw, br)
 	}
 	switch isHTTP, err := r.requestLineFirst(c, br); {
 	case err != nil:
@@ -225,64 +230,108 @@ func (r *Run) tunnelFirst(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host s
 	case isHTTP:
 		return false, r.tunnelRequest(c, br, mw, host, port, rec)
 	}
-	// forwardHello reads a ClientHello whose first bytes, prefix, were sent
-	// already, and sends the rest if its SNI is host's or it has none.
-	forwardHello := func(prefix []byte) error {
-		c.SetReadDeadline(time.Now().Add(r.handshakeTimeout))
-		hello, sni, err := readClientHello(io.MultiReader(bytes.NewReader(prefix), br))
-		c.SetReadDeadline(time.Time{})
-		switch {
-		case err != nil:
-			rec.failure = r.readFailure(ruleBadHello, err) + ": the tunnel was cut"
-			return errTunnelCut
-		case sni != "" && sni != host:
-			rec.failure = fmt.Sprintf("%s (%q, not %q): the tunnel was cut before the hello was sent", ruleSNIMismatch, clip(sni), host)
-			return errTunnelCut
-		}
-		_, err = mw.Write(hello[len(prefix):])
-		return err
+	return true, r.scanTunnel(c, br, mw, host, rec)
+}
+
+// forwardHello reads a ClientHello whose first bytes, prefix, were sent
+// already, and sends the rest of it if it names host or no host; otherwise
+// the tunnel is cut before the rest is sent, its failure saying why.
+func (r *Run) forwardHello(c *net.TCPConn, br *bufio.Reader, mw io.Writer, prefix []byte, host string, rec *record) error {
+	c.SetReadDeadline(time.Now().Add(r.handshakeTimeout))
+	hello, sni, err := readClientHello(io.MultiReader(bytes.NewReader(prefix), br))
+	c.SetReadDeadline(time.Time{})
+	switch {
+	case err != nil:
+		rec.failure = r.readFailure(ruleBadHello, err) + ": the tunnel was cut"
+		return errTunnelCut
+	case sni != "" && sni != host:
+		rec.failure = fmt.Sprintf("%s (%q, not %q): the tunnel was cut before the hello was sent", ruleSNIMismatch, clip(sni), host)
+		return errTunnelCut
 	}
-	if first, _ := br.Peek(1); first[0] == recordTypeHandshake {
-		// A stream that begins as TLS does is read as a hello whatever its
-		// record's header says next, as on 443: a front's parser may not
-		// look at the version, and helloAt, which must not see hellos in
-		// a protocol's own bytes, does.
-		if err := forwardHello(nil); err != nil {
-			return false, err
-		}
-		return true, writeBuffered(mw, br)
+	_, err = mw.Write(hello[len(prefix):])
+	return err
+}
+
+// scanTunnel forwards a raw tunnel's client bytes that began as neither TLS
+// nor HTTP (a protocol's preamble: Postgres's SSLRequest, a STARTTLS line),
+// its first helloScanBytes and any text after them, and looks in them for the
+// names a front routes by: a server_name extension's shape naming another
+// host anywhere (sniShapeName: it needs no record to be read, so a hello in
+// any record version, or a decoy hello before it, hides nothing), and a TLS
+// record that begins a ClientHello (helloAt), read whole (its name may be
+// split over records) and cut unless it names host or nothing. A record that
+// looked like a hello's but is none (a protocol's own bytes) is sent on, and
+// the scan goes on. The tunnel is cut before the bytes that complete a name
+// are sent: no front can route by part of one.
+func (r *Run) scanTunnel(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host string, rec *record) error {
+	var tail []byte // the last bytes sent, for a shape split over two reads
+	cut := func(name, how string) error {
+		rec.failure = fmt.Sprintf("%s (%q, not %q) %s: the tunnel was cut before it was sent", ruleSNIMismatch, clip(name), host, how)
+		return errTunnelCut
 	}
-	var tail []byte // the last bytes sent, for a hello's start split over two reads
-	for sent := 0; sent < helloScanBytes; {
+	// send forwards b, which the scan has passed, and keeps its end in tail.
+	send := func(b []byte) error {
+		if _, err := mw.Write(b); err != nil {
+			return err
+		}
+		tail = append(tail, b...)
+		tail = tail[max(0, len(tail)-sniShapeMax):]
+		return nil
+	}
+	for sent := 0; ; {
 		if _, err := br.Peek(1); err != nil {
-			return true, nil
+			return nil // the client's end (or an error): the splice sees it
 		}
 		b, _ := br.Peek(br.Buffered())
+		last := sent >= helloScanBytes && !isText(b)
 		window := append(append([]byte(nil), tail...), b...)
-		i := helloAt(window)
+		if name := sniShapeName(window, host); name != "" {
+			return cut(name, "in a server_name extension")
+		}
+		i := helloAt(window[max(0, len(tail)-helloPrefixLen+1):])
 		if i < 0 {
-			if _, err := mw.Write(b); err != nil {
-				return false, err
+			if err := send(b); err != nil {
+				return err
 			}
-			sent += len(b)
 			br.Discard(len(b))
-			tail = window[max(0, len(window)-helloPrefixLen+1):]
+			if sent += len(b); last {
+				return nil
+			}
 			continue
 		}
-		var prefix []byte // the hello's first bytes, sent already
+		i += max(0, len(tail)-helloPrefixLen+1)
+		var prefix []byte // the record's first bytes, sent already
 		if i < len(tail) {
-			prefix = tail[i:]
-		} else if _, err := mw.Write(b[:i-len(tail)]); err != nil {
-			return false, err
+			prefix = append([]byte(nil), tail[i:]...)
 		} else {
+			if err := send(b[:i-len(tail)]); err != nil {
+				return err
+			}
 			br.Discard(i - len(tail))
+			sent += i - len(tail)
 		}
-		if err := forwardHello(prefix); err != nil {
-			return false, err
+		c.SetReadDeadline(time.Now().Add(r.handshakeTimeout))
+		raw, sni, err := readClientHello(io.MultiReader(bytes.NewReader(prefix), br))
+		c.SetReadDeadline(time.Time{})
+		switch {
+		case err == nil && sni != "" && sni != host:
+			return cut(sni, "in a ClientHello")
+		case err == nil, errors.Is(err, errNotTLS), errors.Is(err, errNotHello), errors.Is(err, errBadHello), errors.Is(err, errHelloTooLarge):
+			// A hello of host's, or no hello at all: on, scanned.
+			if name := sniShapeName(raw, host); name != "" {
+				return cut(name, "in a server_name extension")
+			}
+		default: // the client stopped mid-record: the run can't wait it out
+			rec.failure = r.readFailure(ruleBadHello, err) + ": the tunnel was cut"
+			return errTunnelCut
 		}
-		break
+		if err := send(raw[len(prefix):]); err != nil {
+			return err
+		}
+		if sent += len(raw) - len(prefix); last {
+			return nil
+		}
 	}
-	return true, writeBuffered(mw, br)
 }
 
 // helloPrefixLen is how many bytes helloAt needs to see a ClientHello's
@@ -290,11 +339,12 @@ func (r *Run) tunnelFirst(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host s
 const helloPrefixLen = recordHeaderLen + 1
 
 // helloAt is the index of the first place in b where a TLS record that
-// begins a ClientHello may start (a handshake record of TLS 1.x, a length a
-// plaintext record may have, a ClientHello's type), or -1.
+// begins a ClientHello may start (a handshake record, version 3.x whatever
+// its minor, a length a plaintext record may have, a ClientHello's type), or
+// -1.
 func helloAt(b []byte) int {
 	for i := 0; i+helloPrefixLen <= len(b); i++ {
-		if b[i] != recordTypeHandshake || b[i+1] != 3 || b[i+2] > 4 || b[i+5] != handshakeClientHelo {
+		if b[i] != recordTypeHandshake || b[i+1] != 3 || b[i+5] != handshakeClientHelo {
 			continue
 		}
 		if n := int(binary.BigEndian.Uint16(b[i+3 : i+5])); n > 0 && n <= maxRecordLen {
@@ -304,15 +354,23 @@ func helloAt(b []byte) int {
 	return -1
 }
 
+// isText reports whether b is all text of a line protocol: printable ASCII,
+// tabs and line ends.
+func isText(b []byte) bool {
+	for _, c := range b {
+		if (c < ' ' || c > '~') && c != '\t' && c != '\r' && c != '\n' {
+			return false
+		}
+	}
+	return true
+}
+
 // requestLineFirst reports whether the client's bytes begin as an HTTP
-// request line does (after any empty lines): a token, a space, a target, a
-// space and "HTTP/" (the h2 preface's "PRI * HTTP/2.0" too, which readHead
-// refuses). While what has come could still be one, it waits for more,
-// within the handshake timeout, and a client that stops there is refused
-// (err): a request line sent in pieces must not pass as another protocol's
-// bytes. A line protocol's first line (SMTP's "EHLO host", SSH's banner) is
-// not one, nor a binary protocol's first bytes; the client's end of stream is
-// not either (no request follows it).
+// request line may (requestLineVerdict), waiting for more within the
+// handshake timeout while what has come could still be one; a client that
+// stops there is refused (err): a request line sent in pieces must not pass
+// as another protocol's bytes. The client's end of stream is not one (no
+// request follows it).
 func (r *Run) requestLineFirst(c *net.TCPConn, br *bufio.Reader) (bool, error) {
 	for {
 		b, _ := br.Peek(br.Buffered())
@@ -334,34 +392,29 @@ func (r *Run) requestLineFirst(c *net.TCPConn, br *bufio.Reader) (bool, error) {
 	}
 }
 
-// requestLineVerdict is 1 when b begins with an HTTP request line's start (as
-// requestLineFirst says), -1 when it can't, and 0 while it still may.
+// requestLineVerdict is 1 when b's first line may be an HTTP request line for
+// some server, -1 when it can't, and 0 while it still may (no line end yet).
+// Servers read request lines loosely (runs of spaces, tabs and other
+// whitespace between the parts, whitespace before the method, HTTP/0.9's
+// "GET http://host/" without a version; an audit reached another host through
+// each), so anything whose first line names "HTTP/" or "http://" is taken for
+// one, and readHead, which takes only the exact form, refuses the rest: the
+// tunnel is cut. A line protocol's first line (SMTP's "EHLO host", SSH's
+// banner, Redis's "PING") names neither, and a binary protocol's bytes hold
+// a control byte no request line has.
 func requestLineVerdict(b []byte) int {
-	b = bytes.TrimLeft(b, "\r\n")
-	if len(b) == 0 {
-		return 0
-	}
-	method, rest, ok := bytes.Cut(b, []byte(" "))
-	if !isToken(string(method)) {
+	b = bytes.TrimLeft(b, " \t\r\n\v\f\x1c\x1d\x1e\x1f") // servers skip empty lines, some whitespace
+	line, _, complete := bytes.Cut(b, []byte("\n"))
+	lower := bytes.ToLower(line)
+	switch {
+	case bytes.Contains(lower, []byte("http/")), bytes.Contains(lower, []byte("http://")):
+		return 1
+	case bytes.ContainsFunc(line, func(r rune) bool { return r < 0x09 || r > 0x0d && r < 0x1c || r == 0x7f }):
+		return -1
+	case complete:
 		return -1
 	}
-	if !ok {
-		return 0
-	}
-	target, rest, ok := bytes.Cut(rest, []byte(" "))
-	if len(target) == 0 && ok || bytes.ContainsFunc(target, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		return -1
-	}
-	if !ok {
-		return 0
-	}
-	const version = "HTTP/"
-	if n := min(len(rest), len(version)); string(rest[:n]) != version[:n] {
-		return -1
-	} else if n < len(version) {
-		return 0
-	}
-	return 1
+	return 0
 }
 
 // tunnelRequest forwards a raw tunnel's one plain HTTP request to host:port

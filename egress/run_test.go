@@ -1077,6 +1077,10 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 	}
 	other := clientHello(t, &tls.Config{ServerName: "other.test"})
 	own := clientHello(t, &tls.Config{ServerName: "upstream.test"})
+	noSNI := clientHello(t, &tls.Config{InsecureSkipVerify: true})
+	// version is other with another record version.
+	version := func(major, minor byte) []byte { return append([]byte{0x16, major, minor}, other[3:]...) }
+	padding := []byte(strings.Repeat("NOOP padding\r\n", (70<<10)/14))
 	sslRequest := []byte{0, 0, 0, 8, 4, 0xd2, 0x16, 0x2f}
 
 	t.Run("plain HTTP to its own host", func(t *testing.T) {
@@ -1097,6 +1101,14 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 			{"\r\nGET / HTTP/1.1\r\nHost: other.test\r\n\r\n"},
 			{"GET http://other.test:81/ HTTP/1.1\r\nHost: upstream.test:81\r\n\r\n"},
 			{"GET /first HTTP/1.1\r\nHost: upstream.test:81\r\n\r\nGET /second HTTP/1.1\r\nHost: other.test\r\n\r\n"},
+			// Request lines servers read loosely (the tunnel probe's):
+			// refused, since readHead can't read them.
+			{"GET  / HTTP/1.1\r\nHost: other.test\r\n\r\n"},
+			{"GET /  HTTP/1.1\r\nHost: other.test\r\n\r\n"},
+			{"GET\t/\tHTTP/1.1\r\nHost: other.test\r\n\r\n"},
+			{" GET / HTTP/1.1\r\nHost: other.test\r\n\r\n"},
+			{"\x0bGET / HTTP/1.1\r\nHost: other.test\r\n\r\n"},
+			{"GET http://other.test/\r\n"},
 		} {
 			var bs [][]byte
 			for _, p := range pieces {
@@ -1126,6 +1138,14 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 			{"a line, then binary bytes", [][]byte{[]byte("HELLO\r\n"), {0x16, 0x03, 0x01, 0x00}}, true},
 			{"a hello naming another host, first, its record's version 3.9", [][]byte{append([]byte{0x16, 0x03, 0x09}, other[3:]...)}, false},
 			{"a hello naming another host, first, its first two bytes alone", [][]byte{other[:2], other[2:]}, false},
+			// The tunnel probe's: record versions a front reads and
+			// helloAt's first version did not, a decoy hello, padding, a
+			// shape that HAProxy reads as the SNI.
+			{"an SSLRequest, then a hello naming another host, version 3.255", [][]byte{sslRequest, version(3, 0xff)}, false},
+			{"an SSLRequest, then a hello naming another host, version 0.0", [][]byte{sslRequest, version(0, 0)}, false},
+			{"a decoy hello without SNI, then STARTTLS and a hello naming another host", [][]byte{append(append([]byte("EHLO "), noSNI...), "\r\n"...), []byte("STARTTLS\r\n"), other}, false},
+			{"70 KiB of NOOP lines, then STARTTLS and a hello naming another host", [][]byte{padding, []byte("STARTTLS\r\n"), other}, false},
+			{"a hello of its own host holding another SNI's shape", [][]byte{withExtension(t, own, 0x3a3a, sniShape("other.test"))}, false},
 		} {
 			got := exchange(t, "upstream.test:2525", tc.pieces...)
 			last := tc.pieces[len(tc.pieces)-1]
@@ -1155,13 +1175,15 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 			cut["host"]++
 		case strings.Contains(c.Failure, ruleSNIMismatch):
 			cut["sni"]++
+		case strings.Contains(c.Failure, ruleBadHead), strings.Contains(c.Failure, ruleBadHello):
+			cut["unreadable"]++
 		case strings.Contains(c.Failure, "the request was cut"):
 			cut["trailer"]++
 		default:
 			t.Errorf("got a connection cut for %q: %+v", c.Failure, c)
 		}
 	}
-	if want := map[string]int{"host": 5, "sni": 6, "trailer": 1}; !reflect.DeepEqual(cut, want) {
+	if want := map[string]int{"host": 5, "sni": 10, "unreadable": 7, "trailer": 1}; !reflect.DeepEqual(cut, want) {
 		t.Errorf("got the cut connections %v, want %v: %+v", cut, want, conns)
 	}
 }

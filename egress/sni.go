@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -77,7 +78,51 @@ func readClientHello(r io.Reader) (raw []byte, sni string, err error) {
 		}
 		if len(msg) >= 4+size {
 			sni, err := helloServerName(msg[4 : 4+size])
-			return raw, sni, err
+			if err != nil {
+				return raw, sni, err
+			}
+			for _, b := range [][]byte{raw, msg} {
+				if other := sniShapeName(b, sni); other != "" {
+					return raw, "", fmt.Errorf("%w: it holds a server_name extension for %q besides %q", errBadHello, other, sni)
+				}
+			}
+			return raw, sni, nil
+		}
+	}
+}
+
+// sniShapeMax is the longest a server_name extension's shape is
+// (sniShapeName): its type and lengths, 9 bytes, and a name of at most 255.
+const sniShapeMax = 9 + 255
+
+// sniShapeName is the first host name other than host that b holds in the
+// shape of a server_name extension, anywhere in it: type 0, a length, a list
+// that length less 2, and a host_name entry first in it whose name is a host
+// name; "" when there is none. A front's parser may find an SNI where
+// brig's does not look for one: HAProxy reads a hello split over two records
+// as one run of bytes, the second record's header as an extension's, and
+// lands on such a shape inside an extension brig skips (an audit reached
+// another host by it), and a front may read a hello in a record version that
+// brig takes for no record. A hello, or a raw tunnel's bytes, that hold one
+// naming another host are refused; random bytes hold one about once in 2^40.
+func sniShapeName(b []byte, host string) string {
+	for i := 0; ; i++ {
+		j := bytes.Index(b[i:], []byte{0, 0})
+		if j < 0 {
+			return ""
+		}
+		i += j
+		if i+9 > len(b) {
+			return ""
+		}
+		extLen := int(binary.BigEndian.Uint16(b[i+2:]))
+		listLen := int(binary.BigEndian.Uint16(b[i+4:]))
+		nameLen := int(binary.BigEndian.Uint16(b[i+7:]))
+		if listLen+2 != extLen || b[i+6] != sniHostName || nameLen == 0 || nameLen+3 > listLen || i+9+nameLen > len(b) {
+			continue
+		}
+		if name := string(b[i+9 : i+9+nameLen]); isHostChars(name) && normalHost(name) != host {
+			return normalHost(name)
 		}
 	}
 }

@@ -51,6 +51,46 @@ func reframe(t *testing.T, raw []byte, size int) []byte {
 	return out
 }
 
+// sniShape is a server_name extension's body naming host: what a parser that
+// finds one where brig does not look takes for the SNI.
+func sniShape(host string) []byte {
+	n := len(host)
+	b := []byte{0, 0, byte((n + 5) >> 8), byte(n + 5), byte((n + 3) >> 8), byte(n + 3), sniHostName, byte(n >> 8), byte(n)}
+	return append(b, host...)
+}
+
+// withExtension adds an extension of typ holding data at the end of a
+// one-record hello's extensions, its lengths made whole again.
+func withExtension(t *testing.T, hello []byte, typ uint16, data []byte) []byte {
+	t.Helper()
+	body := hello[recordHeaderLen+4:]
+	c := 2 + 32
+	c += 1 + int(body[c])                           // session id
+	c += 2 + int(binary.BigEndian.Uint16(body[c:])) // cipher suites
+	c += 1 + int(body[c])                           // compression methods
+	if c+2 > len(body) || int(binary.BigEndian.Uint16(body[c:]))+c+2 != len(body) {
+		t.Fatalf("the hello is not one record with its extensions last")
+	}
+	ext := binary.BigEndian.AppendUint16(nil, typ)
+	ext = append(binary.BigEndian.AppendUint16(ext, uint16(len(data))), data...)
+	out := append(append([]byte(nil), hello...), ext...)
+	grow := func(at, size int) {
+		v := 0
+		for i := 0; i < size; i++ {
+			v = v<<8 | int(out[at+i])
+		}
+		v += len(ext)
+		for i := size - 1; i >= 0; i-- {
+			out[at+i] = byte(v)
+			v >>= 8
+		}
+	}
+	grow(3, 2)                   // the record
+	grow(recordHeaderLen+1, 3)   // the handshake
+	grow(recordHeaderLen+4+c, 2) // the extensions
+	return out
+}
+
 func TestReadClientHello(t *testing.T) {
 	plain := clientHello(t, &tls.Config{ServerName: "API.Example.com"})
 	// Many long ALPN names make a hello past one record's 16 KiB, which
@@ -83,6 +123,9 @@ func TestReadClientHello(t *testing.T) {
 		{name: "20 KB over two records", in: large, wantSNI: "large.example.com"},
 		{name: "20 KB one byte per read", in: large, reader: iotest.OneByteReader, wantSNI: "large.example.com"},
 		{name: "no SNI", in: noSNI, wantSNI: ""},
+		{name: "an extension brig skips holding another SNI's shape", in: withExtension(t, plain, 0x3a3a, sniShape("other.example")), wantErr: errBadHello},
+		{name: "no SNI, but an extension holding an SNI's shape", in: withExtension(t, noSNI, 0x3a3a, sniShape("other.example")), wantErr: errBadHello},
+		{name: "an extension holding the SNI's own shape", in: withExtension(t, plain, 0x3a3a, sniShape("api.example.com")), wantSNI: "api.example.com"},
 		{name: "IP server name", in: ipSNI, wantSNI: ""},
 		{name: "not TLS", in: http, wantErr: errNotTLS},
 		{name: "larger than 64 KiB", in: huge, wantErr: errHelloTooLarge},
