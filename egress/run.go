@@ -64,6 +64,9 @@ const (
 	LogBytesReceived = "bytes_received"
 	LogVia           = "via"
 	LogFailure       = "failure"
+	// LogDetail is the failure as the operator may read it, with the
+	// addresses the run's failure leaves out (upstreamError).
+	LogDetail = "detail"
 )
 
 // logMessage is the canonical line's message.
@@ -454,7 +457,7 @@ func (r *Run) finished(rec *record) {
 		attrs = append(attrs, LogFailure, c.Failure)
 	}
 	if rec.detail != "" && rec.detail != c.Failure {
-		attrs = append(attrs, "detail", rec.detail)
+		attrs = append(attrs, LogDetail, rec.detail)
 	}
 	r.log.Info(logMessage, attrs...)
 }

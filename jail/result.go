@@ -191,6 +191,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 				e.lost = true
 				return e
 			case m.Kind == pid1.MsgError:
+				ended()
 				e.setupErr = &m
 				return e
 			case m.Kind == pid1.MsgStarted:

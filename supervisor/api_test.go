@@ -233,6 +233,30 @@ func TestAPIStatusCodes(t *testing.T) {
 		}
 	})
 
+	t.Run("400 for a query, to a client that sends its whole body first", func(t *testing.T) {
+		// Refused before the body is read: the body is still read and
+		// dropped, so that the client reads the 400, not a broken pipe.
+		c, err := net.Dial("unix", ts.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		body := append([]byte(`{"language": "python", "code": "`), bytes.Repeat([]byte("x"), 1<<20)...)
+		body = append(body, `"}`...)
+		head := fmt.Sprintf("POST /v1/runs?id=x HTTP/1.1\r\nHost: brig\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+		if _, err := c.Write(append([]byte(head), body...)); err != nil {
+			t.Fatalf("sending the body: %v, want it read and a 400 after it", err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		checkAPIErrorShape(t, resp, b, http.StatusBadRequest, api.ErrorInvalidRequest)
+	})
+
 	t.Run("400 for a compressed body", func(t *testing.T) {
 		resp, b := rawAPIRequest(t, ts, http.MethodPost, "/v1/runs", []byte("\x1f\x8b\x08\x00"), "Content-Type", "application/json", "Content-Encoding", "gzip")
 		e := checkAPIErrorShape(t, resp, b, http.StatusBadRequest, api.ErrorInvalidRequest)

@@ -355,9 +355,13 @@ func TestHealthWithoutLanguagesMatchesSchema(t *testing.T) {
 // networked), not a 400 that tells the harness to rewrite the request, which
 // would run its program a second time.
 func TestRetryAfterARestartWithLess(t *testing.T) {
-	for _, tc := range []struct{ name, body, outcome string }{
-		{"network mode", `{"id":"net-1","language":"python","code":"print(1)","network":{"mode":"domains","domains":["example.test"]}}`, "unknown"},
-		{"packages", `{"id":"pkg-1","language":"python","code":"import six","packages":["six>=1"]}`, "failed"},
+	for _, tc := range []struct {
+		name, body, outcome string
+		legacy              bool // journaled with the key before domains and packages were sets
+	}{
+		{"network mode", `{"id":"net-1","language":"python","code":"print(1)","network":{"mode":"domains","domains":["example.test"]}}`, "unknown", false},
+		{"packages", `{"id":"pkg-1","language":"python","code":"import six","packages":["six>=1"]}`, "failed", false},
+		{"the key of an earlier brig", `{"id":"old-1","language":"python","code":"print(1)","packages":["six>=1","attrs>=0"],"network":{"mode":"domains","domains":["b.test","A.test"]}}`, "unknown", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -370,7 +374,13 @@ func TestRetryAfterARestartWithLess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec := &record{Key: requestKey(req), Language: req.Language, Network: req.Network.Mode, Packages: req.Packages, AcceptedAt: time.Now()}
+			key := requestKey(req)
+			if tc.legacy {
+				if key = legacyRequestKey(req); key == requestKey(req) {
+					t.Fatal("the request's key is the same both ways: it tests nothing")
+				}
+			}
+			rec := &record{Key: key, Language: req.Language, Network: req.Network.Mode, Packages: req.Packages, AcceptedAt: time.Now()}
 			if err := j.accept(runKey{uid: 0, id: req.ID}, rec); err != nil {
 				t.Fatal(err)
 			}

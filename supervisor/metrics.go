@@ -82,7 +82,7 @@ func newMetrics(adm *admission) *metrics {
 			Name: "brig_runs_in_flight", Help: "Runs executing now.",
 		}, func() float64 { r, _ := adm.counts(); return float64(r) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "brig_host_memory_cgroups", Help: "The host's memory cgroups (/proc/cgroups), those removed that the kernel still keeps for the cached file pages charged to them included; -1 when it can't be read.",
+			Name: "brig_host_memory_cgroups", Help: "The cgroups of the host's memory hierarchy (/proc/cgroups; on cgroup v2 every cgroup of the unified hierarchy), those removed that the kernel still keeps for the cached file pages charged to them included; -1 when it can't be read.",
 		}, hostMemoryCgroups),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -345,11 +345,18 @@ func discardBody(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
+	// refuse answers before the body is read, then drops the body, so that a
+	// client that sends it all first reads the answer, not a broken pipe.
+	refuse := func(err error) error {
+		writeError(w, err)
+		discardBody(w, r)
+		return err // answered already: guard only counts and logs it
+	}
 	if _, err := query(r); err != nil {
-		return err
+		return refuse(err)
 	}
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return invalid("", "the body is sent with Content-Encoding %q, which this service does not decode; send the JSON as it is", ce)
+		return refuse(invalid("", "the body is sent with Content-Encoding %q, which this service does not decode; send the JSON as it is", ce))
 	}
 	tooLarge := func() error {
 		return newError(api.ErrorTooLarge, "the request body is over %d bytes; send less: the code is at most %d characters, and env at most %d entries", api.MaxBodyBytes, api.MaxCodeChars, api.MaxEnvEntries)
@@ -357,10 +364,7 @@ func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
 	// A body its length declares too large is refused before it is sent, not
 	// once 4 MiB of it have come (or the client has waited out the read).
 	if r.ContentLength > api.MaxBodyBytes {
-		err := tooLarge()
-		writeError(w, err)
-		discardBody(w, r)
-		return err // answered already: guard only counts and logs it
+		return refuse(tooLarge())
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
 	if err != nil {

@@ -352,7 +352,7 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		}
 		rec, err := s.journal.get(rk)
 		switch {
-		case err == nil && rec.Key != key:
+		case err == nil && rec.Key != key && rec.Key != legacyRequestKey(req): // journaled by an earlier brig
 			s.mu.Unlock()
 			return nil, nil, conflict(id)
 		case err == nil:

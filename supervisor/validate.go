@@ -473,6 +473,18 @@ func requestKey(req api.Request) string {
 		slices.Sort(domains)
 		req.Network = &api.Network{Mode: n.Mode, Domains: slices.Compact(domains)}
 	}
+	return keyOf(req)
+}
+
+// legacyRequestKey is requestKey before it took the domains and the packages
+// as sets (2026-12-05): the key of the runs journaled before, which a retry
+// of the same request, sent in the same order, still matches.
+func legacyRequestKey(req api.Request) string {
+	req.ID = ""
+	return keyOf(req)
+}
+
+func keyOf(req api.Request) string {
 	b, _ := json.Marshal(req) // a Request always marshals; map keys are sorted
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -211,10 +212,15 @@ func describeAPIError(e *client.Error) string {
 // finishRun prints what is left of a result and exits with its status.
 func finishRun(c *cli.Context, res *api.Result) error {
 	if c.Bool("json") {
-		b, err := json.MarshalIndent(res, "", "  ")
+		b, err := api.Marshal(res) // '<', '>' and '&' as they are
 		if err != nil {
 			return err
 		}
+		var indented bytes.Buffer
+		if err := json.Indent(&indented, b, "", "  "); err != nil {
+			return err
+		}
+		b = indented.Bytes()
 		// JSON escapes the C0 controls but not DEL nor C1 (U+0080-U+009F); on
 		// a terminal those are escaped too, which leaves the JSON's meaning as is.
 		if !c.Bool("raw") && isTerminal(os.Stdout) {
