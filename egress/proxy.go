@@ -317,9 +317,12 @@ func (r *Run) scanTunnel(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host st
 		case err == nil && sni != "" && sni != host:
 			return cut(sni, "in a ClientHello")
 		case err == nil, errors.Is(err, errNotTLS), errors.Is(err, errNotHello), errors.Is(err, errBadHello), errors.Is(err, errHelloTooLarge):
-			// A hello of host's, or no hello at all: on, scanned.
-			if name := sniShapeName(raw, host); name != "" {
-				return cut(name, "in a server_name extension")
+			// A hello of host's, or no hello at all: on, scanned, its
+			// records' payloads joined too, as a front would join them.
+			for _, b := range [][]byte{raw, recordPayloads(raw)} {
+				if name := sniShapeName(b, host); name != "" {
+					return cut(name, "in a server_name extension")
+				}
 			}
 		default: // the client stopped mid-record: the run can't wait it out
 			rec.failure = r.readFailure(ruleBadHello, err) + ": the tunnel was cut"

@@ -1146,6 +1146,10 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 			{"a decoy hello without SNI, then STARTTLS and a hello naming another host", [][]byte{append(append([]byte("EHLO "), noSNI...), "\r\n"...), []byte("STARTTLS\r\n"), other}, false},
 			{"70 KiB of NOOP lines, then STARTTLS and a hello naming another host", [][]byte{padding, []byte("STARTTLS\r\n"), other}, false},
 			{"a hello of its own host holding another SNI's shape", [][]byte{withExtension(t, own, 0x3a3a, sniShape("other.test"))}, false},
+			// A record that begins a hello of 1000 bytes swallows the next
+			// hello's records, whose SNI is split over them: the joined
+			// payloads show it, as a front joins them.
+			{"an SSLRequest, a record claiming a hello of 1000 bytes, then a hello naming another host in records of 7", [][]byte{sslRequest, append([]byte{0x16, 3, 1, 0, 4, handshakeClientHelo, 0, 0x03, 0xe8}, reframe(t, other, 7)...)}, false},
 		} {
 			got := exchange(t, "upstream.test:2525", tc.pieces...)
 			last := tc.pieces[len(tc.pieces)-1]
@@ -1183,7 +1187,7 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 			t.Errorf("got a connection cut for %q: %+v", c.Failure, c)
 		}
 	}
-	if want := map[string]int{"host": 5, "sni": 10, "unreadable": 7, "trailer": 1}; !reflect.DeepEqual(cut, want) {
+	if want := map[string]int{"host": 5, "sni": 11, "unreadable": 7, "trailer": 1}; !reflect.DeepEqual(cut, want) {
 		t.Errorf("got the cut connections %v, want %v: %+v", cut, want, conns)
 	}
 }

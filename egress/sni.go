@@ -127,6 +127,21 @@ func sniShapeName(b []byte, host string) string {
 	}
 }
 
+// recordPayloads joins the payloads of the TLS records raw begins with, as
+// far as they are whole records.
+func recordPayloads(raw []byte) []byte {
+	var out []byte
+	for len(raw) >= recordHeaderLen {
+		n := int(binary.BigEndian.Uint16(raw[3:5]))
+		if recordHeaderLen+n > len(raw) {
+			break
+		}
+		out = append(out, raw[recordHeaderLen:recordHeaderLen+n]...)
+		raw = raw[recordHeaderLen+n:]
+	}
+	return out
+}
+
 // helloServerName returns the host name of a ClientHello body's SNI
 // extension (RFC 6066 §3), or "" when there is none.
 func helloServerName(body []byte) (string, error) {
