@@ -227,6 +227,12 @@ func TestOnlyProgramLeft(t *testing.T) {
 // its wall time from its start, not 0, and says it had started.
 func TestLostInitKeepsWallTime(t *testing.T) {
 	l := newTestLauncher(t, 0)
+	// Without the exit watch, which may report the program's SIGKILL (the
+	// init's death kills its pid namespace) before the init's pipe closes:
+	// the run is then an error with its wall time, not the lost init.
+	exits := l.exits
+	l.exits = nil
+	t.Cleanup(func() { exits.close() })
 	killed := make(chan error, 1)
 	res := run(t, l, rootfs.Python, "import time\ntime.sleep(10)\n", func(s *Spec) {
 		s.OnStart = func() {

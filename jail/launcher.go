@@ -374,10 +374,9 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 	// Detached mounts as overlay layers are Linux 6.15's: before it, a run's
 	// read-only mounts (package layers) are views by path, which its mount
 	// table names.
-	if fd, err := pid1.DetachedView(empty, empty); err != nil {
+	if err := probeDetachedViews(empty); err != nil {
 		l.log.Info("package layers are mounted by their paths, which a run's mount table shows (the state directory, the layer's key): this kernel refuses detached mounts as overlay layers (Linux 6.15 takes them)", "why", err)
 	} else {
-		unix.Close(fd)
 		l.detachedViews = true
 	}
 	l.wg.Add(1)

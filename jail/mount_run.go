@@ -80,6 +80,21 @@ func mountIntoSandbox(pid int, ids runIDs, ms []Mount, empty string, detached bo
 	return osthread.Run(func() (bool, error) { return true, attachMounts(ns, ms, fds) })
 }
 
+// probeDetachedViews makes a pid1.DetachedView of a folder of its own over
+// empty (overlayfs refuses one folder as two layers: ELOOP), and undoes it.
+func probeDetachedViews(empty string) error {
+	dir, err := os.MkdirTemp(filepath.Dir(empty), "probe-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(dir)
+	fd, err := pid1.DetachedView(dir, empty)
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
+}
+
 // sandboxNamespace opens the namespace of type kind ("mnt") of the sandbox
 // whose init is pid, and refuses it if it is this process's own: an init
 // that has not yet made its namespaces (a reaper makes all but its pid
