@@ -129,6 +129,33 @@ func scrapeMetrics(svc *Service) string {
 	return rec.Body.String()
 }
 
+// sendWhole posts to path, on a connection of its own, a body whose code is n
+// characters, all of it before it reads the answer, as Python's http.client
+// and Node's http do, and returns the answer: a refusal must not reach such a
+// client as a broken pipe.
+func sendWhole(t *testing.T, ts *testService, path string, n int) (*http.Response, []byte) {
+	t.Helper()
+	c, err := net.Dial("unix", ts.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	body := append([]byte(`{"language": "python", "code": "`), bytes.Repeat([]byte("x"), n)...)
+	body = append(body, `"}`...)
+	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: brig\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, len(body))
+	if _, err := c.Write(append([]byte(head), body...)); err != nil {
+		t.Fatalf("sending the body: %v, want it read and an answer after it", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
 func TestAPIStatusCodes(t *testing.T) {
 	ts := newTestService(t)
 	ctx := context.Background()
@@ -236,24 +263,7 @@ func TestAPIStatusCodes(t *testing.T) {
 	t.Run("400 for a query, to a client that sends its whole body first", func(t *testing.T) {
 		// Refused before the body is read: the body is still read and
 		// dropped, so that the client reads the 400, not a broken pipe.
-		c, err := net.Dial("unix", ts.socket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(30 * time.Second))
-		body := append([]byte(`{"language": "python", "code": "`), bytes.Repeat([]byte("x"), 1<<20)...)
-		body = append(body, `"}`...)
-		head := fmt.Sprintf("POST /v1/runs?id=x HTTP/1.1\r\nHost: brig\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
-		if _, err := c.Write(append([]byte(head), body...)); err != nil {
-			t.Fatalf("sending the body: %v, want it read and a 400 after it", err)
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := sendWhole(t, ts, "/v1/runs?id=x", 1<<20)
 		checkAPIErrorShape(t, resp, b, http.StatusBadRequest, api.ErrorInvalidRequest)
 	})
 
@@ -374,24 +384,7 @@ func TestAPIStatusCodes(t *testing.T) {
 	t.Run("413 for a declared length over 4 MiB, to a client that sends it all first", func(t *testing.T) {
 		// As Python's http.client and Node's http do: the whole body, then
 		// the response. The answer must not be a broken pipe.
-		c, err := net.Dial("unix", ts.socket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(30 * time.Second))
-		body := append([]byte(`{"language": "python", "code": "`), bytes.Repeat([]byte("x"), 5<<20)...)
-		body = append(body, `"}`...)
-		head := fmt.Sprintf("POST /v1/runs HTTP/1.1\r\nHost: brig\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
-		if _, err := c.Write(append([]byte(head), body...)); err != nil {
-			t.Fatalf("sending the body: %v, want it read and a 413 after it", err)
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := sendWhole(t, ts, "/v1/runs", 5<<20)
 		e := checkAPIErrorShape(t, resp, b, http.StatusRequestEntityTooLarge, api.ErrorTooLarge)
 		if msg, _ := e["message"].(string); !strings.Contains(msg, "env") {
 			t.Errorf("message %q: want it to name what may make a body large, env too", msg)
