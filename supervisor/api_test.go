@@ -129,18 +129,26 @@ func scrapeMetrics(svc *Service) string {
 	return rec.Body.String()
 }
 
+// dial is a connection of the test's own to ts's socket, with a deadline of
+// 30 s, closed at the test's end.
+func (ts *testService) dial(t *testing.T) net.Conn {
+	t.Helper()
+	c, err := net.Dial("unix", ts.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	return c
+}
+
 // sendWhole posts to path, on a connection of its own, a body whose code is n
 // characters, all of it before it reads the answer, as Python's http.client
 // and Node's http do, and returns the answer: a refusal must not reach such a
 // client as a broken pipe.
 func sendWhole(t *testing.T, ts *testService, path string, n int) (*http.Response, []byte) {
 	t.Helper()
-	c, err := net.Dial("unix", ts.socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
+	c := ts.dial(t)
 	body := append([]byte(`{"language": "python", "code": "`), bytes.Repeat([]byte("x"), n)...)
 	body = append(body, `"}`...)
 	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: brig\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, len(body))

@@ -580,12 +580,7 @@ func TestHalfClosedClientGetsItsAnswer(t *testing.T) {
 	// writing and reads the answer.
 	send := func(t *testing.T, method, path string, body []byte, header ...string) (*http.Response, string) {
 		t.Helper()
-		c, err := net.Dial("unix", ts.socket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(30 * time.Second))
+		c := ts.dial(t)
 		hr, err := http.NewRequest(method, "http://brig"+path, bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -826,12 +821,7 @@ func TestLongRunOutlivesBodyReadTimeout(t *testing.T) {
 	t.Run("a body slower than the timeout", func(t *testing.T) {
 		// Its answer says what to do, and not the socket's path (an audit
 		// got "read unix /tmp/...sock->@: i/o timeout").
-		c, err := net.Dial("unix", ts.socket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(20 * time.Second))
+		c := ts.dial(t)
 		if _, err := io.WriteString(c, "POST /v1/runs HTTP/1.1\r\nHost: brig\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"language\""); err != nil {
 			t.Fatal(err)
 		}
