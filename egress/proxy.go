@@ -304,11 +304,12 @@ func (r *Run) scanTunnel(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host st
 		if i < len(tail) {
 			prefix = append([]byte(nil), tail[i:]...)
 		} else {
-			if err := send(b[:i-len(tail)]); err != nil {
+			k := i - len(tail) // send changes tail
+			if err := send(b[:k]); err != nil {
 				return err
 			}
-			br.Discard(i - len(tail))
-			sent += i - len(tail)
+			br.Discard(k)
+			sent += k
 		}
 		c.SetReadDeadline(time.Now().Add(r.handshakeTimeout))
 		raw, sni, err := readClientHello(io.MultiReader(bytes.NewReader(prefix), br))

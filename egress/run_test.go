@@ -1135,6 +1135,8 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 			{"an SSLRequest, then a hello naming another host split after its header", [][]byte{sslRequest, other[:5], other[5:]}, false},
 			{"an SSLRequest and a hello naming another host in one write", [][]byte{append(append([]byte(nil), sslRequest...), other...)}, false},
 			{"an SSLRequest, then a hello naming its own host", [][]byte{sslRequest, own}, true},
+			{"an SSLRequest and a hello naming its own host in one write", [][]byte{append(append([]byte(nil), sslRequest...), own...)}, true},
+			{"a line, a hello naming its own host and a line in one write", [][]byte{append(append([]byte("STARTTLS\r\n"), own...), "\r\nQUIT\r\n"...)}, true},
 			{"a line, then binary bytes", [][]byte{[]byte("HELLO\r\n"), {0x16, 0x03, 0x01, 0x00}}, true},
 			{"a hello naming another host, first, its record's version 3.9", [][]byte{append([]byte{0x16, 0x03, 0x09}, other[3:]...)}, false},
 			{"a hello naming another host, first, its first two bytes alone", [][]byte{other[:2], other[2:]}, false},
@@ -1155,6 +1157,10 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 			last := tc.pieces[len(tc.pieces)-1]
 			if through := strings.Contains(got, string(last)); through != tc.through {
 				t.Errorf("%s: the last piece came back through the echo: %v, want %v (got %q)", tc.name, through, tc.through, got)
+			}
+			// What passes, passes as it was sent: nothing twice, nothing left out.
+			if want := "220 banner.test ready\r\n" + string(bytes.Join(tc.pieces, nil)); tc.through && got != want {
+				t.Errorf("%s: the echo gave %d bytes, want the %d sent, as they were", tc.name, len(got), len(want))
 			}
 		}
 	})
