@@ -332,9 +332,9 @@ func (r *Run) scanTunnel(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host st
 		if err := send(raw[len(prefix):]); err != nil {
 			return err
 		}
-		if sent += len(raw) - len(prefix); last {
-			return nil
-		}
+		// On, even past the last read: what it left in br is scanned
+		// before the splice, which reads the socket, takes over.
+		sent += len(raw) - len(prefix)
 	}
 }
 

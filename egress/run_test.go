@@ -1136,6 +1136,7 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 			{"an SSLRequest and a hello naming another host in one write", [][]byte{append(append([]byte(nil), sslRequest...), other...)}, false},
 			{"an SSLRequest, then a hello naming its own host", [][]byte{sslRequest, own}, true},
 			{"an SSLRequest and a hello naming its own host in one write", [][]byte{append(append([]byte(nil), sslRequest...), own...)}, true},
+			{"70 KiB of NOOP lines, then a record like a hello's that is none and bytes after it in one write", [][]byte{padding, []byte("\x16\x03\x01\x00\x05\x01\x00\x00\x01\xffafter the record")}, true},
 			{"a line, a hello naming its own host and a line in one write", [][]byte{append(append([]byte("STARTTLS\r\n"), own...), "\r\nQUIT\r\n"...)}, true},
 			{"a line, then binary bytes", [][]byte{[]byte("HELLO\r\n"), {0x16, 0x03, 0x01, 0x00}}, true},
 			{"a hello naming another host, first, its record's version 3.9", [][]byte{append([]byte{0x16, 0x03, 0x09}, other[3:]...)}, false},
