@@ -315,19 +315,14 @@ func (r *Run) scanTunnel(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host st
 		raw, sni, err := readClientHello(io.MultiReader(bytes.NewReader(prefix), br))
 		c.SetReadDeadline(time.Time{})
 		switch {
-		case err == nil && sni != "" && sni != host:
-			return cut(sni, "in a ClientHello")
-		case err == nil, errors.Is(err, errNotTLS), errors.Is(err, errNotHello), errors.Is(err, errBadHello), errors.Is(err, errHelloTooLarge):
-			// A hello of host's, or no hello at all: on, scanned, its
-			// records' payloads joined too, as a front would join them.
-			for _, b := range [][]byte{raw, recordPayloads(raw)} {
-				if name := sniShapeName(b, host); name != "" {
-					return cut(name, "in a server_name extension")
-				}
-			}
-		default: // the client stopped mid-record: the run can't wait it out
+		case err != nil:
+			// A record that begins as a hello's does and can't be read as
+			// one whole (split over records, or not a hello after all)
+			// is cut: fronts read such records differently.
 			rec.failure = r.readFailure(ruleBadHello, err) + ": the tunnel was cut"
 			return errTunnelCut
+		case sni != "" && sni != host:
+			return cut(sni, "in a ClientHello")
 		}
 		if err := send(raw[len(prefix):]); err != nil {
 			return err
@@ -339,16 +334,21 @@ func (r *Run) scanTunnel(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host st
 }
 
 // helloPrefixLen is how many bytes helloAt needs to see a ClientHello's
-// start: a handshake record's header and the handshake's type.
-const helloPrefixLen = recordHeaderLen + 1
+// start: a handshake record's header, the handshake's type and its length's
+// first byte.
+const helloPrefixLen = recordHeaderLen + 2
 
 // helloAt is the index of the first place in b where a TLS record that
-// begins a ClientHello may start (a handshake record, version 3.x whatever
-// its minor, a length a plaintext record may have, a ClientHello's type), or
-// -1.
+// begins a ClientHello may start, or -1: a handshake record of a major
+// version below 16 (Go's TLS takes any on a first record; HAProxy takes 3
+// and up, which the shape of its SNI shows past 15: scanTunnel), a length a
+// plaintext record may have, a ClientHello's type and a length below 128
+// KiB (OpenSSL's bound). Random bytes match once in 2^29 places: a tunnel
+// whose first 64 KiB are random (a git push over SSH) is cut about once in
+// 8,000.
 func helloAt(b []byte) int {
 	for i := 0; i+helloPrefixLen <= len(b); i++ {
-		if b[i] != recordTypeHandshake || b[i+1] != 3 || b[i+5] != handshakeClientHelo {
+		if b[i] != recordTypeHandshake || b[i+1] >= 0x10 || b[i+5] != handshakeClientHelo || b[i+6] > 1 {
 			continue
 		}
 		if n := int(binary.BigEndian.Uint16(b[i+3 : i+5])); n > 0 && n <= maxRecordLen {
@@ -400,26 +400,51 @@ func (r *Run) requestLineFirst(c *net.TCPConn, br *bufio.Reader) (bool, error) {
 // some server, -1 when it can't, and 0 while it still may (no line end yet).
 // Servers read request lines loosely (runs of spaces, tabs and other
 // whitespace between the parts, whitespace before the method, HTTP/0.9's
-// "GET http://host/" without a version; an audit reached another host through
-// each), so anything whose first line names "HTTP/" or "http://" is taken for
-// one, and readHead, which takes only the exact form, refuses the rest: the
-// tunnel is cut. A line protocol's first line (SMTP's "EHLO host", SSH's
-// banner, Redis's "PING") names neither, and a binary protocol's bytes hold
-// a control byte no request line has.
+// "GET /target" with headers after it, a PROXY protocol line first, which a
+// front that takes one from its clients reads before the request; an audit
+// reached another host through each), so a first line of a method, a target
+// and a last word beginning "HTTP/", "GET" and one word, or a PROXY
+// protocol header is taken for one, and readHead, which takes only the exact
+// form, refuses the rest: the tunnel is cut. A line protocol's first line
+// (SMTP's "EHLO host", SSH's banner, Redis's "SET url http://...", XMPP's
+// "<?xml") is none of these, and a binary protocol's bytes hold a control byte
+// no request line has.
 func requestLineVerdict(b []byte) int {
-	b = bytes.TrimLeft(b, " \t\r\n\v\f\x1c\x1d\x1e\x1f") // servers skip empty lines, some whitespace
-	line, _, complete := bytes.Cut(b, []byte("\n"))
-	lower := bytes.ToLower(line)
 	switch {
-	case bytes.Contains(lower, []byte("http/")), bytes.Contains(lower, []byte("http://")):
+	case bytes.HasPrefix(b, proxyV2Signature):
 		return 1
-	case bytes.ContainsFunc(line, func(r rune) bool { return r < 0x09 || r > 0x0d && r < 0x1c || r == 0x7f }):
-		return -1
-	case complete:
+	case len(b) > 0 && bytes.HasPrefix(proxyV2Signature, b):
+		return 0
+	}
+	b = bytes.TrimLeft(b, httpSpace)
+	line, _, complete := bytes.Cut(b, []byte("\n"))
+	if bytes.ContainsFunc(line, func(r rune) bool { return r < 0x09 || r > 0x0d && r < 0x1c || r == 0x7f }) {
 		return -1
 	}
-	return 0
+	words := bytes.FieldsFunc(line, func(r rune) bool { return strings.ContainsRune(httpSpace, r) || r == 0x85 || r == 0xa0 })
+	switch {
+	case !complete:
+		if len(words) > 0 && !isToken(string(words[0])) {
+			return -1
+		}
+		return 0
+	case len(words) > 0 && string(words[0]) == "PROXY":
+		return 1
+	case len(words) >= 3 && isToken(string(words[0])) && bytes.HasPrefix(bytes.ToUpper(words[len(words)-1]), []byte("HTTP/")):
+		return 1
+	case len(words) == 2 && string(words[0]) == "GET":
+		return 1
+	}
+	return -1
 }
+
+// httpSpace is what servers take for the whitespace between a request
+// line's parts, or before it (Python's str.split: ASCII whitespace and the
+// separators 0x1c to 0x1f; 0x85 and 0xa0 too, as runes).
+const httpSpace = " \t\r\n\v\f\x1c\x1d\x1e\x1f"
+
+// proxyV2Signature begins a PROXY protocol v2 header.
+var proxyV2Signature = []byte("\r\n\r\n\x00\r\nQUIT\n")
 
 // tunnelRequest forwards a raw tunnel's one plain HTTP request to host:port
 // once its Host and its target name host, then drops what the client sends

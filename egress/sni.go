@@ -17,78 +17,72 @@ const (
 	handshakeClientHelo = 1
 	extServerName       = 0
 	sniHostName         = 0
-	// maxHelloBytes bounds a ClientHello: post-quantum key shares make them
-	// about 1.5 KiB, padding and many ALPN names more, and nothing sane sends
-	// 64 KiB.
-	maxHelloBytes = 64 << 10
 )
 
 var (
-	errNotTLS        = errors.New("not a TLS handshake")
-	errNotHello      = errors.New("the first handshake message is not a ClientHello")
-	errHelloTooLarge = fmt.Errorf("the ClientHello is larger than %d bytes", maxHelloBytes)
-	errBadHello      = errors.New("the ClientHello is malformed")
+	errNotTLS     = errors.New("not a TLS handshake")
+	errNotHello   = errors.New("the first handshake message is not a ClientHello")
+	errSplitHello = errors.New("the ClientHello does not fit its first record: a hello split over records is read differently by different fronts (HAProxy reads the next record's header as an extension), so brig takes a hello in one record only")
+	errBadHello   = errors.New("the ClientHello is malformed")
 )
 
-// readClientHello reads TLS records from r until the first handshake message,
-// a ClientHello, is complete, however it is split over TCP segments and
-// records, and never reads past the record that completes it (the bytes after
-// belong to the upstream). It returns every byte it read, to be written to the
-// upstream unchanged, and the server name of the SNI extension, lower case
-// without a trailing dot, or "" when the hello has none.
+// readClientHello reads one TLS record from r, which must hold a ClientHello
+// whole and nothing else, however it is split over TCP segments, and never
+// reads past it (the bytes after belong to the upstream). It returns every
+// byte it read, to be written to the upstream unchanged, and the server name
+// of the SNI extension, lower case without a trailing dot, or "" when the
+// hello has none. The record's major version may be any below 16, as Go's
+// TLS takes on a first record (a front's parser may not look at it).
+//
+// A hello split over records is refused (errSplitHello): fronts join records
+// differently (HAProxy reads on across the next record's header, OpenSSL
+// skips empty records, Go skips warning alerts between them), and a name
+// split over two records is read by some and not by others; clients send
+// their hello in one record (a 16 KiB record holds a hello with post-quantum
+// key shares ten times over). A hello that holds, besides its SNI, the shape
+// of a server_name extension naming another host is refused too
+// (sniShapeName).
 //
 // Hand-written rather than crypto/tls's, which only parses a hello while
 // terminating TLS; inetaf/tcpproxy's sni.go is the model (it hands crypto/tls
 // a fake conn), but this one reads the framing itself so that it can bound the
 // size, keep the exact bytes and parse nothing but what it needs.
 func readClientHello(r io.Reader) (raw []byte, sni string, err error) {
-	raw = make([]byte, 0, 2048)
-	var msg []byte // the handshake bytes, records' headers removed
-	for {
-		start := len(raw)
-		raw = append(raw, make([]byte, recordHeaderLen)...)
-		if _, err := io.ReadFull(r, raw[start:]); err != nil {
-			return raw, "", fmt.Errorf("reading a record header: %w", err)
-		}
-		hdr := raw[start:]
-		if hdr[0] != recordTypeHandshake || hdr[1] != 3 {
-			return raw, "", errNotTLS
-		}
-		n := int(binary.BigEndian.Uint16(hdr[3:5]))
-		if n == 0 || n > maxRecordLen {
-			return raw, "", fmt.Errorf("%w: a record of %d bytes", errBadHello, n)
-		}
-		if len(msg)+n > maxHelloBytes {
-			return raw, "", errHelloTooLarge
-		}
-		raw = append(raw, make([]byte, n)...)
-		if _, err := io.ReadFull(r, raw[len(raw)-n:]); err != nil {
-			return raw, "", fmt.Errorf("reading a record: %w", err)
-		}
-		msg = append(msg, raw[len(raw)-n:]...)
-		if len(msg) < 4 {
-			continue
-		}
-		if msg[0] != handshakeClientHelo {
-			return raw, "", errNotHello
-		}
-		size := int(msg[1])<<16 | int(msg[2])<<8 | int(msg[3])
-		if size > maxHelloBytes-4 {
-			return raw, "", errHelloTooLarge
-		}
-		if len(msg) >= 4+size {
-			sni, err := helloServerName(msg[4 : 4+size])
-			if err != nil {
-				return raw, sni, err
-			}
-			for _, b := range [][]byte{raw, msg} {
-				if other := sniShapeName(b, sni); other != "" {
-					return raw, "", fmt.Errorf("%w: it holds a server_name extension for %q besides %q", errBadHello, other, sni)
-				}
-			}
-			return raw, sni, nil
-		}
+	raw = make([]byte, recordHeaderLen, 2048)
+	if n, err := io.ReadFull(r, raw); err != nil {
+		return raw[:n], "", fmt.Errorf("reading a record header: %w", err)
 	}
+	if raw[0] != recordTypeHandshake || raw[1] >= 0x10 {
+		return raw, "", errNotTLS
+	}
+	n := int(binary.BigEndian.Uint16(raw[3:5]))
+	if n == 0 || n > maxRecordLen {
+		return raw, "", fmt.Errorf("%w: a record of %d bytes", errBadHello, n)
+	}
+	raw = append(raw, make([]byte, n)...)
+	if got, err := io.ReadFull(r, raw[recordHeaderLen:]); err != nil {
+		return raw[:recordHeaderLen+got], "", fmt.Errorf("reading a record: %w", err)
+	}
+	msg := raw[recordHeaderLen:]
+	if msg[0] != handshakeClientHelo {
+		return raw, "", errNotHello
+	}
+	if len(msg) < 4 {
+		return raw, "", errSplitHello
+	}
+	switch size := int(msg[1])<<16 | int(msg[2])<<8 | int(msg[3]); {
+	case 4+size > len(msg):
+		return raw, "", errSplitHello
+	case 4+size < len(msg):
+		return raw, "", fmt.Errorf("%w: %d bytes follow it in its record", errBadHello, len(msg)-4-size)
+	}
+	if sni, err = helloServerName(msg[4:]); err != nil {
+		return raw, "", err
+	}
+	if other := sniShapeName(msg, sni); other != "" {
+		return raw, "", fmt.Errorf("%w: it holds a server_name extension for %q besides %q", errBadHello, other, sni)
+	}
+	return raw, sni, nil
 }
 
 // sniShapeMax is the longest a server_name extension's shape is
@@ -125,21 +119,6 @@ func sniShapeName(b []byte, host string) string {
 			return normalHost(name)
 		}
 	}
-}
-
-// recordPayloads joins the payloads of the TLS records raw begins with, as
-// far as they are whole records.
-func recordPayloads(raw []byte) []byte {
-	var out []byte
-	for len(raw) >= recordHeaderLen {
-		n := int(binary.BigEndian.Uint16(raw[3:5]))
-		if recordHeaderLen+n > len(raw) {
-			break
-		}
-		out = append(out, raw[recordHeaderLen:recordHeaderLen+n]...)
-		raw = raw[recordHeaderLen+n:]
-	}
-	return out
 }
 
 // helloServerName returns the host name of a ClientHello body's SNI

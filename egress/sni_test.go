@@ -13,7 +13,7 @@ import (
 )
 
 // clientHello returns the records of the ClientHello crypto/tls sends with
-// cfg, read off a pipe by readClientHello itself.
+// cfg, read off a pipe record by record (one, but for a hello past 16 KiB).
 func clientHello(t *testing.T, cfg *tls.Config) []byte {
 	t.Helper()
 	a, b := net.Pipe()
@@ -22,14 +22,38 @@ func clientHello(t *testing.T, cfg *tls.Config) []byte {
 		defer close(done)
 		tls.Client(a, cfg).Handshake() // fails when b closes: only the hello matters
 	}()
-	raw, _, err := readClientHello(b)
+	var raw []byte
+	for helloRecordsLen(raw) == 0 {
+		buf := make([]byte, 4096)
+		n, err := b.Read(buf)
+		if err != nil {
+			t.Fatalf("reading the hello crypto/tls sent: %v", err)
+		}
+		raw = append(raw, buf[:n]...)
+	}
 	b.Close()
 	a.Close()
 	<-done
-	if err != nil {
-		t.Fatalf("reading the hello crypto/tls sent: %v", err)
-	}
 	return raw
+}
+
+// helloRecordsLen is the length of the records at the start of b that hold
+// a whole ClientHello, over however many records, or 0 while they don't yet.
+func helloRecordsLen(b []byte) int {
+	var msg []byte
+	at := 0
+	for at+recordHeaderLen <= len(b) {
+		n := int(binary.BigEndian.Uint16(b[at+3 : at+5]))
+		if at+recordHeaderLen+n > len(b) {
+			return 0
+		}
+		msg = append(msg, b[at+recordHeaderLen:at+recordHeaderLen+n]...)
+		at += recordHeaderLen + n
+		if len(msg) >= 4 && len(msg) >= 4+(int(msg[1])<<16|int(msg[2])<<8|int(msg[3])) {
+			return at
+		}
+	}
+	return 0
 }
 
 // reframe splits a hello's handshake bytes into records of at most size bytes.
@@ -48,6 +72,14 @@ func reframe(t *testing.T, raw []byte, size int) []byte {
 		out = append(out, msg[:n]...)
 		msg = msg[n:]
 	}
+	return out
+}
+
+// withTrailing is a one-record hello with b after it in its record.
+func withTrailing(hello, b []byte) []byte {
+	out := append(append([]byte(nil), hello...), b...)
+	n := int(binary.BigEndian.Uint16(out[3:5])) + len(b)
+	out[3], out[4] = byte(n>>8), byte(n)
 	return out
 }
 
@@ -118,17 +150,19 @@ func TestReadClientHello(t *testing.T) {
 		{name: "plain", in: plain, wantSNI: "api.example.com"},
 		{name: "a post-quantum hello is past 1 KB", in: plain, wantSNI: "api.example.com"},
 		{name: "one byte per read, as TCP segments", in: plain, reader: iotest.OneByteReader, wantSNI: "api.example.com"},
-		{name: "split over records of 50 bytes", in: reframe(t, plain, 50), wantSNI: "api.example.com"},
-		{name: "split over records of 1 byte", in: reframe(t, plain, 1), wantSNI: "api.example.com"},
-		{name: "20 KB over two records", in: large, wantSNI: "large.example.com"},
-		{name: "20 KB one byte per read", in: large, reader: iotest.OneByteReader, wantSNI: "large.example.com"},
+		{name: "split over records of 50 bytes", in: reframe(t, plain, 50), wantErr: errSplitHello},
+		{name: "split over records of 1 byte", in: reframe(t, plain, 1), wantErr: errSplitHello},
+		{name: "20 KB over two records", in: large, wantErr: errSplitHello},
+		{name: "20 KB one byte per read", in: large, reader: iotest.OneByteReader, wantErr: errSplitHello},
+		{name: "a record version Go takes on a first record", in: append([]byte{recordTypeHandshake, 0, 0}, plain[3:]...), wantSNI: "api.example.com"},
+		{name: "bytes after the hello in its record", in: withTrailing(plain, []byte{0x14, 0, 0, 1, 1}), wantErr: errBadHello},
 		{name: "no SNI", in: noSNI, wantSNI: ""},
 		{name: "an extension brig skips holding another SNI's shape", in: withExtension(t, plain, 0x3a3a, sniShape("other.example")), wantErr: errBadHello},
 		{name: "no SNI, but an extension holding an SNI's shape", in: withExtension(t, noSNI, 0x3a3a, sniShape("other.example")), wantErr: errBadHello},
 		{name: "an extension holding the SNI's own shape", in: withExtension(t, plain, 0x3a3a, sniShape("api.example.com")), wantSNI: "api.example.com"},
 		{name: "IP server name", in: ipSNI, wantSNI: ""},
 		{name: "not TLS", in: http, wantErr: errNotTLS},
-		{name: "larger than 64 KiB", in: huge, wantErr: errHelloTooLarge},
+		{name: "larger than its record", in: huge, wantErr: errSplitHello},
 		{name: "truncated", in: plain[:len(plain)-10], wantErr: io.ErrUnexpectedEOF},
 		{name: "empty", in: nil, wantErr: io.EOF},
 	}
