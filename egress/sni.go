@@ -22,7 +22,7 @@ const (
 var (
 	errNotTLS     = errors.New("not a TLS handshake")
 	errNotHello   = errors.New("the first handshake message is not a ClientHello")
-	errSplitHello = errors.New("the ClientHello does not fit its first record: a hello split over records is read differently by different fronts (HAProxy reads the next record's header as an extension), so brig takes a hello in one record only")
+	errSplitHello = errors.New("the ClientHello does not fit its first record (brig reads a hello in one record only: fronts join records differently)")
 	errBadHello   = errors.New("the ClientHello is malformed")
 )
 
@@ -93,11 +93,11 @@ const sniShapeMax = 9 + 255
 // shape of a server_name extension, anywhere in it: type 0, a length, a list
 // that length less 2, and a host_name entry first in it whose name is a host
 // name; "" when there is none. A front's parser may find an SNI where
-// brig's does not look for one: HAProxy reads a hello split over two records
-// as one run of bytes, the second record's header as an extension's, and
-// lands on such a shape inside an extension brig skips (an audit reached
-// another host by it), and a front may read a hello in a record version that
-// brig takes for no record. A hello, or a raw tunnel's bytes, that hold one
+// brig's does not look for one: in a hello, inside an extension brig skips
+// (HAProxy, reading a hello split over records as one run of bytes, landed
+// on one: a probe reached another host by it), and in a raw tunnel, in a
+// record of a version brig's scan takes for no record (HAProxy takes any
+// major version from 3). A hello, or a raw tunnel's bytes, that hold one
 // naming another host are refused; random bytes hold one about once in 2^40.
 func sniShapeName(b []byte, host string) string {
 	for i := 0; ; i++ {
