@@ -218,7 +218,8 @@ func (r *Run) tunnelFirst(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host s
 		return true, nil // the client sent nothing: the splice sees its end
 	}
 	if first[0] == recordTypeHandshake {
-		if err := r.forwardHello(c, br, mw, nil, host, rec); err != nil {
+		write := func(b []byte) error { _, err := mw.Write(b); return err }
+		if err := r.forwardHello(c, br, nil, host, rec, write); err != nil {
 			return false, err
 		}
 		return true, writeBuffered(mw, br)
@@ -235,8 +236,10 @@ func (r *Run) tunnelFirst(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host s
 
 // forwardHello reads a ClientHello whose first bytes, prefix, were sent
 // already, and sends the rest of it if it names host or no host; otherwise
-// the tunnel is cut before the rest is sent, its failure saying why.
-func (r *Run) forwardHello(c *net.TCPConn, br *bufio.Reader, mw io.Writer, prefix []byte, host string, rec *record) error {
+// (a record that begins as a hello's does and can't be read as one whole,
+// which fronts read differently, or another host's hello) the tunnel is cut
+// before the rest is sent, its failure saying why.
+func (r *Run) forwardHello(c *net.TCPConn, br *bufio.Reader, prefix []byte, host string, rec *record, send func([]byte) error) error {
 	c.SetReadDeadline(time.Now().Add(r.handshakeTimeout))
 	hello, sni, err := readClientHello(io.MultiReader(bytes.NewReader(prefix), br))
 	c.SetReadDeadline(time.Time{})
@@ -248,8 +251,7 @@ func (r *Run) forwardHello(c *net.TCPConn, br *bufio.Reader, mw io.Writer, prefi
 		rec.failure = fmt.Sprintf("%s (%q, not %q): the tunnel was cut before the hello was sent", ruleSNIMismatch, clip(sni), host)
 		return errTunnelCut
 	}
-	_, err = mw.Write(hello[len(prefix):])
-	return err
+	return send(hello[len(prefix):])
 }
 
 // scanTunnel forwards a raw tunnel's client bytes that began as neither TLS
@@ -311,25 +313,15 @@ func (r *Run) scanTunnel(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host st
 			br.Discard(k)
 			sent += k
 		}
-		c.SetReadDeadline(time.Now().Add(r.handshakeTimeout))
-		raw, sni, err := readClientHello(io.MultiReader(bytes.NewReader(prefix), br))
-		c.SetReadDeadline(time.Time{})
-		switch {
-		case err != nil:
-			// A record that begins as a hello's does and can't be read as
-			// one whole (split over records, or not a hello after all)
-			// is cut: fronts read such records differently.
-			rec.failure = r.readFailure(ruleBadHello, err) + ": the tunnel was cut"
-			return errTunnelCut
-		case sni != "" && sni != host:
-			return cut(sni, "in a ClientHello")
-		}
-		if err := send(raw[len(prefix):]); err != nil {
+		// On after the hello, even past the last read: what that read
+		// left in br is scanned before the splice, which reads the
+		// socket, takes over.
+		if err := r.forwardHello(c, br, prefix, host, rec, func(b []byte) error {
+			sent += len(b)
+			return send(b)
+		}); err != nil {
 			return err
 		}
-		// On, even past the last read: what it left in br is scanned
-		// before the splice, which reads the socket, takes over.
-		sent += len(raw) - len(prefix)
 	}
 }
 
