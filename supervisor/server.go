@@ -95,12 +95,9 @@ func (s *Service) withPeer(ctx context.Context, c net.Conn) context.Context {
 // context ends, the connection is polled until it hangs up.
 func clientContext(r *http.Request) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	go func() {
-		select {
-		case <-r.Context().Done():
-		case <-ctx.Done():
-			return
-		}
+	// Only once r's context ends: a request answered before costs no
+	// goroutine.
+	stop := context.AfterFunc(r.Context(), func() {
 		t := time.NewTicker(hangUpPoll)
 		defer t.Stop()
 		for !hungUp(r) {
@@ -111,8 +108,8 @@ func clientContext(r *http.Request) (context.Context, context.CancelFunc) {
 			}
 		}
 		cancel()
-	}()
-	return ctx, cancel
+	})
+	return ctx, func() { stop(); cancel() }
 }
 
 // hungUp reports whether r's client has closed its connection, not only
