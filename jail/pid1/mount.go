@@ -1,7 +1,6 @@
 package pid1
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -239,31 +238,32 @@ func copiesOverlay() (int, error) {
 	return fd, nil
 }
 
-// overlayOfFds makes a detached, read-only, nosuid and nodev overlay whose
-// lower layers, top first, are the directories open at layers (lowerdir+ by
-// descriptor): its fd, close-on-exec. The mount table names each layer by
+// overlayOfFds is readOnlyOverlay of the directories open at layers, top
+// first, given by descriptor (lowerdir+). The mount table names each layer by
 // its path from its own mount's root, which for a detached mount (a clone of
 // open_tree, an fsmount) says nothing of where the host keeps it.
 func overlayOfFds(layers []int) (int, error) {
-	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
-	if err != nil {
-		return -1, fmt.Errorf("fsopen overlay: %w", err)
-	}
-	defer unix.Close(fsfd)
-	errs := []error{unix.FsconfigSetString(fsfd, "source", "overlay")}
-	for _, l := range layers {
-		errs = append(errs, unix.FsconfigSetFd(fsfd, "lowerdir+", l))
-	}
-	// xino=auto, as ReadOnlyView says.
-	errs = append(errs, unix.FsconfigSetString(fsfd, "xino", "auto"), unix.FsconfigCreate(fsfd))
-	if err := errors.Join(errs...); err != nil {
-		return -1, err
-	}
-	fd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
-	if err != nil {
-		return -1, fmt.Errorf("fsmount: %w", err)
-	}
-	return fd, nil
+	return readOnlyOverlay(func(fsfd int) error {
+		for _, l := range layers {
+			if err := unix.FsconfigSetFd(fsfd, "lowerdir+", l); err != nil {
+				return fmt.Errorf("setting an overlay layer by descriptor: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// overlayOfPaths is readOnlyOverlay of the layers lowerdir, a list of paths
+// (with the extra options).
+func overlayOfPaths(lowerdir string, extra ...[2]string) (int, error) {
+	return readOnlyOverlay(func(fsfd int) error {
+		for _, kv := range append([][2]string{{"lowerdir", lowerdir}}, extra...) {
+			if err := unix.FsconfigSetString(fsfd, kv[0], kv[1]); err != nil {
+				return fmt.Errorf("setting overlay %s=%s: %w", kv[0], kv[1], err)
+			}
+		}
+		return nil
+	})
 }
 
 // MountView mounts v at dst: its overlay, whose top layer is the folder at
@@ -281,7 +281,7 @@ func MountView(v *View, lower, stage, dst string) error {
 			return fmt.Errorf("the view of %q: %w", v.Source, err)
 		}
 	}
-	fd, err := readOnlyOverlay(mask+":"+v.Source, [2]string{"redirect_dir", "follow"})
+	fd, err := overlayOfPaths(mask+":"+v.Source, [2]string{"redirect_dir", "follow"})
 	if err != nil {
 		return fmt.Errorf("the view of %q: %w", v.Source, err)
 	}
@@ -329,7 +329,7 @@ func ReadOnlyView(src, empty string) (int, error) {
 			return -1, fmt.Errorf("a read-only view of %q: %w", src, err)
 		}
 	}
-	fd, err := readOnlyOverlay(src + ":" + empty)
+	fd, err := overlayOfPaths(src + ":" + empty)
 	if err != nil {
 		return -1, fmt.Errorf("a read-only view of %q: %w", src, err)
 	}
@@ -362,19 +362,22 @@ func DetachedView(src, empty string) (int, error) {
 	return fd, nil
 }
 
-// readOnlyOverlay makes a detached, read-only, nosuid and nodev overlay of
-// the layers lowerdir, with xino=auto and the extra options: its fd,
-// close-on-exec.
-func readOnlyOverlay(lowerdir string, extra ...[2]string) (int, error) {
+// readOnlyOverlay makes a detached, read-only, nosuid and nodev overlay,
+// with xino=auto, whose layers (and other options) layers sets on its
+// filesystem context: its fd, close-on-exec.
+func readOnlyOverlay(layers func(fsfd int) error) (int, error) {
 	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return -1, fmt.Errorf("fsopen overlay: %w", err)
 	}
 	defer unix.Close(fsfd)
-	for _, kv := range append([][2]string{{"source", "overlay"}, {"lowerdir", lowerdir}, {"xino", "auto"}}, extra...) {
+	for _, kv := range [][2]string{{"source", "overlay"}, {"xino", "auto"}} {
 		if err := unix.FsconfigSetString(fsfd, kv[0], kv[1]); err != nil {
 			return -1, fmt.Errorf("setting overlay %s=%s: %w", kv[0], kv[1], err)
 		}
+	}
+	if err := layers(fsfd); err != nil {
+		return -1, err
 	}
 	if err := unix.FsconfigCreate(fsfd); err != nil {
 		return -1, fmt.Errorf("creating the overlay: %w", err)
