@@ -582,8 +582,7 @@ func (r *Run) relayHTTP(c *net.TCPConn, br *bufio.Reader, up *net.TCPConn, h *he
 		rec.markCut(err)
 		up.Close()
 	}
-	<-done
-	lingerDrain(c)
+	dropUntilDone(c, up, done)
 }
 
 // sendRequest writes h, rewritten to target and host, and its body to w. A
@@ -600,12 +599,25 @@ func sendRequest(w io.Writer, br *bufio.Reader, h *head, target, host string, re
 	return err
 }
 
-// lingerDrain drains what the client sent after its request, briefly, so that
-// closing does not reset the connection under the tail of the response.
-func lingerDrain(c *net.TCPConn) {
+// dropUntilDone drops what the client sends after its one request until the
+// upstream's answer has been copied (done), then for lingerTime more, so that
+// closing does not reset the connection under the tail of the answer. The
+// client's end of stream is passed on as a half close, as pipe does: an
+// upstream that answers or closes only once its client has (one that ignores
+// Connection: close) would otherwise hold the connection until the run ends.
+// Past maxHeadBytes the client is no longer read.
+func dropUntilDone(c, up *net.TCPConn, done <-chan struct{}) {
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		if n, err := io.Copy(io.Discard, io.LimitReader(c, maxHeadBytes)); err == nil && n < maxHeadBytes {
+			up.CloseWrite()
+		}
+	}()
+	<-done
 	c.CloseWrite()
 	c.SetReadDeadline(time.Now().Add(lingerTime))
-	io.Copy(io.Discard, io.LimitReader(c, maxHeadBytes))
+	<-read
 }
 
 // pipe splices client and upstream both ways until both are done. An end of
@@ -616,7 +628,8 @@ func (r *Run) pipe(c, up *net.TCPConn, rec *record) { r.pipeAfter(c, up, rec, ni
 // pipeAfter is pipe whose client-to-upstream direction first calls first
 // (when not nil), which forwards the client's first bytes itself; an error
 // from it ends the connection both ways, and more false ends that direction
-// there: what the client sends next is dropped until the upstream is done.
+// there: what the client sends next is dropped until the upstream is done, but
+// for its end of stream (dropUntilDone).
 func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, first func() (more bool, err error)) {
 	done := make(chan struct{})
 	go func() {
@@ -639,8 +652,7 @@ func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, first func() (more bool
 			return
 		}
 		if !more {
-			<-done
-			lingerDrain(c)
+			dropUntilDone(c, up, done)
 			return
 		}
 	}

@@ -172,6 +172,20 @@ func newUpstreams(t testing.TB) *upstreams {
 		if d, err := time.ParseDuration(req.URL.Query().Get("delay")); err == nil {
 			time.Sleep(d)
 		}
+		if req.URL.Query().Has("after-eof") {
+			// An upstream that answers only once its client has closed its
+			// side, whatever Connection says.
+			c, brw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.Copy(io.Discard, brw); err == nil {
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nafter eof")
+			}
+			return
+		}
 		if n, err := strconv.Atoi(req.URL.Query().Get("bytes")); err == nil {
 			w.Header().Set("Content-Length", strconv.Itoa(n))
 			buf := make([]byte, 64<<10)
@@ -341,6 +355,13 @@ func get(c *http.Client, url string) (int, string, error) {
 // returns everything read until the connection ends.
 func rawExchange(t *testing.T, ns *testNS, addr, req string) string {
 	t.Helper()
+	return exchangeThen(t, ns, addr, req, false)
+}
+
+// exchangeThen is rawExchange that closes its side once req is sent, when
+// halfClose is true.
+func exchangeThen(t *testing.T, ns *testNS, addr, req string, halfClose bool) string {
+	t.Helper()
 	c, err := ns.dial(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatalf("dialing %s: %v", addr, err)
@@ -348,6 +369,9 @@ func rawExchange(t *testing.T, ns *testNS, addr, req string) string {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	io.WriteString(c, req)
+	if halfClose {
+		c.(*net.TCPConn).CloseWrite()
+	}
 	b, _ := io.ReadAll(c)
 	return string(b)
 }
@@ -551,6 +575,19 @@ func TestRunProxies(t *testing.T) {
 			t.Errorf("got %d %q %v, want 200 %q", status, body, err, "hello upstream.test /plain 0")
 		}
 	})
+	// An upstream that answers once its client has closed its side gets the
+	// client's end after the one request each of these forwards.
+	for _, tt := range []struct{ name, addr, req string }{
+		{"transparent HTTP", "127.0.0.1:80", "GET /?after-eof HTTP/1.1\r\nHost: upstream.test\r\n\r\n"},
+		{"plain proxy request", proxyURL.Host, "GET http://upstream.test/?after-eof HTTP/1.1\r\n\r\n"},
+		{"CONNECT to port 80", proxyURL.Host, "CONNECT upstream.test:80 HTTP/1.1\r\n\r\nGET /?after-eof HTTP/1.1\r\nHost: upstream.test\r\n\r\n"},
+	} {
+		t.Run(tt.name+" passes the client's end on", func(t *testing.T) {
+			if got := exchangeThen(t, ns, tt.addr, tt.req, true); !strings.HasSuffix(got, "after eof") {
+				t.Errorf("got %q, want the answer the upstream gives once the client has closed its side", got)
+			}
+		})
+	}
 	t.Run("plain proxy request with a body", func(t *testing.T) {
 		got := rawExchange(t, ns, proxyURL.Host,
 			"POST http://upstream.test/post HTTP/1.1\r\nHost: evil.test\r\nProxy-Authorization: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
@@ -1112,6 +1149,12 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 			if got := exchange(t, "upstream.test:81", []byte(req)); !strings.HasSuffix(got, "hello upstream.test:81 /t81 0") {
 				t.Errorf("%q: got %q, want the upstream's answer", req, got)
 			}
+		}
+	})
+	t.Run("plain HTTP passes the client's end on", func(t *testing.T) {
+		req := "GET /t81?after-eof HTTP/1.1\r\nHost: upstream.test:81\r\n\r\n"
+		if got := exchange(t, "upstream.test:81", []byte(req)); !strings.HasSuffix(got, "after eof") {
+			t.Errorf("got %q, want the answer the upstream gives once the client has closed its side", got)
 		}
 	})
 	t.Run("plain HTTP to another host", func(t *testing.T) {
