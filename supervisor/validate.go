@@ -350,13 +350,25 @@ func checkField(req api.Request, f string) *apiError {
 
 // checkUTF8 refuses a body that is not UTF-8, or whose strings escape half a
 // surrogate pair: encoding/json would turn either into U+FFFD, and the run
-// would get code or an environment other than the one sent.
+// would get code or an environment other than the one sent. The error names the
+// member that holds the bad byte, as any other field's error does.
 func checkUTF8(body []byte) *apiError {
 	if bytes.HasPrefix(body, []byte("\xef\xbb\xbf")) {
 		return invalid("", "the body starts with a byte-order mark (EF BB BF), which JSON does not allow; send the JSON without it")
 	}
+	// at refuses the body for what is at byte i, naming the member holding it.
+	at := func(i int, format string, args ...any) *apiError {
+		field, subject := fieldAt(body, i), "holds"
+		if field == "" {
+			subject = "the body holds"
+		}
+		return invalid(field, subject+" "+format, args...)
+	}
 	if i := api.InvalidUTF8At(body); i >= 0 {
-		return invalid("", "the body is not UTF-8 (byte %d is 0x%02x); send JSON encoded in UTF-8", i, body[i])
+		return at(i, "a byte that is not UTF-8 (byte %d of the body is 0x%02x); send JSON encoded in UTF-8", i, body[i])
+	}
+	surrogate := func(hi rune, i int) *apiError {
+		return at(i, "half a surrogate pair (\\u%04x at byte %d of the body); escape a character beyond U+FFFF as a high and a low surrogate, or send it as UTF-8", hi, i)
 	}
 	// Escapes occur only inside strings, and an escaped backslash is
 	// skipped whole, so this reads every \u escape of a valid body.
@@ -372,20 +384,98 @@ func checkUTF8(body []byte) *apiError {
 		switch {
 		case !ok:
 		case hi >= 0xdc00 && hi <= 0xdfff:
-			return invalid("", "the body escapes half a surrogate pair (\\u%04x at byte %d); escape a character beyond U+FFFF as a high and a low surrogate, or send it as UTF-8", hi, i)
+			return surrogate(hi, i)
 		case hi >= 0xd800 && hi <= 0xdbff:
 			lo, ok := rune(0), i+7 < len(body) && body[i+6] == '\\' && body[i+7] == 'u'
 			if ok {
 				lo, ok = hex4(body, i+8)
 			}
 			if !ok || lo < 0xdc00 || lo > 0xdfff {
-				return invalid("", "the body escapes half a surrogate pair (\\u%04x at byte %d); escape a character beyond U+FFFF as a high and a low surrogate, or send it as UTF-8", hi, i)
+				return surrogate(hi, i)
 			}
 			i += 6
 		}
 		i += 5
 	}
 	return nil
+}
+
+// fieldAt names the member of a JSON body whose value holds byte off, in the
+// API's error field's form ("code", "env.HOME", "packages[1]",
+// "network.domains[0]"); a byte in a member's name names the object holding
+// it. It is "" when the body is not an object, the byte is not in a field of
+// the request, or the body can't be read as far as off. encoding/json's
+// tokens take invalid UTF-8 as U+FFFD, so this reads what checkUTF8 refuses.
+func fieldAt(body []byte, off int) string {
+	type level struct {
+		object  bool
+		key     string // in an object: the member being read
+		index   int    // in an array: the element being read
+		wantKey bool
+	}
+	var stack []level
+	path := func(withTop bool) string {
+		n := len(stack)
+		if !withTop {
+			n--
+		}
+		if n <= 0 || !stack[0].object || !slices.Contains(requestFields, stack[0].key) {
+			return "" // the body's, or an unknown member's, refused by its name once read
+		}
+		var b strings.Builder
+		for _, l := range stack[:n] {
+			switch {
+			case l.object && b.Len() > 0:
+				b.WriteString("." + l.key)
+			case l.object:
+				b.WriteString(l.key)
+			default:
+				fmt.Fprintf(&b, "[%d]", l.index)
+			}
+		}
+		return b.String()
+	}
+	// valueDone moves the enclosing level past the value just read.
+	valueDone := func() {
+		if n := len(stack); n > 0 {
+			if stack[n-1].object {
+				stack[n-1].wantKey = true
+			} else {
+				stack[n-1].index++
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		end := int(dec.InputOffset())
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				stack = append(stack, level{object: d == '{', wantKey: d == '{'})
+			default:
+				stack = stack[:len(stack)-1]
+				valueDone()
+			}
+			continue
+		}
+		top := len(stack) - 1
+		if top >= 0 && stack[top].object && stack[top].wantKey {
+			if off < end {
+				return path(false)
+			}
+			stack[top].key, _ = tok.(string)
+			stack[top].wantKey = false
+			continue
+		}
+		if off < end {
+			return path(true)
+		}
+		valueDone()
+	}
 }
 
 // hex4 reads the four hex digits of a \u escape at b[i:].

@@ -194,10 +194,21 @@ func TestDecodeRequest(t *testing.T) {
 
 		// The body's encoding: encoding/json would turn what is not UTF-8,
 		// and half a surrogate pair, into U+FFFD.
-		{name: "body not UTF-8", body: validBody("\"env\": {\"A\": \"\xff\"}"), field: "", contains: []string{"not UTF-8", "0xff"}},
-		{name: "lone high surrogate", body: validBody(`"code": "print('\ud800')"`), field: "", contains: []string{"surrogate", `\ud800`}},
-		{name: "lone low surrogate", body: validBody(`"code": "print('\udc00')"`), field: "", contains: []string{"surrogate", `\udc00`}},
-		{name: "high surrogate then other escape", body: validBody(`"code": "print('\ud800\u0041')"`), field: "", contains: []string{"surrogate"}},
+		// The error names the member holding the bad byte.
+		{name: "env value not UTF-8", body: validBody("\"env\": {\"A\": \"\xff\"}"), field: "env.A", contains: []string{"not UTF-8", "0xff"}},
+		{name: "env name not UTF-8", body: validBody("\"env\": {\"OK\": \"1\", \"A\xff\": \"1\"}"), field: "env", contains: []string{"not UTF-8", "0xff"}},
+		{name: "code not UTF-8", body: validBody("\"code\": \"print('\xc3(')\""), field: "code", contains: []string{"not UTF-8", "0xc3"}},
+		{name: "package not UTF-8", body: validBody("\"packages\": [\"a\", \"b\xfe\"]"), field: "packages[1]", contains: []string{"not UTF-8", "0xfe"}},
+		{name: "domain not UTF-8", body: validBody("\"network\": {\"mode\": \"domains\", \"domains\": [\"a.test\", {\"x\": 1}, \"\xff.test\"]}"), field: "network.domains[2]", contains: []string{"not UTF-8"}},
+		{name: "member name not UTF-8", body: "{\"language\": \"python\", \"\xffcode\": \"print(1)\"}", field: "", contains: []string{"the body holds", "not UTF-8"}},
+		{name: "member name not UTF-8 after an unknown member", body: "{\"language\": \"python\", \"code\": \"print(1)\", \"extra\": 1, \"\xff\": 1}", field: "", contains: []string{"the body holds", "not UTF-8"}},
+		{name: "unknown member not UTF-8", body: validBody("\"extra\": {\"a\": [\"\xff\"]}"), field: "", contains: []string{"the body holds", "not UTF-8"}},
+		{name: "array body not UTF-8", body: "[{\"code\": \"\xff\"}]", field: "", contains: []string{"the body holds", "not UTF-8"}},
+		{name: "byte outside a string", body: "{\"language\": \"python\"\xff}", field: "", contains: []string{"the body holds", "not UTF-8"}},
+		{name: "lone high surrogate", body: validBody(`"code": "print('\ud800')"`), field: "code", contains: []string{"surrogate", `\ud800`}},
+		{name: "lone low surrogate", body: validBody(`"code": "print('\udc00')"`), field: "code", contains: []string{"surrogate", `\udc00`}},
+		{name: "high surrogate then other escape", body: validBody(`"code": "print('\ud800\u0041')"`), field: "code", contains: []string{"surrogate"}},
+		{name: "surrogate in an env value", body: validBody(`"env": {"A": "1", "B": "x\udc00"}`), field: "env.B", contains: []string{"surrogate"}},
 		{name: "surrogate pair", body: validBody(`"code": "print('\ud83d\ude00')"`), valid: true,
 			check: func(t *testing.T, req api.Request) {
 				if req.Code != "print('\U0001F600')" {
