@@ -98,6 +98,25 @@ m = mmap.mmap(-1, mmap.PAGESIZE)
 page = ctypes.addressof(ctypes.c_char.from_buffer(m))
 r['mbind'] = trial(lambda: call(237, page, mmap.PAGESIZE, 0, 0, 0, 0))
 
+# KSM: madvise(MADV_MERGEABLE) returns 0 without marking the range ("mg" in
+# smaps' VmFlags), and prctl(PR_SET_MEMORY_MERGE) is refused.
+km = mmap.mmap(-1, 1 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+kaddr = ctypes.addressof(ctypes.c_char.from_buffer(km))
+r['madvise mergeable'] = trial(lambda: call(28, kaddr, 1 << 20, 12))
+r['madvise mergeable high word'] = trial(lambda: call(28, kaddr, 1 << 20, (1 << 32) | 12))
+def vmflags(addr):
+    inside = False
+    for l in open('/proc/self/smaps'):
+        first = l.split()[0]
+        if '-' in first and l[0] in '0123456789abcdef':
+            lo, hi = (int(x, 16) for x in first.split('-'))
+            inside = lo <= addr < hi
+        elif inside and l.startswith('VmFlags'):
+            return l.split()[1:]
+r['mergeable marked'] = str('mg' in vmflags(kaddr))
+r['prctl memory merge'] = trial(lambda: call(157, 67, 1, 0, 0, 0))
+r['prctl memory merge reads'] = str(libc.prctl(68, 0, 0, 0, 0))
+
 core = resource.getrlimit(resource.RLIMIT_CORE)
 r['core before'] = repr(core)
 r['setrlimit core lower'] = trial(lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
@@ -121,6 +140,8 @@ r['preadv2 RWF_NOWAIT'] = trial(preadv2(os.RWF_NOWAIT))
 r['preadv2 RWF_HIPRI'] = trial(preadv2(os.RWF_HIPRI))
 r['fadvise WILLNEED'] = trial(lambda: os.posix_fadvise(usr, 0, 0, os.POSIX_FADV_WILLNEED))
 r['fadvise DONTNEED'] = trial(lambda: os.posix_fadvise(usr, 0, 0, os.POSIX_FADV_DONTNEED))  # last
+# advice is an int: the kernel reads DONTNEED from a register with bit 32 set.
+r['fadvise DONTNEED high word'] = trial(lambda: call(221, usr, 0, 0, (1 << 32) | os.POSIX_FADV_DONTNEED))
 ` + pyDump
 
 // TestFilterRulesInsideRun checks, from inside a real run, the rules issue 11
@@ -192,10 +213,16 @@ func TestFilterRulesInsideRun(t *testing.T) {
 		{name: "preadv2 RWF_NOWAIT probes the page cache", key: "preadv2 RWF_NOWAIT", want: "EPERM"},
 		// EOPNOTSUPP is the kernel's: polled I/O on a file without it.
 		{name: "preadv2 other flags", key: "preadv2 RWF_HIPRI", wantAny: []string{"ok", "EOPNOTSUPP"}},
+		{name: "madvise MADV_MERGEABLE returns", key: "madvise mergeable", want: "ok"},
+		{name: "madvise MADV_MERGEABLE in a high word returns", key: "madvise mergeable high word", want: "ok"},
+		{name: "madvise MADV_MERGEABLE marks nothing", key: "mergeable marked", want: "False"},
+		{name: "prctl PR_SET_MEMORY_MERGE", key: "prctl memory merge", want: "EPERM"},
+		{name: "prctl PR_GET_MEMORY_MERGE", key: "prctl memory merge reads", want: "0"},
 		{name: "fadvise DONTNEED returns", key: "fadvise DONTNEED", want: "ok"},
+		{name: "fadvise DONTNEED in a high word returns", key: "fadvise DONTNEED high word", want: "ok"},
 		{name: "fadvise WILLNEED", key: "fadvise WILLNEED", want: "ok"},
 	})
-	// The DONTNEED evicted nothing: the file's first page is still cached.
+	// Neither DONTNEED evicted anything: the file's first page is still cached.
 	f, err := os.Open(cachedFile)
 	if err != nil {
 		t.Fatal(err)

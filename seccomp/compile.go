@@ -236,6 +236,11 @@ func (c Cond) validate() error {
 	if len(c.Values) == 0 {
 		return fmt.Errorf("no values: %w", ErrInvalidPolicy)
 	}
+	if c.Op == NotIn && c.Mask == 0 {
+		// A denylist compared on all 64 bits is dodged by setting bits the
+		// kernel does not read (an int's high word): its Mask is required.
+		return fmt.Errorf("a not-in check with no Mask: give the bits the kernel reads (lowWord for an int; ^0 for a 64-bit argument): %w", ErrInvalidPolicy)
+	}
 	for i, v := range c.Values {
 		if v&^c.mask() != 0 {
 			return fmt.Errorf("value %#x has bits outside mask %#x, so never matches: %w", v, c.mask(), ErrInvalidPolicy)

@@ -266,6 +266,21 @@ func TestProgramInVM(t *testing.T) {
 		{name: "ioctl TIOCSTI", nr: unix.SYS_IOCTL, args: [6]uint64{0, unix.TIOCSTI}, want: retEPERM},
 		{name: "ioctl TIOCSTI with high bits", nr: unix.SYS_IOCTL, args: [6]uint64{0, 0xffffffff00000000 | unix.TIOCSTI}, want: retEPERM},
 		{name: "ioctl TIOCSTI with bit 32", nr: unix.SYS_IOCTL, args: [6]uint64{0, 1<<32 | unix.TIOCSTI}, want: retEPERM},
+		// fadvise64's advice is an int: a high word the kernel ignores must
+		// not turn DONTNEED's eviction back on.
+		{name: "fadvise64 DONTNEED", nr: unix.SYS_FADVISE64, args: [6]uint64{0, 0, 0, unix.FADV_DONTNEED}, want: retIgnore},
+		{name: "fadvise64 DONTNEED with bit 32", nr: unix.SYS_FADVISE64, args: [6]uint64{0, 0, 0, 1<<32 | unix.FADV_DONTNEED}, want: retIgnore},
+		{name: "fadvise64 DONTNEED with high bits", nr: unix.SYS_FADVISE64, args: [6]uint64{0, 0, 0, 0xffffffff00000000 | unix.FADV_DONTNEED}, want: retIgnore},
+		{name: "fadvise64 WILLNEED", nr: unix.SYS_FADVISE64, args: [6]uint64{0, 0, 0, unix.FADV_WILLNEED}, want: retAllow},
+		// KSM: neither a range nor a whole process offered for merging.
+		{name: "madvise MADV_MERGEABLE", nr: unix.SYS_MADVISE, args: [6]uint64{0, 4096, unix.MADV_MERGEABLE}, want: retIgnore},
+		{name: "madvise MADV_MERGEABLE with bit 32", nr: unix.SYS_MADVISE, args: [6]uint64{0, 4096, 1<<32 | unix.MADV_MERGEABLE}, want: retIgnore},
+		{name: "madvise MADV_DONTNEED", nr: unix.SYS_MADVISE, args: [6]uint64{0, 4096, unix.MADV_DONTNEED}, want: retAllow},
+		{name: "madvise MADV_UNMERGEABLE", nr: unix.SYS_MADVISE, args: [6]uint64{0, 4096, unix.MADV_UNMERGEABLE}, want: retAllow},
+		{name: "prctl PR_SET_MEMORY_MERGE", nr: unix.SYS_PRCTL, args: [6]uint64{unix.PR_SET_MEMORY_MERGE, 1}, want: retEPERM},
+		{name: "prctl PR_SET_MEMORY_MERGE with bit 32", nr: unix.SYS_PRCTL, args: [6]uint64{1<<32 | unix.PR_SET_MEMORY_MERGE, 1}, want: retEPERM},
+		{name: "prctl PR_GET_MEMORY_MERGE", nr: unix.SYS_PRCTL, args: [6]uint64{unix.PR_GET_MEMORY_MERGE}, want: retAllow},
+		{name: "prctl PR_SET_NAME", nr: unix.SYS_PRCTL, args: [6]uint64{unix.PR_SET_NAME, 0}, want: retAllow},
 		{name: "ioctl TIOCLINUX", nr: unix.SYS_IOCTL, args: [6]uint64{0, unix.TIOCLINUX}, want: retEPERM},
 		{name: "ioctl TIOCLINUX with high bits", nr: unix.SYS_IOCTL, args: [6]uint64{0, 0xffffffff00000000 | unix.TIOCLINUX}, want: retEPERM},
 		{name: "ioctl TCGETS with high bits", nr: unix.SYS_IOCTL, args: [6]uint64{0, 0xffffffff00000000 | unix.TCGETS}, want: retAllow},

@@ -64,7 +64,8 @@ const (
 	In
 	// NotIn holds when the masked argument equals none of the Values. Use it for
 	// denylists, with a Mask no wider than the bits the kernel reads, or a caller
-	// could dodge the list by setting bits the kernel ignores.
+	// could dodge the list by setting bits the kernel ignores: a policy whose
+	// NotIn has no Mask is refused.
 	NotIn
 )
 
@@ -481,11 +482,14 @@ func spawnerClone() Rule {
 //     Docker leaves it to CAP_SYS_NICE and RLIMIT_RTPRIO; brig checks the
 //     argument too, so a raised RLIMIT_RTPRIO could not undo it.
 //   - prlimit64 setting RLIMIT_CORE while reading the old value (below).
+//   - prctl PR_SET_MEMORY_MERGE: opts all of a process's memory into KSM's
+//     merging (below).
 //
 // Docker allows, brig succeeds without acting (Ignore):
 //   - sync, syncfs: host-wide writeback.
 //   - fadvise64 with POSIX_FADV_DONTNEED: evicts a shared file's pages
 //     host-wide.
+//   - madvise MADV_MERGEABLE: offers pages to KSM's merging (below).
 //   - setrlimit and prlimit64 changing RLIMIT_CORE: the jail's RLIMIT_CORE of
 //     1 keeps a crash from starting the host's core_pattern pipe.
 //
@@ -495,7 +499,9 @@ func spawnerClone() Rule {
 //   - listmount, statmount, mseal, the *xattrat calls, uretprobe: newer than
 //     libseccomp 2.5.4, so unknown to the table; their callers fall back.
 //     (Linux 6.12 on lets uretprobe past every filter, and kills a caller
-//     that is not its own trampoline with SIGILL: what a run sees here.)
+//     that is not its own trampoline with SIGILL: what a run sees here. Linux
+//     6.16's uprobe, 336, is let past too, and answers ENXIO outside its
+//     trampoline.)
 //   - io_setup: native AIO contexts count against a host-wide limit that no
 //     cgroup bounds (its rule); libaio's users fall back.
 //
@@ -540,7 +546,7 @@ func defaultRules() []Rule {
 				"that tells one run which files another has read (cachestat's leak, " +
 				"denied too). Reads and writes without the flag are allowed."},
 		{Action: Allow, Names: []string{"fadvise64"},
-			When: []Cond{{Arg: 3, Op: NotIn, Values: []uint64{unix.FADV_DONTNEED}}},
+			When: []Cond{{Arg: 3, Mask: lowWord, Op: NotIn, Values: []uint64{unix.FADV_DONTNEED}}},
 			Else: Ignore,
 			Comment: "POSIX_FADV_DONTNEED drops a file's clean cached pages for the " +
 				"whole host, and any reader may ask it: on the shared /usr binds one run " +
@@ -569,9 +575,19 @@ func defaultRules() []Rule {
 		// ---- Memory.
 		{Action: Allow, Names: []string{
 			"brk", "mmap", "munmap", "mremap", "mprotect", "msync", "mincore",
-			"madvise", "memfd_create", "membarrier", "pkey_alloc", "pkey_free",
+			"memfd_create", "membarrier", "pkey_alloc", "pkey_free",
 			"pkey_mprotect",
 		}},
+		{Action: Allow, Names: []string{"madvise"},
+			When: []Cond{{Arg: 2, Mask: lowWord, Op: NotIn, Values: []uint64{unix.MADV_MERGEABLE}}},
+			Else: Ignore,
+			Comment: "On a host whose KSM is on (hypervisors often turn it on for " +
+				"their guests), pages offered with MADV_MERGEABLE are merged with " +
+				"equal pages of every other process that offered them, and a write " +
+				"to a merged page takes measurably longer: a run could learn " +
+				"whether another tenant's memory holds a page it guesses. The " +
+				"advice returns 0 and does nothing, as on a kernel without KSM; " +
+				"other advice is allowed."},
 		{Action: Allow, Names: []string{"mlock", "mlock2", "munlock", "mlockall", "munlockall"},
 			Comment: "Bounded by RLIMIT_MEMLOCK and the run's memory cgroup; crypto " +
 				"libraries lock key material."},
@@ -660,10 +676,15 @@ func defaultRules() []Rule {
 		{Action: Allow, Names: []string{"kill", "tkill", "tgkill", "pidfd_open", "pidfd_send_signal"},
 			Comment: "Signals reach only the run's own PID namespace. Go's os/exec " +
 				"uses pidfds to wait for and signal children."},
-		{Action: Allow, Names: []string{"prctl"},
+		{Action: Deny, Names: []string{"prctl"},
+			When: []Cond{{Arg: 0, Mask: lowWord, Op: In, Values: []uint64{unix.PR_SET_MEMORY_MERGE}}},
+			Else: Allow,
 			Comment: "Thread names, PR_SET_PDEATHSIG, no_new_privs, dumpable; the " +
 				"options that matter (PR_SET_MM, capability bounding set) check " +
-				"capabilities in the kernel."},
+				"capabilities in the kernel. PR_SET_MEMORY_MERGE does not: it " +
+				"offers all of the caller's memory to KSM, as madvise's " +
+				"MADV_MERGEABLE (above) offers a range, and gets EPERM. The " +
+				"option is an int, so the check reads the register's low half."},
 		{Action: Allow, Names: []string{"seccomp", "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"},
 			Comment: "A program may sandbox itself further; stacked filters and " +
 				"Landlock rulesets only ever narrow what it may do. brig's init " +
