@@ -296,16 +296,48 @@ func TestProgramDiesOfItsOwnSignal(t *testing.T) {
 		{"abort", rootfs.Python, "import os\nos.abort()", "SIGABRT"},
 		{"segfault", rootfs.Python, "import ctypes\nctypes.string_at(0)", "SIGSEGV"},
 		{"javascript SIGTERM", rootfs.JavaScript, "process.kill(process.pid, 'SIGTERM'); setTimeout(() => console.log('survived'), 5000)", "SIGTERM"},
+		// The real-time signals, which the C library does not name, by kill -l's names.
+		{"SIGRTMIN+6", rootfs.Python, "import os, time\nos.kill(os.getpid(), 40)\ntime.sleep(5)\nprint('survived')", "SIGRTMIN+6"},
+		{"SIG32", rootfs.Python, "import os, time\nos.kill(os.getpid(), 32)\ntime.sleep(5)\nprint('survived')", "SIG32"},
+		{"javascript SIGRTMAX", rootfs.JavaScript, "process.kill(process.pid, 64); setTimeout(() => console.log('survived'), 5000)", "SIGRTMAX"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, l, tc.lang, tc.code)
 			if res.Signal != tc.signal || res.End != EndError || res.ExitCode != nil {
 				t.Errorf("got signal %q end %q exit code %v (stdout %q), want %s, error, no exit code", res.Signal, res.End, res.ExitCode, res.Stdout, tc.signal)
 			}
+			if want := "the program was killed by " + tc.signal; res.Message != want {
+				t.Errorf("message: got %q, want %q", res.Message, want)
+			}
 			if res.Usage.WallMS > 3000 {
 				t.Errorf("wall: got %d ms, want the signal to end it at once", res.Usage.WallMS)
 			}
 		})
+	}
+}
+
+// TestSignalName: every signal a program can die of has a name, the one kill -l
+// gives it, and SignalNumber reads it back.
+func TestSignalName(t *testing.T) {
+	for sig, want := range map[unix.Signal]string{
+		unix.SIGHUP: "SIGHUP", unix.SIGKILL: "SIGKILL", unix.SIGSYS: "SIGSYS",
+		32: "SIG32", 33: "SIG33", 34: "SIGRTMIN", 35: "SIGRTMIN+1", 49: "SIGRTMIN+15",
+		50: "SIGRTMAX-14", 63: "SIGRTMAX-1", 64: "SIGRTMAX",
+	} {
+		if got := SignalName(sig); got != want {
+			t.Errorf("SignalName(%d): got %q, want %q", sig, got, want)
+		}
+	}
+	seen := map[string]bool{}
+	for sig := unix.Signal(1); sig <= 64; sig++ {
+		name := SignalName(sig)
+		if seen[name] || SignalNumber(name) != sig {
+			t.Errorf("SignalName(%d) = %q: twice, or read back as %d", sig, name, SignalNumber(name))
+		}
+		seen[name] = true
+	}
+	if n := SignalNumber("SIGNOTONE"); n != 0 {
+		t.Errorf("SignalNumber(SIGNOTONE): got %d, want 0", n)
 	}
 }
 

@@ -281,7 +281,7 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 			code := e.ws.ExitStatus()
 			res.ExitCode = &code
 		case e.exited:
-			res.Signal = unix.SignalName(e.ws.Signal())
+			res.Signal = SignalName(e.ws.Signal())
 		default: // the OOM kill, or the stop it caused, came before the program's exit
 			res.Signal = "SIGKILL"
 		}
@@ -303,10 +303,44 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 		res.Message = fmt.Sprintf("the program exited with code %d", code)
 		res.End = EndError
 	default:
-		res.Signal = unix.SignalName(e.ws.Signal())
+		res.Signal = SignalName(e.ws.Signal())
 		res.Message = fmt.Sprintf("the program was killed by %s", res.Signal)
 		res.End = EndError
 	}
+}
+
+// SignalName is the name a Result gives signal sig: the C library's (SIGKILL),
+// and for the real-time signals, which it does not name, kill -l's, which
+// kill -s takes: SIGRTMIN (34, the C library's first), SIGRTMIN+1 to +15,
+// SIGRTMAX-14 to -1, SIGRTMAX (64). The two below SIGRTMIN that the C library
+// keeps for its threads are SIG32 and SIG33.
+func SignalName(sig unix.Signal) string {
+	const rtmin, rtmax = 34, 64
+	n := int(sig)
+	if name := unix.SignalName(sig); name != "" {
+		return name
+	}
+	switch {
+	case n == rtmin:
+		return "SIGRTMIN"
+	case n == rtmax:
+		return "SIGRTMAX"
+	case n > rtmin && n <= (rtmin+rtmax)/2:
+		return fmt.Sprintf("SIGRTMIN+%d", n-rtmin)
+	case n > rtmin && n < rtmax:
+		return fmt.Sprintf("SIGRTMAX-%d", rtmax-n)
+	}
+	return fmt.Sprintf("SIG%d", n)
+}
+
+// SignalNumber is the signal SignalName names name, or 0.
+func SignalNumber(name string) unix.Signal {
+	for sig := unix.Signal(1); sig <= 64; sig++ {
+		if SignalName(sig) == name {
+			return sig
+		}
+	}
+	return 0
 }
 
 // memoryMessage says which limit was hit and what it cost the run. The

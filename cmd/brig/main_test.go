@@ -418,6 +418,10 @@ func TestExitStatus(t *testing.T) {
 		{api.Result{Reason: api.ReasonNone, ExitCode: new(int)}, 0},
 		{api.Result{Reason: api.ReasonError, ExitCode: &three}, 3},
 		{api.Result{Reason: api.ReasonError, Signal: "SIGSEGV"}, 139},
+		{api.Result{Reason: api.ReasonError, Signal: "SIGRTMIN+6"}, 168},
+		{api.Result{Reason: api.ReasonError, Signal: "SIGRTMAX"}, 192},
+		{api.Result{Reason: api.ReasonError, Signal: "SIG32"}, 160},
+		{api.Result{Reason: api.ReasonError, Signal: "SIGNOTONE"}, 1},
 		{api.Result{Reason: api.ReasonTimeout}, exitTimeout},
 		{api.Result{Reason: api.ReasonMemory}, exitMemory},
 		{api.Result{Reason: api.ReasonStopped}, exitStopped},
@@ -426,7 +430,7 @@ func TestExitStatus(t *testing.T) {
 		{api.Result{Reason: api.ReasonInternal}, exitInternal},
 	} {
 		if got := exitStatus(&tc.res); got != tc.want {
-			t.Errorf("%s: got %d, want %d", tc.res.Reason, got, tc.want)
+			t.Errorf("%s %s: got %d, want %d", tc.res.Reason, tc.res.Signal, got, tc.want)
 		}
 	}
 }

@@ -408,8 +408,11 @@ func exitStatus(res *api.Result) int {
 		if res.ExitCode != nil {
 			return *res.ExitCode
 		}
-		if res.Signal != "" {
-			return 128 + int(unix.SignalNum(res.Signal))
+		if sig := jail.SignalNumber(res.Signal); sig != 0 {
+			return 128 + int(sig)
+		}
+		if res.Reason == api.ReasonError {
+			return 1 // failed, by a signal this build can't name: never 0
 		}
 		return 0
 	}
