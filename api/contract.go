@@ -38,6 +38,16 @@ const (
 	MaxStdoutChars = 1_000_000
 	MaxStderrChars = 100_000
 
+	// MaxConnectionsBytes bounds the JSON of a result's network.connections:
+	// past it, connections are counted in network.omitted, not listed, so that
+	// a result (and an NDJSON line carrying it) has a bound clients can read to:
+	// MaxResultBytes.
+	MaxConnectionsBytes = 4 << 20
+	// MaxResultBytes bounds a result's JSON: both outputs full, each
+	// character escaped at worst as \uXXXX (6 bytes), the connections, and
+	// 1 MiB for the rest.
+	MaxResultBytes = 6*(MaxStdoutChars+MaxStderrChars) + MaxConnectionsBytes + 1<<20
+
 	// MaxBodyBytes caps the body of POST /v1/runs; beyond it, 413.
 	MaxBodyBytes = 4 << 20
 )

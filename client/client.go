@@ -30,9 +30,9 @@ import (
 // where.
 const base = "http://brig"
 
-// maxEventLine bounds one NDJSON line: a result with both outputs full, each
-// character escaped at worst as \uXXXX (6 bytes), and room for the rest.
-const maxEventLine = 6*(api.MaxStdoutChars+api.MaxStderrChars) + 1<<20
+// maxEventLine bounds one NDJSON line: a result at its bound (both outputs
+// full, each character escaped at worst as \uXXXX, the connections listed).
+const maxEventLine = api.MaxResultBytes
 
 // Client talks to one brig service. It is safe for concurrent use.
 type Client struct {

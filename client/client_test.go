@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/constant"
+	"go/token"
+	"go/types"
 	"net"
 	"net/http"
 	"os"
@@ -148,5 +151,35 @@ func TestOwnedBy(t *testing.T) {
 	want := []string{"GET /v1/runs/a%20b", "GET /v1/runs/a%20b?uid=61001", "GET /v1/runs/a%20b/events?uid=61001", "DELETE /v1/runs/a%20b?uid=0"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// The Python and JavaScript clients read a line as long as this one does: the
+// service's bound on a result, written there as an expression of numbers that
+// Go reads too.
+func TestClientsReadTheWholeResult(t *testing.T) {
+	for file, name := range map[string]string{
+		"../clients/python/src/brig/_wire.py": "MAX_EVENT_LINE = ",
+		"../clients/js/index.js":              "const maxLine = ",
+	} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(string(b), "\n"+name)
+		if !ok {
+			t.Fatalf("%s: no line beginning %q", file, name)
+		}
+		expr, _, _ := strings.Cut(rest, "\n")
+		tv, err := types.Eval(token.NewFileSet(), nil, token.NoPos, strings.TrimSuffix(expr, ";"))
+		if err != nil {
+			t.Fatalf("%s: reading %q: %v", file, expr, err)
+		}
+		if got, ok := constant.Int64Val(tv.Value); !ok || got != api.MaxResultBytes {
+			t.Errorf("%s: %s%s is %v, want api.MaxResultBytes, %d", file, name, expr, tv.Value, api.MaxResultBytes)
+		}
+	}
+	if maxEventLine != api.MaxResultBytes {
+		t.Errorf("maxEventLine is %d, want api.MaxResultBytes, %d", maxEventLine, api.MaxResultBytes)
 	}
 }

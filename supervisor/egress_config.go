@@ -146,9 +146,10 @@ func (cfg Config) registries() map[string][]string {
 
 // recordEgress is what a networked run's execute does with the connections
 // (*egress.Run).Close returns: each is counted in the metrics, and the list
-// becomes the Result's network.connections (never nil: API.md lists it always);
-// what the run's lists left out (Omitted) is counted too.
-func (s *Service) recordEgress(mode string, conns []egress.Connection, omitted egress.Omitted) []api.Connection {
+// becomes the Result's network.connections (never nil: API.md lists it always)
+// as far as api.MaxConnectionsBytes holds it; what the run's lists or that
+// bound left out is counted too, and the count returned.
+func (s *Service) recordEgress(mode string, conns []egress.Connection, omitted egress.Omitted) ([]api.Connection, int) {
 	out := make([]api.Connection, 0, len(conns))
 	for _, c := range conns {
 		s.metrics.observeEgress(mode, c)
@@ -161,7 +162,45 @@ func (s *Service) recordEgress(mode string, conns []egress.Connection, omitted e
 		}
 	}
 	s.metrics.observeEgressBytes(omitted.BytesSent, omitted.BytesReceived)
-	return out
+	out, left := listWithin(out, api.MaxConnectionsBytes)
+	return out, omitted.Total() + left
+}
+
+// listWithin keeps of conns, in their order, those whose JSON fits in budget
+// bytes, the allowed ones first (a flood of refusals must not push out a
+// connection that got through, nor its bytes), and says how many it left out.
+// The egress bounds the count of each (egress.MaxRefusals), not their size:
+// 10,000 refusals of 253-character names, with an allowed connection's a
+// second, made a result of 9.6 MB that no client read (an audit).
+func listWithin(conns []api.Connection, budget int) ([]api.Connection, int) {
+	// At most 6 bytes a character escaped, and the rest of a connection's JSON
+	// (its names, two counts and a port) within 200.
+	most := 0
+	for _, c := range conns {
+		most += 6*(len(c.Host)+len(c.Rule)+len(c.Failure)) + 200
+	}
+	if most <= budget {
+		return conns, 0
+	}
+	keep := make([]bool, len(conns))
+	for _, allowed := range []bool{true, false} {
+		for i, c := range conns {
+			if c.Allowed != allowed {
+				continue
+			}
+			if b, err := api.Marshal(c); err == nil && len(b)+1 <= budget {
+				budget -= len(b) + 1 // and its comma
+				keep[i] = true
+			}
+		}
+	}
+	kept := conns[:0]
+	for i, c := range conns {
+		if keep[i] {
+			kept = append(kept, c)
+		}
+	}
+	return kept, len(keep) - len(kept)
 }
 
 // apiConnection is a Connection of the Result.

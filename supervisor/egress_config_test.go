@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -220,7 +221,10 @@ func TestRecordEgress(t *testing.T) {
 		},
 		BytesSent: 1000, BytesReceived: 2000,
 	}
-	got := s.recordEgress(api.NetworkDomains, conns, omitted)
+	got, left := s.recordEgress(api.NetworkDomains, conns, omitted)
+	if left != 4 {
+		t.Errorf("got %d left out, want the lists' 4", left)
+	}
 	want := []api.Connection{
 		{Host: "api.example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 500, BytesReceived: 4000},
 		{Host: "evil.example", Port: 80, Allowed: false, Rule: "not in the run's domains"},
@@ -253,8 +257,54 @@ func TestRecordEgress(t *testing.T) {
 			t.Fatalf("got a host name in the labels %s", labels)
 		}
 	}
-	if got := s.recordEgress(api.NetworkAny, nil, egress.Omitted{}); got == nil || len(got) != 0 {
+	if got, _ := s.recordEgress(api.NetworkAny, nil, egress.Omitted{}); got == nil || len(got) != 0 {
 		t.Fatalf("got %#v for no connections, want an empty list (never null)", got)
+	}
+}
+
+// A result's connections fit api.MaxConnectionsBytes, and so the result
+// api.MaxResultBytes, whatever the names the run tried: what does not fit is
+// counted, the connections that got through listed before any refusal.
+func TestRecordEgressWithinItsBound(t *testing.T) {
+	s := &Service{metrics: newMetrics(newAdmission(1, 2048, 0))}
+	long := strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 50)
+	var conns []egress.Connection
+	for i := range egress.MaxRefusals {
+		conns = append(conns, egress.Connection{Host: fmt.Sprintf("%05d%s", i, long[5:]), Port: 443, Rule: "not in the run's domains", Failure: strings.Repeat("\x01", 60)})
+		if i%2 == 0 {
+			conns = append(conns, egress.Connection{Host: fmt.Sprintf("%05d.upstream.test", i), Port: 443, Allowed: true, Rule: "domain upstream.test", BytesSent: 1, Failure: strings.Repeat("\x01", 100)})
+		}
+	}
+	got, left := s.recordEgress(api.NetworkDomains, conns, egress.Omitted{Decisions: map[bool]map[string]int{false: {"not in the run's domains": 7}}})
+	b, err := api.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > api.MaxConnectionsBytes {
+		t.Errorf("got %d bytes of connections, want at most %d", len(b), api.MaxConnectionsBytes)
+	}
+	if len(b) < api.MaxConnectionsBytes*9/10 {
+		t.Errorf("got %d bytes of connections, want the bound (%d) about filled", len(b), api.MaxConnectionsBytes)
+	}
+	if len(got)+left != len(conns)+7 {
+		t.Errorf("got %d listed and %d left out, want the %d connections and the lists' 7", len(got), left, len(conns))
+	}
+	allowed := 0
+	for i, c := range got {
+		if c.Allowed {
+			allowed++
+		}
+		if i > 0 && c.Host[:5] < got[i-1].Host[:5] {
+			t.Fatalf("connection %d (%s) listed after %s, want the run's order", i, c.Host, got[i-1].Host)
+		}
+	}
+	if allowed != egress.MaxRefusals/2 {
+		t.Errorf("got %d allowed connections listed, want all %d", allowed, egress.MaxRefusals/2)
+	}
+	// A run of few connections lists them all, as they are.
+	few := conns[:3]
+	if got, left := s.recordEgress(api.NetworkDomains, few, egress.Omitted{}); len(got) != 3 || left != 0 {
+		t.Errorf("got %d listed and %d left out of 3, want all listed", len(got), left)
 	}
 }
 

@@ -562,8 +562,7 @@ func (s *Service) execute(r *run, t *ticket) {
 		s.metrics.starts.WithLabelValues(r.req.Language, jr.Start).Inc()
 		r.startPath, r.cgroup = jr.Start, jr.Cgroup
 	}
-	res.Network.Connections = s.recordEgress(r.req.Network.Mode, conns, omitted)
-	res.Network.Omitted = omitted.Total()
+	res.Network.Connections, res.Network.Omitted = s.recordEgress(r.req.Network.Mode, conns, omitted)
 	res.Packages = packageResults(r.req, lease)
 	// The jail counts from its own call; the API counts from the request.
 	res.Timing.QueuedMS = queued.Milliseconds()

@@ -20,10 +20,12 @@ export const DEFAULT_SOCKET = '/run/brig/brig.sock';
 // The service ignores the host; curl's examples and the Go client say brig.
 const HOST = 'brig';
 
-// maxLine bounds one NDJSON line or one JSON body, in characters: a result with
-// both outputs at their caps (1,000,000 and 100,000 characters), each character
-// escaped at worst as \uXXXX, and room for the rest. It is the Go client's bound.
-const maxLine = 6 * (1_000_000 + 100_000) + (1 << 20);
+// maxLine bounds one NDJSON line or one JSON body, in characters: a result at
+// the service's bound on a result (api.MaxResultBytes): both outputs at their
+// caps (1,000,000 and 100,000 characters), each character escaped at worst as
+// \uXXXX, 4 MiB of network.connections, and 1 MiB for the rest. It is the Go
+// client's bound.
+const maxLine = 6 * (1_000_000 + 100_000) + (4 << 20) + (1 << 20);
 
 // maxErrorBody bounds the body of an error response that is read.
 const maxErrorBody = 1 << 20;

@@ -19,10 +19,12 @@ HOST = "brig"
 
 NDJSON = "application/x-ndjson"
 
-# MAX_EVENT_LINE bounds one NDJSON line: a result event with both outputs full
-# (1,000,000 and 100,000 characters), each character escaped at worst as
-# \uXXXX (6 bytes), and room for the rest. The same bound as the Go client's.
-MAX_EVENT_LINE = 6 * (1_000_000 + 100_000) + (1 << 20)
+# MAX_EVENT_LINE bounds one NDJSON line: a result event at the service's bound
+# on a result (api.MaxResultBytes): both outputs full (1,000,000 and 100,000
+# characters), each character escaped at worst as \uXXXX (6 bytes), 4 MiB of
+# network.connections, and 1 MiB for the rest. The same bound as the Go
+# client's.
+MAX_EVENT_LINE = 6 * (1_000_000 + 100_000) + (4 << 20) + (1 << 20)
 
 # MAX_ERROR_BODY bounds how much of an error response is read.
 MAX_ERROR_BODY = 1 << 20
