@@ -162,14 +162,21 @@ func checkDecodeRefusal(t *testing.T, body []byte, aerr *apiError) {
 	if strings.TrimSpace(e.Message) == "" {
 		t.Fatalf("got an empty message for field %q, want a sentence", e.Field)
 	}
+	if len(e.Field) > maxFieldBytes || len(e.Message) > maxMessageBytes {
+		t.Fatalf("got a field of %d bytes and a message of %d, want at most %d and %d", len(e.Field), len(e.Message), maxFieldBytes, maxMessageBytes)
+	}
 	if e.Field == "" || fieldOfRequest(e.Field) {
 		return
 	}
-	// Otherwise the field must be an unknown member that the body has.
+	// Otherwise the field must be an unknown member that the body has (its
+	// start, when clipMiddle shortened it).
 	var members map[string]json.RawMessage
 	if json.NewDecoder(bytes.NewReader(body)).Decode(&members) == nil {
-		if _, ok := members[e.Field]; ok && !slices.Contains(requestFields, e.Field) {
-			return
+		for m := range members {
+			clipped := clipMiddle(m, maxFieldBytes)
+			if clipped == e.Field && !slices.Contains(requestFields, m) {
+				return
+			}
 		}
 	}
 	t.Fatalf("got field %q (%s), want \"\", a field of the request or the body's unknown member", e.Field, e.Message)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/jail"
@@ -555,5 +556,39 @@ func TestNullSaysLeaveItOutOnce(t *testing.T) {
 		if n := strings.Count(msg, "leave it out") + strings.Count(msg, "left out"); n > 1 {
 			t.Errorf("%s: %q says %d times what leaving it out does", field, msg, n)
 		}
+	}
+}
+
+// An error quotes what was sent, clipped: a value of megabytes comes back as a
+// few kilobytes that still say what is wrong and what to do, and the field
+// still names where (an audit's 600 kB env name came back whole, past what
+// the clients read of an error).
+func TestRefusalsClipWhatTheyQuote(t *testing.T) {
+	big := strings.Repeat("a", 600_000)
+	for _, tt := range []struct {
+		name, body, field, ends string
+	}{
+		{"env name", validBody(`"env": {"1` + big + `": "x"}`), "env.1aaa", "not starting with a digit"},
+		{"unknown field", validBody(`"` + big + `": 1`), "aaa", "the fields are id, language, code, timeout_seconds, memory_mib, packages, env, network"},
+		{"language", validBody(`"language": "` + big + `"`), "language", ""},
+		{"package", validBody(`"packages": ["` + big + `"]`), "packages[0]", ""},
+		{"domain", validBody(`"network": {"mode": "domains", "domains": ["` + big + `"]}`), "network.domains[0]", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := decodeRequest([]byte(tt.body))
+			if err == nil {
+				t.Fatal("accepted, want a refusal")
+			}
+			e := err.body
+			if len(e.Field) > maxFieldBytes || !strings.HasPrefix(e.Field, tt.field) {
+				t.Errorf("field: got %d bytes beginning %.40q, want at most %d beginning %q", len(e.Field), e.Field, maxFieldBytes, tt.field)
+			}
+			if len(e.Message) > maxMessageBytes || !strings.HasSuffix(e.Message, tt.ends) || !utf8.ValidString(e.Message) {
+				t.Errorf("message: got %d bytes ending %q, want at most %d, UTF-8, ending %q", len(e.Message), e.Message[max(0, len(e.Message)-120):], maxMessageBytes, tt.ends)
+			}
+		})
+	}
+	if got := clipMiddle("ab€"+strings.Repeat("€", 100)+"yz", 100); !utf8.ValidString(got) || !strings.HasPrefix(got, "ab€") || !strings.HasSuffix(got, "€yz") || len(got) > 100 || len(clipMiddle(strings.Repeat("x", 1000), 100)) > 100 {
+		t.Errorf("clipMiddle: got %q, want its ends kept, whole characters, at most 100 bytes", got)
 	}
 }
