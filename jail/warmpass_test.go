@@ -92,6 +92,7 @@ var warmPassSkipped = map[string]string{
 	"TestWarmWaitRounds":         "a unit test of waitPrepared, on a Launcher of channels alone",
 	"TestWaitReadyGivesUp":       "a unit test of waitReady, on a slot of a sleep process",
 	"TestCloneError":             "a unit test of cloneError, on a clone of /bin/true",
+	"TestSignalName":             "a unit test of SignalName",
 }
 
 // warmPassBroken are tests of warmPassFiles that fail on the warm path

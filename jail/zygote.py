@@ -887,6 +887,31 @@ def _take(fd, path):
     return env, src
 
 
+def _shadowed(paths):
+    """The first module name this process had imported before its run that
+    one of paths (the run's PYTHONPATH: its package layer) holds too, or
+    None. A cold start imports the layer's, which comes before the standard
+    library on sys.path (enum34's enum, argparse, dataclasses), and runs a
+    sitecustomize or usercustomize it holds; this process has the zygote's.
+    Built-in and frozen modules are found before sys.path, and a layer can't
+    shadow them."""
+    have = {'sitecustomize', 'usercustomize'}
+    for name, m in list(sys.modules.items()):
+        spec = getattr(m, '__spec__', None)
+        if name != '__main__' and (spec is None or spec.origin not in ('built-in', 'frozen')):
+            have.add(name.partition('.')[0])
+    for p in paths:
+        try:
+            entries = os.listdir(p)
+        except OSError:
+            continue
+        for e in entries:
+            if '.' not in e or e.endswith(('.py', '.pyc', '.so')):
+                if e.partition('.')[0] in have:
+                    return e
+    return None
+
+
 # The hand-over's steps rehearsed too, on a frame of no run's through a pipe,
 # the code written to /dev/null. (The script itself is made at the run, not
 # before the sandbox says it is ready: its times (birth, access) and
@@ -912,14 +937,20 @@ _setenv(_env)
 # KeyError, the process's first exception, 0.8 to 2.7 ms here.)
 _pp = os.environ._data.get(b'PYTHONPATH')
 if _pp:
-    sys.path[1:] = dict.fromkeys([os.path.abspath(p) for p in os.fsdecode(_pp).split(':')] + sys.path[1:])
+    _pp = [os.path.abspath(p) for p in os.fsdecode(_pp).split(':')]
+    if _shadowed(_pp):
+        # This process can't be the one a cold start makes: it starts the
+        # interpreter again, as a cold run does, in its sandbox, with its
+        # run's environment and command line (sys.orig_argv, above).
+        os.execv(sys.orig_argv[0], sys.orig_argv)
+    sys.path[1:] = dict.fromkeys(_pp + sys.path[1:])
 if _tz is not None and _tz != _tz_key():
     sys.modules['time'].tzset()  # the run's TZ, as a fresh interpreter reads it
 if 'logging' in sys.modules:
     # A record's relativeCreated counts from logging's import: the run's
     # start, not the zygote's.
     sys.modules['logging']._startTime = sys.modules['time'].time()
-del _env, _setenv, _tz, _tz_key, _pp, _take
+del _env, _setenv, _tz, _tz_key, _pp, _take, _shadowed
 sys.modules['__main__'] = _main
 
 
