@@ -152,13 +152,14 @@ var brigEnv = map[string]string{
 }
 
 // brigOnlyEnv are names a request can't set because brig gives them meaning
-// inside the sandbox: the proxy variables of networked runs and the package
-// paths of runs with packages. They are reserved in every run, so that what a
-// request may set does not depend on its network mode or packages.
+// inside the sandbox: the proxy variables and the package managers' registry
+// of networked runs, and the package paths of runs with packages. They are
+// reserved in every run, so that what a request may set does not depend on
+// its network mode or packages.
 var brigOnlyEnv = []string{
 	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
 	"http_proxy", "https_proxy", "all_proxy", "no_proxy",
-	"PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL",
+	"PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST",
 	"NODE_PATH", "NPM_CONFIG_REGISTRY", "npm_config_registry", "NODE_USE_ENV_PROXY", "NODE_EXTRA_CA_CERTS",
 }
 

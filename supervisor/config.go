@@ -91,6 +91,11 @@ type Config struct {
 	// reached on in that mode (packages.Registry's Ports); a language with
 	// none admits 80 and 443.
 	RegistryPorts map[string][]int
+	// RegistryIndexes maps a language to its registry URLs, as its package
+	// installer has them (packages.Registry's Indexes): a networked run of the
+	// language gets them as its own package manager's settings (registryEnv),
+	// so that its pip or npm asks the registry mode registries admits.
+	RegistryIndexes map[string][]string
 	// Packages are the runs' packages: the layer cache and the policy.
 	Packages PackagesConfig
 	// Logger gets one line per request and one per run; nil means slog.Default().

@@ -2,7 +2,9 @@ package supervisor
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/egress"
@@ -124,6 +126,43 @@ func (cfg Config) egressPolicy(req api.Request) egress.Policy {
 		}
 	}
 	return pol
+}
+
+// registryEnv is what a networked run of lang gets of its registry: its
+// package manager's settings (names brig reserves) naming the URLs its
+// installer uses, which may be an operator's mirror that the manager's own
+// default is not, so that a program's own pip or npm asks the registry mode
+// registries admits. A URL holding credentials (user:token@) is left out: the
+// run is not trusted with them.
+func registryEnv(lang string, urls []string) map[string]string {
+	var indexes, trusted []string
+	for _, u := range urls {
+		p, err := url.Parse(u)
+		if err != nil || p.User != nil {
+			continue
+		}
+		indexes = append(indexes, u)
+		if p.Scheme == "http" && !slices.Contains(trusted, p.Hostname()) {
+			trusted = append(trusted, p.Hostname()) // pip ignores an http index otherwise
+		}
+	}
+	if len(indexes) == 0 {
+		return nil
+	}
+	env := map[string]string{}
+	switch lang {
+	case string(api.Python):
+		env["PIP_INDEX_URL"] = indexes[0]
+		if len(indexes) > 1 {
+			env["PIP_EXTRA_INDEX_URL"] = strings.Join(indexes[1:], " ")
+		}
+		if len(trusted) > 0 {
+			env["PIP_TRUSTED_HOST"] = strings.Join(trusted, " ")
+		}
+	case string(api.JavaScript):
+		env["npm_config_registry"] = indexes[0]
+	}
+	return env
 }
 
 // registries is GET /v1/health's registries: each language's registry hosts

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -530,5 +531,57 @@ print('asked')
 	}
 	if len(res.Network.Connections) != egress.MaxRefusals || res.Network.Omitted != names-egress.MaxRefusals {
 		t.Errorf("got %d connections listed and %d omitted, want %d and %d", len(res.Network.Connections), res.Network.Omitted, egress.MaxRefusals, names-egress.MaxRefusals)
+	}
+}
+
+// TestNetworkRegistriesGivesTheRunItsRegistry: a networked run's own pip and
+// npm ask the registry its installer uses (an operator's mirror, here the
+// stand-ins), which mode registries admits, not their own defaults, which it
+// refuses (a package audit: pip got the proxy's 403, npm E403).
+func TestNetworkRegistriesGivesTheRunItsRegistry(t *testing.T) {
+	reg := newRegistryStandIns(t)
+	ts := newTestService(t, func(cfg *Config) {
+		cfg.NetworkModes = []string{api.NetworkNone, api.NetworkRegistries}
+		cfg.Egress.Pins = map[string]string{pyRegistryHost + ":80": reg.py.Host(), npmRegistryHost + ":80": reg.npm.Host()}
+		cfg.RegistryHosts = map[string][]string{"python": {pyRegistryHost}, "javascript": {npmRegistryHost}}
+		cfg.RegistryIndexes = map[string][]string{"python": {"http://" + pyRegistryHost + "/simple/"}, "javascript": {"http://" + npmRegistryHost + "/"}}
+	})
+	res := ts.mustRun(t, request("python", `import subprocess, sys
+p = subprocess.run([sys.executable, '-m', 'pip', 'download', '--no-deps', '--disable-pip-version-check', '-d', '/tmp/d', 'dep-b==2.0'], capture_output=True, text=True)
+print(p.returncode, p.stderr[-400:])
+import os
+print(sorted(os.listdir('/tmp/d')))`, networked(api.NetworkRegistries)))
+	if !strings.HasPrefix(res.Stdout, "0 ") || !strings.Contains(res.Stdout, "dep_b-2.0-py3-none-any.whl") {
+		t.Errorf("pip download: got %q (stderr %q, connections %+v), want the stand-in's wheel", res.Stdout, res.Stderr, res.Network.Connections)
+	}
+	if _, err := exec.LookPath(packages.DefaultNpm); err == nil {
+		res = ts.mustRun(t, request("javascript", `const cp = require('child_process');
+const p = cp.spawnSync('npm', ['view', 'left', 'version', '--cache', '/tmp/npm-cache'], {encoding: 'utf8'});
+console.log(p.status, p.stdout.trim(), (p.stderr || '').slice(-300));`, networked(api.NetworkRegistries)))
+		if !strings.HasPrefix(res.Stdout, "0 1.2.0") {
+			t.Errorf("npm view: got %q (stderr %q, connections %+v), want the stand-in's 1.2.0", res.Stdout, res.Stderr, res.Network.Connections)
+		}
+	} else {
+		t.Logf("npm is not installed here (%v): the JavaScript half is not run", err)
+	}
+}
+
+// registryEnv leaves out a URL with credentials, trusts an http index's host
+// as the installer does, and gives no settings for a language without URLs.
+func TestRegistryEnv(t *testing.T) {
+	for _, tc := range []struct {
+		lang string
+		urls []string
+		want map[string]string
+	}{
+		{"python", []string{"https://mirror.test/simple/", "http://extra.test:8080/simple/", "https://u:tok@private.test/simple/"},
+			map[string]string{"PIP_INDEX_URL": "https://mirror.test/simple/", "PIP_EXTRA_INDEX_URL": "http://extra.test:8080/simple/", "PIP_TRUSTED_HOST": "extra.test"}},
+		{"python", []string{"https://u:tok@private.test/simple/"}, nil},
+		{"javascript", []string{"http://npm.test/"}, map[string]string{"npm_config_registry": "http://npm.test/"}},
+		{"javascript", nil, nil},
+	} {
+		if got := registryEnv(tc.lang, tc.urls); !maps.Equal(got, tc.want) {
+			t.Errorf("registryEnv(%s, %v): got %v, want %v", tc.lang, tc.urls, got, tc.want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -543,7 +544,9 @@ func (s *Service) execute(r *run, t *ticket) {
 			if er, err = egress.Start(&ecfg, pol, pid, r.onEgress); err != nil {
 				return nil, err
 			}
-			return egress.Env(), nil
+			env := egress.Env()
+			maps.Copy(env, registryEnv(r.req.Language, s.cfg.RegistryIndexes[r.req.Language]))
+			return env, nil
 		}
 	}
 	jr, err := s.launcher.Run(r.ctx, spec)

@@ -716,9 +716,11 @@ func (sc serveConfig) serviceConfig(ctx context.Context, log *slog.Logger) (supe
 	}
 	cfg.RegistryHosts = map[string][]string{}
 	cfg.RegistryPorts = map[string][]int{}
+	cfg.RegistryIndexes = map[string][]string{}
 	for lang, r := range regs {
 		cfg.RegistryHosts[lang] = r.Hosts
 		cfg.RegistryPorts[lang] = r.Ports
+		cfg.RegistryIndexes[lang] = r.Indexes
 	}
 	cfg.Packages.Policy = packages.PolicyConfig{Mode: sc.Packages.Policy.Mode, Allow: sc.Packages.Policy.Allow,
 		Deny: sc.Packages.Policy.Deny, Reviewed: sc.Packages.Policy.Reviewed}
