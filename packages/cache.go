@@ -577,6 +577,14 @@ func (c *Cache) build(ctx context.Context, key string, set Set, progress func(st
 	}
 
 	if err := CheckLayer(root); err != nil {
+		var bad *LayerError
+		if errors.As(err, &bad) {
+			// The packages' own contents, which the registry serves: the
+			// request's to change, not the service's.
+			return Manifest{}, &UnavailableError{Err: err, Message: clip(fmt.Sprintf(
+				"the packages' files hold %s, which %s: brig serves no setuid, setgid or special file, hard link or link leading outside in a package layer. Ask for another version, or another package.",
+				bad.Path, bad.Reason), maxMessage)}
+		}
 		return Manifest{}, fmt.Errorf("publishing layer %s: %w", key, err)
 	}
 	size, err := normaliseTree(stage, os.Geteuid(), os.Getegid())

@@ -171,6 +171,8 @@ func pyPackages() []registrytest.PyPackage {
 		{Name: "needs-new", Version: "1.0", Requires: []string{"dep-b>=2"}, Files: map[string]string{"needs_new/__init__.py": ""}},
 		{Name: "src-only", Version: "1.0", SdistOnly: true, Files: map[string]string{"setup.py": markerSetup, "src_only/__init__.py": ""}},
 		{Name: "in-tree", Version: "1.0", SdistOnly: true, Files: map[string]string{"pyproject.toml": inTreeProject, "backend.py": markerBackend}},
+		// A wheel with a file that would go outside the install's folder.
+		{Name: "escapes", Version: "1.0", Files: map[string]string{"escapes/__init__.py": "", "../escaped.py": "X = 1\n"}},
 		// A wheel whose dependency is given by URL, to a source archive.
 		{Name: "url-dep", Version: "1.0", Requires: []string{"in-tree @ http://" + pyHost + "/files/in_tree-1.0.tar.gz"},
 			Files: map[string]string{"url_dep/__init__.py": ""}},
@@ -243,6 +245,7 @@ func TestInstallPythonUnavailable(t *testing.T) {
 		// --only-binary does not hold a dependency given by URL: its backend
 		// would write a file into the layer.
 		{"a dependency by URL to a source archive", "url-dep==1.0", []string{"in-tree", "is not a wheel: brig installs wheels only"}},
+		{"a wheel with a file outside its folder", "escapes==1.0", []string{"escapes==1.0", "outside", "Ask for another version"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			staging := newStaging(t)

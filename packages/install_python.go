@@ -224,7 +224,10 @@ func pythonResolved(set Set, r *driverResult, allowSourceBuilds bool) ([]Resolve
 var (
 	// pipUnavailableRE are pip's error lines that mean a requested package or
 	// version can't be had (pip 22 to 25 words them so).
-	pipUnavailableRE = lazyRegexp(`^ERROR: (Could not find a version that satisfies|No matching distribution found|Cannot install .* because these package versions have conflicting dependencies|\S+ has an invalid wheel|.* is not a wheel: brig installs wheels only)`)
+	pipUnavailableRE = lazyRegexp(`^ERROR: (Could not find a version that satisfies|No matching distribution found|Cannot install .* because these package versions have conflicting dependencies|\S+ has an invalid wheel|.* is not a wheel: brig installs wheels only|.* trying to install outside the target directory)`)
+	// pipOutsideRE is pip's refusal of a wheel with a file whose path leaves
+	// the install's folder ("../x", "/x"), and the request it was for.
+	pipOutsideRE = lazyRegexp(`^ERROR: (?:For req: (\S+?)\. )?The wheel .* trying to install outside the target directory`)
 	// pipVersionsRE is the list pip gives after a version it could not find.
 	pipVersionsRE = lazyRegexp(`\(from versions: ([^)]*)\)`)
 	// pipPreReleaseRE finds a pre-release or development release in pip's
@@ -310,6 +313,16 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 			msg += " (the install ran out of disk space: the installer's temporary files, which may take at most half of its memory limit, or the package cache's disk; fewer or smaller packages may fit)"
 		}
 		return fmt.Errorf("the python installer failed (pip exited with status %d): %s", r.Exit, clip(msg, maxMessage))
+	}
+	for _, l := range r.Errors {
+		if m := pipOutsideRE().FindStringSubmatch(l); m != nil {
+			// Its paths are the installer's temporary folders': not said.
+			what := "a requested package"
+			if m[1] != "" {
+				what = m[1]
+			}
+			return &UnavailableError{Message: clip(what+": its wheel holds a file whose path leads outside the package's folder, which pip refuses to install. Ask for another version, or tell the package's maintainers.", maxMessage)}
+		}
 	}
 	msg := strings.Join(lines, "; ")
 	if !strings.HasSuffix(msg, ".") {

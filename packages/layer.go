@@ -160,9 +160,13 @@ type Installer interface {
 // what a model can act on.
 type UnavailableError struct {
 	Message string
+	// Err is what refused it, when not the installer (a *LayerError).
+	Err error
 }
 
 func (e *UnavailableError) Error() string { return e.Message }
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // IndexError is an install that failed because the registry did not answer:
 // not the request's fault, and worth trying again later. Message says what the
