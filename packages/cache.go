@@ -109,7 +109,15 @@ type cachedLayer struct {
 	manifest Manifest
 	lastUse  time.Time
 	refs     int // leases held
+	// refreshAfter holds an open layer's next re-resolve back after one
+	// that found the registry down (staleRetry).
+	refreshAfter time.Time
 }
+
+// staleRetry is how long an open layer kept because its re-resolve found the
+// registry down is served before the next re-resolve: runs meanwhile don't
+// each wait for the registry's timeouts.
+const staleRetry = time.Minute
 
 // flight is an install in progress that callers wait for.
 type flight struct {
@@ -125,6 +133,12 @@ type flight struct {
 	// admission, for up to its install timeout.
 	cancel    context.CancelFunc
 	abandoned bool
+	// stale is the open layer this install re-resolves, moved out of
+	// layers/ (takeLocked) and deleted once the install ends, unless the
+	// registry did not answer: then it is put back and served.
+	stale      victim
+	staleLayer *cachedLayer
+	kept       bool // the stale layer was put back and is what manifest is
 
 	pmu     sync.Mutex
 	lines   []string // sent so far, for callers that join late
@@ -369,8 +383,9 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 		}
 		c.mu.Lock()
 	}
-	var stale []victim
-	if l, ok := c.layers[key]; ok && l.refs == 0 && set.Open() && time.Since(l.manifest.InstalledAt) > c.openTTL {
+	var stale victim
+	var staleLayer *cachedLayer
+	if l, ok := c.layers[key]; ok && l.refs == 0 && set.Open() && time.Since(l.manifest.InstalledAt) > c.openTTL && time.Now().After(l.refreshAfter) {
 		// Resolved too long ago: installed again below, as a miss. A layer
 		// a run holds is served as it is; a later run refreshes it.
 		v, err := c.takeLocked(key)
@@ -378,7 +393,7 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 			c.log.Warn("re-resolving an open package layer; serving it as it is", "key", key, "err", err)
 		} else {
 			c.stats.Refreshes++
-			stale = append(stale, v)
+			stale, staleLayer = v, l
 			c.log.Info("re-resolving an open package layer", "key", key, "installed_at", l.manifest.InstalledAt)
 		}
 	}
@@ -393,11 +408,10 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 		return c.lease(m, true), nil
 	}
 	c.stats.Misses++
-	defer c.remove(stale) // after the lock is released, as eviction's
 	f := c.flights[key]
 	if f == nil {
 		ictx, cancel := context.WithCancel(c.ctx)
-		f = &flight{done: make(chan struct{}), subs: make(map[int]func(string)), cancel: cancel}
+		f = &flight{done: make(chan struct{}), subs: make(map[int]func(string)), cancel: cancel, stale: stale, staleLayer: staleLayer}
 		c.flights[key] = f
 		c.installs.Add(1)
 		go c.install(ictx, f, key, set)
@@ -430,7 +444,7 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 	if f.err != nil {
 		return nil, f.err
 	}
-	return c.lease(f.manifest, false), nil // the install took our ref
+	return c.lease(f.manifest, f.kept), nil // the install took our ref
 }
 
 func (c *Cache) lease(m Manifest, cached bool) *Lease {
@@ -479,10 +493,19 @@ func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 
 	c.mu.Lock()
 	c.stats.InstallSeconds += took.Seconds()
-	if err != nil {
+	var index *IndexError
+	kept := false
+	if err != nil && errors.As(err, &index) && f.staleLayer != nil && f.stale.dir != "" {
+		kept = c.restoreLocked(f, key)
+	}
+	switch {
+	case kept:
+		c.stats.InstallFailures++
+		f.manifest, f.kept = f.staleLayer.manifest, true
+	case err != nil:
 		c.stats.InstallFailures++
 		f.err = err
-	} else {
+	default:
 		c.stats.Installs++
 		c.layers[key] = &cachedLayer{manifest: m, lastUse: m.LastUsed, refs: f.waiters}
 		c.bytes += m.Bytes
@@ -491,12 +514,19 @@ func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 	delete(c.flights, key)
 	close(f.done)
 	victims, everr := c.evictLocked(c.maxBytes)
+	if f.staleLayer != nil && !kept {
+		victims = append(victims, f.stale)
+	}
 	c.mu.Unlock()
 
-	if err != nil {
+	switch {
+	case kept:
+		c.log.Warn("re-resolving an open package layer found its registry down: serving the layer as it was", "key", key, "language", set.Language,
+			"installed_at", f.staleLayer.manifest.InstalledAt, "retry_after", staleRetry, "err", err)
+	case err != nil:
 		c.log.Warn("package layer install failed", "key", key, "language", set.Language,
 			"requests", len(set.Requests), "seconds", took.Seconds(), "err", err)
-	} else {
+	default:
 		c.log.Info("package layer installed", "key", key, "language", set.Language,
 			"requests", len(set.Requests), "packages", len(m.Packages), "bytes", m.Bytes, "seconds", took.Seconds())
 	}
@@ -504,6 +534,22 @@ func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 		c.log.Warn("evicting package layers", "err", everr)
 	}
 	c.remove(victims)
+}
+
+// restoreLocked puts a flight's stale layer back where takeLocked moved it
+// from, for its waiters, and holds its next re-resolve back by staleRetry. It
+// reports whether it could: if not, the install's error stands.
+func (c *Cache) restoreLocked(f *flight, key string) bool {
+	if err := os.Rename(filepath.Join(f.stale.dir, key), filepath.Join(c.layersDir, key)); err != nil {
+		c.log.Warn("putting back an open package layer whose re-resolve found its registry down", "key", key, "err", err)
+		return false
+	}
+	os.Remove(f.stale.dir)
+	l := f.staleLayer
+	l.refs, l.lastUse, l.refreshAfter = f.waiters, time.Now(), time.Now().Add(staleRetry)
+	c.layers[key] = l
+	c.bytes += l.manifest.Bytes
+	return true
 }
 
 // build installs set into a fresh staging directory and publishes it as

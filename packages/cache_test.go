@@ -976,6 +976,72 @@ func TestCacheRefreshesOpenLayers(t *testing.T) {
 	}
 }
 
+// TestCacheKeepsAnOpenLayerWhenItsRegistryIsDown: an open layer whose
+// re-resolve finds the registry down is put back and served, and not
+// re-resolved again for staleRetry; one whose re-resolve fails otherwise is
+// gone, as before (a package audit: an outage turned cached runs into
+// failures).
+func TestCacheKeepsAnOpenLayerWhenItsRegistryIsDown(t *testing.T) {
+	testutil.CheckLeaks(t)
+	for _, tc := range []struct {
+		name string
+		err  error
+		kept bool
+	}{
+		{"registry down", &InstallError{Key: "k", Err: &IndexError{Message: "the python installer could not read the package index: 502"}}, true},
+		{"other failure", errors.New("pip exited with status 2"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst := &fakeInstaller{}
+			dir := filepath.Join(t.TempDir(), "cache")
+			c, err := OpenCache(CacheConfig{Dir: dir, OpenTTL: time.Nanosecond, Installer: inst, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			open := mustSet(t, "python", "3.11.2", "requests>=2")
+			first := acquire(t, c, open)
+			first.Release()
+			inst.err = tc.err
+			l, err := c.Acquire(context.Background(), open, nil)
+			if !tc.kept {
+				if l != nil || err == nil {
+					t.Fatalf("got %v, %v, want the install's error", l, err)
+				}
+				// Deleted once the install's lock is let go, maybe after the
+				// waiter has its error.
+				for i := 0; i < 100 && len(entries(t, filepath.Join(dir, "staging"))) != 0; i++ {
+					time.Sleep(10 * time.Millisecond)
+				}
+				if s := c.Stats(); s.Layers != 0 || len(entries(t, filepath.Join(dir, "staging"))) != 0 {
+					t.Errorf("got %d layers and staging %q, want the old layer gone", s.Layers, entries(t, filepath.Join(dir, "staging")))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("got %v, want the layer as it was", err)
+			}
+			if !l.Cached || l.Dir != first.Dir || !l.Manifest.InstalledAt.Equal(first.Manifest.InstalledAt) || inst.Calls() != 2 {
+				t.Errorf("got Cached %v, %s installed %v after %d installs, want the first layer (%s, %v) after 2", l.Cached, l.Dir, l.Manifest.InstalledAt, inst.Calls(), first.Dir, first.Manifest.InstalledAt)
+			}
+			if _, err := os.Stat(filepath.Join(l.Dir, "requests", "__init__.py")); err != nil {
+				t.Errorf("the layer's files: %v", err)
+			}
+			l.Release()
+			// Served as it is until staleRetry has passed: no install waits
+			// for the registry meanwhile.
+			again := acquire(t, c, open)
+			again.Release()
+			if !again.Cached || inst.Calls() != 2 {
+				t.Errorf("got Cached %v after %d installs, want a hit after 2", again.Cached, inst.Calls())
+			}
+			if s := c.Stats(); s.Layers != 1 || len(entries(t, filepath.Join(dir, "staging"))) != 0 {
+				t.Errorf("got %d layers and staging %q, want 1 and nothing left in staging", s.Layers, entries(t, filepath.Join(dir, "staging")))
+			}
+		})
+	}
+}
+
 // diskFiller is an Installer that writes 1 MiB files into its staging folder,
 // a few milliseconds apart, want of them (or, want 0, until it is stopped,
 // going on past a full disk), and records its context's cause.
