@@ -397,6 +397,16 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 			c.log.Info("re-resolving an open package layer", "key", key, "installed_at", l.manifest.InstalledAt)
 		}
 	}
+	if l, ok := c.layers[key]; ok && l.refs == 0 {
+		// A layer whose content folder is gone from the disk (deleted by
+		// hand) is installed again, not served as a mount that fails.
+		if _, err := os.Lstat(filepath.Join(c.layersDir, key, contentDirName)); errors.Is(err, fs.ErrNotExist) {
+			if v, err := c.takeLocked(key); err == nil {
+				c.log.Warn("a package layer's folder is gone from the disk: installing it again", "key", key)
+				defer c.remove([]victim{v}) // once the lock is let go, as eviction's
+			}
+		}
+	}
 	if l, ok := c.layers[key]; ok {
 		l.refs++
 		l.lastUse = time.Now()

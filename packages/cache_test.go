@@ -1042,6 +1042,33 @@ func TestCacheKeepsAnOpenLayerWhenItsRegistryIsDown(t *testing.T) {
 	}
 }
 
+// TestCacheReinstallsALayerGoneFromDisk: a layer whose content folder was
+// deleted by hand is installed again, where its mount failed every run of it
+// with the state directory's path in the message (a package audit).
+func TestCacheReinstallsALayerGoneFromDisk(t *testing.T) {
+	testutil.CheckLeaks(t)
+	inst := &fakeInstaller{}
+	dir := filepath.Join(t.TempDir(), "cache")
+	c := openTestCache(t, dir, 0, inst)
+	set := mustSet(t, "python", "3.11.2", "numpy==1.26.4")
+	first := acquire(t, c, set)
+	first.Release()
+	if err := os.RemoveAll(first.Dir); err != nil {
+		t.Fatal(err)
+	}
+	l := acquire(t, c, set)
+	defer l.Release()
+	if l.Cached || inst.Calls() != 2 {
+		t.Errorf("got Cached %v after %d installs, want a new install", l.Cached, inst.Calls())
+	}
+	if _, err := os.Stat(filepath.Join(l.Dir, "numpy", "__init__.py")); err != nil {
+		t.Errorf("the new layer's files: %v", err)
+	}
+	if s := c.Stats(); s.Layers != 1 {
+		t.Errorf("got %d layers, want 1", s.Layers)
+	}
+}
+
 // diskFiller is an Installer that writes 1 MiB files into its staging folder,
 // a few milliseconds apart, want of them (or, want 0, until it is stopped,
 // going on past a full disk), and records its context's cause.

@@ -222,6 +222,9 @@ func parsePython(s string) (Request, error) {
 		return Request{}, refuse(s, "%q is a URL or a direct reference: brig installs from the package index only; give the name with a version constraint, such as %s", s, example)
 	}
 	if semi := strings.IndexByte(s, ';'); semi >= 0 {
+		if lb := strings.IndexByte(s[:semi], '['); lb >= 0 && !strings.Contains(s[lb:semi], "]") {
+			return Request{}, refuse(s, "%q has a \";\" inside its extras: extras are names separated by commas, as in httpx[http2,brotli]==0.27.0", s)
+		}
 		example := strings.TrimSpace(s[:semi])
 		if example == "" {
 			example = pyExample
@@ -418,11 +421,7 @@ func parseJavaScript(s string) (Request, error) {
 	// pip's syntax for a JavaScript run: say so, with the npm spelling.
 	if i := strings.IndexAny(s, "=<>!~"); i > 0 && !strings.Contains(s, "@") {
 		if name := strings.TrimSpace(s[:i]); npmNamePartRE().MatchString(name) {
-			rng := strings.TrimLeft(s[i:], "=<>!~ ")
-			if rng == "" || strings.Trim(rng, "0123456789.") != "" {
-				rng = "1.0.0"
-			}
-			return Request{}, refuse(s, "%q is written as for pip; a JavaScript run's packages are npm's, written name@range, such as %s@%s", s, name, rng)
+			return Request{}, refuse(s, "%q is written as for pip; a JavaScript run's packages are npm's, written name@range, such as %s@%s", s, name, npmRangeOf(s[i:]))
 		}
 	}
 
@@ -617,4 +616,33 @@ func validIdentifiers(s string, prerelease bool) bool {
 		}
 	}
 	return true
+}
+
+// npmRangeOf is the npm range that means what pip's version constraint c
+// means, as far as a hint needs: == a version, >= and the like as they are,
+// ~= as ^, clauses joined by spaces; "1.0.0" for what has no such spelling.
+func npmRangeOf(c string) string {
+	var clauses []string
+	for _, cl := range strings.Split(c, ",") {
+		cl = strings.TrimSpace(cl)
+		j := strings.IndexFunc(cl, func(r rune) bool { return !strings.ContainsRune("=<>!~", r) })
+		if j <= 0 {
+			return "1.0.0"
+		}
+		op, v := cl[:j], strings.TrimSpace(cl[j:])
+		if v == "" || strings.Trim(v, "0123456789.*") != "" {
+			return "1.0.0"
+		}
+		switch op {
+		case "==", "===":
+			clauses = append(clauses, strings.TrimSuffix(strings.TrimSuffix(v, "*"), "."))
+		case ">=", "<=", ">", "<":
+			clauses = append(clauses, op+v)
+		case "~=":
+			clauses = append(clauses, "^"+v)
+		default:
+			return "1.0.0"
+		}
+	}
+	return strings.Join(clauses, " ")
 }
