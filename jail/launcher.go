@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -276,6 +277,10 @@ type Launcher struct {
 	// guards it (zygoteFor starts zygotes under zmu).
 	pinMu    sync.Mutex
 	pinModes map[string]string
+	// zygoteModules has, per rootfs (Root.Lower), the top-level names of the
+	// modules its last ready zygote had imported, which a package layer must
+	// not hold for a run of it to go warm (warmFor); guarded by pinMu.
+	zygoteModules map[string]map[string]bool
 	// hugeCodeWarning logs once that zygotes run without their code on huge
 	// pages.
 	hugeCodeWarning sync.Once
@@ -566,7 +571,7 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err != nil {
 		return internal("rootfs", "the %s rootfs is not available: %v", spec.Language, err)
 	}
-	warm, why := l.warmFor(spec)
+	warm, why := l.warmFor(spec, root)
 	res.Start = why
 	s, ready, err := l.take(root, warm, spec.MemoryBytes, ctx.Done())
 	if err == nil && warm != "" && s.warm == "" {
@@ -730,10 +735,15 @@ const (
 	StartColdFailing = "cold-failing"
 	// StartColdEmpty: warm starts are on, but no warm sandbox was waiting.
 	StartColdEmpty = "cold-empty"
+	// StartColdLayer: warm starts are on, but the run's package layer holds
+	// a module the Python zygote had imported (enum34's enum, a
+	// sitecustomize), which a cold start imports from the layer.
+	StartColdLayer = "cold-layer"
 )
 
-// warmFor decides whether spec's run takes a warm sandbox, and says why not.
-func (l *Launcher) warmFor(spec Spec) (rootfs.Language, string) {
+// warmFor decides whether spec's run of root takes a warm sandbox, and says
+// why not.
+func (l *Launcher) warmFor(spec Spec, root *rootfs.Root) (rootfs.Language, string) {
 	if !l.cfg.Warm[spec.Language] || l.cfg.PoolSize == 0 {
 		return "", StartCold
 	}
@@ -747,6 +757,9 @@ func (l *Launcher) warmFor(spec Spec) (rootfs.Language, string) {
 	if ok, _ := WarmEligible(spec.Language, env); !ok || (spec.Language == rootfs.JavaScript && spec.Attach != nil) {
 		return "", StartColdEnv
 	}
+	if spec.Language == rootfs.Python && l.layerShadowsZygote(spec, env["PYTHONPATH"], root) {
+		return "", StartColdLayer
+	}
 	l.mu.Lock()
 	failing := l.warmFailing[spec.Language]
 	l.mu.Unlock()
@@ -754,6 +767,44 @@ func (l *Launcher) warmFor(spec Spec) (rootfs.Language, string) {
 		return "", StartColdFailing
 	}
 	return spec.Language, StartWarm
+}
+
+// layerShadowsZygote reports whether a folder spec mounts on pythonPath (its
+// package layer) holds a module that root's zygote had imported: a cold start
+// imports the layer's, a zygote's child has the zygote's. One listing of the
+// layer's folder on the host, against the names the zygote said it has; before
+// a zygote of root has been ready the child itself checks (zygote.py's
+// _shadowed), and starts the interpreter again.
+func (l *Launcher) layerShadowsZygote(spec Spec, pythonPath string, root *rootfs.Root) bool {
+	if pythonPath == "" || len(spec.Mounts) == 0 {
+		return false
+	}
+	l.pinMu.Lock()
+	have := l.zygoteModules[root.Lower]
+	l.pinMu.Unlock()
+	if have == nil {
+		return false
+	}
+	onPath := strings.Split(pythonPath, ":")
+	for _, m := range spec.Mounts {
+		if !slices.Contains(onPath, m.Target) {
+			continue
+		}
+		entries, err := os.ReadDir(m.Source)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if strings.Contains(name, ".") && !strings.HasSuffix(name, ".py") && !strings.HasSuffix(name, ".pyc") && !strings.HasSuffix(name, ".so") {
+				continue
+			}
+			if top, _, _ := strings.Cut(name, "."); have[top] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (l *Launcher) setWarmFailing(lang rootfs.Language, failing bool) {

@@ -56,7 +56,7 @@ type Result struct {
 	Usage                            Usage
 	Timing                           Timing
 	// Start is how the interpreter was started: StartWarm, StartCold,
-	// StartColdEnv or StartColdFailing.
+	// StartColdEnv, StartColdEmpty, StartColdLayer or StartColdFailing.
 	Start string
 	// Started says that the program had started (its interpreter exec'd, or a
 	// zygote's child handed its run) before the run ended.

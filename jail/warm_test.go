@@ -286,10 +286,11 @@ func TestWarmPythonPathMatchesCold(t *testing.T) {
 }
 
 // TestWarmLayerShadowsMatchesCold: a package layer that holds a module the
-// zygote had imported (enum34's enum) or a sitecustomize gives a warm run what
-// it gives a cold one, which imports the layer's: the warm process starts
-// the interpreter again. A layer that shadows nothing keeps the zygote's
-// process ('json', a preload, still imported).
+// zygote had imported (enum34's enum) or a sitecustomize gives a run on a warm
+// launcher what it gives a cold one, which imports the layer's: the launcher
+// sends it cold (cold-layer) by the names the zygote said it had, and before
+// it knows them the zygote's child starts the interpreter again. A layer that
+// shadows nothing goes warm ('json', a preload, still imported).
 func TestWarmLayerShadowsMatchesCold(t *testing.T) {
 	cold := newTestLauncher(t, 0)
 	warm := newWarmLauncher(t, 1)
@@ -297,52 +298,68 @@ func TestWarmLayerShadowsMatchesCold(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		files     map[string]string
-		warmJSON  string // 'json' in sys.modules, warm: True where the zygote's process ran it
-		coldStart string // the cold run's stdout or stderr begins so
+		shadows   bool
+		coldStart string // the cold run's stdout and stderr begin so
 	}{
-		{"nothing shadowed", map[string]string{"mylib.py": "X = 1\n", "mypkg/__init__.py": ""}, "True", "False\n/usr/lib/python3.11/enum.py a\n"},
+		{"nothing shadowed", map[string]string{"mylib.py": "X = 1\n", "mypkg/__init__.py": "", "mylib-1.0.dist-info/RECORD": ""}, false, "False\n/usr/lib/python3.11/enum.py a\n"},
 		// re imports the layer's enum, which lacks what re needs.
-		{"enum", map[string]string{"enum.py": "class Enum(object):\n    pass\n"}, "False", "False\nTraceback"},
-		{"a package", map[string]string{"json/__init__.py": "print('layer json')\n"}, "False", "False\n/usr/lib/python3.11/enum.py a\n"},
-		{"an extension's name", map[string]string{"enum.cpython-311-x86_64-linux-gnu.so": ""}, "False", "False\n"},
-		{"sitecustomize", map[string]string{"sitecustomize.py": "print('layer sitecustomize')\n"}, "False", "layer sitecustomize\nFalse\n"},
+		{"enum", map[string]string{"enum.py": "class Enum(object):\n    pass\n"}, true, "False\nTraceback"},
+		{"a package", map[string]string{"json/__init__.py": "print('layer json')\n"}, true, "False\n/usr/lib/python3.11/enum.py a\n"},
+		{"an extension's name", map[string]string{"enum.cpython-311-x86_64-linux-gnu.so": ""}, true, "False\n"},
+		{"sitecustomize", map[string]string{"sitecustomize.py": "print('layer sitecustomize')\n"}, true, "layer sitecustomize\nFalse\n"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			os.Chmod(dir, 0o755)
-			for name, text := range tc.files {
-				path := filepath.Join(dir, name)
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
+		dir := t.TempDir()
+		os.Chmod(dir, 0o755)
+		for name, text := range tc.files {
+			path := filepath.Join(dir, name)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		layer := func(s *Spec) {
+			s.Mounts = append(s.Mounts, Mount{Source: dir, Target: "/opt/brig/python"})
+			s.BrigEnv = map[string]string{"PYTHONPATH": "/opt/brig/python"}
+		}
+		// "the child decides": the launcher does not know the zygote's
+		// modules yet, so the run goes warm and its child execs.
+		for _, decides := range []string{"the launcher decides", "the child decides"} {
+			t.Run(tc.name+", "+decides, func(t *testing.T) {
+				waitWarm(t, warm)
+				if decides == "the child decides" {
+					warm.pinMu.Lock()
+					saved := warm.zygoteModules
+					warm.zygoteModules = nil
+					warm.pinMu.Unlock()
+					defer func() {
+						warm.pinMu.Lock()
+						warm.zygoteModules = saved
+						warm.pinMu.Unlock()
+					}()
 				}
-				if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-					t.Fatal(err)
+				w := run(t, warm, rootfs.Python, code, layer)
+				c := run(t, cold, rootfs.Python, code, layer)
+				wantStart := StartWarm
+				if tc.shadows && decides == "the launcher decides" {
+					wantStart = StartColdLayer
 				}
-			}
-			layer := func(s *Spec) {
-				s.Mounts = append(s.Mounts, Mount{Source: dir, Target: "/opt/brig/python"})
-				s.BrigEnv = map[string]string{"PYTHONPATH": "/opt/brig/python"}
-			}
-			waitWarm(t, warm)
-			w := run(t, warm, rootfs.Python, code, layer)
-			c := run(t, cold, rootfs.Python, code, layer)
-			if w.Start != StartWarm || c.Start != StartCold {
-				t.Fatalf("start paths: got %s and %s, want warm and cold", w.Start, c.Start)
-			}
-			if !strings.HasPrefix(c.Stdout+c.Stderr, tc.coldStart) {
-				t.Fatalf("cold: %s %q %q, want it to begin %q", c.End, c.Stdout, c.Stderr, tc.coldStart)
-			}
-			if got := firstLines(strings.TrimPrefix(w.Stdout, "layer sitecustomize\n"), 1); got != tc.warmJSON+"\n" {
-				t.Errorf("warm: 'json' in sys.modules printed %q, want %s", got, tc.warmJSON)
-			}
-			wantOut := c.Stdout
-			if tc.warmJSON == "True" { // the zygote's process: its preloads stay imported
-				wantOut = strings.Replace(wantOut, "False", "True", 1)
-			}
-			if w.Stdout != wantOut || w.Stderr != c.Stderr || w.End != c.End || exitCode(w) != exitCode(c) {
-				t.Errorf("warm: %s %s %q %q; cold: %s %s %q %q", w.End, exitCode(w), w.Stdout, w.Stderr, c.End, exitCode(c), c.Stdout, c.Stderr)
-			}
-		})
+				if w.Start != wantStart || c.Start != StartCold {
+					t.Fatalf("start paths: got %s and %s, want %s and cold", w.Start, c.Start, wantStart)
+				}
+				if !strings.HasPrefix(c.Stdout+c.Stderr, tc.coldStart) {
+					t.Fatalf("cold: %s %q %q, want it to begin %q", c.End, c.Stdout, c.Stderr, tc.coldStart)
+				}
+				wantOut := c.Stdout
+				if !tc.shadows { // the zygote's process: its preloads stay imported
+					wantOut = strings.Replace(wantOut, "False", "True", 1)
+				}
+				if w.Stdout != wantOut || w.Stderr != c.Stderr || w.End != c.End || exitCode(w) != exitCode(c) {
+					t.Errorf("warm launcher: %s %s %q %q; cold: %s %s %q %q", w.End, exitCode(w), w.Stdout, w.Stderr, c.End, exitCode(c), c.Stdout, c.Stderr)
+				}
+			})
+		}
 	}
 }
 

@@ -156,6 +156,9 @@ type zygote struct {
 	retiring bool
 	// stderr has what the zygote printed, for errors.
 	stderr *limitedWriter
+	// modules are the top-level names of the modules it had imported when
+	// it was ready (zygoteReply.Modules).
+	modules map[string]bool
 	// pinned is how many pages the zygote pinned (zygote.py's _pin), and
 	// hugeCode how many bytes of its code it mapped on huge pages
 	// (_huge_code), hugeCodeError why no more.
@@ -181,6 +184,9 @@ type zygoteReply struct {
 	// pages, which its children share; HugeCodeError why not all it could.
 	HugeCode      int    `json:"huge_code"`
 	HugeCodeError string `json:"huge_code_error"`
+	// Modules are the top-level names of the modules a ready zygote had
+	// imported that a package layer could shadow (zygote.py's _module_names).
+	Modules []string `json:"modules"`
 }
 
 // zygoteConfig is the first message a zygote reads.
@@ -444,7 +450,7 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		return nil, fmt.Errorf("configuring the zygote: %w", err)
 	}
 	z.conn.SetReadDeadline(time.Now().Add(zygoteTimeout))
-	buf := make([]byte, 4096)
+	buf := make([]byte, 64<<10) // its ready message lists its modules
 	n, err := z.conn.Read(buf)
 	var r zygoteReply
 	if err == nil {
@@ -458,6 +464,10 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 	}
 	z.conn.SetReadDeadline(time.Time{})
 	z.pinned, z.pinTrial, z.hugeCode, z.hugeCodeError = r.Pinned, r.PinTrial, r.HugeCode, r.HugeCodeError
+	z.modules = map[string]bool{}
+	for _, m := range r.Modules {
+		z.modules[m] = true
+	}
 	if r.PinError != "" {
 		l.pinWarning.Do(func() {
 			l.log.Warn("a zygote could not pin its memory: its children copy its pages at their first writes, which costs warm Python runs more CPU",
@@ -760,6 +770,12 @@ func (l *Launcher) newZygote(root *rootfs.Root) (*zygote, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.pinMu.Lock()
+	if l.zygoteModules == nil {
+		l.zygoteModules = map[string]map[string]bool{}
+	}
+	l.zygoteModules[key] = z.modules
+	l.pinMu.Unlock()
 	if t := z.pinTrial; t != nil {
 		mode := pinModes[t.Kept]
 		if mode == "" || (mode == pinOff) != (z.pinned == 0) {

@@ -77,6 +77,21 @@ class _Beneath(ctypes.Structure):
     _fields_ = [('allowed_access', ctypes.c_uint64), ('parent_fd', ctypes.c_int32)]
 
 
+def _module_names():
+    """The top-level names of the modules imported so far that a package
+    layer on PYTHONPATH would shadow in a cold start, which imports the
+    layer's (ahead of the standard library on sys.path: enum34's enum,
+    argparse, dataclasses) and runs a sitecustomize or usercustomize it
+    holds, where a child of this process has this process's. Built-in and
+    frozen modules are found before sys.path: a layer can't shadow them."""
+    have = {'sitecustomize', 'usercustomize'}
+    for name, m in list(sys.modules.items()):
+        spec = getattr(m, '__spec__', None)
+        if name != '__main__' and (spec is None or spec.origin not in ('built-in', 'frozen')):
+            have.add(name.partition('.')[0])
+    return have
+
+
 def _landlock():
     """The Landlock ruleset attribute a child restricts itself with: every
     file system access right this kernel's Landlock knows, handled (granted
@@ -224,8 +239,9 @@ def _serve():
         # would have the child's filter alone.
         f = _decode_filter(cfg['zygote_filter'])
         _check(_syscall(_SYS_seccomp, _SECCOMP_SET_MODE_FILTER, 0, ctypes.addressof(f[0])), "loading the zygote's filter")
-    ctl.send(b'{"ready":true,"pinned":%d,"pin_error":%s,"pin_trial":%s,"huge_code":%d,"huge_code_error":%s}' % (
-        pinned, json.dumps(why).encode(), json.dumps(trial).encode(), huge, json.dumps(huge_why).encode()))
+    ctl.send(b'{"ready":true,"pinned":%d,"pin_error":%s,"pin_trial":%s,"huge_code":%d,"huge_code_error":%s,"modules":%s}' % (
+        pinned, json.dumps(why).encode(), json.dumps(trial).encode(), huge, json.dumps(huge_why).encode(),
+        json.dumps(sorted(_module_names())).encode()))
     while True:
         if retiring and not children:
             os._exit(0)
@@ -890,16 +906,9 @@ def _take(fd, path):
 def _shadowed(paths):
     """The first module name this process had imported before its run that
     one of paths (the run's PYTHONPATH: its package layer) holds too, or
-    None. A cold start imports the layer's, which comes before the standard
-    library on sys.path (enum34's enum, argparse, dataclasses), and runs a
-    sitecustomize or usercustomize it holds; this process has the zygote's.
-    Built-in and frozen modules are found before sys.path, and a layer can't
-    shadow them."""
-    have = {'sitecustomize', 'usercustomize'}
-    for name, m in list(sys.modules.items()):
-        spec = getattr(m, '__spec__', None)
-        if name != '__main__' and (spec is None or spec.origin not in ('built-in', 'frozen')):
-            have.add(name.partition('.')[0])
+    None. The launcher sends such a run cold (the zygote's modules, in its
+    ready message); this is for a module the zygote did not list."""
+    have = _module_names()
     for p in paths:
         try:
             entries = os.listdir(p)
@@ -941,8 +950,14 @@ if _pp:
     if _shadowed(_pp):
         # This process can't be the one a cold start makes: it starts the
         # interpreter again, as a cold run does, in its sandbox, with its
-        # run's environment and command line (sys.orig_argv, above).
-        os.execv(sys.orig_argv[0], sys.orig_argv)
+        # run's environment and command line (sys.orig_argv, above); its
+        # parent is still the zygote, outside its pid namespace, so that
+        # os.getppid() says 0 where a cold run's says 1. (A failed exec
+        # leaves the run to this process.)
+        try:
+            os.execv(sys.orig_argv[0], sys.orig_argv)
+        except OSError:
+            pass
     sys.path[1:] = dict.fromkeys(_pp + sys.path[1:])
 if _tz is not None and _tz != _tz_key():
     sys.modules['time'].tzset()  # the run's TZ, as a fresh interpreter reads it
@@ -950,7 +965,7 @@ if 'logging' in sys.modules:
     # A record's relativeCreated counts from logging's import: the run's
     # start, not the zygote's.
     sys.modules['logging']._startTime = sys.modules['time'].time()
-del _env, _setenv, _tz, _tz_key, _pp, _take, _shadowed
+del _env, _setenv, _tz, _tz_key, _pp, _take, _shadowed, _module_names
 sys.modules['__main__'] = _main
 
 

@@ -67,7 +67,7 @@ func newMetrics(adm *admission) *metrics {
 			Name: "brig_egress_decisions_total", Help: "Connections of networked runs the egress policy decided, by network mode, allowed (true or false) and class of the rule that decided.",
 		}, []string{"mode", "allowed", "rule_class"}),
 		starts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "brig_run_starts_total", Help: "Runs by how their interpreter was started: warm (a pooled interpreter), cold, cold-env (the run's environment or network needs a cold start), cold-empty (no warm sandbox was waiting) or cold-failing (warm sandboxes failed to prepare).",
+			Name: "brig_run_starts_total", Help: "Runs by how their interpreter was started: warm (a pooled interpreter), cold, cold-env (the run's environment or network needs a cold start), cold-empty (no warm sandbox was waiting), cold-layer (the run's package layer holds a module the Python zygote had imported) or cold-failing (warm sandboxes failed to prepare).",
 		}, []string{"language", "path"}),
 		egressBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "brig_egress_bytes_total", Help: "Bytes networked runs sent (direction sent) and received (direction received) through the egress proxy.",
