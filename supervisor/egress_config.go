@@ -128,17 +128,20 @@ func (cfg Config) egressPolicy(req api.Request) egress.Policy {
 	return pol
 }
 
-// registryEnv is what a networked run of lang gets of its registry: its
-// package manager's settings (names brig reserves) naming the URLs its
-// installer uses, which may be an operator's mirror that the manager's own
-// default is not, so that a program's own pip or npm asks the registry mode
-// registries admits. A URL holding credentials (user:token@) is left out: the
-// run is not trusted with them.
+// registryEnv is what a run of lang with network registries gets of its
+// registry: its package manager's settings (names brig reserves) naming the
+// URLs its installer uses, which may be an operator's mirror that the
+// manager's own default is not, so that a program's own pip or npm asks the
+// registry that mode admits. (Other modes keep the managers' defaults: a
+// domains run that allows the public registry reaches it.) A URL with a
+// user, a query or a fragment, where credentials go, is left out: the run is
+// not trusted with them. A token in a URL's path can't be told from a name;
+// README says to keep credentials out of the URLs.
 func registryEnv(lang string, urls []string) map[string]string {
 	var indexes, trusted []string
 	for _, u := range urls {
 		p, err := url.Parse(u)
-		if err != nil || p.User != nil {
+		if err != nil || p.User != nil || p.RawQuery != "" || p.ForceQuery || p.Fragment != "" {
 			continue
 		}
 		indexes = append(indexes, u)

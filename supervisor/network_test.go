@@ -534,14 +534,14 @@ print('asked')
 	}
 }
 
-// TestNetworkRegistriesGivesTheRunItsRegistry: a networked run's own pip and
+// TestNetworkRegistriesGivesTheRunItsRegistry: a registries run's own pip and
 // npm ask the registry its installer uses (an operator's mirror, here the
 // stand-ins), which mode registries admits, not their own defaults, which it
 // refuses (a package audit: pip got the proxy's 403, npm E403).
 func TestNetworkRegistriesGivesTheRunItsRegistry(t *testing.T) {
 	reg := newRegistryStandIns(t)
 	ts := newTestService(t, func(cfg *Config) {
-		cfg.NetworkModes = []string{api.NetworkNone, api.NetworkRegistries}
+		cfg.NetworkModes = []string{api.NetworkNone, api.NetworkRegistries, api.NetworkAny}
 		cfg.Egress.Pins = map[string]string{pyRegistryHost + ":80": reg.py.Host(), npmRegistryHost + ":80": reg.npm.Host()}
 		cfg.RegistryHosts = map[string][]string{"python": {pyRegistryHost}, "javascript": {npmRegistryHost}}
 		cfg.RegistryIndexes = map[string][]string{"python": {"http://" + pyRegistryHost + "/simple/"}, "javascript": {"http://" + npmRegistryHost + "/"}}
@@ -553,6 +553,13 @@ import os
 print(sorted(os.listdir('/tmp/d')))`, networked(api.NetworkRegistries)))
 	if !strings.HasPrefix(res.Stdout, "0 ") || !strings.Contains(res.Stdout, "dep_b-2.0-py3-none-any.whl") {
 		t.Errorf("pip download: got %q (stderr %q, connections %+v), want the stand-in's wheel", res.Stdout, res.Stderr, res.Network.Connections)
+	}
+	// Other modes keep the managers' own defaults: a domains run that
+	// allows the public registry reaches it, not the mirror.
+	res = ts.mustRun(t, request("python", `import os
+print(os.environ.get('PIP_INDEX_URL'), os.environ.get('PIP_TRUSTED_HOST'))`, networked(api.NetworkAny)))
+	if res.Stdout != "None None\n" {
+		t.Errorf("mode any: got %q, want no registry settings", res.Stdout)
 	}
 	if _, err := exec.LookPath(packages.DefaultNpm); err == nil {
 		res = ts.mustRun(t, request("javascript", `const cp = require('child_process');
@@ -577,6 +584,7 @@ func TestRegistryEnv(t *testing.T) {
 		{"python", []string{"https://mirror.test/simple/", "http://extra.test:8080/simple/", "https://u:tok@private.test/simple/"},
 			map[string]string{"PIP_INDEX_URL": "https://mirror.test/simple/", "PIP_EXTRA_INDEX_URL": "http://extra.test:8080/simple/", "PIP_TRUSTED_HOST": "extra.test"}},
 		{"python", []string{"https://u:tok@private.test/simple/"}, nil},
+		{"python", []string{"https://private.test/simple/?token=x", "https://private.test/simple/#x", "https://private.test/simple/?"}, nil},
 		{"javascript", []string{"http://npm.test/"}, map[string]string{"npm_config_registry": "http://npm.test/"}},
 		{"javascript", nil, nil},
 	} {

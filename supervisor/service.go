@@ -545,7 +545,9 @@ func (s *Service) execute(r *run, t *ticket) {
 				return nil, err
 			}
 			env := egress.Env()
-			maps.Copy(env, registryEnv(r.req.Language, s.cfg.RegistryIndexes[r.req.Language]))
+			if r.req.Network.Mode == api.NetworkRegistries {
+				maps.Copy(env, registryEnv(r.req.Language, s.cfg.RegistryIndexes[r.req.Language]))
+			}
 			return env, nil
 		}
 	}
