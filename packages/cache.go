@@ -110,13 +110,13 @@ type cachedLayer struct {
 	lastUse  time.Time
 	refs     int // leases held
 	// refreshAfter holds an open layer's next re-resolve back after one
-	// that found the registry down (staleRetry).
+	// that failed (staleRetry).
 	refreshAfter time.Time
 }
 
-// staleRetry is how long an open layer kept because its re-resolve found the
-// registry down is served before the next re-resolve: runs meanwhile don't
-// each wait for the registry's timeouts.
+// staleRetry is how long an open layer kept because its re-resolve failed
+// (the registry down) is served before the next re-resolve: runs meanwhile
+// don't each wait for the registry's timeouts.
 const staleRetry = time.Minute
 
 // flight is an install in progress that callers wait for.
@@ -135,7 +135,8 @@ type flight struct {
 	abandoned bool
 	// stale is the open layer this install re-resolves, moved out of
 	// layers/ (takeLocked) and deleted once the install ends, unless the
-	// registry did not answer: then it is put back and served.
+	// install failed for another reason than the registry's refusal (the
+	// registry down): then it is put back and served.
 	stale      victim
 	staleLayer *cachedLayer
 	kept       bool // the stale layer was put back and is what manifest is
@@ -398,12 +399,19 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 		}
 	}
 	if l, ok := c.layers[key]; ok && l.refs == 0 {
-		// A layer whose content folder is gone from the disk (deleted by
-		// hand) is installed again, not served as a mount that fails.
+		// A layer whose content folder, or whole folder, is gone from the
+		// disk (deleted by hand) is installed again, not served as a mount
+		// that fails. (One a run holds is left: its lease's release would
+		// count against the new layer's.)
 		if _, err := os.Lstat(filepath.Join(c.layersDir, key, contentDirName)); errors.Is(err, fs.ErrNotExist) {
-			if v, err := c.takeLocked(key); err == nil {
-				c.log.Warn("a package layer's folder is gone from the disk: installing it again", "key", key)
+			c.log.Warn("a package layer's folder is gone from the disk: installing it again", "key", key)
+			if _, err := os.Lstat(filepath.Join(c.layersDir, key)); errors.Is(err, fs.ErrNotExist) {
+				c.bytes -= l.manifest.Bytes
+				delete(c.layers, key)
+			} else if v, err := c.takeLocked(key); err == nil {
 				defer c.remove([]victim{v}) // once the lock is let go, as eviction's
+			} else {
+				c.log.Warn("moving a broken package layer out of the cache", "key", key, "err", err)
 			}
 		}
 	}
@@ -503,9 +511,12 @@ func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 
 	c.mu.Lock()
 	c.stats.InstallSeconds += took.Seconds()
-	var index *IndexError
+	// A re-resolve that failed for another reason than the request's (the
+	// registry down or too slow, the waiters gone, the cache closing) keeps
+	// the layer it was to replace; one the registry now refuses does not.
+	var unavailable *UnavailableError
 	kept := false
-	if err != nil && errors.As(err, &index) && f.staleLayer != nil && f.stale.dir != "" {
+	if err != nil && !errors.As(err, &unavailable) && f.staleLayer != nil && f.stale.dir != "" {
 		kept = c.restoreLocked(f, key)
 	}
 	switch {
@@ -531,7 +542,8 @@ func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 
 	switch {
 	case kept:
-		c.log.Warn("re-resolving an open package layer found its registry down: serving the layer as it was", "key", key, "language", set.Language,
+		c.touch(key, f.staleLayer.lastUse)
+		c.log.Warn("re-resolving an open package layer failed: serving the layer as it was", "key", key, "language", set.Language,
 			"installed_at", f.staleLayer.manifest.InstalledAt, "retry_after", staleRetry, "err", err)
 	case err != nil:
 		c.log.Warn("package layer install failed", "key", key, "language", set.Language,
@@ -557,6 +569,7 @@ func (c *Cache) restoreLocked(f *flight, key string) bool {
 	os.Remove(f.stale.dir)
 	l := f.staleLayer
 	l.refs, l.lastUse, l.refreshAfter = f.waiters, time.Now(), time.Now().Add(staleRetry)
+	l.manifest.LastUsed = l.lastUse
 	c.layers[key] = l
 	c.bytes += l.manifest.Bytes
 	return true

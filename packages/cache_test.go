@@ -977,8 +977,8 @@ func TestCacheRefreshesOpenLayers(t *testing.T) {
 }
 
 // TestCacheKeepsAnOpenLayerWhenItsRegistryIsDown: an open layer whose
-// re-resolve finds the registry down is put back and served, and not
-// re-resolved again for staleRetry; one whose re-resolve fails otherwise is
+// re-resolve fails (the registry down, or too slow) is put back and served,
+// and not re-resolved again for staleRetry; one the registry now refuses is
 // gone, as before (a package audit: an outage turned cached runs into
 // failures).
 func TestCacheKeepsAnOpenLayerWhenItsRegistryIsDown(t *testing.T) {
@@ -989,7 +989,8 @@ func TestCacheKeepsAnOpenLayerWhenItsRegistryIsDown(t *testing.T) {
 		kept bool
 	}{
 		{"registry down", &InstallError{Key: "k", Err: &IndexError{Message: "the python installer could not read the package index: 502"}}, true},
-		{"other failure", errors.New("pip exited with status 2"), false},
+		{"registry too slow", &InstallError{Key: "k", Err: errors.New("the registry answered too slowly")}, true},
+		{"the registry refuses the request now", &UnavailableError{Message: "No matching distribution found for requests>=2"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inst := &fakeInstaller{}
@@ -1047,25 +1048,33 @@ func TestCacheKeepsAnOpenLayerWhenItsRegistryIsDown(t *testing.T) {
 // with the state directory's path in the message (a package audit).
 func TestCacheReinstallsALayerGoneFromDisk(t *testing.T) {
 	testutil.CheckLeaks(t)
-	inst := &fakeInstaller{}
-	dir := filepath.Join(t.TempDir(), "cache")
-	c := openTestCache(t, dir, 0, inst)
-	set := mustSet(t, "python", "3.11.2", "numpy==1.26.4")
-	first := acquire(t, c, set)
-	first.Release()
-	if err := os.RemoveAll(first.Dir); err != nil {
-		t.Fatal(err)
-	}
-	l := acquire(t, c, set)
-	defer l.Release()
-	if l.Cached || inst.Calls() != 2 {
-		t.Errorf("got Cached %v after %d installs, want a new install", l.Cached, inst.Calls())
-	}
-	if _, err := os.Stat(filepath.Join(l.Dir, "numpy", "__init__.py")); err != nil {
-		t.Errorf("the new layer's files: %v", err)
-	}
-	if s := c.Stats(); s.Layers != 1 {
-		t.Errorf("got %d layers, want 1", s.Layers)
+	for _, gone := range []string{"its content folder", "its whole folder"} {
+		t.Run(gone, func(t *testing.T) {
+			inst := &fakeInstaller{}
+			dir := filepath.Join(t.TempDir(), "cache")
+			c := openTestCache(t, dir, 0, inst)
+			set := mustSet(t, "python", "3.11.2", "numpy==1.26.4")
+			first := acquire(t, c, set)
+			first.Release()
+			rm := first.Dir
+			if gone == "its whole folder" {
+				rm = filepath.Dir(first.Dir)
+			}
+			if err := os.RemoveAll(rm); err != nil {
+				t.Fatal(err)
+			}
+			l := acquire(t, c, set)
+			defer l.Release()
+			if l.Cached || inst.Calls() != 2 {
+				t.Errorf("got Cached %v after %d installs, want a new install", l.Cached, inst.Calls())
+			}
+			if _, err := os.Stat(filepath.Join(l.Dir, "numpy", "__init__.py")); err != nil {
+				t.Errorf("the new layer's files: %v", err)
+			}
+			if s := c.Stats(); s.Layers != 1 || s.Bytes != l.Manifest.Bytes {
+				t.Errorf("got %d layers of %d bytes, want 1 of %d", s.Layers, s.Bytes, l.Manifest.Bytes)
+			}
+		})
 	}
 }
 
