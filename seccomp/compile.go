@@ -181,7 +181,26 @@ func (r Rule) validate() error {
 	case len(r.When) > 0 && (!r.Else.valid() || r.Else == r.Action):
 		return fmt.Errorf("Else %v must be a valid action other than Action %v: %w", r.Else, r.Action, ErrInvalidPolicy)
 	}
-	return validateConds(r.When)
+	if err := validateConds(r.When); err != nil {
+		return err
+	}
+	return checkGuardMasks(r.Action, r.Else, r.When)
+}
+
+// checkGuardMasks refuses a check that guards a call (an action other than
+// Allow when it holds, Allow when not) with an In condition on all 64 bits:
+// a caller would dodge it by setting bits the kernel does not read, as NotIn's
+// Mask rule says of denylists.
+func checkGuardMasks(action, otherwise Action, when []Cond) error {
+	if action == Allow || otherwise != Allow {
+		return nil
+	}
+	for _, c := range when {
+		if c.Op == In && c.Mask == 0 {
+			return fmt.Errorf("argument %d: an in check that guards the call (%v when it holds, allow when not) with no Mask: give the bits the kernel reads (lowWord for an int; ^0 for a 64-bit argument): %w", c.Arg, action, ErrInvalidPolicy)
+		}
+	}
+	return nil
 }
 
 func (r Rule) validateCases() error {
@@ -200,6 +219,9 @@ func (r Rule) validateCases() error {
 			return fmt.Errorf("case %d: no conditions (a case that always holds is Else): %w", i, ErrInvalidPolicy)
 		}
 		if err := validateConds(c.When); err != nil {
+			return fmt.Errorf("case %d: %w", i, err)
+		}
+		if err := checkGuardMasks(c.Action, r.Else, c.When); err != nil {
 			return fmt.Errorf("case %d: %w", i, err)
 		}
 		// A case with Else's action is an exception carved out of a later
