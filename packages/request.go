@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode"
@@ -635,11 +636,25 @@ func npmRangeOf(c string) string {
 		}
 		switch op {
 		case "==", "===":
-			clauses = append(clauses, strings.TrimSuffix(strings.TrimSuffix(v, "*"), "."))
+			if v = strings.TrimSuffix(strings.TrimSuffix(v, "*"), "."); v == "" {
+				v = "*"
+			}
+			clauses = append(clauses, v)
 		case ">=", "<=", ">", "<":
 			clauses = append(clauses, op+v)
 		case "~=":
-			clauses = append(clauses, "^"+v)
+			// ~=A.B is >=A.B and ==A.*; ~=A.B.C is >=A.B.C and ==A.B.*,
+			// which is npm's ~A.B.C.
+			parts := strings.Split(v, ".")
+			major, err := strconv.Atoi(parts[0])
+			switch {
+			case strings.Contains(v, "*") || err != nil || len(parts) < 2:
+				return "1.0.0"
+			case len(parts) == 2:
+				clauses = append(clauses, fmt.Sprintf(">=%s <%d", v, major+1))
+			default:
+				clauses = append(clauses, "~"+v)
+			}
 		default:
 			return "1.0.0"
 		}

@@ -225,6 +225,7 @@ func listWithin(conns []api.Connection, budget int) ([]api.Connection, int) {
 		return conns, 0
 	}
 	keep := make([]bool, len(conns))
+	budget-- // the array's brackets, less the comma its last element does not take
 	for _, allowed := range []bool{true, false} {
 		for i, c := range conns {
 			if c.Allowed != allowed {
