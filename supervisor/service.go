@@ -596,11 +596,16 @@ func (s *Service) finish(r *run, res *api.Result) {
 		AcceptedAt: r.accepted, Started: started, FinishedAt: time.Now(), Result: res,
 	}
 	// Kept before anyone sees the result, so that an answered result survives
-	// a crash of the service; then committed.
-	if err := s.journal.answered(r.runKey(), rec); err != nil {
-		s.log.Error("recording a result in the journal's pending file", logID, r.id, "err", err)
+	// a crash of the service; then committed. When the pending file can't
+	// take it (a full disk), the answer waits for the commit, which may still
+	// succeed (bbolt's free pages), so as not to answer what a crash would
+	// turn into another result; failing both, it is answered from memory.
+	pendingErr := s.journal.answered(r.runKey(), rec)
+	if pendingErr != nil {
+		s.log.Error("recording a result in the journal's pending file: answering it once committed", logID, r.id, "err", pendingErr)
+	} else {
+		r.finish(res)
 	}
-	r.finish(res)
 	if c := r.acceptCommit; c != nil {
 		<-c.done // the record it accepted is overwritten, not the other way round
 		if c.err != nil {
@@ -608,6 +613,9 @@ func (s *Service) finish(r *run, res *api.Result) {
 		}
 	}
 	err := s.journal.finish(r.runKey(), rec)
+	if pendingErr != nil {
+		r.finish(res)
+	}
 	s.mu.Lock()
 	if err != nil {
 		// The run stays in memory, answered from there, and its record is

@@ -135,6 +135,45 @@ func TestJournalFailureIs503(t *testing.T) {
 	}
 }
 
+// A result whose pending line can't be written (a full disk, where bbolt may
+// still have free pages) is answered once committed, so that a crash right
+// after the answer does not turn it into another result (a chaos audit: a
+// networked run answered succeeded came back stopped and unknown).
+func TestResultDurableWhenAnsweredWithoutPendingFile(t *testing.T) {
+	u := newUpstreams(t)
+	ts := newTestService(t, u.withNetwork)
+	f, err := os.Open(ts.journal.path) // read only: writes fail with EBADF
+	if err != nil {
+		t.Fatal(err)
+	}
+	writable := ts.journal.pending
+	ts.journal.pending = f
+	t.Cleanup(func() { f.Close(); ts.journal.pending = writable })
+	for i := range 3 {
+		id := fmt.Sprintf("durable-nopending-%d", i)
+		res, err := ts.client.Run(context.Background(), request("python", "print(1)", withRunID(id), networked(api.NetworkAny)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		crashed := t.TempDir()
+		b, err := os.ReadFile(filepath.Join(ts.state, journalFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(crashed, journalFile), b, 0o600)
+		j, err := openJournal(crashed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.recover(interruptedResult, time.Now())
+		rec, err := j.get(runKey{uid: os.Getuid(), id: id})
+		j.close()
+		if err != nil || rec.Result == nil || rec.Result.State != api.StateFinished || rec.Result.Reason != res.Reason || rec.Result.Outcome != res.Outcome {
+			t.Fatalf("run %s: answered %s %s; after a crash at the answer the journal held %+v (%v), want the same", id, res.Reason, res.Outcome, rec.Result, err)
+		}
+	}
+}
+
 // A result survives a crash of the service right after it was answered: the
 // state directory as it is at the answer (copied, as a crash would leave it)
 // opens to the run finished, not stopped. And every run whose program started
