@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -241,7 +242,10 @@ func openBolt(path string) (*bolt.DB, error) {
 	switch {
 	case errors.Is(err, bolt.ErrTimeout):
 		return nil, fmt.Errorf("opening the journal %s: another process holds it (is another brig serve using this state directory?)", path)
-	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch):
+	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch),
+		// A file cut short of bbolt's two meta pages, in words it does not
+		// export.
+		err != nil && strings.HasPrefix(err.Error(), "file size too small"):
 		return nil, damaged(path, err)
 	case err != nil:
 		return nil, fmt.Errorf("opening the journal %s: %w", path, err)

@@ -673,6 +673,9 @@ func TestJournalDamaged(t *testing.T) {
 	}{
 		{"cut to half", whole[:len(whole)/2]},
 		{"cut to 100 bytes", whole[:100]},
+		// bbolt's own words for these: "file size too small".
+		{"cut to one page", whole[:page]},
+		{"cut to 5000 bytes", whole[:5000]},
 		{"its pages after the meta pages garbage", append(slices.Clone(whole[:2*page]), garbage(make([]byte, len(whole)-2*page))...)},
 		{"both meta pages garbage", append(garbage(make([]byte, 2*page)), whole[2*page:]...)},
 	} {
