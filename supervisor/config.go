@@ -190,6 +190,16 @@ func (cfg Config) validate() error {
 	return errors.Join(errs...)
 }
 
+// WarnMemoryBudget logs a warning when budgetMiB (Config.MemoryBudgetMiB) is
+// more than this host's memory: New says it of its config, brig check of a
+// config file.
+func WarnMemoryBudget(log *slog.Logger, budgetMiB int) {
+	if host := hostMemoryMiB(); host > 0 && budgetMiB > host {
+		log.Warn("memory_budget_mib is more than this host's memory: runs admitted together may need more than it has, and the kernel's OOM killer then chooses among them and the host's own processes",
+			"memory_budget_mib", budgetMiB, "host_mib", host)
+	}
+}
+
 func hostMemoryMiB() int {
 	var si unix.Sysinfo_t
 	if err := unix.Sysinfo(&si); err != nil {

@@ -127,10 +127,7 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 	}
 	// What a zero resolved to, which the operator otherwise can't see.
 	s.log.Info("admission", "max_concurrent", cfg.MaxConcurrent, "memory_budget_mib", cfg.MemoryBudgetMiB, "queue_size", cfg.QueueSize)
-	if host := hostMemoryMiB(); host > 0 && cfg.MemoryBudgetMiB > host {
-		s.log.Warn("memory_budget_mib is more than this host's memory: runs admitted together may need more than it has, and the kernel's OOM killer then chooses among them and the host's own processes",
-			"memory_budget_mib", cfg.MemoryBudgetMiB, "host_mib", host)
-	}
+	WarnMemoryBudget(s.log, cfg.MemoryBudgetMiB)
 	if !s.allowed(peer{ok: true, uid: 0, gid: 0}) {
 		// Deliberate where only harnesses may run code; a surprise where the
 		// operator meant to add a harness and still use brig run as root.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/packages"
 	"github.com/brig-sandbox/brig/rootfs"
+	"github.com/brig-sandbox/brig/supervisor"
 )
 
 func checkCommand() *cli.Command {
@@ -37,14 +39,12 @@ func checkCommand() *cli.Command {
 
 func checkAction(c *cli.Context) error {
 	checks := jail.CheckHost()
-	lc, sc, cfgCheck, err := checkConfig(c)
+	lc, sc, cfgChecks, parent, err := checkConfig(c)
 	if err != nil {
 		return err
 	}
-	if cfgCheck != nil {
-		checks = append(checks, *cfgCheck)
-	}
-	checks = append(checks, jail.CheckCgroups(lc.CgroupParent)...)
+	checks = append(checks, cfgChecks...)
+	checks = append(checks, jail.CheckCgroups(parent)...)
 	state := checkStateDir(lc.StateDir)
 	checks = append(checks, state)
 	p, perr := newProvider(lc)
@@ -116,38 +116,62 @@ func checkStateDir(dir string) jail.Check {
 
 // checkConfig is the sandboxes' config brig check checks, from the flags or,
 // with --config, from the service's config file with the flags given over it,
-// and the registries configured there. With --config, check says whether the
-// file is one brig serve would take. The sandboxed runs use the cgroup parent
-// of local runs all the same, unless --cgroup-parent says otherwise: a
-// running service owns its own.
-func checkConfig(c *cli.Context) (launcherConfig, serveConfig, *jail.Check, error) {
+// and the registries configured there; the checks of the config itself (with
+// --config, whether brig serve would take the file, and each warning serve
+// would log of it); and the cgroup parent whose layout is checked: the
+// config's, where serve's runs go. The sandboxed runs use the cgroup parent of
+// local runs all the same, unless --cgroup-parent says otherwise: a running
+// service owns its own.
+func checkConfig(c *cli.Context) (launcherConfig, serveConfig, []jail.Check, string, error) {
 	defaults := defaultServeConfig()
 	if !c.IsSet("config") {
 		lc, err := launcherConfigFrom(c, "brig-local")
 		if err != nil {
-			return lc, defaults, nil, err
+			return lc, defaults, nil, "", err
 		}
+		defaults.StateDir = lc.StateDir // where the package cache's disk is checked
 		if err := lc.check(); err != nil {
-			return lc, defaults, &jail.Check{Name: "config", Detail: err.Error(), Hint: "fix the flags"}, nil
+			return lc, defaults, []jail.Check{{Name: "config", Detail: err.Error(), Hint: "fix the flags"}}, lc.CgroupParent, nil
 		}
-		return lc, defaults, nil, nil
+		return lc, defaults, nil, lc.CgroupParent, nil
 	}
 	// The flags check shares with serve are given over the file as serve
 	// gives them.
 	sc, err := serveConfigFrom(c)
 	if err != nil {
-		return launcherConfig{}, defaults, nil, err
+		return launcherConfig{}, defaults, nil, "", err
 	}
 	ch := jail.Check{Name: "config", OK: true, Detail: c.String("config") + " is valid"}
 	lc, lerr := sc.launcherConfig()
-	_, _, serr := sc.serviceConfig(c.Context, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	// What serve would log of the file at its start, warnings and up.
+	var logged bytes.Buffer
+	warns := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == slog.LevelKey) {
+				return slog.Attr{}
+			}
+			return a
+		}}))
+	cfg, _, serr := sc.serviceConfig(c.Context, warns)
+	if serr == nil {
+		warnCPUs(sc, warns)
+		supervisor.WarnMemoryBudget(warns, cfg.MemoryBudgetMiB)
+	}
 	_, logErr := newLogger(io.Discard, sc.LogFormat, sc.LogLevel) // serve's first check
 	if err := errors.Join(logErr, serr, lerr); err != nil {
 		ch = jail.Check{Name: "config", Detail: err.Error(), Hint: "fix " + c.String("config") + " or the flags given over it; deploy/brig.toml lists every key with its default"}
 	}
+	checks := []jail.Check{ch}
+	for _, line := range strings.Split(strings.TrimSpace(logged.String()), "\n") {
+		if line != "" {
+			checks = append(checks, jail.Check{Name: "config", OK: true, Warn: true, Detail: "brig serve would warn: " + line})
+		}
+	}
+	parent := lc.CgroupParent
 	lc.CgroupParent = "brig-local"
 	override(c, "cgroup-parent", &lc.CgroupParent, c.String)
-	return lc, sc, &ch, nil
+	override(c, "cgroup-parent", &parent, c.String)
+	return lc, sc, checks, parent, nil
 }
 
 // usrViewCheck says, for the host rootfs, whether each sandbox shows the parts

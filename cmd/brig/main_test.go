@@ -358,6 +358,33 @@ func TestCheckConfigFile(t *testing.T) {
 	}
 }
 
+// brig check --config checks the cgroup parent the file names, where serve's
+// runs go (the sandboxed check runs keep brig-local), and says each warning
+// serve would log of the file: the operator audit's foreign parent passed the
+// check and failed serve.
+func TestCheckConfigParentAndWarnings(t *testing.T) {
+	testutil.RequireRoot(t)
+	const parent = "brig-test-check-foreign"
+	foreign := filepath.Join("/sys/fs/cgroup/memory", parent, "other")
+	if err := os.MkdirAll(foreign, 0o755); err != nil {
+		t.Skipf("making a foreign group in the memory hierarchy: %v", err)
+	}
+	t.Cleanup(func() {
+		os.Remove(foreign)
+		for _, d := range []string{"memory", "pids", "cpu", "cpuacct", "unified"} {
+			os.Remove(filepath.Join("/sys/fs/cgroup", d, parent))
+		}
+	})
+	p := filepath.Join(t.TempDir(), "brig.toml")
+	os.WriteFile(p, []byte(fmt.Sprintf("state_dir = %q\nmemory_budget_mib = 100000000\n[sandbox]\ncpus = 64.0\ncgroup_parent = %q\n", t.TempDir(), parent)), 0o644)
+	out, _, code := brig(t, "", "check", "--no-resolve", "--config", p)
+	for _, want := range []string{"FAIL  cgroup parent", "groups brig did not make (other)", "brig serve would warn", "memory_budget_mib is more than", "sandbox.cpus is more than"} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Errorf("brig check --config naming a foreign parent: exit %d, want 1 and %q in:\n%s", code, want, out)
+		}
+	}
+}
+
 // TestCheckMissingRootfs: a built rootfs that can't be opened is one failing
 // line with what to do, not a crash of the check.
 func TestCheckMissingRootfs(t *testing.T) {

@@ -507,6 +507,14 @@ func registries(ctx context.Context, sc serveConfig, m packages.Managers, log *s
 	return regs, nil
 }
 
+// warnCPUs logs a warning when sandbox.cpus is more than this host has: serve
+// says it at its start, brig check of a config file.
+func warnCPUs(sc serveConfig, log *slog.Logger) {
+	if n := runtime.NumCPU(); sc.Sandbox.CPUs > float64(n) {
+		log.Warn("sandbox.cpus is more than this host has: a run is held to the host's CPUs alone", "cpus", sc.Sandbox.CPUs, "host_cpus", n)
+	}
+}
+
 // override sets *dst to the flag's value when the flag was given.
 func override[T any](c *cli.Context, name string, dst *T, get func(string) T) {
 	if c.IsSet(name) {
@@ -689,9 +697,7 @@ func serveAction(c *cli.Context) error {
 		svc.Shutdown(context.Background())
 		return err
 	}
-	if n := runtime.NumCPU(); sc.Sandbox.CPUs > float64(n) {
-		log.Warn("sandbox.cpus is more than this host has: a run is held to the host's CPUs alone", "cpus", sc.Sandbox.CPUs, "host_cpus", n)
-	}
+	warnCPUs(sc, log)
 	log.Info("serving", "socket", sc.Socket, "state_dir", sc.StateDir, "cgroup_mode", host.CgroupMode,
 		"rootfs", host.Rootfs, "pool", sc.Sandbox.Pool, "network_modes", cfg.NetworkModes, "config", c.String("config"))
 	return serveUntilSignal(svc, ln, sigs, time.Duration(sc.Grace), log)
