@@ -100,12 +100,18 @@ type Config struct {
 	Packages PackagesConfig
 	// Logger gets one line per request and one per run; nil means slog.Default().
 	Logger *slog.Logger
+	// Version is the build's, for the log's first line and brig_build_info;
+	// empty means "unknown".
+	Version string
 }
 
 // withDefaults fills the zero fields of cfg.
 func (cfg Config) withDefaults() Config {
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir
+	}
+	if cfg.Version == "" {
+		cfg.Version = "unknown"
 	}
 	if len(cfg.AllowUIDs) == 0 && len(cfg.AllowGIDs) == 0 {
 		cfg.AllowUIDs = []int{0}

@@ -33,13 +33,23 @@ type metrics struct {
 	egressBytes     *prometheus.CounterVec
 	// starts counts runs by how their interpreter started (jail.Result.Start).
 	starts *prometheus.CounterVec
+	// journalFailures counts the journal's failed writes, by what was being
+	// written: what a full or read-only state directory looks like.
+	journalFailures *prometheus.CounterVec
 }
+
+// The journal's writes, as brig_journal_write_failures_total labels them.
+const (
+	journalWriteAccept  = "accept"  // a run's acceptance: the run is refused (503)
+	journalWritePending = "pending" // a result's pending line: answered once committed
+	journalWriteCommit  = "commit"  // a result's commit: kept in memory, tried again
+)
 
 // latencyBuckets run from 1 ms to 5 min: a run's start takes milliseconds and
 // its whole life up to its time limit.
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
-func newMetrics(adm *admission) *metrics {
+func newMetrics(adm *admission, version string) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -72,9 +82,16 @@ func newMetrics(adm *admission) *metrics {
 		egressBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "brig_egress_bytes_total", Help: "Bytes networked runs sent (direction sent) and received (direction received) through the egress proxy.",
 		}, []string{"direction"}),
+		journalFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brig_journal_write_failures_total", Help: "Writes of the journal that failed (a full or read-only state directory), by what was written: accept (the run was refused, 503), pending (a result's line; answered once committed) or commit (a result kept in memory and tried again each second: a restart meanwhile loses it).",
+		}, []string{"write"}),
 	}
 	m.zero()
-	m.reg.MustRegister(m.runs, m.requests, m.refused, m.queue, m.start, m.total, m.peak, m.egressDecisions, m.egressBytes, m.starts,
+	m.reg.MustRegister(m.runs, m.requests, m.refused, m.queue, m.start, m.total, m.peak, m.egressDecisions, m.egressBytes, m.starts, m.journalFailures,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "brig_build_info", Help: "1, labelled with the build's version (brig --version), so that a fleet's dashboards can tell which build each host runs.",
+			ConstLabels: prometheus.Labels{"version": version},
+		}, func() float64 { return 1 }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "brig_queue_depth", Help: "Runs accepted and waiting for a slot.",
 		}, func() float64 { _, q := adm.counts(); return float64(q) }),
@@ -137,6 +154,9 @@ func (m *metrics) zero() {
 		m.egressDecisions.WithLabelValues(d.mode, "true", d.allowed)
 		m.egressDecisions.WithLabelValues(d.mode, "false", d.denied)
 	}
+	for _, w := range []string{journalWriteAccept, journalWritePending, journalWriteCommit} {
+		m.journalFailures.WithLabelValues(w)
+	}
 	m.egressBytes.WithLabelValues("sent")
 	m.egressBytes.WithLabelValues("received")
 	// A run request is refused with any code but these two, which only a
@@ -184,7 +204,10 @@ func (m *metrics) observeEgressDecisions(mode string, allowed bool, rule string,
 // observeEgressBytes counts the runs' own traffic.
 func (m *metrics) observeEgressBytes(sent, received int64) {
 	if sent > 0 {
-		m.egressBytes.WithLabelValues("sent").Add(float64(sent))
+		for _, w := range []string{journalWriteAccept, journalWritePending, journalWriteCommit} {
+		m.journalFailures.WithLabelValues(w)
+	}
+	m.egressBytes.WithLabelValues("sent").Add(float64(sent))
 	}
 	if received > 0 {
 		m.egressBytes.WithLabelValues("received").Add(float64(received))

@@ -14,7 +14,15 @@ import (
 // so that rate() and alerts see 0 instead of no series; and no series of an
 // outcome no run can have.
 func TestMetricsBeforeAnyRun(t *testing.T) {
-	m := newMetrics(newAdmission(1, 2048, 0))
+	m := newMetrics(newAdmission(1, 2048, 0), "test")
+	for _, w := range []string{"write=accept", "write=pending", "write=commit"} {
+		if v, ok := series(t, m, "brig_journal_write_failures_total")[w]; !ok || v != 0 {
+			t.Errorf("brig_journal_write_failures_total{%s}: got %v (present %v), want 0", w, v, ok)
+		}
+	}
+	if v, ok := series(t, m, "brig_build_info")["version=test"]; !ok || v != 1 {
+		t.Errorf("brig_build_info{version=test}: got %v (present %v), want 1", v, ok)
+	}
 	runs := series(t, m, "brig_runs_total")
 	for _, want := range []string{
 		"language=python,outcome=succeeded,reason=",

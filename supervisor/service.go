@@ -134,7 +134,7 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 		s.log.Info("root may not use the API", "why", "uid 0 and gid 0 are not in allow_uids or allow_gids",
 			"hint", "brig run and curl as root get 403; add 0 to allow_uids to let root in")
 	}
-	s.metrics = newMetrics(s.adm)
+	s.metrics = newMetrics(s.adm, cfg.Version)
 	if cfg.Packages.Cache != nil {
 		s.metrics.registerPackageCache(cfg.Packages.Cache)
 	}
@@ -412,6 +412,7 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		// Not a defect of the request's nor of brig's: the state directory
 		// is full or unwritable, which may pass. The run is not started
 		// unrecorded, which would lose it to a restart.
+		s.metrics.journalFailures.WithLabelValues(journalWriteAccept).Inc()
 		s.log.Error("recording an accepted run in the journal: the run is refused", logID, id, "err", err)
 		e := newError(api.ErrorUnavailable, "the service could not record the run in its journal (%v), so the program did not run; retry after the Retry-After seconds, and if this goes on tell the operator: the service's state directory may be full or read-only", err)
 		e.retryAfter = journalRetryAfter
@@ -599,6 +600,7 @@ func (s *Service) finish(r *run, res *api.Result) {
 	// turn into another result; failing both, it is answered from memory.
 	pendingErr := s.journal.answered(r.runKey(), rec)
 	if pendingErr != nil {
+		s.metrics.journalFailures.WithLabelValues(journalWritePending).Inc()
 		s.log.Error("recording a result in the journal's pending file: answering it once committed", logID, r.id, "err", pendingErr)
 	} else {
 		r.finish(res)
@@ -623,6 +625,7 @@ func (s *Service) finish(r *run, res *api.Result) {
 	}
 	s.mu.Unlock()
 	if err != nil {
+		s.metrics.journalFailures.WithLabelValues(journalWriteCommit).Inc()
 		s.log.Error("recording a result in the journal: it is kept in memory and tried again every second; until then a restart would lose it", logID, r.id, "err", err)
 	}
 	var exit any // null in the log, as in the Result, when the program has none

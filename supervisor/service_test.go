@@ -122,6 +122,9 @@ func TestJournalFailureIs503(t *testing.T) {
 			if n := counter(t, ts.metrics, "brig_runs_refused_total", "code=unavailable"); n != 1 {
 				t.Errorf("brig_runs_refused_total{code=unavailable}: got %v, want 1", n)
 			}
+			if n := counter(t, ts.metrics, "brig_journal_write_failures_total", "write=accept"); n != 1 {
+				t.Errorf("brig_journal_write_failures_total{write=accept}: got %v, want 1", n)
+			}
 			ts.mu.Lock()
 			left := len(ts.runs)
 			ts.mu.Unlock()
@@ -171,6 +174,9 @@ func TestResultDurableWhenAnsweredWithoutPendingFile(t *testing.T) {
 		if err != nil || rec.Result == nil || rec.Result.State != api.StateFinished || rec.Result.Reason != res.Reason || rec.Result.Outcome != res.Outcome {
 			t.Fatalf("run %s: answered %s %s; after a crash at the answer the journal held %+v (%v), want the same", id, res.Reason, res.Outcome, rec.Result, err)
 		}
+	}
+	if n := counter(t, ts.metrics, "brig_journal_write_failures_total", "write=pending"); n != 3 {
+		t.Errorf("brig_journal_write_failures_total{write=pending}: got %v, want 3", n)
 	}
 }
 

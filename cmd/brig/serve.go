@@ -413,7 +413,8 @@ func (sc serveConfig) supervisorConfig(log *slog.Logger) supervisor.Config {
 			HandshakeTimeout:     time.Duration(sc.Egress.HandshakeTimeout),
 			Logger:               log,
 		},
-		Logger: log,
+		Logger:  log,
+		Version: version(),
 	}
 }
 
@@ -698,7 +699,7 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	warnCPUs(sc, log)
-	log.Info("serving", "socket", sc.Socket, "state_dir", sc.StateDir, "cgroup_mode", host.CgroupMode,
+	log.Info("serving", "version", version(), "socket", sc.Socket, "state_dir", sc.StateDir, "cgroup_mode", host.CgroupMode,
 		"rootfs", host.Rootfs, "pool", sc.Sandbox.Pool, "network_modes", cfg.NetworkModes, "config", c.String("config"))
 	return serveUntilSignal(svc, ln, sigs, time.Duration(sc.Grace), log)
 }
@@ -812,6 +813,15 @@ func serveUntilSignal(svc *supervisor.Service, ln net.Listener, sigs chan os.Sig
 	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}
+	if err != nil {
+		// A stop that could not finish its work (answered results not
+		// written to the journal) exits 1, apart from the 2 of a service
+		// that could not start (README): a unit can then refuse to restart
+		// on a bad config alone (RestartPreventExitStatus=2).
+		log.Error("stopped, but not cleanly", "err", err)
+		fmt.Fprintln(os.Stderr, "brig:", err)
+		return exitError(1)
+	}
 	log.Info("stopped")
-	return err
+	return nil
 }
