@@ -205,9 +205,9 @@ func (m *metrics) observeEgressDecisions(mode string, allowed bool, rule string,
 func (m *metrics) observeEgressBytes(sent, received int64) {
 	if sent > 0 {
 		for _, w := range []string{journalWriteAccept, journalWritePending, journalWriteCommit} {
-		m.journalFailures.WithLabelValues(w)
-	}
-	m.egressBytes.WithLabelValues("sent").Add(float64(sent))
+			m.journalFailures.WithLabelValues(w)
+		}
+		m.egressBytes.WithLabelValues("sent").Add(float64(sent))
 	}
 	if received > 0 {
 		m.egressBytes.WithLabelValues("received").Add(float64(received))

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -277,12 +278,24 @@ func (s *Service) guard(route string, h func(http.ResponseWriter, *http.Request)
 			logDuration, time.Since(begin).Milliseconds(), logPeerUID, p.uid}
 		var ae *apiError
 		if errors.As(err, &ae) {
-			attrs = append(attrs, logErrCode, ae.body.Code, "message", ae.body.Message)
+			attrs = append(attrs, logErrCode, ae.body.Code, "message", redactUserinfo(ae.body.Message))
 		} else if err != nil {
 			attrs = append(attrs, "err", err)
 		}
 		s.log.Info("request", attrs...)
 	})
+}
+
+// userinfoRE finds the user and password of a URL ("://user:secret@"), which a
+// refusal quotes as the request gave it (a package given as a git URL, a
+// domain given as a URL).
+var userinfoRE = regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]*://)[^/?#@\s"']*@`)
+
+// redactUserinfo is msg with the user and password of every URL in it left
+// out, for the log: the request's own answer keeps them, the operator's log
+// does not (as the registries' URLs are logged redacted).
+func redactUserinfo(msg string) string {
+	return userinfoRE.ReplaceAllString(msg, "${1}REDACTED@")
 }
 
 // recorder notes the status a handler wrote, for the request's log line.
