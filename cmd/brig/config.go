@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,9 @@ type launcherConfig struct {
 }
 
 func launcherConfigFrom(c *cli.Context, defaultParent string) (launcherConfig, error) {
+	if err := checkIDFlags(c); err != nil {
+		return launcherConfig{}, err
+	}
 	lc := launcherConfig{
 		StateDir:     c.String("state-dir"),
 		CgroupParent: c.String("cgroup-parent"),
@@ -261,4 +265,16 @@ func localSandbox(c *cli.Context) (*sandbox, launcherConfig, error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	sb, err := newSandbox(lc, nil, false, log)
 	return sb, lc, err
+}
+
+// checkIDFlags refuses an --id-first or --id-count past what a host id holds
+// (32 bits), which the conversion would otherwise cut silently: 4294967296
+// read as 0 (the operator audit).
+func checkIDFlags(c *cli.Context) error {
+	for _, name := range []string{"id-first", "id-count"} {
+		if c.IsSet(name) && c.Uint(name) > math.MaxUint32 {
+			return fmt.Errorf("--%s %d is past the largest host id, %d: give a range within 32 bits (brig check says which ids are free)", name, c.Uint(name), uint32(math.MaxUint32))
+		}
+	}
+	return nil
 }

@@ -508,6 +508,9 @@ func TestRunRefusesBadInvocations(t *testing.T) {
 		{[]string{"run", "--socket", sock, "-l", "python", "--env", "A=1", "--env", "A=2", good}, "--env gives A twice"},
 		{[]string{"serve", "/etc/brig/brig.toml"}, `brig serve takes no arguments, got ["/etc/brig/brig.toml"]; to read a config file, give it as --config /etc/brig/brig.toml`},
 		{[]string{"check", "extra"}, `brig check takes no arguments`},
+		// Past 32 bits, which a conversion cut to 0 (the operator audit).
+		{[]string{"check", "--no-resolve", "--id-first", "4294967296"}, "--id-first 4294967296 is past the largest host id"},
+		{[]string{"serve", "--id-count", "4294968296"}, "--id-count 4294968296 is past the largest host id"},
 		{[]string{"packages", "ls", "extra"}, `brig packages ls takes no arguments`},
 	} {
 		_, stderr, code := brig(t, "", tc.args...)

@@ -270,6 +270,9 @@ func serveCommand() *cli.Command {
 
 // serveConfigFrom is the config file with the flags that were given over it.
 func serveConfigFrom(c *cli.Context) (serveConfig, error) {
+	if err := checkIDFlags(c); err != nil {
+		return serveConfig{}, err
+	}
 	sc, err := loadServeConfig(c.String("config"))
 	if err != nil {
 		return sc, err
