@@ -563,7 +563,7 @@ func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 // reports whether it could: if not, the install's error stands.
 func (c *Cache) restoreLocked(f *flight, key string) bool {
 	if err := os.Rename(filepath.Join(f.stale.dir, key), filepath.Join(c.layersDir, key)); err != nil {
-		c.log.Warn("putting back an open package layer whose re-resolve found its registry down", "key", key, "err", err)
+		c.log.Warn("putting back an open package layer whose re-resolve failed", "key", key, "err", err)
 		return false
 	}
 	os.Remove(f.stale.dir)
