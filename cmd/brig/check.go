@@ -154,7 +154,7 @@ func checkConfig(c *cli.Context) (launcherConfig, serveConfig, []jail.Check, str
 		}}))
 	cfg, _, serr := sc.serviceConfig(c.Context, warns)
 	if serr == nil {
-		warnCPUs(sc, warns)
+		warnConfig(sc, warns)
 		supervisor.WarnMemoryBudget(warns, cfg.MemoryBudgetMiB)
 	}
 	_, logErr := newLogger(io.Discard, sc.LogFormat, sc.LogLevel) // serve's first check

@@ -376,12 +376,17 @@ func TestCheckConfigParentAndWarnings(t *testing.T) {
 		}
 	})
 	p := filepath.Join(t.TempDir(), "brig.toml")
-	os.WriteFile(p, []byte(fmt.Sprintf("state_dir = %q\nmemory_budget_mib = 100000000\n[sandbox]\ncpus = 64.0\ncgroup_parent = %q\n", t.TempDir(), parent)), 0o644)
+	os.WriteFile(p, []byte(fmt.Sprintf("state_dir = %q\nmemory_budget_mib = 100000000\nmax_concurrent = 100\n[sandbox]\ncpus = 64.0\nid_count = 128\ncgroup_parent = %q\n", t.TempDir(), parent)), 0o644)
 	out, _, code := brig(t, "", "check", "--no-resolve", "--config", p)
-	for _, want := range []string{"FAIL  cgroup parent", "groups brig did not make (other)", "brig serve would warn", "memory_budget_mib is more than", "sandbox.cpus is more than"} {
+	for _, want := range []string{"FAIL  cgroup parent", "groups brig did not make (other)", "brig serve would warn", "memory_budget_mib is more than", "sandbox.cpus is more than", "sandbox.id_count holds fewer sandboxes"} {
 		if code != 1 || !strings.Contains(out, want) {
 			t.Errorf("brig check --config naming a foreign parent: exit %d, want 1 and %q in:\n%s", code, want, out)
 		}
+	}
+	// Warm starts asked for with no pool to hold them.
+	os.WriteFile(p, []byte(fmt.Sprintf("state_dir = %q\n[sandbox]\npool = 0\nwarm = [\"python\"]\ncgroup_parent = %q\n", t.TempDir(), parent)), 0o644)
+	if out, _, _ := brig(t, "", "check", "--no-resolve", "--config", p); !strings.Contains(out, "sandbox.warm names languages but sandbox.pool is 0") {
+		t.Errorf("brig check --config with warm and pool 0: want the warning in:\n%s", out)
 	}
 }
 

@@ -511,11 +511,21 @@ func registries(ctx context.Context, sc serveConfig, m packages.Managers, log *s
 	return regs, nil
 }
 
-// warnCPUs logs a warning when sandbox.cpus is more than this host has: serve
-// says it at its start, brig check of a config file.
-func warnCPUs(sc serveConfig, log *slog.Logger) {
+// warnConfig logs a warning for each value of sc that brig takes but that
+// can't do what it says: serve says them at its start, brig check of a config
+// file.
+func warnConfig(sc serveConfig, log *slog.Logger) {
 	if n := runtime.NumCPU(); sc.Sandbox.CPUs > float64(n) {
 		log.Warn("sandbox.cpus is more than this host has: a run is held to the host's CPUs alone", "cpus", sc.Sandbox.CPUs, "host_cpus", n)
+	}
+	// Each sandbox takes two ids, a running one and each waiting in the
+	// pools (one per language) alike.
+	if need := sc.MaxConcurrent + len(api.Languages)*sc.Sandbox.Pool; sc.MaxConcurrent > 0 && int(sc.Sandbox.IDCount)/2 < need {
+		log.Warn("sandbox.id_count holds fewer sandboxes than max_concurrent runs and the pools need: runs past it fail internal (no ids left)",
+			"id_count", sc.Sandbox.IDCount, "sandboxes", sc.Sandbox.IDCount/2, "max_concurrent", sc.MaxConcurrent, "pool", sc.Sandbox.Pool)
+	}
+	if sc.Sandbox.Pool == 0 && len(sc.Sandbox.Warm) > 0 && !slices.Equal(sc.Sandbox.Warm, []string{"none"}) && !slices.Equal(sc.Sandbox.Warm, defaultServeConfig().Sandbox.Warm) {
+		log.Warn("sandbox.warm names languages but sandbox.pool is 0: warm sandboxes wait in the pool, so every run starts cold", "warm", sc.Sandbox.Warm)
 	}
 }
 
@@ -701,7 +711,7 @@ func serveAction(c *cli.Context) error {
 		svc.Shutdown(context.Background())
 		return err
 	}
-	warnCPUs(sc, log)
+	warnConfig(sc, log)
 	log.Info("serving", "version", version(), "socket", sc.Socket, "state_dir", sc.StateDir, "cgroup_mode", host.CgroupMode,
 		"rootfs", host.Rootfs, "pool", sc.Sandbox.Pool, "network_modes", cfg.NetworkModes, "config", c.String("config"))
 	return serveUntilSignal(svc, ln, sigs, time.Duration(sc.Grace), log)
