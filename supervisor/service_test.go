@@ -158,19 +158,8 @@ func TestResultDurableWhenAnsweredWithoutPendingFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		crashed := t.TempDir()
-		b, err := os.ReadFile(filepath.Join(ts.state, journalFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(crashed, journalFile), b, 0o600)
-		j, err := openJournal(crashed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j.recover(interruptedResult, time.Now())
-		rec, err := j.get(runKey{uid: os.Getuid(), id: id})
-		j.close()
+		// The pending file is the one the test made unwritable: no line.
+		rec, err := afterCrash(t, ts.state, id, journalFile)
 		if err != nil || rec.Result == nil || rec.Result.State != api.StateFinished || rec.Result.Reason != res.Reason || rec.Result.Outcome != res.Outcome {
 			t.Fatalf("run %s: answered %s %s; after a crash at the answer the journal held %+v (%v), want the same", id, res.Reason, res.Outcome, rec.Result, err)
 		}
@@ -178,6 +167,28 @@ func TestResultDurableWhenAnsweredWithoutPendingFile(t *testing.T) {
 	if n := counter(t, ts.metrics, "brig_journal_write_failures_total", "write=pending"); n != 3 {
 		t.Errorf("brig_journal_write_failures_total{write=pending}: got %v, want 3", n)
 	}
+}
+
+// afterCrash is the record of run id in the journal a crash would leave now:
+// files of state (the journal's) copied as they are, opened and recovered as a
+// restart does.
+func afterCrash(t *testing.T, state, id string, files ...string) (*record, error) {
+	t.Helper()
+	crashed := t.TempDir()
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(state, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(crashed, f), b, 0o600)
+	}
+	j, err := openJournal(crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	j.recover(interruptedResult, time.Now())
+	return j.get(runKey{uid: os.Getuid(), id: id})
 }
 
 // A result survives a crash of the service right after it was answered: the
@@ -193,21 +204,7 @@ func TestResultDurableWhenAnswered(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		crashed := t.TempDir()
-		for _, f := range []string{journalFile, pendingFile} {
-			b, err := os.ReadFile(filepath.Join(ts.state, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			os.WriteFile(filepath.Join(crashed, f), b, 0o600)
-		}
-		j, err := openJournal(crashed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j.recover(interruptedResult, time.Now())
-		rec, err := j.get(runKey{uid: os.Getuid(), id: id})
-		j.close()
+		rec, err := afterCrash(t, ts.state, id, journalFile, pendingFile)
 		if err != nil || rec.Result == nil || rec.Result.State != api.StateFinished || rec.Result.Outcome != res.Outcome {
 			t.Fatalf("run %s: after a crash at its answer the journal held %+v (%v), want its result", id, rec, err)
 		}
