@@ -363,6 +363,13 @@ func (sc serveConfig) checkValues() error {
 	}
 	if sc.Socket == "" {
 		errs = append(errs, fmt.Errorf("socket is empty: give the path of the Unix socket to serve on (%q by default)", defaultServeConfig().Socket))
+	} else if !filepath.IsAbs(sc.Socket) {
+		// Taken against the working directory, / under systemd: the
+		// harnesses would look for it elsewhere.
+		errs = append(errs, fmt.Errorf("socket %q is a relative path: give an absolute one, such as %q", sc.Socket, defaultServeConfig().Socket))
+	}
+	if d := sc.Packages.CacheDir; d != "" && !filepath.IsAbs(d) {
+		errs = append(errs, fmt.Errorf("packages.cache_dir %q is a relative path: give an absolute one, or leave it out for <state_dir>/packages", d))
 	}
 	if len(sc.Egress.Modes) == 0 {
 		errs = append(errs, fmt.Errorf("egress.modes is empty: list %q at least, the mode of every request that names no network", api.NetworkNone))

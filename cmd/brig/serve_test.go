@@ -421,6 +421,10 @@ func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
 		{"empty cgroup parent", "[sandbox]\ncgroup_parent = \"\"\n", "sandbox.cgroup_parent is empty"},
 		{"cgroup parent above the root", "[sandbox]\ncgroup_parent = \"../../etc\"\n", "parent \"../../etc\" must stay below the hierarchy root"},
 		{"empty socket", "socket = \"\"\n", "socket is empty: give the path"},
+		// Taken against the working directory (/ under systemd) before
+		// (the operator audit).
+		{"relative socket", "socket = \"brig.sock\"\n", "socket \"brig.sock\" is a relative path"},
+		{"relative cache", "[packages]\ncache_dir = \"cache\"\n", "packages.cache_dir \"cache\" is a relative path"},
 		{"no network modes", "[egress]\nmodes = []\n", "egress.modes is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
