@@ -773,22 +773,22 @@ func (l *Launcher) warmFor(spec Spec, root *rootfs.Root) (rootfs.Language, strin
 // package layer) holds a module that root's zygote had imported: a cold start
 // imports the layer's, a zygote's child has the zygote's. One listing of the
 // layer's folder on the host, against the names the zygote said it has; before
-// a zygote of root has been ready the child itself checks (zygote.py's
-// _shadowed), and starts the interpreter again.
+// a zygote of root has said them (the first second of a service), any layer
+// counts as shadowing: the run goes cold rather than risk it.
 func (l *Launcher) layerShadowsZygote(spec Spec, pythonPath string, root *rootfs.Root) bool {
-	if pythonPath == "" || len(spec.Mounts) == 0 {
+	if pythonPath == "" {
 		return false
 	}
 	l.pinMu.Lock()
 	have := l.zygoteModules[root.Lower]
 	l.pinMu.Unlock()
-	if have == nil {
-		return false
-	}
 	onPath := strings.Split(pythonPath, ":")
 	for _, m := range spec.Mounts {
 		if !slices.Contains(onPath, m.Target) {
 			continue
+		}
+		if have == nil {
+			return true
 		}
 		entries, err := os.ReadDir(m.Source)
 		if err != nil {

@@ -288,9 +288,9 @@ func TestWarmPythonPathMatchesCold(t *testing.T) {
 // TestWarmLayerShadowsMatchesCold: a package layer that holds a module the
 // zygote had imported (enum34's enum) or a sitecustomize gives a run on a warm
 // launcher what it gives a cold one, which imports the layer's: the launcher
-// sends it cold (cold-layer) by the names the zygote said it had, and before
-// it knows them the zygote's child starts the interpreter again. A layer that
-// shadows nothing goes warm ('json', a preload, still imported).
+// sends it cold (cold-layer) by the names the zygote said it had, and sends
+// every layered run cold before it knows them. A layer that shadows nothing
+// goes warm ('json', a preload, still imported).
 func TestWarmLayerShadowsMatchesCold(t *testing.T) {
 	cold := newTestLauncher(t, 0)
 	warm := newWarmLauncher(t, 1)
@@ -323,12 +323,12 @@ func TestWarmLayerShadowsMatchesCold(t *testing.T) {
 			s.Mounts = append(s.Mounts, Mount{Source: dir, Target: "/opt/brig/python"})
 			s.BrigEnv = map[string]string{"PYTHONPATH": "/opt/brig/python"}
 		}
-		// "the child decides": the launcher does not know the zygote's
-		// modules yet, so the run goes warm and its child execs.
-		for _, decides := range []string{"the launcher decides", "the child decides"} {
+		// "names unknown": the launcher does not know the zygote's modules
+		// yet, so every layered run goes cold.
+		for _, decides := range []string{"names known", "names unknown"} {
 			t.Run(tc.name+", "+decides, func(t *testing.T) {
 				waitWarm(t, warm)
-				if decides == "the child decides" {
+				if decides == "names unknown" {
 					warm.pinMu.Lock()
 					saved := warm.zygoteModules
 					warm.zygoteModules = nil
@@ -341,8 +341,9 @@ func TestWarmLayerShadowsMatchesCold(t *testing.T) {
 				}
 				w := run(t, warm, rootfs.Python, code, layer)
 				c := run(t, cold, rootfs.Python, code, layer)
+				warmStart := !tc.shadows && decides == "names known"
 				wantStart := StartWarm
-				if tc.shadows && decides == "the launcher decides" {
+				if !warmStart {
 					wantStart = StartColdLayer
 				}
 				if w.Start != wantStart || c.Start != StartCold {
@@ -352,7 +353,7 @@ func TestWarmLayerShadowsMatchesCold(t *testing.T) {
 					t.Fatalf("cold: %s %q %q, want it to begin %q", c.End, c.Stdout, c.Stderr, tc.coldStart)
 				}
 				wantOut := c.Stdout
-				if !tc.shadows { // the zygote's process: its preloads stay imported
+				if warmStart { // the zygote's process: its preloads stay imported
 					wantOut = strings.Replace(wantOut, "False", "True", 1)
 				}
 				if w.Stdout != wantOut || w.Stderr != c.Stderr || w.End != c.End || exitCode(w) != exitCode(c) {

@@ -690,7 +690,7 @@ _sandbox(_cfg, _req, _fds)
 if 'threading' in sys.modules and hasattr(sys.modules['threading'].main_thread(), '_set_native_id'):
     sys.modules['threading'].main_thread()._set_native_id()
 _path = _req['path']
-del _cfg, _req, _fds, _serve, _decode_filter, _landlock, _Beneath, _syscall4, _huge_code, _huge_kib, _pin, _verdict, _ranges, _written, _fork_cost, _PROBE, _TRIAL, _TRIAL_FORKS, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
+del _cfg, _req, _fds, _serve, _decode_filter, _module_names, _landlock, _Beneath, _syscall4, _huge_code, _huge_kib, _pin, _verdict, _ranges, _written, _fork_cost, _PROBE, _TRIAL, _TRIAL_FORKS, _fork, _sandbox, _check, _prctl, _Filter, _bind, _setns, _unshare, _syscall
 del _CAP_HEADER, _CAP_DATA, _CAPSET
 # From here on this process is the run's program, which waits in its sandbox
 # for its run: the code, written as its script, and the environment. What does
@@ -903,24 +903,6 @@ def _take(fd, path):
     return env, src
 
 
-def _shadowed(paths):
-    """The first module name this process had imported before its run that
-    one of paths (the run's PYTHONPATH: its package layer) holds too, or
-    None. The launcher sends such a run cold (the zygote's modules, in its
-    ready message); this is for a module the zygote did not list."""
-    have = _module_names()
-    for p in paths:
-        try:
-            entries = os.listdir(p)
-        except OSError:
-            continue
-        for e in entries:
-            if '.' not in e or e.endswith(('.py', '.pyc', '.so')):
-                if e.partition('.')[0] in have:
-                    return e
-    return None
-
-
 # The hand-over's steps rehearsed too, on a frame of no run's through a pipe,
 # the code written to /dev/null. (The script itself is made at the run, not
 # before the sandbox says it is ready: its times (birth, access) and
@@ -946,26 +928,14 @@ _setenv(_env)
 # KeyError, the process's first exception, 0.8 to 2.7 ms here.)
 _pp = os.environ._data.get(b'PYTHONPATH')
 if _pp:
-    _pp = [os.path.abspath(p) for p in os.fsdecode(_pp).split(':')]
-    if _shadowed(_pp):
-        # This process can't be the one a cold start makes: it starts the
-        # interpreter again, as a cold run does, in its sandbox, with its
-        # run's environment and command line (sys.orig_argv, above); its
-        # parent is still the zygote, outside its pid namespace, so that
-        # os.getppid() says 0 where a cold run's says 1. (A failed exec
-        # leaves the run to this process.)
-        try:
-            os.execv(sys.orig_argv[0], sys.orig_argv)
-        except OSError:
-            pass
-    sys.path[1:] = dict.fromkeys(_pp + sys.path[1:])
+    sys.path[1:] = dict.fromkeys([os.path.abspath(p) for p in os.fsdecode(_pp).split(':')] + sys.path[1:])
 if _tz is not None and _tz != _tz_key():
     sys.modules['time'].tzset()  # the run's TZ, as a fresh interpreter reads it
 if 'logging' in sys.modules:
     # A record's relativeCreated counts from logging's import: the run's
     # start, not the zygote's.
     sys.modules['logging']._startTime = sys.modules['time'].time()
-del _env, _setenv, _tz, _tz_key, _pp, _take, _shadowed, _module_names
+del _env, _setenv, _tz, _tz_key, _pp, _take
 sys.modules['__main__'] = _main
 
 
