@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
 
 	"github.com/brig-sandbox/brig/api"
@@ -721,7 +722,7 @@ func serveAction(c *cli.Context) error {
 	warnConfig(sc, log)
 	log.Info("serving", "version", version(), "socket", sc.Socket, "state_dir", sc.StateDir, "cgroup_mode", host.CgroupMode,
 		"rootfs", host.Rootfs, "pool", sc.Sandbox.Pool, "network_modes", cfg.NetworkModes, "config", c.String("config"))
-	return serveUntilSignal(svc, ln, sigs, time.Duration(sc.Grace), log)
+	return serveUntilSignal(svc, ln, sc.Socket, sigs, time.Duration(sc.Grace), log)
 }
 
 // serviceConfig is the supervisor's config, checked, with the registry hosts
@@ -804,9 +805,18 @@ func packageLanguages(regs map[string]packages.Registry) []string {
 
 // serveUntilSignal serves svc on ln until SIGTERM or SIGINT comes on sigs,
 // then shuts it down within grace; a second signal cuts the grace short.
-func serveUntilSignal(svc *supervisor.Service, ln net.Listener, sigs chan os.Signal, grace time.Duration, log *slog.Logger) error {
+// It tells systemd (notify.go) that it is ready once it serves, pings a
+// watchdog the unit asks for while the socket answers, and says when it
+// stops.
+func serveUntilSignal(svc *supervisor.Service, ln net.Listener, socket string, sigs chan os.Signal, grace time.Duration, log *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- svc.Serve(ln) }()
+	// The listener is bound and listening: a connection from now on is
+	// served, so the service is ready.
+	notifySystemd(log, daemon.SdNotifyReady)
+	pings, stopPings := context.WithCancel(context.Background())
+	defer stopPings()
+	go watchdog(pings, socket, log)
 	// sigs is never stopped nor ignored: a signal during the sandboxes' cleanup that
 	// follows (serveAction's defers) must not kill the process half-way and
 	// leave its cgroups (SIGKILL still does). Once sigs is full the runtime
@@ -815,6 +825,7 @@ func serveUntilSignal(svc *supervisor.Service, ln net.Listener, sigs chan os.Sig
 	// default action (TestServeStopsCleanlyUnderRepeatedSignals, once in CI).
 	select {
 	case sig := <-sigs:
+		notifySystemd(log, daemon.SdNotifyStopping)
 		log.Info("shutting down", "signal", sig.String(), "grace", max(grace, 0).String())
 	case err := <-served:
 		return fmt.Errorf("serving: %w", err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,6 +82,12 @@ func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *bytes.Buffer)
 // to serve.
 func launchServe(t *testing.T, args ...string) (string, *exec.Cmd, *bytes.Buffer) {
 	t.Helper()
+	return launchServeEnv(t, nil, args...)
+}
+
+// launchServeEnv is launchServe with env added to the service's environment.
+func launchServeEnv(t *testing.T, env []string, args ...string) (string, *exec.Cmd, *bytes.Buffer) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "brig-cli")
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +96,7 @@ func launchServe(t *testing.T, args ...string) (string, *exec.Cmd, *bytes.Buffer
 	socket := filepath.Join(dir, "brig.sock")
 	cmd := exec.Command(os.Args[0], append([]string{"serve", "--socket", socket, "--state-dir", filepath.Join(dir, "state"),
 		"--cgroup-parent", cliServeParent, "--pool", "1", "--log-format", "text"}, args...)...)
-	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
+	cmd.Env = append(append(os.Environ(), "BRIG_CLI=1"), env...)
 	logs := &bytes.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -791,4 +798,84 @@ func TestBenchInterruptedLeavesNothing(t *testing.T) {
 	if err := serve.Wait(); err != nil {
 		t.Fatalf("brig serve: %v; it logged:\n%s", err, logs)
 	}
+}
+
+// TestServeTellsSystemd: under a unit of Type=notify the service says READY=1
+// once its socket answers, pings a watchdog the unit asks for only while GET
+// /v1/health answers on its socket, and says STOPPING=1 when a stop begins
+// (deploy/brig.service). The notification socket is the test's own.
+func TestServeTellsSystemd(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliServeParent)
+	defer os.Remove(cgroup.ParentLockPath("", cliServeParent))
+	path := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const interval = 400 * time.Millisecond
+	socket, serve, logs := launchServeEnv(t, []string{"NOTIFY_SOCKET=" + path, fmt.Sprintf("WATCHDOG_USEC=%d", interval.Microseconds())})
+	// next returns the next notification, or "" when none comes within d.
+	next := func(d time.Duration) string {
+		buf := make([]byte, 4096)
+		conn.SetReadDeadline(time.Now().Add(d))
+		n, err := conn.Read(buf)
+		if err != nil {
+			return ""
+		}
+		return string(buf[:n])
+	}
+	if got := next(30 * time.Second); got != "READY=1" {
+		t.Fatalf("got the notification %q, want READY=1 first; it logged:\n%s", got, logs)
+	}
+	if _, err := client.New(socket).Health(context.Background()); err != nil {
+		t.Fatalf("the socket at READY=1: %v", err)
+	}
+	for i := 0; i < 3; i++ {
+		if got := next(2 * interval); got != "WATCHDOG=1" {
+			t.Fatalf("ping %d: got %q within %v, want WATCHDOG=1; it logged:\n%s", i, got, 2*interval, logs)
+		}
+	}
+	// A socket that no longer answers (moved away here; a wedged service
+	// alike) stops the pings, and they come back with it.
+	moved := socket + ".away"
+	if err := os.Rename(socket, moved); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * interval); ; {
+		got := next(time.Until(deadline))
+		if got == "" {
+			break
+		}
+		if got != "WATCHDOG=1" {
+			t.Fatalf("got %q while the socket was away", got)
+		}
+		if time.Now().After(deadline.Add(-4 * interval)) {
+			t.Fatalf("got a ping %v after the socket went away, want none", 5*interval-time.Until(deadline))
+		}
+	}
+	if err := os.Rename(moved, socket); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(2 * interval); got != "WATCHDOG=1" {
+		t.Fatalf("got %q with the socket back, want WATCHDOG=1", got)
+	}
+	if !strings.Contains(logs.String(), "watchdog is not pinged") {
+		t.Errorf("got logs\n%s\nwant a line saying the watchdog was not pinged", logs)
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	for {
+		got := next(10 * time.Second)
+		if got == "STOPPING=1" {
+			break
+		}
+		if got != "WATCHDOG=1" {
+			t.Fatalf("got %q after SIGTERM, want STOPPING=1", got)
+		}
+	}
+	if err := serve.Wait(); err != nil {
+		t.Fatalf("brig serve: %v; it logged:\n%s", err, logs)
+	}
+	checkParentRemoved(t, cliServeParent)
 }
