@@ -66,6 +66,15 @@ const (
 	setupTimeout = 30 * time.Second
 )
 
+// BackstopMargin is how long past its time limit a run's sandbox ends by
+// itself (reaper.ArmBackstop), for when the supervisor that enforces the
+// limit is stopped. It is armed once the supervisor has heard of the
+// interpreter's start, which a loaded host may deliver late.
+const BackstopMargin = 10 * time.Second
+
+// backstopMargin is BackstopMargin, but for the tests of the backstop.
+var backstopMargin = BackstopMargin
+
 // cloneFlags are the namespaces every init is cloned into. The cgroup namespace is
 // made by the init itself (see prepareSteps), and the user namespace by the init
 // when it starts the program (see spawnInUserNS): the init stays host root while

@@ -61,6 +61,9 @@ type slot struct {
 	// reaperRun: the sandbox's pid 1 is a reaper that starts the program from
 	// a run frame (reaper.MarshalRun), not a Go init (pid1.WriteRun).
 	reaperRun bool
+	// reaper: the sandbox's pid 1 is a reaper (a zygote's sandbox's or a
+	// reaperRun's), which takes a run's backstop (reaper.ArmBackstop).
+	reaper bool
 	// warm is the language whose interpreter the sandbox holds waiting, ""
 	// for a cold one.
 	warm rootfs.Language
@@ -631,6 +634,7 @@ func (l *Launcher) clone(useReaper, program, copies bool) (s *slot, retErr error
 		// before its Go runtime starts. Its working directory is the root,
 		// which pivot_root then moves to the sandbox's, as it does the root.
 		s.cmd.Path, s.cmd.Args, s.cmd.Env, s.cmd.Dir = l.cfg.ReaperPath, []string{"brig", reaper.Arg}, []string{}, "/"
+		s.reaper = true
 		sys.Cloneflags = reaperCloneFlags
 		// The namespace it copies for its sandbox's, when there is one.
 		files[reaper.MountNSFD] = l.mountTemplate

@@ -12,6 +12,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/jail/pid1"
+	"github.com/brig-sandbox/brig/jail/reaper"
 )
 
 // End is how a run ended, as the jail saw it. The supervisor turns it, with the
@@ -104,6 +105,11 @@ type ending struct {
 	// early: the exit came from the kernel's taskstats record (exitWatch),
 	// before the program's teardown.
 	early bool
+	// backstop: the run ended by SIGKILL, or with its init, and was seen to
+	// end only past its deadline: its sandbox's backstop (reaper.ArmBackstop)
+	// ended it while this process did not run, or its end and the deadline
+	// came to a late supervisor at once.
+	backstop bool
 }
 
 // coldEarlyExit: a cold run heeds the kernel's record of its program's exit.
@@ -145,6 +151,16 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 		res.Timing.StartMS = time.Since(begin).Milliseconds() - (pid1.Monotonic() - startedAt).Milliseconds()
 		timer = time.NewTimer(spec.Timeout - (pid1.Monotonic() - startedAt))
 		deadline = timer.C
+		if s.reaper {
+			// The limit holds even while this process is stopped: past it
+			// and a margin, the sandbox's pid 1 ends the sandbox
+			// (reaper.ArmBackstop). Not before its "started", or its
+			// zygote child's hand-over: a fresh reaper that has not yet
+			// blocked the signal would lose it.
+			if err := reaper.ArmBackstop(s.cmd.Process.Pid, spec.Timeout-(pid1.Monotonic()-startedAt)+backstopMargin); err != nil {
+				l.log.Warn("the run has no backstop of its time limit for a stopped service", "err", err)
+			}
+		}
 		if spec.OnStart != nil {
 			spec.OnStart()
 		}
@@ -157,6 +173,8 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			res.Usage.WallMS = api.Millis(pid1.Monotonic() - startedAt)
 		}
 	}
+	// overdue: the run, which ended at mono, was past its deadline.
+	overdue := func(mono time.Duration) bool { return e.started && mono-startedAt >= spec.Timeout }
 	exit := func(mono time.Duration, ws uint32) ending {
 		// When the kernel's record has come too, it ends the run: Run can
 		// then take the output without waiting for the teardown.
@@ -167,6 +185,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 		}
 		res.Usage.WallMS = api.Millis(mono - startedAt)
 		e.exited, e.ws = true, syscall.WaitStatus(ws)
+		e.backstop = e.ws.Signaled() && e.ws.Signal() == syscall.SIGKILL && overdue(mono)
 		return e
 	}
 	// A zygote's child waits for its run from the supervisor, and reports its
@@ -189,6 +208,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			case !ok:
 				ended()
 				e.lost = true
+				e.backstop = overdue(pid1.Monotonic())
 				return e
 			case m.Kind == pid1.MsgError:
 				ended()
@@ -212,6 +232,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			if !ok {
 				ended()
 				e.zygoteLost = true
+				e.backstop = overdue(pid1.Monotonic())
 				return e
 			}
 			return exit(pid1.Monotonic(), ws)
@@ -245,7 +266,9 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 //   - the init failed a step: internal;
 //   - the deadline or a stop came first (supervise returns at the first end it
 //     sees): timeout or stopped, even if an OOM kill followed as the run was
-//     being killed;
+//     being killed; so too a run seen to end by SIGKILL, or with its init or
+//     zygote, only past its deadline (its sandbox's backstop ended it while
+//     this process was stopped), unless an OOM kill did;
 //   - any OOM kill in the run (the cgroup's signal, or its count above zero):
 //     memory, whatever the program's own exit. A parent that caught its child's
 //     OOM kill and exited 0 did not complete: the run went over memory_mib, and
@@ -267,7 +290,7 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 		res.Step = e.setupErr.Step
 		res.Message = fmt.Sprintf("the sandbox could not be built (step %q: %s); the program did not run", e.setupErr.Step, withErrnoText(e.setupErr.Error))
 		res.End = EndInternal
-	case e.timedOut:
+	case e.timedOut, e.backstop && !oom:
 		res.Signal = "SIGKILL"
 		res.Message = fmt.Sprintf("the program ran longer than its time limit of %s and was killed", spec.Timeout)
 		res.End = EndTimeout

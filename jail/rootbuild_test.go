@@ -417,3 +417,55 @@ func TestWarmNodeDiedInPool(t *testing.T) {
 		t.Fatalf("got %s (%s, start %s), stdout %q; want the run done in another sandbox", res.End, res.Message, res.Start, res.Stdout)
 	}
 }
+
+// TestReaperBackstop: past a run's limit and a margin, its sandbox's reaper
+// ends the sandbox by itself, on each path a reaper is pid 1 of (a zygote's
+// child, a cold program, a warm node): the bound of a run's time while the
+// supervisor is stopped (reaper.ArmBackstop). Here the margin is made
+// negative so that the backstop comes 1 s in, long before the supervisor's
+// own deadline, which would have ended the run as a timeout: the run ends
+// with its init instead, the program killed. The service's test (cmd/brig's
+// TestStoppedServiceBackstop) stops a real service.
+func TestReaperBackstop(t *testing.T) {
+	defer func(m time.Duration) { backstopMargin = m }(backstopMargin)
+	const timeout = 60 * time.Second
+	backstopMargin = time.Second - timeout
+	for _, tc := range []struct {
+		name  string
+		warm  rootfs.Language
+		lang  rootfs.Language
+		code  string
+		start string
+	}{
+		{"zygote", rootfs.Python, rootfs.Python, "import time\nprint('up', flush=True)\ntime.sleep(600)", StartWarm},
+		{"cold", "", rootfs.Python, "import time\nprint('up', flush=True)\ntime.sleep(600)", StartCold},
+		{"warm node", rootfs.JavaScript, rootfs.JavaScript, "console.log('up'); setTimeout(() => {}, 600000)", StartWarm},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newTestLauncher(t, 1, func(c *Config) {
+				c.Warm = nil
+				if tc.warm != "" {
+					c.Warm = map[rootfs.Language]bool{tc.warm: true}
+				}
+			})
+			if l.reaper == nil {
+				t.Fatal("the reaper is off")
+			}
+			if tc.warm != "" {
+				waitWarm(t, l)
+			}
+			begin := time.Now()
+			res := run(t, l, tc.lang, tc.code, func(s *Spec) { s.Timeout = timeout })
+			took := time.Since(begin)
+			// Which the launcher hears of first, the init's end or the
+			// program's SIGKILL, is a race.
+			ended := res.End == EndInternal || res.End == EndError && res.Signal == "SIGKILL"
+			if res.Start != tc.start || res.Stdout != "up\n" || !ended {
+				t.Errorf("got %s (%s), start %s, stdout %q; want the program started %s, then killed with its sandbox's init", res.End, res.Message, res.Start, res.Stdout, tc.start)
+			}
+			if took < time.Second || took > 8*time.Second {
+				t.Errorf("the run took %v; want its backstop's 1 s and little more", took)
+			}
+		})
+	}
+}

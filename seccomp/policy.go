@@ -304,12 +304,13 @@ func Spawner() Policy {
 // zygote's or a cold sandbox's, once it has dropped its identity: the calls of
 // its last two steps (its "ready" message, closing its descriptors) and of its
 // loop, which reaps and waits for SIGCHLD, or in a cold sandbox waits for the
-// program and reports its exit with the clock's reading. Anything else fails
-// with EPERM.
+// program and reports its exit with the clock's reading, and arms the timer
+// of a run's backstop (setitimer) when the supervisor asks. Anything else
+// fails with EPERM.
 func Reaper() Policy {
 	return Policy{Default: Deny, Rules: []Rule{{Action: Allow, Names: []string{
 		"write", "close_range", "wait4", "rt_sigtimedwait", "rt_sigreturn",
-		"clock_gettime", "restart_syscall", "exit", "exit_group",
+		"clock_gettime", "setitimer", "restart_syscall", "exit", "exit_group",
 	}}}}
 }
 

@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/client"
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/packages"
 	"github.com/brig-sandbox/brig/supervisor"
 	"github.com/urfave/cli/v2"
@@ -874,6 +876,93 @@ func TestServeTellsSystemd(t *testing.T) {
 			t.Fatalf("got %q after SIGTERM, want STOPPING=1", got)
 		}
 	}
+	if err := serve.Wait(); err != nil {
+		t.Fatalf("brig serve: %v; it logged:\n%s", err, logs)
+	}
+	checkParentRemoved(t, cliServeParent)
+}
+
+// TestStoppedServiceBackstop: a service that is stopped (SIGSTOP here; a
+// debugger, a frozen supervisor) enforces no time limit while it is, but its
+// runs still end: past the limit and jail.BackstopMargin, each sandbox's pid 1
+// ends its sandbox, every process in it too, and the service, once it goes
+// on, reports the run as a timeout. Up to 2026-12-05 a run outlived its limit
+// for as long as its service was stopped.
+func TestStoppedServiceBackstop(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliServeParent)
+	defer os.Remove(cgroup.ParentLockPath("", cliServeParent))
+	socket, serve, logs := startServe(t)
+	stopped := false
+	defer func() {
+		if stopped {
+			serve.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	marker := fmt.Sprintf("brig-backstop-%d", time.Now().UnixNano())
+	code := fmt.Sprintf("import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', %q])\nprint('up', flush=True)\ntime.sleep(600)\n", marker)
+	up := make(chan struct{})
+	type outcome struct {
+		res *api.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	one := 1
+	go func() {
+		var once sync.Once
+		res, err := client.New(socket).Stream(context.Background(), api.Request{Language: "python", Code: code, TimeoutSeconds: &one}, func(e api.Event) error {
+			if e.Event == api.EventStdout {
+				once.Do(func() { close(up) })
+			}
+			return nil
+		})
+		done <- outcome{res, err}
+	}()
+	select {
+	case <-up:
+	case o := <-done:
+		t.Fatalf("the run ended before it printed: %+v, %v", o.res, o.err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the run did not print within 30 s; the service logged:\n%s", logs)
+	}
+	// The run's child, found by its marker among the host's processes.
+	running := func() bool {
+		ms, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, m := range ms {
+			if b, err := os.ReadFile(m); err == nil && bytes.Contains(b, []byte(marker)) {
+				return true
+			}
+		}
+		return false
+	}
+	if !running() {
+		t.Fatal("the run's child is not among the host's processes")
+	}
+	if err := serve.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true
+	begin := time.Now()
+	for running() {
+		if time.Since(begin) > jail.BackstopMargin+20*time.Second {
+			t.Fatalf("the run's child still ran %v after its service was stopped", time.Since(begin))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	took := time.Since(begin)
+	if took < jail.BackstopMargin-2*time.Second {
+		t.Errorf("the run's child ended %v after its service was stopped; want about the backstop's margin, %v", took, jail.BackstopMargin)
+	}
+	serve.Process.Signal(syscall.SIGCONT)
+	stopped = false
+	o := <-done
+	if o.err != nil || o.res.Reason != api.ReasonTimeout || o.res.Status != api.StatusFailed {
+		t.Fatalf("the run: got %+v, %v; want a timeout", o.res, o.err)
+	}
+	if res, err := client.New(socket).Run(context.Background(), api.Request{Language: "python", Code: "print('after')"}); err != nil || res.Stdout != "after\n" {
+		t.Fatalf("a run after the stop: got %+v, %v; it logged:\n%s", res, err, logs)
+	}
+	serve.Process.Signal(syscall.SIGTERM)
 	if err := serve.Wait(); err != nil {
 		t.Fatalf("brig serve: %v; it logged:\n%s", err, logs)
 	}

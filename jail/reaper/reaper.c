@@ -21,7 +21,10 @@
 #include "reaper.h"
 
 #define SIGKILL 9
+#define SIGALRM 14
 #define SIGCHLD 17
+#define SI_QUEUE (-1)
+#define ITIMER_REAL 0
 #define SIG_BLOCK 0
 #define SIG_SETMASK 2
 #define EPERM 1
@@ -810,6 +813,47 @@ static long keep_only_status(void) {
 	return r < 0 ? r : sys3(__NR_close_range, REAPER_SCRATCH_FD + 1, ~0U, 0);
 }
 
+// The backstop of a run's time limit. The supervisor enforces the limit
+// itself; but a supervisor that is stopped (SIGSTOP, a debugger) enforces
+// nothing while it is, and its runs would outlive their limits. So at a
+// run's hand-over it queues REAPER_BACKSTOP_SIGNAL to this process with the
+// limit and a margin, in seconds, as the signal's value (rt_sigqueueinfo,
+// SI_QUEUE); this process arms a timer of that many seconds, once, and when
+// SIGALRM comes it exits, and its pid namespace's every process dies with
+// it. Both signals are blocked from the start (a fatal signal at its default
+// action would kill pid 1 when sent from outside its namespace) and taken
+// with rt_sigtimedwait beside SIGCHLD. The program can send neither: its uid
+// is not this process's and it holds no capability.
+#define BACKSTOP_SIGS ((1UL << (REAPER_BACKSTOP_SIGNAL - 1)) | (1UL << (SIGALRM - 1)))
+
+// wait_signal waits for SIGCHLD, acting on the backstop's signals meanwhile
+// (the caller has them and SIGCHLD blocked).
+static void wait_signal(void) {
+	unsigned long set = (1UL << (SIGCHLD - 1)) | BACKSTOP_SIGS;
+	static int armed;
+	for (;;) {
+		struct {
+			int32_t signo, err, code, pad;
+			int32_t pid;
+			uint32_t uid;
+			uint64_t value;
+			char rest[96];
+		} info;
+		long sig = sys4(__NR_rt_sigtimedwait, &set, &info, 0, sizeof set);
+		if (sig == SIGALRM)
+			die(REAPER_BACKSTOP_EXIT);
+		if (sig == REAPER_BACKSTOP_SIGNAL && !armed && info.code == SI_QUEUE && info.value > 0) {
+			struct {
+				long interval_sec, interval_usec, sec, usec;
+			} t = {0, 0, (long)info.value, 0};
+			if (sys3(__NR_setitimer, ITIMER_REAL, &t, 0) == 0)
+				armed = 1;
+		}
+		if (sig == SIGCHLD)
+			return;
+	}
+}
+
 #define STR(x) #x
 #define XSTR(x) STR(x)
 // "ready", with the descriptor of the scratch tmpfs's context, as a Go
@@ -825,6 +869,10 @@ static __attribute__((noreturn)) void reaper_main(void) {
 	// never sees, and discard the signal the zygote mode waits for.
 	unsigned long dfl[4] = {0, 0, 0, 0}; // struct sigaction: SIG_DFL
 	sys4(__NR_rt_sigaction, SIGCHLD, dfl, 0, 8);
+	// The backstop's signals are queued from now on (wait_signal); the
+	// program's process unblocks every signal before its exec.
+	unsigned long backstop = BACKSTOP_SIGS;
+	sys4(__NR_rt_sigprocmask, SIG_BLOCK, &backstop, 0, sizeof backstop);
 	// The sandbox's namespaces but its pid namespace, which the supervisor's
 	// clone made so that this process is its pid 1: made here, first, so
 	// that their making (a network namespace's above all, some 0.7 ms of
@@ -919,7 +967,7 @@ static __attribute__((noreturn)) void reaper_main(void) {
 		// whatever it left in the namespace.
 		for (;;) {
 			int status = 0;
-			r = sys4(__NR_wait4, -1, &status, __WALL, 0);
+			r = sys4(__NR_wait4, -1, &status, __WALL | WNOHANG, 0);
 			if (r == -EINTR)
 				continue;
 			if (r < 0)
@@ -928,6 +976,8 @@ static __attribute__((noreturn)) void reaper_main(void) {
 				report("exit", 1, (unsigned)status);
 				die(0);
 			}
+			if (r == 0)
+				wait_signal();
 		}
 	}
 	say(REAPER_STATUS_FD, READY);
@@ -937,11 +987,10 @@ static __attribute__((noreturn)) void reaper_main(void) {
 		die(1);
 	// The program is a zygote's child, not this process's: it only reaps what
 	// the program leaves to it, until the run's end kills it.
-	unsigned long chld = 1UL << (SIGCHLD - 1); // blocked (harden)
 	for (;;) {
 		while (sys4(__NR_wait4, -1, 0, WNOHANG | __WALL, 0) > 0)
 			;
-		sys4(__NR_rt_sigtimedwait, &chld, 0, 0, sizeof chld);
+		wait_signal(); // SIGCHLD blocked by harden, the backstop's at the start
 	}
 }
 

@@ -40,6 +40,10 @@
 
 // Modes: a zygote's sandbox, whose program is the zygote's child (the reaper
 // only reaps), or a cold sandbox, whose program the reaper starts.
+// The signal by which the supervisor arms a run's backstop (reaper.c's
+// wait_signal), and the reaper's exit status when it fires.
+#define REAPER_BACKSTOP_SIGNAL 10 // SIGUSR1
+#define REAPER_BACKSTOP_EXIT 3
 #define REAPER_MODE_REAP 0
 #define REAPER_MODE_PROGRAM 1
 
