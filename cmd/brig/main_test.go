@@ -11,7 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -511,6 +514,8 @@ func TestRunRefusesBadInvocations(t *testing.T) {
 		{[]string{"run", "--local", "-l", "python", "--domain", "example.com", good}, "drop --package, --network and --domain"},
 		{[]string{"run", "--local", "-l", "python", "--warm", "python", good}, "--warm needs --pool"},
 		{[]string{"run", "--socket", sock, "-l", "python", "--env", "A=1", "--env", "A=2", good}, "--env gives A twice"},
+		// JSON would have carried U+FFFD in its place (the CLI audit).
+		{[]string{"run", "--socket", sock, "-l", "python", "--env", "K=a\xffb", good}, "--env K: the value is not UTF-8"},
 		{[]string{"serve", "/etc/brig/brig.toml"}, `brig serve takes no arguments, got ["/etc/brig/brig.toml"]; to read a config file, give it as --config /etc/brig/brig.toml`},
 		{[]string{"check", "extra"}, `brig check takes no arguments`},
 		// Past 32 bits, which a conversion cut to 0 (the operator audit).
@@ -566,6 +571,7 @@ func TestRunInterruptedBeforeAcceptedStopsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	posted, deleted := make(chan string, 1), make(chan string, 10)
+	var deletes atomic.Int32
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodPost:
@@ -576,7 +582,12 @@ func TestRunInterruptedBeforeAcceptedStopsTheRun(t *testing.T) {
 		case http.MethodDelete:
 			deleted <- strings.TrimPrefix(r.URL.Path, "/v1/runs/")
 			w.Header().Set("Content-Type", "application/json")
-			w.Write([]byte(`{"error":{"code":"not_found","message":"no run"}}`))
+			if deletes.Add(1) == 1 {
+				w.WriteHeader(http.StatusNotFound)
+				w.Write([]byte(`{"error":{"code":"not_found","message":"no run"}}`))
+				return
+			}
+			w.Write([]byte(`{"id":"x","language":"python","state":"finished","status":"failed","reason":"stopped","outcome":"failed","stdout":"late\n"}`))
 		}
 	})}
 	go srv.Serve(ln)
@@ -585,6 +596,8 @@ func TestRunInterruptedBeforeAcceptedStopsTheRun(t *testing.T) {
 	os.WriteFile(prog, []byte("print(1)\n"), 0o644)
 	cmd := exec.Command(os.Args[0], "run", "--socket", sock, "-l", "python", prog)
 	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -607,7 +620,143 @@ func TestRunInterruptedBeforeAcceptedStopsTheRun(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Error("got no DELETE after the Ctrl-C, want the run stopped by its id")
 	}
-	cmd.Wait()
+	// The second DELETE finds the run, which the service accepted late:
+	// brig run prints its result (the audit of 2026-12-05: it printed
+	// nothing) and exits as for a stopped run.
+	if err := cmd.Wait(); cmd.ProcessState.ExitCode() != exitStopped {
+		t.Errorf("brig run: %v; want exit %d", err, exitStopped)
+	}
+	if !strings.Contains(stdout.String(), "late\n") {
+		t.Errorf("brig run printed %q; want the stopped run's output", stdout.String())
+	}
+}
+
+// fakeService serves handler on a Unix socket of its own until the test ends.
+func fakeService(t *testing.T, handler http.HandlerFunc) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "brig-fake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "fake.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: handler}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return sock
+}
+
+// TestRunSecondSignalDoesNotWait: a service that took the run and then stops
+// answering (stopped, wedged) keeps brig run waiting for its DELETE only until
+// a second signal, which exits at once naming the run. (Up to 2026-12-05
+// only SIGKILL ended it.)
+func TestRunSecondSignalDoesNotWait(t *testing.T) {
+	sock := fakeService(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.Write([]byte(`{"event":"accepted","id":"hang-1"}` + "\n"))
+			w.(http.Flusher).Flush()
+		}
+		<-r.Context().Done() // neither the stream nor the DELETE is answered
+	})
+	prog := filepath.Join(t.TempDir(), "p.py")
+	os.WriteFile(prog, []byte("print(1)\n"), 0o644)
+	cmd := exec.Command(os.Args[0], "run", "--socket", sock, "--id", "hang-1", "-l", "python", prog)
+	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	time.Sleep(500 * time.Millisecond) // the accepted event read
+	cmd.Process.Signal(syscall.SIGINT)
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(3 * time.Second):
+		t.Fatal("brig run still waited 3 s after a second SIGINT")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitStopped || !strings.Contains(stderr.String(), "run hang-1 may still be going") {
+		t.Errorf("brig run: exit %d, stderr %q; want %d and the run named", code, stderr.String(), exitStopped)
+	}
+}
+
+// TestRunStopsWhenItsOutputGoesAway: a reader of brig run's output that goes
+// away (`brig run ... | head -1`) stops the run, as a signal does, where
+// SIGPIPE used to kill brig run and leave the run going.
+func TestRunStopsWhenItsOutputGoesAway(t *testing.T) {
+	const result = `{"id":"pipe-1","language":"python","state":"finished","status":"failed","reason":"stopped","outcome":"failed"}`
+	deleted := make(chan string, 1)
+	var once sync.Once
+	stopped := make(chan struct{})
+	sock := fakeService(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodPost:
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.Write([]byte(`{"event":"accepted","id":"pipe-1"}` + "\n" + `{"event":"started"}` + "\n"))
+			for i := 0; r.Context().Err() == nil; i++ {
+				select {
+				case <-stopped:
+					w.Write([]byte(`{"event":"result","result":` + result + "}\n"))
+					return
+				default:
+				}
+				fmt.Fprintf(w, `{"event":"stdout","data":"tick %d\n"}`+"\n", i)
+				w.(http.Flusher).Flush()
+				time.Sleep(20 * time.Millisecond)
+			}
+		case http.MethodDelete:
+			select {
+			case deleted <- strings.TrimPrefix(r.URL.Path, "/v1/runs/"):
+			default:
+			}
+			once.Do(func() { close(stopped) })
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(result))
+		}
+	})
+	prog := filepath.Join(t.TempDir(), "p.py")
+	os.WriteFile(prog, []byte("print(1)\n"), 0o644)
+	cmd := exec.Command(os.Args[0], "run", "--socket", sock, "--id", "pipe-1", "-l", "python", prog)
+	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if _, err := out.Read(make([]byte, 16)); err != nil {
+		t.Fatal(err)
+	}
+	out.Close() // as head -1 does
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	select {
+	case got := <-deleted:
+		if got != "pipe-1" {
+			t.Errorf("got DELETE of %q, want pipe-1", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("got no DELETE once brig run's output went away")
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("brig run did not exit once its run was stopped")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitStopped {
+		t.Errorf("brig run exited %d; want %d, a stopped run's", code, exitStopped)
+	}
 }
 
 // TestCheckStateDir: a state directory brig can't make or write fails a line
@@ -639,5 +788,35 @@ func TestCheckCacheSpace(t *testing.T) {
 	sc.Packages.MinFreeBytes = 1 << 20
 	if ch := cacheSpaceCheck(sc); !ch.OK || ch.Warn || !strings.Contains(ch.Detail, small+" has 4 MiB and") {
 		t.Errorf("a 4 MiB disk, 1 MiB kept: got %+v, want a pass with what is free", ch)
+	}
+}
+
+// TestRunDomainAloneMeansDomains: --domain without --network asks for mode
+// domains, as the Python client's domains= does, where it was refused; and a
+// refusal of a field names the flag that sets it.
+func TestRunDomainAloneMeansDomains(t *testing.T) {
+	got := make(chan api.Request, 1)
+	sock := fakeService(t, func(w http.ResponseWriter, r *http.Request) {
+		var req api.Request
+		json.NewDecoder(r.Body).Decode(&req)
+		got <- req
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"error":{"code":"invalid_request","field":"timeout_seconds","message":"is 0"}}`))
+	})
+	prog := filepath.Join(t.TempDir(), "p.py")
+	os.WriteFile(prog, []byte("print(1)\n"), 0o644)
+	_, stderr, code := brig(t, "", "run", "--socket", sock, "-l", "python", "--domain", "ok.test", prog)
+	req := <-got
+	if req.Network == nil || req.Network.Mode != api.NetworkDomains || !slices.Equal(req.Network.Domains, []string{"ok.test"}) {
+		t.Errorf("sent network %+v; want mode domains with ok.test", req.Network)
+	}
+	if code != 2 || !strings.Contains(stderr, "timeout_seconds is 0 [--timeout]") {
+		t.Errorf("exit %d, stderr %q; want 2 and the field's flag named", code, stderr)
+	}
+	for field, flag := range map[string]string{"packages[3]": "--package", "env.K": "--env", "network.domains[0]": "--domain", "network.mode": "--network", "code": "FILE", "usage": ""} {
+		if got := flagOf(field); got != flag {
+			t.Errorf("flagOf(%q) = %q, want %q", field, got, flag)
+		}
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -26,6 +28,10 @@ import (
 	"github.com/brig-sandbox/brig/rootfs"
 	"github.com/brig-sandbox/brig/supervisor"
 )
+
+// stopWait bounds how long `brig run`, once signalled, waits for the service
+// to stop its run.
+const stopWait = 10 * time.Second
 
 // Exit statuses of `brig run` when the program's own can't be given.
 const (
@@ -90,6 +96,11 @@ func runAction(c *cli.Context) error {
 		if _, twice := env[k]; twice {
 			return fmt.Errorf("--env gives %s twice: give each name once", k)
 		}
+		// As a program's file: sent as JSON, its bytes would become U+FFFD
+		// and the run would get another value than given.
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("--env %s: the value is not UTF-8; the API carries text, so give it as UTF-8 (or encoded, as base64 or hex)", k)
+		}
 		env[k] = v
 	}
 	if err := jail.ValidateEnv(env); err != nil {
@@ -99,6 +110,11 @@ func runAction(c *cli.Context) error {
 		return runLocal(c, lang, code, env)
 	}
 	timeout, memory := c.Int("timeout"), c.Int("memory")
+	// --domain alone means mode domains, as the Python client's domains=.
+	mode := c.String("network")
+	if !c.IsSet("network") && len(c.StringSlice("domain")) > 0 {
+		mode = api.NetworkDomains
+	}
 	req := api.Request{
 		// An id of its own when none is given, so that a Ctrl-C, however
 		// early, can stop the run by it (a stream's run outlives a client
@@ -111,7 +127,7 @@ func runAction(c *cli.Context) error {
 		MemoryMiB:      &memory,
 		Packages:       c.StringSlice("package"),
 		Env:            env,
-		Network:        &api.Network{Mode: c.String("network"), Domains: c.StringSlice("domain")},
+		Network:        &api.Network{Mode: mode, Domains: c.StringSlice("domain")},
 	}
 	return runRemote(c, req)
 }
@@ -127,33 +143,56 @@ func runRemote(c *cli.Context, req api.Request) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	// A reader of the output that went away (`| head -1`) stops the run as
+	// a signal does: SIGPIPE ignored, which would otherwise kill this
+	// process and leave the run going, the first failed write says so.
+	signal.Ignore(syscall.SIGPIPE)
+	var closeGone sync.Once
+	gone := make(chan struct{})
+	outputGone := func() { closeGone.Do(func() { close(gone) }) }
 
 	var accepted atomic.Bool
-	stopped := make(chan struct{}) // closed once the goroutine below is done
+	var stoppedRes atomic.Pointer[api.Result] // what the stop below answered
+	stopped := make(chan struct{})            // closed once the goroutine below is done
 	go func() {
 		defer close(stopped)
 		select {
 		case <-sigs:
+		case <-gone:
 		case <-ctx.Done():
 			return
 		}
+		// A second signal does not wait for a service that does not answer
+		// (stopped, wedged): it exits at once, naming the run.
+		go func() {
+			<-sigs
+			fmt.Fprintf(os.Stderr, "brig: not waiting for the service any longer; run %s may still be going: `curl -X DELETE --unix-socket %s http://brig/v1/runs/%s` stops it\n", req.ID, c.String("socket"), req.ID)
+			os.Exit(exitStopped)
+		}()
 		if accepted.Load() {
-			cl.Stop(context.Background(), req.ID) // the stream then ends with the result
+			stop, cancelStop := context.WithTimeout(context.Background(), stopWait)
+			defer cancelStop()
+			cl.Stop(stop, req.ID) // the stream then ends with the result
 			return
 		}
 		// Not accepted yet: the request is dropped, and a run the service
 		// accepted all the same (the request was on its way) is stopped by
-		// its id once it is there.
+		// its id once it is there, for as long as stopWait.
 		cancel()
-		for range 10 {
-			if _, err := cl.Stop(context.Background(), req.ID); !isNotFound(err) {
+		for deadline := time.Now().Add(stopWait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			stop, cancelStop := context.WithDeadline(context.Background(), deadline)
+			res, err := cl.Stop(stop, req.ID)
+			cancelStop()
+			if err == nil {
+				stoppedRes.Store(res)
+			}
+			if !isNotFound(err) {
 				return
 			}
-			time.Sleep(100 * time.Millisecond)
 		}
 	}()
 	jsonOut := c.Bool("json")
-	stdout, stderr := outputTo(os.Stdout, c.Bool("raw")), outputTo(os.Stderr, c.Bool("raw"))
+	stdout, stderr := outputTo(os.Stdout, c.Bool("raw"), outputGone), outputTo(os.Stderr, c.Bool("raw"), outputGone)
 	res, err := cl.Stream(ctx, req, func(ev api.Event) error {
 		switch ev.Event {
 		case api.EventAccepted:
@@ -184,14 +223,29 @@ func runRemote(c *cli.Context, req api.Request) error {
 			return fmt.Errorf("the service refused the run: %s", describeAPIError(ce))
 		case ctx.Err() != nil:
 			<-stopped // its DELETE sent before the process exits
+			if res := stoppedRes.Load(); res != nil {
+				// The run was accepted after all, its output not streamed:
+				// its result, whole.
+				if !jsonOut {
+					stdout(res.Stdout)
+					stderr(res.Stderr)
+				}
+				return finishRun(c, res)
+			}
+			fmt.Fprintf(os.Stderr, "brig: stopped before the service accepted run %s; if it was accepted later, `curl --unix-socket %s http://brig/v1/runs/%s` reads it\n", req.ID, c.String("socket"), req.ID)
 			return exitError(exitStopped)
 		case accepted.Load():
 			// The service went away during the run (a crash, a restart).
 			return fmt.Errorf("the connection to the service dropped during run %s (%v): once the service is back, `curl --unix-socket %s http://brig/v1/runs/%s` reads its result, or run this again with --id %s, which gives that run's result rather than running it twice", req.ID, err, c.String("socket"), req.ID, req.ID)
 		}
+		var oe *net.OpError
+		if !errors.As(err, &oe) || oe.Op != "dial" {
+			// The request went out: the service may have accepted it.
+			return fmt.Errorf("the connection to the service dropped before it accepted run %s (%v): the run may have been accepted; `curl --unix-socket %s http://brig/v1/runs/%s` reads it, and this again with --id %s gives that run's result rather than running it twice", req.ID, err, c.String("socket"), req.ID, req.ID)
+		}
 		hint := "is `brig serve` running there? Start it (systemctl start brig, or make serve from a checkout), or give its --socket"
 		if errors.Is(err, syscall.EACCES) {
-			hint = "this user may not open the socket: ask the operator to add it to the service's socket_group, or run as root"
+			hint = "this user may not open the socket: ask the operator to add it to the service's socket_group and to allow_uids or allow_gids, or run as root"
 		}
 		return fmt.Errorf("talking to the service at %s: %w (%s)", c.String("socket"), err, hint)
 	}
@@ -202,11 +256,30 @@ func describeAPIError(e *client.Error) string {
 	msg := e.API.Message
 	if e.API.Field != "" {
 		msg = e.API.Field + " " + msg
+		if flag := flagOf(e.API.Field); flag != "" {
+			msg = fmt.Sprintf("%s [%s]", msg, flag)
+		}
 	}
 	if e.RetryAfter > 0 {
 		msg += fmt.Sprintf(" (retry after %s)", e.RetryAfter)
 	}
 	return fmt.Sprintf("%d %s: %s", e.Status, e.API.Code, msg)
+}
+
+// flagOf is the `brig run` flag that sets the request's field (timeout_seconds,
+// packages[2], env.K, network.domains[0]), "" for none.
+func flagOf(field string) string {
+	name, _, _ := strings.Cut(field, "[")
+	if !strings.HasPrefix(name, "network.domains") {
+		name, _, _ = strings.Cut(name, ".")
+	}
+	return runFlags[name]
+}
+
+// runFlags are the request's fields that a flag of `brig run` sets.
+var runFlags = map[string]string{
+	"code": "FILE", "language": "--language", "timeout_seconds": "--timeout", "memory_mib": "--memory",
+	"packages": "--package", "env": "--env", "network": "--network", "network.domains": "--domain", "id": "--id",
 }
 
 // finishRun prints what is left of a result and exits with its status.
@@ -292,8 +365,12 @@ func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]
 	}
 	defer sb.Close()
 
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	// As runRemote: SIGHUP and a reader that went away stop the run too.
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	signal.Ignore(syscall.SIGPIPE)
 	spec := jail.Spec{
 		Language:    lang,
 		Code:        code,
@@ -302,8 +379,8 @@ func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]
 		Env:         env,
 	}
 	if !c.Bool("json") {
-		spec.OnStdout = outputTo(os.Stdout, c.Bool("raw"))
-		spec.OnStderr = outputTo(os.Stderr, c.Bool("raw"))
+		spec.OnStdout = outputTo(os.Stdout, c.Bool("raw"), cancel)
+		spec.OnStderr = outputTo(os.Stderr, c.Bool("raw"), cancel)
 	}
 	jr, err := sb.Run(ctx, spec)
 	if err != nil {
@@ -317,11 +394,16 @@ func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]
 // outputTo returns what writes the program's output to f: escaped by
 // escapeControls when f is a terminal, unless raw; as it is otherwise. Each
 // stream is judged on its own, so `brig run f.py 2>log` still escapes stdout.
-func outputTo(f *os.File, raw bool) func(string) {
-	if raw || !isTerminal(f) {
-		return func(s string) { io.WriteString(f, s) }
+func outputTo(f *os.File, raw bool, gone func()) func(string) {
+	escape := !raw && isTerminal(f)
+	return func(s string) {
+		if escape {
+			s = escapeControls(s)
+		}
+		if _, err := io.WriteString(f, s); errors.Is(err, syscall.EPIPE) {
+			gone()
+		}
 	}
-	return func(s string) { io.WriteString(f, escapeControls(s)) }
 }
 
 // isNotFound reports whether err is the service's 404.
