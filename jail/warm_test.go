@@ -123,6 +123,14 @@ var warmCorpus = []struct {
 	{"py threading replaced in sys.modules", rootfs.Python, "import sys, types\nsys.modules['threading'] = types.ModuleType('threading')\nprint('main done')", 0},
 	{"py threading None in sys.modules", rootfs.Python, "import sys\nsys.modules['threading'] = None\nprint('main done')", 0},
 	{"py exit path's modules patched", rootfs.Python, "import sys, builtins, gc\nsys.modules['gc'] = None\ngc.get_objects = None\nbuiltins.isinstance = lambda *a: 1/0\ndel sys.modules['__main__']\nprint('done')", 0},
+	// The interpreter's exit reads its own dict of modules and calls no
+	// builtin the program can replace (the semantics audit, 2026-12-05: warm
+	// failed 1 with the bootstrap's traceback where cold exits 0).
+	{"py sys.modules rebound", rootfs.Python, "import sys, threading\nsys.modules = 5\nprint('main')", 0},
+	{"py sys.modules deleted", rootfs.Python, "import sys\ndel sys.modules\nraise SystemExit(4)", 0},
+	{"py getattr and setattr replaced", rootfs.Python, "import builtins\nbuiltins.getattr = None\nbuiltins.setattr = None\nbuiltins.type = None\nraise ValueError('v')", 0},
+	{"py exit code whose str raises", rootfs.Python, "class C:\n    def __str__(self):\n        raise RuntimeError('no')\nraise SystemExit(C())", 0},
+	{"py exit message with stderr closed", rootfs.Python, "import sys\nsys.stderr.close()\nraise SystemExit('msg')", 0},
 	{"py os._exit replaced", rootfs.Python, "import os\nos._exit = lambda c: print('fake _exit', c)\nraise SystemExit(3)", 0},
 	{"py excepthook raises", rootfs.Python, "import sys\ndef hook(*a):\n    raise RuntimeError('in hook')\nsys.excepthook = hook\nraise ValueError('v')", 0},
 	{"py excepthook deleted", rootfs.Python, "import sys\ndel sys.excepthook\nraise ValueError('v')", 0},

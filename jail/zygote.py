@@ -769,6 +769,10 @@ _run_exitfuncs, _collect, _get_objects, _IOBase = atexit._run_exitfuncs, gc.coll
 _isinstance, _str, _exit, _kill, _getpid, _write = isinstance, str, os._exit, os.kill, os.getpid, os.write
 _signal, _SIGINT, _SIG_DFL = signal.signal, signal.SIGINT, signal.SIG_DFL
 _type, _SystemExit, _KeyboardInterrupt = type, SystemExit, KeyboardInterrupt
+# The interpreter's own dict of modules (PyImport_GetModuleDict), which a
+# program that rebinds or deletes sys.modules, or replaces builtins such as
+# getattr, does not change for the interpreter's exit.
+_modules, _getattr, _setattr = sys.modules, getattr, setattr
 # The C library's exit flushes its stdio streams (a FILE a C extension or
 # ctypes opened and left buffered); os._exit does not. Its atexit handlers
 # and the libraries' destructors are not run: those the preloads registered
@@ -808,7 +812,7 @@ def _flush_c_stdio():
 def _to_stderr(text):
     # As PySys_WriteStderr: to sys.stderr, or to descriptor 2 without one or
     # when it fails.
-    err = getattr(sys, 'stderr', None)
+    err = _getattr(sys, 'stderr', None)
     if err is not None:
         try:
             err.write(text)
@@ -822,7 +826,7 @@ def _unraisable(e, obj):
     # As PyErr_WriteUnraisable(obj), called from C: the traceback without the
     # bootstrap's frame, through sys.unraisablehook, the default one if that
     # fails.
-    args = _UnraisableHookArgs((type(e), e, e.__traceback__.tb_next, None, obj))
+    args = _UnraisableHookArgs((_type(e), e, e.__traceback__.tb_next, None, obj))
     try:
         sys.unraisablehook(args)
     except BaseException:
@@ -836,7 +840,19 @@ def _exit_status(e):
     if code is None:
         return 0
     if not _isinstance(code, int):
-        _to_stderr(_str(code) + '\n')
+        # str(code) to sys.stderr, or to descriptor 2 without one, a
+        # failure of either ignored; then the line's end as PySys_WriteStderr
+        # writes it.
+        try:
+            text = _str(code)
+            err = _getattr(sys, 'stderr', None)
+            if err is None:
+                _write(2, text.encode('utf-8', 'backslashreplace'))
+            else:
+                err.write(text)
+        except Exception:
+            pass
+        _to_stderr('\n')
         return 1
     return code if -2**63 <= code < 2**63 else -1
 
@@ -845,14 +861,14 @@ def _print_uncaught(e):
     # As PyErr_Print: sys.last_* first, then sys.excepthook; its own failure
     # is reported with the original exception, and its SystemExit exits.
     tb = e.__traceback__
-    sys.last_type, sys.last_value, sys.last_traceback = type(e), e, tb
-    hook = getattr(sys, 'excepthook', None)
+    sys.last_type, sys.last_value, sys.last_traceback = _type(e), e, tb
+    hook = _getattr(sys, 'excepthook', None)
     if hook is None:
         _to_stderr('sys.excepthook is missing\n')
-        sys.__excepthook__(type(e), e, tb)
+        sys.__excepthook__(_type(e), e, tb)
         return None
     try:
-        hook(type(e), e, tb)
+        hook(_type(e), e, tb)
     except _SystemExit as e2:
         return _exit_status(e2)
     except BaseException as e2:
@@ -862,9 +878,9 @@ def _print_uncaught(e):
             pass
         e2 = e2.with_traceback(e2.__traceback__.tb_next)
         _to_stderr('Error in sys.excepthook:\n')
-        sys.__excepthook__(type(e2), e2, e2.__traceback__)
+        sys.__excepthook__(_type(e2), e2, e2.__traceback__)
         _to_stderr('\nOriginal exception was:\n')
-        sys.__excepthook__(type(e), e, tb)
+        sys.__excepthook__(_type(e), e, tb)
     return None
 
 
@@ -999,7 +1015,7 @@ del _uncaught, _s
 # interpreter runs those of objects outside a cycle while it clears the
 # module, after imports have stopped working; README.)
 _absent = object()
-_t = sys.modules.get('threading', _absent)
+_t = _modules.get('threading', _absent)
 if _t is not _absent:
     try:
         _t._shutdown()
@@ -1011,9 +1027,9 @@ _run_exitfuncs()
 # let go, whose traceback holds __main__'s frame and with it every global.
 for _k in ('last_type', 'last_value', 'last_traceback'):
     if _k in sys.__dict__:
-        setattr(sys, _k, None)
+        _setattr(sys, _k, None)
 del _k
-sys.modules.pop('__main__', None)
+_modules.pop('__main__', None)
 del _main
 _collect()
 # A file the program left open outside __main__ (in a module, on builtins)
@@ -1022,7 +1038,7 @@ _collect()
 # The check is against the C base class of every io object: io.IOBase is an
 # ABC, whose first isinstance cost a run 0.2 ms (its caches, written, copied
 # the zygote's pages).
-_out, _err = getattr(sys, 'stdout', None), getattr(sys, 'stderr', None)
+_out, _err = _getattr(sys, 'stdout', None), _getattr(sys, 'stderr', None)
 for _f in _get_objects():
     if _isinstance(_f, _IOBase) and _f is not _out and _f is not _err:
         try:
