@@ -133,3 +133,51 @@ func TestClassifyOOM(t *testing.T) {
 		})
 	}
 }
+
+// tcpHog fills loopback TCP connections it never reads, from four processes
+// of 1,900 connections each, then sleeps: what the limits audit of
+// 2026-12-05 held, 689 MB to 1.24 GB of TCP buffers in a run of 128 MiB on
+// v1, which charges them apart from the run's memory and past their own
+// limit.
+const tcpHog = `import os, socket, time
+def fill():
+    ln = socket.socket(); ln.bind(('127.0.0.1', 0)); ln.listen(4096)
+    chunk, held, keep = b'x' * (1 << 20), 0, []
+    for _ in range(1900):
+        c = socket.create_connection(ln.getsockname()); s, _ = ln.accept()
+        c.setblocking(False)
+        keep += [c, s]
+        try:
+            while True:
+                held += c.send(chunk)
+        except BlockingIOError:
+            pass
+    return held
+for _ in range(3):
+    if os.fork() == 0:
+        fill(); time.sleep(30); os._exit(0)
+print('held', fill() >> 20, 'MiB', flush=True)
+time.sleep(30)
+`
+
+// TestTCPBuffersCountAsMemory: a run's TCP socket buffers count against its
+// memory limit (API.md: everything its processes use). On v1, which charges
+// them apart, the run's supervisor ends it once its memory and its buffers
+// together go over the limit (cgroup.Group.TCPBytes); on v2 they are its
+// memory. Either way the run can't hold more than its limit, and its peak
+// says what it held.
+func TestTCPBuffersCountAsMemory(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	const memMiB = 128
+	begin := time.Now()
+	res := run(t, l, rootfs.Python, tcpHog, func(s *Spec) {
+		s.MemoryBytes = memMiB << 20
+		s.Timeout = 60 * time.Second
+	})
+	if res.End != EndMemory {
+		t.Fatalf("got %s (%s), stdout %q, stderr %q, peak %d MiB, after %v; want memory", res.End, res.Message, res.Stdout, res.Stderr, res.Usage.PeakMemoryBytes>>20, time.Since(begin))
+	}
+	if time.Since(begin) > 30*time.Second {
+		t.Errorf("the run ended after %v: by its sleep, not by its memory", time.Since(begin))
+	}
+}

@@ -102,6 +102,9 @@ type ending struct {
 	// oomKilled: the cgroup reported an OOM kill, after which every process of
 	// the run was killed (a run is one unit: see cgroup.Group.OOMKilled).
 	oomKilled bool
+	// sockets: the run's memory and its TCP buffers, which v1 charges apart,
+	// went over its memory limit together (overMemory), which ended it.
+	sockets bool
 	// early: the exit came from the kernel's taskstats record (exitWatch),
 	// before the program's teardown.
 	early bool
@@ -199,8 +202,23 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 		start(pid1.Monotonic())
 		zexit = s.zchild.exit
 	}
+	// On v1 a run's TCP buffers are charged apart from its memory, past any
+	// limit of theirs (cgroup.Group.TCPBytes): the run's limit is held
+	// against their sum here, every tcpCheck.
+	var tcpTick <-chan time.Time
+	if s.group.SeparateTCP() {
+		t := time.NewTicker(tcpCheck)
+		defer t.Stop()
+		tcpTick = t.C
+	}
 	for {
 		select {
+		case <-tcpTick:
+			if s.overMemory(spec.MemoryBytes) {
+				ended()
+				e.oomKilled, e.sockets = true, true
+				return e
+			}
 		case m, ok := <-s.msgs:
 			switch {
 			case m.Kind == pid1.MsgReady && !ready:
@@ -309,6 +327,9 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 			res.Signal = "SIGKILL"
 		}
 		res.Message = memoryMessage(spec)
+		if e.sockets {
+			res.Message = fmt.Sprintf("the run went over its memory limit of %d MiB with its TCP socket buffers counted: the whole run was stopped", spec.MemoryBytes>>20)
+		}
 		res.End = EndMemory
 	case e.lost:
 		res.Message = "the sandbox init ended without reporting the program's status"
@@ -369,6 +390,23 @@ func SignalNumber(name string) unix.Signal {
 // memoryMessage says which limit was hit and what it cost the run. The
 // cgroup's oom_kill count is not given: under cgroup v2's memory.oom.group it
 // counts every process of the group's kill, not what went over.
+// tcpCheck is how often a run's memory and TCP buffers are summed where
+// they are charged apart (supervise).
+const tcpCheck = 20 * time.Millisecond
+
+// overMemory reports whether the sandbox's memory and its TCP buffers,
+// charged apart (cgroup.Group.TCPBytes), are together over limit. It reads
+// the memory only once the buffers hold a sixteenth of the limit: most runs
+// hold none.
+func (s *slot) overMemory(limit int64) bool {
+	tcp, err := s.group.TCPBytes()
+	if err != nil || tcp < limit/16 {
+		return false
+	}
+	mem, err := s.group.MemoryCurrent()
+	return err == nil && mem+tcp > limit
+}
+
 func memoryMessage(spec Spec) string {
 	return fmt.Sprintf("the run went over its memory limit of %d MiB: the kernel's OOM killer acted on its processes, and the whole run was stopped",
 		spec.MemoryBytes>>20)
