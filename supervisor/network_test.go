@@ -282,6 +282,21 @@ func TestNetworkOutcomeUnknown(t *testing.T) {
 	}
 }
 
+// TestNetworkRunDidNotWait: a networked run on an idle service waited for no
+// slot, and its queued_ms says 0: its journal record's fsync, which comes
+// before it starts, is not a wait in the queue (the limits audit found 1 to
+// 18 ms).
+func TestNetworkRunDidNotWait(t *testing.T) {
+	u := newUpstreams(t)
+	ts := newTestService(t, u.withNetwork)
+	for range 3 {
+		res := ts.mustRun(t, request("python", "print(1)", networked(api.NetworkAny)))
+		if res.Status != api.StatusCompleted || res.Timing.QueuedMS != 0 {
+			t.Errorf("got %s, timing %+v; want completed and queued_ms 0", res.Status, res.Timing)
+		}
+	}
+}
+
 // TestNetworkRealNpmRegistry: a javascript registries run reaches the npm
 // registry that `npm config get registry` names, resolved and dialled by the
 // proxy on the host side (the one test that does so: every other upstream is

@@ -21,6 +21,9 @@ type run struct {
 	req      api.Request
 	peerUID  int
 	accepted time.Time
+	// enqueued is when it joined the queue for a slot, once its journal
+	// record was written: its queued_ms counts from here.
+	enqueued time.Time
 	// stop cancels the run's context with why (errDeleted, errShutdown,
 	// errClientGone): DELETE, Shutdown after its grace, a client gone before
 	// it learnt a generated id.
@@ -103,6 +106,7 @@ func newRun(id, key string, req api.Request, peerUID int, now time.Time) *run {
 		req:      req,
 		peerUID:  peerUID,
 		accepted: now,
+		enqueued: now,
 		ctx:      ctx,
 		stop:     stop,
 		done:     make(chan struct{}),

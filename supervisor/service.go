@@ -418,6 +418,9 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		e.retryAfter = journalRetryAfter
 		return nil, nil, e
 	}
+	// Its wait in the queue counts from here: the journal's write, an fsync
+	// for a networked run, is not waiting for a slot.
+	r.enqueued = time.Now()
 	go s.execute(r, t)
 	return r, nil, nil
 }
@@ -495,12 +498,11 @@ func (s *Service) execute(r *run, t *ticket) {
 	defer s.runsWG.Done()
 	if err := s.adm.wait(r.ctx, t); err != nil {
 		res := failedResult(r.id, r.req, api.ReasonStopped, "the run was stopped while it waited in the queue; the program did not run")
-		waited := time.Since(r.accepted)
-		res.Timing.QueuedMS, res.Timing.TotalMS = waited.Milliseconds(), api.Millis(waited)
+		res.Timing.QueuedMS, res.Timing.TotalMS = time.Since(r.enqueued).Milliseconds(), api.Millis(time.Since(r.accepted))
 		s.finish(r, res)
 		return
 	}
-	queued := time.Since(r.accepted)
+	queued := time.Since(r.enqueued)
 	r.setTiming(func(t *api.Timing) { t.QueuedMS = queued.Milliseconds() })
 	var lease *packages.Lease
 	if len(r.req.Packages) > 0 {
