@@ -146,6 +146,15 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 		}
 	}()
 	var exited <-chan uint32 // early, once started
+	// armed: the sandbox's backstop is armed, so the program ran at most
+	// its limit and the margin, however late this process heard of its end
+	// (it was stopped): its wall time says no more.
+	armed := false
+	defer func() {
+		if most := api.Millis(spec.Timeout + backstopMargin); armed && res.Usage.WallMS > most {
+			res.Usage.WallMS = most
+		}
+	}()
 	start := func(mono time.Duration) {
 		startedAt = mono
 		e.started = true
@@ -162,6 +171,8 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			// blocked the signal would lose it.
 			if err := reaper.ArmBackstop(s.cmd.Process.Pid, spec.Timeout-(pid1.Monotonic()-startedAt)+backstopMargin); err != nil {
 				l.log.Warn("the run has no backstop of its time limit for a stopped service", "err", err)
+			} else {
+				armed = true
 			}
 		}
 		if spec.OnStart != nil {

@@ -953,11 +953,17 @@ func TestStoppedServiceBackstop(t *testing.T) {
 	if took < jail.BackstopMargin-2*time.Second {
 		t.Errorf("the run's child ended %v after its service was stopped; want about the backstop's margin, %v", took, jail.BackstopMargin)
 	}
+	time.Sleep(2 * time.Second) // stopped past the backstop, as a debugger holds it
 	serve.Process.Signal(syscall.SIGCONT)
 	stopped = false
 	o := <-done
 	if o.err != nil || o.res.Reason != api.ReasonTimeout || o.res.Status != api.StatusFailed {
 		t.Fatalf("the run: got %+v, %v; want a timeout", o.res, o.err)
+	}
+	// Its wall time is the program's, which the backstop ended, not the
+	// time the service heard of it.
+	if most := api.Millis(time.Second + jail.BackstopMargin); o.res.Usage.WallMS > most {
+		t.Errorf("wall_ms %d; want at most the limit and the backstop's margin, %d", o.res.Usage.WallMS, most)
 	}
 	if res, err := client.New(socket).Run(context.Background(), api.Request{Language: "python", Code: "print('after')"}); err != nil || res.Stdout != "after\n" {
 		t.Fatalf("a run after the stop: got %+v, %v; it logged:\n%s", res, err, logs)
