@@ -11,6 +11,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -106,11 +107,30 @@ func wholeNumber(raw json.RawMessage) (*int, error) {
 		return &v, nil
 	}
 	f, err := n.Float64()
-	if err != nil || f != math.Trunc(f) || f < math.MinInt32 || f > math.MaxInt32 {
+	if err != nil || f != math.Trunc(f) || f < math.MinInt32 || f > math.MaxInt32 || !integralLiteral(n.String()) {
 		return nil, fmt.Errorf("%s is not a whole number in range", n)
 	}
 	v := int(f)
 	return &v, nil
+}
+
+// integralLiteral reports whether the JSON number literal s is a whole number
+// as written, not only once rounded to a float64 (0.99999999999999999999,
+// which rounds to 1): no digit but 0 is left after the point once the
+// exponent has moved it.
+func integralLiteral(s string) bool {
+	mant, exp, hasExp := strings.Cut(strings.ToLower(strings.TrimPrefix(s, "-")), "e")
+	shift := 0
+	if hasExp {
+		e, err := strconv.Atoi(exp)
+		if err != nil || e < -1000 || e > 1000 {
+			return false
+		}
+		shift = e
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits, point := whole+frac, len(whole)+shift
+	return point >= len(digits) || strings.Trim(digits[max(point, 0):], "0") == ""
 }
 
 // decodeEnv decodes env, refusing any value that is not a string (null too,
