@@ -4,13 +4,20 @@
 // Typical use:
 //
 //	c := client.New("/run/brig/brig.sock")
-//	res, err := c.Stream(ctx, api.Request{Language: "python", Code: "print(1)"},
+//	res, err := c.Stream(ctx, api.Request{ID: supervisor.NewID(), Language: "python", Code: "print(1)"},
 //		func(ev api.Event) error { fmt.Print(ev.Data); return nil })
+//
+// Give each request an id of your own (any string API.md allows): when the
+// connection drops before the result (ErrNoResult), the id fetches the run's
+// result (Get, Events), and sending the same request with it again never runs
+// the code twice. The client does not retry: a 429's or a 503's Error says
+// when to (RetryAfter).
 package client
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -81,26 +88,49 @@ func (c *Client) Run(ctx context.Context, req api.Request) (*api.Result, error) 
 			return res, nil
 		}
 	}
+	return nil, noResult(ctx, req.ID, err)
+}
+
+// noResult is the error of a request to start run id (which may be "": the
+// service makes one) that got no result: err as it is when the request was
+// never sent, or answered, or ctx ended; otherwise ErrNoResult, saying what
+// may have become of the run.
+func noResult(ctx context.Context, id string, err error) error {
 	var apiErr *Error
 	var opErr *net.OpError
 	if ctx.Err() != nil || errors.As(err, &apiErr) || errors.As(err, &opErr) && opErr.Op == "dial" {
-		return nil, err // never sent, or answered: the error says what happened
+		return err // never sent, or answered: the error says what happened
 	}
-	if req.ID == "" {
-		return nil, fmt.Errorf("%w (the run had no id, so the service stopped it, if it started: send it again): %v", ErrNoResult, err)
+	if !errors.Is(err, ErrNoResult) {
+		err = fmt.Errorf("%w: %v", ErrNoResult, err)
 	}
-	return nil, fmt.Errorf("%w (fetch run %q with Get or Events: it may still be going, or have finished): %v", ErrNoResult, req.ID, err)
+	if id == "" {
+		return fmt.Errorf("%w (the run had no id: the service stops such a run when its client goes away, but one that had finished would run twice if sent again; give requests an id)", err)
+	}
+	return fmt.Errorf("%w (fetch run %q with Get or Events: it may still be going, or have finished)", err, id)
 }
 
 // Stream starts a run and calls onEvent with each of its events as it happens
 // (an error from onEvent ends the stream; the run goes on). It returns the
-// result.
+// result. A connection that drops once the request is sent, before the
+// result event, is ErrNoResult, as for Run; a line cut short by the drop is
+// not passed on.
 func (c *Client) Stream(ctx context.Context, req api.Request, onEvent func(api.Event) error) (*api.Result, error) {
 	resp, err := c.post(ctx, req, "application/x-ndjson")
 	if err != nil {
-		return nil, err
+		return nil, noResult(ctx, req.ID, err)
 	}
-	return readEvents(resp, onEvent)
+	var cbErr error
+	res, id, err := readEvents(resp, func(ev api.Event) error {
+		if onEvent != nil {
+			cbErr = onEvent(ev)
+		}
+		return cbErr
+	})
+	if err != nil && err != cbErr {
+		return nil, noResult(ctx, cmp.Or(id, req.ID), err)
+	}
+	return res, err
 }
 
 // RunOption is an option of Get, Events and Stop.
@@ -141,7 +171,8 @@ func (c *Client) Events(ctx context.Context, id string, onEvent func(api.Event) 
 	if err != nil {
 		return nil, err
 	}
-	return readEvents(resp, onEvent)
+	res, _, err := readEvents(resp, onEvent)
+	return res, err
 }
 
 // Stop stops a run (reason stopped) and returns its result.
@@ -156,13 +187,19 @@ func (c *Client) Stop(ctx context.Context, id string, opts ...RunOption) (*api.R
 // Limits returns the bounds and defaults of a request.
 func (c *Client) Limits(ctx context.Context) (*api.Limits, error) {
 	var l api.Limits
-	return &l, c.getJSON(ctx, "/v1/limits", &l)
+	if err := c.getJSON(ctx, "/v1/limits", &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
 }
 
 // Health returns the service's health and what its host supports.
 func (c *Client) Health(ctx context.Context) (*api.Health, error) {
 	var h api.Health
-	return &h, c.getJSON(ctx, "/v1/health", &h)
+	if err := c.getJSON(ctx, "/v1/health", &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
 }
 
 func (c *Client) getJSON(ctx context.Context, path string, v any) error {
@@ -233,31 +270,57 @@ func decodeResult(resp *http.Response) (*api.Result, error) {
 // fetch it with Get or Events.
 var ErrNoResult = errors.New("the connection ended before the run's result")
 
-func readEvents(resp *http.Response, onEvent func(api.Event) error) (*api.Result, error) {
+// readEvents reads a run's NDJSON events from resp to its result event,
+// calling onEvent with each, and returns the result and the run's id (from
+// its accepted event, "" before it). A stream that ends before the result,
+// however it ends (EOF, a reset, a line cut short, which is dropped), is
+// ErrNoResult; an error of onEvent is returned as it is.
+func readEvents(resp *http.Response, onEvent func(api.Event) error) (*api.Result, string, error) {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), maxEventLine)
+	sc.Split(wholeLines)
+	var id string
 	for sc.Scan() {
 		var ev api.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return nil, fmt.Errorf("decoding an event: %w", err)
+			return nil, id, fmt.Errorf("decoding an event: %w", err)
+		}
+		if ev.Event == api.EventAccepted {
+			id = ev.ID
 		}
 		if onEvent != nil {
 			if err := onEvent(ev); err != nil {
-				return nil, err
+				return nil, id, err
 			}
 		}
 		if ev.Event == api.EventResult {
 			if ev.Result == nil {
-				return nil, errors.New("the result event has no result")
+				return nil, id, errors.New("the result event has no result")
 			}
-			return ev.Result, nil
+			return ev.Result, id, nil
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoResult, err)
+		return nil, id, fmt.Errorf("%w: %v", ErrNoResult, err)
 	}
-	return nil, ErrNoResult
+	return nil, id, ErrNoResult
+}
+
+// errCutLine ends a stream whose last line has no end: the connection
+// dropped in the middle of an event.
+var errCutLine = errors.New("the stream ended in the middle of an event")
+
+// wholeLines is bufio.ScanLines but for a last line without its end, which is
+// errCutLine rather than a token.
+func wholeLines(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i], nil
+	}
+	if atEOF && len(data) > 0 {
+		return 0, nil, errCutLine
+	}
+	return 0, nil, nil
 }
 
 // ServicePID returns the process id of the service listening on socket, from

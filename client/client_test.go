@@ -117,7 +117,7 @@ func TestRunDroppedIsNoResult(t *testing.T) {
 	})
 	for _, tc := range []struct{ id, want string }{
 		{"run-7", `fetch run "run-7" with Get or Events`},
-		{"", "the run had no id, so the service stopped it"},
+		{"", "the run had no id: the service stops such a run when its client goes away"},
 	} {
 		_, err := New(socket).Run(context.Background(), api.Request{ID: tc.id, Language: "python", Code: "pass"})
 		if !errors.Is(err, ErrNoResult) || !strings.Contains(err.Error(), tc.want) {
@@ -127,6 +127,53 @@ func TestRunDroppedIsNoResult(t *testing.T) {
 	_, err := New(filepath.Join(t.TempDir(), "none.sock")).Run(context.Background(), api.Request{ID: "x", Language: "python", Code: "pass"})
 	if err == nil || errors.Is(err, ErrNoResult) {
 		t.Errorf("no service: got %v, want its dial error, not ErrNoResult", err)
+	}
+}
+
+// TestStreamDroppedIsNoResult: a stream that ends before its result, however
+// it ends (the connection closed before the response, after a whole line, in
+// the middle of one), is ErrNoResult naming the run from its accepted event,
+// and a line cut short is not passed on (the CLI audit: a cut line was
+// decoded, and failed as "unexpected end of JSON input"). onEvent's own
+// error is returned as it is.
+func TestStreamDroppedIsNoResult(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		events     int
+		want       string
+	}{
+		{"before the response", "", 0, "fetch run \"mine\""},
+		{"after a line", `{"event":"accepted","id":"a1"}` + "\n", 1, "fetch run \"a1\""},
+		{"in a line", `{"event":"accepted","id":"a1"}` + "\n" + `{"event":"stdout","da`, 1, "fetch run \"a1\""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			socket := serve(t, func(w http.ResponseWriter, r *http.Request) {
+				c, buf, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					return
+				}
+				if tc.body != "" {
+					fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nConnection: close\r\n\r\n%s", tc.body)
+					buf.Flush()
+				}
+				c.Close()
+			})
+			var got int
+			_, err := New(socket).Stream(context.Background(), api.Request{ID: "mine", Language: "python", Code: "pass"}, func(api.Event) error {
+				got++
+				return nil
+			})
+			if !errors.Is(err, ErrNoResult) || !strings.Contains(err.Error(), tc.want) || got != tc.events {
+				t.Errorf("got %v after %d events; want ErrNoResult saying %q after %d", err, got, tc.want, tc.events)
+			}
+		})
+	}
+	socket := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, `{"event":"accepted","id":"a"}`)
+	})
+	mine := errors.New("mine")
+	if _, err := New(socket).Stream(context.Background(), api.Request{Language: "python", Code: "pass"}, func(api.Event) error { return mine }); err != mine {
+		t.Errorf("onEvent's error: got %v, want it as it is", err)
 	}
 }
 
