@@ -40,7 +40,13 @@ import (
 // would load modules a cold start does not (process.moduleLoadList). It
 // removes its file and its entries in the module caches, says it is ready,
 // takes the run's environment, and runs /sandbox/main.js as node's own
-// start would: Module.runMain makes it require.main.
+// start would: Module.runMain makes it require.main. It runs it from the
+// event loop (setImmediate), once the bootstrap's own module has returned:
+// called from the bootstrap, its frames were below the program's in every
+// stack trace (/sandbox/.brg.js:12, the semantics audit of 2026-12-05). Bound
+// to Module, its frame reads as a cold start's ("Function.executeUserEntryPoint
+// [as runMain]"); the one below it is the event loop's processImmediate where a
+// cold start's is run_main_module.
 const nodeBoot = `'use strict';
 const fs = require('fs'), Module = module.constructor;
 fs.unlinkSync(__filename);
@@ -52,7 +58,7 @@ fs.closeSync(3);
 for (const k of Object.keys(process.env)) delete process.env[k];
 Object.assign(process.env, env);
 process.argv[1] = '/sandbox/main.js';
-Module.runMain();
+setImmediate(Module.runMain.bind(Module));
 `
 
 // warmArgv is the command line of a warm JavaScript sandbox's waiting

@@ -185,7 +185,10 @@ var warmCorpus = []struct {
 	{"js title", rootfs.JavaScript, "process.title = 'x'.repeat(40); console.log(process.title.length, require('fs').readFileSync('/proc/self/cmdline').length)", 0},
 	{"js modules loaded", rootfs.JavaScript, "console.log(process.moduleLoadList.join(' '))", 0},
 	{"js exit code", rootfs.JavaScript, "console.log('before'); process.exit(4)", 0},
-	{"js throw", rootfs.JavaScript, "function f() { throw new Error('boom') }\nf()", 5},
+	// Every frame but the event loop's below node's runMain (the bootstrap's
+	// own were there until 2026-12-05).
+	{"js throw", rootfs.JavaScript, "function f() { throw new Error('boom') }\nf()", 12},
+	{"js stack", rootfs.JavaScript, "console.log(new Error('e').stack.split('\\n').slice(0, -1).join('\\n'))", 0},
 	{"js rejection", rootfs.JavaScript, "Promise.reject(new Error('later'))", 3},
 	{"js child_process", rootfs.JavaScript, "const cp = require('child_process'); console.log(cp.execFileSync(process.execPath, ['-e', 'console.log(6*7)']).toString().trim())", 0},
 	{"js fork", rootfs.JavaScript, "const cp = require('child_process'), fs = require('fs'); fs.writeFileSync('/tmp/child.js', 'process.send(42)'); const c = cp.fork('/tmp/child.js'); c.on('message', (m) => { console.log('got', m); c.disconnect() })", 0},
