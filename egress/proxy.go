@@ -26,6 +26,7 @@ const (
 	ruleProxyItself  = "the proxy itself"
 	ruleNotProxyForm = "not a proxy request"
 	ruleTargetHost   = "the request target names another host than the Host header"
+	ruleBadTarget    = "the CONNECT target is not host:port"
 )
 
 // Ways a decision was reached, the Connection's Via.
@@ -120,7 +121,7 @@ func (r *Run) serveProxy(c *net.TCPConn) {
 	}
 	host, port, err := hostPort(h.target, 0)
 	if err != nil || port == 0 {
-		r.refuseHTTP(c, "", ProxyPort, viaConnect, 400, "the CONNECT target is not host:port")
+		r.refuseHTTP(c, "", ProxyPort, viaConnect, 400, ruleBadTarget)
 		return
 	}
 	if isProxyItself(host) {

@@ -182,6 +182,7 @@ func TestRuleClass(t *testing.T) {
 		{"no readable request head: the Host header: the port \"abc\" is not a number from 1 to 65535", "malformed"},
 		{"no readable ClientHello", "malformed"},
 		{"not a proxy request", "malformed"},
+		{"the CONNECT target is not host:port", "malformed"},
 		{egress.RuleDirect, "direct"},
 		{"something new about evil.example", "other"},
 		{"", "other"},

@@ -245,6 +245,7 @@ var ruleClasses = []struct{ prefix, class string }{
 	{"no Host header", "no_name"},
 	{"no readable", "malformed"},
 	{"not a proxy request", "malformed"},
+	{"the CONNECT target is not", "malformed"},
 	// A program that dialed an address instead of a name (egress/direct.go):
 	// a bypass attempt, told apart from the rest.
 	{egress.RuleDirect, "direct"},
