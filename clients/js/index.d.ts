@@ -318,8 +318,9 @@ export interface RetryOptions {
   /** How many requests are sent at most, the first included (default 4; 1 never retries). */
   attempts?: number;
   /**
-   * The longest Retry-After waited for, in milliseconds (default 30,000): a 429
-   * asking for longer is thrown at once. A 429 without Retry-After waits 1 s.
+   * The most the waits take in all, in milliseconds (default 30,000): a 429 whose
+   * Retry-After would take them past it is thrown at once. A 429 without
+   * Retry-After waits 1 s.
    */
   maxWaitMs?: number;
 }

@@ -34,8 +34,9 @@ const maxErrorBody = 1 << 20;
 const defaultRetry = Object.freeze({
   // attempts is how many requests are sent at most, the first one included.
   attempts: 4,
-  // maxWaitMs is the longest Retry-After that is waited for; a longer one is
-  // thrown at once, so that the harness decides.
+  // maxWaitMs bounds the waits in all, as the Python client's max_wait: a
+  // Retry-After that would take them past it is thrown at once, so that the
+  // harness decides.
   maxWaitMs: 30_000,
 });
 
@@ -243,6 +244,7 @@ export class Client {
   // dropped(err).
   async #send(method, path, body, accept, signal, dropped) {
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body), 'utf8');
+    let waitedMs = 0;
     for (let attempt = 1; ; attempt++) {
       const res = await this.#request(method, path, payload, accept, signal, dropped);
       if (res.statusCode === 200) return res;
@@ -250,7 +252,8 @@ export class Client {
       const retried = err.status === 429 || (err.status === 503 && err.retryAfter !== undefined);
       if (!retried || attempt >= this.#retry.attempts) throw err;
       const waitMs = err.retryAfter === undefined ? waitWithoutRetryAfter : err.retryAfter * 1000;
-      if (waitMs > this.#retry.maxWaitMs) throw err;
+      if (waitedMs + waitMs > this.#retry.maxWaitMs) throw err;
+      waitedMs += waitMs;
       await sleep(waitMs, undefined, { signal });
     }
   }

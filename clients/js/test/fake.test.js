@@ -136,6 +136,15 @@ describe('429 and Retry-After', () => {
       wantRequests: 1,
       wantRetryAfter: 120,
     },
+    // maxWaitMs bounds the waits in all, as the Python client's max_wait
+    // (up to 2026-12-05 each wait alone, 90 s in all by default).
+    {
+      name: 'the waits would pass maxWaitMs in all',
+      retry: { attempts: 10, maxWaitMs: 2_500 },
+      retryAfter: '1',
+      wantRequests: 3,
+      wantRetryAfter: 1,
+    },
   ];
   for (const tc of bounded) {
     it(`throws the 429 when ${tc.name}`, async () => {

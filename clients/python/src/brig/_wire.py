@@ -45,7 +45,7 @@ class RetryPolicy:
     without an id. A 503 without a Retry-After (the service shutting down) is
     not retried."""
 
-    max_attempts: int = 3
+    max_attempts: int = 4
     max_wait: float = 30.0
 
     def __post_init__(self) -> None:
