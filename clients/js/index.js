@@ -278,8 +278,9 @@ export class Client {
         if (signal?.aborted) return reject(signal.reason);
         if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED' || err.code === 'EACCES') {
           return reject(new Error(
-            `connecting to brig at ${this.socket}: ${err.code} (is brig serve running there, ` +
-              'and may this user open its socket? Hint: run `brig check`)',
+            `connecting to brig at ${this.socket}: ${err.code} (is brig serve running there ` +
+              '(systemctl status brig), and may this user open its socket (its socket_group, ' +
+              'and allow_uids or allow_gids)?)',
             { cause: err },
           ));
         }
