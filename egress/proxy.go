@@ -548,7 +548,10 @@ func (r *Run) connectThen(c *net.TCPConn, host string, port int, via string, bef
 	}
 	rule, serve := check(up, rec)
 	if rule != "" {
-		r.refuse(host, port, via, rule)
+		// The connection was made, to an allowed host: listed as allowed,
+		// cut, with why, as a raw tunnel cut for another host is.
+		r.decidedInto(rec, host, port, via, d, rule)
+		r.finished(rec)
 		return
 	}
 	r.decidedInto(rec, host, port, via, d, "")

@@ -681,11 +681,15 @@ func TestRunProxies(t *testing.T) {
 	if c := find("upstream.test", 443, viaTLS, true); !c.Allowed || c.Rule != "domain upstream.test" || c.BytesSent < 500 || c.BytesReceived < 500 {
 		t.Errorf("got %+v, want an allowed TLS connection with its bytes each way", c)
 	}
-	if c := find("upstream.test", 443, viaConnect, false); c.Allowed || !strings.Contains(c.Rule, ruleSNIMismatch) {
-		t.Errorf("got %+v, want the SNI mismatch refused", c)
-	}
-	cut := 0
+	cut, cut443 := 0, 0
 	for _, c := range conns {
+		// A CONNECT tunnel is made before its hello is read: one cut for
+		// the hello's SNI is listed allowed, with why in its failure, on
+		// 443 as on another port (the network audit found it listed
+		// refused, its upstream having had the TCP connection).
+		if c.Host == "upstream.test" && c.Port == 443 && c.Via == viaConnect && c.Allowed && c.BytesSent == 0 && strings.Contains(c.Failure, ruleSNIMismatch) {
+			cut443++
+		}
 		if c.Host == "upstream.test" && c.Port == 8443 && c.Allowed && strings.Contains(c.Failure, ruleSNIMismatch) {
 			cut++
 			if c.BytesSent != 0 || !strings.Contains(c.Failure, `"other.test"`) {
@@ -693,8 +697,8 @@ func TestRunProxies(t *testing.T) {
 			}
 		}
 	}
-	if cut != 1 {
-		t.Errorf("got %d tunnels to upstream.test:8443 cut for their SNI in %+v, want 1", cut, conns)
+	if cut != 1 || cut443 != 1 {
+		t.Errorf("got %d tunnels to upstream.test:8443 and %d to :443 cut for their SNI, allowed, their hellos unsent, in %+v, want 1 each", cut, cut443, conns)
 	}
 	if c := find("denied-dns.test", 0, viaDNS, false); c.Allowed || c.Rule != "not in the run's domains" {
 		t.Errorf("got %+v, want the denied DNS name listed", c)
