@@ -301,11 +301,12 @@ const BackstopExit = C.REAPER_BACKSTOP_EXIT
 const backstopSignal = unix.Signal(C.REAPER_BACKSTOP_SIGNAL)
 
 // ArmBackstop tells the reaper of pid (in the caller's pid namespace) to end
-// its sandbox after d, rounded up to a second, unless the sandbox is gone
+// its sandbox after d, rounded up to a second (at least one), unless the sandbox is gone
 // before: the bound of a run's time that holds while its supervisor is
 // stopped. Only the first of a reaper's arming counts. pid must be the
 // caller's child, not yet waited for, so that it names the reaper.
 func ArmBackstop(pid int, d time.Duration) error {
+	d = max(d, time.Second) // the supervisor heard late: its own deadline is due too
 	info := queuedSiginfo{signo: int32(backstopSignal), code: siQueue, value: uint64((d + time.Second - 1) / time.Second)}
 	_, _, errno := unix.Syscall(unix.SYS_RT_SIGQUEUEINFO, uintptr(pid), uintptr(backstopSignal), uintptr(unsafe.Pointer(&info)))
 	if errno != 0 {
