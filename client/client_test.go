@@ -7,7 +7,6 @@ import (
 	"go/constant"
 	"go/token"
 	"go/types"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,25 +16,13 @@ import (
 	"time"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/internal/testutil"
 )
 
 // serve answers on a Unix socket of the test's with h, as the service would.
 func serve(t *testing.T, h http.HandlerFunc) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "brig-client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	socket := filepath.Join(dir, "s.sock")
-	ln, err := net.Listen("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return socket
+	return testutil.ServeUnix(t, h)
 }
 
 func TestErrorsCarryTheAPIError(t *testing.T) {

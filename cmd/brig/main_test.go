@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -560,19 +559,9 @@ func TestKeepInheritedFDs(t *testing.T) {
 // run the service had accepted meanwhile went on to its end.) The service
 // here is a fake that takes the request and never answers it.
 func TestRunInterruptedBeforeAcceptedStopsTheRun(t *testing.T) {
-	dir, err := os.MkdirTemp("", "brig-int")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "fake.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	posted, deleted := make(chan string, 1), make(chan string, 10)
 	var deletes atomic.Int32
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	sock := testutil.ServeUnix(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodPost:
 			var req api.Request
@@ -589,10 +578,8 @@ func TestRunInterruptedBeforeAcceptedStopsTheRun(t *testing.T) {
 			}
 			w.Write([]byte(`{"id":"x","language":"python","state":"finished","status":"failed","reason":"stopped","outcome":"failed","stdout":"late\n"}`))
 		}
-	})}
-	go srv.Serve(ln)
-	defer srv.Close()
-	prog := filepath.Join(dir, "p.py")
+	})
+	prog := filepath.Join(t.TempDir(), "p.py")
 	os.WriteFile(prog, []byte("print(1)\n"), 0o644)
 	cmd := exec.Command(os.Args[0], "run", "--socket", sock, "-l", "python", prog)
 	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
@@ -631,31 +618,12 @@ func TestRunInterruptedBeforeAcceptedStopsTheRun(t *testing.T) {
 	}
 }
 
-// fakeService serves handler on a Unix socket of its own until the test ends.
-func fakeService(t *testing.T, handler http.HandlerFunc) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "brig-fake")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "fake.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: handler}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return sock
-}
-
 // TestRunSecondSignalDoesNotWait: a service that took the run and then stops
 // answering (stopped, wedged) keeps brig run waiting for its DELETE only until
 // a second signal, which exits at once naming the run. (Up to 2026-12-05
 // only SIGKILL ended it.)
 func TestRunSecondSignalDoesNotWait(t *testing.T) {
-	sock := fakeService(t, func(w http.ResponseWriter, r *http.Request) {
+	sock := testutil.ServeUnix(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			w.Write([]byte(`{"event":"accepted","id":"hang-1"}` + "\n"))
@@ -697,7 +665,7 @@ func TestRunStopsWhenItsOutputGoesAway(t *testing.T) {
 	deleted := make(chan string, 1)
 	var once sync.Once
 	stopped := make(chan struct{})
-	sock := fakeService(t, func(w http.ResponseWriter, r *http.Request) {
+	sock := testutil.ServeUnix(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodPost:
 			w.Header().Set("Content-Type", "application/x-ndjson")
@@ -796,7 +764,7 @@ func TestCheckCacheSpace(t *testing.T) {
 // refusal of a field names the flag that sets it.
 func TestRunDomainAloneMeansDomains(t *testing.T) {
 	got := make(chan api.Request, 1)
-	sock := fakeService(t, func(w http.ResponseWriter, r *http.Request) {
+	sock := testutil.ServeUnix(t, func(w http.ResponseWriter, r *http.Request) {
 		var req api.Request
 		json.NewDecoder(r.Body).Decode(&req)
 		got <- req
