@@ -404,8 +404,14 @@ func TestProgramSignalDispositions(t *testing.T) {
 	}
 }
 
-// TestSignalsToInit: the program runs as the same uid as its init and so may signal
-// it; no signal it sends may stop, kill or crash the init, or change the result.
+// TestSignalsToInit: the program can send its init (the reaper, pid 1) no
+// signal: its uid is not the init's, it holds no capability, and it is in a
+// session of its own (SIGCONT). Not a queued one either, which the reaper
+// would take as its time backstop's arming (reaper.ArmBackstop): SIGUSR1 and
+// SIGALRM are blocked there, so queued rather than discarded as a signal at
+// its default action is by a namespace's pid 1, and the uid is what keeps
+// them out. Nor does any of them stop, kill or crash the init, or change the
+// result.
 func TestSignalsToInit(t *testing.T) {
 	l := newTestLauncher(t, 0)
 	for _, sig := range []unix.Signal{
@@ -427,8 +433,8 @@ time.sleep(0.1)
 print('alive')
 `, int(sig))
 			res, took := timedRun(t, l, rootfs.Python, code, withTimeout(5*time.Second))
-			if !res.Succeeded() || !strings.HasSuffix(res.Stdout, "alive\n") {
-				t.Errorf("got %s reason %s message %q stdout %q stderr %.400q, want succeeded and alive", res.End, res.Step, res.Message, res.Stdout, res.Stderr)
+			if !res.Succeeded() || res.Stdout != "refused 1\nalive\n" {
+				t.Errorf("got %s reason %s message %q stdout %q stderr %.400q, want succeeded, refused (EPERM) and alive", res.End, res.Step, res.Message, res.Stdout, res.Stderr)
 			}
 			if res.Stderr != "" {
 				t.Errorf("stderr: got %.400q, want nothing (the init must not print into the program's stderr)", res.Stderr)
@@ -437,5 +443,14 @@ print('alive')
 				t.Errorf("Run took %v, want under 3s", took)
 			}
 		})
+	}
+	// The backstop's own arming, as the supervisor sends it: refused.
+	res := run(t, l, rootfs.Python, `import ctypes, os, struct
+libc = ctypes.CDLL(None, use_errno=True)
+info = ctypes.create_string_buffer(struct.pack('iiiiiIQ', 10, 0, -1, 0, 0, 0, 1), 128)
+print(libc.syscall({'x86_64': 129, 'aarch64': 138}[os.uname().machine], 1, 10, info), ctypes.get_errno())
+`, withTimeout(5*time.Second))
+	if res.Stdout != "-1 1\n" {
+		t.Errorf("rt_sigqueueinfo(1, SIGUSR1, SI_QUEUE): got %s, stdout %q, stderr %.400q; want -1 and EPERM", res.End, res.Stdout, res.Stderr)
 	}
 }

@@ -168,7 +168,8 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			// and a margin, the sandbox's pid 1 ends the sandbox
 			// (reaper.ArmBackstop). Not before its "started", or its
 			// zygote child's hand-over: a fresh reaper that has not yet
-			// blocked the signal would lose it.
+			// blocked the signal would discard it, as a namespace's pid 1
+			// does a signal at its default action.
 			if err := reaper.ArmBackstop(s.cmd.Process.Pid, spec.Timeout-(pid1.Monotonic()-startedAt)+backstopMargin); err != nil {
 				l.log.Warn("the run has no backstop of its time limit for a stopped service", "err", err)
 			} else {
@@ -217,6 +218,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 	// limit of theirs (cgroup.Group.TCPBytes): the run's limit is held
 	// against their sum here, every tcpCheck.
 	var tcpTick <-chan time.Time
+	tcpWarned := false
 	if s.group.SeparateTCP() {
 		t := time.NewTicker(tcpCheck)
 		defer t.Stop()
@@ -225,10 +227,16 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 	for {
 		select {
 		case <-tcpTick:
-			if s.overMemory(spec.MemoryBytes) {
+			over, err := s.overMemory(spec.MemoryBytes)
+			if over {
 				ended()
 				e.oomKilled, e.sockets = true, true
 				return e
+			}
+			if err != nil && !tcpWarned {
+				// A group deleted under the run ends it by other means.
+				l.log.Warn("reading the run's memory and TCP buffers: its TCP buffers are not held to its memory limit", "err", err)
+				tcpWarned = true
 			}
 		case m, ok := <-s.msgs:
 			switch {
@@ -398,9 +406,6 @@ func SignalNumber(name string) unix.Signal {
 	return 0
 }
 
-// memoryMessage says which limit was hit and what it cost the run. The
-// cgroup's oom_kill count is not given: under cgroup v2's memory.oom.group it
-// counts every process of the group's kill, not what went over.
 // tcpCheck is how often a run's memory and TCP buffers are summed where
 // they are charged apart (supervise).
 const tcpCheck = 20 * time.Millisecond
@@ -409,15 +414,18 @@ const tcpCheck = 20 * time.Millisecond
 // charged apart (cgroup.Group.TCPBytes), are together over limit. It reads
 // the memory only once the buffers hold a sixteenth of the limit: most runs
 // hold none.
-func (s *slot) overMemory(limit int64) bool {
+func (s *slot) overMemory(limit int64) (bool, error) {
 	tcp, err := s.group.TCPBytes()
 	if err != nil || tcp < limit/16 {
-		return false
+		return false, err
 	}
 	mem, err := s.group.MemoryCurrent()
-	return err == nil && mem+tcp > limit
+	return err == nil && mem+tcp > limit, err
 }
 
+// memoryMessage says which limit was hit and what it cost the run. The
+// cgroup's oom_kill count is not given: under cgroup v2's memory.oom.group it
+// counts every process of the group's kill, not what went over.
 func memoryMessage(spec Spec) string {
 	return fmt.Sprintf("the run went over its memory limit of %d MiB: the kernel's OOM killer acted on its processes, and the whole run was stopped",
 		spec.MemoryBytes>>20)

@@ -707,12 +707,12 @@ func TestCasesFirstMatchWins(t *testing.T) {
 // (EPERM, the default).
 func TestReaperAllowsOnlyItsLoop(t *testing.T) {
 	p := Reaper()
-	for _, name := range []string{"write", "close_range", "wait4", "rt_sigtimedwait", "clock_gettime", "exit_group"} {
+	for _, name := range []string{"write", "close_range", "wait4", "rt_sigtimedwait", "clock_gettime", "setitimer", "exit_group"} {
 		if got := p.action(name, [6]uint64{}); got != Allow {
 			t.Errorf("%s: got %v, want allow", name, got)
 		}
 	}
-	for _, name := range []string{"read", "openat", "execve", "clone", "kill", "ptrace", "mount", "socket", "setns", "mmap", "setresuid"} {
+	for _, name := range []string{"read", "openat", "execve", "clone", "kill", "ptrace", "mount", "socket", "setns", "mmap", "setresuid", "timer_create", "rt_sigqueueinfo"} {
 		if got := p.action(name, [6]uint64{}); got != Deny {
 			t.Errorf("%s: got %v, want deny", name, got)
 		}

@@ -815,15 +815,17 @@ static long keep_only_status(void) {
 
 // The backstop of a run's time limit. The supervisor enforces the limit
 // itself; but a supervisor that is stopped (SIGSTOP, a debugger) enforces
-// nothing while it is, and its runs would outlive their limits. So at a
-// run's hand-over it queues REAPER_BACKSTOP_SIGNAL to this process with the
-// limit and a margin, in seconds, as the signal's value (rt_sigqueueinfo,
-// SI_QUEUE); this process arms a timer of that many seconds, once, and when
-// SIGALRM comes it exits, and its pid namespace's every process dies with
-// it. Both signals are blocked from the start (a fatal signal at its default
-// action would kill pid 1 when sent from outside its namespace) and taken
-// with rt_sigtimedwait beside SIGCHLD. The program can send neither: its uid
-// is not this process's and it holds no capability.
+// nothing while it is, and its runs would outlive their limits. So once it
+// hears that the program started it queues REAPER_BACKSTOP_SIGNAL to this
+// process with what is left of the limit and a margin, in milliseconds, as
+// the signal's value (rt_sigqueueinfo, SI_QUEUE); this process arms a timer
+// of that long, once, and when SIGALRM comes it exits, and its pid
+// namespace's every process dies with it. Both signals are blocked from the
+// start, so that they are queued: a namespace's pid 1 discards a signal at
+// its default action, from outside the namespace too (but SIGKILL and
+// SIGSTOP). They are taken with rt_sigtimedwait beside SIGCHLD. The
+// program can send neither: its uid is not this process's and it holds no
+// capability.
 #define BACKSTOP_SIGS ((1UL << (REAPER_BACKSTOP_SIGNAL - 1)) | (1UL << (SIGALRM - 1)))
 
 // wait_signal waits for SIGCHLD, acting on the backstop's signals meanwhile
@@ -832,20 +834,15 @@ static void wait_signal(void) {
 	unsigned long set = (1UL << (SIGCHLD - 1)) | BACKSTOP_SIGS;
 	static int armed;
 	for (;;) {
-		struct {
-			int32_t signo, err, code, pad;
-			int32_t pid;
-			uint32_t uid;
-			uint64_t value;
-			char rest[96];
-		} info;
+		struct reaper_siginfo info;
 		long sig = sys4(__NR_rt_sigtimedwait, &set, &info, 0, sizeof set);
 		if (sig == SIGALRM)
 			die(REAPER_BACKSTOP_EXIT);
-		if (sig == REAPER_BACKSTOP_SIGNAL && !armed && info.code == SI_QUEUE && info.value > 0) {
+		if (sig == REAPER_BACKSTOP_SIGNAL && !armed && info.code == SI_QUEUE && info.value > 0 &&
+		    info.value <= REAPER_BACKSTOP_MAX_MS) {
 			struct {
 				long interval_sec, interval_usec, sec, usec;
-			} t = {0, 0, (long)info.value, 0};
+			} t = {0, 0, (long)(info.value / 1000), (long)(info.value % 1000) * 1000};
 			if (sys3(__NR_setitimer, ITIMER_REAL, &t, 0) == 0)
 				armed = 1;
 		}
@@ -872,7 +869,9 @@ static __attribute__((noreturn)) void reaper_main(void) {
 	// The backstop's signals are queued from now on (wait_signal); the
 	// program's process unblocks every signal before its exec.
 	unsigned long backstop = BACKSTOP_SIGS;
-	sys4(__NR_rt_sigprocmask, SIG_BLOCK, &backstop, 0, sizeof backstop);
+	long r = sys4(__NR_rt_sigprocmask, SIG_BLOCK, &backstop, 0, sizeof backstop);
+	if (r < 0)
+		fail("signal mask", r);
 	// The sandbox's namespaces but its pid namespace, which the supervisor's
 	// clone made so that this process is its pid 1: made here, first, so
 	// that their making (a network namespace's above all, some 0.7 ms of
@@ -884,7 +883,7 @@ static __attribute__((noreturn)) void reaper_main(void) {
 	// passes one: its own with only the mounts the root's build reads, so
 	// that a host of many mounts does not make each sandbox copy, make
 	// private and detach them all. Without one (EBADF), its own.
-	long r = sys2(__NR_setns, REAPER_MNTNS_FD, CLONE_NEWNS);
+	r = sys2(__NR_setns, REAPER_MNTNS_FD, CLONE_NEWNS);
 	if (r == 0)
 		sys1(__NR_close, REAPER_MNTNS_FD);
 	else if (r != -EBADF)

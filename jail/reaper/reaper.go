@@ -46,12 +46,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
-	"unsafe"
 
 	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/seccomp/bpf"
-	"golang.org/x/sys/unix"
 )
 
 // Arg is the reaper's one argument (argv[1]).
@@ -293,40 +290,3 @@ func MarshalRun(rs *pid1.RunSpec, handover []byte) ([]byte, error) {
 	}
 	return append(b, body...), nil
 }
-
-// BackstopExit is the reaper's exit status when a run's backstop fires.
-const BackstopExit = C.REAPER_BACKSTOP_EXIT
-
-// backstopSignal arms the backstop (reaper.c's wait_signal).
-const backstopSignal = unix.Signal(C.REAPER_BACKSTOP_SIGNAL)
-
-// ArmBackstop tells the reaper of pid (in the caller's pid namespace) to end
-// its sandbox after d, rounded up to a second (at least one), unless the sandbox is gone
-// before: the bound of a run's time that holds while its supervisor is
-// stopped. Only the first of a reaper's arming counts. pid must be the
-// caller's child, not yet waited for, so that it names the reaper.
-func ArmBackstop(pid int, d time.Duration) error {
-	d = max(d, time.Second) // the supervisor heard late: its own deadline is due too
-	info := queuedSiginfo{signo: int32(backstopSignal), code: siQueue, value: uint64((d + time.Second - 1) / time.Second)}
-	_, _, errno := unix.Syscall(unix.SYS_RT_SIGQUEUEINFO, uintptr(pid), uintptr(backstopSignal), uintptr(unsafe.Pointer(&info)))
-	if errno != 0 {
-		return fmt.Errorf("arming the sandbox's time backstop: %w", errno)
-	}
-	return nil
-}
-
-// queuedSiginfo is siginfo_t as sigqueue(3) fills it (asm-generic/siginfo.h,
-// 64-bit): signo, errno, code, padding, then the _rt member: the sender's
-// pid and uid, which the reaper ignores, and the value.
-type queuedSiginfo struct {
-	signo, errno, code, _ int32
-	pid                   int32
-	uid                   uint32
-	value                 uint64
-	_                     [96]byte
-}
-
-var _ = [1]struct{}{}[unsafe.Sizeof(queuedSiginfo{})-128] // siginfo_t's size
-
-// siQueue is SI_QUEUE, the code of a signal sigqueue(3) sends.
-const siQueue = -1

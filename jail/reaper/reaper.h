@@ -41,9 +41,24 @@
 // Modes: a zygote's sandbox, whose program is the zygote's child (the reaper
 // only reaps), or a cold sandbox, whose program the reaper starts.
 // The signal by which the supervisor arms a run's backstop (reaper.c's
-// wait_signal), and the reaper's exit status when it fires.
+// wait_signal), the reaper's exit status when it fires, and the longest it
+// takes (ms).
 #define REAPER_BACKSTOP_SIGNAL 10 // SIGUSR1
 #define REAPER_BACKSTOP_EXIT 3
+#define REAPER_BACKSTOP_MAX_MS (24L * 3600 * 1000)
+
+// siginfo_t as rt_sigqueueinfo takes it with SI_QUEUE (asm-generic/siginfo.h,
+// 64-bit, x86-64 and arm64 alike): signo, errno, code and padding, then the
+// _rt member: the sender's pid and uid (its claim, which the reaper ignores)
+// and the value, the backstop's milliseconds.
+struct reaper_siginfo {
+	int32_t signo, err, code, pad;
+	int32_t pid;
+	uint32_t uid;
+	uint64_t value;
+	char rest[96];
+};
+_Static_assert(sizeof(struct reaper_siginfo) == 128, "siginfo_t is 128 bytes");
 #define REAPER_MODE_REAP 0
 #define REAPER_MODE_PROGRAM 1
 
