@@ -130,6 +130,7 @@ var warmCorpus = []struct {
 	{"py sys.modules deleted", rootfs.Python, "import sys\ndel sys.modules\nraise SystemExit(4)", 0},
 	{"py getattr and setattr replaced", rootfs.Python, "import builtins\nbuiltins.getattr = None\nbuiltins.setattr = None\nbuiltins.type = None\nraise ValueError('v')", 0},
 	{"py exit code whose str raises", rootfs.Python, "class C:\n    def __str__(self):\n        raise RuntimeError('no')\nraise SystemExit(C())", 0},
+	{"py exit code whose str raises KeyboardInterrupt", rootfs.Python, "class C:\n    def __str__(self):\n        raise KeyboardInterrupt\nraise SystemExit(C())", 0},
 	{"py exit message with stderr closed", rootfs.Python, "import sys\nsys.stderr.close()\nraise SystemExit('msg')", 0},
 	{"py os._exit replaced", rootfs.Python, "import os\nos._exit = lambda c: print('fake _exit', c)\nraise SystemExit(3)", 0},
 	{"py excepthook raises", rootfs.Python, "import sys\ndef hook(*a):\n    raise RuntimeError('in hook')\nsys.excepthook = hook\nraise ValueError('v')", 0},

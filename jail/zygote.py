@@ -809,16 +809,17 @@ def _flush_c_stdio():
     done.acquire(True, 0.1)
 
 
-def _to_stderr(text):
-    # As PySys_WriteStderr: to sys.stderr, or to descriptor 2 without one or
-    # when it fails.
+def _to_stderr(text, fallback=True):
+    # As PySys_WriteStderr: to sys.stderr, or to descriptor 2 without one or,
+    # with fallback, when it fails (its error cleared, whatever it was).
     err = _getattr(sys, 'stderr', None)
     if err is not None:
         try:
             err.write(text)
             return
-        except Exception:
-            pass
+        except BaseException:
+            if not fallback:
+                return
     _write(2, text.encode('utf-8', 'backslashreplace'))
 
 
@@ -840,18 +841,14 @@ def _exit_status(e):
     if code is None:
         return 0
     if not _isinstance(code, int):
-        # str(code) to sys.stderr, or to descriptor 2 without one, a
-        # failure of either ignored; then the line's end as PySys_WriteStderr
-        # writes it.
+        # As handle_system_exit: str(code) to sys.stderr (to descriptor 2
+        # without one), a failure of either ignored, then the line's end.
         try:
             text = _str(code)
-            err = _getattr(sys, 'stderr', None)
-            if err is None:
-                _write(2, text.encode('utf-8', 'backslashreplace'))
-            else:
-                err.write(text)
-        except Exception:
-            pass
+        except BaseException:
+            text = None
+        if text is not None:
+            _to_stderr(text, fallback=False)
         _to_stderr('\n')
         return 1
     return code if -2**63 <= code < 2**63 else -1
