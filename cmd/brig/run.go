@@ -173,6 +173,12 @@ func runRemote(c *cli.Context, req api.Request) error {
 			stop, cancelStop := context.WithTimeout(context.Background(), stopWait)
 			defer cancelStop()
 			cl.Stop(stop, req.ID) // the stream then ends with the result
+			select {
+			case <-ctx.Done(): // it did
+			case <-time.After(stopWait):
+				fmt.Fprintf(os.Stderr, "brig: the service did not end run %s's stream within %s of its stop; it may still be going: `curl --unix-socket %s http://brig/v1/runs/%s` reads it\n", req.ID, stopWait, c.String("socket"), req.ID)
+				os.Exit(exitStopped)
+			}
 			return
 		}
 		// Not accepted yet: the request is dropped, and a run the service
@@ -232,7 +238,7 @@ func runRemote(c *cli.Context, req api.Request) error {
 				}
 				return finishRun(c, res)
 			}
-			fmt.Fprintf(os.Stderr, "brig: stopped before the service accepted run %s; if it was accepted later, `curl --unix-socket %s http://brig/v1/runs/%s` reads it\n", req.ID, c.String("socket"), req.ID)
+			fmt.Fprintf(os.Stderr, "brig: stopped before the service said it accepted run %s, which its stop did not find; if the service takes it later, `curl --unix-socket %s http://brig/v1/runs/%s` reads it\n", req.ID, c.String("socket"), req.ID)
 			return exitError(exitStopped)
 		case accepted.Load():
 			// The service went away during the run (a crash, a restart).
