@@ -74,7 +74,7 @@ func newMetrics(adm *admission, version string) *metrics {
 			Name: "brig_run_peak_memory_bytes", Help: "Peak memory of finished runs.", Buckets: prometheus.ExponentialBuckets(8<<20, 2, 9),
 		}, []string{"language"}),
 		egressDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "brig_egress_decisions_total", Help: "Connections of networked runs the egress policy decided, by network mode, allowed (true or false) and class of the rule that decided.",
+			Name: "brig_egress_decisions_total", Help: "Connections of networked runs the egress policy decided, by network mode, allowed (true or false) and class of the rule that decided; a tunnel cut for another name than its host (host_mismatch, no_name, malformed) counts as refused.",
 		}, []string{"mode", "allowed", "rule_class"}),
 		starts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "brig_run_starts_total", Help: "Runs by how their interpreter was started: warm (a pooled interpreter), cold, cold-env (the run's environment or network needs a cold start), cold-empty (no warm sandbox was waiting), cold-layer (the run's package layer holds a module the Python zygote had imported) or cold-failing (warm sandboxes failed to prepare).",
@@ -192,9 +192,20 @@ func (m *metrics) observe(res *api.Result, started bool) {
 // observeEgress counts one connection of a run of network mode, as
 // (*egress.Run).Close lists it: its decision and its bytes each way.
 func (m *metrics) observeEgress(mode string, c egress.Connection) {
-	m.observeEgressDecisions(mode, c.Allowed, c.Rule, 1)
+	allowed, rule := c.Allowed, c.Rule
+	if allowed && cutClasses[ruleClass(c.Failure)] {
+		// A tunnel to an allowed host cut for the name it carried (another
+		// SNI or Host: fronting) is listed allowed, with the cut in its
+		// failure; it counts as the refusal it is.
+		allowed, rule = false, c.Failure
+	}
+	m.observeEgressDecisions(mode, allowed, rule, 1)
 	m.observeEgressBytes(c.BytesSent, c.BytesReceived)
 }
+
+// cutClasses are the classes of a failure that cut a tunnel for the name it
+// carried, which observeEgress counts as a refusal.
+var cutClasses = map[string]bool{"host_mismatch": true, "no_name": true, "malformed": true}
 
 // observeEgressDecisions counts n decisions of one kind.
 func (m *metrics) observeEgressDecisions(mode string, allowed bool, rule string, n int) {

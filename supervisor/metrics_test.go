@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/egress"
 )
 
 // A fresh service's /metrics already has, at 0, the runs of every outcome and
@@ -100,5 +101,23 @@ func TestMetricsRoutesBeforeAnyRequest(t *testing.T) {
 	}
 	if len(requests) != 8 {
 		t.Errorf("got brig_http_requests_total %v, want the 8 routes' successes", requests)
+	}
+}
+
+// TestCutTunnelCountsAsRefused: a tunnel to an allowed host cut for the name
+// it carried (listed allowed, with the cut in its failure) counts as refused
+// under the cut's class; one cut for the run's byte limit stays allowed.
+func TestCutTunnelCountsAsRefused(t *testing.T) {
+	m := newMetrics(newAdmission(1, 2048, 0), "test")
+	m.observeEgress(api.NetworkDomains, egress.Connection{Host: "ok.test", Port: 443, Allowed: true, Rule: "domain ok.test",
+		Failure: `the SNI does not match the CONNECT host ("other.test", not "ok.test")`})
+	m.observeEgress(api.NetworkDomains, egress.Connection{Host: "ok.test", Port: 443, Allowed: true, Rule: "domain ok.test",
+		Failure: "the run's byte limit was reached"})
+	got := series(t, m, "brig_egress_decisions_total")
+	if v := got["allowed=false,mode=domains,rule_class=host_mismatch"]; v != 1 {
+		t.Errorf("the cut tunnel: got %v refusals of class host_mismatch, want 1 (series %v)", v, got)
+	}
+	if v := got["allowed=true,mode=domains,rule_class=domain"]; v != 1 {
+		t.Errorf("the byte limit's cut: got %v allowed of class domain, want 1 (series %v)", v, got)
 	}
 }
