@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/brig-sandbox/brig/internal/text"
 )
 
 // Rules of the refusals the mechanism makes itself, beside the policy's.
@@ -168,7 +170,7 @@ func (r *Run) serveProxy(c *net.TCPConn) {
 				return ruleBadHead + ": " + err.Error(), nil
 			}
 			if inner, _, err := hostPort(h.host, 80); err != nil || inner != host {
-				return fmt.Sprintf("%s (%q, not %q)", ruleHostMismatch, clip(h.host), host), nil
+				return fmt.Sprintf("%s (%q, not %q)", ruleHostMismatch, text.Clip(h.host, maxQuoted), host), nil
 			}
 			target, err := originTarget(h.target, host, 80)
 			if err != nil {
@@ -249,7 +251,7 @@ func (r *Run) forwardHello(c *net.TCPConn, br *bufio.Reader, prefix []byte, host
 		rec.failure = r.readFailure(ruleBadHello, err) + ": the tunnel was cut"
 		return errTunnelCut
 	case sni != "" && sni != host:
-		rec.failure = fmt.Sprintf("%s (%q, not %q): the tunnel was cut before the hello was sent", ruleSNIMismatch, clip(sni), host)
+		rec.failure = fmt.Sprintf("%s (%q, not %q): the tunnel was cut before the hello was sent", ruleSNIMismatch, text.Clip(sni, maxQuoted), host)
 		return errTunnelCut
 	}
 	return send(hello[len(prefix):])
@@ -269,7 +271,7 @@ func (r *Run) forwardHello(c *net.TCPConn, br *bufio.Reader, prefix []byte, host
 func (r *Run) scanTunnel(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host string, rec *record) error {
 	var tail []byte // the last bytes sent, for a shape split over two reads
 	cut := func(name, how string) error {
-		rec.failure = fmt.Sprintf("%s (%q, not %q) %s: the tunnel was cut before it was sent", ruleSNIMismatch, clip(name), host, how)
+		rec.failure = fmt.Sprintf("%s (%q, not %q) %s: the tunnel was cut before it was sent", ruleSNIMismatch, text.Clip(name, maxQuoted), host, how)
 		return errTunnelCut
 	}
 	// send forwards b, which the scan has passed, and keeps its end in tail.
@@ -451,7 +453,7 @@ func (r *Run) tunnelRequest(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host
 		return errTunnelCut
 	}
 	if inner, _, err := hostPort(h.host, port); err != nil || inner != host {
-		rec.failure = fmt.Sprintf("%s (%q, not %q): the tunnel was cut before the request was sent", ruleHostMismatch, clip(h.host), host)
+		rec.failure = fmt.Sprintf("%s (%q, not %q): the tunnel was cut before the request was sent", ruleHostMismatch, text.Clip(h.host, maxQuoted), host)
 		return errTunnelCut
 	}
 	target, err := originTarget(h.target, host, port)

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/brig-sandbox/brig/internal/text"
 )
 
 // maxHeadBytes bounds a request head (its request line and header lines).
@@ -46,11 +48,11 @@ func readHead(br *bufio.Reader) (*head, error) {
 	}
 	parts := strings.Split(line, " ")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || !isToken(parts[0]) {
-		return nil, fmt.Errorf("%w: the request line %q is not METHOD TARGET HTTP/1.x", errBadHead, clip(line))
+		return nil, fmt.Errorf("%w: the request line %q is not METHOD TARGET HTTP/1.x", errBadHead, text.Clip(line, maxQuoted))
 	}
 	h := &head{method: parts[0], target: parts[1], proto: parts[2], contentLength: -1}
 	if h.proto != "HTTP/1.1" && h.proto != "HTTP/1.0" {
-		return nil, fmt.Errorf("%w: the version %q is not HTTP/1.0 or HTTP/1.1", errBadHead, clip(h.proto))
+		return nil, fmt.Errorf("%w: the version %q is not HTTP/1.0 or HTTP/1.1", errBadHead, text.Clip(h.proto, maxQuoted))
 	}
 	hosts, transferEncodings := 0, 0
 	for {
@@ -64,7 +66,7 @@ func readHead(br *bufio.Reader) (*head, error) {
 		name, value, ok := strings.Cut(line, ":")
 		if !ok || !isToken(name) {
 			// Also refuses obsolete line folding, a line that starts with a space.
-			return nil, fmt.Errorf("%w: the header line %q", errBadHead, clip(line))
+			return nil, fmt.Errorf("%w: the header line %q", errBadHead, text.Clip(line, maxQuoted))
 		}
 		value = strings.Trim(value, " \t")
 		switch strings.ToLower(name) {
@@ -74,13 +76,13 @@ func readHead(br *bufio.Reader) (*head, error) {
 		case "content-length":
 			n, err := strconv.ParseInt(value, 10, 64)
 			if err != nil || n < 0 || value[0] == '+' || (h.contentLength >= 0 && n != h.contentLength) {
-				return nil, fmt.Errorf("%w: the Content-Length %q", errBadHead, clip(value))
+				return nil, fmt.Errorf("%w: the Content-Length %q", errBadHead, text.Clip(value, maxQuoted))
 			}
 			h.contentLength = n
 		case "transfer-encoding":
 			transferEncodings++
 			if !strings.EqualFold(value, "chunked") {
-				return nil, fmt.Errorf("%w: the Transfer-Encoding %q (only chunked is forwarded)", errBadHead, clip(value))
+				return nil, fmt.Errorf("%w: the Transfer-Encoding %q (only chunked is forwarded)", errBadHead, text.Clip(value, maxQuoted))
 			}
 			h.chunked = true
 		}
@@ -137,7 +139,7 @@ func hostPort(s string, def int) (string, int, error) {
 	}
 	// One trailing dot makes a name absolute; two leave an empty label.
 	if !isHostChars(host) || strings.HasSuffix(host, "..") {
-		return "", 0, fmt.Errorf("%q is not a host name", clip(s))
+		return "", 0, fmt.Errorf("%q is not a host name", text.Clip(s, maxQuoted))
 	}
 	return normalHost(host), port, nil
 }
@@ -162,7 +164,7 @@ func originTarget(target, host string, port int) (string, error) {
 		return "", err
 	}
 	if named != host || namedPort != port {
-		return "", fmt.Errorf("%q, not %s:%d", clip(authority), host, port)
+		return "", fmt.Errorf("%q, not %s:%d", text.Clip(authority, maxQuoted), host, port)
 	}
 	return origin, nil
 }
@@ -172,7 +174,7 @@ func originTarget(target, host string, port int) (string, error) {
 func absoluteTarget(target string) (authority, origin string, err error) {
 	u, err := url.Parse(target)
 	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
-		return "", "", fmt.Errorf("the target %q is not an absolute http:// URL", clip(target))
+		return "", "", fmt.Errorf("the target %q is not an absolute http:// URL", text.Clip(target, maxQuoted))
 	}
 	if u.Scheme != "http" {
 		return "", "", fmt.Errorf("the scheme %q is not forwarded as a plain request: use CONNECT (https_proxy) for https", u.Scheme)
@@ -242,7 +244,7 @@ func forwardChunked(w io.Writer, br *bufio.Reader) error {
 		sizeText = strings.TrimRight(sizeText, " \t")
 		size, err := strconv.ParseInt(sizeText, 16, 64)
 		if err != nil || size < 0 || strings.Trim(sizeText, "0123456789abcdefABCDEF") != "" {
-			return fmt.Errorf("%w: the chunk size %q", errBadHead, clip(line))
+			return fmt.Errorf("%w: the chunk size %q", errBadHead, text.Clip(line, maxQuoted))
 		}
 		if _, err := io.WriteString(w, line+"\r\n"); err != nil {
 			return err
@@ -273,7 +275,7 @@ func forwardChunked(w io.Writer, br *bufio.Reader) error {
 				ok = false
 			}
 			if !ok || !isToken(name) {
-				return fmt.Errorf("%w: the trailer line %q", errBadHead, clip(line))
+				return fmt.Errorf("%w: the trailer line %q", errBadHead, text.Clip(line, maxQuoted))
 			}
 		}
 		if _, err := io.WriteString(w, line+"\r\n"); err != nil {
@@ -298,10 +300,5 @@ func isToken(s string) bool {
 	return true
 }
 
-// clip shortens what a client sent for an error message.
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
-}
+// maxQuoted bounds what of a client's bytes an error message quotes.
+const maxQuoted = 80

@@ -33,6 +33,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/brig-sandbox/brig/internal/text"
 )
 
 // Errors of the cache's operator functions and of a closed cache.
@@ -650,7 +652,7 @@ func (c *Cache) build(ctx context.Context, key string, set Set, progress func(st
 		if errors.As(err, &bad) {
 			// The packages' own contents, which the registry serves: the
 			// request's to change, not the service's.
-			return Manifest{}, &UnavailableError{Err: err, Message: clip(fmt.Sprintf(
+			return Manifest{}, &UnavailableError{Err: err, Message: text.Clip(fmt.Sprintf(
 				"the packages' files hold %s, which %s: brig serves no setuid, setgid or special file, hard link or link leading outside in a package layer. Ask for another version, or another package.",
 				bad.Path, bad.Reason), maxMessage)}
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/internal/text"
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/rootfs"
 )
@@ -320,19 +321,6 @@ func quoteTail(output string) string {
 	return ": " + strings.Join(kept, " | ")
 }
 
-// clip cuts s to at most n bytes on a rune boundary, with an ellipsis.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !isRuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
-
 // lineSplitter turns the jail's output chunks into lines for progress, up to
 // max lines, then one line saying that more was left out.
 type lineSplitter struct {
@@ -375,7 +363,7 @@ func (s *lineSplitter) emit() {
 	}
 	switch {
 	case s.sent < s.max:
-		s.progress(clip(line, 500))
+		s.progress(text.Clip(line, 500))
 	case s.sent == s.max:
 		s.progress("(more installer output not shown)")
 	default:

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/brig-sandbox/brig/internal/text"
 )
 
 // npmDriverSource is the program the JavaScript installer's jail runs: npm's
@@ -187,9 +189,9 @@ func npmError(r *driverResult) error {
 			msg = strings.TrimPrefix(quoteTail(strings.Join(r.Tail, "\n")), ": ")
 		}
 		if slices.Contains(npmNetworkCodes, code) {
-			return &IndexError{Message: fmt.Sprintf("the javascript installer could not read the registry (npm's code %s): %s", code, clip(msg, maxMessage))}
+			return &IndexError{Message: fmt.Sprintf("the javascript installer could not read the registry (npm's code %s): %s", code, text.Clip(msg, maxMessage))}
 		}
-		return fmt.Errorf("the javascript installer failed (npm exited with status %d, code %q): %s", r.Exit, code, clip(msg, maxMessage))
+		return fmt.Errorf("the javascript installer failed (npm exited with status %d, code %q): %s", r.Exit, code, text.Clip(msg, maxMessage))
 	}
 	var msg string
 	switch code {
@@ -223,7 +225,7 @@ func npmError(r *driverResult) error {
 		}
 		msg += ". Loosen the version constraints so that one version of each package satisfies them all."
 	}
-	return &UnavailableError{Message: clip(strings.TrimSpace(msg), maxMessage)}
+	return &UnavailableError{Message: text.Clip(strings.TrimSpace(msg), maxMessage)}
 }
 
 // pickLine is the first line containing want, else (when fallback is not

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/brig-sandbox/brig/internal/text"
 )
 
 // pythonDriverSource is the program the Python installer's jail runs: pip,
@@ -277,7 +279,7 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		down = append(down, "a download did not match the hash its index gave (cut short, or changed on its way)")
 	}
 	if len(down) > 0 {
-		return &IndexError{Message: "the python installer could not read the package index: " + clip(strings.Join(down, " | "), maxMessage)}
+		return &IndexError{Message: "the python installer could not read the package index: " + text.Clip(strings.Join(down, " | "), maxMessage)}
 	}
 	unavailable := false
 	var lines []string
@@ -312,7 +314,7 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		if strings.Contains(msg, "[Errno 28]") {
 			msg += " (the install ran out of disk space: the installer's temporary files, which may take at most half of its memory limit, or the package cache's disk; fewer or smaller packages may fit)"
 		}
-		return fmt.Errorf("the python installer failed (pip exited with status %d): %s", r.Exit, clip(msg, maxMessage))
+		return fmt.Errorf("the python installer failed (pip exited with status %d): %s", r.Exit, text.Clip(msg, maxMessage))
 	}
 	for _, l := range r.Errors {
 		if m := pipOutsideRE().FindStringSubmatch(l); m != nil {
@@ -321,7 +323,7 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 			if m[1] != "" {
 				what = m[1]
 			}
-			return &UnavailableError{Message: clip(what+": its wheel holds a file whose path leads outside the package's folder, which pip refuses to install. Ask for another version, or tell the package's maintainers.", maxMessage)}
+			return &UnavailableError{Message: text.Clip(what+": its wheel holds a file whose path leads outside the package's folder, which pip refuses to install. Ask for another version, or tell the package's maintainers.", maxMessage)}
 		}
 	}
 	msg := strings.Join(lines, "; ")
@@ -346,7 +348,7 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 	if !allowSourceBuilds && versions != "none" && versions != "" {
 		msg += " (Only versions with a wheel for this Python are listed: brig installs wheels only.)"
 	}
-	return &UnavailableError{Message: clip(msg, maxMessage)}
+	return &UnavailableError{Message: text.Clip(msg, maxMessage)}
 }
 
 // indexFailures are the index pages pip could not fetch for another reason

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/internal/text"
 )
 
 // apiError is an error the API reports to its caller: a class (api.Error.Code)
@@ -25,7 +25,7 @@ func (e *apiError) Error() string { return e.body.Error() }
 // value of megabytes would otherwise come back whole, past what clients read
 // of an error's body, and the field be lost with it.
 func invalid(field, format string, args ...any) *apiError {
-	return &apiError{body: api.Error{Code: api.ErrorInvalidRequest, Field: clipMiddle(field, maxFieldBytes), Message: clipMiddle(sprintf(format, args...), maxMessageBytes)}}
+	return &apiError{body: api.Error{Code: api.ErrorInvalidRequest, Field: text.ClipMiddle(field, maxFieldBytes), Message: text.ClipMiddle(sprintf(format, args...), maxMessageBytes)}}
 }
 
 // The bounds of an error's field and message: far above any the service
@@ -34,24 +34,6 @@ const (
 	maxFieldBytes   = 256
 	maxMessageBytes = 4096
 )
-
-// clipMiddle shortens s to about n bytes by leaving out its middle, where a
-// quoted value lies; its start (what is wrong) and end (what to do) stay.
-func clipMiddle(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	// The marker takes at most 32 bytes (a count of up to 10 digits); the cuts
-	// fall at the starts of characters.
-	i, j := max(n*2/3-32, 0), len(s)-n/4
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	for j < len(s) && !utf8.RuneStart(s[j]) {
-		j++
-	}
-	return fmt.Sprintf("%s…(%d bytes left out)…%s", s[:i], j-i, s[j:])
-}
 
 func newError(code, format string, args ...any) *apiError {
 	return &apiError{body: api.Error{Code: code, Message: sprintf(format, args...)}}

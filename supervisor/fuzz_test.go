@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/internal/text"
 )
 
 // updateFuzzCorpus rewrites the seed files of FuzzDecodeRequest from
@@ -173,7 +174,7 @@ func checkDecodeRefusal(t *testing.T, body []byte, aerr *apiError) {
 	var members map[string]json.RawMessage
 	if json.NewDecoder(bytes.NewReader(body)).Decode(&members) == nil {
 		for m := range members {
-			clipped := clipMiddle(m, maxFieldBytes)
+			clipped := text.ClipMiddle(m, maxFieldBytes)
 			if clipped == e.Field && !slices.Contains(requestFields, m) {
 				return
 			}

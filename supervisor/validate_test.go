@@ -598,7 +598,4 @@ func TestRefusalsClipWhatTheyQuote(t *testing.T) {
 			}
 		})
 	}
-	if got := clipMiddle("ab€"+strings.Repeat("€", 100)+"yz", 100); !utf8.ValidString(got) || !strings.HasPrefix(got, "ab€") || !strings.HasSuffix(got, "€yz") || len(got) > 100 || len(clipMiddle(strings.Repeat("x", 1000), 100)) > 100 {
-		t.Errorf("clipMiddle: got %q, want its ends kept, whole characters, at most 100 bytes", got)
-	}
 }
