@@ -199,6 +199,9 @@ var groupSeq atomic.Uint64
 // Launcher starts runs. It is safe for concurrent use.
 type Launcher struct {
 	cfg Config
+	// oomScoreWarned: a sandbox's oom_score_adj could not be set, and the
+	// log said so (markOOMVictim).
+	oomScoreWarned atomic.Bool
 	// programFilter is the filter a cold program (a sandbox's interpreter)
 	// loads on top of spawnFilter; a warm Python program inherits
 	// zygoteFilter from its zygote and loads zygoteChildFilter on top

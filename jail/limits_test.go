@@ -193,3 +193,24 @@ except OSError as e:
 		}
 	})
 }
+
+// TestRunsAreTheOOMKillersFirstVictims: every process of a run, and its
+// children, has oom_score_adj 1000, whatever the service's: when the host
+// runs out of memory, the kernel's OOM killer takes the runs' untrusted
+// programs first (the cgroup v2 review: a Kubernetes pod of Guaranteed QoS,
+// at -997, made its runs all but immune).
+func TestRunsAreTheOOMKillersFirstVictims(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	for _, tc := range []struct {
+		lang rootfs.Language
+		code string
+	}{
+		{rootfs.Python, "import subprocess\nprint(open('/proc/self/oom_score_adj').read().strip(), subprocess.run(['cat', '/proc/self/oom_score_adj'], capture_output=True, text=True).stdout.strip())"},
+		{rootfs.JavaScript, "const fs = require('fs'); console.log(fs.readFileSync('/proc/self/oom_score_adj', 'utf8').trim(), require('child_process').execFileSync('cat', ['/proc/self/oom_score_adj']).toString().trim())"},
+	} {
+		res := run(t, l, tc.lang, tc.code)
+		if res.End != EndCompleted || res.Stdout != "1000 1000\n" {
+			t.Errorf("%s: got %s (%s), stdout %q, stderr %.300q; want 1000 for the program and its child", tc.lang, res.End, res.Message, res.Stdout, res.Stderr)
+		}
+	}
+}

@@ -519,6 +519,24 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 	return s, nil
 }
 
+// sandboxOOMScoreAdj is every sandbox's oom_score_adj, which its processes
+// inherit: when the host runs out of memory, the kernel's OOM killer takes
+// the runs' untrusted programs before anything else of the host, the service
+// included, whatever value the service itself has (a Kubernetes pod of
+// Guaranteed QoS gets -997, which its sandboxes would otherwise inherit,
+// and with it an immunity of the host's others' making).
+const sandboxOOMScoreAdj = "1000"
+
+// markOOMVictim gives process pid, a sandbox's pid 1 or a zygote's init just
+// started (before it starts anything), sandboxOOMScoreAdj. A failure is
+// logged once: the value bounds no run, its limits do.
+func (l *Launcher) markOOMVictim(pid int) {
+	err := os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte(sandboxOOMScoreAdj), 0)
+	if err != nil && l.oomScoreWarned.CompareAndSwap(false, true) {
+		l.log.Warn("setting a sandbox's oom_score_adj; its processes keep the service's", "err", err)
+	}
+}
+
 // runGroupName is the name of every group a Launcher makes (see clone),
 // run-<pid>-<n>, the making process's pid its first submatch.
 var runGroupName = regexp.MustCompile(`^run-([1-9][0-9]*)-[0-9]+$`)
@@ -648,6 +666,7 @@ func (l *Launcher) clone(useReaper, program, copies bool) (s *slot, retErr error
 		s.cmd = nil
 		return nil, cloneError(err, path, sys.UseCgroupFD, g.Path())
 	}
+	l.markOOMVictim(s.cmd.Process.Pid)
 	s.msgs = make(chan pid1.Message, 4)
 	go readMessages(s.status, s.msgs)
 	return s, nil

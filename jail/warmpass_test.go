@@ -57,7 +57,7 @@ var warmPassTests = []string{
 	// filter_run_test.go, seccomp_jail_test.go
 	"TestFilterRulesInsideRun", "TestSeccompInsideRun", "TestSeccompJavaScript",
 	// limits_test.go, oom_test.go
-	"TestTimeoutKillsEverything", "TestMemoryLimit", "TestWritableSpaceFull", "TestOOMEndsWholeRun", "TestTCPBuffersCountAsMemory",
+	"TestTimeoutKillsEverything", "TestMemoryLimit", "TestWritableSpaceFull", "TestOOMEndsWholeRun", "TestTCPBuffersCountAsMemory", "TestRunsAreTheOOMKillersFirstVictims",
 	// process_test.go
 	"TestForkAndThreadBombs", "TestBackgroundChildrenDoNotOutliveRun", "TestOrphansAreReaped",
 	"TestProgramDiesOfItsOwnSignal", "TestKillEverythingFromInside", "TestProgramSignalDispositions", "TestSignalsToInit",

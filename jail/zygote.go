@@ -390,6 +390,7 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 	if err := <-started; err != nil {
 		return nil, fmt.Errorf("starting the zygote's init: %w", err)
 	}
+	l.markOOMVictim(z.cmd.Process.Pid) // every warm Python program inherits it
 	// The spawner's thread prepares sandboxes at a low priority, which the
 	// zygote, and so every warm Python program, would inherit.
 	if err := unix.Setpriority(unix.PRIO_PROCESS, z.cmd.Process.Pid, 0); err != nil {
