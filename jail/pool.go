@@ -440,6 +440,16 @@ func (l *Launcher) took(s *slot, root *rootfs.Root, warm rootfs.Language, memory
 			s.discard()
 			return nil, false, fmt.Errorf("setting the run's memory limit: %w", err)
 		}
+		if memoryBytes < s.memoryBytes {
+			// The lowered limit may still have cost the sandbox an OOM kill
+			// (v2 reclaims, then kills), which the run would read as its
+			// own: such a sandbox is not the run's either.
+			if u, err := s.group.Usage(); err != nil || u.OOMKills > 0 {
+				l.log.Info("a pooled sandbox was OOM-killed by a run's smaller limit; taking another", "limit", memoryBytes, "err", err)
+				s.discard()
+				return l.takeSlot(root, warm, memoryBytes, stop)
+			}
+		}
 		if err := s.resizeScratch(ScratchBytes(memoryBytes)); err != nil {
 			s.discard()
 			return nil, false, err
