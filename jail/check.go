@@ -83,7 +83,7 @@ func CheckHost() []Check {
 		Detail: "actions: " + strings.TrimSpace(string(actions)),
 		Hint:   "enable CONFIG_SECCOMP_FILTER; brig needs the kill_process and errno actions",
 	})
-	out = append(out, CheckFileMax(), CheckHugePages())
+	out = append(out, CheckFileMax(), CheckHugePages(), CheckCgroupNamespace())
 	fs := filesystems()
 	for _, f := range []string{"overlay", "tmpfs", "proc"} {
 		out = append(out, Check{
@@ -94,6 +94,53 @@ func CheckHost() []Check {
 		})
 	}
 	return out
+}
+
+// CheckCgroupNamespace checks that brig runs in the host's cgroup
+// namespace, where the path /proc/self/cgroup gives for the cgroup2
+// hierarchy is the one its mount shows: in one of its own (a container
+// runtime's private cgroupns; containerd gives privileged containers the
+// host's, Docker's --privileged on cgroup v2 does not), the cgroups brig
+// makes under the mount are outside its namespace, and moving a sandbox into
+// one fails (ENOENT under nsdelegate) with nothing to say why. A host with no
+// cgroup2 hierarchy has nothing to check.
+func CheckCgroupNamespace() Check {
+	self, _ := os.ReadFile("/proc/self/cgroup")
+	return checkCgroupNamespace(string(self), cgroup2Mount(), os.Getpid())
+}
+
+func checkCgroupNamespace(self, mount string, pid int) Check {
+	c := Check{Name: "cgroup namespace", OK: true, Detail: "no cgroup2 hierarchy",
+		Hint: "run brig in the host's cgroup namespace: a privileged container on containerd, --cgroupns=host with Docker or Podman"}
+	var path string
+	for _, line := range strings.Split(self, "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			path = p
+		}
+	}
+	if path == "" || mount == "" {
+		return c
+	}
+	procs, err := os.ReadFile(filepath.Join(mount, path, "cgroup.procs"))
+	if err == nil && slices.Contains(strings.Fields(string(procs)), strconv.Itoa(pid)) {
+		c.Detail = fmt.Sprintf("the host's: %s in %s", path, mount)
+		return c
+	}
+	c.OK = false
+	c.Detail = fmt.Sprintf("a cgroup namespace of its own: its cgroup %q is not where %s shows it", path, mount)
+	return c
+}
+
+// cgroup2Mount is where the cgroup2 hierarchy is mounted: /sys/fs/cgroup on a
+// v2 host, /sys/fs/cgroup/unified on a hybrid one, "" where there is none.
+func cgroup2Mount() string {
+	for _, d := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		var st unix.Statfs_t
+		if unix.Statfs(d, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+			return d
+		}
+	}
+	return ""
 }
 
 // FileMaxWanted is the host-wide open-file limit (fs.file-max) below which

@@ -45,3 +45,31 @@ func TestCheckHugePages(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckCgroupNamespace: brig must run in the host's cgroup namespace,
+// where /proc/self/cgroup's cgroup2 path is where the mount shows the
+// process; in one of its own (a container runtime's private cgroupns), the
+// path is its namespace's root and the mount's there does not list it. This
+// host's own check passes.
+func TestCheckCgroupNamespace(t *testing.T) {
+	mount := t.TempDir()
+	os.MkdirAll(filepath.Join(mount, "system.slice", "brig.service"), 0o755)
+	os.WriteFile(filepath.Join(mount, "system.slice", "brig.service", "cgroup.procs"), []byte("7\n42\n"), 0o644)
+	os.WriteFile(filepath.Join(mount, "cgroup.procs"), []byte("1\n2\n"), 0o644)
+	for _, tc := range []struct {
+		name, self string
+		ok         bool
+	}{
+		{"the host's", "12:memory:/x\n0::/system.slice/brig.service\n", true},
+		{"its own", "0::/\n", false},
+		{"no cgroup2 hierarchy", "4:memory:/x\n", true},
+	} {
+		c := checkCgroupNamespace(tc.self, mount, 42)
+		if c.OK != tc.ok || !c.OK && !strings.Contains(c.Hint, "host's cgroup namespace") {
+			t.Errorf("%s: got %+v, want ok %v and a hint when not", tc.name, c, tc.ok)
+		}
+	}
+	if c := CheckCgroupNamespace(); !c.OK {
+		t.Errorf("this host: got %+v, want brig in the host's cgroup namespace", c)
+	}
+}
