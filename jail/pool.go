@@ -608,12 +608,16 @@ func (l *Launcher) clone(useReaper, program, copies bool) (s *slot, retErr error
 	}
 	s.released = l.ids.put
 	var childEnds []*os.File
+	// The slot made, for the deferred discard: a failure's `return nil,
+	// err` sets the result s to nil first (an audit's exhausted descriptors
+	// crashed the service there).
+	made := s
 	defer func() {
 		for _, f := range childEnds {
 			f.Close()
 		}
 		if retErr != nil {
-			s.discard()
+			made.discard()
 		}
 	}()
 	pipe := func(parentReads bool) (*os.File, error) {

@@ -469,3 +469,34 @@ func TestReaperBackstop(t *testing.T) {
 		})
 	}
 }
+
+// TestCloneFailureIsAnError: a sandbox that can't be made (here the
+// descriptors run out, as an audit's 20,000 idle connections made them)
+// fails its run `internal`, and the service goes on: the slot half made is
+// discarded. (Up to 2026-12-05 the discard was of a nil slot, and the
+// service died of the panic.)
+func TestCloneFailureIsAnError(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	// Room for the cgroup's files, not for the sandbox's pipes.
+	low := old
+	low.Cur = uint64(len(fds) + 2)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Run(context.Background(), Spec{Language: rootfs.Python, Code: "print(1)", Timeout: 10 * time.Second, MemoryBytes: 256 << 20})
+	unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
+	if err == nil && res.End != EndInternal {
+		t.Errorf("with no descriptors left: got %s (%s), want internal or an error", res.End, res.Message)
+	}
+	if res := run(t, l, rootfs.Python, "print(2)"); res.End != EndCompleted || res.Stdout != "2\n" {
+		t.Errorf("the next run: got %s (%s) %q, want completed", res.End, res.Message, res.Stdout)
+	}
+}
