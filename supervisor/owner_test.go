@@ -350,3 +350,31 @@ func TestDialAsGivesThePeerUID(t *testing.T) {
 		t.Fatalf("got %v, want 403 naming uid %d (not on the allow-list)", err, uidB)
 	}
 }
+
+// TestAllowedBySupplementaryGroup: allow_gids admits a peer by its primary
+// gid or one of its supplementary groups, as the socket file's group and
+// admin_gids count them (the API audit found only the primary gid counted,
+// and a 403 that told the peer to ask for a group it was in).
+func TestAllowedBySupplementaryGroup(t *testing.T) {
+	const gidAllowed = 61200
+	ts := newTestService(t, func(c *Config) { c.AllowUIDs = []int{0}; c.AllowGIDs = []int{gidAllowed} })
+	openToEveryone(t, ts)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		cred credential
+		ok   bool
+	}{
+		{"primary", credential{uid: uidA, gid: gidAllowed}, true},
+		{"supplementary", credential{uid: uidA, gid: uidA, groups: []int{5, gidAllowed}}, true},
+		{"neither", credential{uid: uidB, gid: uidB, groups: []int{5}}, false},
+	} {
+		_, err := clientAs(t, ts, tc.cred).Health(ctx)
+		if tc.ok && err != nil {
+			t.Errorf("%s: got %v, want allowed", tc.name, err)
+		}
+		if !tc.ok {
+			apiErr(t, err, http.StatusForbidden, "")
+		}
+	}
+}

@@ -171,21 +171,27 @@ func peerOf(ctx context.Context) peer {
 	return p
 }
 
+// allowed reports whether p may use the API: its uid is allowed, or it is a
+// member (by primary or supplementary group, as the socket file's group
+// counts it) of an allowed group.
 func (s *Service) allowed(p peer) bool {
-	return p.ok && (slices.Contains(s.cfg.AllowUIDs, p.uid) || slices.Contains(s.cfg.AllowGIDs, p.gid))
+	return p.ok && (slices.Contains(s.cfg.AllowUIDs, p.uid) || p.inAny(s.cfg.AllowGIDs))
 }
 
 // admin reports whether p sees every uid's runs: root, or a member (by primary
 // or supplementary group) of a configured admin group.
 func (s *Service) admin(p peer) bool {
-	if !p.ok {
-		return false
-	}
-	if p.uid == 0 || slices.Contains(s.cfg.AdminGIDs, p.gid) {
+	return p.ok && (p.uid == 0 || p.inAny(s.cfg.AdminGIDs))
+}
+
+// inAny reports whether p's primary gid or one of its supplementary groups
+// is one of gids.
+func (p peer) inAny(gids []int) bool {
+	if slices.Contains(gids, p.gid) {
 		return true
 	}
 	for _, g := range p.groups {
-		if slices.Contains(s.cfg.AdminGIDs, g) {
+		if slices.Contains(gids, g) {
 			return true
 		}
 	}
@@ -260,7 +266,7 @@ func (s *Service) guard(route string, h func(http.ResponseWriter, *http.Request)
 		p := peerOf(r.Context())
 		var err error
 		if !s.allowed(p) {
-			err = newError(api.ErrorForbidden, "this service serves only its configured users and groups; uid %d (gid %d) is not one of them: ask the operator to add it to allow_uids or allow_gids", p.uid, p.gid)
+			err = newError(api.ErrorForbidden, "this service serves only its configured users and groups; uid %d (gid %d, groups %v) is not one of them: ask the operator to add it to allow_uids or allow_gids", p.uid, p.gid, p.groups)
 		} else {
 			err = h(rec, r)
 		}
