@@ -460,6 +460,11 @@ func TestAPIForbidden(t *testing.T) {
 		for _, p := range []string{"/v1/limits", "/v1/health", "/metrics", "/v1/runs/x"} {
 			resp, b := rawAPIRequest(t, ts, http.MethodGet, p, nil)
 			checkAPIErrorShape(t, resp, b, http.StatusForbidden, api.ErrorForbidden)
+			// Nor does the peer keep the connection for more (the API
+			// audit pipelined 5,000 refused requests on one).
+			if !resp.Close {
+				t.Errorf("GET %s: the 403 keeps the connection; want Connection: close", p)
+			}
 		}
 	})
 	t.Run("the start said root is left out", func(t *testing.T) {
@@ -753,6 +758,29 @@ func TestAPINoRedirects(t *testing.T) {
 		}
 		if resp.StatusCode != want {
 			t.Errorf("GET %s: got %d (%s), want %d", p, resp.StatusCode, b, want)
+		}
+	}
+}
+
+// TestLongPathIsClipped: a 404 or a 405 quotes a path of a megabyte, and the
+// request's log line logs it, clipped as a refusal's field is (the API audit:
+// 900 kB answers, and 1 MB of log a request from a peer not even allowed).
+func TestLongPathIsClipped(t *testing.T) {
+	ts := newTestService(t)
+	long := "/v1/runs/" + strings.Repeat("A", 900_000)
+	for _, method := range []string{http.MethodGet, http.MethodPut} {
+		resp, b := rawAPIRequest(t, ts, method, long, nil)
+		if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed || len(b) > maxMessageBytes+1024 {
+			t.Errorf("%s: got %d with %d bytes; want 404 or 405 within %d bytes", method, resp.StatusCode, len(b), maxMessageBytes+1024)
+		}
+	}
+	lines := ts.logs.Lines("request")
+	if len(lines) < 2 {
+		t.Fatalf("got %d request log lines, want one a request", len(lines))
+	}
+	for _, l := range lines {
+		if p, _ := l["path"].(string); len(p) > maxFieldBytes {
+			t.Errorf("a request's log line has a path of %d bytes; want at most %d", len(p), maxFieldBytes)
 		}
 	}
 }

@@ -36,7 +36,7 @@ const (
 )
 
 func newError(code, format string, args ...any) *apiError {
-	return &apiError{body: api.Error{Code: code, Message: sprintf(format, args...)}}
+	return &apiError{body: api.Error{Code: code, Message: text.ClipMiddle(sprintf(format, args...), maxMessageBytes)}}
 }
 
 // statusOf is the one place an error class becomes an HTTP status.

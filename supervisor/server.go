@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/internal/text"
 	"github.com/brig-sandbox/brig/jail"
 )
 
@@ -30,10 +31,11 @@ const ndjson = "application/x-ndjson"
 // bodyReadTimeout bounds the reading of a request, body included (at most 4 MiB).
 var bodyReadTimeout = time.Minute
 
-// streamWriteTimeout bounds each write of a stream: a client that stops reading
-// loses its stream (the run goes on, and can be reattached) instead of holding
-// a goroutine forever.
-const streamWriteTimeout = 30 * time.Second
+// streamWriteTimeout bounds each write of a stream, and the writing of any
+// other answer (recorder): a client that stops reading loses its stream (the
+// run goes on, and can be reattached) or its connection instead of holding a
+// goroutine forever. A variable for the tests.
+var streamWriteTimeout = 30 * time.Second
 
 // peerKey is the context key of a connection's peer credentials.
 type peerKey struct{}
@@ -266,6 +268,8 @@ func (s *Service) guard(route string, h func(http.ResponseWriter, *http.Request)
 		p := peerOf(r.Context())
 		var err error
 		if !s.allowed(p) {
+			// Nor does it keep the connection for more.
+			w.Header().Set("Connection", "close")
 			err = newError(api.ErrorForbidden, "this service serves only its configured users and groups; uid %d (gid %d, groups %v) is not one of them: ask the operator to add it to allow_uids or allow_gids", p.uid, p.gid, p.groups)
 		} else {
 			err = h(rec, r)
@@ -280,7 +284,7 @@ func (s *Service) guard(route string, h func(http.ResponseWriter, *http.Request)
 			}
 		}
 		s.metrics.request(route, rec.statusCode())
-		attrs := []any{logMethod, r.Method, logPath, r.URL.Path, logStatus, rec.statusCode(),
+		attrs := []any{logMethod, text.ClipMiddle(r.Method, maxFieldBytes), logPath, text.ClipMiddle(r.URL.Path, maxFieldBytes), logStatus, rec.statusCode(),
 			logDuration, time.Since(begin).Milliseconds(), logPeerUID, p.uid}
 		var ae *apiError
 		if errors.As(err, &ae) {
@@ -304,7 +308,11 @@ func redactUserinfo(msg string) string {
 	return userinfoRE.ReplaceAllString(msg, "${1}REDACTED@")
 }
 
-// recorder notes the status a handler wrote, for the request's log line.
+// recorder notes the status a handler wrote, for the request's log line, and
+// bounds the writing of the answer: from its first byte, streamWriteTimeout
+// (a stream then sets a deadline of its own for each event). A client that
+// does not read its answers (a pipeline of requests it never reads) otherwise
+// held its connection, a goroutine and a descriptor, for good.
 type recorder struct {
 	http.ResponseWriter
 	status int
@@ -314,6 +322,7 @@ type recorder struct {
 func (r *recorder) WriteHeader(code int) {
 	if !r.wrote {
 		r.status, r.wrote = code, true
+		r.bound()
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
@@ -321,8 +330,13 @@ func (r *recorder) WriteHeader(code int) {
 func (r *recorder) Write(b []byte) (int, error) {
 	if !r.wrote {
 		r.status, r.wrote = http.StatusOK, true
+		r.bound()
 	}
 	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) bound() {
+	http.NewResponseController(r.ResponseWriter).SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 }
 
 // Unwrap lets http.ResponseController reach the connection (Flush, deadlines).

@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -795,6 +796,38 @@ func TestGetRunningRunShowsTimingSoFar(t *testing.T) {
 	}
 	if res.Timing.QueuedMS != tm.QueuedMS || res.Timing.StartMS > tm.StartMS+1 || res.Timing.StartMS < tm.StartMS-50 {
 		t.Errorf("got the result's timing %+v, want the running run's queued_ms, and start_ms at most its (%+v), by less than 50 ms (the callback comes after the exec)", res.Timing, tm)
+	}
+}
+
+// TestUnreadAnswersDoNotHoldTheConnection: a client that pipelines requests
+// and never reads the answers loses its connection once an answer could not
+// be written for the write timeout (the API audit held one open past 150 s
+// with 2,000 unread answers, a goroutine and a descriptor each such client);
+// a blocking POST whose run outlasts the timeout still gets its result, the
+// timeout counting from the answer's first byte.
+func TestUnreadAnswersDoNotHoldTheConnection(t *testing.T) {
+	old := streamWriteTimeout
+	streamWriteTimeout = 500 * time.Millisecond
+	t.Cleanup(func() { streamWriteTimeout = old })
+	ts := newTestService(t)
+	c := ts.dial(t)
+	if uc, ok := c.(*net.UnixConn); ok {
+		uc.SetReadBuffer(4096)
+	}
+	req := strings.Repeat("GET /openapi.yaml HTTP/1.1\r\nHost: brig\r\n\r\n", 2000)
+	go io.WriteString(c, req)
+	time.Sleep(2 * time.Second) // unread: the service's writes block
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	n, err := io.Copy(io.Discard, c)
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) { // closed with requests unread: a reset
+		t.Fatalf("reading the answers: %v after %d bytes; want the service to have closed the connection", err, n)
+	}
+	if whole := int64(2000 * len(api.OpenAPI)); n >= whole {
+		t.Errorf("read %d bytes, every answer: want the connection cut before", n)
+	}
+	res := ts.mustRun(t, request("python", "import time\ntime.sleep(1.2)\nprint('late')"))
+	if res.Stdout != "late\n" {
+		t.Errorf("a run longer than the write timeout: got %s %q (%s), want its result", res.Outcome, res.Stdout, res.Message)
 	}
 }
 
