@@ -784,3 +784,62 @@ func TestLongPathIsClipped(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionsBoundedPerUID: a uid holds at most maxConnsPerUID
+// connections; one past it is answered 503 in the API's shape and closed,
+// and a place given back is taken again (the API audit: 20,000 idle
+// connections from a peer not even allowed took the service's descriptors,
+// and then crashed it).
+func TestConnectionsBoundedPerUID(t *testing.T) {
+	old := maxConnsPerUID
+	maxConnsPerUID = 3
+	t.Cleanup(func() { maxConnsPerUID = old })
+	ts := newTestService(t)
+	var held []net.Conn
+	for range 3 {
+		c := ts.dial(t)
+		held = append(held, c)
+	}
+	// The accepts are the service's: wait until it has counted them.
+	time.Sleep(200 * time.Millisecond)
+	c := ts.dial(t)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the fourth connection: %v; want a 503", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	checkAPIErrorShape(t, resp, b, http.StatusServiceUnavailable, api.ErrorUnavailable)
+	if resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "connections") {
+		t.Errorf("got Retry-After %q and %s; want a Retry-After and the bound named", resp.Header.Get("Retry-After"), b)
+	}
+	held[0].Close()
+	time.Sleep(200 * time.Millisecond)
+	if _, err := ts.client.Health(context.Background()); err != nil {
+		t.Errorf("after a connection closed: %v; want its place taken again", err)
+	}
+}
+
+// TestBodiesBounded: the request bodies being read share bodyMemory; a body
+// that finds no room within bodyWait is refused 503 with a Retry-After (the
+// API audit: 150 bodies of 4 MiB held unsent took the service 878 MB), and
+// the room comes back when a body is done.
+func TestBodiesBounded(t *testing.T) {
+	oldMem, oldWait := bodyMemory, bodyWait
+	bodyMemory, bodyWait = 1<<20, 300*time.Millisecond
+	t.Cleanup(func() { bodyMemory, bodyWait = oldMem, oldWait })
+	ts := newTestService(t)
+	hog := ts.dial(t)
+	if _, err := fmt.Fprintf(hog, "POST /v1/runs HTTP/1.1\r\nHost: brig\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"language\"", 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // its room taken
+	_, err := ts.client.Run(context.Background(), request("python", "print(1)"))
+	if ce := apiErr(t, err, http.StatusServiceUnavailable, ""); ce.API.Code != api.ErrorUnavailable || ce.RetryAfter == 0 {
+		t.Errorf("with the room taken: got %+v; want unavailable with a Retry-After", ce)
+	}
+	hog.Close()
+	time.Sleep(200 * time.Millisecond)
+	if res := ts.mustRun(t, request("python", "print(2)")); res.Stdout != "2\n" {
+		t.Errorf("once the room is back: got %s %q (%s), want the run", res.Outcome, res.Stdout, res.Message)
+	}
+}

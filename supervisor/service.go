@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/egress"
@@ -75,6 +76,8 @@ type Service struct {
 	metrics  *metrics
 	log      *slog.Logger
 	server   *http.Server
+	// bodies is the room of the request bodies being read (readBody).
+	bodies *semaphore.Weighted
 	// runsWG counts run goroutines; Shutdown waits for them.
 	runsWG sync.WaitGroup
 	// stopPrune ends the pruning goroutine; pruned is closed when it has.
@@ -115,6 +118,7 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 		journal:   j,
 		adm:       newAdmission(cfg.MaxConcurrent, cfg.MemoryBudgetMiB, cfg.QueueSize),
 		log:       cfg.Logger,
+		bodies:    semaphore.NewWeighted(bodyMemory),
 		runs:      map[runKey]*run{},
 		stopPrune: make(chan struct{}),
 		pruned:    make(chan struct{}),
@@ -208,7 +212,7 @@ func failedResult(id string, req api.Request, reason api.Reason, message string)
 // Serve answers the API on ln until Shutdown; it returns http.ErrServerClosed
 // then.
 func (s *Service) Serve(ln net.Listener) error {
-	return s.server.Serve(ln)
+	return s.server.Serve(newConnLimiter(ln, s.log))
 }
 
 // Metrics gives the service's metrics registry's handler (also at /metrics).
