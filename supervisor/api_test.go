@@ -256,6 +256,9 @@ func TestAPIStatusCodes(t *testing.T) {
 			{http.MethodDelete, "/v1/runs/query-1?uid=0;x=1", "", "can't be read"},
 			{http.MethodGet, "/v1/runs/query-1?uid=0&uid=1", "uid", "give it once"},
 			{http.MethodGet, "/v1/runs/query-1/events?UID=0", "UID", "takes only uid"},
+			// The API audit found these answered 200, the query ignored.
+			{http.MethodGet, "/v1/health?x", "x", "takes none"},
+			{http.MethodGet, "/v1/limits?a=1", "a", "takes none"},
 		} {
 			resp, b := rawAPIRequest(t, ts, tc.method, tc.path, []byte(`{"language": "python", "code": "print(1)"}`), "Content-Type", "application/json")
 			e := checkAPIErrorShape(t, resp, b, http.StatusBadRequest, api.ErrorInvalidRequest)

@@ -210,8 +210,19 @@ func (s *Service) routes() http.Handler {
 	handle("GET /v1/runs/{id}", s.getRun)
 	handle("GET /v1/runs/{id}/events", s.getEvents)
 	handle("DELETE /v1/runs/{id}", s.deleteRun)
-	handle("GET /v1/limits", s.getLimits)
-	handle("GET /v1/health", s.getHealth)
+	// The API's other paths take no query either: one sent is refused, as
+	// on the run paths, not ignored. (/metrics and /openapi.yaml are not the
+	// API's: a scraper's parameters are its own.)
+	noQuery := func(h func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
+		return func(w http.ResponseWriter, r *http.Request) error {
+			if _, err := query(r); err != nil {
+				return err
+			}
+			return h(w, r)
+		}
+	}
+	handle("GET /v1/limits", noQuery(s.getLimits))
+	handle("GET /v1/health", noQuery(s.getHealth))
 	handle("GET /metrics", func(w http.ResponseWriter, r *http.Request) error {
 		s.metrics.handler().ServeHTTP(w, r)
 		return nil
