@@ -61,14 +61,12 @@ type peer struct {
 }
 
 // withPeer puts a connection's peer credentials, read when it was accepted
-// (connLimiter, readPeer), in its context: every request on it is checked
-// against them.
+// (connLimiter, readPeer: Serve's listener), in its context: every request on
+// it is checked against them.
 func (s *Service) withPeer(ctx context.Context, c net.Conn) context.Context {
-	var p peer
+	p := peer{uid: -1, gid: -1} // allowed nothing
 	if pc, ok := c.(*peerConn); ok {
 		p = pc.peer
-	} else {
-		p = readPeer(c, s.log)
 	}
 	return context.WithValue(context.WithValue(ctx, peerKey{}, p), connKey{}, c)
 }
