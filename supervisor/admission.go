@@ -9,13 +9,18 @@ import (
 )
 
 // admission bounds how many runs execute at once and how much memory they may
-// reserve together, with a bounded FIFO queue of runs waiting for both. A run
-// is admitted in arrival order: a large one at the head is not overtaken by
-// small ones, so it can't starve.
+// reserve together, with a bounded queue of runs waiting for both: each uid
+// may hold perUID of its places and all of them together total. A free slot
+// goes to the uid waiting with the fewest runs executing (the earliest to
+// have queued among equals), and a uid's own runs go in arrival order; so a
+// uid that sends a flood takes turns with one that sends a run, not the whole
+// queue. The run chosen is not overtaken by smaller ones when its memory does
+// not fit yet, so a large run can't starve.
 type admission struct {
 	slots     int
 	budgetMiB int
-	queueCap  int
+	perUID    int
+	total     int
 
 	mu sync.Mutex
 	// running and usedMiB are what executing runs hold. Guarded by mu.
@@ -25,6 +30,12 @@ type admission struct {
 	// ones. Guarded by mu.
 	queue []*ticket
 	held  map[*ticket]struct{}
+	// queuedBy and executingBy count each uid's tickets in the queue, and
+	// those granted a slot (a suspended one too: it holds its memory and
+	// takes a slot again before the queue). A uid with none has no key.
+	// Guarded by mu.
+	queuedBy    map[int]int
+	executingBy map[int]int
 	// avgRun is a moving average of how long a run holds its slot, for
 	// Retry-After. Guarded by mu.
 	avgRun time.Duration
@@ -37,6 +48,7 @@ type admission struct {
 
 // ticket is one run's place: ready is closed when it holds a slot.
 type ticket struct {
+	uid   int
 	mib   int
 	ready chan struct{}
 	// granted is set (under admission.mu) when ready is closed.
@@ -49,25 +61,43 @@ type ticket struct {
 	resumed   chan struct{}
 }
 
-func newAdmission(slots, budgetMiB, queueCap int) *admission {
-	return &admission{slots: slots, budgetMiB: budgetMiB, queueCap: queueCap, avgRun: time.Second, held: map[*ticket]struct{}{}}
+func newAdmission(slots, budgetMiB, perUID, total int) *admission {
+	return &admission{
+		slots: slots, budgetMiB: budgetMiB, perUID: perUID, total: total,
+		avgRun: time.Second, held: map[*ticket]struct{}{},
+		queuedBy: map[int]int{}, executingBy: map[int]int{},
+	}
 }
 
-// enter takes a slot for a run of mib MiB, or a place in the queue. It returns
-// nil when the queue is full.
-func (a *admission) enter(mib int) *ticket {
+// queueFull says which of the queue's bounds refused a run.
+type queueFull int
+
+const (
+	queueHasRoom queueFull = iota
+	queueFullForUID
+	queueFullForAll
+)
+
+// enter takes a slot for a run of uid's of mib MiB, or a place in the queue.
+// When the queue has no place for it, it returns nil and the bound that
+// refused it.
+func (a *admission) enter(uid, mib int) (*ticket, queueFull) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	t := &ticket{mib: mib, ready: make(chan struct{}), since: time.Now()}
+	t := &ticket{uid: uid, mib: mib, ready: make(chan struct{}), since: time.Now()}
 	if len(a.queue) == 0 && a.fitsLocked(mib) {
 		a.grantLocked(t)
-		return t
+		return t, queueHasRoom
 	}
-	if len(a.queue) >= a.queueCap {
-		return nil
+	switch {
+	case a.queuedBy[uid] >= a.perUID:
+		return nil, queueFullForUID
+	case len(a.queue) >= a.total:
+		return nil, queueFullForAll
 	}
 	a.queue = append(a.queue, t)
-	return t
+	a.queuedBy[uid]++
+	return t, queueHasRoom
 }
 
 func (a *admission) fitsLocked(mib int) bool {
@@ -76,6 +106,7 @@ func (a *admission) fitsLocked(mib int) bool {
 
 func (a *admission) grantLocked(t *ticket) {
 	a.running++
+	a.executingBy[t.uid]++
 	a.usedMiB += t.mib
 	t.granted = true
 	t.since = time.Now()
@@ -157,6 +188,7 @@ func (a *admission) cancel(t *ticket) {
 		}
 		t.suspended = false
 		a.usedMiB -= t.mib
+		decrement(a.executingBy, t.uid)
 		a.admitLocked()
 		return
 	}
@@ -164,11 +196,8 @@ func (a *admission) cancel(t *ticket) {
 		a.leaveLocked(t)
 		return
 	}
-	for i, q := range a.queue {
-		if q == t {
-			a.queue = append(a.queue[:i], a.queue[i+1:]...)
-			break
-		}
+	if i := slices.Index(a.queue, t); i >= 0 {
+		a.dequeueLocked(i)
 	}
 	a.admitLocked()
 }
@@ -183,23 +212,54 @@ func (a *admission) leave(t *ticket) {
 func (a *admission) leaveLocked(t *ticket) {
 	a.running--
 	a.usedMiB -= t.mib
+	decrement(a.executingBy, t.uid)
 	delete(a.held, t)
 	a.avgRun = (a.avgRun*7 + time.Since(t.since)) / 8
 	a.admitLocked()
 }
 
 // admitLocked gives a free slot to a run that prepared its packages first
-// (its memory is held already), then to the head of the queue while it fits.
+// (its memory is held already), then to the queue's next run (nextLocked)
+// while it fits.
 func (a *admission) admitLocked() {
 	for len(a.resumers) > 0 && a.running < a.slots {
 		t := a.resumers[0]
 		a.resumers = a.resumers[1:]
 		a.regrantLocked(t)
 	}
-	for len(a.queue) > 0 && a.fitsLocked(a.queue[0].mib) {
-		t := a.queue[0]
-		a.queue = a.queue[1:]
+	for len(a.queue) > 0 {
+		i := a.nextLocked()
+		t := a.queue[i]
+		if !a.fitsLocked(t.mib) {
+			break
+		}
+		a.dequeueLocked(i)
 		a.grantLocked(t)
+	}
+}
+
+// nextLocked is the index in the queue of the run to admit next: the first
+// queued of the uid with the fewest runs executing. A uid's later runs never
+// come before its first, whose count they share and which they follow.
+func (a *admission) nextLocked() int {
+	next := 0
+	for i, t := range a.queue {
+		if a.executingBy[t.uid] < a.executingBy[a.queue[next].uid] {
+			next = i
+		}
+	}
+	return next
+}
+
+func (a *admission) dequeueLocked(i int) {
+	decrement(a.queuedBy, a.queue[i].uid)
+	a.queue = slices.Delete(a.queue, i, i+1)
+}
+
+// decrement counts one less for uid, and forgets a uid that has none.
+func decrement(counts map[int]int, uid int) {
+	if counts[uid]--; counts[uid] <= 0 {
+		delete(counts, uid)
 	}
 }
 

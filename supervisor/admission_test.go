@@ -22,13 +22,13 @@ func TestRetryAfter(t *testing.T) {
 		{"at least one second", 10 * time.Millisecond, []time.Duration{0}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := newAdmission(len(tc.ran), 1<<20, 1)
+			a := newAdmission(len(tc.ran), 1<<20, 1, 1)
 			a.avgRun = tc.avg
 			for _, ran := range tc.ran {
-				tk := a.enter(1)
+				tk := a.enter0(1)
 				tk.since = time.Now().Add(-ran)
 			}
-			if a.enter(1) == nil || a.enter(1) != nil {
+			if a.enter0(1) == nil || a.enter0(1) != nil {
 				t.Fatal("want the queue's one place taken, then a refusal")
 			}
 			if got := a.retryAfter(); got != tc.wantS {
@@ -59,9 +59,9 @@ func TestAdmissionSuspendResume(t *testing.T) {
 			t.Fatalf("got running %d, used %d MiB, preparing %d; want %d, %d, %d", a.running, a.usedMiB, a.preparing, running, used, preparing)
 		}
 	}
-	a := newAdmission(1, 4096, 4)
-	pkg := a.enter(1024)
-	plain, later := a.enter(256), a.enter(256)
+	a := newAdmission(1, 4096, 4, 4)
+	pkg := a.enter0(1024)
+	plain, later := a.enter0(256), a.enter0(256)
 	if !ready(pkg) || ready(plain) {
 		t.Fatal("want the first run admitted and the next queued")
 	}
@@ -93,14 +93,14 @@ func TestAdmissionSuspendResume(t *testing.T) {
 	check(a, 0, 0, 0)
 
 	// A stop while suspended, or while waiting to resume, gives back the memory.
-	a = newAdmission(1, 4096, 4)
-	pkg = a.enter(1024)
+	a = newAdmission(1, 4096, 4, 4)
+	pkg = a.enter0(1024)
 	a.suspend(pkg)
 	a.cancel(pkg)
 	check(a, 0, 0, 0)
-	pkg, plain = a.enter(1024), nil
+	pkg, plain = a.enter0(1024), nil
 	a.suspend(pkg)
-	plain = a.enter(256)
+	plain = a.enter0(256)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
 	if err := a.resume(ctx, pkg); err == nil {
@@ -111,14 +111,104 @@ func TestAdmissionSuspendResume(t *testing.T) {
 	check(a, 0, 0, 0)
 
 	// No more suspended tickets than slots.
-	a = newAdmission(1, 4096, 4)
-	first := a.enter(1024)
+	a = newAdmission(1, 4096, 4, 4)
+	first := a.enter0(1024)
 	a.suspend(first)
-	second := a.enter(1024)
+	second := a.enter0(1024)
 	if a.suspend(second) {
 		t.Fatal("got a second ticket suspended on one slot, want it to keep its slot")
 	}
 	a.cancel(second)
 	a.cancel(first)
 	check(a, 0, 0, 0)
+}
+
+// enter0 enters a run of uid 0's, as the tests of one uid do.
+func (a *admission) enter0(mib int) *ticket {
+	t, _ := a.enter(0, mib)
+	return t
+}
+
+// A uid holds at most perUID of the queue's places and all uids total; a free
+// slot goes to the waiting uid with the fewest runs executing, the earliest
+// among equals, and each uid's runs go in their order. So a uid that queued a
+// flood takes turns with one that queued later, and one that already runs
+// more waits for the others.
+func TestAdmissionIsFairBetweenUIDs(t *testing.T) {
+	const flood, other, third = 1000, 1001, 1002
+	a := newAdmission(2, 1<<20, 3, 5)
+	var running []*ticket
+	enter := func(uid int, want queueFull) *ticket {
+		t.Helper()
+		tk, full := a.enter(uid, 1)
+		if full != want || (tk == nil) != (want != queueHasRoom) {
+			t.Fatalf("uid %d: got a ticket %v and refusal %d, want refusal %d", uid, tk != nil, full, want)
+		}
+		return tk
+	}
+	running = append(running, enter(flood, queueHasRoom), enter(flood, queueHasRoom))
+	f1, f2, f3 := enter(flood, queueHasRoom), enter(flood, queueHasRoom), enter(flood, queueHasRoom)
+	enter(flood, queueFullForUID) // its three places are taken, the queue's five are not
+	o1, o2 := enter(other, queueHasRoom), enter(other, queueHasRoom)
+	enter(third, queueFullForAll)
+	granted := func(tk *ticket) bool {
+		select {
+		case <-tk.ready:
+			return true
+		default:
+			return false
+		}
+	}
+	// flood runs 2 and other none: other's first run gets the slot, though
+	// flood's three queued before it.
+	a.leave(running[0])
+	if !granted(o1) || granted(f1) {
+		t.Fatalf("got other's first %v and flood's first %v, want only other's", granted(o1), granted(f1))
+	}
+	// 1 each: the earliest queued of the two, flood's first.
+	a.leave(running[1])
+	if !granted(f1) || granted(o2) {
+		t.Fatalf("got flood's first %v and other's second %v, want only flood's first", granted(f1), granted(o2))
+	}
+	// flood 1, other 0 once its first leaves: other's second.
+	a.leave(o1)
+	if !granted(o2) || granted(f2) {
+		t.Fatal("want other's second admitted before flood's second")
+	}
+	// A place freed in the queue is a place for the third uid.
+	third1 := enter(third, queueHasRoom)
+	a.leave(f1) // flood 0, other 1, third 0: flood's second, the earliest of the two
+	a.leave(o2) // flood 1, other 0, third 0: third's
+	if !granted(f2) || !granted(third1) || granted(f3) {
+		t.Fatalf("got flood's second %v, third's %v, flood's third %v; want the first two", granted(f2), granted(third1), granted(f3))
+	}
+	a.leave(f2)
+	a.leave(third1)
+	a.leave(f3)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.running != 0 || len(a.queue) != 0 || len(a.queuedBy) != 0 || len(a.executingBy) != 0 {
+		t.Fatalf("got running %d, queue %d, counts %v and %v left; want none", a.running, len(a.queue), a.queuedBy, a.executingBy)
+	}
+}
+
+// The run chosen next is not overtaken while its memory does not fit, even by
+// a smaller run of a uid that would come after it: a large run can't starve.
+func TestAdmissionLargeRunIsNotOvertaken(t *testing.T) {
+	a := newAdmission(4, 1024, 4, 8)
+	small, _ := a.enter(1, 512)
+	large, _ := a.enter(2, 1024) // uid 2 runs none: next, but 512 MiB are held
+	later, _ := a.enter(3, 256)  // would fit, and must wait behind it
+	for _, tk := range []*ticket{large, later} {
+		select {
+		case <-tk.ready:
+			t.Fatal("a run was admitted past the large one that waits for memory")
+		default:
+		}
+	}
+	a.leave(small)
+	<-large.ready
+	a.leave(large)
+	<-later.ready
+	a.leave(later)
 }

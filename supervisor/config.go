@@ -23,6 +23,8 @@ const (
 	// share one state directory by default.
 	DefaultStateDir  = jail.DefaultStateDir
 	DefaultQueueSize = 64
+	// DefaultQueueTotal lets four uids fill their share of the queue at once.
+	DefaultQueueTotal = 4 * DefaultQueueSize
 	// DefaultRetention is API.md's promise and no more: each result keeps its
 	// output (up to 1.1 million characters), and a benchmark harness can push
 	// hundreds of thousands of runs an hour through one host.
@@ -60,9 +62,14 @@ type Config struct {
 	// zero means memoryShare of the host's memory. A run waits in the queue until
 	// its memory fits.
 	MemoryBudgetMiB int
-	// QueueSize is how many admitted runs may wait for a slot; beyond it a
-	// request gets 429. Zero means DefaultQueueSize; negative means no queue.
+	// QueueSize is how many admitted runs of one uid may wait for a slot;
+	// beyond it that uid's requests get 429. Zero means DefaultQueueSize;
+	// negative means no queue.
 	QueueSize int
+	// QueueTotal is how many admitted runs of all uids together may wait for a
+	// slot. Zero means DefaultQueueTotal, or QueueSize where that is larger;
+	// negative means no queue.
+	QueueTotal int
 	// Retention is how long finished results are kept; zero means
 	// DefaultRetention. Less than MinRetention is refused.
 	Retention time.Duration
@@ -127,6 +134,11 @@ func (cfg Config) withDefaults() Config {
 		cfg.QueueSize = DefaultQueueSize
 	} else if cfg.QueueSize < 0 {
 		cfg.QueueSize = 0
+	}
+	if cfg.QueueTotal == 0 {
+		cfg.QueueTotal = max(DefaultQueueTotal, cfg.QueueSize)
+	} else if cfg.QueueTotal < 0 {
+		cfg.QueueTotal = 0
 	}
 	if cfg.Retention == 0 {
 		cfg.Retention = DefaultRetention

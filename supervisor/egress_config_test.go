@@ -207,7 +207,7 @@ func TestRuleClass(t *testing.T) {
 // recordEgress counts each connection under bounded labels and lists it, rule
 // included, in the Result's words.
 func TestRecordEgress(t *testing.T) {
-	s := &Service{metrics: newMetrics(newAdmission(1, 2048, 0), "test")}
+	s := &Service{metrics: newMetrics(newAdmission(1, 2048, 0, 0), "test")}
 	conns := []egress.Connection{
 		{Host: "api.example.com", Port: 443, Allowed: true, Rule: "domain example.com", BytesSent: 500, BytesReceived: 4000},
 		{Host: "evil.example", Port: 80, Allowed: false, Rule: "not in the run's domains"},
@@ -267,7 +267,7 @@ func TestRecordEgress(t *testing.T) {
 // api.MaxResultBytes, whatever the names the run tried: what does not fit is
 // counted, the connections that got through listed before any refusal.
 func TestRecordEgressWithinItsBound(t *testing.T) {
-	s := &Service{metrics: newMetrics(newAdmission(1, 2048, 0), "test")}
+	s := &Service{metrics: newMetrics(newAdmission(1, 2048, 0, 0), "test")}
 	long := strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 50)
 	var conns []egress.Connection
 	for i := range egress.MaxRefusals {

@@ -15,7 +15,7 @@ import (
 // so that rate() and alerts see 0 instead of no series; and no series of an
 // outcome no run can have.
 func TestMetricsBeforeAnyRun(t *testing.T) {
-	m := newMetrics(newAdmission(1, 2048, 0), "test")
+	m := newMetrics(newAdmission(1, 2048, 0, 0), "test")
 	for _, w := range []string{"write=accept", "write=pending", "write=commit"} {
 		if v, ok := series(t, m, "brig_journal_write_failures_total")[w]; !ok || v != 0 {
 			t.Errorf("brig_journal_write_failures_total{%s}: got %v (present %v), want 0", w, v, ok)
@@ -108,7 +108,7 @@ func TestMetricsRoutesBeforeAnyRequest(t *testing.T) {
 // it carried (listed allowed, with the cut in its failure) counts as refused
 // under the cut's class; one cut for the run's byte limit stays allowed.
 func TestCutTunnelCountsAsRefused(t *testing.T) {
-	m := newMetrics(newAdmission(1, 2048, 0), "test")
+	m := newMetrics(newAdmission(1, 2048, 0, 0), "test")
 	m.observeEgress(api.NetworkDomains, egress.Connection{Host: "ok.test", Port: 443, Allowed: true, Rule: "domain ok.test",
 		Failure: `the SNI does not match the CONNECT host ("other.test", not "ok.test")`})
 	m.observeEgress(api.NetworkDomains, egress.Connection{Host: "ok.test", Port: 443, Allowed: true, Rule: "domain ok.test",

@@ -378,3 +378,92 @@ func TestAllowedBySupplementaryGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueIsSharedBetweenUIDs: a uid that keeps every slot and its share of
+// the queue leaves room for another uid's run, which gets the next free slot
+// before the flood's queued run, and a refusal says which bound it met.
+func TestQueueIsSharedBetweenUIDs(t *testing.T) {
+	ts := newTestService(t, func(c *Config) {
+		c.AllowUIDs = []int{0, uidA, uidB}
+		c.MaxConcurrent, c.QueueSize, c.QueueTotal = 2, 1, 2
+	})
+	openToEveryone(t, ts)
+	ctx := context.Background()
+	a := clientAs(t, ts, credential{uid: uidA, gid: uidA})
+	b := clientAs(t, ts, credential{uid: uidB, gid: uidB})
+	counts := func(wantRunning, wantQueued int) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			running, queued := ts.adm.counts()
+			if running == wantRunning && queued == wantQueued {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("got %d running and %d queued, want %d and %d", running, queued, wantRunning, wantQueued)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// A's two long runs hold both slots.
+	for _, id := range []string{"a-long-1", "a-long-2"} {
+		long := request("python", "import time; time.sleep(120)", withRunID(id))
+		timeout := 300
+		long.TimeoutSeconds = &timeout
+		openLiveStream(t, a, long).waitEvent(t, api.EventAccepted, time.Minute)
+	}
+	counts(2, 0)
+	type answer struct {
+		res *api.Result
+		err error
+	}
+	stamp := "import time; print(time.time_ns())"
+	queued := func(c *client.Client, id string) chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			res, err := c.Run(ctx, request("python", stamp, withRunID(id)))
+			ch <- answer{res, err}
+		}()
+		return ch
+	}
+	aQueued := queued(a, "a-queued")
+	counts(2, 1)
+	_, err := a.Run(ctx, request("python", stamp, withRunID("a-refused")))
+	if ce := apiErr(t, err, http.StatusTooManyRequests, ""); ce.API.Code != api.ErrorQueueFull || !strings.Contains(ce.API.Message, "of your uid") {
+		t.Fatalf("got %q: %s, want queue_full naming the uid's share", ce.API.Code, ce.API.Message)
+	}
+	bQueued := queued(b, "b-queued") // A's share is full, the queue is not
+	counts(2, 2)
+	_, err = ts.client.Run(ctx, request("python", stamp, withRunID("root-refused")))
+	if ce := apiErr(t, err, http.StatusTooManyRequests, ""); ce.API.Code != api.ErrorQueueFull || !strings.Contains(ce.API.Message, "queue of 2 is full") {
+		t.Fatalf("got %q: %s, want queue_full for the whole queue", ce.API.Code, ce.API.Message)
+	}
+	// A slot frees while A still runs one: B's run, queued after A's, is next.
+	if _, err := a.Stop(ctx, "a-long-1"); err != nil {
+		t.Fatal(err)
+	}
+	answers := map[string]answer{}
+	for name, ch := range map[string]chan answer{"A": aQueued, "B": bQueued} {
+		select {
+		case answers[name] = <-ch:
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("%s's queued run got no result within 2 minutes", name)
+		}
+		if ans := answers[name]; ans.err != nil || ans.res.Outcome != api.OutcomeSucceeded {
+			t.Fatalf("%s's queued run: got %+v, %v; want it succeeded", name, ans.res, ans.err)
+		}
+	}
+	stampOf := func(name string) int64 {
+		n, err := strconv.ParseInt(strings.TrimSpace(answers[name].res.Stdout), 10, 64)
+		if err != nil {
+			t.Fatalf("%s's stdout %q: %v", name, answers[name].res.Stdout, err)
+		}
+		return n
+	}
+	if stampOf("B") > stampOf("A") {
+		t.Errorf("A's queued run ran before B's (at %d ns against %d), want B's first: A had a slot, B none", stampOf("A"), stampOf("B"))
+	}
+	if _, err := a.Stop(ctx, "a-long-2"); err != nil {
+		t.Fatal(err)
+	}
+}

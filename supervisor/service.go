@@ -116,7 +116,7 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 		host:      host,
 		launcher:  l,
 		journal:   j,
-		adm:       newAdmission(cfg.MaxConcurrent, cfg.MemoryBudgetMiB, cfg.QueueSize),
+		adm:       newAdmission(cfg.MaxConcurrent, cfg.MemoryBudgetMiB, cfg.QueueSize, cfg.QueueTotal),
 		log:       cfg.Logger,
 		bodies:    semaphore.NewWeighted(bodyMemory),
 		runs:      map[runKey]*run{},
@@ -130,7 +130,7 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 		s.log.Warn("lines of the journal's pending file could not be read and were skipped: a torn last line is what a crash of the service leaves; more mean the file was damaged, and the results they held are lost", "lines", j.skipped, "file", filepath.Join(cfg.StateDir, pendingFile))
 	}
 	// What a zero resolved to, which the operator otherwise can't see.
-	s.log.Info("admission", "max_concurrent", cfg.MaxConcurrent, "memory_budget_mib", cfg.MemoryBudgetMiB, "queue_size", cfg.QueueSize)
+	s.log.Info("admission", "max_concurrent", cfg.MaxConcurrent, "memory_budget_mib", cfg.MemoryBudgetMiB, "queue_size", cfg.QueueSize, "queue_total", cfg.QueueTotal)
 	WarnMemoryBudget(s.log, cfg.MemoryBudgetMiB)
 	if !s.allowed(peer{ok: true, uid: 0, gid: 0}) {
 		// Deliberate where only harnesses may run code; a surprise where the
@@ -378,13 +378,18 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		s.mu.Unlock()
 		return nil, nil, newError(api.ErrorUnavailable, "the service is shutting down and accepts no new runs; retry once it is back")
 	}
-	t := s.adm.enter(s.cfg.Packages.admittedMiB(req))
+	t, full := s.adm.enter(peerUID, s.cfg.Packages.admittedMiB(req))
 	if t == nil {
 		s.mu.Unlock()
 		running, queued := s.adm.counts()
-		msg := fmt.Sprintf("its queue of %d is full", queued)
-		if queued == 0 {
-			msg = "it keeps no queue" // queue_size 0: each run needs a free slot
+		var msg string
+		switch {
+		case s.cfg.QueueSize == 0 || s.cfg.QueueTotal == 0:
+			msg = "it keeps no queue" // each run needs a free slot
+		case full == queueFullForUID:
+			msg = fmt.Sprintf("%d runs of your uid wait in its queue, the most one uid may have waiting (queue_size)", s.cfg.QueueSize)
+		default:
+			msg = fmt.Sprintf("its queue of %d is full", queued)
 		}
 		e := newError(api.ErrorQueueFull, "the service is running %d runs and %s; retry after the Retry-After seconds", running, msg)
 		e.retryAfter = s.adm.retryAfter()

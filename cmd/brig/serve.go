@@ -49,8 +49,10 @@ type serveConfig struct {
 	MaxConcurrent int `toml:"max_concurrent"`
 	// MemoryBudgetMiB bounds the sum of executing runs' memory_mib; 0: 75% of the host's memory.
 	MemoryBudgetMiB int `toml:"memory_budget_mib"`
-	// QueueSize runs may wait for a slot; beyond that, 429.
-	QueueSize int `toml:"queue_size"`
+	// QueueSize runs of one uid may wait for a slot, QueueTotal of all uids;
+	// beyond either, 429.
+	QueueSize  int `toml:"queue_size"`
+	QueueTotal int `toml:"queue_total"`
 	// Retention keeps finished results this long (at least 1h).
 	Retention duration `toml:"retention"`
 	// Grace lets runs finish this long on SIGTERM before they are stopped.
@@ -177,6 +179,7 @@ func defaultServeConfig() serveConfig {
 	sc.AllowGIDs = []int{}
 	sc.AdminGIDs = []int{}
 	sc.QueueSize = supervisor.DefaultQueueSize
+	sc.QueueTotal = supervisor.DefaultQueueTotal
 	sc.Retention = duration(supervisor.DefaultRetention)
 	sc.Grace = duration(supervisor.DefaultGrace)
 	sc.LogFormat = defaultLogFormat
@@ -244,7 +247,8 @@ func serveCommand() *cli.Command {
 			&cli.IntSliceFlag{Name: "allow-gid", Usage: "a gid allowed to use the API (repeatable)"},
 			&cli.IntSliceFlag{Name: "admin-gid", Usage: "a gid whose members see and stop every uid's runs, as root does (repeatable; default none)"},
 			&cli.IntFlag{Name: "max-concurrent", Usage: "runs executing at once (0: from the host's cores and memory)", DefaultText: "0"},
-			&cli.IntFlag{Name: "queue", Usage: "runs that may wait for a slot before requests get 429 (0: no queue)", DefaultText: fmt.Sprint(supervisor.DefaultQueueSize)},
+			&cli.IntFlag{Name: "queue", Usage: "runs of one uid that may wait for a slot before its requests get 429 (0: no queue)", DefaultText: fmt.Sprint(supervisor.DefaultQueueSize)},
+			&cli.IntFlag{Name: "queue-total", Usage: "runs of all uids together that may wait for a slot (at least --queue)", DefaultText: fmt.Sprint(supervisor.DefaultQueueTotal)},
 			&cli.DurationFlag{Name: "retention", Usage: "how long finished results are kept (at least 1h)", DefaultText: supervisor.DefaultRetention.String()},
 			&cli.DurationFlag{Name: "grace", Usage: "how long runs may finish on SIGTERM before they are stopped (0s: stopped at once)", DefaultText: supervisor.DefaultGrace.String()},
 			&cli.StringFlag{Name: "log-format", Usage: "json or text", DefaultText: defaultLogFormat},
@@ -289,6 +293,7 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 	override(c, "admin-gid", &sc.AdminGIDs, c.IntSlice)
 	override(c, "max-concurrent", &sc.MaxConcurrent, c.Int)
 	override(c, "queue", &sc.QueueSize, c.Int)
+	override(c, "queue-total", &sc.QueueTotal, c.Int)
 	override(c, "retention", &sc.Retention, func(n string) duration { return duration(c.Duration(n)) })
 	override(c, "grace", &sc.Grace, func(n string) duration { return duration(c.Duration(n)) })
 	override(c, "pool", &sc.Sandbox.Pool, c.Int)
@@ -377,6 +382,8 @@ func (sc serveConfig) checkValues() error {
 	}
 	if sc.QueueSize < 0 {
 		errs = append(errs, fmt.Errorf("queue_size %d: give 0 (no queue: a request that finds no free slot gets 429) or more", sc.QueueSize))
+	} else if sc.QueueTotal < sc.QueueSize {
+		errs = append(errs, fmt.Errorf("queue_total %d is below queue_size %d, the most one uid may have waiting: give at least that (%d by default, four uids' worth)", sc.QueueTotal, sc.QueueSize, supervisor.DefaultQueueTotal))
 	}
 	if sc.Grace < 0 {
 		errs = append(errs, fmt.Errorf("grace %s: give 0s (runs are stopped at once) or more", time.Duration(sc.Grace)))
@@ -410,6 +417,7 @@ func (sc serveConfig) supervisorConfig(log *slog.Logger) supervisor.Config {
 		MaxConcurrent:   sc.MaxConcurrent,
 		MemoryBudgetMiB: sc.MemoryBudgetMiB,
 		QueueSize:       int(none(int64(sc.QueueSize))),
+		QueueTotal:      int(none(int64(sc.QueueTotal))),
 		Retention:       time.Duration(sc.Retention),
 		Grace:           time.Duration(none(int64(sc.Grace))),
 		NetworkModes:    sc.Egress.Modes,

@@ -417,6 +417,8 @@ func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
 		{"relative state dir", "state_dir = \"var/brig\"\n", "must be an absolute path"},
 		{"zero retention", "retention = \"0s\"\n", "retention 0s: give a positive value"},
 		{"negative queue", "queue_size = -1\n", "queue_size -1: give 0 (no queue"},
+		{"queue total below a uid's", "queue_size = 64\nqueue_total = 63\n", "queue_total 63 is below queue_size 64"},
+		{"zero queue total", "queue_total = 0\n", "queue_total 0 is below queue_size 64"},
 		{"negative grace", "grace = \"-1s\"\n", "grace -1s: give 0s"},
 		{"zero max_conns", "[egress]\nmax_conns = 0\n", "egress.max_conns 0"},
 		{"negative conns per second", "[egress]\nconns_per_second = -1.0\n", "egress.conns_per_second -1: give a positive value"},
@@ -451,11 +453,11 @@ func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
 	}
 	t.Run("zero queue and grace mean none", func(t *testing.T) {
 		var cfg supervisor.Config
-		if err := checkServeConfigFile(t, "queue_size = 0\ngrace = \"0s\"\n", &cfg); err != nil {
+		if err := checkServeConfigFile(t, "queue_size = 0\nqueue_total = 0\ngrace = \"0s\"\n", &cfg); err != nil {
 			t.Fatal(err)
 		}
-		if cfg.QueueSize >= 0 || cfg.Grace >= 0 {
-			t.Fatalf("got queue %d and grace %s, want both negative: supervisor.Config reads zero as its default", cfg.QueueSize, cfg.Grace)
+		if cfg.QueueSize >= 0 || cfg.QueueTotal >= 0 || cfg.Grace >= 0 {
+			t.Fatalf("got queue %d, queue total %d and grace %s, want all negative: supervisor.Config reads zero as its default", cfg.QueueSize, cfg.QueueTotal, cfg.Grace)
 		}
 	})
 }
