@@ -683,6 +683,36 @@ def _sandbox(cfg, req, fds):
             os._exit(127)
 
 
+def _recursion_field():
+    """The offset in the main thread's PyThreadState of its
+    recursion_remaining, with recursion_limit the int after it, and the
+    function that finds that state: a child sets the count left to the limit
+    before its program runs, so that the program may recurse as deep as a
+    cold one, which starts with no bootstrap's frames below its own (995
+    frames against 999, and a RecursionError's traceback said "repeated 992
+    more times" against 996). The layout is CPython 3.11's and is checked
+    here against what sys.setrecursionlimit writes; None where it does not
+    hold, and the program gets the bootstrap's frames' four fewer."""
+    if sys.version_info[:2] != (3, 11):
+        return None
+    get = ctypes.pythonapi.PyThreadState_Get
+    get.restype, get.argtypes = _c_void_p, ()
+    # After prev, next and interp, and the ints _initialized and _static.
+    at = 3 * ctypes.sizeof(_c_void_p) + 8
+    remaining, limit = _c_int.from_address(get() + at), _c_int.from_address(get() + at + 4)
+    was, left = sys.getrecursionlimit(), remaining.value
+    if limit.value != was or not 0 < left < was:
+        return None
+    sys.setrecursionlimit(was + 100)  # keeps the depth: limit and left move together
+    moved = limit.value == was + 100 and remaining.value == left + 100
+    sys.setrecursionlimit(was)
+    if not moved or remaining.value != left:
+        return None
+    return get, at
+
+
+_recursion = _recursion_field()
+del _recursion_field
 _cfg, _req, _fds = _serve()
 _sandbox(_cfg, _req, _fds)
 # The main thread's native id, which threading read in the zygote: this
@@ -969,6 +999,14 @@ except BaseException as _e:
     _run_file.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.py_object,
                           ctypes.py_object, ctypes.c_int, ctypes.c_void_p)
 del _src
+if _recursion is not None:
+    # The program's frame and the call that runs it (exec, or _run_file) cost
+    # two where a cold program's start costs its frame alone: one over the
+    # limit here, and the program sees 999 left of 1000, as cold.
+    _a = _recursion[0]() + _recursion[1]
+    _c_int.from_address(_a).value = _c_int.from_address(_a + 4).value + 1
+    del _a
+del _recursion
 try:
     if _code is None:
         _fp = _fopen(_path.encode(), b'rb')
