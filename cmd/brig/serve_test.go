@@ -909,10 +909,13 @@ func TestStoppedServiceBackstop(t *testing.T) {
 		err error
 	}
 	done := make(chan outcome, 1)
-	one := 1
+	// Long enough that the test finds the child and stops the service before
+	// the limit ends the run, on a loaded machine too (with 1 s, a run whose
+	// child took most of it to start was over before the service stopped).
+	limit := 3
 	go func() {
 		var once sync.Once
-		res, err := client.New(socket).Stream(context.Background(), api.Request{Language: "python", Code: code, TimeoutSeconds: &one}, func(e api.Event) error {
+		res, err := client.New(socket).Stream(context.Background(), api.Request{Language: "python", Code: code, TimeoutSeconds: &limit}, func(e api.Event) error {
 			if e.Event == api.EventStdout {
 				once.Do(func() { close(up) })
 			}
@@ -938,7 +941,12 @@ func TestStoppedServiceBackstop(t *testing.T) {
 		return false
 	}
 	if !running() {
-		t.Fatal("the run's child is not among the host's processes")
+		select {
+		case o := <-done:
+			t.Fatalf("the run ended before the service could be stopped: %+v, %v", o.res, o.err)
+		default:
+			t.Fatal("the run's child is not among the host's processes")
+		}
 	}
 	if err := serve.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -964,7 +972,7 @@ func TestStoppedServiceBackstop(t *testing.T) {
 	}
 	// Its wall time is the program's, which the backstop ended, not the
 	// time the service heard of it.
-	if most := api.Millis(time.Second + jail.BackstopMargin); o.res.Usage.WallMS > most {
+	if most := api.Millis(time.Duration(limit)*time.Second + jail.BackstopMargin); o.res.Usage.WallMS > most {
 		t.Errorf("wall_ms %d; want at most the limit and the backstop's margin, %d", o.res.Usage.WallMS, most)
 	}
 	if res, err := client.New(socket).Run(context.Background(), api.Request{Language: "python", Code: "print('after')"}); err != nil || res.Stdout != "after\n" {
