@@ -184,10 +184,24 @@ func pipArgs(reqs []Request, urls []string, allowSourceBuilds bool) []string {
 		}
 	}
 	args = append(args, "--")
+	// In the key's order and spelling: pip's answer can depend on both (an
+	// earlier request's candidates are tried first; an extra's spelling), and
+	// the layer is shared by every run of its key, whichever installed it.
+	reqs = slices.SortedFunc(slices.Values(reqs), func(a, b Request) int { return strings.Compare(a.Name, b.Name) })
 	for _, r := range reqs {
-		args = append(args, r.Raw)
+		args = append(args, pipRequirement(r))
 	}
 	return args
+}
+
+// pipRequirement is r written from what its layer's key holds (Set.Key): the
+// normalised name, the extras and the canonical constraint.
+func pipRequirement(r Request) string {
+	s := r.Name
+	if len(r.Extras) > 0 {
+		s += "[" + strings.Join(r.Extras, ",") + "]"
+	}
+	return s + canonicalConstraint(languagePython, r.Constraint)
 }
 
 // pythonDriver is the driver program for pip's arguments.

@@ -71,8 +71,11 @@ func (s Set) Key() string {
 }
 
 // keyVersion changes when the key's encoding or what an installer makes of a
-// set changes, so that older layers are not taken for newer ones.
-const keyVersion = 1
+// set changes, so that older layers are not taken for newer ones. 2: Python
+// extras are keyed lower-cased, not normalised, and pip gets the key's
+// spelling in the key's order (a layer of 1 may hold what another spelling
+// or order installed).
+const keyVersion = 2
 
 // canonicalConstraint is one spelling of a constraint per meaning, as far as
 // it can be told without a resolver.

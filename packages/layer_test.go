@@ -31,6 +31,9 @@ func TestSetKey(t *testing.T) {
 		{name: "spaces in the constraint", a: py("pandas>=2, <3"), b: py("pandas >= 2,<3"), same: true},
 		{name: "clause order", a: py("pandas>=2,<3"), b: py("pandas<3,>=2"), same: true},
 		{name: "extras order and spelling", a: py("httpx[http2,Socks]==0.27.0"), b: py("httpx[socks,http2]==0.27.0"), same: true},
+		// pip compares a requested extra lower-cased with the package's own
+		// spelling: "foo_bar" is not "foo-bar" to it, and not to the key.
+		{name: "extras' separators", a: py("pkg[foo_bar]==1"), b: py("pkg[foo-bar]==1"), same: false},
 		{name: "npm range spaces", a: js("lodash@>=4  <5"), b: js("lodash@>=4 <5"), same: true},
 		{name: "npm order", a: js("lodash@^4.17.0", "@types/node@20"), b: js("@types/node@20", "lodash@^4.17.0"), same: true},
 		{name: "npm operator apart from its version", a: js("left-pad@>= 1.3.0  < 2"), b: js("left-pad@>=1.3.0 <2"), same: true},

@@ -35,7 +35,11 @@ type Request struct {
 	// new npm names are lower case, a few legacy ones such as "JSONStream" are
 	// not).
 	Name string
-	// Extras are the Python extras, normalised like Name and sorted; nil for npm.
+	// Extras are the Python extras, lower-cased and sorted; nil for npm. Not
+	// normalised as Name is (PEP 685): pip up to 23 lower-cases a requested
+	// extra and compares it with the package's own spelling (safe_extra), so
+	// "foo_bar" and "foo-bar" install different things where a package
+	// provides one of them, and two requests that share a layer must not.
 	Extras []string
 	// Constraint is the version constraint as written after the name and extras
 	// ("==1.26.4", ">=2,<3", "^4.17.0", "*", "20"), without PEP 508's optional
@@ -304,7 +308,7 @@ func parseExtras(s, list string) ([]string, error) {
 		if !pyNameRE().MatchString(e) {
 			return nil, refuse(s, "%q has an invalid extra %q: extras are names separated by commas, as in httpx[http2]==0.27.0", s, e)
 		}
-		if n := normalisePython(e); !seen[n] {
+		if n := strings.ToLower(e); !seen[n] {
 			seen[n] = true
 			extras = append(extras, n)
 		}

@@ -32,7 +32,7 @@ func TestParseRequestAccepts(t *testing.T) {
 		{name: "python normalised name", language: "python", in: "Django_REST.framework==3", wantName: "django-rest-framework", wantConstraint: "==3"},
 		{name: "python runs of separators", language: "python", in: "a-_.b>=1", wantName: "a-b", wantConstraint: ">=1"},
 		{name: "python one-character name", language: "python", in: "x<1", wantName: "x", wantConstraint: "<1"},
-		{name: "python extras normalised and sorted", language: "python", in: "pkg[Zeta_X, alpha,zeta-x]==1", wantName: "pkg", wantExtras: []string{"alpha", "zeta-x"}, wantConstraint: "==1"},
+		{name: "python extras lower-cased and sorted", language: "python", in: "pkg[Zeta_X, alpha,zeta-x,zeta_x]==1", wantName: "pkg", wantExtras: []string{"alpha", "zeta-x", "zeta_x"}, wantConstraint: "==1"},
 		{name: "python empty extras", language: "python", in: "pkg[]==1", wantName: "pkg", wantConstraint: "==1"},
 		{name: "python spaces around operators and commas", language: "python", in: "pandas >= 2 , < 3", wantName: "pandas", wantConstraint: ">= 2 , < 3"},
 		{name: "python space after extras", language: "python", in: "httpx[http2] ==0.27.0", wantName: "httpx", wantExtras: []string{"http2"}, wantConstraint: "==0.27.0"},
