@@ -194,14 +194,16 @@ func pipArgs(reqs []Request, urls []string, allowSourceBuilds bool) []string {
 	return args
 }
 
-// pipRequirement is r written from what its layer's key holds (Set.Key): the
-// normalised name, the extras and the canonical constraint.
+// pipRequirement is r written as its layer's key holds it (Set.Key): the
+// normalised name and the extras. The constraint keeps its versions as the run
+// wrote them, without spaces, for pip's messages to quote (pip compares
+// versions as the key does: "==1.0" and "==1" are one constraint to both).
 func pipRequirement(r Request) string {
 	s := r.Name
 	if len(r.Extras) > 0 {
 		s += "[" + strings.Join(r.Extras, ",") + "]"
 	}
-	return s + canonicalConstraint(languagePython, r.Constraint)
+	return s + strings.ReplaceAll(r.Constraint, " ", "")
 }
 
 // pythonDriver is the driver program for pip's arguments.

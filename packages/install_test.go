@@ -63,7 +63,7 @@ func TestNewInstallerValidates(t *testing.T) {
 // spelling: whichever run installs a layer, it installs the same thing.
 func TestPipArgs(t *testing.T) {
 	reqs := mustRequests(t, "python", "Pkg_A[Extra, foo_bar]>=1,<2", "dep-b==1.0")
-	again := mustRequests(t, "python", "DEP.B == 1", "pkg-a [ FOO_BAR,extra ] <2, >=1.0")
+	again := mustRequests(t, "python", "DEP.B == 1.0", "pkg-a [ FOO_BAR,extra ] >=1, <2")
 	if k, kk := (Set{Language: "python", Requests: reqs}).Key(), (Set{Language: "python", Requests: again}).Key(); k != kk {
 		t.Fatalf("the two spellings have keys %s and %s, want one", k, kk)
 	}
@@ -77,9 +77,9 @@ func TestPipArgs(t *testing.T) {
 		want        []string // in order, after the fixed options
 	}{
 		{"wheels only, one index", []string{"http://pypi.test/simple/"}, false,
-			[]string{"--only-binary=:all:", "--index-url", "http://pypi.test/simple/", "--trusted-host", "pypi.test", "--", "dep-b==1", "pkg-a[extra,foo_bar]<2,>=1"}},
+			[]string{"--only-binary=:all:", "--index-url", "http://pypi.test/simple/", "--trusted-host", "pypi.test", "--", "dep-b==1.0", "pkg-a[extra,foo_bar]>=1,<2"}},
 		{"source builds, two indexes", []string{"https://a.test/simple/", "http://b.test:8080/simple/"}, true,
-			[]string{"--index-url", "https://a.test/simple/", "--extra-index-url", "http://b.test:8080/simple/", "--trusted-host", "b.test:8080", "--", "dep-b==1", "pkg-a[extra,foo_bar]<2,>=1"}},
+			[]string{"--index-url", "https://a.test/simple/", "--extra-index-url", "http://b.test:8080/simple/", "--trusted-host", "b.test:8080", "--", "dep-b==1.0", "pkg-a[extra,foo_bar]>=1,<2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := pipArgs(reqs, tc.urls, tc.allowSource)
