@@ -1,6 +1,8 @@
 # brig: the two commands a newcomer needs are `make serve` and `make test`; both
 # install what they need on a fresh Debian machine (as root).
-GO ?= go
+# go from PATH, or where Go's own tarball installs it (sudo's PATH leaves that
+# out).
+GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN := bin/brig
 # bin/brig-init is each sandbox's init (cmd/brig-init), which bin/brig uses when
 # both carry the same build stamp; built without cgo, a static binary whose start
@@ -20,12 +22,13 @@ TAGS := urfave_cli_no_docs
 
 .PHONY: build deps test serve bench check clean
 
-# deps installs the C library cgo links against, and the interpreters, their
+# deps installs the C library cgo links against (and pkg-config, through which
+# libseccomp-golang finds it), and the interpreters, their
 # package managers (the installers of runs' packages) and the tools the tests use,
 # when they are missing.
 deps:
 	@missing=""; \
-	for p in libseccomp-dev gcc python3 python3-pip debootstrap iproute2; do \
+	for p in libseccomp-dev pkg-config gcc python3 python3-pip debootstrap iproute2; do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
 	done; \
 	[ -x /usr/bin/node ] || missing="$$missing nodejs"; \
