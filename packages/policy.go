@@ -1,6 +1,7 @@
 package packages
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path"
@@ -73,6 +74,17 @@ func (p PolicyConfig) Validate() error {
 		}
 	default:
 		return fmt.Errorf("validating the package policy: unknown mode %q (want %s, %s, %s or %s)", p.Mode, PolicyOpen, PolicyAllow, PolicyDeny, PolicyReviewed)
+	}
+	// A list its mode does not read would look like a policy and be none: a
+	// deny list under "open" denies nothing.
+	mode := cmp.Or(p.Mode, PolicyOpen)
+	for _, list := range []struct {
+		mode    string
+		entries []string
+	}{{PolicyAllow, p.Allow}, {PolicyDeny, p.Deny}, {PolicyReviewed, p.Reviewed}} {
+		if len(list.entries) > 0 && list.mode != mode {
+			return fmt.Errorf("validating the package policy: the %s list names %q and %d more, which mode %q does not read: set mode = %q to use the list, or empty it", list.mode, list.entries[0], len(list.entries)-1, mode, list.mode)
+		}
 	}
 	for _, list := range []struct {
 		field   string

@@ -206,6 +206,9 @@ func TestPolicyValidate(t *testing.T) {
 		{name: "reviewed npm range", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"lodash@^4.17.21"}}, want: "exact version"},
 		{name: "reviewed npm partial", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"lodash@4.17"}}, want: "exact version"},
 		{name: "reviewed bad python version", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==latest"}}, want: "not a Python name==version"},
+		{name: "a deny list with the mode left out", policy: PolicyConfig{Deny: []string{"lodash"}}, want: `the deny list names "lodash" and 0 more, which mode "open" does not read: set mode = "deny"`},
+		{name: "an allow list under deny", policy: PolicyConfig{Mode: "deny", Deny: []string{"a"}, Allow: []string{"b", "c"}}, want: `the allow list names "b" and 1 more, which mode "deny" does not read`},
+		{name: "a reviewed list under allow", policy: PolicyConfig{Mode: "allow", Allow: []string{"b"}, Reviewed: []string{"numpy==1.26.4"}}, want: `the reviewed list names "numpy==1.26.4" and 0 more`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -367,6 +367,12 @@ func (sc serveConfig) checkValues() error {
 	} else if err := (cgroup.Config{Parent: sc.Sandbox.CgroupParent}).Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("sandbox.cgroup_parent: %w: give a name below the hierarchy's root, such as %q", err, defaultServeParent))
 	}
+	if sc.StateDir == "" {
+		// Read as the default by the journal and the jail, and as the working
+		// directory by the package cache and the rootfs skeleton: the state
+		// would be split across the two.
+		errs = append(errs, fmt.Errorf("state_dir is empty: give the absolute path of the directory for the journal, the package cache and the rootfs skeleton (%q by default)", defaultServeConfig().StateDir))
+	}
 	if sc.Socket == "" {
 		errs = append(errs, fmt.Errorf("socket is empty: give the path of the Unix socket to serve on (%q by default)", defaultServeConfig().Socket))
 	} else if !filepath.IsAbs(sc.Socket) {

@@ -415,6 +415,7 @@ func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
 		{"pool too large", "[sandbox]\npool = 65\n", "pool 65: give 0 to 64 sandboxes"},
 		{"id count not in blocks", "[sandbox]\nid_count = 1\n", "([sandbox] or its flags): jail: invalid config: the id range's size 1 is not a multiple of"},
 		{"relative state dir", "state_dir = \"var/brig\"\n", "must be an absolute path"},
+		{"empty state dir", "state_dir = \"\"\n", "state_dir is empty"},
 		{"zero retention", "retention = \"0s\"\n", "retention 0s: give a positive value"},
 		{"negative queue", "queue_size = -1\n", "queue_size -1: give 0 (no queue"},
 		{"queue total below a uid's", "queue_size = 64\nqueue_total = 63\n", "queue_total 63 is below queue_size 64"},
