@@ -310,12 +310,15 @@ func finishRun(c *cli.Context, res *api.Result) error {
 		}
 	} else {
 		if isTerminal(os.Stderr) {
-			refusals(os.Stderr, res.Network.Connections)
+			var b strings.Builder
+			if refusals(&b, res.Network.Connections); b.Len() > 0 {
+				noticef("%s", b.String())
+			}
 		}
 		if (res.Reason != api.ReasonNone && res.Reason != api.ReasonError) || (res.Signal != "" && res.Message != "") {
 			// A failure's own words; for an error, only a signal's (a
 			// program's own exit status says enough, a SIGKILL does not).
-			fmt.Fprintf(os.Stderr, "brig: %s\n", res.Message)
+			noticef("brig: %s\n", res.Message)
 		}
 		for _, cut := range []struct {
 			name string
@@ -323,7 +326,7 @@ func finishRun(c *cli.Context, res *api.Result) error {
 			max  int
 		}{{"stdout", res.StdoutTruncated, api.MaxStdoutChars}, {"stderr", res.StderrTruncated, api.MaxStderrChars}} {
 			if cut.cut {
-				fmt.Fprintf(os.Stderr, "brig: the program's %s was cut at %d characters, the cap; the rest was dropped\n", cut.name, cut.max)
+				noticef("brig: the program's %s was cut at %d characters, the cap; the rest was dropped\n", cut.name, cut.max)
 			}
 		}
 	}
@@ -402,6 +405,9 @@ func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]
 // stream is judged on its own, so `brig run f.py 2>log` still escapes stdout.
 func outputTo(f *os.File, raw bool, gone func()) func(string) {
 	escape := !raw && isTerminal(f)
+	// Where brig's own lines go after the program's (stderr, and the terminal
+	// they share when stdout is one too), a line the program left open.
+	shared := f == os.Stderr || (isTerminal(f) && isTerminal(os.Stderr))
 	return func(s string) {
 		if escape {
 			s = escapeControls(s)
@@ -409,7 +415,23 @@ func outputTo(f *os.File, raw bool, gone func()) func(string) {
 		if _, err := io.WriteString(f, s); errors.Is(err, syscall.EPIPE) {
 			gone()
 		}
+		if shared && s != "" {
+			programLineOpen.Store(s[len(s)-1] != '\n')
+		}
 	}
+}
+
+// programLineOpen is whether the program's last output that brig's own lines
+// follow ended without its newline: a notice then starts a line of its own,
+// not "...yyyybrig: the program's stderr was cut...".
+var programLineOpen atomic.Bool
+
+// noticef writes one of brig's own lines to stderr, on a line of its own.
+func noticef(format string, args ...any) {
+	if programLineOpen.Swap(false) {
+		os.Stderr.WriteString("\n")
+	}
+	fmt.Fprintf(os.Stderr, format, args...)
 }
 
 // isNotFound reports whether err is the service's 404.

@@ -154,6 +154,12 @@ func TestRunThroughService(t *testing.T) {
 		if status != 0 || len(out) != api.MaxStdoutChars || !strings.Contains(errOut, "stdout was cut at 1000000 characters") {
 			t.Fatalf("got status %d, %d bytes of stdout and stderr %q; want 0, the cap, and a line saying so", status, len(out), errOut)
 		}
+		// brig's line after a program's stderr that ended mid-line starts a
+		// line of its own.
+		_, errOut, _ = brig(t, "", "run", "--socket", socket, "-l", "python", script("bigerr.py", "import sys; sys.stderr.write('y' * 100_010)"))
+		if want := strings.Repeat("y", api.MaxStderrChars) + "\nbrig: the program's stderr was cut"; !strings.HasPrefix(errOut, want) {
+			t.Fatalf("got stderr ending %q, want the program's line ended before brig's", errOut[max(0, len(errOut)-120):])
+		}
 	})
 	t.Run("health", func(t *testing.T) {
 		h, err := client.New(socket).Health(context.Background())
