@@ -156,12 +156,25 @@ func (l v1Layout) has(c string) bool {
 // brig uses.
 func (l v1Layout) hierarchy() ([]cgroup1.Subsystem, error) { return l.subsystems, nil }
 
-// newV1Parent makes the parent group in every hierarchy of l. Nothing is
-// written into the parent: limits belong to the run groups.
+// newV1Parent makes the parent group in every hierarchy of l, and sets its
+// memory.swappiness to 0, which each run group takes from it when made (v1
+// copies a new group's swappiness from its parent's): a group's own limit then
+// never swaps its memory out, even on a host whose swap was turned on after
+// New checked /proc/swaps and which has no memory.memsw to limit swap with,
+// so memory_mib still bounds what a run holds. No limit is written into the
+// parent: limits belong to the run groups.
 func newV1Parent(l v1Layout, parent string) error {
 	_, err := cgroup1.New(cgroup1.StaticPath("/"+parent), &specs.LinuxResources{}, cgroup1.WithHierarchy(l.hierarchy))
 	if err != nil {
 		return fmt.Errorf("creating v1 parent cgroup %q: %w", parent, err)
+	}
+	for _, h := range l.hierarchies {
+		if h.name != "memory" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(h.dir, parent, "memory.swappiness"), []byte("0"), 0); err != nil {
+			return fmt.Errorf("setting the v1 parent cgroup %q's memory.swappiness: %w", parent, err)
+		}
 	}
 	return nil
 }
