@@ -55,7 +55,7 @@ func (s Set) Key() string {
 		Runtime  string   `json:"r"`
 		Requests []entry  `json:"q"`
 		Options  []string `json:"o,omitempty"`
-	}{Version: keyVersion, Language: s.Language, Runtime: s.Runtime}
+	}{Version: keyVersion[s.Language], Language: s.Language, Runtime: s.Runtime}
 	for _, r := range s.Requests {
 		canon.Requests = append(canon.Requests, entry{Name: r.Name, Extras: r.Extras, Constraint: canonicalConstraint(s.Language, r.Constraint)})
 	}
@@ -70,12 +70,12 @@ func (s Set) Key() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// keyVersion changes when the key's encoding or what an installer makes of a
-// set changes, so that older layers are not taken for newer ones. 2: Python
-// extras are keyed lower-cased, not normalised, and pip gets the key's
-// spelling in the key's order (a layer of 1 may hold what another spelling
-// or order installed).
-const keyVersion = 2
+// keyVersion, a language's, changes when the key's encoding or what its
+// installer makes of a set changes, so that older layers are not taken for
+// newer ones. Python's 2: extras are keyed lower-cased, not normalised, and
+// pip gets the key's names and extras in the key's order (a layer of 1 may
+// hold what another spelling or order installed).
+var keyVersion = map[string]int{languagePython: 2, languageJavaScript: 1}
 
 // canonicalConstraint is one spelling of a constraint per meaning, as far as
 // it can be told without a resolver.

@@ -36,6 +36,10 @@ type admission struct {
 	// Guarded by mu.
 	queuedBy    map[int]int
 	executingBy map[int]int
+	// chosen is the queued ticket nextLocked chose that did not fit yet: it
+	// stays next until it is admitted or gives up its place, whatever the
+	// counts become, so that no run overtakes it. Guarded by mu.
+	chosen *ticket
 	// avgRun is a moving average of how long a run holds its slot, for
 	// Retry-After. Guarded by mu.
 	avgRun time.Duration
@@ -97,6 +101,7 @@ func (a *admission) enter(uid, mib int) (*ticket, queueFull) {
 	}
 	a.queue = append(a.queue, t)
 	a.queuedBy[uid]++
+	a.admitLocked() // it may be the one a free slot goes to
 	return t, queueHasRoom
 }
 
@@ -227,10 +232,11 @@ func (a *admission) admitLocked() {
 		a.resumers = a.resumers[1:]
 		a.regrantLocked(t)
 	}
-	for len(a.queue) > 0 {
+	for len(a.queue) > 0 && a.running < a.slots {
 		i := a.nextLocked()
 		t := a.queue[i]
 		if !a.fitsLocked(t.mib) {
+			a.chosen = t
 			break
 		}
 		a.dequeueLocked(i)
@@ -238,10 +244,14 @@ func (a *admission) admitLocked() {
 	}
 }
 
-// nextLocked is the index in the queue of the run to admit next: the first
-// queued of the uid with the fewest runs executing. A uid's later runs never
-// come before its first, whose count they share and which they follow.
+// nextLocked is the index in the queue of the run to admit next: the one
+// chosen before that did not fit yet, or else the first queued of the uid
+// with the fewest runs executing. A uid's later runs never come before its
+// first, whose count they share and which they follow.
 func (a *admission) nextLocked() int {
+	if a.chosen != nil {
+		return slices.Index(a.queue, a.chosen)
+	}
 	next := 0
 	for i, t := range a.queue {
 		if a.executingBy[t.uid] < a.executingBy[a.queue[next].uid] {
@@ -252,6 +262,9 @@ func (a *admission) nextLocked() int {
 }
 
 func (a *admission) dequeueLocked(i int) {
+	if a.queue[i] == a.chosen {
+		a.chosen = nil
+	}
 	decrement(a.queuedBy, a.queue[i].uid)
 	a.queue = slices.Delete(a.queue, i, i+1)
 }
@@ -274,10 +287,22 @@ func (a *admission) counts() (running, queued int) {
 // have room: when the first running run ends and the queue's head takes its
 // slot. A run is expected to go on for what is left of the recent average, or,
 // once past it, for as long again as it has run: a run 8 s in is not about to
-// end because recent runs took 0.1 s.
-func (a *admission) retryAfter() int {
+// end because recent runs took 0.1 s. For a uid whose own share of the queue
+// is full (uid -1: the whole queue is), its share has room once its first
+// queued run takes a slot, which the other uids' queued runs may take first
+// (they run fewer, as a uid that fills its share tends not to): each of them
+// adds the average run divided among the slots.
+func (a *admission) retryAfter(uid int) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	ahead := 0
+	if uid >= 0 {
+		for _, t := range a.queue {
+			if t.uid != uid {
+				ahead++
+			}
+		}
+	}
 	soonest := time.Duration(math.MaxInt64)
 	for t := range a.held {
 		left := a.avgRun - time.Since(t.since)
@@ -289,5 +314,6 @@ func (a *admission) retryAfter() int {
 	if len(a.held) == 0 { // the memory budget holds the queue, not a run
 		soonest = a.avgRun
 	}
+	soonest += a.avgRun * time.Duration(ahead) / time.Duration(max(1, a.slots))
 	return max(1, int(math.Round(soonest.Seconds())))
 }

@@ -31,7 +31,7 @@ func TestRetryAfter(t *testing.T) {
 			if a.enter0(1) == nil || a.enter0(1) != nil {
 				t.Fatal("want the queue's one place taken, then a refusal")
 			}
-			if got := a.retryAfter(); got != tc.wantS {
+			if got := a.retryAfter(-1); got != tc.wantS {
 				t.Errorf("got %d s, want %d s", got, tc.wantS)
 			}
 		})
@@ -159,6 +159,13 @@ func TestAdmissionIsFairBetweenUIDs(t *testing.T) {
 			return false
 		}
 	}
+	// flood's share has room once other's two queued runs, which come first,
+	// and then its own first have taken slots: each of the two adds half an
+	// average run of 10 s (two slots).
+	a.avgRun = 10 * time.Second
+	if got, all := a.retryAfter(flood), a.retryAfter(-1); got != all+10 {
+		t.Errorf("got Retry-After %d s for flood's share, want the whole queue's %d s and 10 more", got, all)
+	}
 	// flood runs 2 and other none: other's first run gets the slot, though
 	// flood's three queued before it.
 	a.leave(running[0])
@@ -211,4 +218,32 @@ func TestAdmissionLargeRunIsNotOvertaken(t *testing.T) {
 	a.leave(large)
 	<-later.ready
 	a.leave(later)
+
+	// Chosen, it stays next when the counts change: uid 3's run ending
+	// makes room for the large one, not for uid 3's next, which runs fewer
+	// (the diff review's case).
+	a = newAdmission(4, 2048, 8, 8)
+	first, _ := a.enter(1, 768)
+	other, _ := a.enter(3, 768)
+	large, _ = a.enter(1, 1024) // next: uid 1 and uid 3 run one each; 1,536 MiB held
+	again, _ := a.enter(3, 768)
+	a.leave(other) // uid 3 runs none now, uid 1 one
+	select {
+	case <-large.ready:
+	default:
+		t.Fatal("the large run that fits now was not admitted; a run chosen after it would have been")
+	}
+	select {
+	case <-again.ready:
+		t.Fatal("uid 3's later run overtook the large one")
+	default:
+	}
+	for _, tk := range []*ticket{first, large, again} {
+		a.cancel(tk)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.running != 0 || a.usedMiB != 0 || len(a.queue) != 0 || a.chosen != nil {
+		t.Fatalf("got running %d, %d MiB, queue %d, chosen %v; want nothing held", a.running, a.usedMiB, len(a.queue), a.chosen)
+	}
 }

@@ -23,8 +23,6 @@ const (
 	// share one state directory by default.
 	DefaultStateDir  = jail.DefaultStateDir
 	DefaultQueueSize = 64
-	// DefaultQueueTotal lets four uids fill their share of the queue at once.
-	DefaultQueueTotal = 4 * DefaultQueueSize
 	// DefaultRetention is API.md's promise and no more: each result keeps its
 	// output (up to 1.1 million characters), and a benchmark harness can push
 	// hundreds of thousands of runs an hour through one host.
@@ -67,8 +65,8 @@ type Config struct {
 	// negative means no queue.
 	QueueSize int
 	// QueueTotal is how many admitted runs of all uids together may wait for a
-	// slot. Zero means DefaultQueueTotal, or QueueSize where that is larger;
-	// negative means no queue.
+	// slot. Zero means four times QueueSize, four uids' shares; negative means
+	// no queue.
 	QueueTotal int
 	// Retention is how long finished results are kept; zero means
 	// DefaultRetention. Less than MinRetention is refused.
@@ -136,7 +134,7 @@ func (cfg Config) withDefaults() Config {
 		cfg.QueueSize = 0
 	}
 	if cfg.QueueTotal == 0 {
-		cfg.QueueTotal = max(DefaultQueueTotal, cfg.QueueSize)
+		cfg.QueueTotal = 4 * cfg.QueueSize
 	} else if cfg.QueueTotal < 0 {
 		cfg.QueueTotal = 0
 	}

@@ -392,7 +392,11 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 			msg = fmt.Sprintf("its queue of %d is full", queued)
 		}
 		e := newError(api.ErrorQueueFull, "the service is running %d runs and %s; retry after the Retry-After seconds", running, msg)
-		e.retryAfter = s.adm.retryAfter()
+		who := -1
+		if full == queueFullForUID {
+			who = peerUID
+		}
+		e.retryAfter = s.adm.retryAfter(who)
 		return nil, nil, e
 	}
 	req.ID = id

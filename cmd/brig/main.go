@@ -94,7 +94,7 @@ func main() {
 		if errors.As(err, &code) {
 			os.Exit(int(code))
 		}
-		fmt.Fprintln(os.Stderr, "brig:", err)
+		noticef("brig: %v\n", err)
 		os.Exit(2)
 	}
 }

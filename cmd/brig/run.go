@@ -166,7 +166,7 @@ func runRemote(c *cli.Context, req api.Request) error {
 		// (stopped, wedged): it exits at once, naming the run.
 		go func() {
 			<-sigs
-			fmt.Fprintf(os.Stderr, "brig: not waiting for the service any longer; run %s may still be going: `curl -X DELETE --unix-socket %s http://brig/v1/runs/%s` stops it\n", req.ID, c.String("socket"), req.ID)
+			noticef("brig: not waiting for the service any longer; run %s may still be going: `curl -X DELETE --unix-socket %s http://brig/v1/runs/%s` stops it\n", req.ID, c.String("socket"), req.ID)
 			os.Exit(exitStopped)
 		}()
 		if accepted.Load() {
@@ -176,7 +176,7 @@ func runRemote(c *cli.Context, req api.Request) error {
 			select {
 			case <-ctx.Done(): // it did
 			case <-time.After(stopWait):
-				fmt.Fprintf(os.Stderr, "brig: the service did not end run %s's stream within %s of its stop; it may still be going: `curl --unix-socket %s http://brig/v1/runs/%s` reads it\n", req.ID, stopWait, c.String("socket"), req.ID)
+				noticef("brig: the service did not end run %s's stream within %s of its stop; it may still be going: `curl --unix-socket %s http://brig/v1/runs/%s` reads it\n", req.ID, stopWait, c.String("socket"), req.ID)
 				os.Exit(exitStopped)
 			}
 			return
@@ -238,7 +238,7 @@ func runRemote(c *cli.Context, req api.Request) error {
 				}
 				return finishRun(c, res)
 			}
-			fmt.Fprintf(os.Stderr, "brig: stopped before the service said it accepted run %s, which its stop did not find; if the service takes it later, `curl --unix-socket %s http://brig/v1/runs/%s` reads it\n", req.ID, c.String("socket"), req.ID)
+			noticef("brig: stopped before the service said it accepted run %s, which its stop did not find; if the service takes it later, `curl --unix-socket %s http://brig/v1/runs/%s` reads it\n", req.ID, c.String("socket"), req.ID)
 			return exitError(exitStopped)
 		case accepted.Load():
 			// The service went away during the run (a crash, a restart).
@@ -405,9 +405,10 @@ func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]
 // stream is judged on its own, so `brig run f.py 2>log` still escapes stdout.
 func outputTo(f *os.File, raw bool, gone func()) func(string) {
 	escape := !raw && isTerminal(f)
-	// Where brig's own lines go after the program's (stderr, and the terminal
-	// they share when stdout is one too), a line the program left open.
-	shared := f == os.Stderr || (isTerminal(f) && isTerminal(os.Stderr))
+	// Where brig's own lines go after the program's (stderr, and stdout when
+	// it is the same terminal or file, as under 2>&1), a line the program
+	// left open.
+	shared := f == os.Stderr || sameFile(f, os.Stderr)
 	return func(s string) {
 		if escape {
 			s = escapeControls(s)
@@ -425,6 +426,13 @@ func outputTo(f *os.File, raw bool, gone func()) func(string) {
 // follow ended without its newline: a notice then starts a line of its own,
 // not "...yyyybrig: the program's stderr was cut...".
 var programLineOpen atomic.Bool
+
+// sameFile reports whether a and b are one open file (2>&1, one terminal).
+func sameFile(a, b *os.File) bool {
+	var sa, sb unix.Stat_t
+	return unix.Fstat(int(a.Fd()), &sa) == nil && unix.Fstat(int(b.Fd()), &sb) == nil &&
+		sa.Dev == sb.Dev && sa.Ino == sb.Ino && sa.Rdev == sb.Rdev
+}
 
 // noticef writes one of brig's own lines to stderr, on a line of its own.
 func noticef(format string, args ...any) {

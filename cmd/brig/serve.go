@@ -179,7 +179,7 @@ func defaultServeConfig() serveConfig {
 	sc.AllowGIDs = []int{}
 	sc.AdminGIDs = []int{}
 	sc.QueueSize = supervisor.DefaultQueueSize
-	sc.QueueTotal = supervisor.DefaultQueueTotal
+	sc.QueueTotal = queueTotalOf(sc.QueueSize)
 	sc.Retention = duration(supervisor.DefaultRetention)
 	sc.Grace = duration(supervisor.DefaultGrace)
 	sc.LogFormat = defaultLogFormat
@@ -216,23 +216,39 @@ func defaultServeConfig() serveConfig {
 
 // loadServeConfig reads path over the defaults; unknown keys are refused.
 func loadServeConfig(path string) (serveConfig, error) {
-	sc := defaultServeConfig()
+	sc, _, err := loadServeConfigKeys(path)
+	return sc, err
+}
+
+// loadServeConfigKeys is loadServeConfig, and whether the file gave
+// queue_total, which otherwise follows queue_size (queueTotalOf).
+func loadServeConfigKeys(path string) (sc serveConfig, queueTotalGiven bool, err error) {
+	sc = defaultServeConfig()
 	if path == "" {
-		return sc, nil
+		return sc, false, nil
 	}
 	md, err := toml.DecodeFile(path, &sc)
 	if err != nil {
-		return sc, fmt.Errorf("reading the config %s: %w", path, err)
+		return sc, false, fmt.Errorf("reading the config %s: %w", path, err)
 	}
 	if un := md.Undecoded(); len(un) > 0 {
 		keys := make([]string, len(un))
 		for i, k := range un {
 			keys[i] = k.String()
 		}
-		return sc, fmt.Errorf("the config %s has unknown keys: %s (deploy/brig.toml lists the keys)", path, strings.Join(keys, ", "))
+		return sc, false, fmt.Errorf("the config %s has unknown keys: %s (deploy/brig.toml lists the keys)", path, strings.Join(keys, ", "))
 	}
-	return sc, nil
+	queueTotalGiven = md.IsDefined("queue_total")
+	if !queueTotalGiven {
+		sc.QueueTotal = queueTotalOf(sc.QueueSize)
+	}
+	return sc, queueTotalGiven, nil
 }
+
+// queueTotalOf is queue_total where neither the file nor a flag gives it:
+// four uids' shares, so that a queue_size set alone keeps its meaning for a
+// lone uid and scales the whole queue with it (the default's 64 gives 256).
+func queueTotalOf(queueSize int) int { return 4 * queueSize }
 
 func serveCommand() *cli.Command {
 	return &cli.Command{
@@ -248,7 +264,7 @@ func serveCommand() *cli.Command {
 			&cli.IntSliceFlag{Name: "admin-gid", Usage: "a gid whose members see and stop every uid's runs, as root does (repeatable; default none)"},
 			&cli.IntFlag{Name: "max-concurrent", Usage: "runs executing at once (0: from the host's cores and memory)", DefaultText: "0"},
 			&cli.IntFlag{Name: "queue", Usage: "runs of one uid that may wait for a slot before its requests get 429 (0: no queue)", DefaultText: fmt.Sprint(supervisor.DefaultQueueSize)},
-			&cli.IntFlag{Name: "queue-total", Usage: "runs of all uids together that may wait for a slot (at least --queue)", DefaultText: fmt.Sprint(supervisor.DefaultQueueTotal)},
+			&cli.IntFlag{Name: "queue-total", Usage: "runs of all uids together that may wait for a slot (at least --queue; four times it when not given)", DefaultText: fmt.Sprint(queueTotalOf(supervisor.DefaultQueueSize))},
 			&cli.DurationFlag{Name: "retention", Usage: "how long finished results are kept (at least 1h)", DefaultText: supervisor.DefaultRetention.String()},
 			&cli.DurationFlag{Name: "grace", Usage: "how long runs may finish on SIGTERM before they are stopped (0s: stopped at once)", DefaultText: supervisor.DefaultGrace.String()},
 			&cli.StringFlag{Name: "log-format", Usage: "json or text", DefaultText: defaultLogFormat},
@@ -278,7 +294,7 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 	if err := checkIDFlags(c); err != nil {
 		return serveConfig{}, err
 	}
-	sc, err := loadServeConfig(c.String("config"))
+	sc, queueTotalGiven, err := loadServeConfigKeys(c.String("config"))
 	if err != nil {
 		return sc, err
 	}
@@ -294,6 +310,9 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 	override(c, "max-concurrent", &sc.MaxConcurrent, c.Int)
 	override(c, "queue", &sc.QueueSize, c.Int)
 	override(c, "queue-total", &sc.QueueTotal, c.Int)
+	if !queueTotalGiven && !c.IsSet("queue-total") {
+		sc.QueueTotal = queueTotalOf(sc.QueueSize)
+	}
 	override(c, "retention", &sc.Retention, func(n string) duration { return duration(c.Duration(n)) })
 	override(c, "grace", &sc.Grace, func(n string) duration { return duration(c.Duration(n)) })
 	override(c, "pool", &sc.Sandbox.Pool, c.Int)
@@ -389,7 +408,7 @@ func (sc serveConfig) checkValues() error {
 	if sc.QueueSize < 0 {
 		errs = append(errs, fmt.Errorf("queue_size %d: give 0 (no queue: a request that finds no free slot gets 429) or more", sc.QueueSize))
 	} else if sc.QueueTotal < sc.QueueSize {
-		errs = append(errs, fmt.Errorf("queue_total %d is below queue_size %d, the most one uid may have waiting: give at least that (%d by default, four uids' worth)", sc.QueueTotal, sc.QueueSize, supervisor.DefaultQueueTotal))
+		errs = append(errs, fmt.Errorf("queue_total %d is below queue_size %d, the most one uid may have waiting: give at least that, or leave queue_total out for four times queue_size", sc.QueueTotal, sc.QueueSize))
 	}
 	if sc.Grace < 0 {
 		errs = append(errs, fmt.Errorf("grace %s: give 0s (runs are stopped at once) or more", time.Duration(sc.Grace)))

@@ -160,6 +160,22 @@ func TestRunThroughService(t *testing.T) {
 		if want := strings.Repeat("y", api.MaxStderrChars) + "\nbrig: the program's stderr was cut"; !strings.HasPrefix(errOut, want) {
 			t.Fatalf("got stderr ending %q, want the program's line ended before brig's", errOut[max(0, len(errOut)-120):])
 		}
+		// And after its stdout, where stdout and stderr are one file (2>&1).
+		both, err := os.Create(filepath.Join(t.TempDir(), "both"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer both.Close()
+		cmd := exec.Command(os.Args[0], "run", "--socket", socket, "-l", "python", script("bigout.py", "print('x' * 1_000_001, end='')"))
+		cmd.Env = append(os.Environ(), "BRIG_CLI=1")
+		cmd.Stdout, cmd.Stderr = both, both
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(both.Name())
+		if want := strings.Repeat("x", api.MaxStdoutChars) + "\nbrig: the program's stdout was cut"; !strings.HasPrefix(string(b), want) {
+			t.Fatalf("2>&1: got output ending %q, want the program's line ended before brig's", b[max(0, len(b)-120):])
+		}
 	})
 	t.Run("health", func(t *testing.T) {
 		h, err := client.New(socket).Health(context.Background())
@@ -216,6 +232,46 @@ func TestRunThroughService(t *testing.T) {
 	}
 }
 
+// queue_total, where neither the file nor a flag gives it, is four times
+// queue_size: a queue_size set alone keeps the queue it gave a lone uid, and
+// the whole queue grows or shrinks with it.
+func TestQueueTotalFollowsQueueSize(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		flags      []string
+		size, tot  int
+	}{
+		{"defaults", "", nil, 64, 256},
+		{"queue_size alone", "queue_size = 300\n", nil, 300, 1200},
+		{"a small queue_size alone", "queue_size = 16\n", nil, 16, 64},
+		{"both in the file", "queue_size = 300\nqueue_total = 400\n", nil, 300, 400},
+		{"--queue alone", "", []string{"--queue", "300"}, 300, 1200},
+		{"the file's queue_total kept", "queue_total = 100\n", []string{"--queue", "20"}, 20, 100},
+		{"both flags", "", []string{"--queue", "20", "--queue-total", "30"}, 20, 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "brig.toml")
+			os.WriteFile(p, []byte(tc.file), 0o644)
+			var got serveConfig
+			cmd := serveCommand()
+			cmd.Action = func(c *cli.Context) error {
+				var err error
+				got, err = serveConfigFrom(c)
+				return err
+			}
+			if err := (&cli.App{Commands: []*cli.Command{cmd}}).Run(append([]string{"brig", "serve", "--config", p}, tc.flags...)); err != nil {
+				t.Fatal(err)
+			}
+			if got.QueueSize != tc.size || got.QueueTotal != tc.tot {
+				t.Fatalf("got queue_size %d and queue_total %d, want %d and %d", got.QueueSize, got.QueueTotal, tc.size, tc.tot)
+			}
+			if err := got.checkValues(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 // Flags given override the file; flags not given leave it alone.
 func TestServeFlagsOverrideTheFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "brig.toml")
@@ -234,7 +290,7 @@ func TestServeFlagsOverrideTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := defaultServeConfig()
-	want.QueueSize, want.Sandbox.Pool = 7, 2                                                  // from the file
+	want.QueueSize, want.QueueTotal, want.Sandbox.Pool = 7, 28, 2                             // from the file
 	want.Grace, want.AllowUIDs, want.Sandbox.CPUs = duration(9*time.Second), []int{5, 6}, 0.5 // from flags
 	want.AdminGIDs = []int{9}
 	want.Sandbox.Rootfs = map[string]string{"python": "/r"}
