@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -562,11 +563,45 @@ func TestServeRefusesAnIDRangeInUse(t *testing.T) {
 	const first = 1 << 20
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
+	args := []string{"serve", "--socket", filepath.Join(dir, "s.sock"), "--state-dir", state,
+		"--cgroup-parent", parent, "--pool", "0", "--network-mode", "none", "--id-first", fmt.Sprint(first), "--id-count", "128",
+		"--log-format", "text"}
 	serve := func(d time.Duration) (string, int) {
-		_, errOut, status := brigWithin(t, d, "serve", "--socket", filepath.Join(dir, "s.sock"), "--state-dir", state,
-			"--cgroup-parent", parent, "--pool", "0", "--network-mode", "none", "--id-first", fmt.Sprint(first), "--id-count", "128",
-			"--log-format", "text")
+		_, errOut, status := brigWithin(t, d, args...)
 		return errOut, status
+	}
+	// serving is the log of a service stopped (SIGTERM) once it logs that it
+	// serves, or after a minute: a loaded machine's start can take seconds.
+	serving := func() string {
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "BRIG_CLI=1")
+		pr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var logs strings.Builder
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sc := bufio.NewScanner(pr)
+			for sc.Scan() {
+				logs.WriteString(sc.Text() + "\n")
+				if strings.Contains(sc.Text(), "msg=serving") {
+					cmd.Process.Signal(syscall.SIGTERM)
+				}
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			cmd.Process.Signal(syscall.SIGTERM)
+			<-done
+		}
+		cmd.Wait()
+		return logs.String()
 	}
 
 	squatter := exec.Command("sleep", "60")
@@ -575,7 +610,7 @@ func TestServeRefusesAnIDRangeInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { squatter.Process.Kill(); squatter.Wait() }()
-	errOut, _ := serve(3 * time.Second)
+	errOut := serving()
 	if !strings.Contains(errOut, "processes run as ids of the runs' range") || !strings.Contains(errOut, "msg=serving") {
 		t.Errorf("with a process of the range: got %q, want a warning and the service serving", errOut)
 	}
@@ -602,7 +637,7 @@ func TestServeRefusesAnIDRangeInUse(t *testing.T) {
 	if err := os.Rename(owned, filepath.Join(staging, "owned")); err != nil {
 		t.Fatal(err)
 	}
-	if errOut, _ := serve(3 * time.Second); !strings.Contains(errOut, "msg=serving") {
+	if errOut := serving(); !strings.Contains(errOut, "msg=serving") {
 		t.Errorf("with a crashed install's staging of the range: got %q, want the service serving", errOut)
 	}
 }
