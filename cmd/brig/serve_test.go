@@ -253,16 +253,7 @@ func TestQueueTotalFollowsQueueSize(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "brig.toml")
 			os.WriteFile(p, []byte(tc.file), 0o644)
-			var got serveConfig
-			cmd := serveCommand()
-			cmd.Action = func(c *cli.Context) error {
-				var err error
-				got, err = serveConfigFrom(c)
-				return err
-			}
-			if err := (&cli.App{Commands: []*cli.Command{cmd}}).Run(append([]string{"brig", "serve", "--config", p}, tc.flags...)); err != nil {
-				t.Fatal(err)
-			}
+			got := serveConfigOfArgs(t, append([]string{"--config", p}, tc.flags...)...)
 			if got.QueueSize != tc.size || got.QueueTotal != tc.tot {
 				t.Fatalf("got queue_size %d and queue_total %d, want %d and %d", got.QueueSize, got.QueueTotal, tc.size, tc.tot)
 			}
@@ -273,10 +264,9 @@ func TestQueueTotalFollowsQueueSize(t *testing.T) {
 	}
 }
 
-// Flags given override the file; flags not given leave it alone.
-func TestServeFlagsOverrideTheFile(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "brig.toml")
-	os.WriteFile(p, []byte("queue_size = 7\ngrace = \"5s\"\n[sandbox]\npool = 2\n[egress]\nmax_conns = 3\n"), 0o644)
+// serveConfigOfArgs is the config `brig serve ARGS...` would take.
+func serveConfigOfArgs(t *testing.T, args ...string) serveConfig {
+	t.Helper()
 	var got serveConfig
 	cmd := serveCommand()
 	cmd.Action = func(c *cli.Context) error {
@@ -284,12 +274,19 @@ func TestServeFlagsOverrideTheFile(t *testing.T) {
 		got, err = serveConfigFrom(c)
 		return err
 	}
-	app := &cli.App{Commands: []*cli.Command{cmd}}
-	if err := app.Run([]string{"brig", "serve", "--config", p, "--grace", "9s", "--allow-uid", "5", "--allow-uid", "6", "--admin-gid", "9", "--cpus", "0.5", "--rootfs", "python=/r",
-		"--network-mode", "none", "--network-mode", "domains", "--egress-pin", "registry.test:443=127.0.0.1:8443", "--allow-private-host", "internal.test",
-		"--private-registries=false", "--egress-resolver", "127.0.0.1:5353", "--registry", "javascript=https://registry.test/"}); err != nil {
+	if err := (&cli.App{Commands: []*cli.Command{cmd}}).Run(append([]string{"brig", "serve"}, args...)); err != nil {
 		t.Fatal(err)
 	}
+	return got
+}
+
+// Flags given override the file; flags not given leave it alone.
+func TestServeFlagsOverrideTheFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "brig.toml")
+	os.WriteFile(p, []byte("queue_size = 7\ngrace = \"5s\"\n[sandbox]\npool = 2\n[egress]\nmax_conns = 3\n"), 0o644)
+	got := serveConfigOfArgs(t, "--config", p, "--grace", "9s", "--allow-uid", "5", "--allow-uid", "6", "--admin-gid", "9", "--cpus", "0.5", "--rootfs", "python=/r",
+		"--network-mode", "none", "--network-mode", "domains", "--egress-pin", "registry.test:443=127.0.0.1:8443", "--allow-private-host", "internal.test",
+		"--private-registries=false", "--egress-resolver", "127.0.0.1:5353", "--registry", "javascript=https://registry.test/")
 	want := defaultServeConfig()
 	want.QueueSize, want.QueueTotal, want.Sandbox.Pool = 7, 28, 2                             // from the file
 	want.Grace, want.AllowUIDs, want.Sandbox.CPUs = duration(9*time.Second), []int{5, 6}, 0.5 // from flags
