@@ -536,6 +536,7 @@ func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 	}
 	delete(c.flights, key)
 	close(f.done)
+	abandoned := f.abandoned
 	victims, everr := c.evictLocked(c.maxBytes)
 	if f.staleLayer != nil && !kept {
 		victims = append(victims, f.stale)
@@ -547,6 +548,11 @@ func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 		c.touch(key, f.staleLayer.lastUse)
 		c.log.Warn("re-resolving an open package layer failed: serving the layer as it was", "key", key, "language", set.Language,
 			"installed_at", f.staleLayer.manifest.InstalledAt, "retry_after", staleRetry, "err", err)
+	case err != nil && abandoned:
+		// Every run that waited for it was stopped (a DELETE, a client
+		// gone): what was asked, not a failure to warn of.
+		c.log.Info("package layer install stopped: no run waits for it", "key", key, "language", set.Language,
+			"requests", len(set.Requests), "seconds", took.Seconds())
 	case err != nil:
 		c.log.Warn("package layer install failed", "key", key, "language", set.Language,
 			"requests", len(set.Requests), "seconds", took.Seconds(), "err", err)

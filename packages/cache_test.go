@@ -384,13 +384,26 @@ func TestCacheCancelledCallerLeavesTheInstall(t *testing.T) {
 func TestCacheInstallStopsWhenNoCallerWaits(t *testing.T) {
 	testutil.CheckLeaks(t)
 	inst := &fakeInstaller{started: make(chan string, 2), gate: make(chan struct{})}
-	c := openTestCache(t, t.TempDir(), 0, inst)
+	var logs testutil.LogBuffer
+	c, err := OpenCache(CacheConfig{Dir: t.TempDir(), Installer: inst, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
 	set := mustSet(t, "python", "3.11.2", "numpy==1.26.4")
 
 	abandon(t, c, set, inst.started)
 	// Counted as failed once its goroutine is done with it, after the
 	// installer has returned.
 	waitFor(t, "the abandoned install to end", func() bool { return c.Stats().InstallFailures == 1 })
+	// Logged as what was asked, not warned of as a failure (the admission
+	// audit's DELETEs each logged a warning).
+	waitFor(t, "the abandoned install's log line", func() bool {
+		return len(logs.Lines("package layer install stopped: no run waits for it")) == 1
+	})
+	if n := len(logs.Lines("package layer install failed")); n != 0 {
+		t.Errorf("got %d warnings of a failed install, want none: %s", n, logs.String())
+	}
 	inst.mu.Lock()
 	ctxErr := inst.ctxErr
 	inst.mu.Unlock()

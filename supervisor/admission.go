@@ -36,6 +36,13 @@ type admission struct {
 	// Guarded by mu.
 	queuedBy    map[int]int
 	executingBy map[int]int
+	// granted counts the slots given; lastGranted is, for each uid with runs
+	// queued or executing, the count when one of its runs last got a slot:
+	// among uids executing as few, the one served longest ago goes first, so
+	// that a uid whose one run just ended does not take the slot back ahead
+	// of one that waited. Guarded by mu.
+	granted     uint64
+	lastGranted map[int]uint64
 	// chosen is the queued ticket nextLocked chose that did not fit yet: it
 	// stays next until it is admitted or gives up its place, whatever the
 	// counts become, so that no run overtakes it. Guarded by mu.
@@ -52,8 +59,11 @@ type admission struct {
 
 // ticket is one run's place: ready is closed when it holds a slot.
 type ticket struct {
-	uid   int
-	mib   int
+	uid int
+	mib int
+	// limit is how long its run may go on once it holds a slot (its time
+	// limit), for Retry-After; zero when not known.
+	limit time.Duration
 	ready chan struct{}
 	// granted is set (under admission.mu) when ready is closed.
 	granted bool
@@ -69,7 +79,7 @@ func newAdmission(slots, budgetMiB, perUID, total int) *admission {
 	return &admission{
 		slots: slots, budgetMiB: budgetMiB, perUID: perUID, total: total,
 		avgRun: time.Second, held: map[*ticket]struct{}{},
-		queuedBy: map[int]int{}, executingBy: map[int]int{},
+		queuedBy: map[int]int{}, executingBy: map[int]int{}, lastGranted: map[int]uint64{},
 	}
 }
 
@@ -82,13 +92,13 @@ const (
 	queueFullForAll
 )
 
-// enter takes a slot for a run of uid's of mib MiB, or a place in the queue.
-// When the queue has no place for it, it returns nil and the bound that
-// refused it.
-func (a *admission) enter(uid, mib int) (*ticket, queueFull) {
+// enter takes a slot for a run of uid's of mib MiB and time limit limit, or
+// a place in the queue. When the queue has no place for it, it returns nil
+// and the bound that refused it.
+func (a *admission) enter(uid, mib int, limit time.Duration) (*ticket, queueFull) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	t := &ticket{uid: uid, mib: mib, ready: make(chan struct{}), since: time.Now()}
+	t := &ticket{uid: uid, mib: mib, limit: limit, ready: make(chan struct{}), since: time.Now()}
 	if len(a.queue) == 0 && a.fitsLocked(mib) {
 		a.grantLocked(t)
 		return t, queueHasRoom
@@ -112,6 +122,8 @@ func (a *admission) fitsLocked(mib int) bool {
 func (a *admission) grantLocked(t *ticket) {
 	a.running++
 	a.executingBy[t.uid]++
+	a.granted++
+	a.lastGranted[t.uid] = a.granted
 	a.usedMiB += t.mib
 	t.granted = true
 	t.since = time.Now()
@@ -193,7 +205,7 @@ func (a *admission) cancel(t *ticket) {
 		}
 		t.suspended = false
 		a.usedMiB -= t.mib
-		decrement(a.executingBy, t.uid)
+		a.decrementLocked(a.executingBy, t.uid)
 		a.admitLocked()
 		return
 	}
@@ -217,7 +229,7 @@ func (a *admission) leave(t *ticket) {
 func (a *admission) leaveLocked(t *ticket) {
 	a.running--
 	a.usedMiB -= t.mib
-	decrement(a.executingBy, t.uid)
+	a.decrementLocked(a.executingBy, t.uid)
 	delete(a.held, t)
 	a.avgRun = (a.avgRun*7 + time.Since(t.since)) / 8
 	a.admitLocked()
@@ -246,15 +258,17 @@ func (a *admission) admitLocked() {
 
 // nextLocked is the index in the queue of the run to admit next: the one
 // chosen before that did not fit yet, or else the first queued of the uid
-// with the fewest runs executing. A uid's later runs never come before its
-// first, whose count they share and which they follow.
+// with the fewest runs executing, among those the uid served longest ago
+// (never, for one that had no run since it was last idle). A uid's later runs
+// never come before its first, whose counts they share and which they follow.
 func (a *admission) nextLocked() int {
 	if a.chosen != nil {
 		return slices.Index(a.queue, a.chosen)
 	}
 	next := 0
 	for i, t := range a.queue {
-		if a.executingBy[t.uid] < a.executingBy[a.queue[next].uid] {
+		n, best := a.executingBy[t.uid], a.executingBy[a.queue[next].uid]
+		if n < best || n == best && a.lastGranted[t.uid] < a.lastGranted[a.queue[next].uid] {
 			next = i
 		}
 	}
@@ -265,14 +279,20 @@ func (a *admission) dequeueLocked(i int) {
 	if a.queue[i] == a.chosen {
 		a.chosen = nil
 	}
-	decrement(a.queuedBy, a.queue[i].uid)
+	uid := a.queue[i].uid
 	a.queue = slices.Delete(a.queue, i, i+1)
+	a.decrementLocked(a.queuedBy, uid)
 }
 
-// decrement counts one less for uid, and forgets a uid that has none.
-func decrement(counts map[int]int, uid int) {
+// decrementLocked counts one less of uid's in counts, and forgets a count of
+// none, and when the uid has no run queued or executing, when it was last
+// served.
+func (a *admission) decrementLocked(counts map[int]int, uid int) {
 	if counts[uid]--; counts[uid] <= 0 {
 		delete(counts, uid)
+	}
+	if a.queuedBy[uid] == 0 && a.executingBy[uid] == 0 {
+		delete(a.lastGranted, uid)
 	}
 }
 
@@ -286,28 +306,34 @@ func (a *admission) counts() (running, queued int) {
 // retryAfter estimates, in whole seconds (at least 1), when the full queue will
 // have room: when the first running run ends and the queue's head takes its
 // slot. A run is expected to go on for what is left of the recent average, or,
-// once past it, for as long again as it has run: a run 8 s in is not about to
-// end because recent runs took 0.1 s. For a uid whose own share of the queue
-// is full (uid -1: the whole queue is), its share has room once its first
-// queued run takes a slot, which the other uids' queued runs may take first
-// (they run fewer, as a uid that fills its share tends not to): each of them
-// adds the average run divided among the slots.
+// once past it, for as long again as it has run (a run 8 s in is not about to
+// end because recent runs took 0.1 s), and no longer than its time limit
+// allows. For a uid whose own share of the queue is full (uid -1: the whole
+// queue is), its share has room once its first queued run takes a slot,
+// which other uids' queued runs take first while they run fewer (nextLocked):
+// each of those adds the average run divided among the slots.
 func (a *admission) retryAfter(uid int) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ahead := 0
 	if uid >= 0 {
-		for _, t := range a.queue {
-			if t.uid != uid {
-				ahead++
+		for other, queued := range a.queuedBy {
+			if other != uid {
+				// Served while it runs no more than uid, which runs no
+				// fewer meanwhile than now.
+				ahead += min(queued, max(0, a.executingBy[uid]-a.executingBy[other]+1))
 			}
 		}
 	}
 	soonest := time.Duration(math.MaxInt64)
 	for t := range a.held {
-		left := a.avgRun - time.Since(t.since)
+		ran := time.Since(t.since)
+		left := a.avgRun - ran
 		if left <= 0 {
-			left = time.Since(t.since)
+			left = ran
+		}
+		if t.limit > 0 {
+			left = min(left, max(0, t.limit-ran))
 		}
 		soonest = min(soonest, left)
 	}

@@ -8,24 +8,27 @@ import (
 
 // Retry-After, when the queue is full, is when the first running run is
 // expected to end: what is left of the recent average, or as long again as a
-// run has gone on once it is past it.
+// run has gone on once it is past it, and no later than its time limit.
 func TestRetryAfter(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		avg   time.Duration
 		ran   []time.Duration // of the runs holding the slots
+		limit time.Duration   // theirs
 		wantS int
 	}{
-		{"fresh runs of the average", 3 * time.Second, []time.Duration{0, 0}, 3},
-		{"runs past a short average", 100 * time.Millisecond, []time.Duration{4 * time.Second, 6 * time.Second}, 4},
-		{"the soonest of two", 10 * time.Second, []time.Duration{9 * time.Second, 2 * time.Second}, 1},
-		{"at least one second", 10 * time.Millisecond, []time.Duration{0}, 1},
+		{"fresh runs of the average", 3 * time.Second, []time.Duration{0, 0}, 0, 3},
+		{"runs past a short average", 100 * time.Millisecond, []time.Duration{4 * time.Second, 6 * time.Second}, 0, 4},
+		{"the soonest of two", 10 * time.Second, []time.Duration{9 * time.Second, 2 * time.Second}, 0, 1},
+		{"at least one second", 10 * time.Millisecond, []time.Duration{0}, 0, 1},
+		// The admission audit's: 22 s for runs 21.8 s into a 24 s limit.
+		{"runs near their limit", 100 * time.Millisecond, []time.Duration{20 * time.Second, 21 * time.Second}, 24 * time.Second, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAdmission(len(tc.ran), 1<<20, 1, 1)
 			a.avgRun = tc.avg
 			for _, ran := range tc.ran {
-				tk := a.enter0(1)
+				tk, _ := a.enter(0, 1, tc.limit)
 				tk.since = time.Now().Add(-ran)
 			}
 			if a.enter0(1) == nil || a.enter0(1) != nil {
@@ -125,7 +128,7 @@ func TestAdmissionSuspendResume(t *testing.T) {
 
 // enter0 enters a run of uid 0's, as the tests of one uid do.
 func (a *admission) enter0(mib int) *ticket {
-	t, _ := a.enter(0, mib)
+	t, _ := a.enter(0, mib, 0)
 	return t
 }
 
@@ -140,7 +143,7 @@ func TestAdmissionIsFairBetweenUIDs(t *testing.T) {
 	var running []*ticket
 	enter := func(uid int, want queueFull) *ticket {
 		t.Helper()
-		tk, full := a.enter(uid, 1)
+		tk, full := a.enter(uid, 1, 0)
 		if full != want || (tk == nil) != (want != queueHasRoom) {
 			t.Fatalf("uid %d: got a ticket %v and refusal %d, want refusal %d", uid, tk != nil, full, want)
 		}
@@ -166,6 +169,11 @@ func TestAdmissionIsFairBetweenUIDs(t *testing.T) {
 	if got, all := a.retryAfter(flood), a.retryAfter(-1); got != all+10 {
 		t.Errorf("got Retry-After %d s for flood's share, want the whole queue's %d s and 10 more", got, all)
 	}
+	// other's first, running none to flood's two, takes the next slot: its
+	// share has room as soon as the whole queue would.
+	if got, all := a.retryAfter(other), a.retryAfter(-1); got != all {
+		t.Errorf("got Retry-After %d s for other's share, want the whole queue's %d s", got, all)
+	}
 	// flood runs 2 and other none: other's first run gets the slot, though
 	// flood's three queued before it.
 	a.leave(running[0])
@@ -184,18 +192,50 @@ func TestAdmissionIsFairBetweenUIDs(t *testing.T) {
 	}
 	// A place freed in the queue is a place for the third uid.
 	third1 := enter(third, queueHasRoom)
-	a.leave(f1) // flood 0, other 1, third 0: flood's second, the earliest of the two
-	a.leave(o2) // flood 1, other 0, third 0: third's
-	if !granted(f2) || !granted(third1) || granted(f3) {
-		t.Fatalf("got flood's second %v, third's %v, flood's third %v; want the first two", granted(f2), granted(third1), granted(f3))
+	// flood 0, other 1, third 0: third's, never served, though flood's
+	// second queued first and flood's one run just ended.
+	a.leave(f1)
+	if !granted(third1) || granted(f2) {
+		t.Fatalf("got third's %v and flood's second %v, want third's alone", granted(third1), granted(f2))
+	}
+	a.leave(o2) // flood 0, other 0 (none queued), third 1: flood's second
+	if !granted(f2) || granted(f3) {
+		t.Fatalf("got flood's second %v and third %v, want the second alone", granted(f2), granted(f3))
 	}
 	a.leave(f2)
 	a.leave(third1)
 	a.leave(f3)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.running != 0 || len(a.queue) != 0 || len(a.queuedBy) != 0 || len(a.executingBy) != 0 {
-		t.Fatalf("got running %d, queue %d, counts %v and %v left; want none", a.running, len(a.queue), a.queuedBy, a.executingBy)
+	if a.running != 0 || len(a.queue) != 0 || len(a.queuedBy) != 0 || len(a.executingBy) != 0 || len(a.lastGranted) != 0 {
+		t.Fatalf("got running %d, queue %d, counts %v, %v and %v left; want none", a.running, len(a.queue), a.queuedBy, a.executingBy, a.lastGranted)
+	}
+}
+
+// With one slot, a uid whose one run ends does not take the slot back ahead
+// of another uid that waits, though its own queued runs came first: the uids
+// take turns (the admission audit's case: a newcomer had waited behind the
+// whole of a flood's share).
+func TestAdmissionTakesTurnsOnOneSlot(t *testing.T) {
+	const flood, other = 1000, 1001
+	a := newAdmission(1, 1<<20, 8, 16)
+	first, _ := a.enter(flood, 1, 0)
+	var floods []*ticket
+	for range 4 {
+		tk, _ := a.enter(flood, 1, 0)
+		floods = append(floods, tk)
+	}
+	mine, _ := a.enter(other, 1, 0)
+	a.leave(first)
+	select {
+	case <-mine.ready:
+	default:
+		t.Fatal("the flood's next run took the slot its last one gave back; want the other uid's")
+	}
+	a.leave(mine)
+	<-floods[0].ready // and the flood's turn again
+	for _, tk := range floods {
+		a.cancel(tk)
 	}
 }
 
@@ -203,9 +243,9 @@ func TestAdmissionIsFairBetweenUIDs(t *testing.T) {
 // a smaller run of a uid that would come after it: a large run can't starve.
 func TestAdmissionLargeRunIsNotOvertaken(t *testing.T) {
 	a := newAdmission(4, 1024, 4, 8)
-	small, _ := a.enter(1, 512)
-	large, _ := a.enter(2, 1024) // uid 2 runs none: next, but 512 MiB are held
-	later, _ := a.enter(3, 256)  // would fit, and must wait behind it
+	small, _ := a.enter(1, 512, 0)
+	large, _ := a.enter(2, 1024, 0) // uid 2 runs none: next, but 512 MiB are held
+	later, _ := a.enter(3, 256, 0)  // would fit, and must wait behind it
 	for _, tk := range []*ticket{large, later} {
 		select {
 		case <-tk.ready:
@@ -223,10 +263,10 @@ func TestAdmissionLargeRunIsNotOvertaken(t *testing.T) {
 	// makes room for the large one, not for uid 3's next, which runs fewer
 	// (the diff review's case).
 	a = newAdmission(4, 2048, 8, 8)
-	first, _ := a.enter(1, 768)
-	other, _ := a.enter(3, 768)
-	large, _ = a.enter(1, 1024) // next: uid 1 and uid 3 run one each; 1,536 MiB held
-	again, _ := a.enter(3, 768)
+	first, _ := a.enter(1, 768, 0)
+	other, _ := a.enter(3, 768, 0)
+	large, _ = a.enter(1, 1024, 0) // next: uid 1 and uid 3 run one each; 1,536 MiB held
+	again, _ := a.enter(3, 768, 0)
 	a.leave(other) // uid 3 runs none now, uid 1 one
 	select {
 	case <-large.ready:

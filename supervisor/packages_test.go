@@ -784,3 +784,54 @@ func TestPackagesInstallGivesItsSlotBack(t *testing.T) {
 		}
 	}
 }
+
+// A run whose packages were prepared and which is stopped while it waits for
+// its slot again says how long they took (prepare_ms), as a run that got the
+// slot would.
+func TestPackagesStoppedWaitingForItsSlotKeepsPrepareMS(t *testing.T) {
+	reg := newRegistryStandIns(t)
+	var ts *testService
+	ts = newTestService(t, func(cfg *Config) {
+		cfg.MaxConcurrent = 1
+		reg.withPackages(t, &ts, packages.PolicyConfig{Mode: packages.PolicyOpen})(cfg)
+	})
+	ctx := context.Background()
+	pkg := openLiveStream(t, ts.client, request("python", "print('never')", withRunID("pkg-waits"), withPackageRequests("pkg-a==1.0")))
+	pkg.waitEvent(t, api.EventAccepted, 10*time.Second)
+	// Once it has given its slot back (its install takes longer than
+	// prepareHoldsSlot), a long run takes the slot.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ts.adm.mu.Lock()
+		preparing := ts.adm.preparing
+		ts.adm.mu.Unlock()
+		if preparing == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Skip("the install never gave its slot back: it was faster than prepareHoldsSlot on this machine")
+		}
+	}
+	long := request("python", "import time; print('up', flush=True); time.sleep(120)", withRunID("holds-the-slot"))
+	timeout := 300
+	long.TimeoutSeconds = &timeout
+	openLiveStream(t, ts.client, long).waitEvent(t, api.EventStdout, time.Minute)
+	// The packages are ready while the slot is held: the run waits to resume.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		ts.adm.mu.Lock()
+		resumers := len(ts.adm.resumers)
+		ts.adm.mu.Unlock()
+		if resumers == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run's packages were not ready within a minute")
+		}
+	}
+	res, err := ts.client.Stop(ctx, "pkg-waits")
+	if err != nil || res.Reason != api.ReasonStopped || res.Timing.PrepareMS <= 0 || len(res.Packages) != 1 || res.Packages[0].Version != "1.0" {
+		t.Fatalf("got %+v, %v; want stopped with its prepare_ms and its package's version", res, err)
+	}
+	if _, err := ts.client.Stop(ctx, "holds-the-slot"); err != nil {
+		t.Fatal(err)
+	}
+}

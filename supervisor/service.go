@@ -378,7 +378,7 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		s.mu.Unlock()
 		return nil, nil, newError(api.ErrorUnavailable, "the service is shutting down and accepts no new runs; retry once it is back")
 	}
-	t, full := s.adm.enter(peerUID, s.cfg.Packages.admittedMiB(req))
+	t, full := s.adm.enter(peerUID, s.cfg.Packages.admittedMiB(req), time.Duration(*req.TimeoutSeconds)*time.Second)
 	if t == nil {
 		s.mu.Unlock()
 		running, queued := s.adm.counts()
@@ -498,8 +498,12 @@ func (s *Service) prepareOffSlot(r *run, t *ticket) (*packages.Lease, *api.Resul
 		return nil, res
 	case suspended:
 		if err := s.adm.resume(r.ctx, t); err != nil {
+			res := failedResult(r.id, r.req, api.ReasonStopped, "the run was stopped while it waited for a slot, its packages prepared; the program did not run")
+			// They were: how long they took, and what they resolved to.
+			res.Timing.PrepareMS = r.prepared.Milliseconds()
+			res.Packages = packageResults(r.req, lease)
 			lease.Release()
-			return nil, failedResult(r.id, r.req, api.ReasonStopped, "the run was stopped while it waited for a slot, its packages prepared; the program did not run")
+			return nil, res
 		}
 	}
 	return lease, nil
