@@ -2,6 +2,10 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -285,5 +289,165 @@ func TestAdmissionLargeRunIsNotOvertaken(t *testing.T) {
 	defer a.mu.Unlock()
 	if a.running != 0 || a.usedMiB != 0 || len(a.queue) != 0 || a.chosen != nil {
 		t.Fatalf("got running %d, %d MiB, queue %d, chosen %v; want nothing held", a.running, a.usedMiB, len(a.queue), a.chosen)
+	}
+}
+
+// Random sequences of entries, ends, stops, suspends and resumes, from four
+// uids against small bounds, keep admission's books straight after every
+// step: the slots and memory held are the granted tickets', the counts per
+// uid are the tickets', no slot stays free while a resumer waits or the next
+// run fits, and once everything is given up nothing is left.
+func TestAdmissionRandomSequences(t *testing.T) {
+	type live struct {
+		tk     *ticket
+		stop   context.CancelFunc
+		resume chan error // a resume in flight
+	}
+	for seed := range uint64(300) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		perUID := 1 + r.IntN(3)
+		a := newAdmission(1+r.IntN(3), 1024+256*r.IntN(4), perUID, perUID+r.IntN(4))
+		var lives []*live
+		state := func(l *live) (running, preparing bool) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return l.tk.granted && !l.tk.suspended, l.tk.suspended && !slices.Contains(a.resumers, l.tk)
+		}
+		for step := range 200 {
+			op := r.IntN(6)
+			if len(lives) == 0 {
+				op = 0
+			}
+			switch {
+			case op <= 1:
+				if tk, _ := a.enter(r.IntN(4), 128*(1+r.IntN(8)), 0); tk != nil {
+					lives = append(lives, &live{tk: tk})
+				}
+			case op == 2: // a run ends, or is stopped, in whatever state it is
+				i := r.IntN(len(lives))
+				l := lives[i]
+				lives = slices.Delete(lives, i, i+1)
+				if l.resume != nil {
+					l.stop()
+					if <-l.resume == nil { // it had its slot again
+						a.leave(l.tk)
+					} // else resume gave up what it held
+					break
+				}
+				if running, _ := state(l); running && r.IntN(2) == 0 {
+					a.leave(l.tk)
+				} else {
+					a.cancel(l.tk)
+				}
+			case op == 3:
+				if l := lives[r.IntN(len(lives))]; l.resume == nil {
+					a.suspend(l.tk)
+				}
+			default: // its packages prepared, a suspended run takes a slot again
+				l := lives[r.IntN(len(lives))]
+				if _, preparing := state(l); !preparing || l.resume != nil {
+					break
+				}
+				ctx, stop := context.WithCancel(context.Background())
+				l.stop, l.resume = stop, make(chan error, 1)
+				go func() { l.resume <- a.resume(ctx, l.tk) }()
+				for { // until it has a slot or waits among the resumers
+					if _, preparing := state(l); !preparing {
+						break
+					}
+					time.Sleep(10 * time.Microsecond)
+				}
+			}
+			tickets := make([]*ticket, len(lives))
+			for i, l := range lives {
+				tickets[i] = l.tk
+			}
+			checkAdmissionBooks(t, a, tickets, fmt.Sprintf("seed %d, step %d", seed, step))
+		}
+		for _, l := range lives {
+			if l.resume != nil {
+				l.stop()
+				if <-l.resume == nil {
+					a.leave(l.tk)
+				}
+				continue
+			}
+			a.cancel(l.tk)
+		}
+		checkAdmissionBooks(t, a, nil, fmt.Sprintf("seed %d, everything given up", seed))
+		a.mu.Lock()
+		if len(a.lastGranted) != 0 || a.chosen != nil {
+			t.Fatalf("seed %d: everything given up, and uids %v remembered, chosen %v", seed, a.lastGranted, a.chosen)
+		}
+		a.mu.Unlock()
+	}
+}
+
+// checkAdmissionBooks checks a's books against tickets, every ticket entered
+// and not yet given up.
+func checkAdmissionBooks(t *testing.T, a *admission, tickets []*ticket, where string) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	fail := func(format string, args ...any) { t.Fatalf(where+": "+format, args...) }
+	used, preparing, held := 0, 0, 0
+	executing, queued := map[int]int{}, map[int]int{}
+	for _, tk := range tickets {
+		_, inHeld := a.held[tk]
+		inQueue, resumer := slices.Contains(a.queue, tk), slices.Contains(a.resumers, tk)
+		switch {
+		case !tk.granted:
+			if !inQueue || inHeld || resumer {
+				fail("a ticket not granted is not queued alone (queued %v, held %v, resumer %v)", inQueue, inHeld, resumer)
+			}
+			queued[tk.uid]++
+		case tk.suspended:
+			if inQueue || inHeld {
+				fail("a suspended ticket is queued or holds a slot")
+			}
+			if !resumer {
+				preparing++
+			}
+			used += tk.mib
+			executing[tk.uid]++
+		default:
+			if !inHeld || inQueue || resumer {
+				fail("a granted ticket does not hold a slot alone (held %v, queued %v, resumer %v)", inHeld, inQueue, resumer)
+			}
+			used += tk.mib
+			held++
+			executing[tk.uid]++
+		}
+	}
+	if held != len(a.held) || a.running != held || a.running > a.slots {
+		fail("running %d, %d held by the books, %d by the tickets, %d slots", a.running, len(a.held), held, a.slots)
+	}
+	if used != a.usedMiB || a.usedMiB > a.budgetMiB || preparing != a.preparing || a.preparing > a.slots {
+		fail("%d MiB and %d preparing by the tickets, %d MiB and %d by the books, budget %d", used, preparing, a.usedMiB, a.preparing, a.budgetMiB)
+	}
+	if !maps.Equal(queued, a.queuedBy) || !maps.Equal(executing, a.executingBy) {
+		fail("queued %v and executing %v by the tickets, %v and %v by the books", queued, executing, a.queuedBy, a.executingBy)
+	}
+	for uid, n := range queued {
+		if n > a.perUID {
+			fail("uid %d has %d queued, its share is %d", uid, n, a.perUID)
+		}
+	}
+	if len(a.queue) > a.total {
+		fail("%d queued, the total is %d", len(a.queue), a.total)
+	}
+	for uid := range a.lastGranted {
+		if queued[uid] == 0 && executing[uid] == 0 {
+			fail("uid %d is remembered with nothing queued or executing", uid)
+		}
+	}
+	if a.chosen != nil && (!slices.Contains(a.queue, a.chosen) || a.fitsLocked(a.chosen.mib)) {
+		fail("the chosen ticket is not queued, or fits and waits")
+	}
+	if len(a.resumers) > 0 && a.running < a.slots {
+		fail("%d resumers wait with a slot free", len(a.resumers))
+	}
+	if len(a.queue) > 0 && a.running < a.slots && a.chosen == nil {
+		fail("%d queued, a slot free, and none chosen", len(a.queue))
 	}
 }
