@@ -36,11 +36,14 @@ type admission struct {
 	// Guarded by mu.
 	queuedBy    map[int]int
 	executingBy map[int]int
-	// granted counts the slots given; lastGranted is, for each uid with runs
-	// queued or executing, the count when one of its runs last got a slot:
-	// among uids executing as few, the one served longest ago goes first, so
-	// that a uid whose one run just ended does not take the slot back ahead
-	// of one that waited. Guarded by mu.
+	// granted counts the slots given; lastGranted is, for each uid served,
+	// the count when one of its runs last got a slot: among uids executing as
+	// few, the one served longest ago goes first, so that a uid whose one run
+	// just ended does not take the slot back ahead of one that waited. It is
+	// kept while a uid is idle (forgotten, two uids taking turns with one run
+	// each came back as never served and kept a third's queued run waiting
+	// for good), but for entries older than every busy uid's, which order as
+	// never served would (pruneLocked). Guarded by mu.
 	granted     uint64
 	lastGranted map[int]uint64
 	// chosen is the queued ticket nextLocked chose that did not fit yet: it
@@ -61,8 +64,8 @@ type admission struct {
 type ticket struct {
 	uid int
 	mib int
-	// limit is how long its run may go on once it holds a slot (its time
-	// limit), for Retry-After; zero when not known.
+	// limit is how long its run may hold a slot (its time limit, and its
+	// packages' install), for Retry-After; zero when not known.
 	limit time.Duration
 	ready chan struct{}
 	// granted is set (under admission.mu) when ready is closed.
@@ -285,14 +288,36 @@ func (a *admission) dequeueLocked(i int) {
 }
 
 // decrementLocked counts one less of uid's in counts, and forgets a count of
-// none, and when the uid has no run queued or executing, when it was last
-// served.
+// none.
 func (a *admission) decrementLocked(counts map[int]int, uid int) {
 	if counts[uid]--; counts[uid] <= 0 {
 		delete(counts, uid)
 	}
-	if a.queuedBy[uid] == 0 && a.executingBy[uid] == 0 {
-		delete(a.lastGranted, uid)
+	if len(a.lastGranted) > lastGrantedKept && a.queuedBy[uid] == 0 && a.executingBy[uid] == 0 {
+		a.pruneLocked()
+	}
+}
+
+// lastGrantedKept is how many uids' last grants are kept before the idle
+// ones that no longer order differently from never served are forgotten.
+const lastGrantedKept = 64
+
+// pruneLocked forgets the last grants of idle uids that are older than every
+// busy uid's: compared with a busy uid, such a grant orders as never served
+// would (a busy uid never served ties with it either way, and queued first).
+func (a *admission) pruneLocked() {
+	oldest := uint64(math.MaxUint64)
+	for _, counts := range []map[int]int{a.queuedBy, a.executingBy} {
+		for uid := range counts {
+			if g := a.lastGranted[uid]; g > 0 {
+				oldest = min(oldest, g)
+			}
+		}
+	}
+	for uid, g := range a.lastGranted {
+		if g < oldest && a.queuedBy[uid] == 0 && a.executingBy[uid] == 0 {
+			delete(a.lastGranted, uid)
+		}
 	}
 }
 

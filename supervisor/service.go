@@ -378,7 +378,13 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		s.mu.Unlock()
 		return nil, nil, newError(api.ErrorUnavailable, "the service is shutting down and accepts no new runs; retry once it is back")
 	}
-	t, full := s.adm.enter(peerUID, s.cfg.Packages.admittedMiB(req), time.Duration(*req.TimeoutSeconds)*time.Second)
+	// How long it may hold a slot: its program's limit, and for a run with
+	// packages their install too, which may keep the slot (suspend refused).
+	limit := time.Duration(*req.TimeoutSeconds) * time.Second
+	if len(req.Packages) > 0 {
+		limit += s.cfg.Packages.InstallTimeout
+	}
+	t, full := s.adm.enter(peerUID, s.cfg.Packages.admittedMiB(req), limit)
 	if t == nil {
 		s.mu.Unlock()
 		running, queued := s.adm.counts()
