@@ -73,6 +73,26 @@ var warmCorpus = []struct {
 	{"py recursion traceback", rootfs.Python, "def g():\n    g()\n\ng()\n", 0},
 	{"py recursion depth, read by the file parser", rootfs.Python, "def f(n):\n    try:\n        return f(n + 1)\n    except RecursionError:\n        return n\nprint(f(1))  # compile() refuses the NUL: \x00\n", 0},
 	{"py syntax error", rootfs.Python, "def (:\n", 0},
+	// A warning the compiler gives before it meets the error, once (the
+	// bootstrap's compile() and the file parser both compile it).
+	{"py syntax warning, then an error", rootfs.Python, "x = 1 is 1\nprint('not run')\nreturn 5\n", 0},
+	{"py syntax warning", rootfs.Python, "x = 1 is 1\nprint(x)\n", 0},
+	{"py warnings registry", rootfs.Python, "import warnings\nwarnings.warn('w')\nprint(__warningregistry__)\n", 0},
+	// The program's frame is the bottom of its stack, as a cold program's:
+	// nothing of the bootstrap's below it, to a stack's walk or a warning's
+	// stacklevel (sys:1 past the bottom).
+	{"py stack below the program", rootfs.Python, "import inspect, sys, traceback, warnings\ntraceback.print_stack()\nprint(len(inspect.stack()), sys._getframe().f_back)\nwarnings.warn('w', stacklevel=2)\ntry:\n    sys._getframe(1)\nexcept ValueError as e:\n    print(e)\ndef f():\n    return [fr.function for fr in inspect.stack()]\nprint(f())\n", 0},
+	{"py faulthandler stack", rootfs.Python, "import faulthandler, sys, threading\ndef f():\n    faulthandler.dump_traceback(all_threads=False)\nf()\nprint(sys._current_frames()[threading.get_ident()].f_back.f_back)\n", 0},
+	// The same for what runs after the program: an atexit handler (with the
+	// depth it may recurse to), sys.excepthook, a __del__ as __main__ goes.
+	{"py stack at exit", rootfs.Python, "import atexit, sys, traceback\ndef depth(n=1):\n    try:\n        return depth(n + 1)\n    except RecursionError:\n        return n\ndef h():\n    traceback.print_stack()\n    print(sys._getframe().f_back, depth())\natexit.register(h)\n", 0},
+	{"py stack in excepthook", rootfs.Python, "import sys, traceback\ndef depth(n=1):\n    try:\n        return depth(n + 1)\n    except RecursionError:\n        return n\ndef hook(*a):\n    traceback.print_stack()\n    print(sys._getframe().f_back, depth())\nsys.excepthook = hook\nraise ValueError('v')\n", 0},
+	{"py stack in unraisablehook", rootfs.Python, "import sys\ndef depth(n=1):\n    try:\n        return depth(n + 1)\n    except RecursionError:\n        return n\nclass Out:\n    def write(self, s):\n        return len(s)\n    def flush(self):\n        raise ValueError('flush')\ndef hook(u):\n    print(sys._getframe().f_back, depth(), u.exc_type.__name__, file=sys.stderr)\nsys.unraisablehook = hook\nsys.stdout = Out()\n", 0},
+	// A handler's error with no traceback of its own is given one from the
+	// frames below the handler's: none.
+	{"py atexit C handler raises", rootfs.Python, "import atexit, operator\natexit.register(operator.truediv, 1, 0)\nprint('main')\n", 0},
+	{"py stack in __del__ at exit", rootfs.Python, "import sys\nclass D:\n    def __del__(self, frame=sys._getframe):\n        print('del', frame().f_back)\nd = D()\n", 0},
+	{"py stack, read by the file parser", rootfs.Python, "import sys\nprint(sys._getframe().f_back)  # compile() refuses the NUL: \x00\n", 0},
 	{"py atexit", rootfs.Python, "import atexit\natexit.register(lambda: print('at exit'))\nprint('main')", 0},
 	{"py threads", rootfs.Python, "import threading\nr = []\nt = threading.Thread(target=lambda: r.append(threading.current_thread() is not threading.main_thread()))\nt.start(); t.join()\nprint(r, threading.current_thread() is threading.main_thread())", 0},
 	{"py signals", rootfs.Python, "import signal\nprint(signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT) is signal.default_int_handler, signal.getsignal(signal.SIGPIPE))", 0},

@@ -58,6 +58,9 @@ def _bind(name, restype, *argtypes):
 
 
 _c_int, _c_long, _c_ulong, _c_void_p = ctypes.c_int, ctypes.c_long, ctypes.c_ulong, ctypes.c_void_p
+# A call made from C: a Python function it calls is a frame of its own
+# evaluation, not one CPython 3.11 inlines into its caller's (_frame_field).
+from _operator import call as _call
 _setns = _bind('setns', _c_int, _c_int, _c_int)
 _unshare = _bind('unshare', _c_int, _c_int)
 _prctl = _bind('prctl', _c_int, _c_int, _c_ulong, _c_ulong, _c_ulong, _c_ulong)
@@ -711,8 +714,53 @@ def _recursion_field():
     return get, at
 
 
+def _frame_field():
+    """The address of the main thread's pointer to its current frame
+    (tstate->cframe->current_frame), which the call that runs a program
+    empties for the call's time: a frame started from C takes that pointer
+    for the frame below its own, so that the program's, an atexit handler's,
+    sys.excepthook's or a __del__'s frame then has none below it, as in a
+    cold interpreter, where nothing of a bootstrap's is there for
+    sys._getframe, traceback.print_stack, inspect.stack or a warning's
+    stacklevel to find. Frames the bootstrap calls from Python link to its
+    own all the same (CPython 3.11 inlines those calls), and the pointer is
+    put back before the bootstrap goes on. The layout is CPython 3.11's,
+    checked here against this function's own frame, then the whole effect
+    against a probe; None where either does not hold, and the program's
+    stack shows the bootstrap's frames below its own."""
+    if sys.version_info[:2] != (3, 11) or _recursion is None:
+        return None
+    ptr = ctypes.sizeof(_c_void_p)
+    # PyThreadState: prev, next, interp, seven ints, then cframe, whose
+    # current_frame follows its use_tracing byte; PyFrameObject: its head,
+    # f_back, then f_frame, the _PyInterpreterFrame whose sixth field is its
+    # frame_obj.
+    at = 3 * ptr + 7 * 4
+    at += -at % ptr
+    cframe = _c_void_p.from_address(_recursion[0]() + at).value
+    if not cframe:
+        return None
+    slot = _c_void_p.from_address(cframe + ptr)
+    here = sys._getframe()
+    if not slot.value or slot.value != _c_void_p.from_address(id(here) + 3 * ptr).value:
+        return None
+    if _c_void_p.from_address(slot.value + 5 * ptr).value != id(here):
+        return None
+    was = slot.value
+    slot.value = None
+    try:
+        below = _call(lambda: sys._getframe().f_back)
+    finally:
+        slot.value = was
+    return slot if below is None else None
+
+
 _recursion = _recursion_field()
 del _recursion_field
+_frame = _frame_field()
+if _frame is None:
+    _frame = _c_void_p()  # a pointer of no one's: emptying it does nothing
+del _frame_field
 _cfg, _req, _fds = _serve()
 _sandbox(_cfg, _req, _fds)
 # The main thread's native id, which threading read in the zygote: this
@@ -858,10 +906,16 @@ def _unraisable(e, obj):
     # bootstrap's frame, through sys.unraisablehook, the default one if that
     # fails.
     args = _UnraisableHookArgs((_type(e), e, e.__traceback__.tb_next, None, obj))
+    # From C, as _print_uncaught calls sys.excepthook.
+    below, _frame.value = _frame.value, None
+    _remaining.value += 1
     try:
-        sys.unraisablehook(args)
+        _call(sys.unraisablehook, args)
     except BaseException:
         sys.__unraisablehook__(args)
+    finally:
+        _frame.value = below
+        _remaining.value -= 1
 
 
 def _exit_status(e):
@@ -894,8 +948,13 @@ def _print_uncaught(e):
         _to_stderr('sys.excepthook is missing\n')
         sys.__excepthook__(_type(e), e, tb)
         return None
+    # Called from C, as the interpreter calls it, with no frame below its
+    # own: that costs a level more of the count than a call from Python,
+    # which a cold hook does not pay.
+    below, _frame.value = _frame.value, None
+    _remaining.value += 1
     try:
-        hook(_type(e), e, tb)
+        _call(hook, _type(e), e, tb)
     except _SystemExit as e2:
         return _exit_status(e2)
     except BaseException as e2:
@@ -908,6 +967,9 @@ def _print_uncaught(e):
         sys.__excepthook__(_type(e2), e2, e2.__traceback__)
         _to_stderr('\nOriginal exception was:\n')
         sys.__excepthook__(_type(e), e, tb)
+    finally:
+        _frame.value = below
+        _remaining.value -= 1
     return None
 
 
@@ -983,6 +1045,15 @@ sys.modules['__main__'] = _main
 
 
 _status, _sigint, _uncaught = 0, False, None
+# The warnings compile() gives (a SyntaxWarning) are held until it is known
+# whether the source compiles: if it does not, the file parser below compiles
+# it again and gives them itself, as `python3 main.py` does, once. (Held by
+# warnings' own hook, not catch_warnings, which would move the filters'
+# version, a module's __warningregistry__ shows.)
+_warnings = _modules.get('warnings')
+_said = []
+if _warnings is not None:
+    _show, _warnings._showwarnmsg_impl = _warnings._showwarnmsg_impl, _said.append
 try:
     _code = compile(_src, _path, 'exec')
 except BaseException as _e:
@@ -992,21 +1063,31 @@ except BaseException as _e:
     # reads it: NUL ends a line there, and its errors say what it says. The
     # program has not run: compile() has no effect.
     _code = None
+    _said.clear()
     _fopen = ctypes.CDLL(None).fopen
     _fopen.restype, _fopen.argtypes = ctypes.c_void_p, (ctypes.c_char_p, ctypes.c_char_p)
     _run_file = ctypes.pythonapi.PyRun_FileExFlags
     _run_file.restype = ctypes.py_object
     _run_file.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.py_object,
                           ctypes.py_object, ctypes.c_int, ctypes.c_void_p)
-del _src
+finally:
+    if _warnings is not None:
+        _warnings._showwarnmsg_impl = _show
+        for _m in _said:
+            _warnings._showwarnmsg(_m)
+        del _show
+del _src, _warnings, _said
 if _recursion is not None:
     # The program's frame and the call that runs it (exec, or _run_file) cost
     # two where a cold program's start costs its frame alone: one over the
     # limit here, and the program sees 999 left of 1000, as cold.
-    _a = _recursion[0]() + _recursion[1]
-    _c_int.from_address(_a).value = _c_int.from_address(_a + 4).value + 1
-    del _a
+    _remaining = _c_int.from_address(_recursion[0]() + _recursion[1])
+    _remaining.value = _c_int.from_address(_recursion[0]() + _recursion[1] + 4).value + 1
+else:
+    _remaining = _c_int()  # a count of no one's
 del _recursion
+# The program's frame has none below it (_frame_field), until it returns.
+_below, _frame.value = _frame.value, None
 try:
     if _code is None:
         _fp = _fopen(_path.encode(), b'rb')
@@ -1021,6 +1102,8 @@ except BaseException as _e:
     # after it has left the program: sys.exc_info() empty, and nothing the
     # handlers raise chained to it; without this bootstrap's frame.
     _uncaught = _e.with_traceback(_e.__traceback__.tb_next)
+finally:
+    _frame.value = _below
 _s = None
 if _isinstance(_uncaught, _SystemExit):
     _status = _exit_status(_uncaught)
@@ -1057,6 +1140,11 @@ if _t is not _absent:
     except BaseException as _e:
         _unraisable(_e, _t)
 del _t, _absent
+# The atexit handlers, and then the __del__ methods of what __main__ held,
+# run with no frame below their own, as from the interpreter's exit (the
+# steps up to the collection below call no Python function of the
+# bootstrap's, which would link its frame again).
+_frame.value = None
 _run_exitfuncs()
 # As the interpreter's finalize_modules after the atexit handlers: sys.last_*
 # let go, whose traceback holds __main__'s frame and with it every global.
@@ -1067,6 +1155,8 @@ del _k
 _modules.pop('__main__', None)
 del _main
 _collect()
+_frame.value = _below
+del _below
 # A file the program left open outside __main__ (in a module, on builtins)
 # loses no buffered data: the teardown would flush it as it freed it. Only the
 # run's own objects are the collector's; the zygote's are frozen out of it.
