@@ -213,7 +213,10 @@ func (a *admission) cancel(t *ticket) {
 		return
 	}
 	if t.granted {
-		a.leaveLocked(t)
+		// Its program did not run (stopped as it was granted, or its
+		// packages failed): how long it held the slot says nothing of how
+		// long a run holds one.
+		a.leaveLocked(t, false)
 		return
 	}
 	if i := slices.Index(a.queue, t); i >= 0 {
@@ -226,15 +229,19 @@ func (a *admission) cancel(t *ticket) {
 func (a *admission) leave(t *ticket) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.leaveLocked(t)
+	a.leaveLocked(t, true)
 }
 
-func (a *admission) leaveLocked(t *ticket) {
+// leaveLocked gives back the slot t holds; ran says its program ran, and its
+// time in the slot counts in avgRun.
+func (a *admission) leaveLocked(t *ticket, ran bool) {
 	a.running--
 	a.usedMiB -= t.mib
 	a.decrementLocked(a.executingBy, t.uid)
 	delete(a.held, t)
-	a.avgRun = (a.avgRun*7 + time.Since(t.since)) / 8
+	if ran {
+		a.avgRun = (a.avgRun*7 + time.Since(t.since)) / 8
+	}
 	a.admitLocked()
 }
 

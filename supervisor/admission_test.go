@@ -45,6 +45,25 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
+// Only a run whose program ran moves the average run Retry-After is
+// reckoned from: one stopped as it got its slot, or whose packages failed,
+// holds it for no time that says how long runs hold one.
+func TestAverageRunCountsRunsThatRan(t *testing.T) {
+	a := newAdmission(1, 1<<20, 1, 1)
+	a.avgRun = 4 * time.Second
+	stopped := a.enter0(1)
+	a.cancel(stopped)
+	if a.avgRun != 4*time.Second {
+		t.Errorf("after a run stopped as it was granted: average %v, want 4s", a.avgRun)
+	}
+	ran := a.enter0(1)
+	ran.since = time.Now().Add(-12 * time.Second)
+	a.leave(ran)
+	if a.avgRun < 5*time.Second || a.avgRun > 5*time.Second+100*time.Millisecond {
+		t.Errorf("after a run of 12 s: average %v, want 5s (an eighth of the way)", a.avgRun)
+	}
+}
+
 // A run that prepares its packages gives its slot back and keeps its memory
 // (suspend); a run of the queue takes the slot meanwhile; the prepared run
 // gets the next free slot before the queue does (resume); and a stop in any
