@@ -91,7 +91,26 @@ var warmCorpus = []struct {
 	// A handler's error with no traceback of its own is given one from the
 	// frames below the handler's: none.
 	{"py atexit C handler raises", rootfs.Python, "import atexit, operator\natexit.register(operator.truediv, 1, 0)\nprint('main')\n", 0},
+	{"py stack in threading's exit", rootfs.Python, "import sys, threading\ndef depth(n=1):\n    try:\n        return depth(n + 1)\n    except RecursionError:\n        return n\ndef h():\n    print(sys._getframe().f_back.f_code.co_name, sys._getframe().f_back.f_back, depth())\nthreading._register_atexit(h)\n", 0},
 	{"py stack in __del__ at exit", rootfs.Python, "import sys\nclass D:\n    def __del__(self, frame=sys._getframe):\n        print('del', frame().f_back)\nd = D()\n", 0},
+	// A profiler the program leaves on sees calls of the bootstrap's: none
+	// may be made while it has no current frame (the frames audit: SIGSEGV).
+	{"py profiler left on", rootfs.Python, "import sys\nsys.setprofile(lambda *a: None)\nprint('main')\n", 0},
+	{"py profiler left on, raises", rootfs.Python, "import sys\nsys.setprofile(lambda *a: None)\nraise ValueError('v')\n", 0},
+	{"py profiler set by an atexit handler", rootfs.Python, "import atexit, sys\natexit.register(print, 'last handler')\natexit.register(sys.setprofile, lambda *a: None)\nprint('main')\n", 0},
+	{"py profiler set by excepthook", rootfs.Python, "import sys\ndef hook(*a):\n    sys.setprofile(lambda *a: None)\n    print('hook')\nsys.excepthook = hook\nraise ValueError('v')\n", 0},
+	{"py profiler set by __del__ at exit", rootfs.Python, "import sys\nclass D:\n    def __del__(self, sys=sys):\n        sys.setprofile(lambda *a: None)\n        print('del', sys.last_type)\nd = D()\nprint('main')\n", 0},
+	{"py cProfile left on", rootfs.Python, "import atexit, cProfile\npr = cProfile.Profile()\npr.enable()\natexit.register(lambda: (pr.disable(), print('report')))\nprint('main')\n", 0},
+	{"py profiler set by threading's exit", rootfs.Python, "import sys, threading\nthreading._register_atexit(sys.setprofile, lambda *a: None)\nthreading._register_atexit(print, 'threading exit')\nprint('main')\n", 0},
+	// ...nor any function of the bootstrap's, to a tracer or profiler the
+	// program leaves on: a cold interpreter's exit calls threading's
+	// _shutdown, the atexit handlers and the hooks, and nothing else in
+	// Python.
+	// (Each imports what the zygote has imported and would run at the exit:
+	// threading's _shutdown, logging's atexit handler, whose weak references
+	// a cold interpreter's teardown of the modules then calls back.)
+	{"py tracer left on", rootfs.Python, "import atexit, logging, sys, threading\ndef t(frame, event, arg):\n    if event == 'call' and 'logging' not in frame.f_code.co_filename:\n        print('call', frame.f_code.co_name, file=sys.stderr)\n    return None\natexit.register(print, 'handler')\nsys.settrace(t)\nraise ValueError('v')\n", 0},
+	{"py profiler stats at exit", rootfs.Python, "import atexit, cProfile, logging, pstats, sys, threading\npr = cProfile.Profile()\npr.enable()\ndef report():\n    pr.disable()\n    names = sorted({k[2] for k in pstats.Stats(pr).stats})\n    print([n for n in names if not n.startswith('<')])\natexit.register(report)\nsys.exit(3)\n", 0},
 	{"py stack, read by the file parser", rootfs.Python, "import sys\nprint(sys._getframe().f_back)  # compile() refuses the NUL: \x00\n", 0},
 	{"py atexit", rootfs.Python, "import atexit\natexit.register(lambda: print('at exit'))\nprint('main')", 0},
 	{"py threads", rootfs.Python, "import threading\nr = []\nt = threading.Thread(target=lambda: r.append(threading.current_thread() is not threading.main_thread()))\nt.start(); t.join()\nprint(r, threading.current_thread() is threading.main_thread())", 0},

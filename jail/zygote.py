@@ -61,6 +61,8 @@ _c_int, _c_long, _c_ulong, _c_void_p = ctypes.c_int, ctypes.c_long, ctypes.c_ulo
 # A call made from C: a Python function it calls is a frame of its own
 # evaluation, not one CPython 3.11 inlines into its caller's (_frame_field).
 from _operator import call as _call
+from _functools import partial as _partial
+_getprofile = sys.getprofile
 _setns = _bind('setns', _c_int, _c_int, _c_int)
 _unshare = _bind('unshare', _c_int, _c_int)
 _prctl = _bind('prctl', _c_int, _c_int, _c_ulong, _c_ulong, _c_ulong, _c_ulong)
@@ -724,7 +726,15 @@ def _frame_field():
     sys._getframe, traceback.print_stack, inspect.stack or a warning's
     stacklevel to find. Frames the bootstrap calls from Python link to its
     own all the same (CPython 3.11 inlines those calls), and the pointer is
-    put back before the bootstrap goes on. The layout is CPython 3.11's,
+    put back before the bootstrap goes on.
+    While the pointer is empty the bootstrap makes no call but the one that
+    starts those frames, and puts it back by a plain store as that call
+    returns, before any other: a profiler's c_call and c_return events name
+    the current frame, and with none (a profiler the program set) the
+    interpreter faults (the frames audit: SIGSEGV at the exit of a program
+    that left sys.setprofile on). The call is made only with no profiler
+    set, so that no event is given for it, and where one is set at the
+    exit the frames show. The layout is CPython 3.11's,
     checked here against this function's own frame, then the whole effect
     against a probe; None where either does not hold, and the program's
     stack shows the bootstrap's frames below its own."""
@@ -755,12 +765,39 @@ def _frame_field():
     return slot if below is None else None
 
 
+def _tracing_field():
+    """The main thread's PyThreadState.tracing, the int after
+    recursion_headroom, which is not 0 while a trace or profile function
+    runs, and while it is not, no function is traced or profiled: the
+    bootstrap's own steps after the program keep it 1, and 0 only while they
+    call the program's code (its handlers and hooks), so that a tracer or
+    profiler the program leaves on sees what it would see at a cold
+    interpreter's exit, not the bootstrap's functions (cProfile's stats
+    printed by an atexit handler listed them, and a trace function that
+    raises on them broke the exit). CPython 3.11's layout, checked against
+    what a profile function sees; None where that does not hold, and the
+    bootstrap's steps are seen."""
+    if _recursion is None:
+        return None
+    cell = _c_int.from_address(_recursion[0]() + _recursion[1] + 12)
+    seen = []
+    if cell.value != 0:
+        return None
+    sys.setprofile(lambda frame, event, arg: seen.append(cell.value))
+    len(seen)
+    sys.setprofile(None)
+    return cell if seen and seen.count(1) == len(seen) and cell.value == 0 else None
+
+
 _recursion = _recursion_field()
 del _recursion_field
 _frame = _frame_field()
 if _frame is None:
     _frame = _c_void_p()  # a pointer of no one's: emptying it does nothing
-del _frame_field
+_tracing = _tracing_field()
+if _tracing is None:
+    _tracing = _c_int()  # a count of no one's
+del _frame_field, _tracing_field
 _cfg, _req, _fds = _serve()
 _sandbox(_cfg, _req, _fds)
 # The main thread's native id, which threading read in the zygote: this
@@ -850,7 +887,7 @@ _type, _SystemExit, _KeyboardInterrupt = type, SystemExit, KeyboardInterrupt
 # The interpreter's own dict of modules (PyImport_GetModuleDict), which a
 # program that rebinds or deletes sys.modules, or replaces builtins such as
 # getattr, does not change for the interpreter's exit.
-_modules, _getattr, _setattr = sys.modules, getattr, setattr
+_modules, _getattr = sys.modules, getattr
 # The C library's exit flushes its stdio streams (a FILE a C extension or
 # ctypes opened and left buffered); os._exit does not. Its atexit handlers
 # and the libraries' destructors are not run: those the preloads registered
@@ -859,6 +896,11 @@ _fflush = ctypes.CDLL(None).fflush
 _fflush.restype, _fflush.argtypes = ctypes.c_int, (ctypes.c_void_p,)
 import _thread
 _listdir, _start_thread, _allocate_lock = os.listdir, _thread.start_new_thread, _thread.allocate_lock
+_list, _map = list, map
+_exit_steps = (_run_exitfuncs,
+               _partial(sys.__dict__.update, last_type=None, last_value=None, last_traceback=None),
+               _partial(_modules.__setitem__, '__main__', None),
+               _collect)
 del atexit, gc, signal, _io, _thread
 
 
@@ -907,15 +949,21 @@ def _unraisable(e, obj):
     # fails.
     args = _UnraisableHookArgs((_type(e), e, e.__traceback__.tb_next, None, obj))
     # From C, as _print_uncaught calls sys.excepthook.
-    below, _frame.value = _frame.value, None
+    hook, below = sys.unraisablehook, _frame.value
+    if _getprofile() is None:
+        _frame.value = None
     _remaining.value += 1
+    _tracing.value -= 1
     try:
-        _call(sys.unraisablehook, args)
+        _call(hook, args)
+        failed = False
     except BaseException:
+        failed = True
+    _frame.value = below
+    _remaining.value -= 1
+    _tracing.value += 1
+    if failed:
         sys.__unraisablehook__(args)
-    finally:
-        _frame.value = below
-        _remaining.value -= 1
 
 
 def _exit_status(e):
@@ -949,27 +997,33 @@ def _print_uncaught(e):
         sys.__excepthook__(_type(e), e, tb)
         return None
     # Called from C, as the interpreter calls it, with no frame below its
-    # own: that costs a level more of the count than a call from Python,
-    # which a cold hook does not pay.
-    below, _frame.value = _frame.value, None
+    # own (_frame_field): that costs a level more of the count than a call
+    # from Python, which a cold hook does not pay.
+    kind, below, failed = _type(e), _frame.value, None
+    if _getprofile() is None:
+        _frame.value = None
     _remaining.value += 1
+    _tracing.value -= 1
     try:
-        _call(hook, _type(e), e, tb)
-    except _SystemExit as e2:
-        return _exit_status(e2)
+        _call(hook, kind, e, tb)
     except BaseException as e2:
-        try:
-            sys.stdout.flush()
-        except Exception:
-            pass
-        e2 = e2.with_traceback(e2.__traceback__.tb_next)
-        _to_stderr('Error in sys.excepthook:\n')
-        sys.__excepthook__(_type(e2), e2, e2.__traceback__)
-        _to_stderr('\nOriginal exception was:\n')
-        sys.__excepthook__(_type(e), e, tb)
-    finally:
-        _frame.value = below
-        _remaining.value -= 1
+        failed = e2
+    _frame.value = below
+    _remaining.value -= 1
+    _tracing.value += 1
+    if failed is None:
+        return None
+    if _isinstance(failed, _SystemExit):
+        return _exit_status(failed)
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    failed = failed.with_traceback(failed.__traceback__.tb_next)
+    _to_stderr('Error in sys.excepthook:\n')
+    sys.__excepthook__(_type(failed), failed, failed.__traceback__)
+    _to_stderr('\nOriginal exception was:\n')
+    sys.__excepthook__(kind, e, tb)
     return None
 
 
@@ -1086,24 +1140,35 @@ if _recursion is not None:
 else:
     _remaining = _c_int()  # a count of no one's
 del _recursion
-# The program's frame has none below it (_frame_field), until it returns.
-_below, _frame.value = _frame.value, None
+# The program's frame has none below it (_frame_field): the pointer is
+# emptied for the one call, and put back first thing as it returns.
+_below = _frame.value
 try:
     if _code is None:
         _fp = _fopen(_path.encode(), b'rb')
         if not _fp:  # never expected (the script was just written): compile()'s error
             raise _refused
+        _bpath, _globals = _path.encode(), _main.__dict__
+        _frame.value = None
         # Py_file_input; it closes the file.
-        _run_file(_fp, _path.encode(), 257, _main.__dict__, _main.__dict__, 1, None)
+        _run_file(_fp, _bpath, 257, _globals, _globals, 1, None)
     else:
-        exec(_code, _main.__dict__)
+        _globals = _main.__dict__
+        _frame.value = None
+        exec(_code, _globals)
+    _frame.value = _below
+    _tracing.value += 1
 except BaseException as _e:
+    _frame.value = _below
+    # (Raised before the program ran, by _fopen's failure, or by it.)
+    _tracing.value += 1
     # Handled below, outside this handler, as the interpreter handles it
     # after it has left the program: sys.exc_info() empty, and nothing the
     # handlers raise chained to it; without this bootstrap's frame.
     _uncaught = _e.with_traceback(_e.__traceback__.tb_next)
-finally:
-    _frame.value = _below
+# (__main__'s dict held by no name of the bootstrap's, which would keep its
+# objects past __main__'s release at the exit.)
+_globals = _bpath = None
 _s = None
 if _isinstance(_uncaught, _SystemExit):
     _status = _exit_status(_uncaught)
@@ -1135,28 +1200,48 @@ del _uncaught, _s
 _absent = object()
 _t = _modules.get('threading', _absent)
 if _t is not _absent:
+    # From C, as the interpreter's exit calls it (_frame_field).
+    _failed = None
     try:
-        _t._shutdown()
+        _shutdown = _t._shutdown
     except BaseException as _e:
-        _unraisable(_e, _t)
+        _failed = _e
+    if _failed is None:
+        if _getprofile() is None:
+            _frame.value = None
+        _tracing.value -= 1
+        try:
+            _call(_shutdown)
+        except BaseException as _e:
+            _failed = _e
+        _frame.value = _below
+        _tracing.value += 1
+    if _failed is not None:
+        _unraisable(_failed, _t)
+    _shutdown = _failed = None
 del _t, _absent
-# The atexit handlers, and then the __del__ methods of what __main__ held,
-# run with no frame below their own, as from the interpreter's exit (the
-# steps up to the collection below call no Python function of the
-# bootstrap's, which would link its frame again).
-_frame.value = None
-_run_exitfuncs()
-# As the interpreter's finalize_modules after the atexit handlers: sys.last_*
-# let go, whose traceback holds __main__'s frame and with it every global.
-for _k in ('last_type', 'last_value', 'last_traceback'):
-    if _k in sys.__dict__:
-        _setattr(sys, _k, None)
-del _k
-_modules.pop('__main__', None)
+# The atexit handlers, then, as the interpreter's finalize_modules: sys.last_*
+# let go (set to None, as it does), whose traceback holds __main__'s frame and
+# with it every global; __main__ let go (its entry None, as every module's
+# there); the collection. All in one call from C, so that the handlers and the
+# __del__ methods of what __main__ held run with no frame below their own, as
+# from the interpreter's exit, and a profiler one of them sets sees no call of
+# the bootstrap's until the pointer is back (_frame_field).
+# (The list's call of each step costs a level of the recursion count that
+# the interpreter's exit does not.)
 del _main
-_collect()
+if _getprofile() is None:
+    _frame.value = None
+_remaining.value += 1
+_tracing.value -= 1
+try:
+    _list(_map(_call, _exit_steps))
+except BaseException:
+    pass
 _frame.value = _below
-del _below
+_remaining.value -= 1
+_tracing.value += 1
+del _below, _exit_steps
 # A file the program left open outside __main__ (in a module, on builtins)
 # loses no buffered data: the teardown would flush it as it freed it. Only the
 # run's own objects are the collector's; the zygote's are frozen out of it.
