@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -852,5 +854,139 @@ func TestBodiesBounded(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if res := ts.mustRun(t, request("python", "print(2)")); res.Stdout != "2\n" {
 		t.Errorf("once the room is back: got %s %q (%s), want the run", res.Outcome, res.Stdout, res.Message)
+	}
+}
+
+// TestJSONStringSize: replySize's measure of a string is what encoding/json
+// writes for it, escapes and invalid bytes included.
+func TestJSONStringSize(t *testing.T) {
+	cases := []string{"", "plain", "\x01\x1f\x7f", "\"\\\n\r\t\b\f", "été ✓ 🙂", "\u2028\u2029", "\xff\xfe bad", "a\x00b"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		b := make([]byte, rng.IntN(64))
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		cases = append(cases, string(b))
+	}
+	for _, s := range cases {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.Encode(s)
+		if got, want := jsonStringSize(s), int64(buf.Len()-1); got != want {
+			t.Errorf("%q: got %d, want %d", s, got, want)
+		}
+	}
+}
+
+// TestReplyBudget: the large answers share replyMemory, each uid at most
+// replyShare of it; a small answer is not counted; wait takes the room once
+// it is given back.
+func TestReplyBudget(t *testing.T) {
+	oldMem, oldShare, oldSmall := replyMemory, replyShare, replySmall
+	replyMemory, replyShare, replySmall = 100, 60, 10
+	t.Cleanup(func() { replyMemory, replyShare, replySmall = oldMem, oldShare, oldSmall })
+	var b replyBudget
+	a1, err := b.take(1, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.take(1, 20); err == nil {
+		t.Error("uid 1 past its share: got the room, want a refusal")
+	}
+	if small, err := b.take(1, 9); err != nil {
+		t.Errorf("a small answer: got %v, want it not counted", err)
+	} else {
+		small()
+	}
+	a2, err := b.take(2, 50)
+	if err != nil {
+		t.Fatalf("uid 2 within its share and the room: %v", err)
+	}
+	var e *apiError
+	if _, err := b.take(3, 20); !errors.As(err, &e) || e.body.Code != api.ErrorUnavailable || e.retryAfter == 0 {
+		t.Errorf("past the room: got %v, want unavailable with a Retry-After", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		release, err := b.wait(context.Background(), 3, 20)
+		if err == nil {
+			release()
+		}
+		got <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-got:
+		t.Fatalf("wait returned %v with no room, want it to wait", err)
+	default:
+	}
+	a1()
+	if err := <-got; err != nil {
+		t.Errorf("wait once room is back: %v", err)
+	}
+	a2()
+	if b.used != 0 || len(b.byUID) != 0 {
+		t.Errorf("after every release: used %d, by uid %v; want nothing", b.used, b.byUID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	hold, _ := b.take(1, 60)
+	if _, err := b.wait(ctx, 1, 60); err == nil {
+		t.Error("wait past the share until ctx ends: got the room")
+	}
+	hold()
+}
+
+// TestLargeAnswersWithinReplyMemory: a client that asks for a large result
+// and does not read it holds its share of the room until it reads or its
+// write times out; past its share the next large answer is 503, and once
+// the answer is read, the room is back. (The red team's 100 unread answers
+// of 6 MB of JSON took the service 1.5 GB.)
+func TestLargeAnswersWithinReplyMemory(t *testing.T) {
+	ts := newTestService(t)
+	req := request("python", "import sys\nsys.stdout.write('\\x01' * 300000)")
+	req.ID = "large-answer"
+	res := ts.mustRun(t, req)
+	if len(res.Stdout) != 300000 {
+		t.Fatalf("got %d bytes of stdout (%s %s), want 300000", len(res.Stdout), res.Outcome, res.Message)
+	}
+	size := replySize(res)
+	oldMem, oldShare, oldSmall := replyMemory, replyShare, replySmall
+	replyMemory, replyShare, replySmall = 4*size, size+size/2, 1<<10
+	t.Cleanup(func() { replyMemory, replyShare, replySmall = oldMem, oldShare, oldSmall })
+	for _, path := range []string{"/v1/runs/large-answer", "/v1/runs/large-answer/events"} {
+		t.Run(path, func(t *testing.T) {
+			hog := ts.dial(t)
+			if _, err := fmt.Fprintf(hog, "GET %s HTTP/1.1\r\nHost: brig\r\n\r\n", path); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond) // its answer written into the socket, unread
+			ctx := context.Background()
+			if _, err := ts.client.Get(ctx, "large-answer"); err == nil {
+				t.Fatal("with the uid's share held: got the result, want 503")
+			} else if ce := apiErr(t, err, http.StatusServiceUnavailable, ""); ce.API.Code != api.ErrorUnavailable || ce.RetryAfter == 0 {
+				t.Errorf("with the uid's share held: got %+v, want unavailable with a Retry-After", ce)
+			}
+			if _, err := io.Copy(io.Discard, io.LimitReader(hog, 1<<10)); err != nil {
+				t.Fatal(err)
+			}
+			go io.Copy(io.Discard, hog) // read now, to its end
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				got, err := ts.client.Get(ctx, "large-answer")
+				if err == nil {
+					if got.Stdout != res.Stdout {
+						t.Errorf("got %d bytes of stdout, want the run's %d", len(got.Stdout), len(res.Stdout))
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the room was not back 10 s after the answer was read: %v", err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
 	}
 }

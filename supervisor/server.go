@@ -16,8 +16,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -448,9 +450,19 @@ func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
 			}
 			return nil
 		}
-		return respond(w, run.snapshot())
+		// The run is over: its answer waits for room rather than be refused,
+		// which would lose a result whose id the service made. (Runs, not
+		// connections, bound how many answers wait so.)
+		res := run.snapshot()
+		release, err := s.replies.wait(ctx, peerOf(r.Context()).uid, replySize(res))
+		if err != nil {
+			return nil // the client went away
+		}
+		defer release()
+		writeJSON(w, http.StatusOK, res)
+		return nil
 	}
-	return respond(w, resultOf(rec))
+	return s.respond(w, r, resultOf(rec))
 }
 
 // wantsStream reports whether the client asked for NDJSON events: its Accept
@@ -480,9 +492,139 @@ func wantsStream(r *http.Request) bool {
 	return stream > 0 && stream >= result
 }
 
-func respond(w http.ResponseWriter, res *api.Result) error {
+// respond answers with res, within the service's replyMemory.
+func (s *Service) respond(w http.ResponseWriter, r *http.Request, res *api.Result) error {
+	release, err := s.replies.take(peerOf(r.Context()).uid, replySize(res))
+	if err != nil {
+		return err
+	}
+	defer release()
 	writeJSON(w, http.StatusOK, res)
 	return nil
+}
+
+// replyMemory bounds the memory of the large answers being written at once: a
+// result, or a finished run's events, is held and encoded whole (about twice
+// its JSON, which is up to six times its output: a control character is
+// written \u0001). Each uid may hold replyShare of it. Without it, the red
+// team's 100 connections that asked for a result of 6 MB of JSON and did not
+// read took the service 1.5 GB, and a uid may have 1024. An answer that would
+// pass either bound is refused with 503 at once (waiting would hold its record
+// meanwhile); one of less than replySmall is not counted. Variables for the
+// tests.
+var (
+	replyMemory int64 = 256 << 20
+	replyShare  int64 = 64 << 20
+	replySmall  int64 = 1 << 20
+)
+
+// replyBudget is the room of the large answers being written (replyMemory),
+// by the uid they are written to.
+type replyBudget struct {
+	mu    sync.Mutex
+	used  int64
+	byUID map[int]int64
+	// freed is closed, and replaced, when room is given back (wait).
+	freed chan struct{}
+}
+
+// take holds n bytes of the room for an answer to uid; release gives them
+// back. It fails, holding nothing, when n would pass the service's room or
+// the uid's share. (An answer larger than a share takes the whole share.)
+func (b *replyBudget) take(uid int, n int64) (release func(), err error) {
+	release, _ = b.tryTake(uid, n)
+	if release == nil {
+		e := newError(api.ErrorUnavailable, "the service is writing many large answers at once (%d MiB in all, %d MiB for each uid; this one about %d MiB); retry after the Retry-After seconds", replyMemory>>20, replyShare>>20, max(1, n>>20))
+		e.retryAfter = 1
+		return nil, e
+	}
+	return release, nil
+}
+
+// wait is take, waiting for the room until ctx ends.
+func (b *replyBudget) wait(ctx context.Context, uid int, n int64) (release func(), err error) {
+	for {
+		release, freed := b.tryTake(uid, n)
+		if release != nil {
+			return release, nil
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// tryTake is take's work: the release, or nil and a channel closed when room
+// is next given back.
+func (b *replyBudget) tryTake(uid int, n int64) (release func(), freed <-chan struct{}) {
+	if n < replySmall {
+		return func() {}, nil
+	}
+	n = min(n, replyShare)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.freed == nil {
+		b.freed, b.byUID = make(chan struct{}), map[int]int64{}
+	}
+	if b.used+n > replyMemory || b.byUID[uid]+n > replyShare {
+		return nil, b.freed
+	}
+	b.used += n
+	b.byUID[uid] += n
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.used -= n
+		if b.byUID[uid] -= n; b.byUID[uid] == 0 {
+			delete(b.byUID, uid)
+		}
+		close(b.freed)
+		b.freed = make(chan struct{})
+	}, nil
+}
+
+// replySize is about the most memory an answer with res takes to write: its
+// output and connections as JSON writes them, twice (the encoder's buffer
+// grows by doubling), and a margin for the rest.
+func replySize(res *api.Result) int64 {
+	n := jsonStringSize(res.Stdout) + jsonStringSize(res.Stderr) + jsonStringSize(res.Message)
+	for _, c := range res.Network.Connections {
+		n += jsonStringSize(c.Host) + 128
+	}
+	return 2*n + 16<<10
+}
+
+// jsonStringSize is the length of s as encoding/json writes it (without HTML
+// escapes): quotes, two bytes for \n, \r, \t, \b, \f, " and \\, six for other
+// control characters, U+2028, U+2029 and each invalid byte (\ufffd).
+func jsonStringSize(s string) int64 {
+	n := int64(2)
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n += 2
+			case c < 0x20:
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+			n += 6
+		default:
+			n += int64(size)
+		}
+		i += size
+	}
+	return n
 }
 
 // resultOf is the Result of a journal record.
@@ -533,7 +675,16 @@ func (s *Service) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 }
 
 // stream writes a run's events as NDJSON, from the first, until its result.
+// A finished run's are written from its record, within replyMemory; a running
+// run's come as it makes them, each event at most a read of its output.
 func (s *Service) stream(w http.ResponseWriter, r *http.Request, run *run, rec *record) error {
+	if run == nil {
+		release, err := s.replies.take(peerOf(r.Context()).uid, replySize(rec.Result))
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	w.Header().Set("Content-Type", ndjson)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
@@ -587,9 +738,9 @@ func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if run != nil {
-		return respond(w, run.snapshot())
+		return s.respond(w, r, run.snapshot())
 	}
-	return respond(w, resultOf(rec))
+	return s.respond(w, r, resultOf(rec))
 }
 
 func (s *Service) getEvents(w http.ResponseWriter, r *http.Request) error {
@@ -608,7 +759,7 @@ func (s *Service) deleteRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if run == nil {
-		return respond(w, resultOf(rec))
+		return s.respond(w, r, resultOf(rec))
 	}
 	run.stop(errDeleted)
 	ctx, cancel := clientContext(r)
@@ -618,7 +769,7 @@ func (s *Service) deleteRun(w http.ResponseWriter, r *http.Request) error {
 	case <-ctx.Done():
 		return nil
 	}
-	return respond(w, run.snapshot())
+	return s.respond(w, r, run.snapshot())
 }
 
 func (s *Service) getLimits(w http.ResponseWriter, r *http.Request) error {

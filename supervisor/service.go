@@ -78,6 +78,8 @@ type Service struct {
 	server   *http.Server
 	// bodies is the room of the request bodies being read (readBody).
 	bodies *semaphore.Weighted
+	// replies is the room of the large answers being written (respond).
+	replies replyBudget
 	// runsWG counts run goroutines; Shutdown waits for them.
 	runsWG sync.WaitGroup
 	// stopPrune ends the pruning goroutine; pruned is closed when it has.
