@@ -412,7 +412,8 @@ print(any(' /opt/layer ' in l and 'lowerdir=/' in l and 'lowerdir+' not in l for
 }
 
 // TestPty: each run has a devpts of its own, so pty and os.openpty work, numbered
-// from 0 whatever the host has open; TIOCSTI stays refused on it.
+// from 0 whatever the host has open; TIOCSTI and TIOCSETD (a line discipline,
+// which the kernel may load as a module) stay refused on it.
 func TestPty(t *testing.T) {
 	l := newTestLauncher(t, 0)
 	got := probe(t, l, rootfs.Python, pyTrial+`
@@ -422,6 +423,8 @@ r['name'] = os.ttyname(s)
 os.write(m, b'hi\n')
 r['echo'] = os.read(s, 10).decode().strip()
 r['tiocsti'] = trial(lambda: fcntl.ioctl(s, termios.TIOCSTI, b'x'))
+r['tiocsetd'] = trial(lambda: fcntl.ioctl(s, termios.TIOCSETD, bytes(4)))
+r['tiocgetd'] = trial(lambda: fcntl.ioctl(s, termios.TIOCGETD, bytes(4)) and None)
 pid, fd = pty.fork()
 if pid == 0:
     os.write(1, b'child')
@@ -433,6 +436,8 @@ os.waitpid(pid, 0)
 		{name: "openpty", key: "name", want: "/dev/pts/0"},
 		{name: "round trip", key: "echo", want: "hi"},
 		{name: "TIOCSTI refused", key: "tiocsti", want: "EPERM"},
+		{name: "TIOCSETD refused", key: "tiocsetd", want: "EPERM"},
+		{name: "TIOCGETD allowed", key: "tiocgetd", want: "ok"},
 		{name: "pty.fork", key: "pty.fork", want: "child"},
 	})
 }

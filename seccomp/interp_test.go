@@ -266,6 +266,8 @@ func TestProgramInVM(t *testing.T) {
 		{name: "ioctl TIOCSTI", nr: unix.SYS_IOCTL, args: [6]uint64{0, unix.TIOCSTI}, want: retEPERM},
 		{name: "ioctl TIOCSTI with high bits", nr: unix.SYS_IOCTL, args: [6]uint64{0, 0xffffffff00000000 | unix.TIOCSTI}, want: retEPERM},
 		{name: "ioctl TIOCSTI with bit 32", nr: unix.SYS_IOCTL, args: [6]uint64{0, 1<<32 | unix.TIOCSTI}, want: retEPERM},
+		{name: "ioctl TIOCSETD", nr: unix.SYS_IOCTL, args: [6]uint64{0, unix.TIOCSETD}, want: retEPERM},
+		{name: "ioctl TIOCGETD", nr: unix.SYS_IOCTL, args: [6]uint64{0, unix.TIOCGETD}, want: retAllow},
 		// fadvise64's advice is an int: a high word the kernel ignores must
 		// not turn DONTNEED's eviction back on.
 		{name: "fadvise64 DONTNEED", nr: unix.SYS_FADVISE64, args: [6]uint64{0, 0, 0, unix.FADV_DONTNEED}, want: retIgnore},

@@ -476,7 +476,8 @@ func spawnerClone() Rule {
 //     every family but AF_ALG and AF_VSOCK, raw sockets included, since its
 //     CAP_NET_RAW governs them); socketpair beyond AF_UNIX.
 //   - setsockopt(SOL_TCP, TCP_ULP): loads kernel TLS.
-//   - ioctl TIOCSTI and TIOCLINUX: reach the terminal of whoever started brig.
+//   - ioctl TIOCSTI and TIOCLINUX: reach the terminal of whoever started brig;
+//     TIOCSETD: asks the host's modprobe for a line discipline (below).
 //   - personality beyond PER_LINUX and the query: Docker also allows
 //     PER_LINUX32 and UNAME26, which only 32-bit or old programs want.
 //   - sched_setscheduler with a real-time policy or SCHED_RESET_ON_FORK:
@@ -565,11 +566,16 @@ func defaultRules() []Rule {
 		{Action: Allow, Names: []string{"mknod", "mknodat"},
 			Comment: "mkfifo(3) is mknod; device nodes need CAP_MKNOD, which the sandbox lacks."},
 		{Action: Allow, Names: []string{"ioctl"},
-			When: []Cond{{Arg: 1, Mask: lowWord, Op: NotIn, Values: []uint64{unix.TIOCSTI, unix.TIOCLINUX}}},
+			When: []Cond{{Arg: 1, Mask: lowWord, Op: NotIn, Values: []uint64{unix.TIOCSTI, unix.TIOCLINUX, unix.TIOCSETD}}},
 			Else: Deny,
 			Comment: "TIOCSTI pushes bytes into a terminal's input queue and TIOCLINUX " +
 				"can read and paste a console's screen: both reach a terminal the " +
-				"sandbox shares with whoever started it. The command is an unsigned " +
+				"sandbox shares with whoever started it. TIOCSETD sets a pty's line " +
+				"discipline, which the kernel loads as a module (as root, through " +
+				"modprobe, where dev.tty.ldisc_autoload is 1, the default) when it " +
+				"is not built in: the line disciplines so loaded (n_hdlc, n_gsm, " +
+				"slcan) have had their own exploits; no program run here needs one " +
+				"(the red team found it allowed). The command is an unsigned " +
 				"int, so the kernel ignores the upper half of the register and so " +
 				"must the check (0xffffffff00005412 is TIOCSTI too)."},
 
