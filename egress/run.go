@@ -245,12 +245,22 @@ func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Ru
 	}
 
 	handler := dns.HandlerFunc(r.serveDNS)
-	r.dnsUDP = &dns.Server{PacketConn: udp, Handler: handler}
+	// A query past the run's rate (limits.queries) is read and dropped, before
+	// it is unpacked: no answer, which a resolver takes for a lost packet and
+	// asks again after its timeout, so that a flood slows itself.
+	accept := func(h dns.Header) dns.MsgAcceptAction {
+		if !r.lim.queries.Allow() {
+			r.lim.ignored.Add(1)
+			return dns.MsgIgnore
+		}
+		return dns.DefaultMsgAcceptFunc(h)
+	}
+	r.dnsUDP = &dns.Server{PacketConn: udp, Handler: handler, MsgAcceptFunc: accept}
 	// A TCP connection to the DNS server is one of the service's descriptors
 	// for as long as the run holds it open: bounded, so that a run can't
 	// spend the service's (an audit's run held 16,000; past the bound
 	// further connections wait in the kernel's backlog).
-	r.dnsTCP = &dns.Server{Listener: netutil.LimitListener(tcp[0], maxDNSConns), Handler: handler}
+	r.dnsTCP = &dns.Server{Listener: netutil.LimitListener(tcp[0], maxDNSConns), Handler: handler, MsgAcceptFunc: accept}
 	for _, s := range []*dns.Server{r.dnsUDP, r.dnsTCP} {
 		started := make(chan struct{})
 		s.NotifyStartedFunc = func() { close(started) }
@@ -519,8 +529,16 @@ func (r *Run) Close() []Connection {
 		r.log.Warn("egress: decisions past the run's list were neither listed nor logged, only counted",
 			"omitted", n, "listed", len(r.records), "bytes_sent", r.omitted.BytesSent, "bytes_received", r.omitted.BytesReceived)
 	}
+	if n := r.lim.ignored.Load(); n > 0 {
+		r.log.Info("egress: DNS queries past the run's rate were dropped unanswered", "dropped", n,
+			"per_second", float64(r.lim.queries.Limit()), "burst", r.lim.queries.Burst())
+	}
 	return out
 }
+
+// DNSQueriesDropped is how many of the run's DNS queries came past its rate
+// and were dropped unanswered.
+func (r *Run) DNSQueriesDropped() int64 { return r.lim.ignored.Load() }
 
 // Omitted is what the run decided past its lists' bounds; call it after
 // Close.
