@@ -111,6 +111,18 @@ var warmCorpus = []struct {
 	// a cold interpreter's teardown of the modules then calls back.)
 	{"py tracer left on", rootfs.Python, "import atexit, logging, sys, threading\ndef t(frame, event, arg):\n    if event == 'call' and 'logging' not in frame.f_code.co_filename:\n        print('call', frame.f_code.co_name, file=sys.stderr)\n    return None\natexit.register(print, 'handler')\nsys.settrace(t)\nraise ValueError('v')\n", 0},
 	{"py profiler stats at exit", rootfs.Python, "import atexit, cProfile, logging, pstats, sys, threading\npr = cProfile.Profile()\npr.enable()\ndef report():\n    pr.disable()\n    names = sorted({k[2] for k in pstats.Stats(pr).stats})\n    print([n for n in names if not n.startswith('<')])\natexit.register(report)\nsys.exit(3)\n", 0},
+	// The second frames audit's: a profile function set in C (no object, so
+	// that sys.getprofile() says None) faulted at the exit; a deleted
+	// sys.unraisablehook broke the bootstrap; a profiler set by code the
+	// bootstrap ran (an exit status's __str__) never saw the handlers; a
+	// profiler saw the bootstrap's calls of the hooks, and one that raises
+	// on them kept sys.excepthook from running; __main__ was listed in
+	// sys.modules (None) when the __del__ methods of its objects ran.
+	{"py profiler set in C", rootfs.Python, "import atexit, ctypes, sys\nPROF = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)\nsys.keep = PROF(lambda o, f, w, a: 0)\nsp = ctypes.pythonapi.PyEval_SetProfile\nsp.argtypes, sp.restype = (ctypes.c_void_p, ctypes.c_void_p), None\nsp(ctypes.cast(sys.keep, ctypes.c_void_p), None)\natexit.register(print, 'handler')\nprint('main', sys.getprofile())\nraise KeyError('k')\n", 0},
+	{"py unraisablehook deleted", rootfs.Python, "import sys, threading\ndef sd():\n    raise ValueError('sd fails')\nthreading._shutdown = sd\ndel sys.unraisablehook\nprint('main')\n", 0},
+	{"py profiler set by an exit status", rootfs.Python, "import atexit, os, sys\nMAIN = __file__\ndef prof(f, e, a):\n    if e == 'call' and f.f_code.co_filename == MAIN:\n        os.write(1, b'profiled %s\\n' % f.f_code.co_name.encode())\nclass Code:\n    def __str__(self):\n        sys.setprofile(prof)\n        return 'bye'\natexit.register(lambda: print('handler'))\nsys.exit(Code())\n", 0},
+	{"py profiler raises on a call", rootfs.Python, "import logging, sys, threading\ndef hook(*a):\n    print('hook ran')\nsys.excepthook = hook\ndef p(frame, event, arg):\n    if event == 'c_call':\n        raise RuntimeError('no calls')\nsys.setprofile(p)\nraise KeyError('k')\n", 0},
+	{"py __main__ at exit", rootfs.Python, "import sys\nclass D:\n    def __init__(self):\n        self.me = self\n    def __del__(self, sys=sys):\n        print('del', sys.modules.get('__main__', 'absent'), sys.last_type)\nd = D()\nclass E:\n    def __del__(self, sys=sys):\n        print('del', '__main__' in sys.modules)\ne = E()\n", 0},
 	{"py stack, read by the file parser", rootfs.Python, "import sys\nprint(sys._getframe().f_back)  # compile() refuses the NUL: \x00\n", 0},
 	{"py atexit", rootfs.Python, "import atexit\natexit.register(lambda: print('at exit'))\nprint('main')", 0},
 	{"py threads", rootfs.Python, "import threading\nr = []\nt = threading.Thread(target=lambda: r.append(threading.current_thread() is not threading.main_thread()))\nt.start(); t.join()\nprint(r, threading.current_thread() is threading.main_thread())", 0},

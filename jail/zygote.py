@@ -62,7 +62,6 @@ _c_int, _c_long, _c_ulong, _c_void_p = ctypes.c_int, ctypes.c_long, ctypes.c_ulo
 # evaluation, not one CPython 3.11 inlines into its caller's (_frame_field).
 from _operator import call as _call
 from _functools import partial as _partial
-_getprofile = sys.getprofile
 _setns = _bind('setns', _c_int, _c_int, _c_int)
 _unshare = _bind('unshare', _c_int, _c_int)
 _prctl = _bind('prctl', _c_int, _c_int, _c_ulong, _c_ulong, _c_ulong, _c_ulong)
@@ -730,11 +729,10 @@ def _frame_field():
     While the pointer is empty the bootstrap makes no call but the one that
     starts those frames, and puts it back by a plain store as that call
     returns, before any other: a profiler's c_call and c_return events name
-    the current frame, and with none (a profiler the program set) the
-    interpreter faults (the frames audit: SIGSEGV at the exit of a program
-    that left sys.setprofile on). The call is made only with no profiler
-    set, so that no event is given for it, and where one is set at the
-    exit the frames show. The layout is CPython 3.11's,
+    the current frame, and with none the interpreter faults (the frames
+    audit: SIGSEGV at the exit of a program that left sys.setprofile on).
+    It is emptied only with no profile function set (_trace_fields), and
+    where one is set at the exit the frames show. The layout is CPython 3.11's,
     checked here against this function's own frame, then the whole effect
     against a probe; None where either does not hold, and the program's
     stack shows the bootstrap's frames below its own."""
@@ -765,39 +763,64 @@ def _frame_field():
     return slot if below is None else None
 
 
-def _tracing_field():
+def _trace_fields():
     """The main thread's PyThreadState.tracing, the int after
-    recursion_headroom, which is not 0 while a trace or profile function
-    runs, and while it is not, no function is traced or profiled: the
-    bootstrap's own steps after the program keep it 1, and 0 only while they
-    call the program's code (its handlers and hooks), so that a tracer or
-    profiler the program leaves on sees what it would see at a cold
-    interpreter's exit, not the bootstrap's functions (cProfile's stats
-    printed by an atexit handler listed them, and a trace function that
-    raises on them broke the exit). CPython 3.11's layout, checked against
-    what a profile function sees; None where that does not hold, and the
-    bootstrap's steps are seen."""
+    recursion_headroom, and its c_profilefunc and c_tracefunc, the pointers
+    after cframe. While tracing is not 0 (as inside a trace function) no
+    function is traced or profiled: the bootstrap's own steps after the
+    program keep it 1, and 0 only while they call the program's code (_from_c),
+    so that a tracer or profiler the program leaves on sees what it would see
+    at a cold interpreter's exit, not the bootstrap's functions (cProfile's
+    stats printed by an atexit handler listed them, and a trace function that
+    raised on them broke the exit). c_profilefunc says whether a profile
+    function is set, sys.setprofile's or one set in C (PyEval_SetProfile with
+    no object, which sys.getprofile() shows as None: the second frames audit's
+    SIGSEGV). CPython 3.11's layout, checked against what sys.setprofile and
+    sys.settrace write and a profile function sees; None where that does not
+    hold, and the bootstrap's steps are seen."""
     if _recursion is None:
         return None
-    cell = _c_int.from_address(_recursion[0]() + _recursion[1] + 12)
-    seen = []
-    if cell.value != 0:
+    ptr = ctypes.sizeof(_c_void_p)
+    state = _recursion[0]()
+    tracing = _c_int.from_address(state + _recursion[1] + 12)
+    at = 3 * ptr + 7 * 4
+    at += -at % ptr  # cframe; then c_profilefunc, c_tracefunc, c_profileobj, c_traceobj
+    profilefunc, tracefunc, profileobj, traceobj = (_c_void_p.from_address(state + at + ptr * i) for i in (1, 2, 3, 4))
+    fields = (tracing, profilefunc, tracefunc, profileobj, traceobj)
+    if any(f.value for f in fields):
         return None
-    sys.setprofile(lambda frame, event, arg: seen.append(cell.value))
+    seen = []
+
+    def probe(frame, event, arg):
+        seen.append((tracing.value, profilefunc.value is not None, profileobj.value))
+    sys.setprofile(probe)
     len(seen)
     sys.setprofile(None)
-    return cell if seen and seen.count(1) == len(seen) and cell.value == 0 else None
+    profiled = bool(seen) and all(v == (1, True, id(probe)) for v in seen)
+    sys.settrace(probe)
+    traced = tracefunc.value is not None and traceobj.value == id(probe)
+    sys.settrace(None)
+    if not profiled or not traced or any(f.value for f in fields):
+        return None
+    return tracing, profilefunc, tracefunc
 
 
 _recursion = _recursion_field()
 del _recursion_field
 _frame = _frame_field()
-if _frame is None:
-    _frame = _c_void_p()  # a pointer of no one's: emptying it does nothing
-_tracing = _tracing_field()
-if _tracing is None:
-    _tracing = _c_int()  # a count of no one's
-del _frame_field, _tracing_field
+_fields = _trace_fields()
+# The fields' stand-ins where a check failed are of no one's: nothing set,
+# and setting them does nothing. The frame's pointer is emptied only where
+# the profile function can be told (_frame_field).
+if _frame is None or _fields is None:
+    _frame, _use_tracing = _c_void_p(), ctypes.c_ubyte()
+else:
+    # cframe's use_tracing, the byte before its current_frame.
+    _use_tracing = ctypes.c_ubyte.from_address(ctypes.addressof(_frame) - ctypes.sizeof(_c_void_p))
+if _fields is None:
+    _fields = _c_int(), _c_void_p(), _c_void_p()
+_tracing, _profilefunc, _tracefunc = _fields
+del _frame_field, _trace_fields, _fields
 _cfg, _req, _fds = _serve()
 _sandbox(_cfg, _req, _fds)
 # The main thread's native id, which threading read in the zygote: this
@@ -896,11 +919,48 @@ _fflush = ctypes.CDLL(None).fflush
 _fflush.restype, _fflush.argtypes = ctypes.c_int, (ctypes.c_void_p,)
 import _thread
 _listdir, _start_thread, _allocate_lock = os.listdir, _thread.start_new_thread, _thread.allocate_lock
-_list, _map = list, map
+from _collections import deque as _deque
+_getframe, _PTR = sys._getframe, ctypes.sizeof(_c_void_p)
+_map, _untraced, _traced = map, _partial(setattr, _tracing, 'value', 0), _partial(setattr, _tracing, 'value', 1)
 _exit_steps = (_run_exitfuncs,
                _partial(sys.__dict__.update, last_type=None, last_value=None, last_traceback=None),
-               _partial(_modules.__setitem__, '__main__', None),
+               _partial(_modules.pop, '__main__', None),
                _collect)
+# What _from_c's chain costs of the recursion count over the interpreter's own
+# calls of the same code, which each corpus case `py stack ...` checks.
+_HOOK_LEVELS, _SHUTDOWN_LEVELS, _EXIT_LEVELS = 3, 2, 3
+
+
+def _from_c(levels, steps):
+    """Calls steps, one after another, from C, as the interpreter's exit and
+    its error printing call a program's handlers and hooks: their frames have
+    none below them (the pointer to the current frame emptied, _frame_field,
+    unless a profile function is set, whose c_call events would name it); a
+    tracer or profiler sees them, and no call of the bootstrap's (the thread's
+    tracing count 0 for the steps alone, set and put back by steps of the
+    chain, which calls them from C: _trace_fields); and the recursion count is
+    a cold interpreter's for them (levels, what the chain costs over the
+    interpreter's own call). Returns what a step raised, after which no later
+    step is called. (Called as a plain call, which CPython 3.11 inlines: its
+    frame is then the current one of the evaluation whose pointer _frame
+    is, which it checks. f(*args) is not inlined.)"""
+    below, tracing = _frame.value, _tracing.value
+    if _profilefunc.value is None and below == _c_void_p.from_address(id(_getframe()) + 3 * _PTR).value:
+        _frame.value = None
+    # The flag a frame started from here takes: a tracer set while the count
+    # was not 0 (by code the bootstrap ran, an exit status's __str__) left
+    # it off, as the interpreter leaves it until the count is 0 again.
+    _use_tracing.value = 0 if _profilefunc.value is None and _tracefunc.value is None else 255
+    _remaining.value += levels
+    try:
+        _deque(_map(_call, (_untraced, *steps, _traced)), 0)
+        failed = None
+    except BaseException as e:
+        failed = e
+    _frame.value = below
+    _tracing.value = tracing
+    _remaining.value -= levels
+    return failed
 del atexit, gc, signal, _io, _thread
 
 
@@ -948,21 +1008,8 @@ def _unraisable(e, obj):
     # bootstrap's frame, through sys.unraisablehook, the default one if that
     # fails.
     args = _UnraisableHookArgs((_type(e), e, e.__traceback__.tb_next, None, obj))
-    # From C, as _print_uncaught calls sys.excepthook.
-    hook, below = sys.unraisablehook, _frame.value
-    if _getprofile() is None:
-        _frame.value = None
-    _remaining.value += 1
-    _tracing.value -= 1
-    try:
-        _call(hook, args)
-        failed = False
-    except BaseException:
-        failed = True
-    _frame.value = below
-    _remaining.value -= 1
-    _tracing.value += 1
-    if failed:
+    hook = _getattr(sys, 'unraisablehook', None)
+    if hook is None or _from_c(_HOOK_LEVELS, (_partial(hook, args),)) is not None:
         sys.__unraisablehook__(args)
 
 
@@ -996,21 +1043,8 @@ def _print_uncaught(e):
         _to_stderr('sys.excepthook is missing\n')
         sys.__excepthook__(_type(e), e, tb)
         return None
-    # Called from C, as the interpreter calls it, with no frame below its
-    # own (_frame_field): that costs a level more of the count than a call
-    # from Python, which a cold hook does not pay.
-    kind, below, failed = _type(e), _frame.value, None
-    if _getprofile() is None:
-        _frame.value = None
-    _remaining.value += 1
-    _tracing.value -= 1
-    try:
-        _call(hook, kind, e, tb)
-    except BaseException as e2:
-        failed = e2
-    _frame.value = below
-    _remaining.value -= 1
-    _tracing.value += 1
+    kind = _type(e)
+    failed = _from_c(_HOOK_LEVELS, (_partial(hook, kind, e, tb),))
     if failed is None:
         return None
     if _isinstance(failed, _SystemExit):
@@ -1207,40 +1241,19 @@ if _t is not _absent:
     except BaseException as _e:
         _failed = _e
     if _failed is None:
-        if _getprofile() is None:
-            _frame.value = None
-        _tracing.value -= 1
-        try:
-            _call(_shutdown)
-        except BaseException as _e:
-            _failed = _e
-        _frame.value = _below
-        _tracing.value += 1
+        _failed = _from_c(_SHUTDOWN_LEVELS, (_shutdown,))
     if _failed is not None:
         _unraisable(_failed, _t)
     _shutdown = _failed = None
 del _t, _absent
 # The atexit handlers, then, as the interpreter's finalize_modules: sys.last_*
 # let go (set to None, as it does), whose traceback holds __main__'s frame and
-# with it every global; __main__ let go (its entry None, as every module's
-# there); the collection. All in one call from C, so that the handlers and the
-# __del__ methods of what __main__ held run with no frame below their own, as
-# from the interpreter's exit, and a profiler one of them sets sees no call of
-# the bootstrap's until the pointer is back (_frame_field).
-# (The list's call of each step costs a level of the recursion count that
-# the interpreter's exit does not.)
+# with it every global; __main__ let go (out of sys.modules, as every module
+# is by then); the collection. All called from C (_from_c), so that the
+# handlers and the __del__ methods of what __main__ held run as from the
+# interpreter's exit.
 del _main
-if _getprofile() is None:
-    _frame.value = None
-_remaining.value += 1
-_tracing.value -= 1
-try:
-    _list(_map(_call, _exit_steps))
-except BaseException:
-    pass
-_frame.value = _below
-_remaining.value -= 1
-_tracing.value += 1
+_from_c(_EXIT_LEVELS, _exit_steps)
 del _below, _exit_steps
 # A file the program left open outside __main__ (in a module, on builtins)
 # loses no buffered data: the teardown would flush it as it freed it. Only the
