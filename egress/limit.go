@@ -21,11 +21,11 @@ type limits struct {
 	queries  *rate.Limiter // DNS queries: dnsQueriesPerConn times rate's
 	sent     budget        // bytes the run may still send
 	received budget        // bytes the run may still receive
-	// ignored counts the DNS queries past queries' rate.
-	ignored atomic.Int64
+	// delayed counts the DNS reads that waited for queries' rate.
+	delayed atomic.Int64
 }
 
-// dnsQueriesPerConn is how many DNS queries a run may make for each
+// dnsQueriesPerConn is how many DNS queries a run may have answered for each
 // connection it may open, in rate and burst: a resolver asks A and AAAA for a
 // name, and again for a search domain or a retry. The queries cost the
 // service's CPU, not the run's: the red team's run made 100,000 in 9 s, which

@@ -245,22 +245,16 @@ func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Ru
 	}
 
 	handler := dns.HandlerFunc(r.serveDNS)
-	// A query past the run's rate (limits.queries) is read and dropped, before
-	// it is unpacked: no answer, which a resolver takes for a lost packet and
-	// asks again after its timeout, so that a flood slows itself.
-	accept := func(h dns.Header) dns.MsgAcceptAction {
-		if !r.lim.queries.Allow() {
-			r.lim.ignored.Add(1)
-			return dns.MsgIgnore
-		}
-		return dns.DefaultMsgAcceptFunc(h)
-	}
-	r.dnsUDP = &dns.Server{PacketConn: udp, Handler: handler, MsgAcceptFunc: accept}
+	// The run's queries are read no faster than its rate (limits.queries):
+	// past it they wait in the socket's buffer, and past that the kernel
+	// drops them, in the sending program's time, not the service's.
+	paced := func(rd dns.Reader) dns.Reader { return &pacedReader{Reader: rd, lim: r.lim} }
+	r.dnsUDP = &dns.Server{PacketConn: udp, Handler: handler, DecorateReader: paced}
 	// A TCP connection to the DNS server is one of the service's descriptors
 	// for as long as the run holds it open: bounded, so that a run can't
 	// spend the service's (an audit's run held 16,000; past the bound
 	// further connections wait in the kernel's backlog).
-	r.dnsTCP = &dns.Server{Listener: netutil.LimitListener(tcp[0], maxDNSConns), Handler: handler, MsgAcceptFunc: accept}
+	r.dnsTCP = &dns.Server{Listener: netutil.LimitListener(tcp[0], maxDNSConns), Handler: handler, DecorateReader: paced}
 	for _, s := range []*dns.Server{r.dnsUDP, r.dnsTCP} {
 		started := make(chan struct{})
 		s.NotifyStartedFunc = func() { close(started) }
@@ -529,16 +523,35 @@ func (r *Run) Close() []Connection {
 		r.log.Warn("egress: decisions past the run's list were neither listed nor logged, only counted",
 			"omitted", n, "listed", len(r.records), "bytes_sent", r.omitted.BytesSent, "bytes_received", r.omitted.BytesReceived)
 	}
-	if n := r.lim.ignored.Load(); n > 0 {
-		r.log.Info("egress: DNS queries past the run's rate were dropped unanswered", "dropped", n,
+	if n := r.lim.delayed.Load(); n > 0 {
+		r.log.Info("egress: DNS queries past the run's rate were read late, or dropped by the kernel", "delayed", n,
 			"per_second", float64(r.lim.queries.Limit()), "burst", r.lim.queries.Burst())
 	}
 	return out
 }
 
-// DNSQueriesDropped is how many of the run's DNS queries came past its rate
-// and were dropped unanswered.
-func (r *Run) DNSQueriesDropped() int64 { return r.lim.ignored.Load() }
+// pacedReader reads a run's DNS queries at most at its rate.
+type pacedReader struct {
+	dns.Reader
+	lim *limits
+}
+
+func (p *pacedReader) wait() {
+	if d := p.lim.queries.Reserve().Delay(); d > 0 {
+		p.lim.delayed.Add(1)
+		time.Sleep(d)
+	}
+}
+
+func (p *pacedReader) ReadUDP(conn *net.UDPConn, timeout time.Duration) ([]byte, *dns.SessionUDP, error) {
+	p.wait()
+	return p.Reader.ReadUDP(conn, timeout)
+}
+
+func (p *pacedReader) ReadTCP(conn net.Conn, timeout time.Duration) ([]byte, error) {
+	p.wait()
+	return p.Reader.ReadTCP(conn, timeout)
+}
 
 // Omitted is what the run decided past its lists' bounds; call it after
 // Close.
