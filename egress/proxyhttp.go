@@ -125,12 +125,14 @@ func readLine(br *bufio.Reader, left *int) (string, error) {
 }
 
 // hostPort splits a Host header or an authority into a normalised host and a
-// port, def when it has none.
+// port, def when it has none. The port is decimal digits, written as a number
+// is (no sign, no leading zero): Atoi alone took "+443" and "0443", which a
+// front that parses ports strictly would read otherwise (the red team).
 func hostPort(s string, def int) (string, int, error) {
 	host, port := s, def
 	if h, p, err := net.SplitHostPort(s); err == nil {
 		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 || n > 65535 {
+		if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != p {
 			return "", 0, fmt.Errorf("the port %q is not a number from 1 to 65535", p)
 		}
 		host, port = h, n
