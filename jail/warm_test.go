@@ -123,6 +123,15 @@ var warmCorpus = []struct {
 	{"py profiler set by an exit status", rootfs.Python, "import atexit, os, sys\nMAIN = __file__\ndef prof(f, e, a):\n    if e == 'call' and f.f_code.co_filename == MAIN:\n        os.write(1, b'profiled %s\\n' % f.f_code.co_name.encode())\nclass Code:\n    def __str__(self):\n        sys.setprofile(prof)\n        return 'bye'\natexit.register(lambda: print('handler'))\nsys.exit(Code())\n", 0},
 	{"py profiler raises on a call", rootfs.Python, "import logging, sys, threading\ndef hook(*a):\n    print('hook ran')\nsys.excepthook = hook\ndef p(frame, event, arg):\n    if event == 'c_call':\n        raise RuntimeError('no calls')\nsys.setprofile(p)\nraise KeyError('k')\n", 0},
 	{"py __main__ at exit", rootfs.Python, "import sys\nclass D:\n    def __init__(self):\n        self.me = self\n    def __del__(self, sys=sys):\n        print('del', sys.modules.get('__main__', 'absent'), sys.last_type)\nd = D()\nclass E:\n    def __del__(self, sys=sys):\n        print('del', '__main__' in sys.modules)\ne = E()\n", 0},
+	// The third frames audit's: what the exit uses is bound before the
+	// program runs, ctypes' and exceptions' descriptors included, so that a
+	// program that shadows them (c_void_p.value, with a profiler on, had the
+	// frame pointer left empty: SIGSEGV) or replaces builtins changes nothing.
+	{"py ctypes value shadowed", rootfs.Python, "import ctypes, sys\nsys.setprofile(lambda *a: None)\nctypes.c_void_p.value = property(lambda s: None, lambda s, v: None)\nctypes.c_int.value = property(lambda s: 0, lambda s, v: None)\nprint('end')\n", 0},
+	{"py builtins replaced", rootfs.Python, "import builtins, sys\ndef bad(*a, **k):\n    raise RuntimeError('bad')\nfor n in ('id', 'len', 'object'):\n    setattr(builtins, n, bad)\nbuiltins.int = str\nbuiltins.BaseException = builtins.Exception = builtins.OSError = 1\nsys.exit('bye')\n", 0},
+	{"py BaseException replaced, raises", rootfs.Python, "import builtins\nbuiltins.BaseException = 1\nraise KeyError('k')\n", 0},
+	{"py exception shadows its traceback", rootfs.Python, "class E(Exception):\n    __traceback__ = None\nraise E('x')\n", 0},
+	{"py exception shadows with_traceback", rootfs.Python, "import sys\nclass F(Exception):\n    def with_traceback(self, tb):\n        raise RuntimeError('no')\ndef hook(*a):\n    raise F('in hook')\nsys.excepthook = hook\nraise F('y')\n", 0},
 	{"py stack, read by the file parser", rootfs.Python, "import sys\nprint(sys._getframe().f_back)  # compile() refuses the NUL: \x00\n", 0},
 	{"py atexit", rootfs.Python, "import atexit\natexit.register(lambda: print('at exit'))\nprint('main')", 0},
 	{"py threads", rootfs.Python, "import threading\nr = []\nt = threading.Thread(target=lambda: r.append(threading.current_thread() is not threading.main_thread()))\nt.start(); t.join()\nprint(r, threading.current_thread() is threading.main_thread())", 0},

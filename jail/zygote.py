@@ -920,8 +920,16 @@ _fflush.restype, _fflush.argtypes = ctypes.c_int, (ctypes.c_void_p,)
 import _thread
 _listdir, _start_thread, _allocate_lock = os.listdir, _thread.start_new_thread, _thread.allocate_lock
 from _collections import deque as _deque
-_getframe, _PTR = sys._getframe, ctypes.sizeof(_c_void_p)
-_map, _untraced, _traced = map, _partial(setattr, _tracing, 'value', 0), _partial(setattr, _tracing, 'value', 1)
+# The fields of the thread's state are read and written through ctypes'
+# descriptor itself, which a program can't change (_SimpleCData is immutable),
+# not through .value, which it can shadow on c_void_p or c_int (the third
+# frames audit: a profiler then met an emptied frame pointer: SIGSEGV). So
+# are exceptions' tracebacks, which an exception class can shadow.
+_get, _set = ctypes._SimpleCData.__dict__['value'].__get__, ctypes._SimpleCData.__dict__['value'].__set__
+_tb_of, _with_tb = BaseException.__dict__['__traceback__'].__get__, BaseException.with_traceback
+_map, _untraced, _traced = map, _partial(_set, _tracing, 0), _partial(_set, _tracing, 1)
+_len, _int, _object = len, int, object
+_BaseException, _Exception, _OSError = BaseException, Exception, OSError
 _exit_steps = (_run_exitfuncs,
                _partial(sys.__dict__.update, last_type=None, last_value=None, last_traceback=None),
                _partial(_modules.pop, '__main__', None),
@@ -941,25 +949,24 @@ def _from_c(levels, steps):
     chain, which calls them from C: _trace_fields); and the recursion count is
     a cold interpreter's for them (levels, what the chain costs over the
     interpreter's own call). Returns what a step raised, after which no later
-    step is called. (Called as a plain call, which CPython 3.11 inlines: its
-    frame is then the current one of the evaluation whose pointer _frame
-    is, which it checks. f(*args) is not inlined.)"""
-    below, tracing = _frame.value, _tracing.value
-    if _profilefunc.value is None and below == _c_void_p.from_address(id(_getframe()) + 3 * _PTR).value:
-        _frame.value = None
+    step is called. (Called as a plain call, which CPython 3.11 inlines, in
+    the evaluation whose pointer _frame is; f(*args) is not inlined.)"""
+    below, tracing, left = _get(_frame), _get(_tracing), _get(_remaining)
+    if _get(_profilefunc) is None:
+        _set(_frame, None)
     # The flag a frame started from here takes: a tracer set while the count
     # was not 0 (by code the bootstrap ran, an exit status's __str__) left
     # it off, as the interpreter leaves it until the count is 0 again.
-    _use_tracing.value = 0 if _profilefunc.value is None and _tracefunc.value is None else 255
-    _remaining.value += levels
+    _set(_use_tracing, 0 if _get(_profilefunc) is None and _get(_tracefunc) is None else 255)
+    _set(_remaining, left + levels)
     try:
         _deque(_map(_call, (_untraced, *steps, _traced)), 0)
         failed = None
-    except BaseException as e:
+    except _BaseException as e:
         failed = e
-    _frame.value = below
-    _tracing.value = tracing
-    _remaining.value -= levels
+    _set(_frame, below)
+    _set(_tracing, tracing)
+    _set(_remaining, left)
     return failed
 del atexit, gc, signal, _io, _thread
 
@@ -970,8 +977,8 @@ def _flush_c_stdio():
     # library's exit flushes without locks: with other threads it is done by
     # a thread of its own, waited for 0.1 s.
     try:
-        alone = len(_listdir('/proc/self/task')) == 1
-    except OSError:
+        alone = _len(_listdir('/proc/self/task')) == 1
+    except _OSError:
         alone = False
     if alone:
         _fflush(None)
@@ -984,7 +991,7 @@ def _flush_c_stdio():
         done.release()
     try:
         _start_thread(flush, ())
-    except Exception:
+    except _Exception:
         return
     done.acquire(True, 0.1)
 
@@ -997,7 +1004,7 @@ def _to_stderr(text, fallback=True):
         try:
             err.write(text)
             return
-        except BaseException:
+        except _BaseException:
             if not fallback:
                 return
     _write(2, text.encode('utf-8', 'backslashreplace'))
@@ -1007,7 +1014,7 @@ def _unraisable(e, obj):
     # As PyErr_WriteUnraisable(obj), called from C: the traceback without the
     # bootstrap's frame, through sys.unraisablehook, the default one if that
     # fails.
-    args = _UnraisableHookArgs((_type(e), e, e.__traceback__.tb_next, None, obj))
+    args = _UnraisableHookArgs((_type(e), e, _tb_of(e).tb_next, None, obj))
     hook = _getattr(sys, 'unraisablehook', None)
     if hook is None or _from_c(_HOOK_LEVELS, (_partial(hook, args),)) is not None:
         sys.__unraisablehook__(args)
@@ -1019,12 +1026,12 @@ def _exit_status(e):
     code = e.code
     if code is None:
         return 0
-    if not _isinstance(code, int):
+    if not _isinstance(code, _int):
         # As handle_system_exit: str(code) to sys.stderr (to descriptor 2
         # without one), a failure of either ignored, then the line's end.
         try:
             text = _str(code)
-        except BaseException:
+        except _BaseException:
             text = None
         if text is not None:
             _to_stderr(text, fallback=False)
@@ -1036,7 +1043,7 @@ def _exit_status(e):
 def _print_uncaught(e):
     # As PyErr_Print: sys.last_* first, then sys.excepthook; its own failure
     # is reported with the original exception, and its SystemExit exits.
-    tb = e.__traceback__
+    tb = _tb_of(e)
     sys.last_type, sys.last_value, sys.last_traceback = _type(e), e, tb
     hook = _getattr(sys, 'excepthook', None)
     if hook is None:
@@ -1051,11 +1058,11 @@ def _print_uncaught(e):
         return _exit_status(failed)
     try:
         sys.stdout.flush()
-    except Exception:
+    except _Exception:
         pass
-    failed = failed.with_traceback(failed.__traceback__.tb_next)
+    failed = _with_tb(failed, _tb_of(failed).tb_next)
     _to_stderr('Error in sys.excepthook:\n')
-    sys.__excepthook__(_type(failed), failed, failed.__traceback__)
+    sys.__excepthook__(_type(failed), failed, _tb_of(failed))
     _to_stderr('\nOriginal exception was:\n')
     sys.__excepthook__(kind, e, tb)
     return None
@@ -1144,7 +1151,7 @@ if _warnings is not None:
     _show, _warnings._showwarnmsg_impl = _warnings._showwarnmsg_impl, _said.append
 try:
     _code = compile(_src, _path, 'exec')
-except BaseException as _e:
+except _BaseException as _e:
     _refused = _e.with_traceback(None)
     # A source compile() refuses (a NUL byte, a bad coding cookie, a syntax
     # error) goes to the interpreter's own file parser, as `python3 main.py`
@@ -1176,30 +1183,30 @@ else:
 del _recursion
 # The program's frame has none below it (_frame_field): the pointer is
 # emptied for the one call, and put back first thing as it returns.
-_below = _frame.value
+_below = _get(_frame)
 try:
     if _code is None:
         _fp = _fopen(_path.encode(), b'rb')
         if not _fp:  # never expected (the script was just written): compile()'s error
             raise _refused
         _bpath, _globals = _path.encode(), _main.__dict__
-        _frame.value = None
+        _set(_frame, None)
         # Py_file_input; it closes the file.
         _run_file(_fp, _bpath, 257, _globals, _globals, 1, None)
     else:
         _globals = _main.__dict__
-        _frame.value = None
+        _set(_frame, None)
         exec(_code, _globals)
-    _frame.value = _below
-    _tracing.value += 1
-except BaseException as _e:
-    _frame.value = _below
+    _set(_frame, _below)
+    _set(_tracing, 1)
+except _BaseException as _e:
+    _set(_frame, _below)
     # (Raised before the program ran, by _fopen's failure, or by it.)
-    _tracing.value += 1
+    _set(_tracing, 1)
     # Handled below, outside this handler, as the interpreter handles it
     # after it has left the program: sys.exc_info() empty, and nothing the
     # handlers raise chained to it; without this bootstrap's frame.
-    _uncaught = _e.with_traceback(_e.__traceback__.tb_next)
+    _uncaught = _with_tb(_e, _tb_of(_e).tb_next)
 # (__main__'s dict held by no name of the bootstrap's, which would keep its
 # objects past __main__'s release at the exit.)
 _globals = _bpath = None
@@ -1231,14 +1238,14 @@ del _uncaught, _s
 # __main__'s objects run with its globals, builtins and imports intact: the
 # interpreter runs those of objects outside a cycle while it clears the
 # module, after imports have stopped working; README.)
-_absent = object()
+_absent = _object()
 _t = _modules.get('threading', _absent)
 if _t is not _absent:
     # From C, as the interpreter's exit calls it (_frame_field).
     _failed = None
     try:
         _shutdown = _t._shutdown
-    except BaseException as _e:
+    except _BaseException as _e:
         _failed = _e
     if _failed is None:
         _failed = _from_c(_SHUTDOWN_LEVELS, (_shutdown,))
@@ -1267,7 +1274,7 @@ for _f in _get_objects():
         try:
             if not _f.closed:
                 _f.flush()
-        except Exception:
+        except _Exception:
             pass
 # As flush_std_files: a stream that is None, or closed, is left alone; a
 # failed flush of stdout is reported, of stderr not; either exits 120.
@@ -1277,11 +1284,11 @@ for _f in (_out, _err):
     try:
         if _f.closed:
             continue
-    except Exception:
+    except _Exception:
         pass
     try:
         _f.flush()
-    except Exception as _e:
+    except _Exception as _e:
         if _f is _out:
             _unraisable(_e, _f)
         _status = 120
