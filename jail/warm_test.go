@@ -132,6 +132,14 @@ var warmCorpus = []struct {
 	{"py BaseException replaced, raises", rootfs.Python, "import builtins\nbuiltins.BaseException = 1\nraise KeyError('k')\n", 0},
 	{"py exception shadows its traceback", rootfs.Python, "class E(Exception):\n    __traceback__ = None\nraise E('x')\n", 0},
 	{"py exception shadows with_traceback", rootfs.Python, "import sys\nclass F(Exception):\n    def with_traceback(self, tb):\n        raise RuntimeError('no')\ndef hook(*a):\n    raise F('in hook')\nsys.excepthook = hook\nraise F('y')\n", 0},
+	// The fourth frames audit's: the flushes at the exit and the release of
+	// the program's exception are called from C too; a stdout whose flush
+	// raises KeyboardInterrupt is reported and exits 120, as cold.
+	// (Its first flush: a cold interpreter flushes it again later, which the
+	// bootstrap does not.)
+	{"py stack in stdout's flush", rootfs.Python, "import sys\nclass O:\n    seen = False\n    def write(self, s):\n        return sys.__stdout__.write(s)\n    def flush(self):\n        if not O.seen:\n            O.seen = True\n            sys.__stdout__.write('flush %s\\n' % (sys._getframe().f_back,))\n        sys.__stdout__.flush()\nsys.stdout = O()\nprint('main')\n", 0},
+	{"py stdout's flush interrupted", rootfs.Python, "import sys\nclass O:\n    def __repr__(self):\n        return 'O'\n    def write(self, s):\n        return sys.__stdout__.write(s)\n    def flush(self):\n        raise KeyboardInterrupt\nsys.stdout = O()\nprint('main')\n", 0},
+	{"py stack in __del__ of the exception's frame", rootfs.Python, "import sys\nclass D:\n    def __del__(self, sys=sys):\n        try:\n            print('del', sys._getframe(1), file=sys.stderr)\n        except ValueError as e:\n            print('del', e, file=sys.stderr)\ndef f():\n    x = D()\n    sys.exit(3)\nf()\n", 0},
 	{"py stack, read by the file parser", rootfs.Python, "import sys\nprint(sys._getframe().f_back)  # compile() refuses the NUL: \x00\n", 0},
 	{"py atexit", rootfs.Python, "import atexit\natexit.register(lambda: print('at exit'))\nprint('main')", 0},
 	{"py threads", rootfs.Python, "import threading\nr = []\nt = threading.Thread(target=lambda: r.append(threading.current_thread() is not threading.main_thread()))\nt.start(); t.join()\nprint(r, threading.current_thread() is threading.main_thread())", 0},

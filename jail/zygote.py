@@ -928,7 +928,9 @@ from _collections import deque as _deque
 _get, _set = ctypes._SimpleCData.__dict__['value'].__get__, ctypes._SimpleCData.__dict__['value'].__set__
 _tb_of, _with_tb = BaseException.__dict__['__traceback__'].__get__, BaseException.with_traceback
 _map, _untraced, _traced = map, _partial(_set, _tracing, 0), _partial(_set, _tracing, 1)
-_len, _int, _object = len, int, object
+_len, _int, _object, _range = len, int, object, range
+from _operator import methodcaller as _methodcaller
+_flush_of, _progress, _zygote_globals = _methodcaller('flush'), _c_int(), globals()
 _BaseException, _Exception, _OSError = BaseException, Exception, OSError
 _exit_steps = (_run_exitfuncs,
                _partial(sys.__dict__.update, last_type=None, last_value=None, last_traceback=None),
@@ -1227,7 +1229,12 @@ if not _isinstance(_uncaught, _SystemExit) and _s is None:
     # program's or its excepthook's, exits from within, leaving them.)
     _main.__dict__.pop('__file__', None)
     _main.__dict__.pop('__cached__', None)
-del _uncaught, _s
+# The program's exception, and with it its traceback's frames and their
+# locals, let go from C, as the interpreter lets it go before its exit: a
+# __del__ it runs has no frame of the bootstrap's below its own (the fourth
+# frames audit's, which reached the bootstrap's globals through it).
+_from_c(_EXIT_LEVELS, (_partial(_zygote_globals.pop, '_uncaught', None),))
+del _s
 # The interpreter's exit, but for what it would spend most on: tearing down
 # every module, which writes to each object it frees and so copies the
 # zygote's pages into this process (6 ms of CPU against 1). What a program can
@@ -1268,14 +1275,19 @@ del _below, _exit_steps
 # The check is against the C base class of every io object: io.IOBase is an
 # ABC, whose first isinstance cost a run 0.2 ms (its caches, written, copied
 # the zygote's pages).
+# The flushes are called from C (_from_c), as the teardown's and
+# flush_std_files' are, a failure of one ignored and the rest flushed after
+# it (_progress counts those done).
 _out, _err = _getattr(sys, 'stdout', None), _getattr(sys, 'stderr', None)
-for _f in _get_objects():
-    if _isinstance(_f, _IOBase) and _f is not _out and _f is not _err:
-        try:
-            if not _f.closed:
-                _f.flush()
-        except _Exception:
-            pass
+_files = [_f for _f in _get_objects() if _isinstance(_f, _IOBase) and _f is not _out and _f is not _err]
+_i, _steps = 0, None
+while _i < _len(_files):
+    _steps = []
+    for _j in _range(_i, _len(_files)):
+        _steps += (_partial(_flush_of, _files[_j]), _partial(_set, _progress, _j + 1))
+    _set(_progress, _i)
+    _i = _len(_files) if _from_c(0, _steps) is None else _get(_progress) + 1
+del _files, _steps
 # As flush_std_files: a stream that is None, or closed, is left alone; a
 # failed flush of stdout is reported, of stderr not; either exits 120.
 for _f in (_out, _err):
@@ -1286,9 +1298,8 @@ for _f in (_out, _err):
             continue
     except _Exception:
         pass
-    try:
-        _f.flush()
-    except _Exception as _e:
+    _e = _from_c(0, (_partial(_flush_of, _f),))
+    if _e is not None:
         if _f is _out:
             _unraisable(_e, _f)
         _status = 120
