@@ -738,14 +738,11 @@ def _frame_field():
     stack shows the bootstrap's frames below its own."""
     if sys.version_info[:2] != (3, 11) or _recursion is None:
         return None
-    ptr = ctypes.sizeof(_c_void_p)
-    # PyThreadState: prev, next, interp, seven ints, then cframe, whose
-    # current_frame follows its use_tracing byte; PyFrameObject: its head,
-    # f_back, then f_frame, the _PyInterpreterFrame whose sixth field is its
-    # frame_obj.
-    at = 3 * ptr + 7 * 4
-    at += -at % ptr
-    cframe = _c_void_p.from_address(_recursion[0]() + at).value
+    ptr = _PTR
+    # cframe's current_frame follows its use_tracing byte; PyFrameObject: its
+    # head, f_back, then f_frame, the _PyInterpreterFrame whose sixth field is
+    # its frame_obj.
+    cframe = _c_void_p.from_address(_recursion[0]() + _CFRAME_AT).value
     if not cframe:
         return None
     slot = _c_void_p.from_address(cframe + ptr)
@@ -780,12 +777,10 @@ def _trace_fields():
     hold, and the bootstrap's steps are seen."""
     if _recursion is None:
         return None
-    ptr = ctypes.sizeof(_c_void_p)
     state = _recursion[0]()
     tracing = _c_int.from_address(state + _recursion[1] + 12)
-    at = 3 * ptr + 7 * 4
-    at += -at % ptr  # cframe; then c_profilefunc, c_tracefunc, c_profileobj, c_traceobj
-    profilefunc, tracefunc, profileobj, traceobj = (_c_void_p.from_address(state + at + ptr * i) for i in (1, 2, 3, 4))
+    # After cframe: c_profilefunc, c_tracefunc, c_profileobj, c_traceobj.
+    profilefunc, tracefunc, profileobj, traceobj = (_c_void_p.from_address(state + _CFRAME_AT + _PTR * i) for i in (1, 2, 3, 4))
     fields = (tracing, profilefunc, tracefunc, profileobj, traceobj)
     if any(f.value for f in fields):
         return None
@@ -807,6 +802,10 @@ def _trace_fields():
 
 _recursion = _recursion_field()
 del _recursion_field
+# CPython 3.11's PyThreadState: prev, next, interp, seven ints, then the
+# pointer to cframe (_frame_field, _trace_fields).
+_PTR = ctypes.sizeof(_c_void_p)
+_CFRAME_AT = -(-(3 * _PTR + 7 * 4) // _PTR) * _PTR
 _frame = _frame_field()
 _fields = _trace_fields()
 # The fields' stand-ins where a check failed are of no one's: nothing set,
@@ -816,7 +815,7 @@ if _frame is None or _fields is None:
     _frame, _use_tracing = _c_void_p(), ctypes.c_ubyte()
 else:
     # cframe's use_tracing, the byte before its current_frame.
-    _use_tracing = ctypes.c_ubyte.from_address(ctypes.addressof(_frame) - ctypes.sizeof(_c_void_p))
+    _use_tracing = ctypes.c_ubyte.from_address(ctypes.addressof(_frame) - _PTR)
 if _fields is None:
     _fields = _c_int(), _c_void_p(), _c_void_p()
 _tracing, _profilefunc, _tracefunc = _fields
@@ -1179,7 +1178,7 @@ if _recursion is not None:
     # two where a cold program's start costs its frame alone: one over the
     # limit here, and the program sees 999 left of 1000, as cold.
     _remaining = _c_int.from_address(_recursion[0]() + _recursion[1])
-    _remaining.value = _c_int.from_address(_recursion[0]() + _recursion[1] + 4).value + 1
+    _remaining.value = _c_int.from_address(ctypes.addressof(_remaining) + 4).value + 1
 else:
     _remaining = _c_int()  # a count of no one's
 del _recursion
