@@ -502,7 +502,7 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 	s.warm = warm
 	switch warm {
 	case rootfs.JavaScript:
-		prep.Warm, prep.WarmEnviron, prep.WarmBoot = warmArgv(root), Environ(nil), nodeBoot
+		prep.Warm, prep.WarmEnviron, prep.WarmBoot = warmArgv(root), warmEnviron(), nodeBoot
 	}
 	if program {
 		s.reaperRun = true

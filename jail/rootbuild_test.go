@@ -286,9 +286,13 @@ func TestColdGoInit(t *testing.T) {
 	// And a warm JavaScript sandbox's, which starts node before the run.
 	js := newTestLauncher(t, 1, func(c *Config) { c.Warm = map[rootfs.Language]bool{rootfs.JavaScript: true} })
 	waitWarm(t, js)
-	res = run(t, js, rootfs.JavaScript, `console.log(require('fs').readFileSync('/proc/1/status', 'utf8').split('\n')[0], process.ppid)`)
-	if res.End != EndCompleted || res.Start != StartWarm || res.Stdout != "Name:\texe 1\n" {
-		t.Errorf("warm JavaScript: %s (%s, start %s), stdout %q; want the Go init (exe) as pid 1", res.End, res.Message, res.Start, res.Stdout)
+	// Its node preloads its bootstrap from its stdin, as a reaper's does
+	// (nodeBoot): the program then runs from node's own start, with
+	// /dev/null as its stdin.
+	res = run(t, js, rootfs.JavaScript, `const fs = require('fs')
+console.log(fs.readFileSync('/proc/1/status', 'utf8').split('\n')[0], process.ppid, fs.readlinkSync('/proc/self/fd/0'), new Error().stack.split('\n').pop().includes('run_main_module'))`)
+	if res.End != EndCompleted || res.Start != StartWarm || res.Stdout != "Name:\texe 1 /dev/null true\n" {
+		t.Errorf("warm JavaScript: %s (%s, start %s), stdout %q; want the Go init (exe) as pid 1, node's own start", res.End, res.Message, res.Start, res.Stdout)
 	}
 }
 

@@ -3,7 +3,6 @@ package jail
 import (
 	"strings"
 
-	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -29,42 +28,50 @@ import (
 // its environment at its own start (PYTHON* and NODE_* variables), so a run
 // whose environment sets such a name takes the cold path (WarmEligible).
 
-// nodeBoot is the bootstrap a warm node runs as its main script, from a file
-// the root's build writes (pid1.WarmBootPath), as `node /sandbox/main.js`
-// runs a program. It was `node -e`, which gives a script globals it does not
-// have (every built-in module by its name, require, module...) that the
-// bootstrap then deleted; node's CPU to the program's first line was 123.5
-// ms with that bootstrap, 111.7 with this one, 104.0 for a plain start
-// (bench/measure/node_boot.py 15 ebdbab0^, on a slow day). It
-// takes the loader's Module from its own module, not require('module'), which
-// would load modules a cold start does not (process.moduleLoadList). It
-// removes its file and its entries in the module caches, says it is ready,
-// takes the run's environment, and runs /sandbox/main.js as node's own
-// start would: Module.runMain makes it require.main. It runs it from the
-// event loop (setImmediate), once the bootstrap's own module has returned:
-// called from the bootstrap, its frames were below the program's in every
-// stack trace (/sandbox/.brg.js:12, the semantics audit of 2026-12-05). Bound
-// to Module, its frame reads as a cold start's ("Function.executeUserEntryPoint
-// [as runMain]"); the one below it is the event loop's processImmediate where a
-// cold start's is run_main_module.
+// nodeBoot is the bootstrap of a warm node. The node is started exactly as a
+// cold run's, `node /sandbox/main.js`, with NODE_OPTIONS (warmEnviron) asking
+// it to preload /dev/stdin first, and the bootstrap's file (pid1.WarmBootPath,
+// which the root's build writes) as its stdin. Node runs a preload from its
+// own start (prepareMainThreadExecution), before its main module, and resolves
+// /dev/stdin through /proc/self/fd/0 to the file. The bootstrap puts /dev/null
+// in its place as descriptor 0, which a cold node's spawner gives it, removes
+// its file and its entries in the module caches, says it is ready, and blocks
+// until it has the run's environment. When it returns, node goes on to run
+// /sandbox/main.js, in place by then, from its own start as a cold node does:
+// require.main, process.argv, process.execArgv, the command line and every
+// stack and its depth are a cold run's. (Before, the bootstrap was node's main
+// script and ran the program from the event loop: each stack ended in
+// processImmediate, not run_main_module, and a recursion went 3 levels less.)
+// A worker thread inherits its preloads from the process, and loads
+// /dev/stdin again: /dev/null by then, an empty module. It takes the loader's
+// Module from its own module, not require('module'), which would load modules
+// a cold start does not (process.moduleLoadList). Its socket is descriptor
+// 100, pid1.WarmFD (TestNodeBootFD).
 const nodeBoot = `'use strict';
 const fs = require('fs'), Module = module.constructor;
+fs.closeSync(0);
+if (fs.openSync('/dev/null', 'r') !== 0) throw new Error('brig: /dev/null did not take descriptor 0');
 fs.unlinkSync(__filename);
 delete require.cache[__filename];
-for (const k of Object.keys(Module._pathCache)) if (k.startsWith(__filename + '\0')) delete Module._pathCache[k];
-fs.writeSync(3, 'r');
-const env = JSON.parse(fs.readFileSync(3, 'utf8'));
-fs.closeSync(3);
+for (const k of Object.keys(Module._pathCache)) if (Module._pathCache[k] === __filename) delete Module._pathCache[k];
+fs.writeSync(100, 'r');
+const env = JSON.parse(fs.readFileSync(100, 'utf8'));
+fs.closeSync(100);
 for (const k of Object.keys(process.env)) delete process.env[k];
 Object.assign(process.env, env);
-process.argv[1] = '/sandbox/main.js';
-setImmediate(Module.runMain.bind(Module));
 `
 
 // warmArgv is the command line of a warm JavaScript sandbox's waiting
-// interpreter. (A warm Python sandbox's is forked by a zygote: zygote.go.)
+// interpreter, a cold run's (a warm Python sandbox's is forked by a zygote:
+// zygote.go), and warmEnviron its environment: brig's own names and the
+// preload of its bootstrap (nodeBoot), which the bootstrap replaces with the
+// run's environment.
 func warmArgv(root *rootfs.Root) []string {
-	return []string{root.Interpreter, pid1.WarmBootPath}
+	return root.Argv(scriptPath(rootfs.JavaScript))
+}
+
+func warmEnviron() []string {
+	return append(Environ(nil), "NODE_OPTIONS=--require /dev/stdin")
 }
 
 // startupEnvPrefixes are the variables an interpreter reads at its own start:

@@ -5,16 +5,17 @@
 
 The program prints process.cpuUsage() (every thread of node's, user and
 system) at its first line. Each round runs, in turn:
-  plain   node DIR/main.js;
-  file    node DIR/boot.js, jail/warm.go's nodeBoot (read from the source
-          beside this script) as a file, its paths moved into DIR: what a
-          warm sandbox's node runs (pid1.WarmBootPath);
-  eval    node -e with the same bootstrap, less its removal of its own file
-          (node's eval path);
-  REV     with a git revision (ebdbab0^: the last with it), that revision's
-          nodeBoot under node -e, as brig ran it then.
-The two bootstraps get the environment over a socketpair on fd 3, as from
-the sandbox's pid 1. Each node starts with an empty environment, as a run's
+  plain    node DIR/main.js;
+  preload  node DIR/main.js with NODE_OPTIONS=--require /dev/stdin and
+           DIR/boot.js, jail/warm.go's nodeBoot (read from the source beside
+           this script), as its stdin: what a warm sandbox's node runs
+           (jail/warm.go);
+  REV      with a git revision, that revision's nodeBoot as node's main
+           script, DIR/boot.js (860c85a: the last that ran it so, which then
+           ran the program from the event loop).
+The bootstraps get the environment over a socketpair on the descriptor
+they write their 'r' to (pid1.WarmFD: 100; 3 until 860c85a), as from the
+sandbox's pid 1. Each node starts with an empty environment, as a run's
 does (a NODE_EXTRA_CA_CERTS of the caller's costs every start a read of the
 CA bundle). Medians over the rounds (default 15). No privileges; nothing
 outside a temporary directory and the child processes.
@@ -48,11 +49,12 @@ def plain(d):
     return first_line_ms(subprocess.run([NODE, os.path.join(d, 'main.js')], capture_output=True, check=True, env={}).stdout)
 
 
-def booted(argv):
+def booted(argv, env, stdin, boot):
+    fd = int(re.search(r'writeSync\((\d+)', boot).group(1))
     a, b = socket.socketpair()
-    # dup2 in the child, after which close_fds would close 3: not used.
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, close_fds=False, env={},
-                         preexec_fn=lambda: os.dup2(b.fileno(), 3))
+    # dup2 in the child, after which close_fds would close it: not used.
+    p = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, close_fds=False, env=env,
+                         preexec_fn=lambda: os.dup2(b.fileno(), fd))
     b.close()
     if a.recv(1) != b'r':
         sys.exit('the bootstrap did not say it was ready: %r' % (argv,))
@@ -74,10 +76,8 @@ def main():
         main_js = os.path.join(d, 'main.js')
         with open(main_js, 'w') as f:
             f.write('const u = process.cpuUsage(); console.log(((u.user + u.system) / 1000).toFixed(2))\n')
-        boot = boot.replace('/sandbox/main.js', main_js)
-        as_eval = '\n'.join(l for l in boot.splitlines() if '__filename' not in l)
         path = os.path.join(d, 'boot.js')
-        res = {'plain': [], 'file': [], 'eval': []}
+        res = {'plain': [], 'preload': []}
         if old:
             old = old.replace('/sandbox/main.js', main_js)
             res[rev] = []
@@ -85,10 +85,12 @@ def main():
             res['plain'].append(plain(d))
             with open(path, 'w') as f:
                 f.write(boot)
-            res['file'].append(booted([NODE, path]))
-            res['eval'].append(booted([NODE, '-e', as_eval]))
+            with open(path) as stdin:
+                res['preload'].append(booted([NODE, main_js], {'NODE_OPTIONS': '--require /dev/stdin'}, stdin, boot))
             if old:
-                res[rev].append(booted([NODE, '-e', old]))
+                with open(path, 'w') as f:
+                    f.write(old)
+                res[rev].append(booted([NODE, path], {}, subprocess.DEVNULL, old))
         print("node's CPU at the program's first line, medians of %d (ms):" % rounds)
         for k, v in res.items():
             print('  %-8s %7.1f  (%.1f to %.1f)' % (k, statistics.median(v), min(v), max(v)))

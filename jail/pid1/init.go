@@ -358,7 +358,8 @@ func startWarm(st *initState) error {
 	child := os.NewFile(uintptr(fds[1]), "warm-child")
 	defer child.Close()
 	st.warmConn = os.NewFile(uintptr(fds[0]), "warm")
-	pid, err := spawn(st, st.prep.Warm, st.prep.WarmEnviron, int(child.Fd()))
+	// Its bootstrap file is its stdin, which node preloads (jail/warm.go).
+	pid, err := spawn(st, st.prep.Warm, st.prep.WarmEnviron, WarmBootPath, int(child.Fd()))
 	if err != nil {
 		return err
 	}
@@ -396,13 +397,14 @@ func handOver(st *initState) (int, error) {
 // as uid and gid rootfs.SandboxUID mapped to the run's host ids, with no
 // capabilities and the program's filter loaded: see spawnInUserNS.
 func startProgram(st *initState) (int, error) {
-	return spawn(st, st.run.Argv, st.run.Env, 0)
+	return spawn(st, st.run.Argv, st.run.Env, "/dev/null", 0)
 }
 
-// spawn starts argv as the run's program (see startProgram), with extraFD, when
-// positive, as its descriptor WarmFD.
-func spawn(st *initState, argv, env []string, extraFD int) (int, error) {
-	stdin, err := os.Open("/dev/null")
+// spawn starts argv as the run's program (see startProgram), with the file at
+// stdinPath as its descriptor 0 and extraFD, when positive, as its descriptor
+// WarmFD.
+func spawn(st *initState, argv, env []string, stdinPath string, extraFD int) (int, error) {
+	stdin, err := os.Open(stdinPath)
 	if err != nil {
 		return 0, err
 	}

@@ -41,7 +41,7 @@ type spawnArgs struct {
 	Path, Dir string
 	Argv, Env []string
 	StdinFD   int
-	// ExtraFD, when positive, becomes the program's descriptor 3.
+	// ExtraFD, when positive, becomes the program's descriptor WarmFD.
 	ExtraFD  int
 	UID, GID int // inside the namespace
 	HostUID  int // what UID maps to on the host
@@ -292,14 +292,14 @@ func runChild(c *spawnChild) {
 		}
 	}
 	// dup2 clears close-on-exec on the new descriptor only.
-	if c.extraFD >= 0 && c.extraFD != 3 {
-		if _, _, errno = syscall.RawSyscall(syscall.SYS_DUP2, uintptr(c.extraFD), 3, 0); errno != 0 {
+	if c.extraFD >= 0 && c.extraFD != WarmFD {
+		if _, _, errno = syscall.RawSyscall(syscall.SYS_DUP2, uintptr(c.extraFD), WarmFD, 0); errno != 0 {
 			step = spawnStepStdin
 			goto fail
 		}
 	}
-	if c.extraFD == 3 {
-		if _, _, errno = syscall.RawSyscall(syscall.SYS_FCNTL, 3, syscall.F_SETFD, 0); errno != 0 {
+	if c.extraFD == WarmFD {
+		if _, _, errno = syscall.RawSyscall(syscall.SYS_FCNTL, WarmFD, syscall.F_SETFD, 0); errno != 0 {
 			step = spawnStepStdin
 			goto fail
 		}

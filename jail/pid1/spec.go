@@ -254,9 +254,11 @@ const (
 // 22-byte path let a warm program's title be 6 bytes longer).
 const WarmBootPath = "/sandbox/.brg.js"
 
-// WarmFD is the descriptor on which a warm interpreter reads its run's
-// environment.
-const WarmFD = 3
+// WarmFD is the descriptor on which a warm JavaScript interpreter reads its
+// run's environment. It is above node's own (3 to 16 in node 20), which then
+// take the numbers they take in a cold node, and a program's first open gets
+// a cold run's (17), not the socket's once closed (3 until 2026-12-05).
+const WarmFD = 100
 
 // WarmEnv is the JSON a warm interpreter reads: the run's whole environment.
 func WarmEnv(env []string) ([]byte, error) {

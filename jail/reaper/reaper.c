@@ -296,11 +296,13 @@ static __attribute__((noreturn)) void program_child(const struct reaper_config *
 		step = STEP_CAPS;
 		goto out;
 	}
-	// Descriptors 0 to 2, and 3 when given; everything else closes at exec
-	// (the report pipe among them, whose EOF says the exec worked).
+	// Descriptors 0 to 2, and REAPER_WARM_FD when given; everything else
+	// closes at exec (the report pipe among them, whose EOF says the exec
+	// worked).
 	if ((r = sys3(__NR_dup3, stdin_fd, 0, 0)) < 0 ||
-	    (extra_fd >= 0 && (r = sys3(__NR_dup3, extra_fd, 3, 0)) < 0) ||
-	    (r = sys3(__NR_close_range, extra_fd >= 0 ? 4 : 3, ~0U, CLOSE_RANGE_CLOEXEC)) < 0) {
+	    (extra_fd >= 0 && (r = sys3(__NR_dup3, extra_fd, REAPER_WARM_FD, 0)) < 0) ||
+	    (r = sys3(__NR_close_range, 3, extra_fd >= 0 ? REAPER_WARM_FD - 1 : ~0U, CLOSE_RANGE_CLOEXEC)) < 0 ||
+	    (extra_fd >= 0 && (r = sys3(__NR_close_range, REAPER_WARM_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC)) < 0)) {
 		step = STEP_STDIN;
 		goto out;
 	}
@@ -355,10 +357,11 @@ static long write_id_map(long pid, const char *name, uint32_t root, uint32_t id,
 
 // spawn starts run_argv with run_envp as the run's program, as the Go init
 // does (pid1's spawnInUserNS): cloned into a user namespace owned by the run's
-// host id, whose maps this process writes. It returns once the interpreter has
-// been exec'd, with its pid; a failure is reported and ends the reaper.
-static long spawn(const struct reaper_config *cfg, int extra_fd) {
-	long r, stdin_fd = sys4(__NR_openat, AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC, 0);
+// host id, whose maps this process writes, with the file at in_path as its
+// descriptor 0. It returns once the interpreter has been exec'd, with its pid;
+// a failure is reported and ends the reaper.
+static long spawn(const struct reaper_config *cfg, const char *in_path, int extra_fd) {
+	long r, stdin_fd = sys4(__NR_openat, AT_FDCWD, in_path, O_RDONLY | O_CLOEXEC, 0);
 	if (stdin_fd < 0)
 		fail("exec: stdin", stdin_fd);
 	int sync[2], rep[2];
@@ -425,9 +428,11 @@ static char *strings(char *p, char *end, char **out, uint32_t n, const char *ste
 
 // start_warm starts a warm sandbox's interpreter before its run (as the Go
 // init's startWarm): from its command line and environment, which follow
-// the root's strings on the spec pipe, with one end of a socket as its
-// descriptor 3, on which it says 'r' once it waits for its run. It returns
-// the socket's other end, and the pid.
+// the root's strings on the spec pipe, with its bootstrap file as its
+// descriptor 0 (node preloads /dev/stdin: jail/warm.go) and one end of a
+// socket as its descriptor REAPER_WARM_FD, on which it says 'r' once it waits
+// for its run.
+// It returns the socket's other end, and the pid.
 static int start_warm(const struct reaper_config *cfg, long *pid) {
 	if (cfg->warm_argc == 0 || cfg->warm_argc > REAPER_MAX_ARGS || cfg->warm_envc > REAPER_MAX_ENV ||
 	    cfg->warm_size > REAPER_MAX_RUN)
@@ -439,7 +444,7 @@ static int start_warm(const struct reaper_config *cfg, long *pid) {
 	long r = sys4(__NR_socketpair, 1 /* AF_UNIX */, 1 /* SOCK_STREAM */ | O_CLOEXEC, 0, sv);
 	if (r < 0)
 		fail("warm interpreter", r);
-	*pid = spawn(cfg, sv[1]);
+	*pid = spawn(cfg, REAPER_WARM_BOOT, sv[1]);
 	sys1(__NR_close, sv[1]);
 	char b = 0;
 	if ((r = read_full(sv[0], &b, 1)) != 1 || b != 'r')
@@ -741,7 +746,7 @@ static long run_program(const struct reaper_config *cfg, int warm_fd, long warm_
 		fail("program", r);
 	sys1(__NR_close, fd);
 	if (warm_fd < 0)
-		return spawn(cfg, -1);
+		return spawn(cfg, "/dev/null", -1);
 	// Nothing after the hand-over needs a privilege: pid 1 drops them
 	// first, so that the program never sees it privileged (a cold program
 	// is spawned by a privileged pid 1, which hardens itself after).

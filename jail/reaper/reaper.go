@@ -111,6 +111,10 @@ const scratchBytesPerInode = C.REAPER_SCRATCH_BYTES_PER_INODE
 // pid1.WarmBootPath (TestRootConfig).
 const warmBootPath = C.REAPER_WARM_BOOT
 
+// warmFD is the descriptor of a warm interpreter's socket: pid1.WarmFD
+// (TestRootConfig).
+const warmFD = C.REAPER_WARM_FD
+
 func (r *RootConfig) strings() ([]byte, error) {
 	if len(r.Binds) > C.REAPER_MAX_BINDS || len(r.ProcFiles) > C.REAPER_MAX_PROC || len(r.ProcDirs) > C.REAPER_MAX_PROC ||
 		len(r.ProcReadOnly) > C.REAPER_MAX_PROC || len(r.Copies) > C.REAPER_MAX_COPIES {

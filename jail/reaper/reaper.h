@@ -37,6 +37,8 @@
 #define REAPER_SCRATCH_BYTES_PER_INODE 4096
 // pid1.WarmBootPath, where a warm sandbox's bootstrap is written.
 #define REAPER_WARM_BOOT "/sandbox/.brg.js"
+// pid1.WarmFD, the warm interpreter's descriptor of its socket.
+#define REAPER_WARM_FD 100
 
 // Modes: a zygote's sandbox, whose program is the zygote's child (the reaper
 // only reaps), or a cold sandbox, whose program the reaper starts.

@@ -100,6 +100,9 @@ func TestRootConfig(t *testing.T) {
 	if warmBootPath != pid1.WarmBootPath {
 		t.Errorf("the reaper's bootstrap path %q, the init's %q", warmBootPath, pid1.WarmBootPath)
 	}
+	if warmFD != pid1.WarmFD {
+		t.Errorf("the reaper's warm descriptor %d, the init's %d", warmFD, pid1.WarmFD)
+	}
 	f := bpf.Program{{Code: 6, K: 0x7fff0000}}
 	for name, change := range map[string]func(*RootConfig){
 		"no root":                      nil,
