@@ -228,7 +228,8 @@ var warmCorpus = []struct {
 	{"py main thread's native id", rootfs.Python, "import threading\nprint(threading.main_thread().native_id == threading.get_native_id())"},
 	{"py environment's order", rootfs.Python, "import os, subprocess\nprint(list(os.environ))\nprint(subprocess.run(['/usr/bin/env'], capture_output=True, text=True).stdout.replace('\\n', ' '))"},
 	{"js environment's order", rootfs.JavaScript, "console.log(Object.keys(process.env).join(' '))\nconsole.log(require('child_process').execFileSync('/usr/bin/env').toString().replace(/\\n/g, ' '))"},
-	{"py cmdline", rootfs.Python, "print(open('/proc/self/cmdline', 'rb').read().rstrip(b'\\0').split(b'\\0'))"},
+	// Exactly: the zygote's command line is as long (pid1.WarmBootPath).
+	{"py cmdline", rootfs.Python, "print(open('/proc/self/cmdline', 'rb').read())"},
 	// A source compile() refuses goes to the interpreter's own file parser,
 	// whose reading ends a line at a NUL and whose errors are its own.
 	{"py NUL ends the source", rootfs.Python, "print(1)\x00print(2)"},
@@ -291,6 +292,17 @@ func TestNodeBootFD(t *testing.T) {
 	}
 	if want := map[string]int{"0": 1, strconv.Itoa(pid1.WarmFD): 3}; !maps.Equal(uses, want) {
 		t.Errorf("the bootstrap's descriptors: got %v, want %v", uses, want)
+	}
+}
+
+// TestWarmBootPathLength: a zygote started with pid1.WarmBootPath as its
+// script has a command line as long as a cold run's, which its children
+// rewrite in place as a cold run's.
+func TestWarmBootPathLength(t *testing.T) {
+	for _, lang := range []rootfs.Language{rootfs.Python, rootfs.JavaScript} {
+		if len(pid1.WarmBootPath) != len(scriptPath(lang)) {
+			t.Errorf("%s: %q is not as long as %q", lang, pid1.WarmBootPath, scriptPath(lang))
+		}
 	}
 }
 

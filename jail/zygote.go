@@ -281,11 +281,22 @@ var zygotePinMaxBytes = 64 << 20
 // read-only, so the overlay's upper layer stays empty.
 const zygoteScratchBytes = 1 << 20
 
-// zygoteLoader is the zygote's command line's program: it names the
-// descriptors for zygote.py (CTL, PIDNS, SRC, PROC) and reads its source
-// from pid1.ZygoteSourceFD, so that the host's ps shows one short line.
-var zygoteLoader = fmt.Sprintf("import os; CTL, PIDNS, SRC, PROC = %d, %d, %d, %d; "+
-	"exec(compile(b''.join(iter(lambda: os.read(SRC, 65536), b'')), '<brig zygote>', 'exec'))",
+// zygoteLoader is the zygote's script, which its init writes at
+// pid1.WarmBootPath (PrepareSpec.WarmBoot): it names the descriptors for
+// zygote.py (CTL, PIDNS, SRC, PROC) and reads its source from
+// pid1.ZygoteSourceFD. The zygote is started as `python3 -u
+// /sandbox/.brg.js`, a command line exactly as long as a cold run's `python3
+// -u /sandbox/main.py`, which its children rewrite in place (_retitle): their
+// /proc/self/cmdline is then a cold run's, where the `python3 -u -c LOADER`
+// of the builds until 2026-12-05 left it padded with NULs. (Python runs a
+// script whatever its name ends in.) The loader first undoes what starting
+// from a script gives a process and `-c` does not, so that the zygote runs as
+// it did: sys.path's first entry ” (not /sandbox, whose finder a child would
+// find cached), sys.argv's '-c', no importer cached for the script, and
+// no __file__ or __cached__ in __main__.
+var zygoteLoader = fmt.Sprintf("import os, sys; sys.path[0], sys.argv[0] = '', '-c'; "+
+	"del sys.path_importer_cache[__file__], __file__, __cached__; CTL, PIDNS, SRC, PROC = %d, %d, %d, %d; "+
+	"exec(compile(b''.join(iter(lambda: os.read(SRC, 65536), b'')), '<brig zygote>', 'exec'))\n",
 	pid1.ZygoteCtlFD, pid1.ZygotePidnsFD, pid1.ZygoteSourceFD, pid1.ZygoteProcFD)
 
 // extraFiles is exec.Cmd.ExtraFiles for files by their descriptor number in
@@ -424,7 +435,8 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		View:         viewOf(root),
 		Binds:        bindsOf(root),
 		Empty:        l.empty,
-		ZygoteArgv:   append(append([]string{root.Interpreter}, root.Args...), "-c", zygoteLoader),
+		ZygoteArgv:   root.Argv(pid1.WarmBootPath),
+		WarmBoot:     zygoteLoader,
 		ZygoteEnv:    Environ(nil),
 		Hostname:     DefaultHostname,
 		Copies:       cp,

@@ -258,6 +258,8 @@ var zygoteRootSteps = []step{
 	{"interpreter copies", mountCopies},
 	{"dev", mountDev},
 	{"pivot_root", pivotRoot},
+	// The zygote's script (jail's zygoteLoader).
+	{"zygote loader", writeWarmBoot},
 	// A preload may read it (platform.uname(), which zygote.py clears).
 	{"hostname", func(st *initState) error { return unix.Sethostname([]byte(st.prep.Hostname)) }},
 	{"read-only root", func(*initState) error {

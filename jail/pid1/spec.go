@@ -52,7 +52,8 @@ type PrepareSpec struct {
 	// environment, brig's own names (jail.Environ); nil for a cold sandbox.
 	Warm, WarmEnviron []string
 	// WarmBoot is the bootstrap Warm runs, a file the root's build writes at
-	// WarmBootPath (owned by the program, which removes it at its start).
+	// WarmBootPath (owned by the program, which removes it at its start), or a
+	// zygote's script.
 	WarmBoot string `json:",omitempty"`
 	// ZygoteArgv and ZygoteEnv, for a zygote's init (ZygoteInitArg), are the
 	// zygote's command line and environment, which it execs once the root is
@@ -246,12 +247,13 @@ const (
 	CopiesEmpty = "empty"
 )
 
-// WarmBootPath is where a warm JavaScript interpreter's bootstrap
-// (PrepareSpec.WarmBoot) is written. The bootstrap removes it as it starts,
-// long before a run takes the sandbox. It is as long as the script's path
-// (rootfs's ScriptName under /sandbox): node keeps process.title in the
-// memory of its command line, which then holds as much as a cold run's (a
-// 22-byte path let a warm program's title be 6 bytes longer).
+// WarmBootPath is where a warm JavaScript interpreter's bootstrap, or a
+// zygote's script (PrepareSpec.WarmBoot), is written. Node's bootstrap
+// removes it as it starts, long before a run takes the sandbox; a zygote's is
+// in the zygote's own root, which no run sees. It is as long as a run's
+// script's path (rootfs's ScriptName under /sandbox): a zygote is started
+// with it in the place of the script, and its children's command line, which
+// they rewrite in place, is then exactly a cold run's (TestWarmBootPathLength).
 const WarmBootPath = "/sandbox/.brg.js"
 
 // WarmFD is the descriptor on which a warm JavaScript interpreter reads its
