@@ -14,7 +14,7 @@
 set -euo pipefail
 sock=${1:-/run/brig/brig.sock}
 runs=100
-zygote=$(pgrep -n -f "python3.*CTL, PIDNS" || true)
+zygote=$(pgrep -n -f "python3 -u /sandbox/[.]brg[.]js" || true)
 [ -n "$zygote" ] || { echo "no zygote running: is the service up with Python warm?" >&2; exit 1; }
 all=$(mktemp)
 own=$(mktemp)
@@ -49,7 +49,7 @@ for _ in range(int(sys.argv[2])):
 print(warm(c) - before)
 PY
 )
-newest=$(pgrep -n -f "python3.*CTL, PIDNS" || true)
+newest=$(pgrep -n -f "python3 -u /sandbox/[.]brg[.]js" || true)
 wait "$perf1" "$perf2"
 if [ "$newest" != "$zygote" ]; then
   echo "the zygote ($zygote) was replaced during the measurement (now $newest): run it again" >&2
