@@ -42,21 +42,32 @@ import (
 // stack and its depth are a cold run's. (Before, the bootstrap was node's main
 // script and ran the program from the event loop: each stack ended in
 // processImmediate, not run_main_module, and a recursion went 3 levels less.)
-// A worker thread inherits its preloads from the process, and loads
-// /dev/stdin again: /dev/null by then, an empty module. It takes the loader's
+// The loader's realpath cache, which it hands to fs.realpathSync, held where
+// /dev/stdin and /proc/PID/fd/0 led (the removed file): the bootstrap takes it
+// from one resolution through fs.realpathSync and empties it, as a cold
+// node's is before its main module. A worker thread inherits its preloads
+// from the process, and loads /dev/stdin again: /dev/null by then, an empty
+// module (and so does the thread of module.register's hooks). It takes the loader's
 // Module from its own module, not require('module'), which would load modules
 // a cold start does not (process.moduleLoadList). Its socket is descriptor
-// 100, pid1.WarmFD (TestNodeBootFD).
+// 63, pid1.WarmFD (TestNodeBootFD).
 const nodeBoot = `'use strict';
 const fs = require('fs'), Module = module.constructor;
 fs.closeSync(0);
 if (fs.openSync('/dev/null', 'r') !== 0) throw new Error('brig: /dev/null did not take descriptor 0');
 fs.unlinkSync(__filename);
 delete require.cache[__filename];
-for (const k of Object.keys(Module._pathCache)) if (Module._pathCache[k] === __filename) delete Module._pathCache[k];
-fs.writeSync(100, 'r');
-const env = JSON.parse(fs.readFileSync(100, 'utf8'));
-fs.closeSync(100);
+const forget = () => { for (const k of Object.keys(Module._pathCache)) if (Module._pathCache[k] === __filename) delete Module._pathCache[k]; };
+forget();
+const realpathSync = fs.realpathSync;
+let links;
+fs.realpathSync = function (p, options) { for (const k of Object.getOwnPropertySymbols(options ?? {})) links = options[k]; return realpathSync.apply(this, arguments); };
+try { require.resolve('/dev/stdin'); } catch {} finally { fs.realpathSync = realpathSync; }
+if (typeof links?.clear === 'function') links.clear();
+forget();
+fs.writeSync(63, 'r');
+const env = JSON.parse(fs.readFileSync(63, 'utf8'));
+fs.closeSync(63);
 for (const k of Object.keys(process.env)) delete process.env[k];
 Object.assign(process.env, env);
 `

@@ -259,8 +259,10 @@ const WarmBootPath = "/sandbox/.brg.js"
 // WarmFD is the descriptor on which a warm JavaScript interpreter reads its
 // run's environment. It is above node's own (3 to 16 in node 20), which then
 // take the numbers they take in a cold node, and a program's first open gets
-// a cold run's (17), not the socket's once closed (3 until 2026-12-05).
-const WarmFD = 100
+// a cold run's (17), not the socket's once closed (3 until 2026-12-05); and
+// below 64, the size of a fresh process's descriptor table, which a higher
+// one would double for good (/proc/self/status's FDSize).
+const WarmFD = 63
 
 // WarmEnv is the JSON a warm interpreter reads: the run's whole environment.
 func WarmEnv(env []string) ([]byte, error) {

@@ -38,7 +38,7 @@
 // pid1.WarmBootPath, where a warm sandbox's bootstrap is written.
 #define REAPER_WARM_BOOT "/sandbox/.brg.js"
 // pid1.WarmFD, the warm interpreter's descriptor of its socket.
-#define REAPER_WARM_FD 100
+#define REAPER_WARM_FD 63
 
 // Modes: a zygote's sandbox, whose program is the zygote's child (the reaper
 // only reaps), or a cold sandbox, whose program the reaper starts.
