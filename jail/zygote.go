@@ -291,9 +291,9 @@ const zygoteScratchBytes = 1 << 20
 // of the builds until 2026-12-05 left it padded with NULs. (Python runs a
 // script whatever its name ends in.) The loader first undoes what starting
 // from a script gives a process and `-c` does not, so that the zygote runs as
-// it did: sys.path's first entry ” (not /sandbox, whose finder a child would
-// find cached), sys.argv's '-c', no importer cached for the script, and
-// no __file__ or __cached__ in __main__.
+// it did: sys.path's first entry the empty string (not /sandbox, whose
+// finder a child would find cached), sys.argv's -c, no importer cached for
+// the script, and no __file__ or __cached__ in __main__.
 var zygoteLoader = fmt.Sprintf("import os, sys; sys.path[0], sys.argv[0] = '', '-c'; "+
 	"del sys.path_importer_cache[__file__], __file__, __cached__; CTL, PIDNS, SRC, PROC = %d, %d, %d, %d; "+
 	"exec(compile(b''.join(iter(lambda: os.read(SRC, 65536), b'')), '<brig zygote>', 'exec'))\n",

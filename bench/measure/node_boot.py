@@ -14,7 +14,7 @@ system) at its first line. Each round runs, in turn:
            script, DIR/boot.js (860c85a: the last that ran it so, which then
            ran the program from the event loop).
 The bootstraps get the environment over a socketpair on the descriptor
-they write their 'r' to (pid1.WarmFD: 100; 3 until 860c85a), as from the
+they write their 'r' to (pid1.WarmFD: 63; 3 until 860c85a), as from the
 sandbox's pid 1. Each node starts with an empty environment, as a run's
 does (a NODE_EXTRA_CA_CERTS of the caller's costs every start a read of the
 CA bundle). Medians over the rounds (default 15). No privileges; nothing

@@ -431,8 +431,7 @@ static char *strings(char *p, char *end, char **out, uint32_t n, const char *ste
 // the root's strings on the spec pipe, with its bootstrap file as its
 // descriptor 0 (node preloads /dev/stdin: jail/warm.go) and one end of a
 // socket as its descriptor REAPER_WARM_FD, on which it says 'r' once it waits
-// for its run.
-// It returns the socket's other end, and the pid.
+// for its run. It returns the socket's other end, and the pid.
 static int start_warm(const struct reaper_config *cfg, long *pid) {
 	if (cfg->warm_argc == 0 || cfg->warm_argc > REAPER_MAX_ARGS || cfg->warm_envc > REAPER_MAX_ENV ||
 	    cfg->warm_size > REAPER_MAX_RUN)
