@@ -230,6 +230,10 @@ var warmCorpus = []struct {
 	{"js environment's order", rootfs.JavaScript, "console.log(Object.keys(process.env).join(' '))\nconsole.log(require('child_process').execFileSync('/usr/bin/env').toString().replace(/\\n/g, ' '))"},
 	// Exactly: the zygote's command line is as long (pid1.WarmBootPath).
 	{"py cmdline", rootfs.Python, "print(open('/proc/self/cmdline', 'rb').read())"},
+	// The runtime's own copy of it (what setproctitle reads).
+	{"py C argv", rootfs.Python, "import ctypes\nn, v = ctypes.c_int(), ctypes.POINTER(ctypes.c_wchar_p)()\nctypes.pythonapi.Py_GetArgcArgv(ctypes.byref(n), ctypes.byref(v))\nprint([v[i] for i in range(n.value)])"},
+	// No finder cached for the zygote's working directory (/).
+	{"py importer for /", rootfs.Python, "import sys\nprint(type(sys.path_importer_cache.get('/')).__name__, '/' in sys.path_importer_cache)"},
 	// A source compile() refuses goes to the interpreter's own file parser,
 	// whose reading ends a line at a NUL and whose errors are its own.
 	{"py NUL ends the source", rootfs.Python, "print(1)\x00print(2)"},

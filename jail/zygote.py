@@ -136,11 +136,27 @@ def _check(r, what):
         raise OSError(e, '%s: %s' % (what, os.strerror(e)))
 
 
+def _c_argv():
+    # The addresses of the runtime's own copy of the command line, as wide
+    # strings (Py_GetArgcArgv, what C code such as setproctitle's reads):
+    # the same in every child, which _retitle rewrites.
+    if ctypes.sizeof(ctypes.c_wchar) != 4:
+        return []
+    argc, argv = ctypes.c_int(), ctypes.POINTER(ctypes.c_void_p)()
+    ctypes.pythonapi.Py_GetArgcArgv(ctypes.byref(argc), ctypes.byref(argv))
+    return [argv[i] for i in range(argc.value)] if argv else []
+
+
+_C_ARGV = _c_argv()
+
+
 def _retitle(argv):
     # The process's command line (/proc/self/cmdline, what ps shows) is the
-    # memory of its first argv: rewritten in place as a cold run's, padded
-    # with NULs, instead of the zygote's source. (Read with os.read: open()'s
-    # file objects cost a child 30 page faults more.)
+    # memory of its first argv: rewritten in place as a cold run's instead
+    # of the zygote's, which is as long (jail/zygote.go's zygoteLoader; NULs
+    # pad a shorter one). (Read with os.read: open()'s file objects cost a
+    # child 30 page faults more.) So is the runtime's wide copy of each
+    # argument that differs and is as long: the script's name.
     fd = os.open('/proc/self/stat', os.O_RDONLY | os.O_CLOEXEC)
     try:
         fields = os.read(fd, 4096).rsplit(b')', 1)[1].split()
@@ -151,6 +167,10 @@ def _retitle(argv):
     if len(title) <= end - start:
         ctypes.memset(start, 0, end - start)
         ctypes.memmove(start, title, len(title))
+    for at, a in zip(_C_ARGV, argv):
+        old = ctypes.wstring_at(at) if at else a
+        if old != a and len(old) == len(a):
+            ctypes.memmove(at, a.encode('utf-32-le'), 4 * len(a))
 
 
 # capset(2)'s header (version 3, this process) and its empty sets, made once
@@ -214,6 +234,10 @@ def _serve():
     # cache; a fresh interpreter's program starts with it empty.
     if 're' in sys.modules:
         sys.modules['re'].purge()
+    # The finder the preloads' imports cached for sys.path's '' (the
+    # zygote's working directory, /, with its listing): a run's sys.path has
+    # /sandbox there, and a cold run caches no finder for /.
+    sys.path_importer_cache.pop(os.getcwd(), None)
     # Everything the zygote made stays out of its children's collections: a
     # collection writes to every object it visits, which would copy the
     # zygote's pages into each child.
@@ -838,7 +862,7 @@ del _CAP_HEADER, _CAP_DATA, _CAPSET
 sys.argv[:] = [_path]
 sys.orig_argv[:] = [sys.orig_argv[0], '-u', _path]
 _retitle(sys.orig_argv)
-del _retitle, _libc
+del _retitle, _libc, _C_ARGV, _c_argv
 sys.path[0] = '/sandbox'
 
 
