@@ -311,13 +311,11 @@ func TestNodeBootFD(t *testing.T) {
 }
 
 // TestWarmBootPathLength: a zygote started with pid1.WarmBootPath as its
-// script has a command line as long as a cold run's, which its children
-// rewrite in place as a cold run's.
+// script has a command line as long as a cold Python run's, which its
+// children rewrite in place as a cold run's.
 func TestWarmBootPathLength(t *testing.T) {
-	for _, lang := range []rootfs.Language{rootfs.Python, rootfs.JavaScript} {
-		if len(pid1.WarmBootPath) != len(scriptPath(lang)) {
-			t.Errorf("%s: %q is not as long as %q", lang, pid1.WarmBootPath, scriptPath(lang))
-		}
+	if len(pid1.WarmBootPath) != len(scriptPath(rootfs.Python)) {
+		t.Errorf("%q is not as long as %q", pid1.WarmBootPath, scriptPath(rootfs.Python))
 	}
 }
 
