@@ -422,8 +422,12 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 	child.Close()
 	pidns.Close()
 	proc.Close()
-	// The source (about 10 kB) fits the pipe's buffer: written before the
-	// zygote exists, it reads it to EOF.
+	// The source is written before the zygote exists, which reads it to EOF:
+	// the pipe's buffer is made to hold all of it (past the default 64 KiB
+	// the write waited for a reader that was not there yet).
+	if err := setPipeSize(sourceW, len(zygoteSource)); err != nil {
+		return nil, fmt.Errorf("sizing the zygote's source pipe: %w", err)
+	}
 	if _, err := io.WriteString(sourceW, zygoteSource); err != nil {
 		return nil, fmt.Errorf("sending the zygote its source: %w", err)
 	}
@@ -1025,4 +1029,20 @@ func (w *limitedWriter) Write(p []byte) (int, error) {
 		w.b.Write(p[:min(room, len(p))])
 	}
 	return len(p), nil
+}
+
+// setPipeSize makes the buffer of the pipe f writes to hold at least n bytes.
+func setPipeSize(f *os.File, n int) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var size int
+	if cerr := rc.Control(func(fd uintptr) { size, err = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, n) }); cerr != nil {
+		return cerr
+	}
+	if err == nil && size < n {
+		err = fmt.Errorf("the pipe holds %d bytes, not %d", size, n)
+	}
+	return err
 }

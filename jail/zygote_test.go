@@ -947,3 +947,24 @@ func TestCheckWarmPython(t *testing.T) {
 		t.Errorf("this host has no Landlock ABI 2 (%d, %v): warm Python runs cold here", abi, err)
 	}
 }
+
+// TestSetPipeSize: the zygote's source is written to its pipe before the
+// zygote reads it, so the pipe must hold all of it. Past 64 KiB, the default,
+// the write waited for a reader that was not there yet (a source of 66,644
+// bytes hung every warm Python start).
+func TestSetPipeSize(t *testing.T) {
+	n := 3 * len(zygoteSource)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if err := setPipeSize(w, n); err != nil {
+		t.Fatal(err)
+	}
+	w.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if k, err := w.Write(make([]byte, n)); err != nil {
+		t.Fatalf("wrote %d of %d bytes with no reader: %v", k, n, err)
+	}
+}
