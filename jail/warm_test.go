@@ -233,6 +233,11 @@ var warmCorpus = []struct {
 	// The runtime's own copy of it (what setproctitle reads).
 	{"py C argv", rootfs.Python, "import ctypes\nn, v = ctypes.c_int(), ctypes.POINTER(ctypes.c_wchar_p)()\nctypes.pythonapi.Py_GetArgcArgv(ctypes.byref(n), ctypes.byref(v))\nprint([v[i] for i in range(n.value)])"},
 	// No finder cached for the zygote's working directory (/).
+	// What the kernel shows of a process's exec: its environment, and the
+	// auxiliary vector's ids in the kernel's copy and the C library's
+	// (getauxval); and the heap's break, which the call that sets the
+	// first two sets too, still where the C library's allocator grows it.
+	{"py exec's environment and ids", rootfs.Python, "import ctypes, struct\nlibc = ctypes.CDLL(None)\nlibc.getauxval.restype, libc.sbrk.restype = ctypes.c_size_t, ctypes.c_void_p\nprint(open('/proc/self/environ', 'rb').read())\nauxv = dict(struct.iter_unpack('QQ', open('/proc/self/auxv', 'rb').read()))\nprint([(auxv[k], libc.getauxval(k)) for k in (11, 12, 13, 14, 23)])\nlibc.malloc.restype = ctypes.c_void_p\nstart = libc.sbrk(0)\nblocks = [libc.malloc(1000) for _ in range(5000)]\nprint(all(blocks), libc.sbrk(0) - start >= 4000000)"},
 	{"py importer for /", rootfs.Python, "import sys\nprint(type(sys.path_importer_cache.get('/')).__name__, '/' in sys.path_importer_cache)"},
 	// A source compile() refuses goes to the interpreter's own file parser,
 	// whose reading ends a line at a NUL and whose errors are its own.

@@ -150,6 +150,78 @@ def _c_argv():
 _C_ARGV = _c_argv()
 
 
+class _MMMap(ctypes.Structure):
+    """struct prctl_mm_map (PR_SET_MM_MAP)."""
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        'start_code', 'end_code', 'start_data', 'end_data', 'start_brk', 'brk', 'start_stack',
+        'arg_start', 'arg_end', 'env_start', 'env_end')] + [
+        ('auxv', _c_void_p), ('auxv_size', ctypes.c_uint32), ('exe_fd', ctypes.c_uint32)]
+
+
+_PR_SET_MM, _PR_SET_MM_MAP = 35, 14
+_AT_UID, _AT_EUID, _AT_GID, _AT_EGID = 11, 12, 13, 14
+
+
+def _mm_map():
+    """What a child needs to show its run's environment and identity where
+    the kernel shows a process's exec: /proc/self/environ (the memory between
+    the mm's env_start and env_end, the zygote's environment until then) and
+    the auxiliary vector's ids, in the kernel's copy (/proc/self/auxv) and in
+    the C library's (on the stack, after the environment's pointers:
+    getauxval), both the zygote's exec's (AT_UID 0) until then. PR_SET_MM_MAP
+    sets the mm's fields all at once and, without a new executable, asks for
+    no capability (CRIU's unprivileged restore); a cold run's exec sets the
+    same. Made here once: the fields this process's fork keeps, the kernel's
+    vector as an array, the places of the ids in both vectors. None where a
+    field can't be read (the child then shows the zygote's, as before)."""
+    own = lambda p, fl: os.open('%d/%s' % (os.getpid(), p), fl, dir_fd=PROC)  # the host's /proc
+    with open('stat', 'rb', opener=own) as st, open('auxv', 'rb', opener=own) as a:
+        f = [int(v) for v in st.read().rsplit(b')', 1)[1].split()[1:]]
+        auxv = a.read()
+    # proc(5)'s fields from the fourth (the parent's pid) on: f[n - 4] is field n.
+    m = _MMMap(start_code=f[22], end_code=f[23], start_stack=f[24], start_data=f[41], end_data=f[42],
+               start_brk=f[43], arg_start=f[44], arg_end=f[45], exe_fd=0xffffffff)
+    if not all((m.start_code, m.start_stack, m.arg_start)) or len(auxv) % 16:
+        return None
+    words = (ctypes.c_uint64 * (len(auxv) // 8)).from_buffer_copy(auxv)
+    m.auxv, m.auxv_size = ctypes.addressof(words), ctypes.sizeof(words)
+    at = ctypes.string_at(m.start_stack, m.arg_start - m.start_stack).find(auxv)
+    stack = m.start_stack + at if at >= 0 and at % 8 == 0 else None
+    ids = [(i + 1, stack and stack + 8 * (i + 1)) for i in range(0, len(words), 2)
+           if words[i] in (_AT_UID, _AT_EUID, _AT_GID, _AT_EGID)]
+    ids.sort(key=lambda e: words[e[0] - 1])
+    return m, words, ids if len(ids) == 4 else None
+
+
+_MM = _mm_map()
+
+
+def _show_exec(block, mm=_MM, prctl=_prctl, sbrk=_bind('sbrk', _c_void_p, _c_long),
+               mmap=_bind('mmap', _c_void_p, _c_void_p, ctypes.c_size_t, _c_int, _c_int, _c_int, _c_long)):
+    """In a child that has its run: shows the run's environment (block, its
+    NAME=VALUE entries each ended by a NUL, as an exec lays them out) and the
+    child's ids where the kernel shows a process's exec (_mm_map), as a cold
+    run's exec shows them. The block goes into memory of its own that nothing
+    frees (the kernel reads only a private anonymous mapping there), as an
+    exec's strings are on the stack."""
+    if mm is None:
+        return
+    m, words, ids = mm
+    at = mmap(None, max(len(block), 1), _PROT_READ | _PROT_WRITE, _MAP_PRIVATE | _MAP_ANONYMOUS, -1, 0)
+    if at is None or at == ctypes.c_void_p(-1).value:
+        return
+    ctypes.memmove(at, block, len(block))
+    m.env_start, m.env_end = at, at + len(block)
+    if ids:
+        for (i, stack), v in zip(ids, (os.getuid(), os.geteuid(), os.getgid(), os.getegid())):
+            words[i] = v
+            if stack:
+                ctypes.c_uint64.from_address(stack).value = v
+    # The break as it is now: the call sets the mm's too.
+    m.brk = sbrk(0)
+    prctl(_PR_SET_MM, _PR_SET_MM_MAP, ctypes.addressof(m), ctypes.sizeof(m), 0)
+
+
 def _retitle(argv):
     # The process's command line (/proc/self/cmdline, what ps shows) is the
     # memory of its first argv: rewritten in place as a cold run's instead
@@ -862,7 +934,7 @@ del _CAP_HEADER, _CAP_DATA, _CAPSET
 sys.argv[:] = [_path]
 sys.orig_argv[:] = [sys.orig_argv[0], '-u', _path]
 _retitle(sys.orig_argv)
-del _retitle, _libc, _C_ARGV, _c_argv
+del _retitle, _libc, _C_ARGV, _c_argv, _mm_map, _MMMap
 sys.path[0] = '/sandbox'
 
 
@@ -1112,7 +1184,8 @@ def _take(fd, path):
     n = 8 + int.from_bytes(b[:4], 'little')
     if len(b) < 8 or len(b) != n + int.from_bytes(b[4:8], 'little'):
         raise OSError(0, 'the run came cut short (%d bytes)' % len(b))
-    env = [kv.split(b'=', 1) for kv in b[8:n].split(b'\0')[:-1]]
+    block = b[8:n]
+    env = [kv.split(b'=', 1) for kv in block.split(b'\0')[:-1]]
     src = b[n:]
     f = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     v = memoryview(src)
@@ -1125,7 +1198,7 @@ def _take(fd, path):
         os.pread(f, 1, 0)
     finally:
         os.close(f)
-    return env, src
+    return env, src, block
 
 
 # The hand-over's steps rehearsed too, on a frame of no run's through a pipe,
@@ -1144,8 +1217,9 @@ _collect()
 sys.stdout.flush()
 os.write(3, b'r')
 # The run, up to EOF: the supervisor closes its end.
-_env, _src = _take(3, _path)
+_env, _src, _block = _take(3, _path)
 _setenv(_env)
+_show_exec(_block)
 # PYTHONPATH's entries, each made absolute as the interpreter's start makes
 # it (getpath: normalised, an empty one the working directory), then each
 # path once, the first kept, as site's removeduppaths. (Looked up in
@@ -1160,7 +1234,7 @@ if 'logging' in sys.modules:
     # A record's relativeCreated counts from logging's import: the run's
     # start, not the zygote's.
     sys.modules['logging']._startTime = sys.modules['time'].time()
-del _env, _setenv, _tz, _tz_key, _pp, _take
+del _env, _block, _setenv, _show_exec, _MM, _tz, _tz_key, _pp, _take
 sys.modules['__main__'] = _main
 
 

@@ -687,9 +687,14 @@ func defaultRules() []Rule {
 			When: []Cond{{Arg: 0, Mask: lowWord, Op: In, Values: []uint64{unix.PR_SET_MEMORY_MERGE}}},
 			Else: Allow,
 			Comment: "Thread names, PR_SET_PDEATHSIG, no_new_privs, dumpable; the " +
-				"options that matter (PR_SET_MM, capability bounding set) check " +
-				"capabilities in the kernel. PR_SET_MEMORY_MERGE does not: it " +
-				"offers all of the caller's memory to KSM, as madvise's " +
+				"capability bounding set and PR_SET_MM's single fields check " +
+				"capabilities in the kernel. PR_SET_MM_MAP asks for none unless it " +
+				"replaces the executable (CRIU's unprivileged restore): it sets the " +
+				"caller's own bookkeeping, the bounds of its command line, " +
+				"environment and heap and its auxiliary vector, which the kernel " +
+				"checks against its address space and RLIMIT_DATA; a warm Python " +
+				"child shows its run's environment with it. PR_SET_MEMORY_MERGE, " +
+				"which checks none either, offers all of the caller's memory to KSM, as madvise's " +
 				"MADV_MERGEABLE (above) offers a range, and gets EPERM. The " +
 				"option is an int, so the check reads the register's low half."},
 		{Action: Allow, Names: []string{"seccomp", "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"},
