@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/brig-sandbox/brig/internal/text"
@@ -189,7 +190,8 @@ func (r *Run) serveProxy(c *net.TCPConn) {
 		// HTTP (8080 as on 80). tunnelFirst checks both.
 		r.connect(c, host, port, viaConnect, established, func(up *net.TCPConn, rec *record) {
 			mw := meteredWriter{up, &r.lim.sent, &rec.sent}
-			r.pipeAfter(c, up, rec, func() (bool, error) { return r.tunnelFirst(c, br, mw, host, port, rec) })
+			var plain atomic.Bool // the client's first bytes were a plain HTTP request
+			r.pipeAfter(c, up, rec, &plain, func() (bool, error) { return r.tunnelFirst(c, br, mw, host, port, rec, &plain) })
 		})
 	}
 }
@@ -212,10 +214,10 @@ const helloScanBytes = 64 << 10
 // stream is TLS, spliced. A plain HTTP request is checked as on :80 (its Host
 // and its target must name host) and is the tunnel's only one: it is sent
 // with Connection: close and what the client sends after it is dropped (more
-// is false), as relayHTTP does. Anything else is scanned as it is forwarded
+// is false), and its answer says so (plain), as relayHTTP's do. Anything else is scanned as it is forwarded
 // (scanTunnel). Waiting for the client's bytes does not hold back the
 // upstream's, which pipeAfter copies meanwhile.
-func (r *Run) tunnelFirst(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host string, port int, rec *record) (more bool, err error) {
+func (r *Run) tunnelFirst(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host string, port int, rec *record, plain *atomic.Bool) (more bool, err error) {
 	first, err := br.Peek(1)
 	if err != nil {
 		return true, nil // the client sent nothing: the splice sees its end
@@ -232,6 +234,7 @@ func (r *Run) tunnelFirst(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host s
 		rec.failure = r.readFailure(ruleBadHead, err) + ": the tunnel was cut"
 		return false, errTunnelCut
 	case isHTTP:
+		plain.Store(true) // before the request goes: its answer can't come sooner
 		return false, r.tunnelRequest(c, br, mw, host, port, rec)
 	}
 	return true, r.scanTunnel(c, br, mw, host, rec)
@@ -566,18 +569,19 @@ func (r *Run) connectThen(c *net.TCPConn, host string, port int, via string, bef
 
 // relayHTTP forwards one request (head rewritten to target and host, body as
 // its framing says) and its response, then closes: one request per
-// connection. The proxy never parses responses, so it could not place a
-// refusal of a later request in order among them, nor move a later request
-// for another Host to another upstream; with one request per connection every
-// request's Host is checked by construction and no second request can ride
-// behind a first one. The upstream is told `Connection: close`, which it
-// repeats to the client, so clients open a new connection for the next
-// request. Plain HTTP pays a TCP handshake per request; HTTPS is unaffected.
+// connection. The proxy reads no response past its head, so it could not
+// place a refusal of a later request in order among them, nor move a later
+// request for another Host to another upstream; with one request per
+// connection every request's Host is checked by construction and no second
+// request can ride behind a first one. Both ends are told `Connection:
+// close` (the response's head says so whatever the upstream's said), so
+// clients open a new connection for the next request. Plain HTTP pays a TCP
+// handshake per request; HTTPS is unaffected.
 func (r *Run) relayHTTP(c *net.TCPConn, br *bufio.Reader, up *net.TCPConn, h *head, target, host string, rec *record) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := spliceCopy(c, up, &r.lim.received, &rec.received); err != nil {
+		if err := r.relayResponse(c, up, rec, nil); err != nil {
 			rec.markCut(err)
 			c.Close()
 			up.Close()
@@ -589,6 +593,53 @@ func (r *Run) relayHTTP(c *net.TCPConn, br *bufio.Reader, up *net.TCPConn, h *he
 		up.Close()
 	}
 	dropUntilDone(c, up, done)
+}
+
+// responseHeadBytes bounds a response head the proxy rewrites: the buffer it
+// is read into, held while a connection waits for its answer (a run's 64
+// connections, 1 MiB). A larger head passes as it came.
+const responseHeadBytes = 16 << 10
+
+// relayResponse copies the upstream's response to the client, its final head
+// saying `Connection: close` (closingHead): an upstream that does not repeat
+// the request's (Python's http.server as HTTP/1.1) left a keep-alive client
+// sending its next request on the connection, where the proxy dropped it
+// (Node's agent and http.client lost every second request: the network
+// probe of 2026-12-05). Interim (1xx) heads pass as they came, and so does
+// all of an answer whose head the proxy can't read as HTTP/1's. The bytes
+// counted are the upstream's. In a raw tunnel (plain not nil) the upstream's
+// first bytes are an answer only when the client's were a plain HTTP request
+// (plain, set before the request was sent): otherwise they pass as they came,
+// a banner of a server that speaks first among them.
+func (r *Run) relayResponse(c, up *net.TCPConn, rec *record, plain *atomic.Bool) error {
+	br := bufio.NewReaderSize(up, responseHeadBytes)
+	if plain != nil {
+		br.Peek(1)
+	}
+	for plain == nil || plain.Load() {
+		raw, out, final := nextResponseHead(br)
+		if raw == 0 {
+			break
+		}
+		if n := r.lim.received.take(int64(raw)); n < int64(raw) {
+			r.lim.received.give(n)
+			return errBytesLimit
+		}
+		rec.received.Add(int64(raw))
+		if _, err := br.Discard(raw); err != nil {
+			return err
+		}
+		if _, err := c.Write(out); err != nil {
+			return err
+		}
+		if final {
+			break
+		}
+	}
+	if err := writeBuffered(meteredWriter{c, &r.lim.received, &rec.received}, br); err != nil {
+		return err
+	}
+	return spliceCopy(c, up, &r.lim.received, &rec.received)
 }
 
 // sendRequest writes h, rewritten to target and host, and its body to w. A
@@ -629,18 +680,23 @@ func dropUntilDone(c, up *net.TCPConn, done <-chan struct{}) {
 // pipe splices client and upstream both ways until both are done. An end of
 // stream is passed on as a half close; an error or the run's byte limit
 // closes both.
-func (r *Run) pipe(c, up *net.TCPConn, rec *record) { r.pipeAfter(c, up, rec, nil) }
+func (r *Run) pipe(c, up *net.TCPConn, rec *record) { r.pipeAfter(c, up, rec, nil, nil) }
 
 // pipeAfter is pipe whose client-to-upstream direction first calls first
 // (when not nil), which forwards the client's first bytes itself; an error
 // from it ends the connection both ways, and more false ends that direction
 // there: what the client sends next is dropped until the upstream is done, but
-// for its end of stream (dropUntilDone).
-func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, first func() (more bool, err error)) {
+// for its end of stream (dropUntilDone). With plain not nil the upstream's
+// answer goes through relayResponse.
+func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, plain *atomic.Bool, first func() (more bool, err error)) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := spliceCopy(c, up, &r.lim.received, &rec.received); err != nil {
+		copyAnswer := func() error { return spliceCopy(c, up, &r.lim.received, &rec.received) }
+		if plain != nil {
+			copyAnswer = func() error { return r.relayResponse(c, up, rec, plain) }
+		}
+		if err := copyAnswer(); err != nil {
 			rec.markCut(err)
 			c.Close()
 			up.Close()

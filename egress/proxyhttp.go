@@ -304,3 +304,79 @@ func isToken(s string) bool {
 
 // maxQuoted bounds what of a client's bytes an error message quotes.
 const maxQuoted = 80
+
+// nextResponseHead waits for the next response head in br, up to its empty
+// line, without taking it: raw is its length and out what the client is sent
+// instead. An interim head (1xx but 101) goes as it is, final false. A final
+// one is closingHead's. raw is 0 where br does not begin with an HTTP/1 head
+// that fits br: what br holds is then forwarded as it came.
+func nextResponseHead(br *bufio.Reader) (raw int, out []byte, final bool) {
+	var b []byte
+	_, err := br.Peek(1)
+	for err == nil {
+		b, _ = br.Peek(br.Buffered())
+		if end := headEnd(b); end > 0 {
+			b = b[:end]
+			break
+		}
+		if len(b) == br.Size() {
+			return 0, nil, false
+		}
+		_, err = br.Peek(len(b) + 1)
+	}
+	if err != nil || !bytes.HasPrefix(b, []byte("HTTP/1.")) {
+		return 0, nil, false
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	status := 0
+	if f := bytes.Fields(line); len(f) >= 2 && len(f[1]) == 3 {
+		status, _ = strconv.Atoi(string(f[1]))
+	}
+	switch {
+	case status < 100:
+		return 0, nil, false
+	case status < 200 && status != 101:
+		return len(b), b, false
+	}
+	return len(b), closingHead(b), true
+}
+
+// headEnd is the length of the head that b begins with, through the empty
+// line that ends it (CRLF or bare LF line ends), or 0 while b holds none.
+func headEnd(b []byte) int {
+	for i := bytes.IndexByte(b, '\n'); i >= 0; {
+		rest := b[i+1:]
+		switch {
+		case bytes.HasPrefix(rest, []byte("\n")):
+			return i + 2
+		case bytes.HasPrefix(rest, []byte("\r\n")):
+			return i + 3
+		}
+		j := bytes.IndexByte(rest, '\n')
+		if j < 0 {
+			return 0
+		}
+		i += 1 + j
+	}
+	return 0
+}
+
+// closingHead is the response head h with its Connection and Keep-Alive
+// lines replaced by `Connection: close`: the proxy closes the connection
+// after this response.
+func closingHead(h []byte) []byte {
+	lines := bytes.SplitAfter(h, []byte("\n"))
+	out := make([]byte, 0, len(h)+len("Connection: close\r\n"))
+	for i, line := range lines {
+		if i == len(lines)-2 { // the empty line: the head's last
+			out = append(out, "Connection: close\r\n"...)
+		}
+		name, _, _ := bytes.Cut(line, []byte(":"))
+		switch n := strings.ToLower(string(bytes.TrimSpace(name))); {
+		case i > 0 && (n == "connection" || n == "keep-alive" || n == "proxy-connection"):
+			continue
+		}
+		out = append(out, line...)
+	}
+	return out
+}

@@ -142,3 +142,33 @@ func TestMeteredWriterAndBudget(t *testing.T) {
 		t.Errorf("got %v %q past the rate, want false %q", ok, rule, ruleTooFast)
 	}
 }
+
+func TestNextResponseHead(t *testing.T) {
+	for _, tt := range []struct {
+		name, in string
+		raw      int
+		out      string
+		final    bool
+	}{
+		{"closing", "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nX: y\r\n\r\nbody", 72, "HTTP/1.1 200 OK\r\nX: y\r\nConnection: close\r\n\r\n", true},
+		{"bare line ends, case", "HTTP/1.0 404 Not Found\nCONNECTION: Keep-Alive\n\nbody", 47, "HTTP/1.0 404 Not Found\nConnection: close\r\n\n", true},
+		{"no headers", "HTTP/1.1 204 No Content\r\n\r\n", 27, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n", true},
+		{"interim", "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\n\r\n", 40, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", false},
+		{"switching protocols is final", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", 48, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: close\r\n\r\n", true},
+		{"not HTTP", "SSH-2.0-x\r\n\r\n", 0, "", false},
+		{"no status", "HTTP/1.1 OK\r\n\r\n", 0, "", false},
+		{"cut short", "HTTP/1.1 200 OK\r\nX: y\r\n", 0, "", false},
+		{"larger than the buffer", "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("y", 5000) + "\r\n\r\n", 0, "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			br := bufio.NewReaderSize(strings.NewReader(tt.in), 4096)
+			raw, out, final := nextResponseHead(br)
+			if raw != tt.raw || string(out) != tt.out || final != tt.final {
+				t.Errorf("got %d %q %v, want %d %q %v", raw, out, final, tt.raw, tt.out, tt.final)
+			}
+			if raw == 0 && br.Buffered() == 0 && len(tt.in) > 0 {
+				t.Errorf("nothing buffered to forward as it came")
+			}
+		})
+	}
+}

@@ -186,6 +186,21 @@ func newUpstreams(t testing.TB) *upstreams {
 			}
 			return
 		}
+		if req.URL.Query().Has("keep-alive") {
+			// An upstream that answers as keeping the connection, whatever
+			// the request's Connection said (Python's http.server as
+			// HTTP/1.1), after an interim answer when asked.
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			if req.URL.Query().Has("interim") {
+				io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n")
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\r\nkeep alive")
+			return
+		}
 		if n, err := strconv.Atoi(req.URL.Query().Get("bytes")); err == nil {
 			w.Header().Set("Content-Length", strconv.Itoa(n))
 			buf := make([]byte, 64<<10)
@@ -449,6 +464,29 @@ func TestRunProxies(t *testing.T) {
 			}
 		}
 	})
+	// The proxy closes after one request, and tells the client so whatever
+	// the upstream's answer said: a keep-alive client that was not told sent
+	// its next request on the connection, where it was dropped.
+	for _, tt := range []struct{ name, addr, prefix, req, target string }{
+		{"transparent", "127.0.0.1:80", "", "", "/"},
+		{"CONNECT to port 80", proxyURL.Host, "HTTP/1.1 200 Connection established\r\n\r\n", "CONNECT upstream.test:80 HTTP/1.1\r\n\r\n", "/"},
+		{"proxy", proxyURL.Host, "", "", "http://upstream.test/"},
+		{"CONNECT to port 81", proxyURL.Host, "HTTP/1.1 200 Connection established\r\n\r\n", "CONNECT upstream.test:81 HTTP/1.1\r\n\r\n", "/"},
+	} {
+		for _, interim := range []string{"", "&interim"} {
+			t.Run("HTTP "+tt.name+" keep-alive answer"+interim, func(t *testing.T) {
+				got := rawExchange(t, ns, tt.addr, tt.req+"GET "+tt.target+"?keep-alive"+interim+" HTTP/1.1\r\nHost: upstream.test\r\n\r\n")
+				want := tt.prefix
+				if interim != "" {
+					want += "HTTP/1.1 100 Continue\r\n\r\n"
+				}
+				want += "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nConnection: close\r\n\r\nkeep alive"
+				if got != want {
+					t.Errorf("got %q, want %q", got, want)
+				}
+			})
+		}
+	}
 	t.Run("HTTP transparent IP literal Host", func(t *testing.T) {
 		got := rawExchange(t, ns, "127.0.0.1:80", "GET / HTTP/1.1\r\nHost: 192.0.2.1\r\n\r\n")
 		if !strings.HasPrefix(got, "HTTP/1.1 403 ") || !strings.Contains(got, "ip literal") {
