@@ -168,9 +168,13 @@ func ReservedEnv(name string) bool {
 	if _, ok := brigEnv[name]; ok {
 		return true
 	}
-	// The proxy variables in any case: Python's urllib reads them so.
-	if strings.HasSuffix(strings.ToUpper(name), "_PROXY") && slices.Contains(brigOnlyEnv, strings.ToUpper(name)) {
-		return true
+	// Some in other cases too, as their readers take them: the proxy
+	// variables in any case (Python's urllib), npm's settings in any case
+	// (npm_config_ names), pip's in any case after their prefix (PIP_
+	// names): Npm_Config_Registry and PIP_Index_Url had set the registries.
+	switch upper := strings.ToUpper(name); {
+	case strings.HasSuffix(upper, "_PROXY"), strings.HasPrefix(upper, "NPM_CONFIG_"), strings.HasPrefix(name, "PIP_"):
+		return slices.Contains(brigOnlyEnv, upper)
 	}
 	return slices.Contains(brigOnlyEnv, name)
 }

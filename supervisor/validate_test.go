@@ -197,6 +197,12 @@ func TestDecodeRequest(t *testing.T) {
 		{name: "env Http_Proxy reserved", body: validBody(`"env": {"Http_Proxy": "http://x"}`), field: "env.Http_Proxy", contains: []string{"reserved"}},
 		{name: "env No_Proxy reserved", body: validBody(`"env": {"No_Proxy": "*"}`), field: "env.No_Proxy", contains: []string{"reserved"}},
 		{name: "env MY_PROXY free", body: validBody(`"env": {"MY_PROXY": "x"}`), valid: true},
+		// npm reads its npm_config_ names in any case, pip its PIP_ names
+		// in any case after the prefix (the network probe of 2026-12-05).
+		{name: "env Npm_Config_Registry reserved", body: validBody(`"env": {"Npm_Config_Registry": "http://x"}`), field: "env.Npm_Config_Registry", contains: []string{"reserved"}},
+		{name: "env PIP_Index_Url reserved", body: validBody(`"env": {"PIP_Index_Url": "http://x"}`), field: "env.PIP_Index_Url", contains: []string{"reserved"}},
+		{name: "env pip_index_url free", body: validBody(`"env": {"pip_index_url": "x"}`), valid: true},
+		{name: "env npm_config_cache free", body: validBody(`"env": {"npm_config_cache": "/tmp/c"}`), valid: true},
 		// What execve takes: one NAME=VALUE of jail.MaxEnvString bytes, and
 		// jail.MaxEnvTotal for all of them with their NULs.
 		{name: "env value at execve's string limit", body: validBody(`"env": {"BIG": "` + strings.Repeat("x", jail.MaxEnvString-4) + `"}`), valid: true},
