@@ -451,8 +451,10 @@ func (r *Run) finished(rec *record) {
 		r.mu.Unlock()
 		return
 	}
+	r.mu.Lock() // Connections reads it meanwhile
 	rec.conn.Failure = rec.failure
 	c := rec.snapshot()
+	r.mu.Unlock()
 	attrs := []any{
 		LogHost, c.Host, LogPort, c.Port, LogAllowed, c.Allowed, LogRule, c.Rule,
 		LogBytesSent, c.BytesSent, LogBytesReceived, c.BytesReceived, LogVia, c.Via,
@@ -513,12 +515,9 @@ func (r *Run) Close() []Connection {
 	r.dnsTCP.Shutdown()
 	r.wg.Wait()
 
+	out, _ := r.Connections()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]Connection, len(r.records))
-	for i, rec := range r.records {
-		out[i] = rec.snapshot()
-	}
 	if n := r.omitted.Total(); n > 0 {
 		r.log.Warn("egress: decisions past the run's list were neither listed nor logged, only counted",
 			"omitted", n, "listed", len(r.records), "bytes_sent", r.omitted.BytesSent, "bytes_received", r.omitted.BytesReceived)
@@ -528,6 +527,20 @@ func (r *Run) Close() []Connection {
 			"per_second", float64(r.lim.queries.Limit()), "burst", r.lim.queries.Burst())
 	}
 	return out
+}
+
+// Connections is every attempted connection listed so far, in the order they
+// were attempted, with their bytes so far (a connection still open has no
+// failure yet), and how many decisions the lists left out: what a run's Result
+// shows while the run goes on. Close gives the final list.
+func (r *Run) Connections() ([]Connection, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Connection, len(r.records))
+	for i, rec := range r.records {
+		out[i] = rec.snapshot()
+	}
+	return out, r.omitted.Total()
 }
 
 // pacedReader reads a run's DNS queries at most at its rate.

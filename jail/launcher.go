@@ -693,6 +693,7 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	stdout := NewOutput(api.MaxStdoutChars, afterStart(spec.OnStdout))
 	stderr := NewOutput(api.MaxStderrChars, afterStart(spec.OnStderr))
+	stdout.onCut, stderr.onCut = spec.OnStdoutCut, spec.OnStderrCut
 	var drained sync.WaitGroup
 	drained.Add(2)
 	go func() { defer drained.Done(); stdout.Drain(s.stdout) }()

@@ -22,6 +22,9 @@ type Output struct {
 	// onChunk, when set, gets each kept piece of text as it arrives. The pieces add
 	// up to the kept text exactly, so a stream of them never exceeds the cap.
 	onChunk func(string)
+	// onCut, when set, is called once, when the first text past the cap is
+	// dropped.
+	onCut func()
 
 	mu        sync.Mutex
 	buf       strings.Builder // guarded by mu
@@ -62,23 +65,26 @@ func (o *Output) Drain(r io.Reader) {
 
 // Write implements io.Writer; it never fails.
 func (o *Output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	chunk := o.decodeLocked(p, false)
-	o.mu.Unlock()
-	if chunk != "" && o.onChunk != nil {
-		o.onChunk(chunk)
-	}
+	o.decode(p, false)
 	return len(p), nil
 }
 
 // flush decodes what is pending at the end of the stream: an incomplete sequence is
 // invalid there, one U+FFFD.
-func (o *Output) flush() {
+func (o *Output) flush() { o.decode(nil, true) }
+
+// decode is decodeLocked under the lock, and the callbacks after it.
+func (o *Output) decode(p []byte, atEOF bool) {
 	o.mu.Lock()
-	chunk := o.decodeLocked(nil, true)
+	was := o.truncated
+	chunk := o.decodeLocked(p, atEOF)
+	cut := o.truncated && !was
 	o.mu.Unlock()
 	if chunk != "" && o.onChunk != nil {
 		o.onChunk(chunk)
+	}
+	if cut && o.onCut != nil {
+		o.onCut()
 	}
 }
 

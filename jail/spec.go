@@ -49,6 +49,10 @@ type Spec struct {
 	OnStart func()
 	// OnStdout and OnStderr, when set, get the kept output as it is printed.
 	OnStdout, OnStderr func(string)
+	// OnStdoutCut and OnStderrCut, when set, are called once, when the
+	// stream's output first passes its cap (Result's StdoutTruncated and
+	// StderrTruncated will say so).
+	OnStdoutCut, OnStderrCut func()
 }
 
 // Mount is a host directory mounted into one run's sandbox.

@@ -206,6 +206,46 @@ print(json.dumps(r))
 	}
 }
 
+// TestGetRunningRunShowsConnectionsSoFar: GET of a running networked run lists
+// the connections it attempted so far, with their bytes so far, as its
+// result will (the harness probe of 2026-12-05: the list was empty until the
+// end, where a harness that polls would think the run reached nothing).
+func TestGetRunningRunShowsConnectionsSoFar(t *testing.T) {
+	u := newUpstreams(t)
+	ts := newTestService(t, u.withNetwork)
+	const id = "get-running-conns"
+	code := pyNet(u.caPEM) + `
+import time
+print(direct.open('https://upstream.test/a', timeout=10).read().decode(), flush=True)
+try:
+    socket.getaddrinfo('other.test', 443)
+except OSError:
+    pass
+print('done', flush=True)
+time.sleep(10)
+`
+	s := openLiveStream(t, ts.client, request("python", code, networked(api.NetworkDomains, upstreamHost), withRunID(id)))
+	s.waitUntil(t, 30*time.Second, "stdout done", func(evs []timedEvent) bool {
+		_, ok := firstLineAt(evs, api.EventStdout, "done\n")
+		return ok
+	})
+	got, err := ts.client.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	var allowed, refused bool
+	for _, c := range got.Network.Connections {
+		allowed = allowed || (c.Host == upstreamHost && c.Port == 443 && c.Allowed && c.BytesReceived > 0)
+		refused = refused || (c.Host == "other.test" && !c.Allowed && c.Rule != "")
+	}
+	if got.State != api.StateRunning || !allowed || !refused {
+		t.Errorf("got state %s connections %+v; want running, %s:443 allowed with bytes received and other.test refused", got.State, got.Network.Connections, upstreamHost)
+	}
+	if _, err := ts.client.Stop(context.Background(), id); err != nil {
+		t.Fatalf("DELETE: %v", err)
+	}
+}
+
 // TestNetworkJavaScript: Node's https, fetch and dns behave as a user expects:
 // the allowed name answers, the others fail at once with a clear error.
 func TestNetworkJavaScript(t *testing.T) {

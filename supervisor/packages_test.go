@@ -162,6 +162,19 @@ func TestPackagesPython(t *testing.T) {
 	if n, _ := metricSum(text, "brig_package_cache_hits_total"); n != 1 {
 		t.Errorf("brig_package_cache_hits_total: got %v, want 1", n)
 	}
+	// A GET while a run goes on lists its packages as resolved, as its result
+	// will (the harness probe of 2026-12-05: no version until the end).
+	live := openLiveStream(t, ts.client, request("python", "import time\nprint('up', flush=True)\ntime.sleep(10)\n", withPackageRequests("pkg-a==1.0"), withRunID("packages-live")))
+	live.waitUntil(t, 60*time.Second, "stdout up", func(evs []timedEvent) bool {
+		_, ok := firstLineAt(evs, api.EventStdout, "up\n")
+		return ok
+	})
+	if got, err := ts.client.Get(context.Background(), "packages-live"); err != nil || got.State != api.StateRunning || !samePackages(got.Packages, want) {
+		t.Errorf("a running run's packages: got %+v (%v), want running with %+v", got, err, want)
+	}
+	if _, err := ts.client.Stop(context.Background(), "packages-live"); err != nil {
+		t.Fatal(err)
+	}
 	// The layer can't be changed from inside a run.
 	tamper := ts.mustRun(t, request("python", `
 import os, pkg_a

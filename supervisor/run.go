@@ -44,6 +44,12 @@ type run struct {
 	startedAt time.Time
 	// result is set when the run has finished. Guarded by mu.
 	result *api.Result
+	// What snapshot shows of a run that goes on besides its output: which
+	// streams passed their cap, the run's egress (its connections so far),
+	// and its packages once resolved. Guarded by mu.
+	stdoutCut, stderrCut bool
+	egress               *egress.Run
+	packages             []api.PackageResult
 	// prepared is how long the run's packages took to prepare (set before the
 	// run starts, by the run's own goroutine).
 	prepared time.Duration
@@ -226,6 +232,33 @@ func (r *run) onOutput(kind string) func(string) {
 	}
 }
 
+// onCut is the jail's callback for a stream whose output passed its cap.
+func (r *run) onCut(kind string) func() {
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if kind == api.EventStdout {
+			r.stdoutCut = true
+		} else {
+			r.stderrCut = true
+		}
+	}
+}
+
+// setEgress and setPackages give snapshot the run's egress once it has
+// started and its packages once they are resolved.
+func (r *run) setEgress(er *egress.Run) {
+	r.mu.Lock()
+	r.egress = er
+	r.mu.Unlock()
+}
+
+func (r *run) setPackages(p []api.PackageResult) {
+	r.mu.Lock()
+	r.packages = p
+	r.mu.Unlock()
+}
+
 // maxPackageEvents bounds a run's package events (an install's progress lines).
 const maxPackageEvents = 1000
 
@@ -274,7 +307,9 @@ func (r *run) finish(res *api.Result) {
 }
 
 // snapshot is the run's Result as of now: its result once finished, otherwise
-// its state and the output printed so far.
+// its state, the output printed so far and whether it passed its caps, the
+// connections attempted so far (with their bytes so far) and the packages
+// once resolved.
 func (r *run) snapshot() *api.Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -297,6 +332,19 @@ func (r *run) snapshot() *api.Result {
 	res := pendingResult(r.id, r.req)
 	res.State = r.state
 	res.Stdout, res.Stderr = stdout.String(), stderr.String()
+	res.StdoutTruncated, res.StderrTruncated = r.stdoutCut, r.stderrCut
+	if r.packages != nil {
+		res.Packages = r.packages
+	}
+	if r.egress != nil {
+		conns, omitted := r.egress.Connections()
+		for _, c := range conns {
+			res.Network.Connections = append(res.Network.Connections, apiConnection(c))
+		}
+		var left int
+		res.Network.Connections, left = listWithin(res.Network.Connections, api.MaxConnectionsBytes)
+		res.Network.Omitted = omitted + left
+	}
 	res.Timing = r.timing
 	res.Timing.TotalMS = api.Millis(time.Since(r.accepted))
 	// Its wall clock so far; its CPU and memory are read once it has ended.

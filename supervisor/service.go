@@ -540,6 +540,7 @@ func (s *Service) execute(r *run, t *ticket) {
 			return
 		}
 		defer lease.Release()
+		r.setPackages(packageResults(r.req, lease))
 	}
 	r.setState(api.StateRunning)
 	spec := jail.Spec{
@@ -551,6 +552,8 @@ func (s *Service) execute(r *run, t *ticket) {
 		OnStart:     r.onStart,
 		OnStdout:    r.onOutput(api.EventStdout),
 		OnStderr:    r.onOutput(api.EventStderr),
+		OnStdoutCut: r.onCut(api.EventStdout),
+		OnStderrCut: r.onCut(api.EventStderr),
 	}
 	if lease != nil {
 		layerSpec(&spec, r.req.Language, lease)
@@ -569,6 +572,7 @@ func (s *Service) execute(r *run, t *ticket) {
 			if er, err = egress.Start(&ecfg, pol, pid, r.onEgress); err != nil {
 				return nil, err
 			}
+			r.setEgress(er)
 			env := egress.Env()
 			if r.req.Network.Mode == api.NetworkRegistries {
 				maps.Copy(env, registryEnv(r.req.Language, s.cfg.RegistryIndexes[r.req.Language]))

@@ -764,6 +764,31 @@ func TestGetRunningRunShowsOutputSoFar(t *testing.T) {
 	}
 }
 
+// TestGetRunningRunShowsCapsSoFar: GET of a running run whose stdout passed
+// its cap says so, as its result will (the harness probe of 2026-12-05: the
+// flags were false until the end, where a harness that polls would take the
+// output for whole).
+func TestGetRunningRunShowsCapsSoFar(t *testing.T) {
+	ts := newTestService(t)
+	const id = "get-running-caps"
+	s := openLiveStream(t, ts.client, request("python", fmt.Sprintf("import sys, time\nsys.stdout.write('a' * %d)\nsys.stdout.flush()\nprint('past', file=sys.stderr)\ntime.sleep(10)\n", api.MaxStdoutChars+10), withRunID(id)))
+	s.waitUntil(t, 20*time.Second, "stderr past", func(evs []timedEvent) bool {
+		_, ok := firstLineAt(evs, api.EventStderr, "past\n")
+		return ok
+	})
+	got, err := ts.client.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got.State != api.StateRunning || len(got.Stdout) != api.MaxStdoutChars || !got.StdoutTruncated || got.StderrTruncated {
+		t.Errorf("got state %s, %d characters of stdout, stdout_truncated %v, stderr_truncated %v; want running, %d, true, false",
+			got.State, len(got.Stdout), got.StdoutTruncated, got.StderrTruncated, api.MaxStdoutChars)
+	}
+	if _, err := ts.client.Stop(context.Background(), id); err != nil {
+		t.Fatalf("DELETE: %v", err)
+	}
+}
+
 // GET of a run in flight gives the timing known so far: nothing while it is
 // queued, queued_ms once admitted and start_ms once its program has started,
 // as the result will (a run behind another in a service of one slot waits
