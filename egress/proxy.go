@@ -214,9 +214,9 @@ const helloScanBytes = 64 << 10
 // stream is TLS, spliced. A plain HTTP request is checked as on :80 (its Host
 // and its target must name host) and is the tunnel's only one: it is sent
 // with Connection: close and what the client sends after it is dropped (more
-// is false), and its answer says so (plain), as relayHTTP's do. Anything else is scanned as it is forwarded
-// (scanTunnel). Waiting for the client's bytes does not hold back the
-// upstream's, which pipeAfter copies meanwhile.
+// is false), and its answer says so (plain), as relayHTTP's do. Anything else
+// is scanned as it is forwarded (scanTunnel). Waiting for the client's bytes
+// does not hold back the upstream's, which pipeAfter copies meanwhile.
 func (r *Run) tunnelFirst(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host string, port int, rec *record, plain *atomic.Bool) (more bool, err error) {
 	first, err := br.Peek(1)
 	if err != nil {

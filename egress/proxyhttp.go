@@ -308,7 +308,7 @@ const maxQuoted = 80
 // nextResponseHead waits for the next response head in br, up to its empty
 // line, without taking it: raw is its length and out what the client is sent
 // instead. An interim head (1xx but 101) goes as it is, final false. A final
-// one is closingHead's. raw is 0 where br does not begin with an HTTP/1 head
+// one is closingHead's, but for a 101's, which goes as it is. raw is 0 where br does not begin with an HTTP/1 head
 // that fits br: what br holds is then forwarded as it came.
 func nextResponseHead(br *bufio.Reader) (raw int, out []byte, final bool) {
 	var b []byte
@@ -335,7 +335,9 @@ func nextResponseHead(br *bufio.Reader) (raw int, out []byte, final bool) {
 	switch {
 	case status < 100:
 		return 0, nil, false
-	case status < 200 && status != 101:
+	case status == 101: // the proxy forwards no Upgrade: not an answer to it
+		return len(b), b, true
+	case status < 200:
 		return len(b), b, false
 	}
 	return len(b), closingHead(b), true
@@ -372,8 +374,7 @@ func closingHead(h []byte) []byte {
 			out = append(out, "Connection: close\r\n"...)
 		}
 		name, _, _ := bytes.Cut(line, []byte(":"))
-		switch n := strings.ToLower(string(bytes.TrimSpace(name))); {
-		case i > 0 && (n == "connection" || n == "keep-alive" || n == "proxy-connection"):
+		if n := strings.ToLower(string(bytes.TrimSpace(name))); i > 0 && (n == "connection" || n == "keep-alive" || n == "proxy-connection") {
 			continue
 		}
 		out = append(out, line...)

@@ -154,7 +154,7 @@ func TestNextResponseHead(t *testing.T) {
 		{"bare line ends, case", "HTTP/1.0 404 Not Found\nCONNECTION: Keep-Alive\n\nbody", 47, "HTTP/1.0 404 Not Found\nConnection: close\r\n\n", true},
 		{"no headers", "HTTP/1.1 204 No Content\r\n\r\n", 27, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n", true},
 		{"interim", "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\n\r\n", 40, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", false},
-		{"switching protocols is final", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", 48, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: close\r\n\r\n", true},
+		{"switching protocols is final, as it came", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", 48, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", true},
 		{"not HTTP", "SSH-2.0-x\r\n\r\n", 0, "", false},
 		{"no status", "HTTP/1.1 OK\r\n\r\n", 0, "", false},
 		{"cut short", "HTTP/1.1 200 OK\r\nX: y\r\n", 0, "", false},
