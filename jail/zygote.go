@@ -334,7 +334,8 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 	}
 	defer pidns.Close()
 	// The zygote's root has no proc of the host's pid namespace, where the
-	// zygote lives: it reads its own maps through this (zygote.py's _pin).
+	// zygote lives: it reads its own maps, stat and auxv through this
+	// (zygote.py's _pin and _mm_map).
 	proc, err := os.OpenFile("/proc", os.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, err

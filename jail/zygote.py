@@ -173,7 +173,8 @@ def _mm_map():
     no capability (CRIU's unprivileged restore); a cold run's exec sets the
     same. Made here once: the fields this process's fork keeps, the kernel's
     vector as an array, the places of the ids in both vectors. None where a
-    field can't be read (the child then shows the zygote's, as before)."""
+    field can't be read; there, and on a kernel without the call
+    (CONFIG_CHECKPOINT_RESTORE), a child shows the zygote's, as before."""
     own = lambda p, fl: os.open('%d/%s' % (os.getpid(), p), fl, dir_fd=PROC)  # the host's /proc
     with open('stat', 'rb', opener=own) as st, open('auxv', 'rb', opener=own) as a:
         f = [int(v) for v in st.read().rsplit(b')', 1)[1].split()[1:]]
