@@ -595,45 +595,38 @@ func (r *Run) relayHTTP(c *net.TCPConn, br *bufio.Reader, up *net.TCPConn, h *he
 	dropUntilDone(c, up, done)
 }
 
-// responseHeadBytes bounds a response head the proxy rewrites: the buffer it
-// is read into, held while a connection waits for its answer (a run's 64
-// connections, 1 MiB). A larger head passes as it came.
-const responseHeadBytes = 16 << 10
+// responseHeadBytes is the buffer a connection's answer is read into while
+// its heads are rewritten (relayHeads), and the buffer they are written from:
+// held while the connection waits for its answer (a run's 64 connections,
+// 256 KiB each way). A longer line goes in pieces.
+const responseHeadBytes = 4 << 10
 
 // relayResponse copies the upstream's response to the client, its final head
-// saying `Connection: close` (closingHead): an upstream that does not repeat
+// saying `Connection: close` (relayHeads): an upstream that does not repeat
 // the request's (Python's http.server as HTTP/1.1) left a keep-alive client
 // sending its next request on the connection, where the proxy dropped it
 // (Node's agent and http.client lost every second request: the network
-// probe of 2026-12-05). Interim (1xx) heads pass as they came, and so does
-// all of an answer whose head the proxy can't read as HTTP/1's. The bytes
-// counted are the upstream's. In a raw tunnel (plain not nil) the upstream's
-// first bytes are an answer only when the client's were a plain HTTP request
-// (plain, set before the request was sent): otherwise they pass as they came,
-// a banner of a server that speaks first among them.
+// probe of 2026-12-05). The bytes counted are the upstream's. In a raw tunnel
+// (plain not nil) the upstream's first bytes are an answer only when the
+// client's were a plain HTTP request (plain, set before the request was
+// sent): otherwise they pass as they came, a banner of a server that speaks
+// first among them.
 func (r *Run) relayResponse(c, up *net.TCPConn, rec *record, plain *atomic.Bool) error {
 	br := bufio.NewReaderSize(up, responseHeadBytes)
 	if plain != nil {
 		br.Peek(1)
 	}
-	for plain == nil || plain.Load() {
-		raw, out, final := nextResponseHead(br)
-		if raw == 0 {
-			break
+	if plain == nil || plain.Load() {
+		take := func(n int) error {
+			if got := r.lim.received.take(int64(n)); got < int64(n) {
+				r.lim.received.give(got)
+				return errBytesLimit
+			}
+			rec.received.Add(int64(n))
+			return nil
 		}
-		if n := r.lim.received.take(int64(raw)); n < int64(raw) {
-			r.lim.received.give(n)
-			return errBytesLimit
-		}
-		rec.received.Add(int64(raw))
-		if _, err := br.Discard(raw); err != nil {
+		if err := relayHeads(bufio.NewWriterSize(c, responseHeadBytes), br, take); err != nil {
 			return err
-		}
-		if _, err := c.Write(out); err != nil {
-			return err
-		}
-		if final {
-			break
 		}
 	}
 	if err := writeBuffered(meteredWriter{c, &r.lim.received, &rec.received}, br); err != nil {

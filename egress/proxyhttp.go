@@ -305,79 +305,113 @@ func isToken(s string) bool {
 // maxQuoted bounds what of a client's bytes an error message quotes.
 const maxQuoted = 80
 
-// nextResponseHead waits for the next response head in br, up to its empty
-// line, without taking it: raw is its length and out what the client is sent
-// instead. An interim head (1xx but 101) goes as it is, final false. A final
-// one is closingHead's, but for a 101's, which goes as it is. raw is 0 where br does not begin with an HTTP/1 head
-// that fits br: what br holds is then forwarded as it came.
-func nextResponseHead(br *bufio.Reader) (raw int, out []byte, final bool) {
-	var b []byte
-	_, err := br.Peek(1)
-	for err == nil {
-		b, _ = br.Peek(br.Buffered())
-		if end := headEnd(b); end > 0 {
-			b = b[:end]
-			break
+// relayHeads copies the response heads br begins with to w: interim ones
+// (1xx) as they came, then the final one, through its empty line, with its
+// Connection, Keep-Alive and Proxy-Connection fields (and their continuation
+// lines) replaced by `Connection: close`; a 101's goes as it came (the proxy
+// forwards no Upgrade: it answers none). Each line's bytes are taken from
+// take before they go. The head streams a line at a time, a longer line than
+// br's buffer in pieces, so that no head is too large to rewrite and none is
+// held whole. Where br does not begin with an HTTP/1 status line that fits
+// it, relayHeads returns having taken nothing, and what br holds goes as it
+// came. An upstream that ends inside a head ends the answer there.
+func relayHeads(w *bufio.Writer, br *bufio.Reader, take func(n int) error) error {
+	for {
+		status := peekStatus(br)
+		if status == 0 {
+			return nil
 		}
-		if len(b) == br.Size() {
-			return 0, nil, false
+		final := status == 101 || status >= 200
+		if err := copyHead(w, br, final && status != 101, take); err != nil || final {
+			return err
 		}
-		_, err = br.Peek(len(b) + 1)
 	}
-	if err != nil || !bytes.HasPrefix(b, []byte("HTTP/1.")) {
-		return 0, nil, false
-	}
-	line, _, _ := bytes.Cut(b, []byte("\n"))
-	status := 0
-	if f := bytes.Fields(line); len(f) >= 2 && len(f[1]) == 3 {
-		status, _ = strconv.Atoi(string(f[1]))
-	}
-	switch {
-	case status < 100:
-		return 0, nil, false
-	case status == 101: // the proxy forwards no Upgrade: not an answer to it
-		return len(b), b, true
-	case status < 200:
-		return len(b), b, false
-	}
-	return len(b), closingHead(b), true
 }
 
-// headEnd is the length of the head that b begins with, through the empty
-// line that ends it (CRLF or bare LF line ends), or 0 while b holds none.
-func headEnd(b []byte) int {
-	for i := bytes.IndexByte(b, '\n'); i >= 0; {
-		rest := b[i+1:]
-		switch {
-		case bytes.HasPrefix(rest, []byte("\n")):
-			return i + 2
-		case bytes.HasPrefix(rest, []byte("\r\n")):
-			return i + 3
-		}
-		j := bytes.IndexByte(rest, '\n')
-		if j < 0 {
+// peekStatus is the status code of the HTTP/1 status line br begins with,
+// without taking it, or 0 where br begins with none that fits its buffer.
+func peekStatus(br *bufio.Reader) int {
+	var line []byte
+	for n := 1; ; n = len(line) + 1 {
+		if _, err := br.Peek(n); err != nil {
 			return 0
 		}
-		i += 1 + j
+		line, _ = br.Peek(br.Buffered())
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i]
+			break
+		}
 	}
-	return 0
+	if !bytes.HasPrefix(line, []byte("HTTP/1.")) {
+		return 0
+	}
+	f := bytes.Fields(line)
+	if len(f) < 2 || len(f[1]) != 3 {
+		return 0
+	}
+	status, err := strconv.Atoi(string(f[1]))
+	if err != nil || status < 100 {
+		return 0
+	}
+	return status
 }
 
-// closingHead is the response head h with its Connection and Keep-Alive
-// lines replaced by `Connection: close`: the proxy closes the connection
-// after this response.
-func closingHead(h []byte) []byte {
-	lines := bytes.SplitAfter(h, []byte("\n"))
-	out := make([]byte, 0, len(h)+len("Connection: close\r\n"))
-	for i, line := range lines {
-		if i == len(lines)-2 { // the empty line: the head's last
-			out = append(out, "Connection: close\r\n"...)
+// copyHead copies one head from br to w, through the empty line that ends it
+// (CRLF or bare LF line ends), leaving out, with closing, the fields that
+// name the connection's fate (closingField) and ending with `Connection:
+// close`. w is flushed at the end, or where the upstream ended mid head.
+func copyHead(w *bufio.Writer, br *bufio.Reader, closing bool, take func(n int) error) error {
+	lineStart, drop := true, false
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			if err := take(len(line)); err != nil {
+				return err
+			}
 		}
-		name, _, _ := bytes.Cut(line, []byte(":"))
-		if n := strings.ToLower(string(bytes.TrimSpace(name))); i > 0 && (n == "connection" || n == "keep-alive" || n == "proxy-connection") {
-			continue
+		if lineStart {
+			switch {
+			case string(line) == "\r\n" || string(line) == "\n":
+				if closing {
+					w.WriteString("Connection: close\r\n")
+				}
+				w.Write(line)
+				return w.Flush()
+			case len(line) > 0 && (line[0] == ' ' || line[0] == '\t'):
+				// obs-fold: the field's continuation goes where the field went
+			default:
+				drop = closing && closingField(line)
+			}
 		}
-		out = append(out, line...)
+		if !drop {
+			w.Write(line)
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			lineStart = false
+		case errors.Is(err, io.EOF):
+			return w.Flush()
+		case err != nil:
+			return err
+		default:
+			lineStart = true
+		}
 	}
-	return out
+}
+
+// closingField says whether a head's line is a field that says whether the
+// connection stays open: Connection, Keep-Alive or Proxy-Connection, in any
+// case. A status line is none (its name would hold a space).
+func closingField(line []byte) bool {
+	name, _, ok := bytes.Cut(line, []byte(":"))
+	if !ok {
+		return false
+	}
+	name = bytes.TrimSpace(name)
+	for _, f := range []string{"Connection", "Keep-Alive", "Proxy-Connection"} {
+		if bytes.EqualFold(name, []byte(f)) {
+			return true
+		}
+	}
+	return false
 }

@@ -143,32 +143,57 @@ func TestMeteredWriterAndBudget(t *testing.T) {
 	}
 }
 
-func TestNextResponseHead(t *testing.T) {
+func TestRelayHeads(t *testing.T) {
+	long := strings.Repeat("y", 5000) // longer than the test's 4 KiB buffer
 	for _, tt := range []struct {
 		name, in string
-		raw      int
-		out      string
-		final    bool
+		out      string // what the client is sent
+		rest     string // what is left for the copy that follows
 	}{
-		{"closing", "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nX: y\r\n\r\nbody", 72, "HTTP/1.1 200 OK\r\nX: y\r\nConnection: close\r\n\r\n", true},
-		{"bare line ends, case", "HTTP/1.0 404 Not Found\nCONNECTION: Keep-Alive\n\nbody", 47, "HTTP/1.0 404 Not Found\nConnection: close\r\n\n", true},
-		{"no headers", "HTTP/1.1 204 No Content\r\n\r\n", 27, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n", true},
-		{"interim", "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\n\r\n", 40, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", false},
-		{"switching protocols is final, as it came", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", 48, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", true},
-		{"not HTTP", "SSH-2.0-x\r\n\r\n", 0, "", false},
-		{"no status", "HTTP/1.1 OK\r\n\r\n", 0, "", false},
-		{"cut short", "HTTP/1.1 200 OK\r\nX: y\r\n", 0, "", false},
-		{"larger than the buffer", "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("y", 5000) + "\r\n\r\n", 0, "", false},
+		{"closing", "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nX: y\r\n\r\nbody",
+			"HTTP/1.1 200 OK\r\nX: y\r\nConnection: close\r\n\r\n", "body"},
+		{"bare line ends, case", "HTTP/1.0 404 Not Found\nCONNECTION: Keep-Alive\nproxy-connection : x\n\nbody",
+			"HTTP/1.0 404 Not Found\nConnection: close\r\n\n", "body"},
+		{"no headers", "HTTP/1.1 204 No Content\r\n\r\n", "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n", ""},
+		{"interim heads as they came, then the final", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\nConnection: keep-alive\r\n\r\nHTTP/1.1 200 OK\r\n\r\nbody",
+			"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\nConnection: keep-alive\r\n\r\nHTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", "body"},
+		{"switching protocols is final, as it came", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\nraw",
+			"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n", "raw"},
+		{"a continuation goes where its field went", "HTTP/1.1 200 OK\r\nConnection: keep-alive,\r\n\tfoo\r\nX: a\r\n b\r\n\r\n",
+			"HTTP/1.1 200 OK\r\nX: a\r\n b\r\nConnection: close\r\n\r\n", ""},
+		{"lines longer than the buffer", "HTTP/1.1 200 OK\r\nX: " + long + "\r\nConnection: " + long + "\r\nKeep-Alive: 5\r\n\r\nbody",
+			"HTTP/1.1 200 OK\r\nX: " + long + "\r\nConnection: close\r\n\r\n", "body"},
+		{"cut short ends the answer there", "HTTP/1.1 200 OK\r\nX: y\r\nConnection: keep", "HTTP/1.1 200 OK\r\nX: y\r\n", ""},
+		{"not HTTP", "SSH-2.0-x\r\n\r\n", "", "SSH-2.0-x\r\n\r\n"},
+		{"no status", "HTTP/1.1 OK\r\n\r\n", "", "HTTP/1.1 OK\r\n\r\n"},
+		{"a status line longer than the buffer", "HTTP/1.1 200 " + long + "\r\n\r\n", "", "HTTP/1.1 200 " + long + "\r\n\r\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			br := bufio.NewReaderSize(strings.NewReader(tt.in), 4096)
-			raw, out, final := nextResponseHead(br)
-			if raw != tt.raw || string(out) != tt.out || final != tt.final {
-				t.Errorf("got %d %q %v, want %d %q %v", raw, out, final, tt.raw, tt.out, tt.final)
+			var out bytes.Buffer
+			taken := 0
+			err := relayHeads(bufio.NewWriterSize(&out, 4096), br, func(n int) error { taken += n; return nil })
+			rest, _ := io.ReadAll(br)
+			if err != nil || out.String() != tt.out || string(rest) != tt.rest {
+				t.Errorf("got %v %q, left %q; want %q, left %q", err, out.String(), rest, tt.out, tt.rest)
 			}
-			if raw == 0 && br.Buffered() == 0 && len(tt.in) > 0 {
-				t.Errorf("nothing buffered to forward as it came")
+			if want := len(tt.in) - len(tt.rest); taken != want {
+				t.Errorf("took %d bytes, want the %d that were read", taken, want)
 			}
 		})
 	}
+	t.Run("byte limit", func(t *testing.T) {
+		in := "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("y", 100) + "\r\n\r\n"
+		left := 50
+		err := relayHeads(bufio.NewWriter(io.Discard), bufio.NewReader(strings.NewReader(in)), func(n int) error {
+			if n > left {
+				return errBytesLimit
+			}
+			left -= n
+			return nil
+		})
+		if !errors.Is(err, errBytesLimit) {
+			t.Errorf("got %v, want the byte limit", err)
+		}
+	})
 }

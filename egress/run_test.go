@@ -198,7 +198,11 @@ func newUpstreams(t testing.TB) *upstreams {
 			if req.URL.Query().Has("interim") {
 				io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n")
 			}
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\r\nkeep alive")
+			large := ""
+			if req.URL.Query().Has("large") { // a head larger than any buffer of the proxy's
+				large = "X-Large: " + strings.Repeat("y", 20<<10) + "\r\n"
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n"+large+"Connection: keep-alive\r\nKeep-Alive: timeout=5\r\n\r\nkeep alive")
 			return
 		}
 		if n, err := strconv.Atoi(req.URL.Query().Get("bytes")); err == nil {
@@ -473,14 +477,18 @@ func TestRunProxies(t *testing.T) {
 		{"proxy", proxyURL.Host, "", "", "http://upstream.test/"},
 		{"CONNECT to port 81", proxyURL.Host, "HTTP/1.1 200 Connection established\r\n\r\n", "CONNECT upstream.test:81 HTTP/1.1\r\n\r\n", "/"},
 	} {
-		for _, interim := range []string{"", "&interim"} {
-			t.Run("HTTP "+tt.name+" keep-alive answer"+interim, func(t *testing.T) {
-				got := rawExchange(t, ns, tt.addr, tt.req+"GET "+tt.target+"?keep-alive"+interim+" HTTP/1.1\r\nHost: upstream.test\r\n\r\n")
+		for _, variant := range []string{"", "&interim", "&large"} {
+			t.Run("HTTP "+tt.name+" keep-alive answer"+variant, func(t *testing.T) {
+				got := rawExchange(t, ns, tt.addr, tt.req+"GET "+tt.target+"?keep-alive"+variant+" HTTP/1.1\r\nHost: upstream.test\r\n\r\n")
 				want := tt.prefix
-				if interim != "" {
+				if variant == "&interim" {
 					want += "HTTP/1.1 100 Continue\r\n\r\n"
 				}
-				want += "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nConnection: close\r\n\r\nkeep alive"
+				want += "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n"
+				if variant == "&large" {
+					want += "X-Large: " + strings.Repeat("y", 20<<10) + "\r\n"
+				}
+				want += "Connection: close\r\n\r\nkeep alive"
 				if got != want {
 					t.Errorf("got %q, want %q", got, want)
 				}
