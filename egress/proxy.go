@@ -419,7 +419,7 @@ func requestLineVerdict(b []byte) int {
 	if bytes.ContainsFunc(line, func(r rune) bool { return r < 0x09 || r > 0x0d && r < 0x1c || r == 0x7f }) {
 		return -1
 	}
-	words := bytes.FieldsFunc(line, func(r rune) bool { return strings.ContainsRune(httpSpace, r) || r == 0x85 || r == 0xa0 })
+	words := requestWords(line)
 	switch {
 	case !complete:
 		if len(words) > 0 && !isToken(string(words[0])) {
@@ -438,8 +438,43 @@ func requestLineVerdict(b []byte) int {
 
 // httpSpace is what servers take for the whitespace between a request
 // line's parts, or before it (Python's str.split: ASCII whitespace and the
-// separators 0x1c to 0x1f; 0x85 and 0xa0 too, as runes).
+// separators 0x1c to 0x1f; and 0x85 and 0xa0, requestWords).
 const httpSpace = " \t\r\n\v\f\x1c\x1d\x1e\x1f"
+
+// requestWords splits a request line where a server may: at httpSpace's
+// bytes, and at U+0085 and U+00A0 both as Latin-1 bytes (Python's
+// http.server decodes the line so, and str.split splits there: the egress
+// probe of 2026-12-05 reached another host through "GET\x85/\x85HTTP/1.1",
+// whose first word a split at UTF-8 runes had found no token) and as UTF-8.
+func requestWords(line []byte) [][]byte {
+	var words [][]byte
+	start := -1
+	for i := 0; i < len(line); {
+		n := 0
+		switch c := line[i]; {
+		case strings.IndexByte(httpSpace, c) >= 0 || c == 0x85 || c == 0xa0:
+			n = 1
+		case c == 0xc2 && i+1 < len(line) && (line[i+1] == 0x85 || line[i+1] == 0xa0):
+			n = 2
+		}
+		if n == 0 {
+			if start < 0 {
+				start = i
+			}
+			i++
+			continue
+		}
+		if start >= 0 {
+			words = append(words, line[start:i])
+			start = -1
+		}
+		i += n
+	}
+	if start >= 0 {
+		words = append(words, line[start:])
+	}
+	return words
+}
 
 // proxyV2Signature begins a PROXY protocol v2 header.
 var proxyV2Signature = []byte("\r\n\r\n\x00\r\nQUIT\n")

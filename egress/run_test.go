@@ -1228,6 +1228,14 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 			// headers (Python reads them).
 			{"PROXY TCP4 1.2.3.4 5.6.7.8 1111 2222\r\nGET / HTTP/1.1\r\nHost: other.test\r\n\r\n"},
 			{"GET /\r\nHost: other.test\r\n\r\n"},
+			// The egress probe's: U+0085 and U+00A0 between the parts,
+			// as Latin-1 bytes (Python's http.server splits there) and
+			// as UTF-8.
+			{"GET\x85/\x85HTTP/1.1\r\nHost: other.test\r\n\r\n"},
+			{"GET\xa0/\xa0HTTP/1.1\r\nHost: other.test\r\n\r\n"},
+			{"GET\x85/\r\nHost: other.test\r\n\r\n"},
+			{"\xa0GET / HTTP/1.1\r\nHost: other.test\r\n\r\n"},
+			{"GET\xc2\x85/\xc2\xa0HTTP/1.1\r\nHost: other.test\r\n\r\n"},
 		} {
 			var bs [][]byte
 			for _, p := range pieces {
@@ -1320,7 +1328,7 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 			t.Errorf("got a connection cut for %q: %+v", c.Failure, c)
 		}
 	}
-	if want := map[string]int{"host": 5, "sni": 11, "unreadable": 13, "trailer": 1}; !reflect.DeepEqual(cut, want) {
+	if want := map[string]int{"host": 5, "sni": 11, "unreadable": 18, "trailer": 1}; !reflect.DeepEqual(cut, want) {
 		t.Errorf("got the cut connections %v, want %v: %+v", cut, want, conns)
 	}
 }
