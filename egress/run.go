@@ -312,6 +312,13 @@ func (r *Run) accept(l *net.TCPListener, port int, via string, serve func(*net.T
 		if ok, rule := r.lim.admit(); !ok {
 			r.refuse("", port, via, rule)
 			r.answerRefused(c, via, rule)
+			if d := r.lim.refusalPause(); d > 0 {
+				select {
+				case <-r.ctx.Done():
+					return
+				case <-time.After(d):
+				}
+			}
 			continue
 		}
 		if !r.track(c) {

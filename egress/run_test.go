@@ -902,6 +902,66 @@ func TestRunMaxConns(t *testing.T) {
 	}
 }
 
+// TestRunRefusalsPaced: a run that connects and closes in a loop past its
+// limits is refused no faster than its connection rate, past a burst, the
+// rest left in the kernel's backlog (the egress probe's loop took the
+// service 16.4 s of CPU in 15 s), and a connection it holds open still works.
+func TestRunRefusalsPaced(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	u := newUpstreams(t)
+	cfg := u.config(io.Discard)
+	cfg.MaxConns, cfg.ConnsPerSecond = 2, 10
+	r, ns, _ := startRun(t, cfg, testPolicy)
+	defer r.Close()
+	held, err := ns.dial(context.Background(), "tcp", "127.0.0.1:3128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	stalled, err := ns.dial(context.Background(), "tcp", "127.0.0.1:443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	// Once both are admitted, every connection from here on is refused.
+	for deadline := time.Now().Add(5 * time.Second); len(r.lim.open) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the two connections were not admitted")
+		}
+	}
+	start := time.Now()
+	dialed := 0
+	ns.do(func() {
+		for time.Since(start) < time.Second {
+			c, err := net.DialTimeout("tcp", "127.0.0.1:443", 100*time.Millisecond)
+			if err != nil {
+				continue // the backlog is full: the kernel paces the loop
+			}
+			c.Close()
+			dialed++
+		}
+	})
+	elapsed := time.Since(start)
+	t.Logf("%d connections dialled in %v", dialed, elapsed)
+	refused := 0
+	conns, _ := r.Connections()
+	for _, c := range conns {
+		if c.Rule == ruleTooMany || c.Rule == ruleTooFast {
+			refused++
+		}
+	}
+	// A burst of MaxConns, then ConnsPerSecond, with one interval's slack.
+	if most := 2 + int(10*elapsed.Seconds()) + 2; refused > most || dialed <= most {
+		t.Errorf("%d connections refused in %v of %d dialled, want at most %d of more than that", refused, elapsed, dialed, most)
+	}
+	io.WriteString(held, "CONNECT upstream.test:443 HTTP/1.1\r\n\r\n")
+	held.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if got, _ := bufio.NewReader(held).ReadString('\n'); !strings.HasPrefix(got, "HTTP/1.1 200 ") {
+		t.Errorf("a connection held through the flood: got %q, want its CONNECT answered", got)
+	}
+}
+
 // startMiBRun starts a run whose egress may move 1 MiB each way.
 func startMiBRun(t *testing.T) (*Run, *testNS, *upstreams) {
 	t.Helper()
