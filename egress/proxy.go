@@ -282,21 +282,42 @@ func (r *Run) scanTunnel(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host st
 		if _, err := mw.Write(b); err != nil {
 			return err
 		}
-		tail = append(tail, b...)
-		tail = tail[max(0, len(tail)-sniShapeMax):]
+		if len(b) >= sniShapeMax {
+			tail = append(tail[:0], b[len(b)-sniShapeMax:]...)
+		} else if tail = append(tail, b...); len(tail) > sniShapeMax {
+			tail = tail[:copy(tail, tail[len(tail)-sniShapeMax:])]
+		}
 		return nil
 	}
+	// seam is tail and the read's first bytes: a shape or a record's
+	// start split between two reads is whole in it, and the read itself is
+	// scanned where it lies.
+	var seam []byte
 	for sent := 0; ; {
 		if _, err := br.Peek(1); err != nil {
 			return nil // the client's end (or an error): the splice sees it
 		}
 		b, _ := br.Peek(br.Buffered())
 		last := sent >= helloScanBytes && !isText(b)
-		window := append(append([]byte(nil), tail...), b...)
-		if name := sniShapeName(window, host); name != "" {
+		seam = append(append(seam[:0], tail...), b[:min(len(b), sniShapeMax)]...)
+		name := sniShapeName(seam, host)
+		if name == "" {
+			name = sniShapeName(b, host)
+		}
+		if name != "" {
 			return cut(name, "in a server_name extension")
 		}
-		i := helloAt(window[max(0, len(tail)-helloPrefixLen+1):])
+		// i is where a hello may start, counted from tail's start.
+		off := max(0, len(tail)-helloPrefixLen+1)
+		i := helloAt(seam[off:])
+		if i >= 0 {
+			i += off
+		}
+		if i < 0 || i >= len(tail) {
+			if i = helloAt(b); i >= 0 {
+				i += len(tail)
+			}
+		}
 		if i < 0 {
 			if err := send(b); err != nil {
 				return err
@@ -305,9 +326,11 @@ func (r *Run) scanTunnel(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host st
 			if sent += len(b); last {
 				return nil
 			}
+			if sent >= helloScanBytes && br.Size() < textScanBytes && br.Buffered() == 0 {
+				br = bufio.NewReaderSize(c, textScanBytes) // br is empty: nothing is lost
+			}
 			continue
 		}
-		i += max(0, len(tail)-helloPrefixLen+1)
 		var prefix []byte // the record's first bytes, sent already
 		if i < len(tail) {
 			prefix = append([]byte(nil), tail[i:]...)
@@ -331,6 +354,11 @@ func (r *Run) scanTunnel(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host st
 	}
 }
 
+// textScanBytes is the buffer a raw tunnel's text is scanned in past its
+// first helloScanBytes: a read and a write of 4 KiB were most of the
+// scan's cost (BenchmarkTunnelText).
+const textScanBytes = 64 << 10
+
 // helloPrefixLen is how many bytes helloAt needs to see a ClientHello's
 // start: a handshake record's header, the handshake's type and its length's
 // first byte.
@@ -346,7 +374,12 @@ const helloPrefixLen = recordHeaderLen + 2
 // 8,000.
 func helloAt(b []byte) int {
 	for i := 0; i+helloPrefixLen <= len(b); i++ {
-		if b[i] != recordTypeHandshake || b[i+1] >= 0x10 || b[i+5] != handshakeClientHelo || b[i+6] > 1 {
+		j := bytes.IndexByte(b[i:len(b)-helloPrefixLen+1], recordTypeHandshake)
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if b[i+1] >= 0x10 || b[i+5] != handshakeClientHelo || b[i+6] > 1 {
 			continue
 		}
 		if n := int(binary.BigEndian.Uint16(b[i+3 : i+5])); n > 0 && n <= maxRecordLen {
@@ -360,12 +393,22 @@ func helloAt(b []byte) int {
 // tabs and line ends.
 func isText(b []byte) bool {
 	for _, c := range b {
-		if (c < ' ' || c > '~') && c != '\t' && c != '\r' && c != '\n' {
+		if !textBytes[c] {
 			return false
 		}
 	}
 	return true
 }
+
+// textBytes is isText's table: a text stream is scanned whole, a byte at a
+// time.
+var textBytes = func() (t [256]bool) {
+	for c := ' '; c <= '~'; c++ {
+		t[c] = true
+	}
+	t['\t'], t['\r'], t['\n'] = true, true, true
+	return t
+}()
 
 // requestLineFirst reports whether the client's bytes begin as an HTTP
 // request line may (requestLineVerdict), waiting for more within the

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,4 +177,111 @@ func BenchmarkProxyThroughput(b *testing.B) {
 			}
 		})
 	}
+}
+
+// sinkUpstream is a server on host loopback that reads each connection to
+// its end and closes it.
+func sinkUpstream(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	tb.Cleanup(func() {
+		l.Close()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// BenchmarkTunnelText sends 64 MiB of text lines up a raw CONNECT tunnel,
+// which the proxy scans for the names a front routes by as long as the bytes
+// stay text (scanTunnel), and directly to the same sink. cpu-ns/B is the
+// whole process's CPU (client, proxy and sink) per byte sent: the proxy's
+// share is the difference.
+func BenchmarkTunnelText(b *testing.B) {
+	testutil.RequireRoot(b)
+	const size = 64 << 20
+	sink := sinkUpstream(b)
+	cfg := &Config{
+		Pins:           map[string]string{"upstream.test:9000": sink},
+		MaxConns:       1 << 16,
+		ConnsPerSecond: 1e9,
+		MaxBytes:       1 << 50,
+		Logger:         slog.New(slog.DiscardHandler),
+	}
+	r, ns, _ := startRun(b, cfg, testPolicy)
+	b.Cleanup(func() { r.Close() })
+	chunk := bytes.Repeat(append(bytes.Repeat([]byte("A"), 1023), '\n'), 64)
+	send := func(addr string, connect bool) error {
+		c, err := net.Dial("tcp4", addr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if connect {
+			io.WriteString(c, "CONNECT upstream.test:9000 HTTP/1.1\r\n\r\n")
+			if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+				return err
+			}
+			// The blank line after the status line is left unread: the
+			// upstream sends nothing.
+		}
+		for left := size; left > 0; left -= len(chunk) {
+			if _, err := c.Write(chunk); err != nil {
+				return err
+			}
+		}
+		c.(*net.TCPConn).CloseWrite()
+		_, err = io.Copy(io.Discard, c)
+		return err
+	}
+	for _, tt := range []struct {
+		name    string
+		addr    string
+		connect bool
+		in      func(func())
+	}{
+		{name: "direct", addr: sink, in: func(f func()) { f() }},
+		{name: "tunnel", addr: "127.0.0.1:3128", connect: true, in: ns.do},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			b.SetBytes(size)
+			var err error
+			cpu := processCPU()
+			tt.in(func() {
+				for i := 0; i < b.N && err == nil; i++ {
+					err = send(tt.addr, tt.connect)
+				}
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N)/size, "cpu-ns/B")
+		})
+	}
+}
+
+// processCPU is the process's user and system CPU so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
