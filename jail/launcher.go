@@ -170,26 +170,29 @@ func emptyLayer(stateDir string) (string, error) {
 }
 
 // programFilters compiles the filters a program loads (see Launcher): with
-// the default policy, a small one on top of the one it inherits, which
-// together give Default's verdicts (seccomp's SpawnedProgram, Zygote and
-// ZygoteChild), so that no run makes the kernel compile Default's 1385
+// the default policy, small ones on top of the one it inherits, which
+// together give Default's verdicts (seccomp's SpawnedProgram, Zygote,
+// ZygoteChild and ZygoteProgram), so that no run makes the kernel compile Default's 1385
 // instructions (0.5 ms of CPU each time: bench/measure/filter_load.py). With a filter of the
 // caller's, a cold program loads it whole on top of Spawner, and a warm
 // Python one loads it whole with no zygote filter beneath.
-func programFilters(custom seccomp.Program) (program, zygote, zygoteChild []byte, err error) {
+func programFilters(custom seccomp.Program) (program, zygote, zygoteChild, zygoteProgram []byte, err error) {
 	if custom != nil {
-		return custom.Marshal(), nil, custom.Marshal(), nil
+		return custom.Marshal(), nil, custom.Marshal(), nil, nil
 	}
-	var progs [3]seccomp.Program
+	var progs [4]seccomp.Program
 	for i, p := range []struct {
 		policy seccomp.Policy
 		whose  string
-	}{{seccomp.SpawnedProgram(), "the program's"}, {seccomp.Zygote(), "the zygote's"}, {seccomp.ZygoteChild(), "the zygote child's"}} {
+	}{
+		{seccomp.SpawnedProgram(), "the program's"}, {seccomp.Zygote(), "the zygote's"},
+		{seccomp.ZygoteChild(), "the zygote child's"}, {seccomp.ZygoteProgram(), "the zygote child's program's"},
+	} {
 		if progs[i], err = seccomp.Compile(p.policy); err != nil {
-			return nil, nil, nil, fmt.Errorf("compiling %s seccomp filter: %w", p.whose, err)
+			return nil, nil, nil, nil, fmt.Errorf("compiling %s seccomp filter: %w", p.whose, err)
 		}
 	}
-	return progs[0].Marshal(), progs[1].Marshal(), progs[2].Marshal(), nil
+	return progs[0].Marshal(), progs[1].Marshal(), progs[2].Marshal(), progs[3].Marshal(), nil
 }
 
 // groupSeq numbers the run cgroups of this process (run-<pid>-<n>): one counter
@@ -204,9 +207,10 @@ type Launcher struct {
 	oomScoreWarned atomic.Bool
 	// programFilter is the filter a cold program (a sandbox's interpreter)
 	// loads on top of spawnFilter; a warm Python program inherits
-	// zygoteFilter from its zygote and loads zygoteChildFilter on top
+	// zygoteFilter from its zygote and loads zygoteChildFilter on top, then
+	// zygoteProgramFilter once it has shown its run's environment
 	// (programFilters).
-	programFilter, zygoteFilter, zygoteChildFilter []byte
+	programFilter, zygoteFilter, zygoteChildFilter, zygoteProgramFilter []byte
 	// spawnFilter is the init thread's filter until the program starts, and
 	// initFilter the init's once it has hardened itself: see
 	// pid1.PrepareSpec.SpawnSeccomp and InitSeccomp.
@@ -319,7 +323,7 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 	if err := validateConfig(cfg); err != nil {
 		return nil, err
 	}
-	programFilter, zygoteFilter, zygoteChildFilter, err := programFilters(cfg.Filter)
+	programFilter, zygoteFilter, zygoteChildFilter, zygoteProgramFilter, err := programFilters(cfg.Filter)
 	if err != nil {
 		return nil, err
 	}
@@ -351,23 +355,24 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		return nil, err
 	}
 	l := &Launcher{
-		cfg:               cfg,
-		programFilter:     programFilter,
-		zygoteFilter:      zygoteFilter,
-		zygoteChildFilter: zygoteChildFilter,
-		spawnFilter:       spawn.Marshal(),
-		initFilter:        initFilter.Marshal(),
-		reaper:            reaperCfg,
-		ids:               ids,
-		scratch:           scratch,
-		empty:             empty,
-		log:               cfg.Logger,
-		spawns:            make(chan spawnRequest),
-		onSpawner:         make(chan func()),
-		pools:             map[string]chan *slot{},
-		rooms:             map[string]chan struct{}{},
-		waiting:           map[string]*atomic.Int32{},
-		done:              make(chan struct{}),
+		cfg:                 cfg,
+		programFilter:       programFilter,
+		zygoteFilter:        zygoteFilter,
+		zygoteChildFilter:   zygoteChildFilter,
+		zygoteProgramFilter: zygoteProgramFilter,
+		spawnFilter:         spawn.Marshal(),
+		initFilter:          initFilter.Marshal(),
+		reaper:              reaperCfg,
+		ids:                 ids,
+		scratch:             scratch,
+		empty:               empty,
+		log:                 cfg.Logger,
+		spawns:              make(chan spawnRequest),
+		onSpawner:           make(chan func()),
+		pools:               map[string]chan *slot{},
+		rooms:               map[string]chan struct{}{},
+		waiting:             map[string]*atomic.Int32{},
+		done:                make(chan struct{}),
 	}
 	if l.reaper != nil {
 		// The reapers' mount namespace to copy (mountns.go).

@@ -75,6 +75,11 @@ call('socket AF_INET SOCK_STREAM', 41, 2, 1, 0)
 call('ioctl TIOCSTI', 16, 0, 0x5412, ctypes.addressof(c))
 call('ioctl TIOCSTI high bits', 16, 0, 0xffffffff00005412 - (1 << 64), ctypes.addressof(c))
 call('clone3', 435, p, 64)
+# PR_SET_MM: PR_SET_MM_MAP sets the command line's bounds to any memory (a warm
+# child made the call before its program started); the size query is harmless.
+call('prctl PR_SET_MM_MAP_SIZE', 157, 35, 15, p, 0, 0)
+call('prctl PR_SET_MM_MAP', 157, 35, 14, p, 104, 0)
+call('prctl PR_GET_DUMPABLE', 157, 3, 0, 0, 0, 0)
 call('unknown 1000', 1000)
 print(json.dumps(r))
 `
@@ -95,6 +100,7 @@ func TestSeccompInsideRun(t *testing.T) {
 		"personality PER_LINUX32", "socket AF_NETLINK", "socket AF_NETLINK dgram",
 		"socket AF_PACKET", "socket AF_INET SOCK_RAW", "socket AF_INET SOCK_RAW|SOCK_CLOEXEC",
 		"ioctl TIOCSTI", "ioctl TIOCSTI high bits", "clone parent",
+		"prctl PR_SET_MM_MAP_SIZE", "prctl PR_SET_MM_MAP",
 	} {
 		checks = append(checks, check{name: name, key: name, want: "EPERM"})
 	}
@@ -106,6 +112,7 @@ func TestSeccompInsideRun(t *testing.T) {
 		check{name: "plain fork through clone", key: "clone fork", want: "ok"},
 		check{name: "personality query", key: "personality query", want: "ok"},
 		check{name: "tcp socket", key: "socket AF_INET SOCK_STREAM", want: "ok"},
+		check{name: "prctl query", key: "prctl PR_GET_DUMPABLE", want: "ok"},
 	)
 	checkProbe(t, got, checks)
 }

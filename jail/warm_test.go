@@ -519,14 +519,15 @@ r['env'] = ' '.join(sorted(os.environ))
 	waitWarm(t, warm)
 	w := probe(t, warm, rootfs.Python, code)
 	c := probe(t, cold, rootfs.Python, code)
-	// Both programs run under two filters: a cold one under its init
-	// thread's Spawner and then SpawnedProgram, a warm one under its
-	// zygote's Zygote and then ZygoteChild; both stacks give Default's
-	// verdicts (seccomp's TestSpawnedProgramStackedIsDefault and
+	// A cold program runs under two filters, its init thread's Spawner and
+	// then SpawnedProgram, a warm one under three, its zygote's Zygote, then
+	// ZygoteChild and ZygoteProgram; both stacks give Default's verdicts
+	// (seccomp's TestSpawnedProgramStackedIsDefault and
 	// TestZygoteStackedIsDefault).
-	if c["Seccomp_filters"] != "2" {
-		t.Errorf("Seccomp_filters: cold %q, want 2", c["Seccomp_filters"])
+	if c["Seccomp_filters"] != "2" || w["Seccomp_filters"] != "3" {
+		t.Errorf("Seccomp_filters: cold %q, warm %q, want 2 and 3", c["Seccomp_filters"], w["Seccomp_filters"])
 	}
+	delete(c, "Seccomp_filters")
 	for k, cv := range c {
 		if w[k] != cv {
 			t.Errorf("%s: warm %q, cold %q", k, w[k], cv)

@@ -208,6 +208,11 @@ type zygoteConfig struct {
 	// of the caller's), Filter is the program's whole filter.
 	ZygoteFilter string `json:"zygote_filter"`
 	Filter       string `json:"filter"`
+	// ProgramFilter is the filter a child stacks last, once it has shown its
+	// run's environment (zygote.py's _show_exec, whose PR_SET_MM_MAP Default
+	// refuses) and before its program starts (seccomp.ZygoteProgram); empty
+	// with no ZygoteFilter.
+	ProgramFilter string `json:"program_filter"`
 	// PinMaxPages bounds the memory the zygote pins (zygote.py's _pin):
 	// each of its children holds a copy of it, charged to the service.
 	PinMaxPages int `json:"pin_max_pages"`
@@ -763,15 +768,16 @@ func (l *Launcher) newZygote(root *rootfs.Root) (*zygote, error) {
 		return nil, err
 	}
 	cfg := zygoteConfig{
-		Preload:      zygotePreload,
-		LastCap:      last,
-		PrepareNice:  prepareNice,
-		Filter:       hex.EncodeToString(l.zygoteChildFilter),
-		ZygoteFilter: hex.EncodeToString(l.zygoteFilter),
-		PinMaxPages:  zygotePinMaxBytes / 4096,
-		PinMode:      zygotePinMode,
-		PinAllMargin: zygotePinAllMargin,
-		HugeCode:     zygoteHugeCode,
+		Preload:       zygotePreload,
+		LastCap:       last,
+		PrepareNice:   prepareNice,
+		Filter:        hex.EncodeToString(l.zygoteChildFilter),
+		ZygoteFilter:  hex.EncodeToString(l.zygoteFilter),
+		ProgramFilter: hex.EncodeToString(l.zygoteProgramFilter),
+		PinMaxPages:   zygotePinMaxBytes / 4096,
+		PinMode:       zygotePinMode,
+		PinAllMargin:  zygotePinAllMargin,
+		HugeCode:      zygoteHugeCode,
 	}
 	// By the rootfs alone: a package layer adds files, not pages the
 	// zygote writes, so a layer's zygotes take the rootfs's verdict.

@@ -158,7 +158,7 @@ class _MMMap(ctypes.Structure):
         ('auxv', _c_void_p), ('auxv_size', ctypes.c_uint32), ('exe_fd', ctypes.c_uint32)]
 
 
-_PR_SET_MM, _PR_SET_MM_MAP = 35, 14
+_PR_SET_MM, _PR_SET_MM_MAP, _PR_SET_MM_MAP_SIZE = 35, 14, 15
 _AT_UID, _AT_EUID, _AT_GID, _AT_EGID = 11, 12, 13, 14
 
 
@@ -173,8 +173,9 @@ def _mm_map():
     no capability (CRIU's unprivileged restore); a cold run's exec sets the
     same. Made here once: the fields this process's fork keeps, the kernel's
     vector as an array, the places of the ids in both vectors. None where a
-    field can't be read; there, and on a kernel without the call
-    (CONFIG_CHECKPOINT_RESTORE), a child shows the zygote's, as before."""
+    field can't be read or the kernel has no such call (without
+    CONFIG_CHECKPOINT_RESTORE, PR_SET_MM_MAP_SIZE fails too): a child then
+    shows the zygote's, as before."""
     own = lambda p, fl: os.open('%d/%s' % (os.getpid(), p), fl, dir_fd=PROC)  # the host's /proc
     with open('stat', 'rb', opener=own) as st, open('auxv', 'rb', opener=own) as a:
         f = [int(v) for v in st.read().rsplit(b')', 1)[1].split()[1:]]
@@ -183,6 +184,9 @@ def _mm_map():
     m = _MMMap(start_code=f[22], end_code=f[23], start_stack=f[24], start_data=f[41], end_data=f[42],
                start_brk=f[43], arg_start=f[44], arg_end=f[45], exe_fd=0xffffffff)
     if not all((m.start_code, m.start_stack, m.arg_start)) or len(auxv) % 16:
+        return None
+    size = ctypes.c_uint32()
+    if _prctl(_PR_SET_MM, _PR_SET_MM_MAP_SIZE, ctypes.addressof(size), 0, 0) != 0 or size.value != ctypes.sizeof(m):
         return None
     words = (ctypes.c_uint64 * (len(auxv) // 8)).from_buffer_copy(auxv)
     m.auxv, m.auxv_size = ctypes.addressof(words), ctypes.sizeof(words)
@@ -213,14 +217,16 @@ def _show_exec(block, mm=_MM, prctl=_prctl, sbrk=_bind('sbrk', _c_void_p, _c_lon
         return
     ctypes.memmove(at, block, len(block))
     m.env_start, m.env_end = at, at + len(block)
-    if ids:
-        for (i, stack), v in zip(ids, (os.getuid(), os.geteuid(), os.getgid(), os.getegid())):
-            words[i] = v
-            if stack:
-                ctypes.c_uint64.from_address(stack).value = v
+    own = (os.getuid(), os.geteuid(), os.getgid(), os.getegid())
+    for (i, _), v in zip(ids or (), own):
+        words[i] = v
     # The break as it is now: the call sets the mm's too.
     m.brk = sbrk(0)
-    prctl(_PR_SET_MM, _PR_SET_MM_MAP, ctypes.addressof(m), ctypes.sizeof(m), 0)
+    if prctl(_PR_SET_MM, _PR_SET_MM_MAP, ctypes.addressof(m), ctypes.sizeof(m), 0) != 0:
+        return  # both copies of the ids stay the zygote's, as the environment
+    for (_, stack), v in zip(ids or (), own):
+        if stack:
+            ctypes.c_uint64.from_address(stack).value = v
 
 
 def _retitle(argv):
@@ -294,6 +300,7 @@ def _serve():
     # The child's filter, the same for every child, is decoded once here: a
     # child only passes its address to the kernel, which copies it.
     cfg['filter'] = _decode_filter(cfg['filter'])
+    cfg['program_filter'] = cfg['program_filter'] and _decode_filter(cfg['program_filter'])
     for name in cfg['preload']:
         try:
             __import__(name)
@@ -919,6 +926,21 @@ _tracing, _profilefunc, _tracefunc = _fields
 del _frame_field, _trace_fields, _fields
 _cfg, _req, _fds = _serve()
 _sandbox(_cfg, _req, _fds)
+
+
+def _sealer(f, syscall=_syscall, check=_check):
+    """The load of the child's last filter (seccomp.ZygoteProgram), for once
+    it has shown its run's exec (_show_exec) and before its program starts:
+    Default's prctl rule, which refuses the call _show_exec makes (a run's
+    own would set its command line's bounds to any of its memory). A failed
+    load raises, and the program does not start."""
+    if not f:
+        return lambda: None
+    return lambda: check(syscall(_SYS_seccomp, _SECCOMP_SET_MODE_FILTER, 0, ctypes.addressof(f[0])), 'seccomp')
+
+
+_seal = _sealer(_cfg['program_filter'])
+del _sealer
 # The main thread's native id, which threading read in the zygote: this
 # process's own (in the sandbox's pid namespace), as a fresh interpreter's.
 if 'threading' in sys.modules and hasattr(sys.modules['threading'].main_thread(), '_set_native_id'):
@@ -1221,6 +1243,7 @@ os.write(3, b'r')
 _env, _src, _block = _take(3, _path)
 _setenv(_env)
 _show_exec(_block)
+_seal()
 # PYTHONPATH's entries, each made absolute as the interpreter's start makes
 # it (getpath: normalised, an empty one the working directory), then each
 # path once, the first kept, as site's removeduppaths. (Looked up in
@@ -1235,7 +1258,7 @@ if 'logging' in sys.modules:
     # A record's relativeCreated counts from logging's import: the run's
     # start, not the zygote's.
     sys.modules['logging']._startTime = sys.modules['time'].time()
-del _env, _block, _setenv, _show_exec, _MM, _tz, _tz_key, _pp, _take
+del _env, _block, _setenv, _show_exec, _seal, _MM, _tz, _tz_key, _pp, _take
 sys.modules['__main__'] = _main
 
 

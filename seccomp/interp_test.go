@@ -282,6 +282,10 @@ func TestProgramInVM(t *testing.T) {
 		{name: "prctl PR_SET_MEMORY_MERGE", nr: unix.SYS_PRCTL, args: [6]uint64{unix.PR_SET_MEMORY_MERGE, 1}, want: retEPERM},
 		{name: "prctl PR_SET_MEMORY_MERGE with bit 32", nr: unix.SYS_PRCTL, args: [6]uint64{1<<32 | unix.PR_SET_MEMORY_MERGE, 1}, want: retEPERM},
 		{name: "prctl PR_GET_MEMORY_MERGE", nr: unix.SYS_PRCTL, args: [6]uint64{unix.PR_GET_MEMORY_MERGE}, want: retAllow},
+		{name: "prctl PR_SET_MM_MAP", nr: unix.SYS_PRCTL, args: [6]uint64{unix.PR_SET_MM, unix.PR_SET_MM_MAP}, want: retEPERM},
+		{name: "prctl PR_SET_MM_MAP_SIZE", nr: unix.SYS_PRCTL, args: [6]uint64{unix.PR_SET_MM, unix.PR_SET_MM_MAP_SIZE}, want: retEPERM},
+		{name: "prctl PR_SET_MM with bit 32", nr: unix.SYS_PRCTL, args: [6]uint64{1<<32 | unix.PR_SET_MM, unix.PR_SET_MM_MAP}, want: retEPERM},
+		{name: "prctl PR_SET_NAME", nr: unix.SYS_PRCTL, args: [6]uint64{unix.PR_SET_NAME}, want: retAllow},
 		{name: "prctl PR_SET_NAME", nr: unix.SYS_PRCTL, args: [6]uint64{unix.PR_SET_NAME, 0}, want: retAllow},
 		{name: "ioctl TIOCLINUX", nr: unix.SYS_IOCTL, args: [6]uint64{0, unix.TIOCLINUX}, want: retEPERM},
 		{name: "ioctl TIOCLINUX with high bits", nr: unix.SYS_IOCTL, args: [6]uint64{0, 0xffffffff00000000 | unix.TIOCLINUX}, want: retEPERM},
@@ -565,43 +569,60 @@ func TestSpawnedProgramStackedIsDefault(t *testing.T) {
 	stackIsDefault(t, Spawner(), SpawnedProgram())
 }
 
-// TestZygoteStackedIsDefault: with ZygoteChild stacked on top of Zygote (a warm
-// Python program's stack: its zygote's filter, then its own), every verdict is
-// Default's.
+// TestZygoteStackedIsDefault: with ZygoteChild and then ZygoteProgram stacked
+// on top of Zygote (a warm Python program's stack: its zygote's filter, then
+// its own two), every verdict is Default's.
 func TestZygoteStackedIsDefault(t *testing.T) {
-	stackIsDefault(t, Zygote(), ZygoteChild())
+	stackIsDefault(t, Zygote(), ZygoteChild(), ZygoteProgram())
 }
 
-// TestStackHalvesAloneAreNotDefault: Zygote, ZygoteChild and SpawnedProgram
-// each allow setns or ptrace, which Default denies, so that a program under
-// one of them alone (a child that skipped its load, a filter missing beneath)
-// fails the jail's TestSeccompInsideRun, which tries both calls on the warm
-// and the cold path.
+// TestStackHalvesAloneAreNotDefault: Zygote, ZygoteChild, ZygoteProgram and
+// SpawnedProgram each allow setns, ptrace or PR_SET_MM, which Default denies,
+// so that a program under one of them alone or under a stack without its last
+// (a child that skipped a load, a filter missing beneath) fails the jail's
+// TestSeccompInsideRun, which tries the three calls on the warm and the cold
+// path.
 func TestStackHalvesAloneAreNotDefault(t *testing.T) {
 	def := newVM(t, compileDefault(t))
-	for _, p := range []Policy{Zygote(), ZygoteChild(), SpawnedProgram()} {
-		prog, err := Compile(p)
-		if err != nil {
-			t.Fatalf("Compile: %v", err)
+	calls := []struct {
+		nr   uint32
+		args [6]uint64
+	}{{unix.SYS_SETNS, [6]uint64{}}, {unix.SYS_PTRACE, [6]uint64{}}, {unix.SYS_PRCTL, [6]uint64{unix.PR_SET_MM, unix.PR_SET_MM_MAP}}}
+	for _, stack := range [][]Policy{{Zygote()}, {ZygoteChild()}, {ZygoteProgram()}, {SpawnedProgram()}, {Zygote(), ZygoteChild()}} {
+		var vms []vm
+		for _, p := range stack {
+			prog, err := Compile(p)
+			if err != nil {
+				t.Fatalf("Compile: %v", err)
+			}
+			vms = append(vms, newVM(t, prog))
 		}
-		v := newVM(t, prog)
-		if v.run(t, unix.AUDIT_ARCH_X86_64, unix.SYS_SETNS, [6]uint64{}) == def.run(t, unix.AUDIT_ARCH_X86_64, unix.SYS_SETNS, [6]uint64{}) &&
-			v.run(t, unix.AUDIT_ARCH_X86_64, unix.SYS_PTRACE, [6]uint64{}) == def.run(t, unix.AUDIT_ARCH_X86_64, unix.SYS_PTRACE, [6]uint64{}) {
-			t.Errorf("%d rules, default %v: alone it gives Default's verdicts on setns and ptrace", len(p.Rules), p.Default)
+		same := true
+		for _, c := range calls {
+			got := uint32(unix.SECCOMP_RET_ALLOW)
+			for _, v := range vms {
+				if r := v.run(t, unix.AUDIT_ARCH_X86_64, c.nr, c.args); int32(r&unix.SECCOMP_RET_ACTION_FULL) < int32(got&unix.SECCOMP_RET_ACTION_FULL) {
+					got = r
+				}
+			}
+			same = same && got == def.run(t, unix.AUDIT_ARCH_X86_64, c.nr, c.args)
+		}
+		if same {
+			t.Errorf("a stack of %d policies gives Default's verdicts on setns, ptrace and PR_SET_MM", len(stack))
 		}
 	}
 }
 
-// stackIsDefault checks that older with newer stacked on it gives Default's
-// verdict for every call number (zero arguments, and from a foreign
-// architecture), and for the argument values around every boundary the three
-// policies' rules draw. The kernel runs every filter and keeps the most
+// stackIsDefault checks that the policies stacked, oldest first, give
+// Default's verdict for every call number (zero arguments, and from a foreign
+// architecture), and for the argument values around every boundary their
+// rules and Default's draw. The kernel runs every filter and keeps the most
 // restrictive action (the lowest as a signed 32-bit number); on a tie the
 // newest filter's.
-func stackIsDefault(t *testing.T, older, newer Policy) {
+func stackIsDefault(t *testing.T, stack ...Policy) {
 	t.Helper()
 	var vms []vm
-	for _, p := range []Policy{newer, older} { // newest first, as the kernel walks them
+	for _, p := range slices.Backward(stack) { // newest first, as the kernel walks them
 		prog, err := Compile(p)
 		if err != nil {
 			t.Fatalf("Compile: %v", err)
@@ -631,7 +652,7 @@ func stackIsDefault(t *testing.T, older, newer Policy) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, p := range []Policy{Default(), older, newer} {
+	for _, p := range append([]Policy{Default()}, stack...) {
 		for _, r := range p.Rules {
 			argSets := ruleArgSets(r, rng)
 			for _, name := range r.Names {

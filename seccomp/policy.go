@@ -360,6 +360,29 @@ func cloneRule() Rule {
 			"(zombies holding host pids after the run)."}
 }
 
+// prctlRule is Default's prctl rule, refusing the options denied: Default
+// refuses PR_SET_MEMORY_MERGE and PR_SET_MM, the zygote's (Zygote) the first
+// alone.
+func prctlRule(denied ...uint64) Rule {
+	return Rule{Action: Deny, Names: []string{"prctl"},
+		When: []Cond{{Arg: 0, Mask: lowWord, Op: In, Values: denied}},
+		Else: Allow,
+		Comment: "Thread names, PR_SET_PDEATHSIG, no_new_privs, dumpable; the " +
+			"capability bounding set and PR_SET_MM's single fields check " +
+			"capabilities in the kernel. PR_SET_MM_MAP asks for none unless it " +
+			"replaces the executable (CRIU's unprivileged restore): it sets the " +
+			"bounds of the caller's command line and environment to any of its " +
+			"memory, so that a host tool reading /proc/PID/cmdline (a monitoring " +
+			"agent's process list) read 4 GiB of a run's empty mapping (the " +
+			"review of 2026-12-05); it gets EPERM, and so does every PR_SET_MM " +
+			"option. A warm Python child makes the call for its run's " +
+			"environment before its program starts, under Zygote's rule, and " +
+			"then stacks ZygoteProgram. PR_SET_MEMORY_MERGE, which checks no " +
+			"capability either, offers all of the caller's memory to KSM, as " +
+			"madvise's MADV_MERGEABLE (above) offers a range, and gets EPERM. " +
+			"The option is an int, so the check reads the register's low half."}
+}
+
 // zygoteSetupCalls are the calls Default does not allow whole that the Python
 // zygote (jail/zygote.py) makes to enter a sandbox's pid namespace before each
 // fork, and its child to join the sandbox's other namespaces, make its user
@@ -377,11 +400,12 @@ var zygoteSetupCalls = []string{"setns", "unshare", "setrlimit", "prlimit64"}
 // they are.
 func Zygote() Policy {
 	p := Default()
-	p.Rules = withoutCalls(p.Rules, zygoteSetupCalls)
+	p.Rules = withoutCalls(p.Rules, append([]string{"prctl"}, zygoteSetupCalls...))
 	p.Rules = append(p.Rules, Rule{Action: Allow, Names: zygoteSetupCalls,
 		Comment: "The zygote enters a sandbox's pid namespace for each fork; its " +
 			"child joins the sandbox and sets its limits, then stacks ZygoteChild, " +
-			"which gives these calls back Default's verdicts."})
+			"which gives these calls back Default's verdicts."},
+		prctlRule(unix.PR_SET_MEMORY_MERGE))
 	return p
 }
 
@@ -389,6 +413,13 @@ func Zygote() Policy {
 // reads its run: Default's rules for zygoteSetupCalls, and everything else
 // allowed, which leaves Zygote's verdict standing.
 func ZygoteChild() Policy { return defaultFor(zygoteSetupCalls) }
+
+// ZygoteProgram returns the policy a zygote's child stacks last, once it has
+// shown its run's environment with PR_SET_MM_MAP (jail/zygote.py's
+// _show_exec) and before its program starts: Default's prctl rule, which
+// Zygote relaxes for that call, and everything else allowed. The three
+// stacked give Default's verdicts (TestZygoteStackedIsDefault).
+func ZygoteProgram() Policy { return defaultFor([]string{"prctl"}) }
 
 // SpawnedProgram returns the policy a program stacks on Spawner's, which it
 // inherits from the thread that cloned it (a cold sandbox's init or reaper),
@@ -683,20 +714,7 @@ func defaultRules() []Rule {
 		{Action: Allow, Names: []string{"kill", "tkill", "tgkill", "pidfd_open", "pidfd_send_signal"},
 			Comment: "Signals reach only the run's own PID namespace. Go's os/exec " +
 				"uses pidfds to wait for and signal children."},
-		{Action: Deny, Names: []string{"prctl"},
-			When: []Cond{{Arg: 0, Mask: lowWord, Op: In, Values: []uint64{unix.PR_SET_MEMORY_MERGE}}},
-			Else: Allow,
-			Comment: "Thread names, PR_SET_PDEATHSIG, no_new_privs, dumpable; the " +
-				"capability bounding set and PR_SET_MM's single fields check " +
-				"capabilities in the kernel. PR_SET_MM_MAP asks for none unless it " +
-				"replaces the executable (CRIU's unprivileged restore): it sets the " +
-				"caller's own bookkeeping, the bounds of its command line, " +
-				"environment and heap and its auxiliary vector, which the kernel " +
-				"checks against its address space and RLIMIT_DATA; a warm Python " +
-				"child shows its run's environment with it. PR_SET_MEMORY_MERGE, " +
-				"which checks none either, offers all of the caller's memory to KSM, as madvise's " +
-				"MADV_MERGEABLE (above) offers a range, and gets EPERM. The " +
-				"option is an int, so the check reads the register's low half."},
+		prctlRule(unix.PR_SET_MEMORY_MERGE, unix.PR_SET_MM),
 		{Action: Allow, Names: []string{"seccomp", "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"},
 			Comment: "A program may sandbox itself further; stacked filters and " +
 				"Landlock rulesets only ever narrow what it may do. brig's init " +

@@ -19,7 +19,8 @@ func main() {
 		policy seccomp.Policy
 	}{
 		{"Default", seccomp.Default()}, {"Spawner", seccomp.Spawner()}, {"Zygote", seccomp.Zygote()},
-		{"ZygoteChild", seccomp.ZygoteChild()}, {"SpawnedProgram", seccomp.SpawnedProgram()},
+		{"ZygoteChild", seccomp.ZygoteChild()}, {"ZygoteProgram", seccomp.ZygoteProgram()},
+		{"SpawnedProgram", seccomp.SpawnedProgram()},
 	} {
 		prog, err := seccomp.Compile(p.policy)
 		if err != nil {
