@@ -317,9 +317,9 @@ const maxQuoted = 80
 // came. An upstream that ends inside a head ends the answer there.
 func relayHeads(w *bufio.Writer, br *bufio.Reader, take func(n int) error) error {
 	for {
-		status := peekStatus(br)
+		status, err := peekStatus(br)
 		if status == 0 {
-			return nil
+			return err
 		}
 		final := status == 101 || status >= 200
 		if err := copyHead(w, br, final && status != 101, take); err != nil || final {
@@ -329,32 +329,40 @@ func relayHeads(w *bufio.Writer, br *bufio.Reader, take func(n int) error) error
 }
 
 // peekStatus is the status code of the HTTP/1 status line br begins with,
-// without taking it, or 0 where br begins with none that fits its buffer.
-func peekStatus(br *bufio.Reader) int {
+// without taking it, or 0 where br begins with none that fits its buffer, as
+// soon as its first bytes say so. err is a read's failure other than the
+// upstream's end (a reset), which bufio would not report again.
+func peekStatus(br *bufio.Reader) (status int, err error) {
 	var line []byte
 	for n := 1; ; n = len(line) + 1 {
 		if _, err := br.Peek(n); err != nil {
-			return 0
+			if errors.Is(err, io.EOF) || errors.Is(err, bufio.ErrBufferFull) {
+				err = nil
+			}
+			return 0, err
 		}
 		line, _ = br.Peek(br.Buffered())
+		if k := min(len(line), len(statusPrefix)); !bytes.Equal(line[:k], statusPrefix[:k]) {
+			return 0, nil // another protocol's answer goes on at once
+		}
 		if i := bytes.IndexByte(line, '\n'); i >= 0 {
 			line = line[:i]
 			break
 		}
 	}
-	if !bytes.HasPrefix(line, []byte("HTTP/1.")) {
-		return 0
-	}
 	f := bytes.Fields(line)
 	if len(f) < 2 || len(f[1]) != 3 {
-		return 0
+		return 0, nil
 	}
-	status, err := strconv.Atoi(string(f[1]))
+	status, err = strconv.Atoi(string(f[1]))
 	if err != nil || status < 100 {
-		return 0
+		return 0, nil
 	}
-	return status
+	return status, nil
 }
+
+// statusPrefix begins every HTTP/1 status line.
+var statusPrefix = []byte("HTTP/1.")
 
 // copyHead copies one head from br to w, through the empty line that ends it
 // (CRLF or bare LF line ends), leaving out, with closing, the fields that

@@ -7,7 +7,10 @@ import (
 	"io"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"testing/iotest"
+	"time"
 )
 
 func TestReadHeadAndBody(t *testing.T) {
@@ -182,6 +185,28 @@ func TestRelayHeads(t *testing.T) {
 			}
 		})
 	}
+	t.Run("another protocol's answer goes at once, without a line end", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		go pw.Write([]byte("\x00\x01binary")) // and nothing more: the upstream waits
+		done := make(chan error, 1)
+		br := bufio.NewReader(pr)
+		go func() { done <- relayHeads(bufio.NewWriter(io.Discard), br, func(int) error { return nil }) }()
+		select {
+		case err := <-done:
+			if err != nil || br.Buffered() != len("\x00\x01binary") {
+				t.Errorf("got %v with %d bytes buffered, want nil and the bytes left to forward", err, br.Buffered())
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("relayHeads waited for a line end that no HTTP answer lacks")
+		}
+	})
+	t.Run("a reset before the status line is reported", func(t *testing.T) {
+		r := io.MultiReader(strings.NewReader("HTT"), iotest.ErrReader(syscall.ECONNRESET))
+		if err := relayHeads(bufio.NewWriter(io.Discard), bufio.NewReader(r), func(int) error { return nil }); !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("got %v, want the reset", err)
+		}
+	})
 	t.Run("byte limit", func(t *testing.T) {
 		in := "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("y", 100) + "\r\n\r\n"
 		left := 50
