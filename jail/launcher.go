@@ -262,7 +262,9 @@ type Launcher struct {
 	rooms map[string]chan struct{}
 	// waiting counts, per pool, the runs waiting for its next sandbox
 	// (waitPrepared).
-	waiting   map[string]*atomic.Int32
+	waiting map[string]*atomic.Int32
+	// pokes wake, per pool, its tend.
+	pokes     map[string]chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
 	// wg counts the spawner and the fillers; Close waits for them.
@@ -372,6 +374,7 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 		pools:               map[string]chan *slot{},
 		rooms:               map[string]chan struct{}{},
 		waiting:             map[string]*atomic.Int32{},
+		pokes:               map[string]chan struct{}{},
 		done:                make(chan struct{}),
 	}
 	if l.reaper != nil {
@@ -441,6 +444,8 @@ func (l *Launcher) startPool(root *rootfs.Root, warm rootfs.Language) {
 	}
 	l.rooms[key] = room
 	l.waiting[key] = new(atomic.Int32)
+	poke := make(chan struct{}, 1)
+	l.pokes[key] = poke
 	// A cold pool has one filler, which prepares its sandboxes one after
 	// another; a warm pool one per pooled sandbox, so that their waits
 	// overlap: a Node start's, a v1 cgroup move's. (A warm Python pool had a
@@ -459,12 +464,10 @@ func (l *Launcher) startPool(root *rootfs.Root, warm rootfs.Language) {
 	}
 	for range fillers {
 		l.wg.Add(1)
-		go l.fill(root, warm, pool, room)
+		go l.fill(root, warm, pool, room, poke)
 	}
-	if warm != "" {
-		l.wg.Add(1)
-		go l.refresh(warm, pool, room)
-	}
+	l.wg.Add(1)
+	go l.tend(warm, pool, room, poke)
 }
 
 // validateConfig is the list of checks made before anything privileged.

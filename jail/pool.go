@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,6 +51,12 @@ type slot struct {
 	stdout, stderr *os.File
 	// msgs has the init's status messages, decoded from status by a goroutine.
 	msgs chan pid1.Message
+	// initEnded is set once the init's status pipe has ended: the init is
+	// gone, and a pooled sandbox with it (readMessages). pooled is set while
+	// the sandbox waits in its pool, whose tend poke wakes when it ends
+	// there.
+	initEnded, pooled atomic.Bool
+	poke              chan<- struct{}
 	// memoryBytes is the memory limit the cgroup and the scratch size were
 	// prepared for.
 	memoryBytes int64
@@ -140,7 +148,7 @@ func (l *Launcher) spawner() {
 // prepares one only with a token from room, which holds one per pooled
 // sandbox and gets it back when a run takes one: however many fillers a pool
 // has, at most PoolSize sandboxes are prepared or being prepared.
-func (l *Launcher) fill(root *rootfs.Root, warm rootfs.Language, pool chan *slot, room chan struct{}) {
+func (l *Launcher) fill(root *rootfs.Root, warm rootfs.Language, pool chan *slot, room chan struct{}, poke chan<- struct{}) {
 	defer l.wg.Done()
 	backoff := 10 * time.Millisecond
 	for {
@@ -177,6 +185,8 @@ func (l *Launcher) fill(root *rootfs.Root, warm rootfs.Language, pool chan *slot
 			}
 		}
 		backoff = 10 * time.Millisecond
+		s.poke = poke
+		s.pooled.Store(true)
 		select {
 		case pool <- s:
 		case <-l.done:
@@ -225,21 +235,32 @@ func (l *Launcher) stale(s *slot) bool {
 	return s.warm != "" && time.Since(s.ready) > l.cfg.WarmMaxAge
 }
 
-// refresh replaces a warm pool's sandboxes before they reach WarmMaxAge: every
-// quarter of it, it takes what the pool holds, discards those older than half
-// of it (each one's token back to room, so that a filler prepares its
-// successor) and puts the rest back in their order. So a waiting sandbox is
-// at most three quarters of WarmMaxAge old, and took's own check (a run never
-// gets one older than WarmMaxAge) holds without sending a run cold; a run that
-// finds the pool empty meanwhile (microseconds) waits for a warm one or goes
-// cold, as when the pool runs dry.
-func (l *Launcher) refresh(warm rootfs.Language, pool chan *slot, room chan struct{}) {
+// tend takes a pool's sandboxes out, discards those that can no longer serve
+// a run (each one's token back to room, so that a filler prepares its
+// successor) and puts the rest back in their order: when poked (a pooled
+// sandbox's init ended, a zygote died: dead) and, for a warm pool, every
+// quarter of WarmMaxAge, when it replaces those older than half of it too.
+// So a waiting sandbox is at most three quarters of WarmMaxAge old, and
+// took's own check (a run never gets one older than WarmMaxAge) holds
+// without sending a run cold; a run that finds the pool empty meanwhile
+// (microseconds) waits for a warm one or goes cold, as when the pool runs
+// dry. Until 2026-12-05 only a run's took found a dead sandbox: four killed
+// cold inits failed four runs `internal`, and a killed zygote's pool cost
+// the next run 2 s a sandbox (the recovery probe).
+func (l *Launcher) tend(warm rootfs.Language, pool chan *slot, room chan struct{}, poke <-chan struct{}) {
 	defer l.wg.Done()
-	tick := time.NewTicker(l.cfg.WarmMaxAge / 4)
-	defer tick.Stop()
+	var tick <-chan time.Time
+	if warm != "" {
+		t := time.NewTicker(l.cfg.WarmMaxAge / 4)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
+		ticked := false
 		select {
-		case <-tick.C:
+		case <-tick:
+			ticked = true
+		case <-poke:
 		case <-l.done:
 			return
 		}
@@ -248,13 +269,18 @@ func (l *Launcher) refresh(warm rootfs.Language, pool chan *slot, room chan stru
 		for range cap(pool) {
 			select {
 			case s := <-pool:
-				if time.Since(s.ready) > l.cfg.WarmMaxAge/2 {
-					s.discard()
-					room <- struct{}{}
+				s.pooled.Store(false)
+				switch why := s.dead(); {
+				case why != "":
+					l.log.Warn("a pooled sandbox died waiting; preparing another", "warm", string(warm), "why", why)
+				case ticked && time.Since(s.ready) > l.cfg.WarmMaxAge/2:
 					l.log.Debug("replacing a warm sandbox that waited long", "language", string(warm), "max_age", l.cfg.WarmMaxAge)
-				} else {
+				default:
 					keep = append(keep, s)
+					continue
 				}
+				l.discardLater(s, &l.wg)
+				room <- struct{}{}
 			default:
 				break drain
 			}
@@ -262,7 +288,32 @@ func (l *Launcher) refresh(warm rootfs.Language, pool chan *slot, room chan stru
 		for _, s := range keep {
 			// Room for each: the fillers prepare only with room's tokens,
 			// and the kept sandboxes hold none.
+			s.pooled.Store(true)
 			pool <- s
+		}
+	}
+}
+
+// discardLater discards s on a goroutine of its own, counted in wg, which
+// its caller holds a count of (a sandbox's discard may wait seconds for the
+// host to reap what it killed).
+func (l *Launcher) discardLater(s *slot, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.discard()
+	}()
+}
+
+// pokeWarm wakes the tend of every pool whose sandboxes hold lang's program
+// waiting: its zygote died.
+func (l *Launcher) pokeWarm(lang rootfs.Language) {
+	for key, poke := range l.pokes {
+		if strings.HasSuffix(key, "\x00warm:"+string(lang)) {
+			select {
+			case poke <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -406,11 +457,13 @@ var warmWait = time.Second
 // took readies s, just taken from its pool, for a run of memoryBytes.
 func (l *Launcher) took(s *slot, root *rootfs.Root, warm rootfs.Language, memoryBytes int64, stop <-chan struct{}) (*slot, bool, error) {
 	l.rooms[poolKey(root, warm)] <- struct{}{} // a filler may prepare the next
-	if s.zchild != nil && !s.zchild.alive() || s.zchild == nil && s.childPID > 0 && exited(s.childPID) {
-		// Its program died waiting (its zygote was killed, its node was):
-		// not a run's failure. The next one, or a cold sandbox.
-		l.log.Warn("a warm sandbox's program died in the pool; taking another", "language", string(warm))
-		s.discard()
+	s.pooled.Store(false)
+	if why := s.dead(); why != "" {
+		// The next one, or a new sandbox. Discarded meanwhile: a killed
+		// zygote's children wait for the host's pid 1 to reap them (2 s
+		// apart here), and a run waited that long for each.
+		l.log.Warn("a pooled sandbox died waiting; taking another", "warm", string(warm), "why", why)
+		l.discardLater(s, &l.active)
 		return l.takeSlot(root, warm, memoryBytes, stop)
 	}
 	if l.stale(s) { // refresh had not come to it yet
@@ -682,7 +735,7 @@ func (l *Launcher) clone(useReaper, program, copies bool) (s *slot, retErr error
 	}
 	l.markOOMVictim(s.cmd.Process.Pid)
 	s.msgs = make(chan pid1.Message, 4)
-	go readMessages(s.status, s.msgs)
+	go s.readMessages(s.status, s.msgs)
 	return s, nil
 }
 
@@ -856,8 +909,9 @@ func (s *slot) stop() {
 	}
 }
 
-// readMessages decodes the init's status pipe into msgs and closes msgs at EOF.
-func readMessages(f *os.File, msgs chan<- pid1.Message) {
+// readMessages decodes the init's status pipe into msgs and closes msgs at
+// EOF, when the init is gone: a pooled sandbox's pool is told (tend).
+func (s *slot) readMessages(f *os.File, msgs chan<- pid1.Message) {
 	defer close(msgs)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -866,4 +920,27 @@ func readMessages(f *os.File, msgs chan<- pid1.Message) {
 			msgs <- m
 		}
 	}
+	s.initEnded.Store(true)
+	if s.pooled.Load() {
+		select {
+		case s.poke <- struct{}{}:
+		default: // the pool is told already
+		}
+	}
+}
+
+// dead says why a pooled sandbox can no longer serve a run, or "" while it
+// can: its init ended (killed from outside; its namespaces went with it), or
+// its program died waiting (its zygote or its node was killed). Not a run's
+// failure: the run takes another.
+func (s *slot) dead() string {
+	switch {
+	case s.initEnded.Load():
+		return "its pid 1 ended"
+	case s.zchild != nil && !s.zchild.alive():
+		return "its program or the zygote that forked it ended"
+	case s.zchild == nil && s.childPID > 0 && exited(s.childPID):
+		return "its program ended"
+	}
+	return ""
 }

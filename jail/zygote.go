@@ -166,6 +166,10 @@ type zygote struct {
 	hugeCodeError    string
 	// pinTrial is what its pin trial measured, if it made one.
 	pinTrial *pinFigures
+	// killed is set once kill has ended it, and ended is called once it has
+	// ended and been reaped (read).
+	killed atomic.Bool
+	ended  func()
 }
 
 type zygoteReply struct {
@@ -371,6 +375,20 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		dead:    make(chan struct{}),
 		stderr:  &limitedWriter{n: 4096},
 	}
+	// A zygote that ends unasked (killed from outside, crashed) takes every
+	// sandbox it forked with it: their pools replace them now, not a run at
+	// a time, and the next preparation starts a new zygote (zygoteFor).
+	z.ended = func() {
+		l.zmu.Lock()
+		asked := z.retiring || l.zclosed
+		l.zmu.Unlock()
+		if asked || z.killed.Load() {
+			return
+		}
+		l.log.Warn("a Python zygote ended while it served; the warm sandboxes it forked are replaced, by a new zygote's",
+			"status", z.cmd.ProcessState.String(), "stderr", z.stderr.String())
+		l.pokeWarm(rootfs.Python)
+	}
 	cp := l.copiesFor(root)
 	z.copies = cp
 	var copiesFile *os.File
@@ -551,6 +569,9 @@ func (z *zygote) read() {
 	close(z.dead)
 	z.conn.Close()
 	z.cmd.Wait()
+	if z.ended != nil {
+		z.ended()
+	}
 }
 
 // worn reports whether the zygote has served its time and must be replaced.
@@ -594,6 +615,7 @@ func (z *zygote) retire() {
 // kill ends the zygote at once (its children are the sandboxes', which their
 // discard kills).
 func (z *zygote) kill() {
+	z.killed.Store(true)
 	z.conn.Close()
 	z.cmd.Process.Kill()
 	<-z.dead
