@@ -3,6 +3,7 @@ package jail
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -203,6 +204,24 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 		e.backstop = e.ws.Signaled() && e.ws.Signal() == syscall.SIGKILL && overdue(mono)
 		return e
 	}
+	// killedWithInit: a program seen to end by SIGKILL, from the kernel's
+	// record or its zygote's, before its init said so, may have been killed
+	// by its pid namespace's end: its init died (killed from outside),
+	// which is the lost init's internal, not the program's error (the
+	// recovery probe's killed inits were "killed by SIGKILL" four times in
+	// seven). A dying process closes its descriptors before its pid
+	// namespace's processes are killed, so the init's status pipe has no
+	// writer left by then (hungUp): the answer waits for nothing.
+	killedWithInit := func(ws uint32) bool {
+		w := syscall.WaitStatus(ws)
+		return w.Signaled() && w.Signal() == syscall.SIGKILL && hungUp(s.status)
+	}
+	lost := func() ending {
+		ended()
+		e.lost = true
+		e.backstop = overdue(pid1.Monotonic())
+		return e
+	}
 	// A zygote's child waits for its run from the supervisor, and reports its
 	// exit through the zygote, not the init.
 	var zexit <-chan uint32
@@ -245,10 +264,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			case m.Kind == pid1.MsgReady && !ready:
 				ready = true
 			case !ok:
-				ended()
-				e.lost = true
-				e.backstop = overdue(pid1.Monotonic())
-				return e
+				return lost()
 			case m.Kind == pid1.MsgError:
 				ended()
 				e.setupErr = &m
@@ -274,10 +290,18 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 				e.backstop = overdue(pid1.Monotonic())
 				return e
 			}
-			return exit(pid1.Monotonic(), ws)
+			mono := pid1.Monotonic()
+			if killedWithInit(ws) {
+				return lost()
+			}
+			return exit(mono, ws)
 		case ws := <-exited:
+			mono := pid1.Monotonic()
+			if killedWithInit(ws) {
+				return lost()
+			}
 			e.early = true
-			return exit(pid1.Monotonic(), ws)
+			return exit(mono, ws)
 		case <-deadline:
 			ended()
 			e.timedOut = true
@@ -446,4 +470,20 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
 	case <-done:
 	case <-time.After(d):
 	}
+}
+
+// hungUp reports whether the pipe whose read end is f has no writer left.
+func hungUp(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	hup := false
+	rc.Control(func(fd uintptr) {
+		p := []unix.PollFd{{Fd: int32(fd)}}
+		if n, err := unix.Poll(p, 0); err == nil && n == 1 {
+			hup = p[0].Revents&unix.POLLHUP != 0
+		}
+	})
+	return hup
 }
