@@ -80,8 +80,13 @@ func TestShutdown(t *testing.T) {
 					} else {
 						_, err = ts.client.Run(ctx, req)
 					}
-					if ce := apiErr(t, err, http.StatusServiceUnavailable, ""); ce.API.Code != api.ErrorUnavailable {
+					ce := apiErr(t, err, http.StatusServiceUnavailable, "")
+					if ce.API.Code != api.ErrorUnavailable {
 						t.Errorf("stream %v: got code %q, want %q", stream, ce.API.Code, api.ErrorUnavailable)
+					}
+					// The grace left and a restart's few seconds.
+					if most := tc.grace + restartRetryAfter*time.Second + time.Second; ce.RetryAfter < restartRetryAfter*time.Second || ce.RetryAfter > most {
+						t.Errorf("stream %v: got Retry-After %v, want %v to %v", stream, ce.RetryAfter, restartRetryAfter*time.Second, most)
 					}
 				}
 				// The run in flight is still answered while the service drains,
