@@ -198,6 +198,22 @@ func openJournal(stateDir string) (*journal, error) {
 	return j, nil
 }
 
+// StateDirInUse says, in an error that says what to do, whether another
+// process holds stateDir's journal: brig serve asks before it touches the
+// directory, where a second service on one state directory had rewritten
+// its rootfs skeleton before its journal refused it (the recovery probe of
+// 2026-12-05). A directory that does not exist yet is not in use.
+func StateDirInUse(stateDir string) error {
+	if _, err := os.Stat(filepath.Join(stateDir, journalLockFile)); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	f, err := lockJournal(stateDir, filepath.Join(stateDir, journalFile))
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
 // lockJournal takes the flock on stateDir's journal.lock, waiting a second at
 // most, as bbolt waits for its own (a service that is stopping may still hold
 // it). The file is never removed nor replaced.

@@ -896,3 +896,24 @@ func TestOutputIsNotHTMLEscaped(t *testing.T) {
 		t.Errorf("the record read back: got %+v, %v, want stdout %q", rec, err, out+"\n")
 	}
 }
+
+// TestStateDirInUse: a state directory whose journal another holder has
+// open is in use, one whose journal is closed or that does not exist yet is
+// not.
+func TestStateDirInUse(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := StateDirInUse(dir); err != nil {
+		t.Fatalf("a state directory not made yet: got %v, want not in use", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the check made the state directory (%v): it must touch nothing", err)
+	}
+	j := mustOpenJournal(t, dir)
+	if err := StateDirInUse(dir); err == nil || !strings.Contains(err.Error(), "another process holds it") {
+		t.Errorf("with its journal open: got %v, want it in use", err)
+	}
+	j.close()
+	if err := StateDirInUse(dir); err != nil {
+		t.Errorf("with its journal closed: got %v, want not in use", err)
+	}
+}

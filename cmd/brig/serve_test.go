@@ -639,6 +639,39 @@ func TestServeRefusesAnIDRangeInUse(t *testing.T) {
 	}
 }
 
+// TestServeRefusesAStateDirInUse: a service on a state directory whose
+// journal another service holds is refused before it touches the directory
+// (the recovery probe's second service rewrote the first's rootfs skeleton,
+// and only then did its journal refuse it).
+func TestServeRefusesAStateDirInUse(t *testing.T) {
+	testutil.RequireRoot(t)
+	const parent = "brig-test-cli-statedir"
+	testutil.CheckLeaks(t, parent)
+	defer os.Remove(cgroup.ParentLockPath("", parent))
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The other service's hold, as its journal takes it.
+	lock, err := os.OpenFile(filepath.Join(state, "journal.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, status := brigWithin(t, 30*time.Second, "serve", "--socket", filepath.Join(dir, "s.sock"), "--state-dir", state,
+		"--cgroup-parent", parent, "--pool", "0", "--network-mode", "none", "--log-format", "text")
+	if status == 0 || !strings.Contains(errOut, "another process holds it") {
+		t.Fatalf("got status %d, stderr %q; want a refusal that says another process holds the journal", status, errOut)
+	}
+	if entries, err := os.ReadDir(state); err != nil || len(entries) != 1 {
+		t.Errorf("the state directory after the refusal: got %v (%v), want the journal's lock alone", entries, err)
+	}
+}
+
 // Signals that keep coming while the service stops (an impatient operator, a
 // supervisor's repeated TERM) do not cut its cleanup short: it exits 0 and
 // leaves no cgroup.
