@@ -808,9 +808,14 @@ func (sc serveConfig) launcherConfig() (launcherConfig, error) {
 		Warm:         map[rootfs.Language]bool{},
 		Copies:       sc.Sandbox.InterpreterCopies,
 	}
-	for _, w := range sc.Sandbox.Warm {
-		if w == "none" {
+	for i, w := range sc.Sandbox.Warm {
+		switch {
+		case w == "none" && len(sc.Sandbox.Warm) > 1:
+			return lc, fmt.Errorf("sandbox.warm %q: \"none\" turns warm starts off and stands alone (use [\"none\"], or list the languages)", sc.Sandbox.Warm)
+		case w == "none":
 			continue
+		case slices.Contains(sc.Sandbox.Warm[:i], w):
+			return lc, fmt.Errorf("sandbox.warm %q: %q is listed twice (list each language once)", sc.Sandbox.Warm, w)
 		}
 		lang, err := rootfs.ParseLanguage(w)
 		if err != nil {
