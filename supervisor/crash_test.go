@@ -408,11 +408,13 @@ func TestRetryAfterARestartWithLess(t *testing.T) {
 // A result answered while the journal can't take it (its disk full) is kept
 // and committed once the disk has room again, so that it survives the next
 // restart; one still unwritten at the stop fails the stop, which names it,
-// rather than exiting 0 and reading as stopped after the restart.
+// rather than exiting 0 and reading as stopped after the restart, unless the
+// journal's pending file holds it, which the restart recovers (the recovery
+// probe's stop had named those too).
 func TestAnsweredResultsSurviveAFullDisk(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, freed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("freed=%v", freed), func(t *testing.T) {
+	for _, room := range []string{"freed", "none", "for the pending file"} {
+		t.Run(room, func(t *testing.T) {
 			dir, err := os.MkdirTemp("", "brig-full")
 			if err != nil {
 				t.Fatal(err)
@@ -450,6 +452,17 @@ func TestAnsweredResultsSurviveAFullDisk(t *testing.T) {
 					break // ENOSPC: full
 				}
 			}
+			if room == "for the pending file" {
+				// Room for the pending file's line, not for the journal's
+				// pages besides.
+				fi, err := f.Stat()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Truncate(fi.Size() - 1_250_000); err != nil {
+					t.Fatal(err)
+				}
+			}
 			f.Close()
 			close(hold)
 			if res := <-answered; res == nil || res.Stdout != big {
@@ -464,7 +477,8 @@ func TestAnsweredResultsSurviveAFullDisk(t *testing.T) {
 				}
 			}
 			waitUntil("the result is not in the journal while the disk is full", func() bool { return slices.Equal(fs.unwrittenIDs(), []string{"full-1"}) })
-			if !freed {
+			switch room {
+			case "none":
 				err := fs.Service.Shutdown(context.Background())
 				<-fs.served
 				fs.Service = nil
@@ -472,10 +486,22 @@ func TestAnsweredResultsSurviveAFullDisk(t *testing.T) {
 					t.Errorf("Shutdown with a result unwritten: got %v, want an error naming it", err)
 				}
 				return
+			case "for the pending file":
+				if b, err := os.ReadFile(filepath.Join(state, pendingFile)); err != nil || !strings.Contains(string(b), big) {
+					t.Fatalf("the pending file (%v) does not hold the result: the case needs it to", err)
+				}
+				err := fs.Service.Shutdown(context.Background())
+				<-fs.served
+				fs.Service = nil
+				if err != nil {
+					t.Errorf("Shutdown with a result the pending file holds: got %v, want nil", err)
+				}
+				os.Remove(filler)
+			default:
+				os.Remove(filler)
+				waitUntil("the result was committed once the disk had room", func() bool { return len(fs.unwrittenIDs()) == 0 })
+				fs.stop(t)
 			}
-			os.Remove(filler)
-			waitUntil("the result was committed once the disk had room", func() bool { return len(fs.unwrittenIDs()) == 0 })
-			fs.stop(t)
 			fs.start(t)
 			got, err := fs.client.Get(context.Background(), "full-1")
 			if err != nil || got.Outcome != api.OutcomeSucceeded || got.Stdout != big {

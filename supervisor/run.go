@@ -62,8 +62,10 @@ type run struct {
 	// unwritten is the record of the run's answered result while the journal
 	// could not commit it (a full or read-only state directory): the run stays
 	// in Service.runs, answered from memory, and Service.commitUnwritten
-	// tries again. Guarded by Service.mu.
+	// tries again; inPending says that the journal's pending file holds it,
+	// which a restart recovers. Guarded by Service.mu.
 	unwritten *record
+	inPending bool
 	// acceptCommit is the journal's commit of the accepted run, when it was
 	// not committed before the run started (journal.acceptSoon).
 	acceptCommit *commit

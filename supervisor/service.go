@@ -256,8 +256,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 	<-finished
 	// A result answered but not yet in the journal is tried once more: one
-	// lost here reads as stopped after the restart, against what its client
-	// was told, so the stop says so and fails.
+	// that the pending file does not hold either is lost here and reads as
+	// stopped after the restart, against what its client was told, so the
+	// stop says so and fails.
 	var unwritten error
 	if ids := s.commitUnwritten(); len(ids) > 0 {
 		s.log.Error("results answered but not in the journal: after a restart these runs read as stopped; free the state directory's disk before the next stop", "runs", len(ids), "ids", ids)
@@ -283,24 +284,29 @@ const unwrittenRetry = time.Second
 
 // commitUnwritten tries again to commit the answered results the journal could
 // not (a full or read-only state directory, which an operator may have fixed
-// since), and returns the ids of those it still could not, sorted.
+// since), and returns the ids of those it still could not and that the
+// pending file does not hold either (a restart recovers what it holds),
+// sorted.
 func (s *Service) commitUnwritten() []string {
 	type entry struct {
-		r   *run
-		rec *record
+		r       *run
+		rec     *record
+		pending bool
 	}
 	var todo []entry
 	s.mu.Lock()
 	for _, r := range s.runs {
 		if r.unwritten != nil {
-			todo = append(todo, entry{r, r.unwritten})
+			todo = append(todo, entry{r, r.unwritten, r.inPending})
 		}
 	}
 	s.mu.Unlock()
-	var left []string
+	var lost []string
 	for _, e := range todo {
 		if err := s.journal.finish(e.r.runKey(), e.rec); err != nil {
-			left = append(left, e.r.id)
+			if !e.pending {
+				lost = append(lost, e.r.id)
+			}
 			continue
 		}
 		s.mu.Lock()
@@ -308,8 +314,8 @@ func (s *Service) commitUnwritten() []string {
 		s.mu.Unlock()
 		s.log.Info("recorded a result the journal could not take before", logID, e.r.id)
 	}
-	slices.Sort(left)
-	return left
+	slices.Sort(lost)
+	return lost
 }
 
 func (s *Service) pruneLoop() {
@@ -662,7 +668,7 @@ func (s *Service) finish(r *run, res *api.Result) {
 	if err != nil {
 		// The run stays in memory, answered from there, and its record is
 		// tried again (commitUnwritten) until the journal takes it.
-		r.unwritten = rec
+		r.unwritten, r.inPending = rec, pendingErr == nil
 	} else {
 		delete(s.runs, r.runKey())
 	}
