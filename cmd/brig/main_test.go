@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -752,6 +753,13 @@ func TestCheckCacheSpace(t *testing.T) {
 		!strings.Contains(ch.Detail, "installs evict the cached layers (0 MiB)") || !strings.Contains(ch.Hint, "packages.min_free_bytes") ||
 		!strings.Contains(ch.Hint, "brig packages prune") {
 		t.Errorf("a 4 MiB disk: got %+v, want a warning with a hint", ch)
+	}
+	// brig serve says so too, with packages on.
+	sc.Packages.Enabled = true
+	var logs strings.Builder
+	warnConfig(sc, slog.New(slog.NewTextHandler(&logs, nil)))
+	if !strings.Contains(logs.String(), "the package cache's disk has less free than installs keep") {
+		t.Errorf("serve's start on a 4 MiB disk: got %q, want a warning", logs.String())
 	}
 	sc.Packages.MinFreeBytes = 1 << 20
 	if ch := cacheSpaceCheck(sc); !ch.OK || ch.Warn || !strings.Contains(ch.Detail, small+" has 4 MiB and") {

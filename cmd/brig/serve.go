@@ -568,6 +568,13 @@ func warnConfig(sc serveConfig, log *slog.Logger) {
 	if sc.Sandbox.Pool == 0 && len(sc.Sandbox.Warm) > 0 && !slices.Equal(sc.Sandbox.Warm, []string{"none"}) && !slices.Equal(sc.Sandbox.Warm, defaultServeConfig().Sandbox.Warm) {
 		log.Warn("sandbox.warm names languages but sandbox.pool is 0: warm sandboxes wait in the pool, so every run starts cold", "warm", sc.Sandbox.Warm)
 	}
+	// As brig check says: a service on a 2 MiB state directory started
+	// without a word, and every install failed (the recovery probe).
+	if sc.Packages.Enabled {
+		if ch := cacheSpaceCheck(sc); ch.Warn {
+			log.Warn("the package cache's disk has less free than installs keep: installs fail until there is room", "check", ch.Detail, "hint", ch.Hint)
+		}
+	}
 }
 
 // override sets *dst to the flag's value when the flag was given.
