@@ -232,7 +232,11 @@ func (p Policy) DecideName(host string, port int) Decision {
 		return Decision{Allowed: true, Rule: ruleModeAny, Name: name}
 	}
 	for _, d := range p.Domains {
-		if Matches(d, name) {
+		// A registry is its hosts alone, as DESIGN.md says, not their
+		// subdomains, which a run could otherwise name at will (the egress
+		// probe of 2026-12-05: any name under a registry's reached the
+		// resolver and, with a public address, the network).
+		if registries && asciiLower(strings.TrimSuffix(name, ".")) == asciiLower(strings.TrimSuffix(d, ".")) || !registries && Matches(d, name) {
 			if registries {
 				if len(p.Ports) > 0 && !slices.Contains(p.Ports, port) {
 					return Decision{Rule: ruleRegistryPort, Name: name}

@@ -186,6 +186,8 @@ func TestDecideName(t *testing.T) {
 		{name: "registry host", host: "pkgs.example.net", wantName: "pkgs.example.net",
 			any: allow("mode any"), domains: deny("not in the run's domains"), registries: allow("registry pkgs.example.net")},
 		{name: "registry subdomain", host: "files.pkgs.example.net", wantName: "files.pkgs.example.net",
+			any: allow("mode any"), domains: deny("not in the run's domains"), registries: deny("not a registry host")},
+		{name: "registry host, other case, trailing dot", host: "PKGS.example.NET.", wantName: "pkgs.example.net",
 			any: allow("mode any"), domains: deny("not in the run's domains"), registries: allow("registry pkgs.example.net")},
 		{name: "registry parent", host: "example.net", wantName: "example.net",
 			any: allow("mode any"), domains: deny("not in the run's domains"), registries: deny("not a registry host")},
@@ -258,9 +260,9 @@ func TestDecideNameRegistryPorts(t *testing.T) {
 		want Decision
 	}{
 		{"pkgs.example.net", 443, Decision{Allowed: true, Rule: "registry pkgs.example.net", Name: "pkgs.example.net"}},
-		{"mirror.pkgs.example.net", 8443, Decision{Allowed: true, Rule: "registry pkgs.example.net", Name: "mirror.pkgs.example.net"}},
+		{"pkgs.example.net", 8443, Decision{Allowed: true, Rule: "registry pkgs.example.net", Name: "pkgs.example.net"}},
 		{"pkgs.example.net", 22, Decision{Rule: "not a registry port", Name: "pkgs.example.net"}},
-		{"mirror.pkgs.example.net", 5432, Decision{Rule: "not a registry port", Name: "mirror.pkgs.example.net"}},
+		{"mirror.pkgs.example.net", 443, Decision{Rule: "not a registry host", Name: "mirror.pkgs.example.net"}},
 		{"other.example.net", 443, Decision{Rule: "not a registry host", Name: "other.example.net"}},
 	} {
 		if got := p.DecideName(tt.host, tt.port); got != tt.want {
