@@ -16,17 +16,15 @@ import (
 	"github.com/brig-sandbox/brig/internal/testutil"
 )
 
-// rawUpstream is a minimal HTTP/1 server on host loopback: it reads a request
-// head and answers with size bytes, then closes. Lighter than net/http, so
-// the benchmarks measure the proxy.
-func rawUpstream(tb testing.TB, size int) string {
+// loopbackServer serves each connection to a listener on host loopback
+// with handle, which closes it, each on a goroutine of its own, until the
+// benchmark's cleanup, and returns its address.
+func loopbackServer(tb testing.TB, handle func(net.Conn)) string {
 	tb.Helper()
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	head := []byte("HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(size) + "\r\nConnection: close\r\n\r\n")
-	body := bytes.Repeat([]byte("x"), min(size, 1<<20))
 	var wg sync.WaitGroup
 	tb.Cleanup(func() {
 		l.Close()
@@ -44,35 +42,57 @@ func rawUpstream(tb testing.TB, size int) string {
 			go func() {
 				defer wg.Done()
 				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					line, err := br.ReadSlice('\n')
-					if err != nil {
-						return
-					}
-					if len(line) <= 2 {
-						break
-					}
-				}
-				c.Write(head)
-				for left := size; left > 0; {
-					n, err := c.Write(body[:min(left, len(body))])
-					if err != nil {
-						return
-					}
-					left -= n
-				}
+				handle(c)
 			}()
 		}
 	}()
 	return l.Addr().String()
 }
 
+// rawUpstream is a minimal HTTP/1 server on host loopback: it reads a request
+// head and answers with size bytes, then closes. Lighter than net/http, so
+// the benchmarks measure the proxy.
+func rawUpstream(tb testing.TB, size int) string {
+	head := []byte("HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(size) + "\r\nConnection: close\r\n\r\n")
+	body := bytes.Repeat([]byte("x"), min(size, 1<<20))
+	return loopbackServer(tb, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				return
+			}
+			if len(line) <= 2 {
+				break
+			}
+		}
+		c.Write(head)
+		for left := size; left > 0; {
+			n, err := c.Write(body[:min(left, len(body))])
+			if err != nil {
+				return
+			}
+			left -= n
+		}
+	})
+}
+
+// sinkUpstream is a server on host loopback that reads each connection to
+// its end and closes it.
+func sinkUpstream(tb testing.TB) string {
+	return loopbackServer(tb, func(c net.Conn) { io.Copy(io.Discard, c) })
+}
+
 // benchRun starts a run whose upstream.test:80 is pinned to upstream, with
 // limits out of the way of a benchmark.
 func benchRun(b *testing.B, upstream string) *testNS {
+	return benchRunPinned(b, map[string]string{"upstream.test:80": upstream})
+}
+
+// benchRunPinned is benchRun with pins of the benchmark's.
+func benchRunPinned(b *testing.B, pins map[string]string) *testNS {
 	cfg := &Config{
-		Pins:           map[string]string{"upstream.test:80": upstream},
+		Pins:           pins,
 		MaxConns:       1 << 16,
 		ConnsPerSecond: 1e9,
 		MaxBytes:       1 << 50,
@@ -179,38 +199,6 @@ func BenchmarkProxyThroughput(b *testing.B) {
 	}
 }
 
-// sinkUpstream is a server on host loopback that reads each connection to
-// its end and closes it.
-func sinkUpstream(tb testing.TB) string {
-	tb.Helper()
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	tb.Cleanup(func() {
-		l.Close()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				io.Copy(io.Discard, c)
-			}()
-		}
-	}()
-	return l.Addr().String()
-}
-
 // BenchmarkTunnelText sends 64 MiB of text lines up a raw CONNECT tunnel,
 // which the proxy scans for the names a front routes by as long as the bytes
 // stay text (scanTunnel), and directly to the same sink. cpu-ns/B is the
@@ -220,15 +208,7 @@ func BenchmarkTunnelText(b *testing.B) {
 	testutil.RequireRoot(b)
 	const size = 64 << 20
 	sink := sinkUpstream(b)
-	cfg := &Config{
-		Pins:           map[string]string{"upstream.test:9000": sink},
-		MaxConns:       1 << 16,
-		ConnsPerSecond: 1e9,
-		MaxBytes:       1 << 50,
-		Logger:         slog.New(slog.DiscardHandler),
-	}
-	r, ns, _ := startRun(b, cfg, testPolicy)
-	b.Cleanup(func() { r.Close() })
+	ns := benchRunPinned(b, map[string]string{"upstream.test:9000": sink})
 	chunk := bytes.Repeat(append(bytes.Repeat([]byte("A"), 1023), '\n'), 64)
 	send := func(addr string, connect bool) error {
 		c, err := net.Dial("tcp4", addr)
