@@ -203,8 +203,8 @@ func endsInNumber(name string) bool {
 // mode, any included: the proxy dials the addresses it resolved and checked
 // for a name, never an address the run chose. Any port from 1 to 65535
 // passes, but for mode registries with Ports. Mode any admits every host name;
-// modes domains and registries admit a listed name and its subdomains
-// (Matches); mode none and an unknown mode admit nothing.
+// mode domains a listed name and its subdomains (Matches), mode registries a
+// listed name alone; mode none and an unknown mode admit nothing.
 func (p Policy) DecideName(host string, port int) Decision {
 	registries := false
 	switch p.Mode {

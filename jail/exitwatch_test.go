@@ -3,17 +3,20 @@ package jail
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/rootfs"
 )
@@ -262,6 +265,62 @@ func TestLostInitKeepsWallTime(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSelfKillIsTheProgramsOwn: a program that SIGKILLs itself ends its run
+// error, "killed by SIGKILL", never the lost init's internal: its init
+// reports the exit and exits at once, so its status pipe may have no writer
+// left when the kernel's record of the exit is read, and on a busy machine 5
+// runs in 40 had read as internal (the review of 2026-12-05). Runs six at a
+// time beside two spinning threads, in both languages.
+func TestSelfKillIsTheProgramsOwn(t *testing.T) {
+	l := newTestLauncher(t, 0)
+	stop := make(chan struct{})
+	var spin sync.WaitGroup
+	for range 2 {
+		spin.Add(1)
+		go func() {
+			defer spin.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); spin.Wait() }()
+	codes := map[rootfs.Language]string{
+		rootfs.Python:     "import os\nos.kill(os.getpid(), 9)\n",
+		rootfs.JavaScript: "process.kill(process.pid, 'SIGKILL')\n",
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 6)
+	var mu sync.Mutex
+	var bad []string
+	for i := range 36 {
+		lang := rootfs.Languages[i%len(rootfs.Languages)]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res, err := launch(context.Background(), l, Spec{Language: lang, Code: codes[lang], Timeout: 20 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				bad = append(bad, fmt.Sprintf("%s: %v", lang, err))
+			case res.End != EndError || res.Signal != "SIGKILL":
+				bad = append(bad, fmt.Sprintf("%s: %s %q (%s)", lang, res.End, res.Signal, res.Message))
+			}
+		}()
+	}
+	wg.Wait()
+	if len(bad) > 0 {
+		t.Errorf("%d of 36 self-killed runs did not end error by SIGKILL: %v", len(bad), bad)
 	}
 }
 

@@ -1,11 +1,14 @@
 package jail
 
 import (
+	"log/slog"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -90,5 +93,20 @@ func TestZygoteDeathReplacesItsSandboxes(t *testing.T) {
 	res := warmRun(t, l, "print(6 * 7)")
 	if res.Stdout != "42\n" {
 		t.Errorf("got %q, want 42", res.Stdout)
+	}
+}
+
+// TestZygoteEndsQuietlyAtClose: a launcher's close ends its zygote (the
+// spawner thread's end fires its parent-death signal before closeZygotes
+// kills it), which is no crash: every stop of a service had logged one.
+func TestZygoteEndsQuietlyAtClose(t *testing.T) {
+	logs := &testutil.LogBuffer{}
+	l := newWarmLauncher(t, 1, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	waitWarm(t, l)
+	z := servingZygote(t, l)
+	l.Close()
+	<-z.reaped
+	if strings.Contains(logs.String(), "zygote ended while it served") {
+		t.Errorf("the close logged a zygote crash:\n%s", logs.String())
 	}
 }

@@ -211,10 +211,23 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 	// recovery probe's killed inits were "killed by SIGKILL" four times in
 	// seven). A dying process closes its descriptors before its pid
 	// namespace's processes are killed, so the init's status pipe has no
-	// writer left by then (hungUp): the answer waits for nothing.
+	// writer left by then (hungUp). But an init also exits right after it
+	// reports its program's exit, so the pipe is read to its end first: a
+	// report of the exit there is the program's own end (a program that
+	// SIGKILLed itself had read as the lost init on a busy machine, 5 runs
+	// in 40: the review of 2026-12-05). The reading can't wait long: the
+	// pipe has no writer.
 	killedWithInit := func(ws uint32) bool {
 		w := syscall.WaitStatus(ws)
-		return w.Signaled() && w.Signal() == syscall.SIGKILL && hungUp(s.status)
+		if !w.Signaled() || w.Signal() != syscall.SIGKILL || !hungUp(s.status) {
+			return false
+		}
+		for m := range s.msgs {
+			if m.Kind == pid1.MsgExit {
+				return false
+			}
+		}
+		return true
 	}
 	lost := func() ending {
 		ended()

@@ -167,9 +167,10 @@ type zygote struct {
 	// pinTrial is what its pin trial measured, if it made one.
 	pinTrial *pinFigures
 	// killed is set once kill has ended it, and ended is called once it has
-	// ended and been reaped (read).
+	// ended and been reaped (read), which closes reaped then.
 	killed atomic.Bool
 	ended  func()
+	reaped chan struct{}
 }
 
 type zygoteReply struct {
@@ -373,16 +374,24 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		replies: make(chan zygoteReply, 1),
 		exits:   map[int]chan uint32{},
 		dead:    make(chan struct{}),
+		reaped:  make(chan struct{}),
 		stderr:  &limitedWriter{n: 4096},
 	}
 	// A zygote that ends unasked (killed from outside, crashed) takes every
 	// sandbox it forked with it: their pools replace them now, not a run at
 	// a time, and the next preparation starts a new zygote (zygoteFor).
 	z.ended = func() {
+		// Asked: killed by the launcher, retired (it exits 0 once its last
+		// child has), or the launcher closing, whose spawner thread's end
+		// kills it (its parent-death signal) before closeZygotes does (every
+		// stop had logged it as a crash: the review of 2026-12-05).
+		l.mu.Lock()
+		closing := l.closed
+		l.mu.Unlock()
 		l.zmu.Lock()
-		asked := z.retiring || l.zclosed
+		retired := z.retiring && z.cmd.ProcessState.Success()
 		l.zmu.Unlock()
-		if asked || z.killed.Load() {
+		if closing || retired || z.killed.Load() {
 			return
 		}
 		l.log.Warn("a Python zygote ended while it served; the warm sandboxes it forked are replaced, by a new zygote's",
@@ -572,6 +581,7 @@ func (z *zygote) read() {
 	if z.ended != nil {
 		z.ended()
 	}
+	close(z.reaped)
 }
 
 // worn reports whether the zygote has served its time and must be replaced.
