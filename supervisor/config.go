@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"time"
 
@@ -41,7 +42,10 @@ const (
 // Config configures a Service. Zero values mean the defaults above.
 type Config struct {
 	// StateDir holds the journal (journal.db); zero means DefaultStateDir.
-	StateDir string
+	// StateLock, when set, is its lock, taken already (LockStateDir), which
+	// the journal holds from then on.
+	StateDir  string
+	StateLock *os.File
 	// AllowUIDs and AllowGIDs are the peers (by SO_PEERCRED) that may use the
 	// API: a peer whose uid or primary gid is listed. Both empty means root only.
 	AllowUIDs []int

@@ -370,7 +370,7 @@ func TestRetryAfterARestartWithLess(t *testing.T) {
 				t.Fatal(aerr)
 			}
 			// Accepted by the service before the restart, which died with it in flight.
-			j, err := openJournal(dir)
+			j, err := openJournal(dir, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

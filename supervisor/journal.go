@@ -156,15 +156,16 @@ type pendingEntry struct {
 // errNoRecord is get's answer for an id the journal does not hold.
 var errNoRecord = errors.New("no such run in the journal")
 
-func openJournal(stateDir string) (*journal, error) {
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating the state directory: %w", err)
+// openJournal opens stateDir's journal under lock, the state directory's
+// lock held already (LockStateDir), or, when nil, under one it takes.
+func openJournal(stateDir string, lock *os.File) (*journal, error) {
+	if lock == nil {
+		var err error
+		if lock, err = LockStateDir(stateDir); err != nil {
+			return nil, err
+		}
 	}
 	path := filepath.Join(stateDir, journalFile)
-	lock, err := lockJournal(stateDir, path)
-	if err != nil {
-		return nil, err
-	}
 	// bbolt makes a database of an empty file without a word; a journal that
 	// was emptied (or whose first start crashed) is said to be new.
 	fi, err := os.Stat(path)
@@ -198,20 +199,18 @@ func openJournal(stateDir string) (*journal, error) {
 	return j, nil
 }
 
-// StateDirInUse says, in an error that says what to do, whether another
-// process holds stateDir's journal: brig serve asks before it touches the
-// directory, where a second service on one state directory had rewritten
-// its rootfs skeleton before its journal refused it (the recovery probe of
-// 2026-12-05). A directory that does not exist yet is not in use.
-func StateDirInUse(stateDir string) error {
-	if _, err := os.Stat(filepath.Join(stateDir, journalLockFile)); errors.Is(err, os.ErrNotExist) {
-		return nil
+// LockStateDir takes stateDir's journal lock, making the directory if it is
+// not there, and returns it held, for Config.StateLock: brig serve takes it
+// before it touches the directory, where a second service on one state
+// directory had rewritten its rootfs skeleton before its journal refused it
+// (the recovery probe of 2026-12-05), and holds it until its journal does.
+func LockStateDir(stateDir string) (*os.File, error) {
+	// 0755, as the rootfs makes its folders (rootfs's dirMode), which made
+	// a new state directory before this did; the journal's files are 0600.
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the state directory: %w", err)
 	}
-	f, err := lockJournal(stateDir, filepath.Join(stateDir, journalFile))
-	if err != nil {
-		return err
-	}
-	return f.Close()
+	return lockJournal(stateDir, filepath.Join(stateDir, journalFile))
 }
 
 // lockJournal takes the flock on stateDir's journal.lock, waiting a second at

@@ -38,7 +38,7 @@ import (
 func BenchmarkJournal(b *testing.B) {
 	res := &api.Result{Language: "python", State: api.StateFinished, Stdout: "hello\n"}
 	open := func(b *testing.B) *journal {
-		j, err := openJournal(b.TempDir())
+		j, err := openJournal(b.TempDir(), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func BenchmarkJournal(b *testing.B) {
 func BenchmarkJournalFull(b *testing.B) {
 	const fullRuns = 100_000
 	dir := b.TempDir()
-	j, err := openJournal(dir)
+	j, err := openJournal(dir, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func BenchmarkJournalFull(b *testing.B) {
 			if err := j.close(); err != nil {
 				b.Fatal(err)
 			}
-			if j, err = openJournal(dir); err != nil {
+			if j, err = openJournal(dir, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -149,7 +149,7 @@ func BenchmarkJournalFull(b *testing.B) {
 }
 
 func TestJournalRecoverAndPrune(t *testing.T) {
-	j, err := openJournal(t.TempDir())
+	j, err := openJournal(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestJournalRecoverAndPrune(t *testing.T) {
 // A run's key is its id within its owner's uid: the same id under two uids is
 // two records, and owners finds both.
 func TestJournalScopesIDsByUID(t *testing.T) {
-	j, err := openJournal(t.TempDir())
+	j, err := openJournal(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestJournalMigratesVersion1(t *testing.T) {
 	}
 	j.close()
 	// Opening again leaves a version 2 journal as it is.
-	j2, err := openJournal(dir)
+	j2, err := openJournal(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestJournalRefusesALaterVersion(t *testing.T) {
 	j := mustOpenJournal(t, dir)
 	j.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaVersion, []byte("3")) })
 	j.close()
-	if j, err := openJournal(dir); err == nil || !strings.Contains(err.Error(), "later brig") {
+	if j, err := openJournal(dir, nil); err == nil || !strings.Contains(err.Error(), "later brig") {
 		if j != nil {
 			j.close()
 		}
@@ -612,7 +612,7 @@ func TestJournalFreelistNotSynced(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if j, err = openJournal(dir); err != nil {
+	if j, err = openJournal(dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	defer j.close()
@@ -627,7 +627,7 @@ func TestJournalFreelistNotSynced(t *testing.T) {
 // mustOpenJournal opens the journal in dir or ends the test.
 func mustOpenJournal(tb testing.TB, dir string) *journal {
 	tb.Helper()
-	j, err := openJournal(dir)
+	j, err := openJournal(dir, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -684,7 +684,7 @@ func TestJournalDamaged(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(d, journalFile), tc.file, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			j, err := openJournal(d)
+			j, err := openJournal(d, nil)
 			if err == nil {
 				j.close()
 				t.Fatal("got the damaged journal opened, want it refused")
@@ -846,7 +846,7 @@ func TestJournalCompactsWhenSparse(t *testing.T) {
 	if _, err := os.Stat(path + ".compact"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the compaction's temporary file: got %v, want it gone", err)
 	}
-	if _, err := openJournal(dir); err == nil || !strings.Contains(err.Error(), "another process holds it") {
+	if _, err := openJournal(dir, nil); err == nil || !strings.Contains(err.Error(), "another process holds it") {
 		t.Errorf("a second open of the compacted journal: got %v, want it refused", err)
 	}
 	j.close()
@@ -897,23 +897,30 @@ func TestOutputIsNotHTMLEscaped(t *testing.T) {
 	}
 }
 
-// TestStateDirInUse: a state directory whose journal another holder has
-// open is in use, one whose journal is closed or that does not exist yet is
-// not.
-func TestStateDirInUse(t *testing.T) {
+// TestLockStateDir: a state directory whose journal another holder has open
+// is refused; the lock taken is the one the journal then holds, until it
+// closes.
+func TestLockStateDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	if err := StateDirInUse(dir); err != nil {
-		t.Fatalf("a state directory not made yet: got %v, want not in use", err)
+	lock, err := LockStateDir(dir)
+	if err != nil {
+		t.Fatalf("a state directory not made yet: got %v, want it made and locked", err)
 	}
-	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the check made the state directory (%v): it must touch nothing", err)
+	if _, err := LockStateDir(dir); err == nil || !strings.Contains(err.Error(), "another process holds it") {
+		t.Errorf("with its lock held: got %v, want it refused", err)
 	}
-	j := mustOpenJournal(t, dir)
-	if err := StateDirInUse(dir); err == nil || !strings.Contains(err.Error(), "another process holds it") {
-		t.Errorf("with its journal open: got %v, want it in use", err)
+	j, err := openJournal(dir, lock)
+	if err != nil {
+		t.Fatalf("opening the journal under the lock taken: %v", err)
+	}
+	if _, err := openJournal(dir, nil); err == nil || !strings.Contains(err.Error(), "another process holds it") {
+		t.Errorf("a second journal beside the open one: got %v, want it refused", err)
 	}
 	j.close()
-	if err := StateDirInUse(dir); err != nil {
-		t.Errorf("with its journal closed: got %v, want not in use", err)
+	again, err := LockStateDir(dir)
+	if err != nil {
+		t.Errorf("with its journal closed: got %v, want the lock", err)
+	} else {
+		again.Close()
 	}
 }

@@ -103,7 +103,7 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
-	j, err := openJournal(cfg.StateDir)
+	j, err := openJournal(cfg.StateDir, cfg.StateLock)
 	if err != nil {
 		return nil, err
 	}

@@ -182,7 +182,7 @@ func afterCrash(t *testing.T, state, id string, files ...string) (*record, error
 		}
 		os.WriteFile(filepath.Join(crashed, f), b, 0o600)
 	}
-	j, err := openJournal(crashed)
+	j, err := openJournal(crashed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -690,9 +690,12 @@ func serveAction(c *cli.Context) error {
 	// still dying, whose ids no lock says are brig's any more. This comes
 	// before the launcher claims its first block of the range, whose ids the
 	// check would take for another brig process's.
-	if err := supervisor.StateDirInUse(lc.StateDir); err != nil {
+	stateLock, err := supervisor.LockStateDir(lc.StateDir)
+	if err != nil {
 		return err
 	}
+	defer stateLock.Close() // the journal's once it opens (cfg.StateLock)
+	cfg.StateLock = stateLock
 	roots, err := newProvider(lc)
 	if err != nil {
 		return err
