@@ -9,9 +9,11 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
 )
 
 // resolveTimeout bounds one host-side DNS exchange.
@@ -30,7 +32,7 @@ var errNoAddress = errors.New("no address")
 // Config.DecideAddr, and only an address that passed is dialed. refused is
 // the first address's refusal when none passed.
 func (r *Run) dialChecked(ctx context.Context, host string, port int) (up *net.TCPConn, refused *Decision, err error) {
-	d := net.Dialer{Timeout: r.handshakeTimeout}
+	d := net.Dialer{Timeout: r.handshakeTimeout, Control: boundUpstream}
 	if pin, ok := r.cfg.Pin(host, port); ok {
 		c, err := d.DialContext(ctx, "tcp", pin.String())
 		if err != nil {
@@ -67,6 +69,43 @@ func (r *Run) dialChecked(ctx context.Context, host string, port int) (up *net.T
 		}
 	}
 	return nil, nil, &upstreamError{public: fmt.Sprintf("connecting to %s: %s", host, strings.Join(public, "; ")), err: fmt.Errorf("dialing %s: %w", host, errors.Join(errs...))}
+}
+
+// The kernel's buffers of the service's own sockets are charged to no run:
+// a run whose 64 connections each read an endless answer and never took it
+// had the proxy's sockets hold 1.22 GiB of the host's TCP memory, whose
+// pressure threshold was 1.46 GiB (the red team of 2026-12-05, with
+// tcp_rmem's maximum at 32 MiB). So each is bounded (setsockopt; the kernel
+// counts twice what is asked): an upstream socket's at upstreamBuffer each
+// way, which bounds its window (at 50 ms of round trip, 10 MB/s), and a
+// run's socket's at runSideBuffer, on loopback, where the run's own buffers
+// (charged to it) hold the rest: a stalled connection holds at most about 2.3
+// MiB of the service's, 64 of them 147 MiB. An upstream that leaves what
+// was sent unacknowledged, or its window shut, for upstreamStall ends the
+// connection: an orphan the proxy closed (a run's end, a cut) otherwise
+// stayed in FIN-WAIT-1 with its unsent bytes for as long as the upstream
+// answered the window probes (24 of them, 94 MiB, past 5 minutes).
+const (
+	upstreamBuffer = 512 << 10
+	runSideBuffer  = 64 << 10
+	upstreamStall  = 2 * time.Minute
+)
+
+// boundUpstream bounds an upstream socket before it connects (its window
+// scale follows its receive buffer): net.Dialer.Control.
+func boundUpstream(network, address string, c syscall.RawConn) error {
+	var err error
+	if cerr := c.Control(func(fd uintptr) {
+		for _, o := range [][2]int{{unix.SOL_SOCKET, unix.SO_RCVBUF}, {unix.SOL_SOCKET, unix.SO_SNDBUF}} {
+			if err = unix.SetsockoptInt(int(fd), o[0], o[1], upstreamBuffer); err != nil {
+				return
+			}
+		}
+		err = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(upstreamStall/time.Millisecond))
+	}); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // upstreamError is a failure to resolve or reach an allowed host, told two

@@ -326,6 +326,8 @@ func (r *Run) accept(l *net.TCPListener, port int, via string, serve func(*net.T
 			r.lim.release()
 			return
 		}
+		c.SetReadBuffer(runSideBuffer) // the service's memory (boundUpstream)
+		c.SetWriteBuffer(runSideBuffer)
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
@@ -508,6 +510,12 @@ func (r *Run) Close() []Connection {
 	r.mu.Lock()
 	r.closed = true
 	for c := range r.conns {
+		// Reset, not closed in order: what the run sent and the upstream
+		// has not taken is dropped with the run, not left in an orphan
+		// (boundUpstream).
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
 		c.Close()
 	}
 	r.mu.Unlock()

@@ -33,6 +33,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/internal/testutil"
@@ -959,6 +960,93 @@ func TestRunRefusalsPaced(t *testing.T) {
 	held.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if got, _ := bufio.NewReader(held).ReadString('\n'); !strings.HasPrefix(got, "HTTP/1.1 200 ") {
 		t.Errorf("a connection held through the flood: got %q, want its CONNECT answered", got)
+	}
+}
+
+// TestRunBoundsProxyBuffers: connections whose client never reads an
+// endless answer hold a bounded amount of the service's kernel buffers (the
+// red team's 64 held 1.22 GiB of the host's TCP memory), and the run's end
+// resets them.
+func TestRunBoundsProxyBuffers(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	u := newUpstreams(t)
+	endless, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer endless.Close()
+	go func() {
+		for {
+			c, err := endless.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				bufio.NewReader(c).ReadString('\n')
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000000000\r\n\r\n")
+				zeros := make([]byte, 256<<10)
+				for {
+					if _, err := c.Write(zeros); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	cfg := u.config(io.Discard)
+	cfg.Pins["upstream.test:82"] = endless.Addr().String()
+	r, ns, _ := startRun(t, cfg, testPolicy)
+	defer r.Close()
+	const conns = 4
+	for range conns {
+		var c net.Conn
+		ns.do(func() {
+			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+				return rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 64<<10) })
+			}}
+			c, err = d.Dial("tcp4", "127.0.0.1:3128")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET http://upstream.test:82/ HTTP/1.1\r\nHost: upstream.test:82\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(make([]byte, 100)); err != nil {
+			t.Fatal(err)
+		}
+		// and never read again
+	}
+	// What the service's sockets hold, queued to read and to send, once
+	// the queues have filled.
+	queued := func() (total int) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for c := range r.conns {
+			rc, err := c.(*net.TCPConn).SyscallConn()
+			if err != nil {
+				continue
+			}
+			rc.Control(func(fd uintptr) {
+				in, _ := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+				out, _ := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
+				total += in + out
+			})
+		}
+		return total
+	}
+	var held int
+	for range 10 {
+		time.Sleep(200 * time.Millisecond)
+		held = max(held, queued())
+	}
+	t.Logf("%d stalled connections: the service's sockets hold %d KiB", conns, held>>10)
+	// Each: an upstream socket's 512 KiB and a run-side one's 64 KiB, which
+	// the kernel doubles, and a pipe's 64 KiB between them.
+	if most := conns * (2*(upstreamBuffer+runSideBuffer) + 64<<10); held == 0 || held > most {
+		t.Errorf("the service's sockets hold %d bytes for %d stalled connections, want some and at most %d", held, conns, most)
 	}
 }
 
