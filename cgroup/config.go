@@ -48,15 +48,6 @@ type Config struct {
 	// Logger receives the fallbacks this host forces (no cgroup.kill, no
 	// freezer, unaccounted swap). Zero: slog.Default().
 	Logger *slog.Logger
-	// MaxTCPBytes bounds every group's TCP socket buffers where they are
-	// charged apart from its memory (v1's memory.kmem.tcp.limit_in_bytes,
-	// otherwise its memory limit): the host's TCP memory (tcp_mem) is
-	// shared by every socket of the host, and a run of 2 GiB held 1.56 GiB
-	// of it in loopback connections it never read, past the host's
-	// pressure threshold of 1.46 (the red team of 2026-12-05). A group at
-	// the bound gets no more buffers (its sockets wait), not an error. Zero:
-	// the memory limit alone. v2 charges the buffers to memory.max.
-	MaxTCPBytes int64
 }
 
 // Limits are the resource limits of one run's group.

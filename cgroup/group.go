@@ -172,12 +172,8 @@ func (g *Group) setV1Locked(l Limits) error {
 		// The TCP buffers' limit too: v1 charges a group's TCP buffers only
 		// once it has one. Without it a run of 512 MiB held 1 GiB of the
 		// host's tcp_mem in unread loopback connections. (v2 charges socket
-		// memory to memory.max.) At most Config.MaxTCPBytes.
-		tcp := l.MemoryBytes
-		if m := g.m.cfg.MaxTCPBytes; m > 0 && m < tcp {
-			tcp = m
-		}
-		settings = append(settings, setting{file("memory", "memory.kmem.tcp.limit_in_bytes"), strconv.FormatInt(tcp, 10)})
+		// memory to memory.max.)
+		settings = append(settings, setting{file("memory", "memory.kmem.tcp.limit_in_bytes"), v})
 	}
 	if l.Pids > 0 {
 		settings = append(settings, setting{file("pids", "pids.max"), strconv.FormatInt(l.Pids, 10)})

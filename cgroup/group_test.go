@@ -137,33 +137,6 @@ func TestSetLimitsWritesFiles(t *testing.T) {
 	}
 }
 
-// TestMaxTCPBytesBoundsTheTCPLimit: where a group's TCP buffers are charged
-// apart, their limit is its memory limit, at most Config.MaxTCPBytes.
-func TestMaxTCPBytesBoundsTheTCPLimit(t *testing.T) {
-	testutil.RequireRoot(t)
-	for _, l := range hostLayouts(t) {
-		if l.mode == ModeUnified {
-			continue // v2 charges them to memory.max
-		}
-		t.Run(l.name, func(t *testing.T) {
-			testutil.CheckLeaks(t, testParent)
-			m := newManager(t, l)
-			testutil.Require(t, m.Controllers()["memory"], "no memory controller in the "+l.name+" layout")
-			m.cfg.MaxTCPBytes = 16 * mib
-			g := newGroup(t, m)
-			path := filepath.Join(l.root, "memory", g.path, "memory.kmem.tcp.limit_in_bytes")
-			for _, tt := range []struct{ memory, want int64 }{{64 * mib, 16 * mib}, {8 * mib, 8 * mib}} {
-				if err := g.SetLimits(Limits{MemoryBytes: tt.memory}); err != nil {
-					t.Fatalf("SetLimits(%d MiB): %v", tt.memory/mib, err)
-				}
-				if got := readFile(t, path); got != strconv.FormatInt(tt.want, 10) {
-					t.Errorf("memory %d MiB: %s is %s, want %d", tt.memory/mib, path, got, tt.want)
-				}
-			}
-		})
-	}
-}
-
 // TestSetLimitsUnderSignals: a signal pending on the thread that writes a
 // limit does not fail it. v1's memory.limit_in_bytes gives up with EINTR at
 // once if the writer has one pending, and a Go process has them at any moment

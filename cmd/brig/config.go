@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -48,10 +47,6 @@ type launcherConfig struct {
 	Warm map[rootfs.Language]bool
 	// Copies runs the interpreters from copies on huge pages.
 	Copies bool
-	// Concurrent is how many runs execute at once (max_concurrent, its
-	// default filled in), for each one's share of the host's TCP memory
-	// (tcpShare); zero: no share.
-	Concurrent int
 }
 
 func launcherConfigFrom(c *cli.Context, defaultParent string) (launcherConfig, error) {
@@ -211,25 +206,6 @@ func (sb *sandbox) Close() error {
 	return errors.Join(err, rm())
 }
 
-// tcpShare is the most TCP socket memory each of n runs at once may hold
-// where a run's TCP buffers are charged apart (cgroup.Config.MaxTCPBytes):
-// together, half of the host's pressure threshold, the second of tcp_mem's
-// three figures (pages; file is its path), so that runs can't push the
-// host's TCP under pressure; at least 16 MiB. Zero (the memory limit alone)
-// for no n or where tcp_mem can't be read.
-func tcpShare(n int, file string) int64 {
-	b, err := os.ReadFile(file)
-	f := strings.Fields(string(b))
-	if n <= 0 || err != nil || len(f) != 3 {
-		return 0
-	}
-	pressure, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil || pressure <= 0 {
-		return 0
-	}
-	return max(pressure*int64(os.Getpagesize())/int64(2*n), 16<<20)
-}
-
 // newSandbox builds everything a Launcher needs. sweep removes every group left
 // under the parent (the service, which owns its parent, does that); otherwise only
 // those of brig processes that are gone are removed.
@@ -241,7 +217,7 @@ func newSandbox(lc launcherConfig, p rootfs.Provider, sweep bool, log *slog.Logg
 			return nil, err
 		}
 	}
-	cg, err := cgroup.New(cgroup.Config{Parent: lc.CgroupParent, Logger: log, MaxTCPBytes: tcpShare(lc.Concurrent, "/proc/sys/net/ipv4/tcp_mem")})
+	cg, err := cgroup.New(cgroup.Config{Parent: lc.CgroupParent, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("opening cgroups: %w (Hint: run `brig check`)", err)
 	}

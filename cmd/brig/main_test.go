@@ -796,26 +796,3 @@ func TestRunDomainAloneMeansDomains(t *testing.T) {
 		}
 	}
 }
-
-// TestTCPShare: each of n runs may hold half the host's TCP pressure
-// threshold divided among them, at least 16 MiB; none where tcp_mem can't be
-// read or there are no runs.
-func TestTCPShare(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "tcp_mem")
-	os.WriteFile(file, []byte("287907\t383879\t575814\n"), 0o644)
-	page := int64(os.Getpagesize())
-	for _, tt := range []struct {
-		n    int
-		file string
-		want int64
-	}{
-		{8, file, 383879 * page / 16},
-		{1000, file, 16 << 20},
-		{0, file, 0},
-		{8, filepath.Join(t.TempDir(), "missing"), 0},
-	} {
-		if got := tcpShare(tt.n, tt.file); got != tt.want {
-			t.Errorf("tcpShare(%d, %s): got %d, want %d", tt.n, tt.file, got, tt.want)
-		}
-	}
-}

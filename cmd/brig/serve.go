@@ -676,7 +676,6 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	lc.Concurrent = cfg.Concurrent()
 	if err := jail.FirstFailure(jail.CheckHost()); err != nil {
 		return err
 	}
