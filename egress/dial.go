@@ -14,6 +14,8 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/api"
 )
 
 // resolveTimeout bounds one host-side DNS exchange.
@@ -82,13 +84,17 @@ func (r *Run) dialChecked(ctx context.Context, host string, port int) (up *net.T
 // (charged to it) hold the rest: a stalled connection holds at most about 2.3
 // MiB of the service's, 64 of them 147 MiB. An upstream that leaves what
 // was sent unacknowledged, or its window shut, for upstreamStall ends the
-// connection: an orphan the proxy closed (a run's end, a cut) otherwise
-// stayed in FIN-WAIT-1 with its unsent bytes for as long as the upstream
-// answered the window probes (24 of them, 94 MiB, past 5 minutes).
+// connection: an orphan the proxy closed in order (a run's end, a cut), so
+// that a program that sends and exits still has its last bytes delivered,
+// had stayed in FIN-WAIT-1 with its unsent bytes for as long as the upstream
+// answered the window probes (24 of them, 94 MiB, past 5 minutes). It is
+// no shorter than the longest run, so that it ends no connection a run
+// still holds (at 2 minutes it cut an upload to an upstream that paused:
+// the review of 2026-12-05).
 const (
 	upstreamBuffer = 512 << 10
 	runSideBuffer  = 64 << 10
-	upstreamStall  = 2 * time.Minute
+	upstreamStall  = api.MaxTimeoutSeconds * time.Second
 )
 
 // boundUpstream bounds an upstream socket before it connects (its window

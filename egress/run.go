@@ -510,12 +510,6 @@ func (r *Run) Close() []Connection {
 	r.mu.Lock()
 	r.closed = true
 	for c := range r.conns {
-		// Reset, not closed in order: what the run sent and the upstream
-		// has not taken is dropped with the run, not left in an orphan
-		// (boundUpstream).
-		if tc, ok := c.(*net.TCPConn); ok {
-			tc.SetLinger(0)
-		}
 		c.Close()
 	}
 	r.mu.Unlock()
