@@ -42,8 +42,8 @@ const (
 // Config configures a Service. Zero values mean the defaults above.
 type Config struct {
 	// StateDir holds the journal (journal.db); zero means DefaultStateDir.
-	// StateLock, when set, is its lock, taken already (LockStateDir), which
-	// the journal holds from then on.
+	// StateLock, when set, is its lock, taken already (LockStateDir), under
+	// which the journal opens; its taker closes it.
 	StateDir  string
 	StateLock *os.File
 	// AllowUIDs and AllowGIDs are the peers (by SO_PEERCRED) that may use the

@@ -124,7 +124,7 @@ type journal struct {
 	// lock is the flock on the state directory's journal.lock, held while the
 	// journal is open: bbolt's own is on the database's file, which a
 	// compaction replaces (compactIfSparse).
-	lock *os.File
+	lock io.Closer
 	// pending is the append-only file of records not yet committed
 	// (acceptSoon, answered), named path; mu guards appending to it and
 	// rewriting it, and unsaved holds its lines not yet committed to db, by
@@ -157,14 +157,26 @@ type pendingEntry struct {
 var errNoRecord = errors.New("no such run in the journal")
 
 // openJournal opens stateDir's journal under lock, the state directory's
-// lock held already (LockStateDir), or, when nil, under one it takes.
+// lock held already (LockStateDir), which its caller closes, once it is
+// done with the directory; or, when nil, under one it takes and closes.
 func openJournal(stateDir string, lock *os.File) (*journal, error) {
-	if lock == nil {
-		var err error
-		if lock, err = LockStateDir(stateDir); err != nil {
-			return nil, err
-		}
+	if lock != nil {
+		j, err := openJournalLocked(stateDir, nopCloser{lock})
+		return j, err
 	}
+	lock, err := LockStateDir(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	return openJournalLocked(stateDir, lock)
+}
+
+// nopCloser is a lock the journal holds without closing it: its caller's.
+type nopCloser struct{ *os.File }
+
+func (nopCloser) Close() error { return nil }
+
+func openJournalLocked(stateDir string, lock io.Closer) (*journal, error) {
 	path := filepath.Join(stateDir, journalFile)
 	// bbolt makes a database of an empty file without a word; a journal that
 	// was emptied (or whose first start crashed) is said to be new.

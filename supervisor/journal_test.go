@@ -898,8 +898,8 @@ func TestOutputIsNotHTMLEscaped(t *testing.T) {
 }
 
 // TestLockStateDir: a state directory whose journal another holder has open
-// is refused; the lock taken is the one the journal then holds, until it
-// closes.
+// is refused; the lock taken is the one the journal then holds, and its
+// taker's until the taker closes it.
 func TestLockStateDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	lock, err := LockStateDir(dir)
@@ -916,10 +916,16 @@ func TestLockStateDir(t *testing.T) {
 	if _, err := openJournal(dir, nil); err == nil || !strings.Contains(err.Error(), "another process holds it") {
 		t.Errorf("a second journal beside the open one: got %v, want it refused", err)
 	}
+	// The lock stays its taker's until it closes it: a service holds it
+	// through its sandboxes' teardown, after its journal has closed.
 	j.close()
+	if _, err := LockStateDir(dir); err == nil {
+		t.Errorf("with the journal closed and the lock still held: got it taken again, want it refused")
+	}
+	lock.Close()
 	again, err := LockStateDir(dir)
 	if err != nil {
-		t.Errorf("with its journal closed: got %v, want the lock", err)
+		t.Errorf("with its lock closed: got %v, want the lock", err)
 	} else {
 		again.Close()
 	}

@@ -694,7 +694,7 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	defer stateLock.Close() // the journal's once it opens (cfg.StateLock)
+	defer stateLock.Close() // last: after the sandboxes' teardown, below
 	cfg.StateLock = stateLock
 	roots, err := newProvider(lc)
 	if err != nil {
