@@ -391,8 +391,9 @@ var zygoteSetupCalls = []string{"setns", "unshare", "setrlimit", "prlimit64"}
 
 // Zygote returns the policy the Python zygote loads once, before its first
 // fork, so that its children inherit it compiled: Default, with
-// zygoteSetupCalls allowed. A child stacks ZygoteChild once it has joined its
-// sandbox, and from then on every verdict is Default's
+// zygoteSetupCalls allowed, and prctl's PR_SET_MM. A child stacks ZygoteChild
+// once it has joined its sandbox, and ZygoteProgram once it has shown its
+// run's exec, and from then on every verdict is Default's
 // (TestZygoteStackedIsDefault). The kernel converts, JITs and analyses each
 // filter as it is loaded (a forked process's load of Default's 1385
 // instructions cost it 0.53 ms of CPU, of ZygoteChild's 60 0.10 ms:
