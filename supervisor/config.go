@@ -176,6 +176,10 @@ func DefaultMaxConcurrent(cpus, memMiB int) int {
 	return max(n, 1)
 }
 
+// Concurrent is how many runs cfg lets execute at once, its default filled
+// in.
+func (cfg Config) Concurrent() int { return cfg.withDefaults().MaxConcurrent }
+
 // Validate runs the checks of cfg, its defaults filled in, as New does: a
 // caller runs them before anything privileged (New runs them again).
 func (cfg Config) Validate() error {

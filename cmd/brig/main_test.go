@@ -796,3 +796,34 @@ func TestRunDomainAloneMeansDomains(t *testing.T) {
 		}
 	}
 }
+
+// TestWarnHostLimits: runs at once that may hold half the host's pids, or
+// every pty its containers share, are warned of, with what to change; a host
+// with room is not.
+func TestWarnHostLimits(t *testing.T) {
+	kernel := t.TempDir()
+	os.MkdirAll(filepath.Join(kernel, "pty"), 0o755)
+	os.WriteFile(filepath.Join(kernel, "pid_max"), []byte("32768\n"), 0o644)
+	os.WriteFile(filepath.Join(kernel, "pty", "max"), []byte("4096\n"), 0o644)
+	os.WriteFile(filepath.Join(kernel, "pty", "reserve"), []byte("1024\n"), 0o644)
+	for _, tt := range []struct {
+		concurrent int
+		pids       int64
+		want       []string
+	}{
+		{8, 512, nil},
+		{64, 512, []string{"half the host's pids", "every pty the host's containers share"}},
+		{40, 512, []string{"half the host's pids"}},
+	} {
+		var logs strings.Builder
+		warnHostLimits(tt.concurrent, tt.pids, kernel, slog.New(slog.NewTextHandler(&logs, nil)))
+		if got := strings.Count(logs.String(), "level=WARN"); got != len(tt.want) {
+			t.Errorf("%d runs of %d pids: got %d warnings, want %d:\n%s", tt.concurrent, tt.pids, got, len(tt.want), logs.String())
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(logs.String(), w) {
+				t.Errorf("%d runs of %d pids: no warning saying %q:\n%s", tt.concurrent, tt.pids, w, logs.String())
+			}
+		}
+	}
+}

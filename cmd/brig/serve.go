@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/brig-sandbox/brig/egress"
 	"github.com/brig-sandbox/brig/internal/sysmon"
 	"github.com/brig-sandbox/brig/jail"
+	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/packages"
 	"github.com/brig-sandbox/brig/rootfs"
 	"github.com/brig-sandbox/brig/supervisor"
@@ -577,6 +579,31 @@ func warnConfig(sc serveConfig, log *slog.Logger) {
 	}
 }
 
+// warnHostLimits warns where runs at once can take a host-wide pool whole
+// (the red team of 2026-12-05 counted them): the pids of every process of
+// the host (kernel.pid_max, where each run may hold pids of them), and the
+// ptys every devpts instance but the host's shares (kernel.pty.max less
+// kernel.pty.reserve, where each run may hold 64). kernel is the folder of
+// those settings. Neither is checked where it can't be read.
+func warnHostLimits(concurrent int, pids int64, kernel string, log *slog.Logger) {
+	read := func(name string) int64 {
+		b, err := os.ReadFile(filepath.Join(kernel, name))
+		if err != nil {
+			return 0
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return n
+	}
+	if max := read("pid_max"); max > 0 && int64(concurrent)*pids > max/2 {
+		log.Warn("the runs at once may hold half the host's pids or more: raise kernel.pid_max, or lower sandbox.pids or max_concurrent",
+			"max_concurrent", concurrent, "pids", pids, "pid_max", max)
+	}
+	if shared := read("pty/max") - read("pty/reserve"); shared > 0 && int64(concurrent)*pid1.DevptsMax > shared {
+		log.Warn("the runs at once may take every pty the host's containers share: raise kernel.pty.max, or lower max_concurrent",
+			"max_concurrent", concurrent, "ptys_a_run", pid1.DevptsMax, "ptys_shared", shared)
+	}
+}
+
 // override sets *dst to the flag's value when the flag was given.
 func override[T any](c *cli.Context, name string, dst *T, get func(string) T) {
 	if c.IsSet(name) {
@@ -766,6 +793,7 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	warnConfig(sc, log)
+	warnHostLimits(cfg.Concurrent(), sc.Sandbox.Pids, "/proc/sys/kernel", log)
 	log.Info("serving", "version", version(), "socket", sc.Socket, "state_dir", sc.StateDir, "cgroup_mode", host.CgroupMode,
 		"rootfs", host.Rootfs, "pool", sc.Sandbox.Pool, "network_modes", cfg.NetworkModes, "config", c.String("config"))
 	return serveUntilSignal(svc, ln, sc.Socket, sigs, time.Duration(sc.Grace), log)

@@ -49,8 +49,8 @@ var MaskedProcDirs = []string{"asound", "acpi", "scsi"}
 // the magic SysRq trigger.
 var readOnlyProc = []string{"sys", "irq", "bus", "fs", "sysrq-trigger"}
 
-// devptsMax bounds the ptys a run may open.
-const devptsMax = 64
+// DevptsMax bounds the ptys a run may open (the reaper's too: reaper.c).
+const DevptsMax = 64
 
 // devNodes are the only devices a run has: character devices of the host's numbers.
 var devNodes = []struct {
@@ -481,7 +481,7 @@ func mountDev(st *initState) error {
 		return fmt.Errorf("binding /dev/shm: %w", err)
 	}
 	// A devpts instance of the run's own, so that pty and os.openpty work: its
-	// ptys are numbered and counted apart from the host's, at most devptsMax of
+	// ptys are numbered and counted apart from the host's, at most DevptsMax of
 	// them (the host-wide kernel.pty.max is shared by everyone). The filter
 	// still refuses TIOCSTI and TIOCLINUX.
 	pts := filepath.Join(dev, "pts")
@@ -489,7 +489,7 @@ func mountDev(st *initState) error {
 		return err
 	}
 	if err := unix.Mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC,
-		fmt.Sprintf("newinstance,ptmxmode=0666,mode=0620,max=%d", devptsMax)); err != nil {
+		fmt.Sprintf("newinstance,ptmxmode=0666,mode=0620,max=%d", DevptsMax)); err != nil {
 		return fmt.Errorf("mounting devpts at %q: %w", pts, err)
 	}
 	// The device nodes are made; nothing else on /dev may be one.
