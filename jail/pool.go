@@ -189,6 +189,7 @@ func (l *Launcher) fill(root *rootfs.Root, warm rootfs.Language, pool chan *slot
 		s.pooled.Store(true)
 		select {
 		case pool <- s:
+			s.endedOutside()
 		case <-l.done:
 			s.discard()
 			return
@@ -290,6 +291,9 @@ func (l *Launcher) tend(warm rootfs.Language, pool chan *slot, room chan struct{
 			// and the kept sandboxes hold none.
 			s.pooled.Store(true)
 			pool <- s
+		}
+		for _, s := range keep {
+			s.endedOutside()
 		}
 	}
 }
@@ -925,6 +929,20 @@ func (s *slot) readMessages(f *os.File, msgs chan<- pid1.Message) {
 		select {
 		case s.poke <- struct{}{}:
 		default: // the pool is told already
+		}
+	}
+}
+
+// endedOutside wakes the pool's tend for s, just put in its pool, when its
+// init ended while it was out of it (taken by tend, or on its way from a
+// filler): readMessages then told no one, and a CI run's pool kept a dead
+// sandbox for good. pooled is stored before initEnded is loaded here, and
+// the other way round there, so one of the two sees the other.
+func (s *slot) endedOutside() {
+	if s.initEnded.Load() {
+		select {
+		case s.poke <- struct{}{}:
+		default:
 		}
 	}
 }
