@@ -225,14 +225,7 @@ print('done', flush=True)
 time.sleep(10)
 `
 	s := openLiveStream(t, ts.client, request("python", code, networked(api.NetworkDomains, upstreamHost), withRunID(id)))
-	s.waitUntil(t, 30*time.Second, "stdout done", func(evs []timedEvent) bool {
-		_, ok := firstLineAt(evs, api.EventStdout, "done\n")
-		return ok
-	})
-	got, err := ts.client.Get(context.Background(), id)
-	if err != nil {
-		t.Fatalf("Get: %v", err)
-	}
+	got := getOnceSeen(t, ts, s, id, 30*time.Second, api.EventStdout, "done\n")
 	var allowed, refused bool
 	for _, c := range got.Network.Connections {
 		allowed = allowed || (c.Host == upstreamHost && c.Port == 443 && c.Allowed && c.BytesReceived > 0)

@@ -764,6 +764,22 @@ func TestGetRunningRunShowsOutputSoFar(t *testing.T) {
 	}
 }
 
+// getOnceSeen waits until s, the stream of run id, has the line on stream,
+// then gets the run as GET /v1/runs/{id} shows it: a running run's result so
+// far.
+func getOnceSeen(t *testing.T, ts *testService, s *liveStream, id string, timeout time.Duration, stream, line string) *api.Result {
+	t.Helper()
+	s.waitUntil(t, timeout, stream+" "+strings.TrimSpace(line), func(evs []timedEvent) bool {
+		_, ok := firstLineAt(evs, stream, line)
+		return ok
+	})
+	got, err := ts.client.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	return got
+}
+
 // TestGetRunningRunShowsCapsSoFar: GET of a running run whose stdout passed
 // its cap says so, as its result will (the harness probe of 2026-12-05: the
 // flags were false until the end, where a harness that polls would take the
@@ -772,14 +788,7 @@ func TestGetRunningRunShowsCapsSoFar(t *testing.T) {
 	ts := newTestService(t)
 	const id = "get-running-caps"
 	s := openLiveStream(t, ts.client, request("python", fmt.Sprintf("import sys, time\nsys.stdout.write('a' * %d)\nsys.stdout.flush()\nprint('past', file=sys.stderr)\ntime.sleep(10)\n", api.MaxStdoutChars+10), withRunID(id)))
-	s.waitUntil(t, 20*time.Second, "stderr past", func(evs []timedEvent) bool {
-		_, ok := firstLineAt(evs, api.EventStderr, "past\n")
-		return ok
-	})
-	got, err := ts.client.Get(context.Background(), id)
-	if err != nil {
-		t.Fatalf("Get: %v", err)
-	}
+	got := getOnceSeen(t, ts, s, id, 20*time.Second, api.EventStderr, "past\n")
 	if got.State != api.StateRunning || len(got.Stdout) != api.MaxStdoutChars || !got.StdoutTruncated || got.StderrTruncated {
 		t.Errorf("got state %s, %d characters of stdout, stdout_truncated %v, stderr_truncated %v; want running, %d, true, false",
 			got.State, len(got.Stdout), got.StdoutTruncated, got.StderrTruncated, api.MaxStdoutChars)
