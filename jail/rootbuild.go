@@ -23,6 +23,9 @@ import (
 // capability, no_new_privs and a filter (a far narrower one: seccomp.Reaper).
 // What a run saves is a Go init's start, its threads and its exit.
 
+// The descriptor a reaper's filter lets it read is the one it reads.
+var _ = [1]struct{}{}[reaper.ReportFD-seccomp.ReaperReportFD]
+
 // reaperOff makes NewLauncher give every sandbox a Go init; for the tests of
 // that path alone.
 var reaperOff = false

@@ -740,6 +740,15 @@ func TestReaperAllowsOnlyItsLoop(t *testing.T) {
 			t.Errorf("%s: got %v, want deny", name, got)
 		}
 	}
+	// read: only of the report pipe of a cold program's exec.
+	if got := p.action("read", [6]uint64{ReaperReportFD}); got != Allow {
+		t.Errorf("read of the report pipe: got %v, want allow", got)
+	}
+	for _, fd := range []uint64{1, 3, 4, ReaperReportFD + 1, 1<<32 | (ReaperReportFD - 1)} {
+		if got := p.action("read", [6]uint64{fd}); got != Deny {
+			t.Errorf("read of descriptor %#x: got %v, want deny", fd, got)
+		}
+	}
 	prog, err := Compile(p)
 	if err != nil {
 		t.Fatal(err)

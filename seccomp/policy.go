@@ -305,18 +305,30 @@ func Spawner() Policy {
 // its last two steps (its "ready" message, closing its descriptors) and of its
 // loop, which reaps and waits for SIGCHLD, or in a cold sandbox waits for the
 // program and reports its exit with the clock's reading, and arms the timer
-// of a run's backstop (setitimer) when the supervisor asks. Anything else
-// fails with EPERM.
+// of a run's backstop (setitimer) when the supervisor asks; and in a cold
+// sandbox, before all that, the read of its program's report of the exec it
+// lets the program make once hardened (ReaperReportFD). Anything else fails
+// with EPERM.
 func Reaper() Policy {
-	return Policy{Default: Deny, Rules: []Rule{{Action: Allow, Names: []string{
-		"write", "close_range", "wait4", "rt_sigtimedwait", "rt_sigreturn",
-		"clock_gettime", "setitimer", "restart_syscall", "exit", "exit_group",
-	}}}}
+	return Policy{Default: Deny, Rules: []Rule{
+		{Action: Allow, Names: []string{
+			"write", "close_range", "wait4", "rt_sigtimedwait", "rt_sigreturn",
+			"clock_gettime", "setitimer", "restart_syscall", "exit", "exit_group",
+		}},
+		{Action: Allow, Names: []string{"read"},
+			When:    []Cond{{Arg: 0, Mask: lowWord, Op: In, Values: []uint64{ReaperReportFD}}},
+			Else:    Deny,
+			Comment: "The report pipe alone, closed once read to its end: pid 1 opens nothing after."},
+	}}
 }
 
+// ReaperReportFD is the descriptor of a cold program's report pipe in its
+// reaper (jail/reaper's ReportFD).
+const ReaperReportFD = 62
+
 // Init returns the policy of a sandbox's Go init (jail/pid1) once it has
-// dropped its identity (its last step, after the program has started): the
-// calls of what is left for it to do, wait for the program or reap orphans
+// dropped its identity (its last step, before the program's exec): the
+// calls of what is left for it to do, let the program exec, wait for it or reap orphans
 // and report the exit, and those the Go runtime makes meanwhile (its threads'
 // sleeps and wake-ups, preemption signals, heap growth and release, a new
 // thread, a signal's handler: the runtime throws when it can't set one) and

@@ -142,7 +142,8 @@ var runSteps = []step{
 }
 
 // hardenSteps make the init itself as unprivileged and filtered as the program,
-// on every thread. They run once the program has started, off its start path.
+// on every thread. They run once the program's process is ready, before it
+// runs the program.
 var hardenSteps = []step{
 	{"init output", releaseOutput},
 	{"init identity", setIdentity},
@@ -212,23 +213,27 @@ func sandboxInit() int {
 			return fail(s.name, err)
 		}
 	}
-	var pid int
-	var err error
-	if st.warmConn != nil {
-		pid, err = handOver(st)
-	} else {
-		pid, err = startProgram(st)
+	// The program's process (a warm interpreter waiting for its run, or a
+	// cold one's waiting to exec) starts only once the init has hardened
+	// itself: the program never sees its pid 1 privileged.
+	pid, start := st.warmPID, func() error { return handOver(st) }
+	if st.warmConn == nil {
+		p, err := startProgram(st)
+		if err != nil {
+			return fail("exec", err)
+		}
+		pid, start = p.pid, p.exec
 	}
-	if err != nil {
-		return fail("exec", err)
-	}
-	report(Message{Kind: MsgStarted, Mono: Monotonic().Nanoseconds()})
 	for _, s := range hardenSteps {
 		if err := s.run(st); err != nil {
-			// Fail closed: the parent kills the run on an error message.
+			// Fail closed: the program's process dies with this init.
 			return fail(s.name, err)
 		}
 	}
+	if err := start(); err != nil {
+		return fail("exec", err)
+	}
+	report(Message{Kind: MsgStarted, Mono: Monotonic().Nanoseconds()})
 	for {
 		var ws syscall.WaitStatus
 		got, err := syscall.Wait4(-1, &ws, 0, nil)
@@ -361,11 +366,14 @@ func startWarm(st *initState) error {
 	defer child.Close()
 	st.warmConn = os.NewFile(uintptr(fds[0]), "warm")
 	// Its bootstrap file is its stdin, which node preloads (jail/warm.go).
-	pid, err := spawn(st, st.prep.Warm, st.prep.WarmEnviron, WarmBootPath, int(child.Fd()))
+	p, err := spawn(st, st.prep.Warm, st.prep.WarmEnviron, WarmBootPath, int(child.Fd()))
+	if err == nil {
+		err = p.exec() // its bootstrap, not yet a run's program
+	}
 	if err != nil {
 		return err
 	}
-	st.warmPID = pid
+	st.warmPID = p.pid
 	child.Close()
 	// The bootstrap writes one byte once it is about to read its run's
 	// environment: the interpreter has started, and a run takes it as it is.
@@ -376,44 +384,45 @@ func startWarm(st *initState) error {
 	return nil
 }
 
-// handOver gives a warm sandbox's interpreter its run: the run's environment,
-// once the program file is in place, and the end of the socket. It returns the
-// interpreter's pid, the run's program from now on.
-func handOver(st *initState) (int, error) {
+// handOver gives a warm sandbox's interpreter (st.warmPID) its run: the run's
+// environment, once the program file is in place, and the end of the socket.
+// The interpreter is the run's program from then on.
+func handOver(st *initState) error {
 	env, err := WarmEnv(st.run.Env)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	_, err = st.warmConn.Write(env)
 	if cerr := st.warmConn.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return 0, fmt.Errorf("handing the run to the waiting interpreter: %w", err)
+		return fmt.Errorf("handing the run to the waiting interpreter: %w", err)
 	}
-	return st.warmPID, nil
+	return nil
 }
 
-// startProgram starts the interpreter from this thread (inheriting its empty
-// bounding set, no_new_privs and descriptors) in a user namespace of its own,
-// as uid and gid rootfs.SandboxUID mapped to the run's host ids, with no
-// capabilities and the program's filter loaded: see spawnInUserNS.
-func startProgram(st *initState) (int, error) {
+// startProgram starts the interpreter's process from this thread (inheriting
+// its empty bounding set, no_new_privs and descriptors) in a user namespace of
+// its own, as uid and gid rootfs.SandboxUID mapped to the run's host ids, with
+// no capabilities and the program's filter loaded, waiting to exec: see
+// spawnInUserNS.
+func startProgram(st *initState) (*spawned, error) {
 	return spawn(st, st.run.Argv, st.run.Env, "/dev/null", 0)
 }
 
 // spawn starts argv as the run's program (see startProgram), with the file at
 // stdinPath as its descriptor 0 and extraFD, when positive, as its descriptor
 // WarmFD.
-func spawn(st *initState, argv, env []string, stdinPath string, extraFD int) (int, error) {
+func spawn(st *initState, argv, env []string, stdinPath string, extraFD int) (*spawned, error) {
 	stdin, err := os.Open(stdinPath)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer stdin.Close()
 	last, err := LastCap()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	return spawnInUserNS(spawnArgs{
 		LastCap:   last,

@@ -24,6 +24,9 @@ const (
 	spawnStepChdir
 	spawnStepSeccomp
 	spawnStepExec
+	// Not a failure: every step but the exec is done, and the child waits
+	// for spawned.exec.
+	spawnStepReady
 )
 
 // spawnStepNames name the child's steps for errors (index: the step; 0 is the
@@ -80,12 +83,76 @@ type spawnChild struct {
 // sigaction is the kernel's struct sigaction (rt_sigaction's), SIG_DFL when zero.
 type sigaction struct{ handler, flags, restorer, mask uint64 }
 
+// spawned is a program's process that has done every step but its exec,
+// which waits for exec: its parent, whose privileges wrote the id maps,
+// drops them first, so that the program never sees it privileged.
+type spawned struct {
+	pid     int
+	path    string
+	syncW   *os.File // the go's write end
+	reportR *os.File // the report's read end: EOF once exec'd
+}
+
+// exec lets the process exec its program and returns once it has; the
+// process is then the program, its pid s.pid.
+func (s *spawned) exec() error {
+	defer s.reportR.Close()
+	_, err := s.syncW.Write([]byte{'g'})
+	s.syncW.Close()
+	if err != nil {
+		return s.fail(spawnStepExec, err)
+	}
+	return s.report(0)
+}
+
+// report reads the child's report: want (spawnStepReady), or at want 0 the
+// EOF of its exec; anything else is the failure it returns, the child reaped.
+func (s *spawned) report(want int) error {
+	var rep [8]byte
+	n, err := io.ReadFull(s.reportR, rep[:])
+	switch {
+	case n == 0 && err == io.EOF:
+		if want == 0 {
+			return nil
+		}
+		return s.fail(spawnStepExec, syscall.EPIPE) // it died before it was ready
+	case n == len(rep):
+		step := int(binary.NativeEndian.Uint32(rep[:4]))
+		if want != 0 && step == want {
+			return nil
+		}
+		errno := syscall.Errno(binary.NativeEndian.Uint32(rep[4:]))
+		if step <= 0 || step > spawnStepExec {
+			step = spawnStepExec
+		}
+		return s.fail(step, errno)
+	case err == nil || err == io.ErrUnexpectedEOF:
+		return s.fail(spawnStepExec, syscall.EIO)
+	default:
+		return s.fail(spawnStepExec, err)
+	}
+}
+
+// fail ends a start that failed at step: the child, told by its sync pipe's
+// EOF, exits and is reaped.
+func (s *spawned) fail(step int, err error) error {
+	s.syncW.Close() // EOF for a child still waiting: it exits
+	s.reportR.Close()
+	var ws unix.WaitStatus
+	for {
+		if _, werr := unix.Wait4(s.pid, &ws, unix.WALL, nil); werr != unix.EINTR {
+			break
+		}
+	}
+	return fmt.Errorf("starting %s: %s: %w", s.path, spawnStepNames[step], err)
+}
+
 // spawnInUserNS starts a.Path as the program: in a new user namespace whose
 // mappings are a.UID to a.HostUID and 0 to a.RootUID (the same for gids), with
 // no supplementary groups, no capabilities and a.FilterBPF loaded, from the
 // calling thread (which must be locked, and whose no_new_privs, empty bounding
-// set and descriptors the program inherits). It returns once the program has
-// been exec'd.
+// set and descriptors the program inherits). It returns once the process has
+// done every step but the exec, which waits for spawned.exec.
 //
 // Go's syscall.ForkExec can neither make the user namespace as brig needs it
 // (its child would wait for its maps after the filter had to be loaded) nor
@@ -95,9 +162,9 @@ type sigaction struct{ handler, flags, restorer, mask uint64 }
 // C, so that brig-init links no C library: a Go process's start costs about
 // 1 ms of CPU less without cgo (bench/measure/go_start.sh), paid by every
 // sandbox.
-func spawnInUserNS(a spawnArgs) (int, error) {
+func spawnInUserNS(a spawnArgs) (*spawned, error) {
 	if len(a.FilterBPF) == 0 || len(a.FilterBPF)%8 != 0 {
-		return 0, fmt.Errorf("the program's filter is %d bytes, not whole instructions", len(a.FilterBPF))
+		return nil, fmt.Errorf("the program's filter is %d bytes, not whole instructions", len(a.FilterBPF))
 	}
 	c := &spawnChild{stdinFD: a.StdinFD, extraFD: -1, uid: a.UID, gid: a.GID, lastCap: a.LastCap}
 	if a.ExtraFD > 0 {
@@ -105,16 +172,16 @@ func spawnInUserNS(a spawnArgs) (int, error) {
 	}
 	var err error
 	if c.path, err = syscall.BytePtrFromString(a.Path); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if c.dir, err = syscall.BytePtrFromString(a.Dir); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if c.argv, err = syscall.SlicePtrFromStrings(a.Argv); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if c.envp, err = syscall.SlicePtrFromStrings(a.Env); err != nil {
-		return 0, err
+		return nil, err
 	}
 	filter := append([]byte(nil), a.FilterBPF...)
 	c.prog = unix.SockFprog{Len: uint16(len(filter) / 8), Filter: (*unix.SockFilter)(unsafe.Pointer(&filter[0]))}
@@ -122,68 +189,44 @@ func spawnInUserNS(a spawnArgs) (int, error) {
 
 	var syncPipe, reportPipe [2]int
 	if err := unix.Pipe2(syncPipe[:], unix.O_CLOEXEC); err != nil {
-		return 0, fmt.Errorf("starting %s: %s: %w", a.Path, spawnStepNames[0], err)
+		return nil, fmt.Errorf("starting %s: %s: %w", a.Path, spawnStepNames[0], err)
 	}
 	if err := unix.Pipe2(reportPipe[:], unix.O_CLOEXEC); err != nil {
 		unix.Close(syncPipe[0])
 		unix.Close(syncPipe[1])
-		return 0, fmt.Errorf("starting %s: %s: %w", a.Path, spawnStepNames[0], err)
+		return nil, fmt.Errorf("starting %s: %s: %w", a.Path, spawnStepNames[0], err)
 	}
 	// The parent's ends as files, whose Close may come twice.
-	syncW, reportR := os.NewFile(uintptr(syncPipe[1]), "spawn-sync"), os.NewFile(uintptr(reportPipe[0]), "spawn-report")
-	defer syncW.Close()
-	defer reportR.Close()
+	s := &spawned{path: a.Path, syncW: os.NewFile(uintptr(syncPipe[1]), "spawn-sync"), reportR: os.NewFile(uintptr(reportPipe[0]), "spawn-report")}
 	c.syncFD, c.reportFD = syncPipe[0], reportPipe[1]
 	c.parentFDs = [2]int{syncPipe[1], reportPipe[0]}
 
 	pid, err := cloneUserNS(c, a.HostUID)
 	unix.Close(syncPipe[0])
 	unix.Close(reportPipe[1])
-	fail := func(step int, err error) (int, error) {
-		syncW.Close() // EOF for a child still waiting: it exits
-		var ws unix.WaitStatus
-		for {
-			if _, werr := unix.Wait4(pid, &ws, unix.WALL, nil); werr != unix.EINTR {
-				break
-			}
-		}
-		return 0, fmt.Errorf("starting %s: %s: %w", a.Path, spawnStepNames[step], err)
-	}
+	s.pid = pid
 	if err != nil {
 		if pid > 0 {
-			return fail(0, err)
+			return nil, s.fail(0, err)
 		}
-		return 0, fmt.Errorf("starting %s: %s: %w", a.Path, spawnStepNames[0], err)
+		s.syncW.Close()
+		s.reportR.Close()
+		return nil, fmt.Errorf("starting %s: %s: %w", a.Path, spawnStepNames[0], err)
 	}
 	uidMap := fmt.Sprintf("0 %d 1\n%d %d 1\n", a.RootUID, a.UID, a.HostUID)
 	gidMap := fmt.Sprintf("0 %d 1\n%d %d 1\n", a.RootGID, a.GID, a.HostGID)
 	for _, m := range [][2]string{{"uid_map", uidMap}, {"gid_map", gidMap}} {
 		if err := os.WriteFile(fmt.Sprintf("/proc/%d/%s", pid, m[0]), []byte(m[1]), 0); err != nil {
-			return fail(0, err)
+			return nil, s.fail(0, err)
 		}
 	}
-	if _, err := syncW.Write([]byte{'x'}); err != nil {
-		return fail(0, err)
+	if _, err := s.syncW.Write([]byte{'x'}); err != nil {
+		return nil, s.fail(0, err)
 	}
-	syncW.Close()
-	// The report pipe is close-on-exec: EOF says the child exec'd.
-	var rep [8]byte
-	n, err := io.ReadFull(reportR, rep[:])
-	switch {
-	case n == 0 && err == io.EOF:
-		return pid, nil
-	case n == len(rep):
-		step := int(binary.NativeEndian.Uint32(rep[:4]))
-		errno := syscall.Errno(binary.NativeEndian.Uint32(rep[4:]))
-		if step <= 0 || step >= len(spawnStepNames) {
-			step = spawnStepExec
-		}
-		return fail(step, errno)
-	case err == nil || err == io.ErrUnexpectedEOF:
-		return fail(spawnStepExec, syscall.EIO)
-	default:
-		return fail(spawnStepExec, err)
+	if err := s.report(spawnStepReady); err != nil {
+		return nil, err
 	}
+	return s, nil
 }
 
 // cloneUserNS clones the calling thread into a new user namespace (and nothing
@@ -320,12 +363,29 @@ func runChild(c *spawnChild) {
 		step = spawnStepSeccomp
 		goto fail
 	}
+	// Ready, and nothing more until the parent has dropped its privileges
+	// (spawned.exec): EOF instead of the go means it failed, and says why.
+	c.report[0], c.report[1] = spawnStepReady, 0
+	if n, _, _ = syscall.RawSyscall(syscall.SYS_WRITE, uintptr(c.reportFD), uintptr(unsafe.Pointer(&c.report[0])), 8); n != 8 {
+		exitChild()
+	}
+	if n, _, _ = syscall.RawSyscall(syscall.SYS_READ, uintptr(c.syncFD), uintptr(unsafe.Pointer(&c.syncByte[0])), 1); n != 1 {
+		exitChild()
+	}
 	syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&c.emptyMask)), 0, 8, 0, 0)
 	_, _, errno = syscall.RawSyscall(syscall.SYS_EXECVE, uintptr(unsafe.Pointer(c.path)), uintptr(unsafe.Pointer(&c.argv[0])), uintptr(unsafe.Pointer(&c.envp[0])))
 	step = spawnStepExec
 fail:
 	c.report[0], c.report[1] = step, int32(errno)
 	syscall.RawSyscall(syscall.SYS_WRITE, uintptr(c.reportFD), uintptr(unsafe.Pointer(&c.report[0])), 8)
+	exitChild()
+}
+
+// exitChild ends runChild's process.
+//
+//go:nosplit
+//go:norace
+func exitChild() {
 	for {
 		syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 127, 0, 0)
 	}

@@ -32,7 +32,7 @@ type PrepareSpec struct {
 	Empty string
 	// UID and GID are the program's identity inside its user namespace;
 	// HostUID and HostGID what they map to, the run's own host ids. InitUID and
-	// InitGID are the init's host ids once the program has started.
+	// InitGID are the init's host ids from just before the program's exec.
 	UID, GID         int
 	HostUID, HostGID int
 	InitUID, InitGID int

@@ -236,6 +236,9 @@ enum {
 	STEP_CHDIR,
 	STEP_SECCOMP,
 	STEP_EXEC,
+	// Not a failure: the child has done every step but the exec, and waits
+	// for its parent to harden itself (spawn, release).
+	STEP_READY,
 };
 static const char *const step_names[] = {
 	"cloning into a user namespace and writing its id maps", "waiting for the id maps", "setsid",
@@ -246,9 +249,11 @@ static const char *const step_names[] = {
 // program_child is the program's process between the clone and its exec: in a
 // user namespace of its own, it waits for the parent to write its id maps,
 // then takes the run's identity with no capability, its stdin, /sandbox and
-// its filter (on top of the spawner's, inherited), and execs the interpreter,
-// with extra_fd, when not negative, as its descriptor 3. A failed step is
-// reported on report_fd as {step, errno} (int32s).
+// its filter (on top of the spawner's, inherited), says it is ready, waits for
+// the parent's go (a second byte on sync_fd, once pid 1 is hardened) and execs
+// the interpreter, with extra_fd, when not negative, as its descriptor
+// REAPER_WARM_FD. A failed step is reported on report_fd as {step, errno}
+// (int32s), readiness as {STEP_READY, 0}.
 static __attribute__((noreturn)) void program_child(const struct reaper_config *cfg, int sync_fd, int report_fd,
 						    int stdin_fd, int extra_fd) {
 	int32_t rep[2];
@@ -322,6 +327,12 @@ static __attribute__((noreturn)) void program_child(const struct reaper_config *
 		step = STEP_SECCOMP;
 		goto out;
 	}
+	// Ready, and nothing more until pid 1 has dropped its privileges: the
+	// program's first instruction never runs beside a privileged pid 1. EOF
+	// instead of the go means the parent failed, and it reports why.
+	rep[0] = STEP_READY, rep[1] = 0;
+	if (sys3(__NR_write, report_fd, rep, sizeof rep) != sizeof rep || sys3(__NR_read, sync_fd, &b, 1) != 1)
+		die(127);
 	unsigned long none = 0;
 	sys4(__NR_rt_sigprocmask, SIG_SETMASK, &none, 0, sizeof none);
 	r = sys3(__NR_execve, run_argv[0], run_argv, run_envp);
@@ -355,11 +366,33 @@ static long write_id_map(long pid, const char *name, uint32_t root, uint32_t id,
 	return r;
 }
 
+// The parent's ends of a started program's pipes (spawn), until release lets
+// it exec: the go's write end, and the report's read end at REAPER_REPORT_FD,
+// the one descriptor that pid 1's filter lets it read once hardened.
+static int spawn_sync = -1;
+
+// spawn_report reads the child's report: ready (want STEP_READY), or at
+// release the EOF of an exec (want 0); anything else is the failure it reports.
+static void spawn_report(int want) {
+	int32_t got[2];
+	long r = read_full(REAPER_REPORT_FD, got, sizeof got);
+	if (r == 1 && want != 0 && got[0] == want)
+		return;
+	if (r == 0 && want == 0)
+		return;
+	if (r < 0)
+		fail("exec", r);
+	if (r == 0)
+		fail("exec", EPIPE); // the child died before it was ready
+	fail(got[0] > 0 && got[0] <= STEP_EXEC ? step_names[got[0]] : "exec", -(long)got[1]);
+}
+
 // spawn starts run_argv with run_envp as the run's program, as the Go init
 // does (pid1's spawnInUserNS): cloned into a user namespace owned by the run's
 // host id, whose maps this process writes, with the file at in_path as its
-// descriptor 0. It returns once the interpreter has been exec'd, with its pid;
-// a failure is reported and ends the reaper.
+// descriptor 0. It returns the child's pid once the child has done every step
+// but its exec, which waits for release; a failure is reported and ends the
+// reaper.
 static long spawn(const struct reaper_config *cfg, const char *in_path, int extra_fd) {
 	long r, stdin_fd = sys4(__NR_openat, AT_FDCWD, in_path, O_RDONLY | O_CLOEXEC, 0);
 	if (stdin_fd < 0)
@@ -384,22 +417,32 @@ static long spawn(const struct reaper_config *cfg, const char *in_path, int extr
 	sys1(__NR_close, sync[0]);
 	sys1(__NR_close, rep[1]);
 	sys1(__NR_close, stdin_fd);
+	if ((r = sys3(__NR_dup3, rep[0], REAPER_REPORT_FD, O_CLOEXEC)) < 0)
+		fail("exec: pipes", r);
+	sys1(__NR_close, rep[0]);
+	spawn_sync = sync[1];
 	if ((r = write_id_map(pid, "uid_map", cfg->uid, cfg->prog_uid, cfg->host_uid)) < 0 ||
 	    (r = write_id_map(pid, "gid_map", cfg->gid, cfg->prog_gid, cfg->host_gid)) < 0)
 		fail("exec: writing the id maps", r);
 	char go = 'x';
-	if ((r = sys3(__NR_write, sync[1], &go, 1)) != 1)
+	if ((r = sys3(__NR_write, spawn_sync, &go, 1)) != 1)
 		fail("exec: waiting for the id maps", r);
-	sys1(__NR_close, sync[1]);
-	// The report pipe closes on exec: EOF says the interpreter started.
-	int32_t got[2];
-	r = read_full(rep[0], got, sizeof got);
-	sys1(__NR_close, rep[0]);
-	if (r == 0)
-		return pid;
-	if (r < 0)
+	spawn_report(STEP_READY);
+	return pid;
+}
+
+// release lets the child of spawn exec, once pid 1 is hardened, and returns
+// once it has: the report pipe's EOF (it closes on exec). Only write, read of
+// REAPER_REPORT_FD and close_range: what the reaper's filter allows.
+static void release(void) {
+	char go = 'g';
+	long r = sys3(__NR_write, spawn_sync, &go, 1);
+	if (r != 1)
+		fail("exec", r < 0 ? r : EPIPE);
+	spawn_report(0);
+	if ((r = sys3(__NR_close_range, REAPER_REPORT_FD, REAPER_REPORT_FD, 0)) < 0 ||
+	    (r = sys3(__NR_close_range, spawn_sync, spawn_sync, 0)) < 0)
 		fail("exec", r);
-	fail(got[0] > 0 && got[0] <= STEP_EXEC ? step_names[got[0]] : "exec", -(long)got[1]);
 }
 
 // read_frame reads size bytes of the spec pipe into fresh memory.
@@ -444,6 +487,7 @@ static int start_warm(const struct reaper_config *cfg, long *pid) {
 	if (r < 0)
 		fail("warm interpreter", r);
 	*pid = spawn(cfg, REAPER_WARM_BOOT, sv[1]);
+	release(); // its bootstrap, not yet a run's program
 	sys1(__NR_close, sv[1]);
 	char b = 0;
 	if ((r = read_full(sv[0], &b, 1)) != 1 || b != 'r')
@@ -744,11 +788,16 @@ static long run_program(const struct reaper_config *cfg, int warm_fd, long warm_
 	if ((r = write_all(fd, code, run.code_len)) < 0 || (r = sys3(__NR_fchown, fd, cfg->host_uid, cfg->host_gid)) < 0)
 		fail("program", r);
 	sys1(__NR_close, fd);
-	if (warm_fd < 0)
-		return spawn(cfg, "/dev/null", -1);
-	// Nothing after the hand-over needs a privilege: pid 1 drops them
-	// first, so that the program never sees it privileged (a cold program
-	// is spawned by a privileged pid 1, which hardens itself after).
+	// Nothing after the hand-over or the exec needs a privilege: pid 1
+	// drops them first, so that the program never sees it privileged. A
+	// cold program's process, whose id maps only a privileged pid 1 can
+	// write, waits for release to exec.
+	if (warm_fd < 0) {
+		long pid = spawn(cfg, "/dev/null", -1);
+		harden(cfg);
+		release();
+		return pid;
+	}
 	harden(cfg);
 	if ((r = write_all(warm_fd, p, run.handover_len)) < 0)
 		fail("exec", r); // the interpreter died waiting
@@ -919,8 +968,8 @@ static __attribute__((noreturn)) void reaper_main(void) {
 	// As the Go init's prepareSteps and hardenSteps (package pid1): the
 	// cgroup namespace once the supervisor has moved it into the run's
 	// cgroups (it sends the config after), then, in a zygote's sandbox at
-	// once, in a warm one just before the hand-over and in a cold one once
-	// the program has started, an unprivileged identity with no capability,
+	// once, in a warm one just before the hand-over and in a cold one just
+	// before the program's exec, an unprivileged identity with no capability,
 	// no_new_privs and a filter (harden).
 	if ((r = sys1(__NR_unshare, CLONE_NEWCGROUP)) < 0)
 		fail("cgroup namespace", r);
@@ -938,7 +987,6 @@ static __attribute__((noreturn)) void reaper_main(void) {
 	if (!program && (r = sys3(__NR_setpriority, PRIO_PROCESS, 0, 0)) < 0)
 		fail("priority", r);
 	long prog_pid = 0;
-	int hardened = 0;
 	if (program) {
 		for (uint32_t i = 0; i < cfg.nrlimits; i++) {
 			uint64_t lim[2] = {rlimits[i].cur, rlimits[i].max};
@@ -955,15 +1003,14 @@ static __attribute__((noreturn)) void reaper_main(void) {
 		if (cfg.warm_argc > 0)
 			warm_fd = start_warm(&cfg, &warm_pid);
 		say(REAPER_STATUS_FD, READY);
-		prog_pid = run_program(&cfg, warm_fd, warm_pid);
-		hardened = warm_fd >= 0;
+		prog_pid = run_program(&cfg, warm_fd, warm_pid); // hardened
 		report("started", 0, 0);
 		// Nothing of the supervisor's is left open but the status pipe: not
 		// the run's output, whose EOF says the program's end, nor the spec.
 		if ((r = keep_only_status()) < 0)
 			fail("init output", r);
 	}
-	if (!hardened)
+	if (!program)
 		harden(&cfg);
 	if (program) {
 		// Until the program ends: then its status, and pid 1's exit takes

@@ -3,8 +3,8 @@
 // and exit. It builds the sandbox's root itself, first thing, with the init's
 // steps (Config.Root; build_root in reaper.c). In a cold sandbox
 // (Config.Program) it also starts the run's program, as the Go init does,
-// from a run frame (MarshalRun) it reads after "ready", before it hardens
-// itself; it then waits for the program and reports its exit ("started" and
+// from a run frame (MarshalRun) it reads after "ready", and hardens itself
+// while the program's process waits to exec; it then waits for the program and reports its exit ("started" and
 // "exit", pid1.Message) instead of only reaping. It is a few system calls in
 // C (reaper.c), made without a C library, built two ways: by make into
 // bin/brig-reaper, a static executable of about 18 kB
@@ -54,6 +54,11 @@ import (
 // Arg is the reaper's one argument (argv[1]).
 const Arg = C.REAPER_ARG
 
+// ReportFD is where a cold sandbox's reaper reads its program's report of
+// its exec, the one descriptor its filter lets it read once hardened
+// (seccomp.ReaperReportFD).
+const ReportFD = C.REAPER_REPORT_FD
+
 // Its descriptors are the Go init's.
 const (
 	SpecFD   = C.REAPER_SPEC_FD
@@ -71,7 +76,7 @@ type Config struct {
 	// Filter is the reaper's own seccomp filter.
 	Filter bpf.Program
 	// Program, when set, makes it a cold sandbox's pid 1, which starts the
-	// run's program (MarshalRun) before it hardens itself.
+	// run's program (MarshalRun), hardening itself before the exec.
 	Program *ProgramConfig
 	// Root is the root it builds, first thing (as pid1's rootSteps).
 	// Required.

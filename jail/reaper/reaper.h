@@ -39,6 +39,9 @@
 #define REAPER_WARM_BOOT "/sandbox/.brg.js"
 // pid1.WarmFD, the warm interpreter's descriptor of its socket.
 #define REAPER_WARM_FD 63
+// The read end of a cold program's report pipe (reaper.c's spawn), the one
+// descriptor pid 1's filter lets it read (seccomp.ReaperReportFD).
+#define REAPER_REPORT_FD 62
 
 // Modes: a zygote's sandbox, whose program is the zygote's child (the reaper
 // only reaps), or a cold sandbox, whose program the reaper starts.
