@@ -88,7 +88,7 @@ func (l *Launcher) newPrepareSpec(root *rootfs.Root, memoryBytes int64, ids runI
 		InitUID:      ids.InitUID,
 		InitGID:      ids.InitGID,
 		Hostname:     DefaultHostname,
-		Rlimits:      pid1.DefaultRlimits(),
+		Rlimits:      runRlimits(),
 		Seccomp:      l.programFilter,
 		SpawnSeccomp: l.spawnFilter,
 		InitSeccomp:  l.initFilter,

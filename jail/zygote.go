@@ -793,6 +793,10 @@ func (l *Launcher) startSuccessor(key string, root *rootfs.Root) {
 	}()
 }
 
+// runRlimits are every run's rlimits, cold and warm: pid1.DefaultRlimits,
+// but for the tests of how a run's child reads them.
+var runRlimits = pid1.DefaultRlimits
+
 // newZygote starts a zygote for root with the Launcher's bounds.
 func (l *Launcher) newZygote(root *rootfs.Root) (*zygote, error) {
 	last, err := pid1.LastCap()
@@ -819,7 +823,7 @@ func (l *Launcher) newZygote(root *rootfs.Root) (*zygote, error) {
 		cfg.PinMode = cmp.Or(l.pinModes[key], pinTrial)
 		l.pinMu.Unlock()
 	}
-	for _, r := range pid1.DefaultRlimits() {
+	for _, r := range runRlimits() {
 		cfg.Rlimits = append(cfg.Rlimits, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
 	}
 	z, err := l.startZygote(root, cfg)

@@ -19,7 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 )
 
@@ -932,6 +935,46 @@ r['events'] = str(n)
 		})
 	}
 	checkProbe(t, got["watcher"], []check{{name: "the watcher saw nothing of the other run", key: "events", want: "0"}})
+}
+
+// TestZygoteChildClosesEveryZygoteDescriptor: a warm child closes every
+// descriptor of its zygote's but its own few, however high: the zygote's
+// limit is above a run's (it holds a pidfd for each child alive), and a
+// child that closed only up to the run's limit, which it has taken by then,
+// would keep the rest. With a run's limit of 8, low enough to be under the
+// zygote's own descriptors, the run sees 0 to 2 and its listing's own.
+func TestZygoteChildClosesEveryZygoteDescriptor(t *testing.T) {
+	was := runRlimits
+	runRlimits = func() []pid1.Rlimit {
+		rl := pid1.DefaultRlimits()
+		for i := range rl {
+			if rl[i].Resource == unix.RLIMIT_NOFILE {
+				rl[i].Cur, rl[i].Max = 8, 8
+			}
+		}
+		return rl
+	}
+	t.Cleanup(func() { runRlimits = was })
+	l := newZygoteLauncher(t, nil)
+	waitWarm(t, l)
+	z := servingZygote(t, l)
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", z.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	high := 0
+	for _, fd := range fds {
+		if n, _ := strconv.Atoi(fd.Name()); n >= 8 {
+			high++
+		}
+	}
+	if high == 0 {
+		t.Fatalf("the zygote holds no descriptor at 8 or above (%d in all): nothing to check", len(fds))
+	}
+	res := warmRun(t, l, "import os\nprint(sorted(int(f) for f in os.listdir('/proc/self/fd')))")
+	if res.Stdout != "[0, 1, 2, 3]\n" {
+		t.Errorf("a warm run's descriptors: %q, want 0 to 2 and its listing's (the zygote holds %d at 8 or above)", res.Stdout, high)
+	}
 }
 
 // TestCheckWarmPython: brig check's line passes without a warning exactly where
