@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -91,11 +92,59 @@ func (r *Run) dialChecked(ctx context.Context, host string, port int) (up *net.T
 // no shorter than the longest run, so that it ends no connection a run
 // still holds (at 2 minutes it cut an upload to an upstream that paused:
 // the review of 2026-12-05).
+//
+// A run's connections that the service has not accepted yet, waiting in a
+// listener's queue, are charged to no one either, and take what the run sends
+// them: one run whose 4,000 connections to its four listeners each sent
+// 1 MiB had the host's TCP memory at 1.85 GiB, past the pressure threshold
+// (2026-12-05). So a run's listeners are bounded before they listen
+// (boundRunSide), and their children inherit it from their first segment,
+// and each queues at most runBacklog (past it the kernel drops a run's
+// SYNs, and its connect waits, in its own time).
 const (
 	upstreamBuffer = 512 << 10
 	runSideBuffer  = 64 << 10
 	upstreamStall  = api.MaxTimeoutSeconds * time.Second
+	runBacklog     = 64
 )
+
+// boundRunSide bounds a run's listener's buffers before it listens, which its
+// connections inherit: net.ListenConfig.Control.
+func boundRunSide(network, address string, c syscall.RawConn) error {
+	var err error
+	if cerr := c.Control(func(fd uintptr) {
+		for _, o := range [][2]int{{unix.SOL_SOCKET, unix.SO_RCVBUF}, {unix.SOL_SOCKET, unix.SO_SNDBUF}} {
+			if err = unix.SetsockoptInt(int(fd), o[0], o[1], runSideBuffer); err != nil {
+				return
+			}
+		}
+	}); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// listenRunSide listens on addr for a run, bounded (boundRunSide), with a
+// queue of runBacklog: listen again on a listening socket sets only its
+// queue's length, which Go's net takes from somaxconn (4,096 here).
+func listenRunSide(addr *net.TCPAddr) (*net.TCPListener, error) {
+	lc := net.ListenConfig{Control: boundRunSide}
+	l, err := lc.Listen(context.Background(), "tcp4", addr.String())
+	if err != nil {
+		return nil, err
+	}
+	tl := l.(*net.TCPListener)
+	rc, err := tl.SyscallConn()
+	if err == nil {
+		cerr := rc.Control(func(fd uintptr) { err = unix.Listen(int(fd), runBacklog) })
+		err = cmp.Or(cerr, err)
+	}
+	if err != nil {
+		tl.Close()
+		return nil, fmt.Errorf("bounding its queue: %w", err)
+	}
+	return tl, nil
+}
 
 // boundUpstream bounds an upstream socket before it connects (its window
 // scale follows its receive buffer): net.Dialer.Control.

@@ -233,7 +233,7 @@ func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Ru
 		}
 		for i, port := range ports {
 			addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}
-			if tcp[i], err = net.ListenTCP("tcp4", addr); err != nil {
+			if tcp[i], err = listenRunSide(addr); err != nil {
 				return fmt.Errorf("binding %s: %w", addr, err)
 			}
 		}
@@ -326,8 +326,6 @@ func (r *Run) accept(l *net.TCPListener, port int, via string, serve func(*net.T
 			r.lim.release()
 			return
 		}
-		c.SetReadBuffer(runSideBuffer) // the service's memory (boundUpstream)
-		c.SetWriteBuffer(runSideBuffer)
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()

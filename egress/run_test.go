@@ -1258,7 +1258,7 @@ func TestRunDNSOverTCPBounded(t *testing.T) {
 		return len(entries)
 	}
 	before := fds()
-	const n = 100
+	const n = maxDNSConns + runBacklog // more than it serves, no more than it queues
 	var conns []net.Conn
 	for range n {
 		c, err := ns.dial(context.Background(), "tcp", "127.0.0.1:53")
@@ -1277,6 +1277,77 @@ func TestRunDNSOverTCPBounded(t *testing.T) {
 	}
 	if ips, rcode, err := ns.lookup("upstream.test", dns.TypeA, "tcp"); err != nil || rcode != dns.RcodeSuccess || len(ips) != 1 {
 		t.Errorf("a lookup over TCP once they closed: got %v %d %v, want an answer", ips, rcode, err)
+	}
+}
+
+// TestRunBoundsQueuedConnections: what a run sends its listeners' connections,
+// the ones the service has accepted and the ones waiting in a listener's queue
+// (charged to no one), is bounded by their buffers and the queue's length.
+// With Go's queue of somaxconn (4,096), 800 connections that each sent up to
+// 1 MiB had the service's side hold 62 MiB in 509 sockets; with the bound, 9.6
+// MiB in 79.
+func TestRunBoundsQueuedConnections(t *testing.T) {
+	testutil.RequireRoot(t)
+	u := newUpstreams(t)
+	r, ns, _ := startRun(t, u.config(&testutil.LogBuffer{}), testPolicy)
+	defer r.Close()
+	ports := []int{53, ProxyPort}
+	const perPort = 400
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	var held, sockets int
+	ns.do(func() {
+		for _, port := range ports {
+			for range perPort {
+				fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				fds = append(fds, fd)
+				unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // the handshakes the listeners take
+		chunk := make([]byte, 64<<10)
+		for _, fd := range fds {
+			for range 16 {
+				if n, err := unix.Write(fd, chunk); err != nil || n < len(chunk) {
+					break
+				}
+			}
+		}
+		time.Sleep(500 * time.Millisecond) // delivered
+		b, err := os.ReadFile("/proc/thread-self/net/tcp")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 5 {
+				continue
+			}
+			_, local, _ := strings.Cut(f[1], ":")
+			port, _ := strconv.ParseUint(local, 16, 16)
+			_, rx, _ := strings.Cut(f[4], ":")
+			queued, _ := strconv.ParseUint(rx, 16, 64)
+			if slices.Contains(ports, int(port)) && f[3] == "01" { // the service's side, established
+				sockets++
+				held += int(queued)
+			}
+		}
+	})
+	t.Logf("%d connections: the service's side has %d sockets holding %d KiB", len(fds), sockets, held>>10)
+	// Each listener's: at most max_conns served (the DNS server's fewer)
+	// and runBacklog+1 queued, each at most twice runSideBuffer.
+	perListener := DefaultMaxConns + runBacklog + 1
+	if most := len(ports) * perListener * 2 * runSideBuffer; held == 0 || held > most || sockets > len(ports)*perListener {
+		t.Errorf("%d sockets hold %d bytes, want some and at most %d in at most %d sockets", sockets, held, most, len(ports)*perListener)
 	}
 }
 
