@@ -90,10 +90,8 @@ type Service struct {
 	// runs holds the runs not finished, and finished ones until their result is
 	// in the journal, by id and owner. Guarded by mu.
 	runs map[runKey]*run
-	// draining is set by Shutdown: no new run is accepted. drainEnds is when
-	// its grace ends. Guarded by mu.
-	draining  bool
-	drainEnds time.Time
+	// draining is set by Shutdown: no new run is accepted. Guarded by mu.
+	draining bool
 }
 
 // New opens the journal in cfg.StateDir, finishes the runs that were in flight
@@ -228,7 +226,6 @@ func (s *Service) Metrics() http.Handler { return s.metrics.handler() }
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
-	s.drainEnds = time.Now().Add(max(s.cfg.Grace, 0))
 	s.mu.Unlock()
 
 	finished := make(chan struct{})
@@ -386,12 +383,12 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		return nil, nil, err
 	}
 	if s.draining {
-		// Retry-After: the grace left, and a restart's few seconds.
-		left := time.Until(s.drainEnds)
+		// No Retry-After: whether and when the service is back is its
+		// operator's, and the clients raise a 503 without one at once
+		// (with one, they waited and then found no socket: the harness
+		// probe of 2026-12-05).
 		s.mu.Unlock()
-		e := newError(api.ErrorUnavailable, "the service is shutting down and accepts no new runs; retry once it is back, after the Retry-After seconds")
-		e.retryAfter = int(max(left, 0).Round(time.Second)/time.Second) + restartRetryAfter
-		return nil, nil, e
+		return nil, nil, newError(api.ErrorUnavailable, "the service is shutting down and accepts no new runs; retry once it is back (GET /v1/health answers \"ok\")")
 	}
 	// How long it may hold a slot: its program's limit, and for a run with
 	// packages their install too, which may keep the slot (suspend refused).
@@ -460,13 +457,8 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 }
 
 // journalRetryAfter is the Retry-After, in seconds, of a run refused because
-// the journal could not record it; restartRetryAfter what a refusal during a
-// drain adds to the grace left, for the service's restart (the recovery
-// probe's service was back in 2 to 4 s).
-const (
-	journalRetryAfter = 5
-	restartRetryAfter = 5
-)
+// the journal could not record it.
+const journalRetryAfter = 5
 
 // NewID is a run id for a request that gives none: a ULID, so that ids sort
 // by the time they were made.
