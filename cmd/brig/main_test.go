@@ -528,6 +528,27 @@ func TestRunRefusesBadInvocations(t *testing.T) {
 			t.Errorf("brig %v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
 		}
 	}
+	// With --json, a request it refuses before sending is also the body the
+	// service would answer, on stdout (it printed nothing there: the harness
+	// probe).
+	for _, tc := range []struct {
+		args  []string
+		field string
+	}{
+		{[]string{"--env", "PATH=/x", good}, "env.PATH"},
+		{[]string{"--env", "1A=x", good}, "env.1A"},
+		{[]string{"--env", "A=1", "--env", "A=2", good}, "env.A"},
+		{[]string{"--env", "A", good}, "env"},
+		{[]string{bad}, "code"},
+	} {
+		args := append([]string{"run", "--socket", sock, "-l", "python", "--json"}, tc.args...)
+		stdout, stderr, code := brig(t, "", args...)
+		var body api.ErrorBody
+		if err := json.Unmarshal([]byte(stdout), &body); err != nil || code != 2 || body.Error.Code != api.ErrorInvalidRequest ||
+			body.Error.Field != tc.field || body.Error.Message == "" || !strings.Contains(stderr, body.Error.Message) {
+			t.Errorf("brig %v: exit %d, stdout %q (%v), stderr %q; want 2 and an invalid_request body naming %s", args, code, stdout, err, stderr, tc.field)
+		}
+	}
 }
 
 // TestVersion: brig --version names the build.

@@ -81,30 +81,20 @@ func runAction(c *cli.Context) error {
 	}
 	code, err := readProgram(c.Args().First())
 	if err != nil {
-		return err
+		return refuse(c, "code", err)
 	}
 	lang, err := rootfs.ParseLanguage(c.String("language"))
 	if err != nil {
-		return err
+		return refuse(c, "language", err)
 	}
-	env := map[string]string{}
-	for _, kv := range c.StringSlice("env") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("--env %q: write it as NAME=VALUE", kv)
+	env, err := envFlags(c.StringSlice("env"))
+	if err != nil {
+		field := "env"
+		var ee *jail.EnvError
+		if errors.As(err, &ee) && ee.Name != "" {
+			field += "." + ee.Name
 		}
-		if _, twice := env[k]; twice {
-			return fmt.Errorf("--env gives %s twice: give each name once", k)
-		}
-		// As a program's file: sent as JSON, its bytes would become U+FFFD
-		// and the run would get another value than given.
-		if !utf8.ValidString(v) {
-			return fmt.Errorf("--env %s: the value is not UTF-8; the API carries text, so give it as UTF-8 (or encoded, as base64 or hex)", k)
-		}
-		env[k] = v
-	}
-	if err := jail.ValidateEnv(env); err != nil {
-		return fmt.Errorf("--env: %w", err)
+		return refuse(c, field, err)
 	}
 	if c.Bool("local") {
 		return runLocal(c, lang, code, env)
@@ -130,6 +120,43 @@ func runAction(c *cli.Context) error {
 		Network:        &api.Network{Mode: mode, Domains: c.StringSlice("domain")},
 	}
 	return runRemote(c, req)
+}
+
+// envFlags reads --env NAME=VALUE flags as the request's env, checked as
+// the service checks it (jail.ValidateEnv), and for what a map would lose: a
+// name given twice, a value that is not UTF-8.
+func envFlags(flags []string) (map[string]string, error) {
+	env := map[string]string{}
+	for _, kv := range flags {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--env %q: write it as NAME=VALUE", kv)
+		}
+		if _, twice := env[k]; twice {
+			return nil, &jail.EnvError{Name: k, Message: fmt.Sprintf("--env gives %s twice: give each name once", k)}
+		}
+		// As a program's file: sent as JSON, its bytes would become U+FFFD
+		// and the run would get another value than given.
+		if !utf8.ValidString(v) {
+			return nil, &jail.EnvError{Name: k, Message: fmt.Sprintf("--env %s: the value is not UTF-8; the API carries text, so give it as UTF-8 (or encoded, as base64 or hex)", k)}
+		}
+		env[k] = v
+	}
+	if err := jail.ValidateEnv(env); err != nil {
+		return nil, fmt.Errorf("--env: %w", err)
+	}
+	return env, nil
+}
+
+// refuse is a request brig run refuses before sending it, for the first bad
+// field: with --json, its body is also printed as the service's refusal of
+// the same request would be, for a caller that reads stdout alone.
+func refuse(c *cli.Context, field string, err error) error {
+	if c.Bool("json") {
+		b, _ := json.Marshal(api.ErrorBody{Error: api.Error{Code: api.ErrorInvalidRequest, Field: field, Message: err.Error()}})
+		os.Stdout.Write(append(b, '\n'))
+	}
+	return err
 }
 
 // runRemote runs req through the service: output streams live (or the Result is
@@ -221,9 +248,7 @@ func runRemote(c *cli.Context, req api.Request) error {
 			if jsonOut {
 				// The refusal's body as the API sends it, for a caller that
 				// reads stdout alone.
-				b, _ := json.Marshal(struct {
-					Error api.Error `json:"error"`
-				}{ce.API})
+				b, _ := json.Marshal(api.ErrorBody{Error: ce.API})
 				os.Stdout.Write(append(b, '\n'))
 			}
 			return fmt.Errorf("the service refused the run: %s", describeAPIError(ce))
