@@ -539,15 +539,23 @@ func TestRunRefusesBadInvocations(t *testing.T) {
 		{[]string{"--env", "1A=x", good}, "env.1A"},
 		{[]string{"--env", "A=1", "--env", "A=2", good}, "env.A"},
 		{[]string{"--env", "A", good}, "env"},
-		{[]string{bad}, "code"},
+		{[]string{"-l", "python", bad}, "code"},
+		{[]string{good}, "language"},
 	} {
-		args := append([]string{"run", "--socket", sock, "-l", "python", "--json"}, tc.args...)
+		args := append([]string{"run", "--socket", sock, "--json"}, tc.args...)
+		if tc.field != "language" && tc.field != "code" {
+			args = append([]string{"run", "--socket", sock, "--json", "-l", "python"}, tc.args...)
+		}
 		stdout, stderr, code := brig(t, "", args...)
 		var body api.ErrorBody
 		if err := json.Unmarshal([]byte(stdout), &body); err != nil || code != 2 || body.Error.Code != api.ErrorInvalidRequest ||
 			body.Error.Field != tc.field || body.Error.Message == "" || !strings.Contains(stderr, body.Error.Message) {
 			t.Errorf("brig %v: exit %d, stdout %q (%v), stderr %q; want 2 and an invalid_request body naming %s", args, code, stdout, err, stderr, tc.field)
 		}
+	}
+	// A file that can't be read is this machine's error, not the request's.
+	if stdout, _, code := brig(t, "", "run", "--socket", sock, "--json", "-l", "python", filepath.Join(dir, "missing.py")); code != 2 || stdout != "" {
+		t.Errorf("a missing program file: exit %d, stdout %q; want 2 and nothing on stdout", code, stdout)
 	}
 }
 

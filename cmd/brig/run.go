@@ -70,7 +70,7 @@ func runAction(c *cli.Context) error {
 	// Checked here rather than by urfave's Required, which with a FILE given
 	// reports the FILE as an unknown command.
 	if !c.IsSet("language") {
-		return fmt.Errorf("run needs --language python or --language javascript")
+		return refuse(c, "language", fmt.Errorf("run needs --language python or --language javascript"))
 	}
 	if c.NArg() != 1 {
 		return fmt.Errorf("run takes one FILE, or - to read the program from stdin")
@@ -80,8 +80,11 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	code, err := readProgram(c.Args().First())
-	if err != nil {
+	if errors.As(err, new(badProgram)) {
 		return refuse(c, "code", err)
+	}
+	if err != nil {
+		return err
 	}
 	lang, err := rootfs.ParseLanguage(c.String("language"))
 	if err != nil {
@@ -149,8 +152,10 @@ func envFlags(flags []string) (map[string]string, error) {
 }
 
 // refuse is a request brig run refuses before sending it, for the first bad
-// field: with --json, its body is also printed as the service's refusal of
-// the same request would be, for a caller that reads stdout alone.
+// field: with --json, an invalid_request body naming the field is also
+// printed, as the service's refusal of the same request would be, for a
+// caller that reads stdout alone. (Its usage errors, a file that can't be
+// read, a service that can't be reached print nothing there.)
 func refuse(c *cli.Context, field string, err error) error {
 	if c.Bool("json") {
 		b, _ := json.Marshal(api.ErrorBody{Error: api.Error{Code: api.ErrorInvalidRequest, Field: field, Message: err.Error()}})
@@ -580,15 +585,19 @@ func readProgram(name string) (string, error) {
 		return "", fmt.Errorf("reading the program: %w", err)
 	}
 	if len(b) > api.MaxBodyBytes {
-		return "", fmt.Errorf("the program is more than %d bytes: brig runs programs of at most %d characters", api.MaxBodyBytes, api.MaxCodeChars)
+		return "", badProgram{fmt.Errorf("the program is more than %d bytes: brig runs programs of at most %d characters", api.MaxBodyBytes, api.MaxCodeChars)}
 	}
 	if len(b) == 0 {
-		return "", fmt.Errorf("the program is empty")
+		return "", badProgram{fmt.Errorf("the program is empty")}
 	}
 	// As the service refuses a body that is not UTF-8: decoded, its bytes
 	// would become U+FFFD and another program would run than the file holds.
 	if i := api.InvalidUTF8At(b); i >= 0 {
-		return "", fmt.Errorf("the program is not UTF-8 (byte %d, 0x%02x): save it as UTF-8, as Python and Node read their sources", i, b[i])
+		return "", badProgram{fmt.Errorf("the program is not UTF-8 (byte %d, 0x%02x): save it as UTF-8, as Python and Node read their sources", i, b[i])}
 	}
 	return string(b), nil
 }
+
+// badProgram is a program the service would refuse (its code), where
+// readProgram's other errors are this machine's (a file that can't be read).
+type badProgram struct{ error }
