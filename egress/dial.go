@@ -99,8 +99,12 @@ func (r *Run) dialChecked(ctx context.Context, host string, port int) (up *net.T
 // 1 MiB had the host's TCP memory at 1.85 GiB, past the pressure threshold
 // (2026-12-05). So a run's listeners are bounded before they listen
 // (boundRunSide), and their children inherit it from their first segment,
-// and each queues at most runBacklog (past it the kernel drops a run's
-// SYNs, and its connect waits, in its own time).
+// and each queues at most runBacklog, or the run's max_conns where that is
+// more (past it the kernel drops a run's SYNs, and its connect waits, in
+// its own time; on loopback a burst's handshakes complete before the accept
+// loop runs, so a burst within the run's limits must fit in the queue: the
+// review of 2026-12-05 had 100 connections under a max_conns of 4,096 wait
+// 1 s for their SYNs' resending).
 const (
 	upstreamBuffer = 512 << 10
 	runSideBuffer  = 64 << 10
@@ -125,9 +129,9 @@ func boundRunSide(network, address string, c syscall.RawConn) error {
 }
 
 // listenRunSide listens on addr for a run, bounded (boundRunSide), with a
-// queue of runBacklog: listen again on a listening socket sets only its
+// queue of backlog: listen again on a listening socket sets only its
 // queue's length, which Go's net takes from somaxconn (4,096 here).
-func listenRunSide(addr *net.TCPAddr) (*net.TCPListener, error) {
+func listenRunSide(addr *net.TCPAddr, backlog int) (*net.TCPListener, error) {
 	lc := net.ListenConfig{Control: boundRunSide}
 	l, err := lc.Listen(context.Background(), "tcp4", addr.String())
 	if err != nil {
@@ -136,7 +140,7 @@ func listenRunSide(addr *net.TCPAddr) (*net.TCPListener, error) {
 	tl := l.(*net.TCPListener)
 	rc, err := tl.SyscallConn()
 	if err == nil {
-		cerr := rc.Control(func(fd uintptr) { err = unix.Listen(int(fd), runBacklog) })
+		cerr := rc.Control(func(fd uintptr) { err = unix.Listen(int(fd), backlog) })
 		err = cmp.Or(cerr, err)
 	}
 	if err != nil {

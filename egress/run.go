@@ -233,7 +233,11 @@ func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Ru
 		}
 		for i, port := range ports {
 			addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}
-			if tcp[i], err = listenRunSide(addr); err != nil {
+			backlog := max(full.MaxConns, runBacklog)
+			if port == 53 {
+				backlog = max(maxDNSConns, runBacklog)
+			}
+			if tcp[i], err = listenRunSide(addr, backlog); err != nil {
 				return fmt.Errorf("binding %s: %w", addr, err)
 			}
 		}

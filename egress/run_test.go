@@ -1351,6 +1351,53 @@ func TestRunBoundsQueuedConnections(t *testing.T) {
 	}
 }
 
+// TestRunBurstWithinLimits: a burst of connections within a run's max_conns
+// fits in its listener's queue: with a queue of 64 whatever max_conns was,
+// 100 connections under a max_conns of 4,096 waited 1 s for their SYNs to be
+// resent (the review of 2026-12-05). Each is established well before then.
+func TestRunBurstWithinLimits(t *testing.T) {
+	testutil.RequireRoot(t)
+	u := newUpstreams(t)
+	cfg := u.config(&testutil.LogBuffer{})
+	cfg.MaxConns, cfg.ConnsPerSecond = 4096, 1e9
+	r, ns, _ := startRun(t, cfg, testPolicy)
+	defer r.Close()
+	const n = 200
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	established := 0
+	ns.do(func() {
+		for range n {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			fds = append(fds, fd)
+			unix.Connect(fd, &unix.SockaddrInet4{Port: ProxyPort, Addr: [4]byte{127, 0, 0, 1}})
+		}
+		// A SYN the queue dropped is resent after 1 s.
+		for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			established = 0
+			for _, fd := range fds {
+				if info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO); err == nil && info.State == unix.BPF_TCP_ESTABLISHED {
+					established++
+				}
+			}
+			if established == n {
+				return
+			}
+		}
+	})
+	if established != n {
+		t.Errorf("%d of %d connections within max_conns established in 500 ms, want all", established, n)
+	}
+}
+
 // TestRunTunnelsCheckNames: a raw tunnel (CONNECT to a port but 80 and 443)
 // passes a front's routing names only for its own host: the Host of a plain
 // HTTP request (a front routes by it on 8080 as on 80), sent in any pieces,
