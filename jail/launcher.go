@@ -725,10 +725,11 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 	// no other process that could hold its pipes, has written all it will:
 	// what the pipes hold is its output, without waiting for the EOF that
 	// comes after the teardown.
-	if ended.early && s.onlyProgramLeft() && takeBuffered(s.stdout, s.stderr) {
+	if ended.early && s.onlyProgramLeft() && takeBuffered([]*Output{stdout, stderr}, []*os.File{s.stdout, s.stderr}) {
 		l.earlyExits.Add(1)
+	} else {
+		waitTimeout(&drained, drainGrace)
 	}
-	waitTimeout(&drained, drainGrace)
 	res.Stdout, res.StdoutTruncated = stdout.Text()
 	res.Stderr, res.StderrTruncated = stderr.Text()
 	usage, uerr := s.group.Usage()

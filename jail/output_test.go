@@ -6,13 +6,17 @@ import (
 	"encoding/json"
 	"io"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/rootfs"
@@ -281,6 +285,97 @@ func TestOutputChunkings(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// countingReader counts a reader's reads.
+type countingReader struct {
+	r     io.Reader
+	reads atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads.Add(1)
+	return c.r.Read(p)
+}
+
+// TestDrainPacesATrickle: a program that writes a byte at a time is read at
+// most once per drainGap, its bytes gathered in the pipe meanwhile, from a
+// pipe that is not in Go's poller (outputPipe: a polled pipe wakes its poller
+// at every write); all of it is kept.
+func TestDrainPacesATrickle(t *testing.T) {
+	r, w, err := outputPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if flags, err := unix.FcntlInt(r.Fd(), unix.F_GETFL, 0); err != nil || flags&unix.O_NONBLOCK != 0 {
+		t.Fatalf("the output pipe's read end: flags %#x (%v), want blocking: a non-blocking one is in the poller", flags, err)
+	}
+	o := NewOutput(1<<20, nil)
+	cr := &countingReader{r: r}
+	done := make(chan struct{})
+	go func() { defer close(done); o.Drain(cr) }()
+	const n = 20000
+	start := time.Now()
+	for range n {
+		if _, err := w.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	<-done
+	elapsed := time.Since(start)
+	if got, _ := o.Text(); len(got) != n {
+		t.Fatalf("kept %d bytes, want %d", len(got), n)
+	}
+	// The first two reads, one per drainGap after, and the EOF's.
+	if most := int64(elapsed/drainGap) + 3; cr.reads.Load() > most {
+		t.Errorf("%d reads of %d one-byte writes in %v, want at most %d", cr.reads.Load(), n, elapsed, most)
+	}
+	t.Logf("%d one-byte writes in %v: %d reads", n, elapsed, cr.reads.Load())
+}
+
+// TestTakeBuffered: the outputs of pipes whose writers wrote all they will are
+// taken whether each drain waits in its read (a writer still open) or has
+// read EOF already (closed): the second had been taken for a drain not yet
+// in its read, and every such run waited a second for nothing.
+func TestTakeBuffered(t *testing.T) {
+	var outs []*Output
+	var pipes []*os.File
+	var drained sync.WaitGroup
+	defer drained.Wait() // their EOFs: the pipes' deferred closes come first
+	for _, closeIt := range []bool{false, true} {
+		r, w, err := outputPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		defer w.Close()
+		o := NewOutput(100, nil)
+		drained.Add(1)
+		go func() { defer drained.Done(); o.Drain(r) }()
+		w.Write([]byte("done\xe2"))
+		if closeIt {
+			w.Close()
+		}
+		outs, pipes = append(outs, o), append(pipes, r)
+	}
+	// The closed one's drain has read its EOF.
+	for deadline := time.Now().Add(5 * time.Second); !outs[1].atEnd(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the closed pipe's drain did not read its EOF in 5 s")
+		}
+	}
+	start := time.Now()
+	if !takeBuffered(outs, pipes) {
+		t.Fatalf("takeBuffered gave up after %v", time.Since(start))
+	}
+	for i, o := range outs {
+		// An incomplete sequence at the end is one U+FFFD, as at EOF.
+		if got, _ := o.Text(); got != "done\uFFFD" {
+			t.Errorf("output %d: %q, want %q", i, got, "done\uFFFD")
+		}
 	}
 }
 

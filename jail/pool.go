@@ -677,8 +677,12 @@ func (l *Launcher) clone(useReaper, program, copies bool) (s *slot, retErr error
 			made.discard()
 		}
 	}()
-	pipe := func(parentReads bool) (*os.File, error) {
-		r, w, err := os.Pipe()
+	pipe := func(parentReads, output bool) (*os.File, error) {
+		newPipe := os.Pipe
+		if output {
+			newPipe = outputPipe
+		}
+		r, w, err := newPipe()
 		if err != nil {
 			return nil, err
 		}
@@ -690,14 +694,14 @@ func (l *Launcher) clone(useReaper, program, copies bool) (s *slot, retErr error
 		return w, nil
 	}
 	pipes := []struct {
-		dst         **os.File
-		parentReads bool
-	}{{&s.spec, false}, {&s.status, true}, {&s.stdout, true}, {&s.stderr, true}}
+		dst                 **os.File
+		parentReads, output bool
+	}{{&s.spec, false, false}, {&s.status, true, false}, {&s.stdout, true, true}, {&s.stderr, true, true}}
 	if useReaper && !program {
 		pipes = pipes[:2] // it prints nothing; its stdout and stderr are /dev/null
 	}
 	for _, p := range pipes {
-		if *p.dst, err = pipe(p.parentReads); err != nil {
+		if *p.dst, err = pipe(p.parentReads, p.output); err != nil {
 			return nil, fmt.Errorf("making pipes: %w", err)
 		}
 	}

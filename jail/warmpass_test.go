@@ -88,6 +88,8 @@ var warmPassSkipped = map[string]string{
 	"TestLeftoverOfDeadProcess":  "a unit test of a cgroup name",
 	"TestOutputChunkings":        "a unit test of Output",
 	"TestOutputWriteAfterCap":    "a unit test of Output",
+	"TestDrainPacesATrickle":     "a unit test of Drain, on a pipe of its own",
+	"TestTakeBuffered":           "a unit test of takeBuffered, on pipes of its own",
 	"TestOutputReplacesAsPython": "a unit test of Output, against python3 on the host",
 	"TestWarmWaitRounds":         "a unit test of waitPrepared, on a Launcher of channels alone",
 	"TestWaitReadyGivesUp":       "a unit test of waitReady, on a slot of a sleep process",

@@ -924,13 +924,13 @@ func (l *Launcher) forkWarm(root *rootfs.Root, s *slot) (retErr error) {
 	conn := os.NewFile(uintptr(pair[0]), "zygote-child")
 	childEnd := os.NewFile(uintptr(pair[1]), "zygote-child-end")
 	defer childEnd.Close()
-	outR, outW, err := os.Pipe()
+	outR, outW, err := outputPipe()
 	if err != nil {
 		conn.Close()
 		return err
 	}
 	defer outW.Close()
-	errR, errW, err := os.Pipe()
+	errR, errW, err := outputPipe()
 	if err != nil {
 		conn.Close()
 		outR.Close()

@@ -4,6 +4,7 @@ unread large answers, its CPU for a run's DNS queries.
 
     python3 bench/measure/service_flood.py answers BIN_DIR [N] [PATH]
     python3 bench/measure/service_flood.py dns BIN_DIR
+    python3 bench/measure/service_flood.py writes BIN_DIR [N]
 
 BIN_DIR holds a build's brig (make build BIN=DIR/brig INIT_BIN=DIR/brig-init
 REAPER_BIN=DIR/brig-reaper). Each starts that build's `brig serve` on a socket
@@ -18,6 +19,9 @@ VmRSS, RssAnon and VmHWM before and while they wait, and the statuses they got.
 dns: a run in mode domains sends 100,000 DNS queries for distinct denied names
 as fast as its socket takes them, without waiting for answers. Prints the run's
 CPU and the service's (utime + stime over the run).
+
+writes: a run writes one byte at a time to its stdout, N times (300,000: under
+the output's cap). Prints the run's CPU and wall time and the service's CPU.
 """
 import json
 import os
@@ -116,12 +120,16 @@ print(sent, 'sent in', round(time.time() - start, 1), 's')
 '''
 
 
+def service_cpu(srv):
+    f = open('/proc/%d/stat' % srv.pid).read().rsplit(')', 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')
+
+
 def dns(bin_dir):
     d, sock, srv = serve(bin_dir)
     try:
         def cpu():
-            f = open('/proc/%d/stat' % srv.pid).read().rsplit(')', 1)[1].split()
-            return (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')
+            return service_cpu(srv)
         before = cpu()
         res = run(bin_dir, sock, d, FLOOD, '--timeout', '60', '--network', 'domains', '--domain', 'allowed.test')
         print(res['stdout'].strip(), '| the run\'s CPU', res['usage']['cpu_ms'], 'ms | the service\'s CPU',
@@ -130,10 +138,23 @@ def dns(bin_dir):
         stop(d, srv)
 
 
+def writes(bin_dir, n=300000):
+    d, sock, srv = serve(bin_dir)
+    try:
+        before = service_cpu(srv)
+        res = run(bin_dir, sock, d, 'import os\nfor _ in range(%d):\n    os.write(1, b"x")\n' % n)
+        print(len(res['stdout']), 'bytes | the run\'s CPU', res['usage']['cpu_ms'], 'ms, wall', res['usage']['wall_ms'],
+              'ms | the service\'s CPU', round(service_cpu(srv) - before, 2), 's')
+    finally:
+        stop(d, srv)
+
+
 if __name__ == '__main__':
-    if len(sys.argv) < 3 or sys.argv[1] not in ('answers', 'dns'):
+    if len(sys.argv) < 3 or sys.argv[1] not in ('answers', 'dns', 'writes'):
         sys.exit(__doc__)
     if sys.argv[1] == 'answers':
         answers(sys.argv[2], *([int(sys.argv[3])] if len(sys.argv) > 3 else []), *sys.argv[4:5])
+    elif sys.argv[1] == 'writes':
+        writes(sys.argv[2], *([int(sys.argv[3])] if len(sys.argv) > 3 else []))
     else:
         dns(sys.argv[2])
