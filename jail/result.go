@@ -98,7 +98,8 @@ type ending struct {
 	stopped  bool
 	lost     bool // the init died without reporting (OOM-killed, or a defect)
 	// zygoteLost: the zygote that forked the program died before it could
-	// report the program's exit.
+	// report the program's exit, and the kernel's record of it did not come
+	// (no exit watch, or its record lost).
 	zygoteLost bool
 	// oomKilled: the cgroup reported an OOM kill, after which every process of
 	// the run was killed (a run is one unit: see cgroup.Group.OOMKilled).
@@ -238,6 +239,11 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 	// A zygote's child waits for its run from the supervisor, and reports its
 	// exit through the zygote, not the init.
 	var zexit <-chan uint32
+	// zgone, once the zygote died, is closed when its child has exited;
+	// recordLate then fires if the kernel's record of that exit has not
+	// come (lost) within zygoteRecordWait.
+	var zgone <-chan struct{}
+	var recordLate <-chan time.Time
 	if s.zchild != nil {
 		if err := s.zchild.handOver(); err != nil {
 			e.setupErr = &pid1.Message{Kind: pid1.MsgError, Step: "hand-over", Error: err.Error()}
@@ -298,6 +304,18 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			}
 		case ws, ok := <-zexit:
 			if !ok {
+				// The zygote died. Its child, the program, lives on in its
+				// sandbox (it gets nothing more from the zygote), and the
+				// kernel's record tells its end: the run goes on, and only
+				// a program whose end comes with no record is the lost
+				// zygote's (the soak's zygote, killed as runs took its
+				// children, had a program that printed and exited 0 read as
+				// internal).
+				zexit = nil
+				if exited != nil {
+					zgone = s.zchild.gone()
+					continue
+				}
 				ended()
 				e.zygoteLost = true
 				e.backstop = overdue(pid1.Monotonic())
@@ -308,6 +326,14 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 				return lost()
 			}
 			return exit(mono, ws)
+		case <-zgone:
+			zgone = nil
+			recordLate = time.After(zygoteRecordWait)
+		case <-recordLate:
+			ended()
+			e.zygoteLost = true
+			e.backstop = overdue(pid1.Monotonic())
+			return e
 		case ws := <-exited:
 			mono := pid1.Monotonic()
 			if killedWithInit(ws) {

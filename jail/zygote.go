@@ -1038,6 +1038,37 @@ func (c *zygoteChild) alive() bool {
 	}
 }
 
+// gone is closed once the child has exited (its pidfd reads ready), at once
+// when there is no pidfd to wait on.
+func (c *zygoteChild) gone() <-chan struct{} {
+	ch := make(chan struct{})
+	fd := -1
+	if c.pidfd >= 0 {
+		fd, _ = unix.FcntlInt(uintptr(c.pidfd), unix.F_DUPFD_CLOEXEC, 0)
+	}
+	if fd < 0 {
+		close(ch)
+		return ch
+	}
+	go func() {
+		defer close(ch)
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// zygoteRecordWait is how long a run whose zygote died waits, once its
+// program has exited, for the kernel's record of the exit, which is sent
+// before the exit makes the pidfd ready: only a record lost (the watch's
+// socket full) takes it.
+const zygoteRecordWait = time.Second
+
 // kill kills the child (a no-op once it is reaped) and closes what the
 // supervisor holds of it.
 func (c *zygoteChild) kill() {

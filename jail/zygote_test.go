@@ -397,6 +397,31 @@ func TestZygoteDeathFallsBack(t *testing.T) {
 	t.Fatal("no run was warm again within 20 runs of the zygote's death")
 }
 
+// TestWarmRunOutlivesItsZygote: a warm run whose zygote dies while its
+// program runs goes on, and ends as its program does, from the kernel's
+// record of the exit (the soak's killed zygote had a run that printed and
+// exited 0 read as internal, "the Python zygote that started the program
+// ended before it could report").
+func TestWarmRunOutlivesItsZygote(t *testing.T) {
+	l := newWarmLauncher(t, 1)
+	if l.exits == nil {
+		t.Skip("no exit watch on this host (taskstats): a run whose zygote dies ends internal")
+	}
+	waitWarm(t, l)
+	z := servingZygote(t, l)
+	res := run(t, l, rootfs.Python, "import time\ntime.sleep(1)\nprint(6 * 7)", func(s *Spec) {
+		s.OnStart = func() { syscall.Kill(z.cmd.Process.Pid, syscall.SIGKILL) }
+	})
+	select {
+	case <-z.dead:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the launcher did not see the zygote die in 10 s")
+	}
+	if res.Start != StartWarm || res.End != EndCompleted || res.Stdout != "42\n" {
+		t.Fatalf("got start %s end %s message %q stdout %q, want a warm run that completes with 42", res.Start, res.End, res.Message, res.Stdout)
+	}
+}
+
 // TestZygoteChildPreparesNice: a zygote's child joins its pooled sandbox at
 // prepareNice, as a cold pooled init prepares, so that refilling the pool takes
 // CPU from no run; the run that takes it runs at 0 (TestProgramRunsAtNormalPriority).
