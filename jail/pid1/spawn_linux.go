@@ -36,7 +36,7 @@ var spawnStepNames = [...]string{
 	spawnStepSetsid: "setsid", spawnStepBounding: "emptying the bounding set", spawnStepSetgroups: "setgroups",
 	spawnStepSetgid: "setresgid", spawnStepSetuid: "setresuid", spawnStepCaps: "dropping capabilities",
 	spawnStepStdin: "stdin", spawnStepChdir: "chdir", spawnStepSeccomp: "loading the seccomp filter",
-	spawnStepExec: "execve",
+	spawnStepExec: "execve", spawnStepReady: "getting ready to exec",
 }
 
 // spawnArgs is a program to start in a user namespace of its own.
@@ -115,7 +115,7 @@ func (s *spawned) report(want int) error {
 		if want == 0 {
 			return nil
 		}
-		return s.fail(spawnStepExec, syscall.EPIPE) // it died before it was ready
+		return s.fail(spawnStepReady, syscall.EPIPE) // it died before it was ready
 	case n == len(rep):
 		step := int(binary.NativeEndian.Uint32(rep[:4]))
 		if want != 0 && step == want {
