@@ -261,6 +261,9 @@ func (o *Output) Text() (string, bool) {
 // brings, keeping nothing more. It reports false, having ended nothing, if
 // that is not so within a second; EOF ends the outputs then as ever.
 func takeBuffered(outs []*Output, pipes []*os.File) bool {
+	if !syscallFileReadable() {
+		return false // EOF, which comes after the teardown, then
+	}
 	deadline := time.Now().Add(time.Second)
 	for i, p := range pipes {
 		rc, err := p.SyscallConn()
@@ -299,6 +302,15 @@ func (o *Output) atEnd() bool {
 	defer o.mu.Unlock()
 	return o.ended
 }
+
+// syscallFileReadable reports whether this kernel shows a thread's system
+// call (/proc/thread-self/syscall, which needs CONFIG_HAVE_ARCH_TRACEHOOK):
+// without it takeBuffered can't tell a drain waiting in its read, and every
+// run would wait its second for nothing.
+var syscallFileReadable = sync.OnceValue(func() bool {
+	_, err := os.ReadFile("/proc/thread-self/syscall")
+	return err == nil
+})
 
 // readingFrom reports whether thread tid of this process waits in a read(2)
 // of descriptor fd (/proc/self/task/TID/syscall: the call's number, then its
