@@ -532,25 +532,24 @@ func TestRunRefusesBadInvocations(t *testing.T) {
 	// service would answer, on stdout (it printed nothing there: the harness
 	// probe).
 	for _, tc := range []struct {
-		args  []string
-		field string
+		args        []string
+		code, field string
 	}{
-		{[]string{"--env", "PATH=/x", good}, "env.PATH"},
-		{[]string{"--env", "1A=x", good}, "env.1A"},
-		{[]string{"--env", "A=1", "--env", "A=2", good}, "env.A"},
-		{[]string{"--env", "A", good}, "env"},
-		{[]string{"-l", "python", bad}, "code"},
-		{[]string{good}, "language"},
+		{[]string{"-l", "python", "--env", "PATH=/x", good}, api.ErrorInvalidRequest, "env.PATH"},
+		{[]string{"-l", "python", "--env", "1A=x", good}, api.ErrorInvalidRequest, "env.1A"},
+		{[]string{"-l", "python", "--env", "A=1", "--env", "A=2", good}, api.ErrorInvalidRequest, "env.A"},
+		{[]string{"-l", "python", "--env", "A", good}, api.ErrorInvalidRequest, "env"},
+		{[]string{"-l", "python", bad}, api.ErrorInvalidRequest, "code"},
+		{[]string{good}, api.ErrorInvalidRequest, "language"},
+		// The service answers a body past its bound 413 too_large.
+		{[]string{"-l", "python", "/dev/zero"}, api.ErrorTooLarge, ""},
 	} {
 		args := append([]string{"run", "--socket", sock, "--json"}, tc.args...)
-		if tc.field != "language" && tc.field != "code" {
-			args = append([]string{"run", "--socket", sock, "--json", "-l", "python"}, tc.args...)
-		}
 		stdout, stderr, code := brig(t, "", args...)
 		var body api.ErrorBody
-		if err := json.Unmarshal([]byte(stdout), &body); err != nil || code != 2 || body.Error.Code != api.ErrorInvalidRequest ||
+		if err := json.Unmarshal([]byte(stdout), &body); err != nil || code != 2 || body.Error.Code != tc.code ||
 			body.Error.Field != tc.field || body.Error.Message == "" || !strings.Contains(stderr, body.Error.Message) {
-			t.Errorf("brig %v: exit %d, stdout %q (%v), stderr %q; want 2 and an invalid_request body naming %s", args, code, stdout, err, stderr, tc.field)
+			t.Errorf("brig %v: exit %d, stdout %q (%v), stderr %q; want 2 and a %s body naming %q", args, code, stdout, err, stderr, tc.code, tc.field)
 		}
 	}
 	// A file that can't be read is this machine's error, not the request's.

@@ -80,7 +80,11 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	code, err := readProgram(c.Args().First())
-	if errors.As(err, new(badProgram)) {
+	var bad badProgram
+	if errors.As(err, &bad) && bad.code == api.ErrorTooLarge {
+		return refuseWith(c, api.ErrorTooLarge, "", err)
+	}
+	if errors.As(err, &bad) {
 		return refuse(c, "code", err)
 	}
 	if err != nil {
@@ -157,8 +161,13 @@ func envFlags(flags []string) (map[string]string, error) {
 // caller that reads stdout alone. (Its usage errors, a file that can't be
 // read, a service that can't be reached print nothing there.)
 func refuse(c *cli.Context, field string, err error) error {
+	return refuseWith(c, api.ErrorInvalidRequest, field, err)
+}
+
+// refuseWith is refuse with another code than invalid_request.
+func refuseWith(c *cli.Context, code, field string, err error) error {
 	if c.Bool("json") {
-		b, _ := json.Marshal(api.ErrorBody{Error: api.Error{Code: api.ErrorInvalidRequest, Field: field, Message: err.Error()}})
+		b, _ := json.Marshal(api.ErrorBody{Error: api.Error{Code: code, Field: field, Message: err.Error()}})
 		os.Stdout.Write(append(b, '\n'))
 	}
 	return err
@@ -585,19 +594,23 @@ func readProgram(name string) (string, error) {
 		return "", fmt.Errorf("reading the program: %w", err)
 	}
 	if len(b) > api.MaxBodyBytes {
-		return "", badProgram{fmt.Errorf("the program is more than %d bytes: brig runs programs of at most %d characters", api.MaxBodyBytes, api.MaxCodeChars)}
+		return "", badProgram{fmt.Errorf("the program is more than %d bytes: brig runs programs of at most %d characters", api.MaxBodyBytes, api.MaxCodeChars), api.ErrorTooLarge}
 	}
 	if len(b) == 0 {
-		return "", badProgram{fmt.Errorf("the program is empty")}
+		return "", badProgram{fmt.Errorf("the program is empty"), api.ErrorInvalidRequest}
 	}
 	// As the service refuses a body that is not UTF-8: decoded, its bytes
 	// would become U+FFFD and another program would run than the file holds.
 	if i := api.InvalidUTF8At(b); i >= 0 {
-		return "", badProgram{fmt.Errorf("the program is not UTF-8 (byte %d, 0x%02x): save it as UTF-8, as Python and Node read their sources", i, b[i])}
+		return "", badProgram{fmt.Errorf("the program is not UTF-8 (byte %d, 0x%02x): save it as UTF-8, as Python and Node read their sources", i, b[i]), api.ErrorInvalidRequest}
 	}
 	return string(b), nil
 }
 
-// badProgram is a program the service would refuse (its code), where
+// badProgram is a program the service would refuse, with the code it would
+// refuse it with (a body past its bound is too_large, 413), where
 // readProgram's other errors are this machine's (a file that can't be read).
-type badProgram struct{ error }
+type badProgram struct {
+	error
+	code string
+}
