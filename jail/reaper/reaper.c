@@ -383,7 +383,7 @@ static void spawn_report(int want) {
 	if (r < 0)
 		fail("exec", r);
 	if (r == 0)
-		fail("exec: getting ready", EPIPE); // the child died before it was ready
+		fail("exec", EPIPE); // the child died before it was ready: the step the Go init names too
 	fail(got[0] > 0 && got[0] <= STEP_EXEC ? step_names[got[0]] : "exec", -(long)got[1]);
 }
 
