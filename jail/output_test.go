@@ -336,6 +336,38 @@ func TestDrainPacesATrickle(t *testing.T) {
 	t.Logf("%d one-byte writes in %v: %d reads", n, elapsed, cr.reads.Load())
 }
 
+// TestDrainKeepsUpWithABulkWriter: a program that writes much is read as
+// fast as it writes, not paced as a trickle is (a pause after every read had
+// held one at 62 MB/s: the review of 2026-12-05): 64 MiB in 64 KiB writes
+// take far fewer reads' pauses than a pause each.
+func TestDrainKeepsUpWithABulkWriter(t *testing.T) {
+	r, w, err := outputPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	o := NewOutput(1<<20, nil)
+	cr := &countingReader{r: r}
+	done := make(chan struct{})
+	go func() { defer close(done); o.Drain(cr) }()
+	chunk := make([]byte, 64<<10)
+	const chunks = 1024
+	start := time.Now()
+	for range chunks {
+		if _, err := w.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	<-done
+	elapsed := time.Since(start)
+	t.Logf("64 MiB in %v, %d reads", elapsed, cr.reads.Load())
+	// Paced, each read would have cost drainGap: 1,024 ms or more.
+	if most := time.Duration(chunks) * drainGap / 2; elapsed > most {
+		t.Errorf("64 MiB took %v (%d reads), want under %v: the drain paced a bulk writer", elapsed, cr.reads.Load(), most)
+	}
+}
+
 // TestTakeBuffered: the outputs of pipes whose writers wrote all they will are
 // taken whether each drain waits in its read (a writer still open) or has
 // read EOF already (closed): the second had been taken for a drain not yet
