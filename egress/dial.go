@@ -116,16 +116,20 @@ const (
 // connections inherit: net.ListenConfig.Control.
 func boundRunSide(network, address string, c syscall.RawConn) error {
 	var err error
-	if cerr := c.Control(func(fd uintptr) {
-		for _, o := range [][2]int{{unix.SOL_SOCKET, unix.SO_RCVBUF}, {unix.SOL_SOCKET, unix.SO_SNDBUF}} {
-			if err = unix.SetsockoptInt(int(fd), o[0], o[1], runSideBuffer); err != nil {
-				return
-			}
-		}
-	}); cerr != nil {
+	if cerr := c.Control(func(fd uintptr) { err = setBuffers(int(fd), runSideBuffer) }); cerr != nil {
 		return cerr
 	}
 	return err
+}
+
+// setBuffers sets a socket's receive and send buffers to size each.
+func setBuffers(fd, size int) error {
+	for _, opt := range []int{unix.SO_RCVBUF, unix.SO_SNDBUF} {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, size); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // listenRunSide listens on addr for a run, bounded (boundRunSide), with a
@@ -155,10 +159,8 @@ func listenRunSide(addr *net.TCPAddr, backlog int) (*net.TCPListener, error) {
 func boundUpstream(network, address string, c syscall.RawConn) error {
 	var err error
 	if cerr := c.Control(func(fd uintptr) {
-		for _, o := range [][2]int{{unix.SOL_SOCKET, unix.SO_RCVBUF}, {unix.SOL_SOCKET, unix.SO_SNDBUF}} {
-			if err = unix.SetsockoptInt(int(fd), o[0], o[1], upstreamBuffer); err != nil {
-				return
-			}
+		if err = setBuffers(int(fd), upstreamBuffer); err != nil {
+			return
 		}
 		err = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(upstreamStall/time.Millisecond))
 	}); cerr != nil {

@@ -1280,6 +1280,23 @@ func TestRunDNSOverTCPBounded(t *testing.T) {
 	}
 }
 
+// connectMany starts n non-blocking connections to port on 127.0.0.1 from
+// the calling thread's network namespace, closed when the test ends.
+func connectMany(t *testing.T, port, n int) []int {
+	var fds []int
+	for range n {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Error(err)
+			break
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		fds = append(fds, fd)
+		unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})
+	}
+	return fds
+}
+
 // TestRunBoundsQueuedConnections: what a run sends its listeners' connections,
 // the ones the service has accepted and the ones waiting in a listener's queue
 // (charged to no one), is bounded by their buffers and the queue's length.
@@ -1294,23 +1311,10 @@ func TestRunBoundsQueuedConnections(t *testing.T) {
 	ports := []int{53, ProxyPort}
 	const perPort = 400
 	var fds []int
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
 	var held, sockets int
 	ns.do(func() {
 		for _, port := range ports {
-			for range perPort {
-				fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				fds = append(fds, fd)
-				unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})
-			}
+			fds = append(fds, connectMany(t, port, perPort)...)
 		}
 		time.Sleep(300 * time.Millisecond) // the handshakes the listeners take
 		chunk := make([]byte, 64<<10)
@@ -1364,22 +1368,9 @@ func TestRunBurstWithinLimits(t *testing.T) {
 	defer r.Close()
 	const n = 200
 	var fds []int
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
 	established := 0
 	ns.do(func() {
-		for range n {
-			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			fds = append(fds, fd)
-			unix.Connect(fd, &unix.SockaddrInet4{Port: ProxyPort, Addr: [4]byte{127, 0, 0, 1}})
-		}
+		fds = connectMany(t, ProxyPort, n)
 		// A SYN the queue dropped is resent after 1 s.
 		for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 			established = 0

@@ -222,21 +222,6 @@ func TestColdReaperStartsTheProgram(t *testing.T) {
 	}
 }
 
-// shellInterpreter is the host rootfs with dash as its Python's interpreter:
-// a program that starts in well under a millisecond, so that it looks at its
-// pid 1 long before a Python program could.
-type shellInterpreter struct{ rootfs.Provider }
-
-func (m shellInterpreter) Root(lang rootfs.Language) (*rootfs.Root, error) {
-	r, err := m.Provider.Root(lang)
-	if err != nil {
-		return nil, err
-	}
-	c := *r
-	c.Interpreter = "/usr/bin/dash"
-	return &c, nil
-}
-
 // TestColdProgramNeverSeesPID1Privileged: a cold program's first instruction
 // runs after its pid 1 has dropped its identity and capabilities, with the
 // reaper and with the Go init. Pid 1 is the program's parent, which writes
@@ -249,6 +234,33 @@ func TestColdProgramNeverSeesPID1Privileged(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/dash"); err != nil {
 		t.Skip("no /usr/bin/dash on this host:", err)
 	}
+	// On one CPU, beside a spinning thread, where pid 1 waits its turn
+	// longer once its program has started.
+	withBothInits(t, "/usr/bin/dash", 1, pinToOneCPU, func(t *testing.T, l *Launcher) {
+		const probe = "while read -r k v rest; do case $k in Uid:|CapEff:) echo $k $v;; esac; done </proc/1/status\n"
+		const runs = 50
+		seen := 0
+		for range runs {
+			res := run(t, l, rootfs.Python, probe)
+			if res.End != EndCompleted {
+				t.Fatalf("run: %s (%s), stderr %q", res.End, res.Message, res.Stderr)
+			}
+			if res.Stdout != "Uid: 0\nCapEff: 0000000000000000\n" {
+				seen++
+				t.Logf("pid 1 as the program saw it first: %q", res.Stdout)
+			}
+		}
+		if seen > 0 {
+			t.Errorf("%d of %d programs saw their pid 1 privileged", seen, runs)
+		}
+	})
+}
+
+// withBothInits runs body on a cold launcher of a pool of pool, whose host
+// rootfs has interpreter as every language's, once with the reaper starting
+// the program and once with the Go init; setup, when set, comes before the
+// launcher.
+func withBothInits(t *testing.T, interpreter string, pool int, setup func(*testing.T), body func(*testing.T, *Launcher)) {
 	for _, goInit := range []bool{false, true} {
 		t.Run(fmt.Sprintf("go init %v", goInit), func(t *testing.T) {
 			programReaperOff = goInit
@@ -258,26 +270,10 @@ func TestColdProgramNeverSeesPID1Privileged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// On one CPU, beside a spinning thread, where pid 1 waits its
-			// turn longer once its program has started.
-			pinToOneCPU(t)
-			l := newTestLauncherWith(t, state, shellInterpreter{p}, 1, func(c *Config) { c.Warm = nil })
-			const probe = "while read -r k v rest; do case $k in Uid:|CapEff:) echo $k $v;; esac; done </proc/1/status\n"
-			const runs = 50
-			seen := 0
-			for range runs {
-				res := run(t, l, rootfs.Python, probe)
-				if res.End != EndCompleted {
-					t.Fatalf("run: %s (%s), stderr %q", res.End, res.Message, res.Stderr)
-				}
-				if res.Stdout != "Uid: 0\nCapEff: 0000000000000000\n" {
-					seen++
-					t.Logf("pid 1 as the program saw it first: %q", res.Stdout)
-				}
+			if setup != nil {
+				setup(t)
 			}
-			if seen > 0 {
-				t.Errorf("%d of %d programs saw their pid 1 privileged", seen, runs)
-			}
+			body(t, newTestLauncherWith(t, state, otherInterpreter{p, interpreter}, pool, func(c *Config) { c.Warm = nil }))
 		})
 	}
 }
@@ -467,41 +463,37 @@ func TestReaperReportsItsFailure(t *testing.T) {
 	}
 }
 
-// missingInterpreter is the host rootfs with an interpreter that is not there.
-type missingInterpreter struct{ rootfs.Provider }
+// otherInterpreter is the host rootfs with path as every language's
+// interpreter: one that is not there, or dash, a program that starts in well
+// under a millisecond (so that it looks at its pid 1 long before a Python
+// program could).
+type otherInterpreter struct {
+	rootfs.Provider
+	path string
+}
 
-func (m missingInterpreter) Root(lang rootfs.Language) (*rootfs.Root, error) {
+func (m otherInterpreter) Root(lang rootfs.Language) (*rootfs.Root, error) {
 	r, err := m.Provider.Root(lang)
 	if err != nil {
 		return nil, err
 	}
 	c := *r
-	c.Interpreter = "/usr/bin/no-such-interpreter"
+	c.Interpreter = m.path
 	return &c, nil
 }
 
 // TestColdStartFailureIsReported: a program the reaper can't exec ends the
 // run as brig's failure, naming the step and the error, as the Go init's do.
 func TestColdStartFailureIsReported(t *testing.T) {
-	for _, goInit := range []bool{false, true} {
-		t.Run(fmt.Sprintf("go init %v", goInit), func(t *testing.T) {
-			programReaperOff = goInit
-			defer func() { programReaperOff = false }()
-			state := t.TempDir()
-			p, err := rootfs.NewHost(state, rootfs.HostConfig{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l := newTestLauncherWith(t, state, missingInterpreter{p}, 0, func(c *Config) { c.Warm = nil })
-			res, err := l.Run(context.Background(), Spec{Language: rootfs.Python, Code: "print(1)", Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.End != EndInternal || !strings.Contains(res.Message, "execve") || !strings.Contains(res.Message, "no such file or directory") {
-				t.Fatalf("got %s: %q, want an internal failure naming execve and its error", res.End, res.Message)
-			}
-		})
-	}
+	withBothInits(t, "/usr/bin/no-such-interpreter", 0, nil, func(t *testing.T, l *Launcher) {
+		res, err := l.Run(context.Background(), Spec{Language: rootfs.Python, Code: "print(1)", Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.End != EndInternal || !strings.Contains(res.Message, "execve") || !strings.Contains(res.Message, "no such file or directory") {
+			t.Fatalf("got %s: %q, want an internal failure naming execve and its error", res.End, res.Message)
+		}
+	})
 }
 
 // TestWarmNodeDiedInPool: a warm JavaScript sandbox whose node died while it
