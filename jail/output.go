@@ -54,13 +54,14 @@ var drainBuffers = sync.Pool{New: func() any { return new([64 << 10]byte) }}
 
 // outputPipe is a pipe for a program's stdout or stderr, whose read end
 // Drain reads in a blocking system call, not through Go's poller (a thread
-// for each drain waiting in its read: two a run in flight). A pipe that was ever polled wakes its poller at each write (the
-// kernel's pipe poll_usage), read or not, and each woke the service's
-// scheduler: a program that wrote a byte at a time for 3 s cost the
-// service 0.78 to 1.06 s of CPU (12,212 epoll_pwait calls in 2 s against
-// 330 reads; the red team's flood of small writes 4.8 s for the run's 3.6).
-// Unpolled, a write wakes the reader only when it finds the pipe empty, and
-// Drain's pauses (drainGap) leave it not empty.
+// for each drain waiting in its read: two a run in flight). A pipe that was
+// ever polled wakes its poller at each write (the kernel's pipe
+// poll_usage), read or not, and each woke the service's scheduler: a
+// program that wrote a byte at a time for 3 s cost the service 0.78 to 1.06
+// s of CPU (12,212 epoll_pwait calls in 2 s against 330 reads; the red
+// team's flood of small writes 4.8 s for the run's 3.6). Unpolled, a write
+// wakes the reader only when it finds the pipe empty, and Drain's pauses
+// (drainGap) leave it not empty.
 func outputPipe() (r, w *os.File, err error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
