@@ -422,6 +422,29 @@ func TestWarmRunOutlivesItsZygote(t *testing.T) {
 	}
 }
 
+// TestCloseDiscardsPooledChildrenBeforeTheirZygote: Close discards the pooled
+// warm sandboxes while their zygote lives, so that it reaps its children
+// itself and says how each ended: killed first (the spawner thread's end
+// sends its parent-death signal), it left them to the host's pid 1, whose
+// reaping took an idle service's stop 1.35 to 3.75 s (the soak).
+func TestCloseDiscardsPooledChildrenBeforeTheirZygote(t *testing.T) {
+	l := newZygoteLauncher(t, nil)
+	waitWarm(t, l)
+	key := poolKey(rootOf(t, l, rootfs.Python), rootfs.Python)
+	s := <-l.pools[key]
+	l.pools[key] <- s // only looked at
+	exit := s.zchild.exit
+	l.Close()
+	select {
+	case _, reported := <-exit:
+		if !reported {
+			t.Fatal("the pooled child's zygote died before it could reap it")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no word of the pooled child's end 10 s after Close")
+	}
+}
+
 // TestZygoteChildPreparesNice: a zygote's child joins its pooled sandbox at
 // prepareNice, as a cold pooled init prepares, so that refilling the pool takes
 // CPU from no run; the run that takes it runs at 0 (TestProgramRunsAtNormalPriority).
