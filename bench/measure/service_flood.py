@@ -5,6 +5,8 @@ unread large answers, its CPU for a run's DNS queries.
     python3 bench/measure/service_flood.py answers BIN_DIR [N] [PATH]
     python3 bench/measure/service_flood.py dns BIN_DIR
     python3 bench/measure/service_flood.py writes BIN_DIR [N]
+    python3 bench/measure/service_flood.py conns BIN_DIR
+    python3 bench/measure/service_flood.py forks BIN_DIR [N]
 
 BIN_DIR holds a build's brig (make build BIN=DIR/brig INIT_BIN=DIR/brig-init
 REAPER_BIN=DIR/brig-reaper). Each starts that build's `brig serve` on a socket
@@ -22,6 +24,15 @@ CPU and the service's (utime + stime over the run).
 
 writes: a run writes one byte at a time to its stdout, N times (300,000: under
 the output's cap). Prints the run's CPU and wall time and the service's CPU.
+
+conns: a run in mode domains opens 1,000 connections to each of its four
+listeners (:53, :80, :443 and the proxy's), sends each up to 1 MiB, and holds
+them 15 s. Prints the host's TCP memory (/proc/net/sockstat's pages, the run's
+own buffers included) every 2 s: the largest, and the last.
+
+forks: a run forks N children (200) that sleep 3 s, at memory_mib 512, warm and
+then cold (PYTHONHASHSEED set, which a warm start can't give), then the same
+after `import threading, logging, random`. Prints each one's peak memory and CPU.
 """
 import json
 import os
@@ -149,9 +160,83 @@ def writes(bin_dir, n=300000):
         stop(d, srv)
 
 
+CONNS = r'''
+import socket, time
+socks, sent = [], 0
+for port in (53, 3128, 80, 443):
+    for i in range(1000):
+        s = socket.socket()
+        s.setblocking(False)
+        try:
+            s.connect(('127.0.0.1', port))
+        except BlockingIOError:
+            pass
+        socks.append(s)
+time.sleep(1)
+buf = b'\0\x10' + b'x' * 65534
+for s in socks:
+    for _ in range(16):
+        try:
+            sent += s.send(buf)
+        except OSError:
+            break
+print(len(socks), 'connections,', sent >> 20, 'MiB sent', flush=True)
+time.sleep(15)
+'''
+
+
+def tcp_pages():
+    for line in open('/proc/net/sockstat'):
+        if line.startswith('TCP:'):
+            f = line.split()
+            return int(f[f.index('mem') + 1])
+    return 0
+
+
+def conns(bin_dir):
+    d, sock, srv = serve(bin_dir)
+    try:
+        before = tcp_pages()
+        out = {}
+        runner = __import__('threading').Thread(target=lambda: out.update(res=run(
+            bin_dir, sock, d, CONNS, '--timeout', '40', '--memory', '2048', '--network', 'domains', '--domain', 'x.test')))
+        runner.start()
+        seen = []
+        while runner.is_alive():
+            time.sleep(2)
+            seen.append(tcp_pages())
+        runner.join()
+        page = os.sysconf('SC_PAGE_SIZE')
+        print(out['res']['stdout'].strip(), '| host TCP memory: before', before * page >> 20, 'MiB, largest',
+              max(seen) * page >> 20, 'MiB, last while held', seen[-2] * page >> 20 if len(seen) > 1 else '-', 'MiB')
+    finally:
+        stop(d, srv)
+
+
+def forks(bin_dir, n=200):
+    d, sock, srv = serve(bin_dir)
+    code = ('import os, time\npids = []\nfor _ in range(%d):\n    pid = os.fork()\n    if pid == 0:\n'
+            '        time.sleep(3)\n        os._exit(0)\n    pids.append(pid)\nfor p in pids:\n    os.waitpid(p, 0)\n' % n)
+    try:
+        time.sleep(3)  # a warm sandbox in the pool
+        for pre, env in [(p, e) for p in ('', 'import threading, logging, random\n') for e in ([], ['--env', 'PYTHONHASHSEED=1'])]:
+            res = run(bin_dir, sock, d, pre + code, '--memory', '512', *env)
+            time.sleep(1)  # the next warm sandbox
+            print('cold' if env else 'warm', '| imports' if pre else '|', res['status'], '| peak',
+                  res['usage']['peak_memory_bytes'] >> 20, 'MiB | cpu', res['usage']['cpu_ms'], 'ms')
+    finally:
+        stop(d, srv)
+
+
 if __name__ == '__main__':
-    if len(sys.argv) < 3 or sys.argv[1] not in ('answers', 'dns', 'writes'):
+    if len(sys.argv) < 3 or sys.argv[1] not in ('answers', 'dns', 'writes', 'conns', 'forks'):
         sys.exit(__doc__)
+    if sys.argv[1] == 'conns':
+        conns(sys.argv[2])
+        sys.exit()
+    if sys.argv[1] == 'forks':
+        forks(sys.argv[2], *([int(sys.argv[3])] if len(sys.argv) > 3 else []))
+        sys.exit()
     if sys.argv[1] == 'answers':
         answers(sys.argv[2], *([int(sys.argv[3])] if len(sys.argv) > 3 else []), *sys.argv[4:5])
     elif sys.argv[1] == 'writes':
