@@ -304,6 +304,17 @@ type Launcher struct {
 	hugeCodeWarning sync.Once
 }
 
+// KeepInheritedFDs marks close-on-exec every descriptor above stderr that
+// the process was started with: a shell's or a harness's open files would
+// otherwise reach every sandbox's pid 1, which holds them as root until it
+// hardens, and every zygote. The Launcher's own descriptors are close-on-exec
+// already; those a child must get go through exec.Cmd, which clears the flag
+// on its copies. Call it first thing, before any goroutine opens a descriptor
+// that must be inherited (brig's main and the test binaries do).
+func KeepInheritedFDs() {
+	unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) // Linux 5.11: brig check requires 6.x
+}
+
 // NewLauncher checks cfg, compiles the filter and starts the pool.
 func NewLauncher(cfg Config) (*Launcher, error) {
 	if cfg.Rootfs == nil || cfg.Cgroups == nil {

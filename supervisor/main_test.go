@@ -40,6 +40,9 @@ const serveEnv = "BRIG_TEST_SERVE"
 // peer of another uid (dialEnv).
 func TestMain(m *testing.M) {
 	pid1.Main()
+	// As brig's main does: a descriptor the test's parent left open (a
+	// shell's, make's) reaches no sandbox or zygote.
+	jail.KeepInheritedFDs()
 	if v := os.Getenv(serveEnv); v != "" {
 		os.Exit(serveForTest(v))
 	}

@@ -14,19 +14,10 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 
+	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/jail/pid1"
 )
-
-// keepInheritedFDs marks close-on-exec every descriptor above stderr that
-// brig was started with: a shell's or a harness's open files would otherwise
-// reach every sandbox's pid 1, which holds them as root until it hardens, and
-// every zygote. Brig's own descriptors are close-on-exec already; those a
-// child must get go through exec.Cmd, which clears the flag on its copies.
-func keepInheritedFDs() {
-	unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) // Linux 5.11: brig check requires 6.x
-}
 
 // exitError carries a process exit status out of a verb without printing anything.
 type exitError int
@@ -40,7 +31,7 @@ func main() {
 	if os.Getpid() == 1 {
 		os.Exit(runAsPIDOne())
 	}
-	keepInheritedFDs()
+	jail.KeepInheritedFDs()
 	app := &cli.App{
 		Name:  "brig",
 		Usage: "run untrusted Python and JavaScript in fresh, isolated sandboxes",

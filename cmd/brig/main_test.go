@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/internal/testutil"
@@ -563,21 +562,6 @@ func TestVersion(t *testing.T) {
 	out, _, code := brig(t, "", "--version")
 	if code != 0 || !strings.HasPrefix(out, "brig version ") || len(strings.TrimSpace(out)) <= len("brig version ") {
 		t.Errorf("brig --version: exit %d, %q; want 0 and the build's version", code, out)
-	}
-}
-
-// TestKeepInheritedFDs: a descriptor brig was started with, not close-on-exec,
-// becomes so, and reaches no sandbox's pid 1 or zygote.
-func TestKeepInheritedFDs(t *testing.T) {
-	fd, err := syscall.Open("/dev/null", syscall.O_RDONLY, 0) // no O_CLOEXEC, as a shell's
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(fd)
-	keepInheritedFDs()
-	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
-	if err != nil || flags&unix.FD_CLOEXEC == 0 {
-		t.Fatalf("fd %d: flags %#x, %v; want close-on-exec", fd, flags, err)
 	}
 }
 
