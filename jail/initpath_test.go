@@ -4,7 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/internal/testutil"
 )
@@ -54,5 +57,20 @@ func TestDefaultInitPath(t *testing.T) {
 	os.Remove(p)
 	if got, why := helperPath(InitBinary, "b1"); got != "/proc/self/exe" || !strings.Contains(why, "no "+InitBinary) {
 		t.Errorf("without the file: got %q (%q), want /proc/self/exe and why", got, why)
+	}
+}
+
+// TestKeepInheritedFDs: a descriptor the process was started with, not close-on-exec,
+// becomes so, and reaches no sandbox's pid 1 or zygote.
+func TestKeepInheritedFDs(t *testing.T) {
+	fd, err := syscall.Open("/dev/null", syscall.O_RDONLY, 0) // no O_CLOEXEC, as a shell's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	KeepInheritedFDs()
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	if err != nil || flags&unix.FD_CLOEXEC == 0 {
+		t.Fatalf("fd %d: flags %#x, %v; want close-on-exec", fd, flags, err)
 	}
 }

@@ -8,11 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/internal/testutil"
@@ -137,20 +134,5 @@ func setThreadsSlack(tb testing.TB, ns int) {
 				tb.Fatal(err)
 			}
 		}
-	}
-}
-
-// TestKeepInheritedFDs: a descriptor the process was started with, not close-on-exec,
-// becomes so, and reaches no sandbox's pid 1 or zygote.
-func TestKeepInheritedFDs(t *testing.T) {
-	fd, err := syscall.Open("/dev/null", syscall.O_RDONLY, 0) // no O_CLOEXEC, as a shell's
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(fd)
-	KeepInheritedFDs()
-	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
-	if err != nil || flags&unix.FD_CLOEXEC == 0 {
-		t.Fatalf("fd %d: flags %#x, %v; want close-on-exec", fd, flags, err)
 	}
 }
