@@ -241,35 +241,51 @@ console.log('started');
 }
 
 // TestOrphansAreReaped: children whose parent died are adopted and reaped by the
-// init, not by the program and not left as zombies.
+// init, not by the program and not left as zombies. Each orphan asks for its
+// parent once the program has reaped that parent (the pipe's end), and the
+// program waits for the init's reaping, so a loaded machine's slow exits are
+// not taken for a missing adoption (a fixed 0.2 s wait saw a parent still alive
+// in a fresh-clone CI run of 2026-12-06 beside three other test services).
 func TestOrphansAreReaped(t *testing.T) {
 	l := newTestLauncher(t, 0)
 	got := probe(t, l, rootfs.Python, pyTrial+`
 import time
 for i in range(20):
+    rd, wr = os.pipe()
     pid = os.fork()
     if pid == 0:
         if os.fork() == 0:
-            time.sleep(0.2)
+            os.close(wr)
+            os.read(rd, 1)  # EOF: its parent is reaped
             write('/tmp/ppid-%d' % i, str(os.getppid()).encode())
             os._exit(0)
         os._exit(0)
+    os.close(rd)
     os.waitpid(pid, 0)
-time.sleep(0.8)
-files = [f for f in os.listdir('/tmp') if f.startswith('ppid-')]
+    os.close(wr)
+def listing():
+    files = [f for f in os.listdir('/tmp') if f.startswith('ppid-')]
+    pids, zombies = [], []
+    for p in os.listdir('/proc'):
+        if p.isdigit():
+            try:
+                s = open('/proc/%s/stat' % p).read()
+            except OSError:
+                continue
+            pids.append(p)
+            if s[s.rindex(')') + 2] == 'Z':
+                zombies.append(p)
+    return files, pids, zombies
+deadline = time.monotonic() + 20
+while True:
+    files, pids, zombies = listing()
+    if len(files) == 20 and not zombies and len(pids) == 2 or time.monotonic() > deadline:
+        break
+    time.sleep(0.01)
 r['written'] = str(len(files))
 r['orphan parents'] = ' '.join(sorted(set(open('/tmp/' + f).read() for f in files)))
-zombies = []
-for p in os.listdir('/proc'):
-    if p.isdigit():
-        try:
-            s = open('/proc/%s/stat' % p).read()
-        except OSError:
-            continue
-        if s[s.rindex(')') + 2] == 'Z':
-            zombies.append(p)
 r['zombies'] = ' '.join(zombies)
-r['pids'] = str(len([p for p in os.listdir('/proc') if p.isdigit()]))
+r['pids'] = str(len(pids))
 `+pyDump)
 	checkProbe(t, got, []check{
 		{name: "every orphan ran", key: "written", want: "20"},
