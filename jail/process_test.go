@@ -2,8 +2,11 @@ package jail
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -397,9 +400,34 @@ func TestKillEverythingFromInside(t *testing.T) {
 // default and none blocked, as under a bare interpreter, though its init
 // ignores them all but two, and though the service was started with some
 // ignored (nohup ignores SIGHUP, which a warm Python program, forked from a
-// zygote, once inherited): the only ignored ones are those the interpreter
-// ignores itself (SIGPIPE and SIGXFSZ for both).
+// zygote, once inherited) or blocked (up to 2026-12-06 a warm Python program
+// inherited the mask): the only ignored ones are those the interpreter ignores
+// itself (SIGPIPE and SIGXFSZ for both). The blocked case is this test again in
+// a test binary started with SIGUSR2 blocked, which a Go program can only be
+// from its start (python3 blocks it and execs the binary; the Go runtime
+// unblocks the signals it handles, such as SIGHUP), with its own warm pass.
 func TestProgramSignalDispositions(t *testing.T) {
+	const blockedEnv = "BRIG_TEST_STARTED_BLOCKED"
+	if os.Getenv(blockedEnv) == "" && !testWarm {
+		t.Run("started blocked", func(t *testing.T) {
+			exe, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("/usr/bin/python3", "-c", `import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+os.execv(sys.argv[1], sys.argv[1:])`, exe, "-test.run=^TestProgramSignalDispositions$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), blockedEnv+"=1")
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "SigBlk:\t0000000000000800") {
+				t.Fatalf("the test started with SIGUSR2 blocked: %v (want it to pass, and to have seen it blocked)\n%s", err, out)
+			}
+		})
+	}
+	if os.Getenv(blockedEnv) != "" {
+		status, _ := os.ReadFile("/proc/self/status")
+		t.Logf("this test binary's mask: %s", regexp.MustCompile(`SigBlk:\t\w+`).Find(status))
+	}
 	signal.Ignore(unix.SIGHUP, unix.SIGUSR1)
 	defer signal.Reset(unix.SIGHUP, unix.SIGUSR1)
 	l := newTestLauncher(t, 0)

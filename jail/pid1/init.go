@@ -36,17 +36,21 @@ func Main() {
 	}
 }
 
-// resetIgnoredSignals sets every ignored signal back to its default action,
-// as execve already does for caught ones. An ignored signal is inherited
-// through fork and execve: nohup hands down SIGHUP ignored, GNU make 32 and
-// 33 (glibc's own, which neither glibc's sigaction nor the Go runtime sets),
-// and brig's own service passes them on. A cold program's child resets every
-// signal before its execve (runChild); the zygote, exec'd from zygoteInit,
-// would otherwise hand them to every warm Python program
-// (TestProgramSignalDispositions, with the test ignoring some first). The raw
-// call reaches 32 and 33, which libc's wrapper refuses. (33 is never ignored
-// here: glibc, or the Go runtime without it, installs its handler at start.)
-func resetIgnoredSignals() {
+// resetSignals sets every ignored signal back to its default action, as
+// execve already does for caught ones, and blocks none. An ignored signal and
+// the signal mask are inherited through fork and execve: nohup hands down
+// SIGHUP ignored, GNU make 32 and 33 (glibc's own, which neither glibc's
+// sigaction nor the Go runtime sets), a supervisor may start brig with signals
+// blocked (the Go runtime unblocks only those it handles), and brig's own
+// service passes them on. A cold program's child resets every signal and its
+// mask before its execve (runChild); the zygote, exec'd from zygoteInit, would
+// otherwise hand them to every warm Python program
+// (TestProgramSignalDispositions, with the test ignoring and blocking some
+// first). The raw call reaches 32 and 33, which libc's wrapper refuses. (33 is
+// never ignored here: glibc, or the Go runtime without it, installs its handler
+// at start.) The mask is the calling thread's, which must be the one that
+// execs (zygoteInit's, locked).
+func resetSignals() {
 	var dfl, old sigaction // SIG_DFL
 	for sig := uintptr(1); sig <= 64; sig++ {
 		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, sig, 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
@@ -56,6 +60,8 @@ func resetIgnoredSignals() {
 			unix.RawSyscall6(unix.SYS_RT_SIGACTION, sig, uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
 		}
 	}
+	var none unix.Sigset_t
+	unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil)
 }
 
 // initState is what the init's steps share.
@@ -305,7 +311,7 @@ func zygoteInit() int {
 	// The spec and status pipes close on exec: EOF on status says it worked.
 	unix.CloseOnExec(SpecFD)
 	unix.CloseOnExec(StatusFD)
-	resetIgnoredSignals()
+	resetSignals()
 	err := unix.Exec(st.prep.ZygoteArgv[0], st.prep.ZygoteArgv, st.prep.ZygoteEnv)
 	return fail("exec", err)
 }
