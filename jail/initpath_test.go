@@ -60,17 +60,23 @@ func TestDefaultInitPath(t *testing.T) {
 	}
 }
 
-// TestKeepInheritedFDs: a descriptor the process was started with, not close-on-exec,
-// becomes so, and reaches no sandbox's pid 1 or zygote.
-func TestKeepInheritedFDs(t *testing.T) {
+// TestResetInherited: a descriptor the process was started with, not
+// close-on-exec, becomes so, and reaches no sandbox's pid 1 or zygote; a
+// hardened umask becomes 022. (TestMain has called it already; this is its
+// second call, on what a test set up as a parent would.)
+func TestResetInherited(t *testing.T) {
 	fd, err := syscall.Open("/dev/null", syscall.O_RDONLY, 0) // no O_CLOEXEC, as a shell's
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer syscall.Close(fd)
-	KeepInheritedFDs()
+	unix.Umask(0o077)
+	ResetInherited()
 	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
 	if err != nil || flags&unix.FD_CLOEXEC == 0 {
-		t.Fatalf("fd %d: flags %#x, %v; want close-on-exec", fd, flags, err)
+		t.Errorf("fd %d: flags %#x, %v; want close-on-exec", fd, flags, err)
+	}
+	if mask := unix.Umask(0o022); mask != 0o022 {
+		t.Errorf("umask %#o after a start with 077, want 022", mask)
 	}
 }

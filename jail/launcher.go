@@ -304,15 +304,23 @@ type Launcher struct {
 	hugeCodeWarning sync.Once
 }
 
-// KeepInheritedFDs marks close-on-exec every descriptor above stderr that
-// the process was started with: a shell's or a harness's open files would
-// otherwise reach every sandbox's pid 1, which holds them as root until it
-// hardens, and every zygote. The Launcher's own descriptors are close-on-exec
-// already; those a child must get go through exec.Cmd, which clears the flag
-// on its copies. Call it first thing, before any goroutine opens a descriptor
-// that must be inherited (brig's main and the test binaries do).
-func KeepInheritedFDs() {
+// ResetInherited undoes two things the process was started with that would
+// reach the sandboxes. It marks close-on-exec every descriptor above stderr:
+// a shell's or a harness's open files would otherwise reach every sandbox's
+// pid 1, which holds them as root until it hardens, and every zygote (the
+// Launcher's own descriptors are close-on-exec already; those a child must get
+// go through exec.Cmd, which clears the flag on its copies). And it sets the
+// umask to 022: what a sandbox's init makes (its scratch folders, /sandbox),
+// a package layer's files and a zygote's are read by a run's ids, not root's,
+// and under a hardened umask (077, 027) every run failed at its init's chdir
+// to /sandbox (permission denied). What must stay private brig creates with
+// its own mode (the journal and the lock files, 0600). A program starts with
+// 022, as under a login's default, whatever the service's was. Call it first
+// thing, before any goroutine opens a descriptor that must be inherited
+// (brig's main and the test binaries do).
+func ResetInherited() {
 	unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) // Linux 5.11: brig check requires 6.x
+	unix.Umask(0o022)
 }
 
 // NewLauncher checks cfg, compiles the filter and starts the pool.

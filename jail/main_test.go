@@ -31,8 +31,9 @@ var testWarm = os.Getenv(warmPassEnv) == "1"
 func TestMain(m *testing.M) {
 	pid1.Main()
 	// As brig's main does: a descriptor the test's parent left open (a
-	// shell's, make's) reaches no sandbox or zygote.
-	KeepInheritedFDs()
+	// shell's, make's) reaches no sandbox or zygote, and its umask does not
+	// decide what a run can read.
+	ResetInherited()
 	begin := time.Now()
 	// Remove what an interrupted earlier run of these tests left, so that the leak
 	// checks start from nothing.

@@ -20,6 +20,10 @@ const testCgroupParent = "brig-test-packages"
 // which under go test is this binary.
 func TestMain(m *testing.M) {
 	pid1.Main()
+	// As brig's main does: a descriptor the test's parent left open (a
+	// shell's, make's) reaches no sandbox or zygote, and its umask does not
+	// decide what a run can read.
+	jail.ResetInherited()
 	// Remove what an interrupted earlier run of these tests left (but not the
 	// groups of a test binary running beside this one), so that the leak checks
 	// start from nothing.

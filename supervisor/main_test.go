@@ -41,8 +41,9 @@ const serveEnv = "BRIG_TEST_SERVE"
 func TestMain(m *testing.M) {
 	pid1.Main()
 	// As brig's main does: a descriptor the test's parent left open (a
-	// shell's, make's) reaches no sandbox or zygote.
-	jail.KeepInheritedFDs()
+	// shell's, make's) reaches no sandbox or zygote, and its umask does not
+	// decide what a run can read.
+	jail.ResetInherited()
 	if v := os.Getenv(serveEnv); v != "" {
 		os.Exit(serveForTest(v))
 	}

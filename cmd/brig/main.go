@@ -31,7 +31,7 @@ func main() {
 	if os.Getpid() == 1 {
 		os.Exit(runAsPIDOne())
 	}
-	jail.KeepInheritedFDs()
+	jail.ResetInherited()
 	app := &cli.App{
 		Name:  "brig",
 		Usage: "run untrusted Python and JavaScript in fresh, isolated sandboxes",

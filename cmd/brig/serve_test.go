@@ -69,16 +69,22 @@ func TestServeConfigRefusesUnknownKeys(t *testing.T) {
 func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *bytes.Buffer) {
 	t.Helper()
 	socket, cmd, logs := launchServe(t, args...)
+	waitServing(t, socket, logs)
+	return socket, cmd, logs
+}
+
+// waitServing waits for a launched service to answer on socket.
+func waitServing(t *testing.T, socket string, logs *bytes.Buffer) {
+	t.Helper()
 	c := client.New(socket)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if _, err := c.Health(context.Background()); err == nil {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("brig serve did not answer within 10 s; it logged:\n%s", logs)
 		}
 	}
-	return socket, cmd, logs
 }
 
 // launchServe starts `brig serve` as startServe does, without waiting for it
@@ -91,6 +97,13 @@ func launchServe(t *testing.T, args ...string) (string, *exec.Cmd, *bytes.Buffer
 // launchServeEnv is launchServe with env added to the service's environment.
 func launchServeEnv(t *testing.T, env []string, args ...string) (string, *exec.Cmd, *bytes.Buffer) {
 	t.Helper()
+	return launchServeUnder(t, "", env, args...)
+}
+
+// launchServeUnder is launchServeEnv with the service started by a shell
+// that runs script first ("" for none).
+func launchServeUnder(t *testing.T, script string, env []string, args ...string) (string, *exec.Cmd, *bytes.Buffer) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "brig-cli")
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +113,10 @@ func launchServeEnv(t *testing.T, env []string, args ...string) (string, *exec.C
 	cmd := exec.Command(os.Args[0], append([]string{"serve", "--socket", socket, "--state-dir", filepath.Join(dir, "state"),
 		"--cgroup-parent", cliServeParent, "--pool", "1", "--log-format", "text"}, args...)...)
 	cmd.Env = append(append(os.Environ(), "BRIG_CLI=1"), env...)
+	if script != "" {
+		cmd.Path = "/bin/sh"
+		cmd.Args = append([]string{"sh", "-c", script + ` && exec "$0" "$@"`}, cmd.Args...)
+	}
 	logs := &bytes.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -1118,4 +1135,47 @@ func TestStoppedServiceBackstop(t *testing.T) {
 		t.Fatalf("brig serve: %v; it logged:\n%s", err, logs)
 	}
 	checkParentRemoved(t, cliServeParent)
+}
+
+// TestServeUnderHardenedUmask: a service started under umask 077, a hardened
+// root's, runs programs in both languages, warm and cold, and each starts
+// with 022 and can write its own folders. (Up to 2026-12-06 every run failed
+// at its init's chdir to /sandbox, which the init had made under the
+// service's umask: "permission denied".)
+func TestServeUnderHardenedUmask(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliServeParent)
+	socket, serve, logs := launchServeUnder(t, "umask 077", nil)
+	waitServing(t, socket, logs)
+	script := scriptWriter(t, t.TempDir())
+	py := script("umask.py", "open('/sandbox/a', 'w').write('x'); open('/tmp/b', 'w').write('x')\n"+
+		"print([l.split()[1] for l in open('/proc/self/status') if l.startswith('Umask')][0])")
+	js := script("umask.js", "const fs = require('fs'); fs.writeFileSync('/sandbox/a', 'x'); fs.writeFileSync('/tmp/b', 'x');\n"+
+		"console.log(fs.readFileSync('/proc/self/status', 'utf8').match(/^Umask:\\s+(\\d+)/m)[1])")
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"python warm", []string{"-l", "python", py}},
+		{"python cold", []string{"-l", "python", "--env", "PYTHONDONTWRITEBYTECODE=1", py}}, // PYTHON*: cold (README, Warm starts)
+		{"javascript warm", []string{"-l", "javascript", js}},
+		{"javascript cold", []string{"-l", "javascript", "--env", "NODE_NO_WARNINGS=1", js}}, // NODE_*: cold
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, status := brig(t, "", append([]string{"run", "--socket", socket}, tc.args...)...)
+			if status != 0 || out != "0022\n" {
+				t.Errorf("got status %d stdout %q stderr %q, want 0 and 0022", status, out, errOut)
+			}
+		})
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	if err := serve.Wait(); err != nil {
+		t.Fatalf("brig serve exited with %v after SIGTERM; it logged:\n%s", err, logs)
+	}
+	os.Remove(cgroup.ParentLockPath("", cliServeParent))
+	for _, path := range []string{"start_path=warm", "start_path=cold"} {
+		if strings.Count(logs.String(), path) < 2 {
+			t.Errorf("the service's log has %q %d times, want one a language at least:\n%s", path, strings.Count(logs.String(), path), logs)
+		}
+	}
 }
