@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -202,6 +203,9 @@ var groupSeq atomic.Uint64
 // Launcher starts runs. It is safe for concurrent use.
 type Launcher struct {
 	cfg Config
+	// rlimits are every run's, cold and warm: runRlimits under the process's
+	// hard limits (fitRlimits).
+	rlimits []pid1.Rlimit
 	// oomScoreWarned: a sandbox's oom_score_adj could not be set, and the
 	// log said so (markOOMVictim).
 	oomScoreWarned atomic.Bool
@@ -323,6 +327,73 @@ func ResetInherited() {
 	unix.Umask(0o022)
 }
 
+// fitRlimits is what a run's limits can be under the process's hard limits.
+// A sandbox's pid 1 and a zygote's child set a run's limits inside their user
+// namespaces, which can lower a limit but never raise one, so a service
+// started with a lower hard limit (a systemd unit's LimitNOFILE=1024, a
+// shell's ulimit -Hc 0) had every run fail at its step "rlimits". Where a
+// hard limit is below a run's, the process raises it, keeping its soft limit,
+// if it may (CAP_SYS_RESOURCE, which some hosts' root lacks: these machines'
+// does); if not, the run gets the hard limit, which is lower, with a warning.
+// But RLIMIT_CORE: 0 does not stop a dump to a core_pattern pipe, a program
+// the kernel starts as host root, where 1 does (pid1.DefaultRlimits), so a
+// hard 0 is taken only while the host's core_pattern is a file's name, and
+// NewLauncher fails otherwise. syscall.Setrlimit, not x/sys's, so that the
+// runtime's own bookkeeping of RLIMIT_NOFILE (it restores its starting soft
+// limit in the children it forks) knows the limit changed.
+func fitRlimits(want []pid1.Rlimit, log *slog.Logger) ([]pid1.Rlimit, error) {
+	got := slices.Clone(want)
+	for i, r := range got {
+		var have syscall.Rlimit
+		if err := syscall.Getrlimit(r.Resource, &have); err != nil {
+			return nil, fmt.Errorf("reading the service's %s: %w", rlimitName(r.Resource), err)
+		}
+		if have.Max >= r.Max {
+			continue
+		}
+		err := syscall.Setrlimit(r.Resource, &syscall.Rlimit{Cur: have.Cur, Max: r.Max})
+		if err == nil {
+			log.Info("raised the service's hard limit to a run's, which a sandbox can't raise itself", "limit", rlimitName(r.Resource), "was", have.Max, "now", r.Max)
+			continue
+		}
+		fix := fmt.Sprintf("start brig with a hard limit of at least %d (ulimit -H; systemd: Limit%s=)", r.Max, strings.TrimPrefix(rlimitName(r.Resource), "RLIMIT_"))
+		if r.Resource == unix.RLIMIT_CORE {
+			pattern, perr := os.ReadFile(corePatternPath)
+			where := fmt.Sprintf("the host's core_pattern pipe %q", strings.TrimSpace(string(pattern)))
+			if perr != nil {
+				where = fmt.Sprintf("a core_pattern pipe, if the host has one (%v)", perr)
+			}
+			if perr != nil || strings.HasPrefix(string(pattern), "|") {
+				return nil, fmt.Errorf("the service's hard RLIMIT_CORE is %d and it can't raise it (%v): a run's core dumps would reach %s, which only a limit of 1 stops; %s",
+					have.Max, err, where, fix)
+			}
+		}
+		got[i].Cur, got[i].Max = min(r.Cur, have.Max), have.Max
+		log.Warn("runs get the service's hard limit, below brig's, which the service can't raise", "limit", rlimitName(r.Resource), "run", got[i].Max, "brig", r.Max, "err", err, "hint", fix)
+	}
+	return got, nil
+}
+
+// corePatternPath is the host's core_pattern, but for fitRlimits's test.
+var corePatternPath = "/proc/sys/kernel/core_pattern"
+
+// rlimitName is a resource's name as getrlimit(2) spells it.
+func rlimitName(resource int) string {
+	switch resource {
+	case unix.RLIMIT_CORE:
+		return "RLIMIT_CORE"
+	case unix.RLIMIT_RTPRIO:
+		return "RLIMIT_RTPRIO"
+	case unix.RLIMIT_NOFILE:
+		return "RLIMIT_NOFILE"
+	case unix.RLIMIT_STACK:
+		return "RLIMIT_STACK"
+	case unix.RLIMIT_MEMLOCK:
+		return "RLIMIT_MEMLOCK"
+	}
+	return fmt.Sprintf("rlimit %d", resource)
+}
+
 // NewLauncher checks cfg, compiles the filter and starts the pool.
 func NewLauncher(cfg Config) (*Launcher, error) {
 	if cfg.Rootfs == nil || cfg.Cgroups == nil {
@@ -356,6 +427,10 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compiling the hardened init's seccomp filter: %w", err)
 	}
+	rlimits, err := fitRlimits(runRlimits(), cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
 	reaperCfg, why, err := newReaperConfig()
 	if err != nil {
 		return nil, err
@@ -377,6 +452,7 @@ func NewLauncher(cfg Config) (*Launcher, error) {
 	}
 	l := &Launcher{
 		cfg:                 cfg,
+		rlimits:             rlimits,
 		programFilter:       programFilter,
 		zygoteFilter:        zygoteFilter,
 		zygoteChildFilter:   zygoteChildFilter,

@@ -88,7 +88,7 @@ func (l *Launcher) newPrepareSpec(root *rootfs.Root, memoryBytes int64, ids runI
 		InitUID:      ids.InitUID,
 		InitGID:      ids.InitGID,
 		Hostname:     DefaultHostname,
-		Rlimits:      runRlimits(),
+		Rlimits:      l.rlimits,
 		Seccomp:      l.programFilter,
 		SpawnSeccomp: l.spawnFilter,
 		InitSeccomp:  l.initFilter,

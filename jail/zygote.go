@@ -793,8 +793,10 @@ func (l *Launcher) startSuccessor(key string, root *rootfs.Root) {
 	}()
 }
 
-// runRlimits are every run's rlimits, cold and warm: pid1.DefaultRlimits,
-// but for the tests of how a run's child reads them.
+// runRlimits are every run's rlimits, cold and warm, as brig wants them:
+// pid1.DefaultRlimits, but for the tests of how a run's child reads them. A
+// Launcher takes them at its start, under the process's hard limits
+// (fitRlimits).
 var runRlimits = pid1.DefaultRlimits
 
 // newZygote starts a zygote for root with the Launcher's bounds.
@@ -823,7 +825,7 @@ func (l *Launcher) newZygote(root *rootfs.Root) (*zygote, error) {
 		cfg.PinMode = cmp.Or(l.pinModes[key], pinTrial)
 		l.pinMu.Unlock()
 	}
-	for _, r := range runRlimits() {
+	for _, r := range l.rlimits {
 		cfg.Rlimits = append(cfg.Rlimits, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
 	}
 	z, err := l.startZygote(root, cfg)

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ import (
 	"github.com/brig-sandbox/brig/packages"
 	"github.com/brig-sandbox/brig/supervisor"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 )
 
 // The example config is the defaults, written down: a default changed in one
@@ -1137,21 +1139,47 @@ func TestStoppedServiceBackstop(t *testing.T) {
 	checkParentRemoved(t, cliServeParent)
 }
 
-// TestServeUnderHardenedUmask: a service started under umask 077, a hardened
-// root's, runs programs in both languages, warm and cold, and each starts
-// with 022 and can write its own folders. (Up to 2026-12-06 every run failed
-// at its init's chdir to /sandbox, which the init had made under the
-// service's umask: "permission denied".)
-func TestServeUnderHardenedUmask(t *testing.T) {
+// TestServeStartedHardened: a service started under umask 077 and with hard
+// limits below a run's (NOFILE 1024, CORE 0, MEMLOCK 32 KiB), as a hardened
+// root's shell or unit may start it, runs programs in both languages, warm
+// and cold, each with umask 022 and able to write its own folders. Its runs
+// get brig's limits where the service may raise its own (CAP_SYS_RESOURCE),
+// and the service's lower ones where not, but for a core_pattern pipe, which
+// only a RLIMIT_CORE of 1 keeps a run's dumps from: then the service refuses
+// to start. (Up to 2026-12-06 every run failed: at its init's chdir to
+// /sandbox, which the init had made under the service's umask, "permission
+// denied"; and at its step "rlimits", which can't raise a hard limit.)
+func TestServeStartedHardened(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.CheckLeaks(t, cliServeParent)
-	socket, serve, logs := launchServeUnder(t, "umask 077", nil)
+	want := "0022 (4096, 4096) (1, 1) (65536, 65536)\n" // brig's own (pid1.DefaultRlimits)
+	status, _ := os.ReadFile("/proc/self/status")
+	capEff := regexp.MustCompile(`CapEff:\s+([0-9a-f]+)`).FindSubmatch(status)
+	caps, _ := strconv.ParseUint(string(capEff[1]), 16, 64)
+	pattern, err := os.ReadFile("/proc/sys/kernel/core_pattern")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raises := caps&(1<<unix.CAP_SYS_RESOURCE) != 0
+	socket, serve, logs := launchServeUnder(t, "umask 077 && ulimit -n 1024 && ulimit -c 0 && ulimit -l 32", nil)
+	if !raises && strings.HasPrefix(string(pattern), "|") {
+		err := serve.Wait()
+		if err == nil || !strings.Contains(logs.String(), "core_pattern pipe") {
+			t.Fatalf("a service that can't raise its hard RLIMIT_CORE of 0, under a core_pattern pipe: %v; want it to refuse to start, naming the pipe; it logged:\n%s", err, logs)
+		}
+		return
+	}
+	if !raises {
+		want = "0022 (1024, 1024) (0, 0) (32768, 32768)\n" // the service's: it can't raise them
+	}
 	waitServing(t, socket, logs)
 	script := scriptWriter(t, t.TempDir())
-	py := script("umask.py", "open('/sandbox/a', 'w').write('x'); open('/tmp/b', 'w').write('x')\n"+
-		"print([l.split()[1] for l in open('/proc/self/status') if l.startswith('Umask')][0])")
+	py := script("umask.py", "import resource\nopen('/sandbox/a', 'w').write('x'); open('/tmp/b', 'w').write('x')\n"+
+		"print([l.split()[1] for l in open('/proc/self/status') if l.startswith('Umask')][0], "+
+		"*(resource.getrlimit(r) for r in (resource.RLIMIT_NOFILE, resource.RLIMIT_CORE, resource.RLIMIT_MEMLOCK)))")
 	js := script("umask.js", "const fs = require('fs'); fs.writeFileSync('/sandbox/a', 'x'); fs.writeFileSync('/tmp/b', 'x');\n"+
-		"console.log(fs.readFileSync('/proc/self/status', 'utf8').match(/^Umask:\\s+(\\d+)/m)[1])")
+		"const lim = n => '(' + fs.readFileSync('/proc/self/limits', 'utf8').match(new RegExp('^' + n + ' +(\\\\d+) +(\\\\d+)', 'm')).slice(1).join(', ') + ')';\n"+
+		"console.log(fs.readFileSync('/proc/self/status', 'utf8').match(/^Umask:\\s+(\\d+)/m)[1], lim('Max open files'), lim('Max core file size'), lim('Max locked memory'))")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -1163,8 +1191,8 @@ func TestServeUnderHardenedUmask(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, status := brig(t, "", append([]string{"run", "--socket", socket}, tc.args...)...)
-			if status != 0 || out != "0022\n" {
-				t.Errorf("got status %d stdout %q stderr %q, want 0 and 0022", status, out, errOut)
+			if status != 0 || out != want {
+				t.Errorf("got status %d stdout %q stderr %q, want 0 and %q", status, out, errOut, want)
 			}
 		})
 	}
@@ -1173,9 +1201,12 @@ func TestServeUnderHardenedUmask(t *testing.T) {
 		t.Fatalf("brig serve exited with %v after SIGTERM; it logged:\n%s", err, logs)
 	}
 	os.Remove(cgroup.ParentLockPath("", cliServeParent))
-	for _, path := range []string{"start_path=warm", "start_path=cold"} {
-		if strings.Count(logs.String(), path) < 2 {
-			t.Errorf("the service's log has %q %d times, want one a language at least:\n%s", path, strings.Count(logs.String(), path), logs)
+	for _, line := range []string{"start_path=warm", "start_path=cold"} {
+		if strings.Count(logs.String(), line) < 2 {
+			t.Errorf("the service's log has %q %d times, want one a language at least:\n%s", line, strings.Count(logs.String(), line), logs)
 		}
+	}
+	if line := "runs get the service's hard limit"; strings.Count(logs.String(), line) != map[bool]int{true: 0, false: 3}[raises] {
+		t.Errorf("the service's log has %q %d times, want it once a lowered limit where it can't raise them (%v):\n%s", line, strings.Count(logs.String(), line), !raises, logs)
 	}
 }
