@@ -5,13 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/jail/pid1"
 )
 
@@ -37,12 +36,7 @@ func TestFitRlimits(t *testing.T) {
 		}
 		return
 	}
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	caps, _ := strconv.ParseUint(string(regexp.MustCompile(`CapEff:\s+([0-9a-f]+)`).FindSubmatch(status)[1]), 16, 64)
-	capSysResource := caps&(1<<unix.CAP_SYS_RESOURCE) != 0
+	capSysResource := testutil.HasCapability(t, unix.CAP_SYS_RESOURCE)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -1153,14 +1153,11 @@ func TestServeStartedHardened(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.CheckLeaks(t, cliServeParent)
 	want := "0022 (4096, 4096) (1, 1) (65536, 65536)\n" // brig's own (pid1.DefaultRlimits)
-	status, _ := os.ReadFile("/proc/self/status")
-	capEff := regexp.MustCompile(`CapEff:\s+([0-9a-f]+)`).FindSubmatch(status)
-	caps, _ := strconv.ParseUint(string(capEff[1]), 16, 64)
 	pattern, err := os.ReadFile("/proc/sys/kernel/core_pattern")
 	if err != nil {
 		t.Fatal(err)
 	}
-	raises := caps&(1<<unix.CAP_SYS_RESOURCE) != 0
+	raises := testutil.HasCapability(t, unix.CAP_SYS_RESOURCE)
 	socket, serve, logs := launchServeUnder(t, "umask 077 && ulimit -n 1024 && ulimit -c 0 && ulimit -l 32", nil)
 	if !raises && strings.HasPrefix(string(pattern), "|") {
 		err := serve.Wait()
@@ -1180,19 +1177,25 @@ func TestServeStartedHardened(t *testing.T) {
 	js := script("umask.js", "const fs = require('fs'); fs.writeFileSync('/sandbox/a', 'x'); fs.writeFileSync('/tmp/b', 'x');\n"+
 		"const lim = n => '(' + fs.readFileSync('/proc/self/limits', 'utf8').match(new RegExp('^' + n + ' +(\\\\d+) +(\\\\d+)', 'm')).slice(1).join(', ') + ')';\n"+
 		"console.log(fs.readFileSync('/proc/self/status', 'utf8').match(/^Umask:\\s+(\\d+)/m)[1], lim('Max open files'), lim('Max core file size'), lim('Max locked memory'))")
+	// A warm case runs four times, 0.3 s apart, so that one at least finds
+	// its warm sandbox ready on a loaded machine; the log says which did.
 	for _, tc := range []struct {
 		name string
 		args []string
+		runs int
 	}{
-		{"python warm", []string{"-l", "python", py}},
-		{"python cold", []string{"-l", "python", "--env", "PYTHONDONTWRITEBYTECODE=1", py}}, // PYTHON*: cold (README, Warm starts)
-		{"javascript warm", []string{"-l", "javascript", js}},
-		{"javascript cold", []string{"-l", "javascript", "--env", "NODE_NO_WARNINGS=1", js}}, // NODE_*: cold
+		{"python warm", []string{"-l", "python", py}, 4},
+		{"python cold", []string{"-l", "python", "--env", "PYTHONDONTWRITEBYTECODE=1", py}, 1}, // PYTHON*: cold (README, Warm starts)
+		{"javascript warm", []string{"-l", "javascript", js}, 4},
+		{"javascript cold", []string{"-l", "javascript", "--env", "NODE_NO_WARNINGS=1", js}, 1}, // NODE_*: cold
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, errOut, status := brig(t, "", append([]string{"run", "--socket", socket}, tc.args...)...)
-			if status != 0 || out != want {
-				t.Errorf("got status %d stdout %q stderr %q, want 0 and %q", status, out, errOut, want)
+			for range tc.runs {
+				time.Sleep(300 * time.Millisecond)
+				out, errOut, status := brig(t, "", append([]string{"run", "--socket", socket}, tc.args...)...)
+				if status != 0 || out != want {
+					t.Errorf("got status %d stdout %q stderr %q, want 0 and %q", status, out, errOut, want)
+				}
 			}
 		})
 	}
@@ -1201,9 +1204,11 @@ func TestServeStartedHardened(t *testing.T) {
 		t.Fatalf("brig serve exited with %v after SIGTERM; it logged:\n%s", err, logs)
 	}
 	os.Remove(cgroup.ParentLockPath("", cliServeParent))
-	for _, line := range []string{"start_path=warm", "start_path=cold"} {
-		if strings.Count(logs.String(), line) < 2 {
-			t.Errorf("the service's log has %q %d times, want one a language at least:\n%s", line, strings.Count(logs.String(), line), logs)
+	for _, lang := range []string{"python", "javascript"} {
+		for _, path := range []string{"warm", "cold"} {
+			if !regexp.MustCompile(`language=` + lang + `\b.*start_path=` + path + `\b`).MatchString(logs.String()) {
+				t.Errorf("the service's log has no %s run that started %s:\n%s", lang, path, logs)
+			}
 		}
 	}
 	if line := "runs get the service's hard limit"; strings.Count(logs.String(), line) != map[bool]int{true: 0, false: 3}[raises] {

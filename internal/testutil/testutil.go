@@ -33,6 +33,27 @@ func RequireRoot(tb testing.TB) {
 	}
 }
 
+// HasCapability reports whether the process holds capability c in its
+// effective set (root here lacks some: CAP_SYS_RESOURCE on these machines).
+func HasCapability(tb testing.TB, c int) bool {
+	tb.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			var caps uint64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%x", &caps); err != nil {
+				tb.Fatalf("reading %q: %v", line, err)
+			}
+			return caps&(1<<c) != 0
+		}
+	}
+	tb.Fatal("/proc/self/status has no CapEff line")
+	return false
+}
+
 // Require skips tb with reason when ok is false. Use it for a kernel feature the host
 // lacks, naming the feature and the kernel version in reason.
 func Require(tb testing.TB, ok bool, reason string) {
