@@ -615,13 +615,13 @@ func (r *Run) connectThen(c *net.TCPConn, host string, port int, via string, bef
 		}
 		return
 	}
-	if !r.track(up) {
+	rec := &record{}
+	if !r.track(up, rec) {
 		up.Close()
 		return
 	}
 	defer r.untrack(up)
-	defer up.Close()
-	var rec = &record{}
+	defer rec.finish(up)
 	if before != nil {
 		if err := before(up, rec); err != nil {
 			r.decidedInto(rec, host, port, via, d, "writing the first bytes: "+err.Error())
@@ -661,14 +661,13 @@ func (r *Run) relayHTTP(c *net.TCPConn, br *bufio.Reader, up *net.TCPConn, h *he
 		defer close(done)
 		if err := r.relayResponse(c, up, rec, nil); err != nil {
 			rec.markCut(err)
-			c.Close()
-			up.Close()
+			r.cut(c, up, rec)
 		}
 	}()
 	mw := meteredWriter{up, &r.lim.sent, &rec.sent}
 	if err := sendRequest(mw, br, h, target, host, rec); err != nil {
 		rec.markCut(err)
-		up.Close()
+		rec.finish(up)
 	}
 	dropUntilDone(c, up, done)
 }
@@ -769,8 +768,7 @@ func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, plain *atomic.Bool, fir
 		}
 		if err := copyAnswer(); err != nil {
 			rec.markCut(err)
-			c.Close()
-			up.Close()
+			r.cut(c, up, rec)
 			return
 		}
 		c.CloseWrite()
@@ -779,8 +777,7 @@ func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, plain *atomic.Bool, fir
 		more, err := first()
 		if err != nil {
 			rec.markCut(err)
-			c.Close()
-			up.Close()
+			r.cut(c, up, rec)
 			<-done
 			return
 		}
@@ -791,12 +788,18 @@ func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, plain *atomic.Bool, fir
 	}
 	if err := spliceCopy(up, c, &r.lim.sent, &rec.sent); err != nil {
 		rec.markCut(err)
-		c.Close()
-		up.Close()
+		r.cut(c, up, rec)
 	} else {
 		up.CloseWrite()
 	}
 	<-done
+}
+
+// cut ends a connection both ways: the run's end at once, the upstream's
+// through finish.
+func (r *Run) cut(c, up *net.TCPConn, rec *record) {
+	c.Close()
+	rec.finish(up)
 }
 
 // readFailure is the rule of a connection whose head could not be read.

@@ -124,8 +124,9 @@ type Run struct {
 	mu sync.Mutex
 	// closed is set by Close: no connection is tracked after it.
 	closed bool
-	// conns are the open connections, both sides, that Close closes.
-	conns map[net.Conn]struct{}
+	// conns are the open connections, both sides, that Close closes, each
+	// upstream one with its record (record.finish).
+	conns map[net.Conn]*record
 	// records are the decisions in the order they were made; refusals and
 	// allowed count those of each kind listed.
 	records           []*record
@@ -165,6 +166,7 @@ type record struct {
 	failure        string      // set before finished, read after
 	detail         string      // the failure as the operator's log has it, when it says more (upstreamError)
 	listed         bool        // false past its kind's bound
+	finishOnce     sync.Once   // its upstream connection's end (record.finish)
 }
 
 // markCut records that the run's byte limit cut the connection, when err says
@@ -174,6 +176,16 @@ func (rec *record) markCut(err error) {
 	if errors.Is(err, errBytesLimit) {
 		rec.cut.Store(true)
 	}
+}
+
+// finish ends the record's upstream connection, once however many ask
+// (its copies' ends and the run's), and takes back from the bytes counted as
+// sent those that never left (finish).
+func (rec *record) finish(up *net.TCPConn) {
+	rec.finishOnce.Do(func() {
+		n := int64(finish(up))
+		rec.sent.Add(-min(n, rec.sent.Load()))
+	})
 }
 
 func (rec *record) snapshot() Connection {
@@ -200,7 +212,7 @@ func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Ru
 		handshakeTimeout: full.HandshakeTimeout,
 		lim:              newLimits(full.MaxConns, full.ConnsPerSecond, full.MaxBytes),
 		answering:        make(chan struct{}, refusedAnswers),
-		conns:            map[net.Conn]struct{}{},
+		conns:            map[net.Conn]*record{},
 		deniedNames:      map[string]bool{},
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
@@ -325,7 +337,7 @@ func (r *Run) accept(l *net.TCPListener, port int, via string, serve func(*net.T
 			}
 			continue
 		}
-		if !r.track(c) {
+		if !r.track(c, nil) {
 			c.Close()
 			r.lim.release()
 			return
@@ -360,7 +372,7 @@ func (r *Run) answerRefused(c *net.TCPConn, via, rule string) {
 		return
 	}
 	// Tracked, so that the run's Close ends the wait at once.
-	if !r.track(c) {
+	if !r.track(c, nil) {
 		<-r.answering
 		c.Close()
 		return
@@ -382,14 +394,15 @@ func (r *Run) answerRefused(c *net.TCPConn, via, rule string) {
 // refusedAnswers bounds the refusals answered at once (answerRefused).
 const refusedAnswers = 16
 
-// track adds c to the connections Close closes; false once the run is closed.
-func (r *Run) track(c net.Conn) bool {
+// track adds c to the connections Close closes, with its record if it is an
+// upstream's (nil if not); false once the run is closed.
+func (r *Run) track(c net.Conn, rec *record) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return false
 	}
-	r.conns[c] = struct{}{}
+	r.conns[c] = rec
 	return true
 }
 
@@ -511,10 +524,16 @@ func (r *Run) Close() []Connection {
 	r.cancel() // first: a connection cut below is then seen as the run's end
 	r.mu.Lock()
 	r.closed = true
-	for c := range r.conns {
-		c.Close()
+	var ending sync.WaitGroup
+	for c, rec := range r.conns {
+		if rec == nil {
+			c.Close()
+			continue
+		}
+		ending.Go(func() { rec.finish(c.(*net.TCPConn)) })
 	}
 	r.mu.Unlock()
+	ending.Wait()
 	for _, l := range r.listeners {
 		l.Close()
 	}

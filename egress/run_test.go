@@ -1688,3 +1688,185 @@ func TestRunDNSQueryRate(t *testing.T) {
 		t.Errorf("the log has no line for the delayed queries:\n%s", logs.String())
 	}
 }
+
+// TestRunLeavesNoOrphans: a tunnel its client resets, to an upstream that does
+// not read, ends with the bytes the upstream had not taken dropped, not left
+// in an orphaned socket of the host's (FIN-WAIT-1) that outlives the run
+// charged to no one: the egress red team of 2026-12-06 left 150 holding 115
+// MiB, each reset freeing its slot for the next. The connection counts as
+// sent only what the upstream took. And the run's end does the same to the
+// tunnels still open.
+func TestRunLeavesNoOrphans(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	u := newUpstreams(t)
+	// A small receive buffer, so that most of what the proxy sends waits in
+	// its own socket.
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 32<<10) })
+	}}
+	sink, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	var mu sync.Mutex
+	var taken []*net.TCPConn // never read
+	go func() {
+		for {
+			c, err := sink.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			taken = append(taken, c.(*net.TCPConn))
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range taken {
+			c.Close()
+		}
+	}()
+	cfg := u.config(io.Discard)
+	cfg.Pins["upstream.test:84"] = sink.Addr().String()
+	r, ns, _ := startRun(t, cfg, testPolicy)
+	tunnel := func(size int) *net.TCPConn {
+		t.Helper()
+		c, err := ns.dial(context.Background(), "tcp", "127.0.0.1:3128")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "CONNECT upstream.test:84 HTTP/1.1\r\nHost: upstream.test:84\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if head, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.Contains(head, " 200 ") {
+			t.Fatalf("CONNECT: %q, %v", head, err)
+		}
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		c.Write(make([]byte, size))
+		return c.(*net.TCPConn)
+	}
+	// orphans are the host's sockets to the sink that no process holds
+	// with bytes queued: a closed socket's FIN-WAIT-1 (state 04 of
+	// /proc/net/tcp) with its tx_queue not empty.
+	sinkPort := fmt.Sprintf(":%04X", sink.Addr().(*net.TCPAddr).Port)
+	orphans := func() (n int) {
+		b, err := os.ReadFile("/proc/net/tcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) > 4 && strings.HasSuffix(f[2], sinkPort) && f[3] == "04" && !strings.HasPrefix(f[4], "00000000:") {
+				n++
+			}
+		}
+		return n
+	}
+	// 900 KiB: all of it reaches the proxy, which holds what the sink does
+	// not take in its upstream socket and waits for more.
+	const resets = 4
+	for range resets {
+		c := tunnel(900 << 10)
+		time.Sleep(100 * time.Millisecond)
+		c.SetLinger(0)
+		c.Close() // a reset
+	}
+	// 4 MiB: the proxy waits to write, its socket to the sink full, when
+	// the run ends.
+	held := tunnel(4 << 20)
+	defer held.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.mu.Lock()
+		open := len(r.conns)
+		r.mu.Unlock()
+		if open <= 2 || time.Now().After(deadline) { // the held tunnel's two sockets
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := orphans(); n > 0 {
+		t.Errorf("%d sockets to the upstream orphaned with bytes queued after %d tunnels were reset, want none", n, resets)
+	}
+	conns := r.Close()
+	if n := orphans(); n > 0 {
+		t.Errorf("%d sockets to the upstream orphaned with bytes queued after the run's end, want none", n)
+	}
+	// What the sink's sockets hold is what the upstream took.
+	mu.Lock()
+	var took int64
+	for _, c := range taken {
+		rc, _ := c.SyscallConn()
+		rc.Control(func(fd uintptr) {
+			n, _ := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+			took += int64(n)
+		})
+	}
+	mu.Unlock()
+	var sent int64
+	for _, c := range conns {
+		if c.Port == 84 {
+			sent += c.BytesSent
+		}
+	}
+	t.Logf("%d tunnels counted %d bytes sent; the upstream's sockets hold %d", resets+1, sent, took)
+	if took == 0 || sent < took || sent > took+64<<10 {
+		t.Errorf("the tunnels counted %d bytes sent, the upstream took %d: want some, and what it took give or take what was on its way", sent, took)
+	}
+}
+
+// TestRunDeliversLastBytes: what a program sent before it ended reaches an
+// upstream that takes it within finishGrace of the run's end, with its end
+// of stream after it, and counts as sent.
+func TestRunDeliversLastBytes(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	u := newUpstreams(t)
+	slow, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	got := make(chan int64, 1)
+	go func() {
+		c, err := slow.Accept()
+		if err != nil {
+			got <- -1
+			return
+		}
+		defer c.Close()
+		time.Sleep(finishGrace / 2) // the run has ended by now
+		n, _ := io.Copy(io.Discard, c)
+		got <- n
+	}()
+	cfg := u.config(io.Discard)
+	cfg.Pins["upstream.test:85"] = slow.Addr().String()
+	r, ns, _ := startRun(t, cfg, testPolicy)
+	c, err := ns.dial(context.Background(), "tcp", "127.0.0.1:3128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "CONNECT upstream.test:85 HTTP/1.1\r\nHost: upstream.test:85\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if head, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.Contains(head, " 200 ") {
+		t.Fatalf("CONNECT: %q, %v", head, err)
+	}
+	const size = 600 << 10 // within the proxy's buffers
+	if _, err := c.Write(make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the proxy has taken it all
+	c.Close()
+	var sent int64
+	for _, conn := range r.Close() {
+		if conn.Port == 85 {
+			sent = conn.BytesSent
+		}
+	}
+	if n := <-got; n != size || sent != size {
+		t.Errorf("the upstream got %d bytes and the connection counted %d sent, want %d and %d", n, sent, size, size)
+	}
+}
