@@ -240,7 +240,10 @@ func Start(cfg *Config, pol Policy, pid int, onDecision func(Connection)) (_ *Ru
 	}()
 	err := inNetns(pid, func() error {
 		var err error
-		if udp, err = net.ListenPacket("udp4", "127.0.0.1:53"); err != nil {
+		// Bounded as the listeners are: its queue of a flood's queries
+		// is the service's, charged to no run.
+		lc := net.ListenConfig{Control: boundRunSide}
+		if udp, err = lc.ListenPacket(context.Background(), "udp4", "127.0.0.1:53"); err != nil {
 			return fmt.Errorf("binding the DNS server (UDP): %w", err)
 		}
 		for i, port := range ports {

@@ -1870,3 +1870,25 @@ func TestRunDeliversLastBytes(t *testing.T) {
 		t.Errorf("the upstream got %d bytes and the connection counted %d sent, want %d and %d", n, sent, size, size)
 	}
 }
+
+// TestRunBoundsDNSSocket: the run's UDP DNS socket, whose queue of a flood's
+// queries is the service's, has the listeners' bounded buffers, not the
+// host's default (rmem_default: 208 KiB here, and an operator's to raise).
+func TestRunBoundsDNSSocket(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	u := newUpstreams(t)
+	r, _, _ := startRun(t, u.config(io.Discard), testPolicy)
+	defer r.Close()
+	rc, err := r.dnsUDP.PacketConn.(*net.UDPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opt := range []int{unix.SO_RCVBUF, unix.SO_SNDBUF} {
+		var size int
+		rc.Control(func(fd uintptr) { size, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, opt) })
+		if err != nil || size != 2*runSideBuffer { // the kernel doubles what it is set to
+			t.Errorf("option %d: %d bytes (%v), want %d", opt, size, err, 2*runSideBuffer)
+		}
+	}
+}
