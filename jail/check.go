@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/cgroup"
 )
 
@@ -83,7 +84,7 @@ func CheckHost() []Check {
 		Detail: "actions: " + strings.TrimSpace(string(actions)),
 		Hint:   "enable CONFIG_SECCOMP_FILTER; brig needs the kill_process and errno actions",
 	})
-	out = append(out, CheckFileMax(), CheckHugePages(), CheckCgroupNamespace())
+	out = append(out, CheckFileMax(), CheckTCPMem(), CheckHugePages(), CheckCgroupNamespace())
 	fs := filesystems()
 	for _, f := range []string{"overlay", "tmpfs", "proc"} {
 		out = append(out, Check{
@@ -192,6 +193,45 @@ func CheckFileMax() Check {
 		c.Detail = fmt.Sprintf("fs.file-max = %d: one run's files (about 420 bytes of its memory each) could reach it and "+
 			"starve other runs and the host's unprivileged processes (ENFILE)", n)
 		c.Hint = "raise it as systemd does: sysctl -w fs.file-max=9223372036854775807"
+	}
+	return c
+}
+
+// CheckTCPMem warns where one run's socket buffers can pass the host's TCP
+// memory pressure threshold (net.ipv4.tcp_mem's second value), past which the
+// kernel trims every socket's buffers host-wide, and, at its third, refuses
+// them memory: a run's buffers count against its memory limit (v2's
+// memory.max, v1's memory.kmem.tcp.limit_in_bytes, which brig sets to the
+// same), up to api.MaxMemoryMiB, and the kernel sizes tcp_mem from the host's
+// RAM (1.46 GiB of pressure on 24 GiB): the egress red team's run in network
+// mode none held 1.53 GiB in unread loopback connections of its own. A run's
+// own connections in its own namespace are no one's to refuse, so brig does
+// not bound them below its memory limit; the check says what to raise. It
+// always passes.
+func CheckTCPMem() Check { return checkTCPMem("/proc/sys/net/ipv4/tcp_mem") }
+
+func checkTCPMem(path string) Check {
+	c := Check{Name: "TCP memory", OK: true}
+	b, err := os.ReadFile(path)
+	f := strings.Fields(string(b))
+	var pressure uint64
+	if err == nil && len(f) == 3 {
+		pressure, err = strconv.ParseUint(f[1], 10, 64)
+	} else if err == nil {
+		err = fmt.Errorf("%q is not three numbers", strings.TrimSpace(string(b)))
+	}
+	if err != nil {
+		c.Detail = fmt.Sprintf("net.ipv4.tcp_mem unreadable: %v", err)
+		return c
+	}
+	run := uint64(api.MaxMemoryMiB) << 20
+	pressureBytes := pressure * uint64(os.Getpagesize())
+	c.Detail = fmt.Sprintf("net.ipv4.tcp_mem = %s: its pressure threshold, %d MiB, is above a run's largest memory limit, %d MiB", strings.Join(f, " "), pressureBytes>>20, run>>20)
+	if pressureBytes <= run {
+		c.Warn = true
+		c.Detail = fmt.Sprintf("net.ipv4.tcp_mem = %s: one run's socket buffers, which count against its memory limit (up to %d MiB), can pass its pressure threshold (%d MiB), "+
+			"past which the kernel trims every socket's buffers on the host", strings.Join(f, " "), run>>20, pressureBytes>>20)
+		c.Hint = fmt.Sprintf("raise net.ipv4.tcp_mem's second and third values (pages of %d bytes) above the largest memory limit times the runs you allow at once", os.Getpagesize())
 	}
 	return c
 }

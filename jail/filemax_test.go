@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,5 +72,33 @@ func TestCheckCgroupNamespace(t *testing.T) {
 	}
 	if c := CheckCgroupNamespace(); !c.OK {
 		t.Errorf("this host: got %+v, want brig in the host's cgroup namespace", c)
+	}
+}
+
+// TestCheckTCPMem: a pressure threshold at or below a run's largest memory
+// limit is warned of with the remedy; one above passes quietly; an unreadable
+// or malformed file passes, saying so.
+func TestCheckTCPMem(t *testing.T) {
+	page := uint64(os.Getpagesize())
+	run := uint64(2048) << 20
+	for _, tc := range []struct {
+		body string
+		warn bool
+		says string
+	}{
+		{fmt.Sprintf("%d %d %d\n", run/page/2, run/page, 2*run/page), true, "can pass its pressure threshold (2048 MiB)"},
+		{"287907 383879 575814\n", true, "(1499 MiB)"},
+		{fmt.Sprintf("%d %d %d\n", run/page, run/page+1, 2*run/page), false, "is above a run's largest memory limit"},
+		{"12 34\n", false, "not three numbers"},
+	} {
+		path := filepath.Join(t.TempDir(), "tcp_mem")
+		os.WriteFile(path, []byte(tc.body), 0o644)
+		c := checkTCPMem(path)
+		if !c.OK || c.Warn != tc.warn || (c.Hint != "") != tc.warn || !strings.Contains(c.Detail, tc.says) {
+			t.Errorf("tcp_mem %q: got %+v, want a pass, warning %v, saying %q", tc.body, c, tc.warn, tc.says)
+		}
+	}
+	if c := checkTCPMem(filepath.Join(t.TempDir(), "missing")); !c.OK || c.Warn || !strings.Contains(c.Detail, "unreadable") {
+		t.Errorf("no tcp_mem: got %+v, want a pass saying it is unreadable", c)
 	}
 }
