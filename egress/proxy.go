@@ -83,8 +83,15 @@ func (r *Run) serveHTTP(c *net.TCPConn) {
 		r.refuseHTTP(c, "", 80, viaHTTP, 400, ruleNoHost)
 		return
 	}
-	// The port is 80 whatever the Host says: the client connected to :80.
-	host, _, err := hostPort(h.host, 80)
+	// The port is 80: the client connected to :80. A Host that names
+	// another is refused, not forwarded: the upstream would read the
+	// request as one for that port, which the policy did not decide
+	// (the egress red team's Host: allowed.test:9000 reached allowed.test:80
+	// as it was).
+	host, port, err := hostPort(h.host, 80)
+	if err == nil && port != 80 {
+		err = fmt.Errorf("it names port %d, and this connection is to port 80 (use the proxy, 127.0.0.1:%d, for another port)", port, ProxyPort)
+	}
 	if err != nil {
 		r.refuseHTTP(c, "", 80, viaHTTP, 400, ruleBadHead+": the Host header: "+err.Error())
 		return

@@ -449,6 +449,20 @@ func TestRunProxies(t *testing.T) {
 			t.Errorf("got %q, want a 403 naming the rule and what to do", got)
 		}
 	})
+	t.Run("HTTP transparent Host with another port", func(t *testing.T) {
+		// The connection is to :80; the policy decided nothing for :9000.
+		for _, host := range []string{"upstream.test:9000", "upstream.test:0080x"} {
+			got := rawExchange(t, ns, "127.0.0.1:80", "GET / HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+			if !strings.HasPrefix(got, "HTTP/1.1 400 ") {
+				t.Errorf("Host %s: got %q, want a 400", host, got)
+			}
+		}
+		for _, h := range u.seenHosts() {
+			if strings.HasSuffix(h, ":9000") {
+				t.Errorf("the upstream saw a request for %s", h)
+			}
+		}
+	})
 	t.Run("HTTP transparent keep-alive second request to a denied Host", func(t *testing.T) {
 		got := rawExchange(t, ns, "127.0.0.1:80",
 			"GET /first HTTP/1.1\r\nHost: upstream.test\r\n\r\nGET /second HTTP/1.1\r\nHost: denied.test\r\n\r\n")
