@@ -1749,18 +1749,10 @@ func TestRunLeavesNoOrphans(t *testing.T) {
 	r, ns, _ := startRun(t, cfg, testPolicy)
 	tunnel := func(size int) *net.TCPConn {
 		t.Helper()
-		c, err := ns.dial(context.Background(), "tcp", "127.0.0.1:3128")
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(c, "CONNECT upstream.test:84 HTTP/1.1\r\nHost: upstream.test:84\r\n\r\n")
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if head, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.Contains(head, " 200 ") {
-			t.Fatalf("CONNECT: %q, %v", head, err)
-		}
+		c := connectTunnel(t, ns, "upstream.test:84")
 		c.SetWriteDeadline(time.Now().Add(time.Second))
 		c.Write(make([]byte, size))
-		return c.(*net.TCPConn)
+		return c
 	}
 	// orphans are the host's sockets to the sink that no process holds
 	// with bytes queued: a closed socket's FIN-WAIT-1 (state 04 of
@@ -1859,15 +1851,7 @@ func TestRunDeliversLastBytes(t *testing.T) {
 	cfg := u.config(io.Discard)
 	cfg.Pins["upstream.test:85"] = slow.Addr().String()
 	r, ns, _ := startRun(t, cfg, testPolicy)
-	c, err := ns.dial(context.Background(), "tcp", "127.0.0.1:3128")
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(c, "CONNECT upstream.test:85 HTTP/1.1\r\nHost: upstream.test:85\r\n\r\n")
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if head, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.Contains(head, " 200 ") {
-		t.Fatalf("CONNECT: %q, %v", head, err)
-	}
+	c := connectTunnel(t, ns, "upstream.test:85")
 	const size = 600 << 10 // within the proxy's buffers
 	if _, err := c.Write(make([]byte, size)); err != nil {
 		t.Fatal(err)
@@ -1905,4 +1889,23 @@ func TestRunBoundsDNSSocket(t *testing.T) {
 			t.Errorf("option %d: %d bytes (%v), want %d", opt, size, err, 2*runSideBuffer)
 		}
 	}
+}
+
+// connectTunnel opens a CONNECT tunnel to target through the run's proxy,
+// its answer read (the CONNECT's head, a line the test's upstreams never
+// follow with bytes of their own before the client writes).
+func connectTunnel(t *testing.T, ns *testNS, target string) *net.TCPConn {
+	t.Helper()
+	c, err := ns.dial(context.Background(), "tcp", "127.0.0.1:3128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	head, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.Contains(head, " 200 ") {
+		t.Fatalf("CONNECT %s: %q, %v", target, head, err)
+	}
+	c.SetReadDeadline(time.Time{})
+	return c.(*net.TCPConn)
 }
