@@ -123,24 +123,27 @@ func boundRunSide(network, address string, c syscall.RawConn) error {
 }
 
 // finishGrace is how long an upstream the proxy is done with has to take
-// what its socket still holds (finish).
+// what its socket still holds (finish), and, at a run's end, how long what the
+// run sent before it ended has to reach that socket (Run.Close).
 const finishGrace = time.Second
 
-// finish ends up, an upstream connection the proxy is done with, and returns
-// how many of the bytes counted as sent to it never left. What up still
-// holds is followed by its end of stream, as a close in order does, and the
-// upstream has finishGrace to take it, so that a program that sends and
-// exits, or resets its end, has its last bytes delivered; then up is closed,
-// with a reset where it still holds some, which are dropped. A close in order
-// with bytes unsent had left an orphaned socket (FIN-WAIT-1) that the kernel
-// keeps, charged to no one, until the upstream takes them or TCP_USER_TIMEOUT
-// ends it: 5 minutes, and never for an upstream that takes a segment every
-// few minutes. A run that reset its tunnels to an upstream that did not read,
-// each slot freed as it went, left 150 such sockets holding 115 MiB of the
-// host's TCP memory past its end (the egress red team of 2026-12-06). The
-// grace is spent while the connection still holds its slot of the run's
-// max_conns, so what a run's ends hold stays within that bound.
-func finish(up *net.TCPConn) int {
+// finish ends up, an upstream connection the proxy is done with, by deadline,
+// and returns how many of the bytes counted as sent to it never left. What up
+// still holds is followed by its end of stream, as a close in order does, and
+// the upstream has until deadline to take it, so that a program that sends
+// and exits, or resets its end, has its last bytes delivered; then up is
+// closed, with a reset where it still holds some, which are dropped. A close
+// in order with bytes unsent had left an orphaned socket (FIN-WAIT-1) that the
+// kernel keeps, charged to no one, until the upstream takes them or
+// TCP_USER_TIMEOUT ends it: 5 minutes, and never for an upstream that takes a
+// segment every few minutes. A run that reset its tunnels to an upstream that
+// did not read, each slot freed as it went, left 150 such sockets holding 135
+// MiB of the host's TCP memory past its end (the egress red team of
+// 2026-12-06; bench/measure/egress_orphans.sh). The grace is spent while the
+// connection still holds its slot of the run's max_conns, so what a run's
+// ends hold stays within that bound; an upstream that has reset (its socket
+// closed, its queue purged though the kernel still counts it) ends the wait.
+func finish(up *net.TCPConn, deadline time.Time) int {
 	rc, err := up.SyscallConn()
 	if err != nil {
 		up.Close()
@@ -152,13 +155,16 @@ func finish(up *net.TCPConn) int {
 	}
 	if queued(unix.SIOCOUTQ) > 0 {
 		up.CloseWrite()
-		for deadline := time.Now().Add(finishGrace); queued(unix.SIOCOUTQ) > 0 && time.Now().Before(deadline); {
+		for queued(unix.SIOCOUTQ) > 0 && tcpState(rc) != unix.BPF_TCP_CLOSE && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	unsent := queued(unix.SIOCOUTQNSD)
-	if unsent > 0 && finQueued(rc) {
-		unsent-- // its end of stream, last in the queue, counts one
+	switch tcpState(rc) {
+	case unix.BPF_TCP_FIN_WAIT1, unix.BPF_TCP_CLOSING, unix.BPF_TCP_LAST_ACK:
+		if unsent > 0 {
+			unsent-- // its end of stream, queued last, counts one
+		}
 	}
 	if queued(unix.SIOCOUTQ) > 0 {
 		up.SetLinger(0)
@@ -167,18 +173,15 @@ func finish(up *net.TCPConn) int {
 	return unsent
 }
 
-// finQueued reports whether a socket's end of stream is queued: it has shut
-// its sending side and waits for that to be acknowledged.
-func finQueued(rc syscall.RawConn) (queued bool) {
+// tcpState is a socket's TCP state (TCP_INFO's), or -1 if it can't be read.
+func tcpState(rc syscall.RawConn) (state int) {
+	state = -1
 	rc.Control(func(fd uintptr) {
 		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
-			switch info.State {
-			case unix.BPF_TCP_FIN_WAIT1, unix.BPF_TCP_CLOSING, unix.BPF_TCP_LAST_ACK:
-				queued = true
-			}
+			state = int(info.State)
 		}
 	})
-	return queued
+	return state
 }
 
 // setBuffers sets a socket's receive and send buffers to size each.

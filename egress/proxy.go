@@ -622,13 +622,14 @@ func (r *Run) connectThen(c *net.TCPConn, host string, port int, via string, bef
 		}
 		return
 	}
-	rec := &record{}
+	rec := &record{client: c, uploaded: make(chan struct{})}
 	if !r.track(up, rec) {
 		up.Close()
 		return
 	}
 	defer r.untrack(up)
-	defer rec.finish(up)
+	defer rec.finish(up) // on the paths that list it themselves
+	defer rec.uploadDone()
 	if before != nil {
 		if err := before(up, rec); err != nil {
 			r.decidedInto(rec, host, port, via, d, "writing the first bytes: "+err.Error())
@@ -646,6 +647,7 @@ func (r *Run) connectThen(c *net.TCPConn, host string, port int, via string, bef
 	}
 	r.decidedInto(rec, host, port, via, d, "")
 	defer r.finished(rec)
+	defer rec.finish(up) // first: what it takes back is listed and logged
 	serve()
 	if rec.cut.Load() {
 		rec.failure = errBytesLimit.Error()
@@ -672,7 +674,9 @@ func (r *Run) relayHTTP(c *net.TCPConn, br *bufio.Reader, up *net.TCPConn, h *he
 		}
 	}()
 	mw := meteredWriter{up, &r.lim.sent, &rec.sent}
-	if err := sendRequest(mw, br, h, target, host, rec); err != nil {
+	err := sendRequest(mw, br, h, target, host, rec)
+	rec.uploadDone()
+	if err != nil {
 		rec.markCut(err)
 		rec.finish(up)
 	}
@@ -782,6 +786,9 @@ func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, plain *atomic.Bool, fir
 	}()
 	if first != nil {
 		more, err := first()
+		if err != nil || !more {
+			rec.uploadDone()
+		}
 		if err != nil {
 			rec.markCut(err)
 			r.cut(c, up, rec)
@@ -793,7 +800,9 @@ func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, plain *atomic.Bool, fir
 			return
 		}
 	}
-	if err := spliceCopy(up, c, &r.lim.sent, &rec.sent); err != nil {
+	err := spliceCopy(up, c, &r.lim.sent, &rec.sent)
+	rec.uploadDone()
+	if err != nil {
 		rec.markCut(err)
 		r.cut(c, up, rec)
 	} else {

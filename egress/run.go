@@ -167,6 +167,18 @@ type record struct {
 	detail         string      // the failure as the operator's log has it, when it says more (upstreamError)
 	listed         bool        // false past its kind's bound
 	finishOnce     sync.Once   // its upstream connection's end (record.finish)
+	// client is the run's side of a connection made upstream, and uploaded
+	// is closed once what it sends has been forwarded (or dropped): at its
+	// end of stream, or when the proxy stops reading it (Run.Close waits
+	// for it).
+	client     *net.TCPConn
+	uploaded   chan struct{}
+	uploadOnce sync.Once
+}
+
+// uploadDone says that the connection's client has nothing more to forward.
+func (rec *record) uploadDone() {
+	rec.uploadOnce.Do(func() { close(rec.uploaded) })
 }
 
 // markCut records that the run's byte limit cut the connection, when err says
@@ -178,12 +190,15 @@ func (rec *record) markCut(err error) {
 	}
 }
 
-// finish ends the record's upstream connection, once however many ask
-// (its copies' ends and the run's), and takes back from the bytes counted as
-// sent those that never left (finish).
-func (rec *record) finish(up *net.TCPConn) {
+// finish ends the record's upstream connection within finishGrace (finish),
+// once however many ask (its copies' ends and the run's), and takes back from
+// the bytes counted as sent those that never left.
+func (rec *record) finish(up *net.TCPConn) { rec.finishBy(up, time.Now().Add(finishGrace)) }
+
+// finishBy is finish by deadline.
+func (rec *record) finishBy(up *net.TCPConn, deadline time.Time) {
 	rec.finishOnce.Do(func() {
-		n := int64(finish(up))
+		n := int64(finish(up, deadline))
 		rec.sent.Add(-min(n, rec.sent.Load()))
 	})
 }
@@ -527,13 +542,32 @@ func (r *Run) Close() []Connection {
 	r.cancel() // first: a connection cut below is then seen as the run's end
 	r.mu.Lock()
 	r.closed = true
+	// A connection made upstream gets what its client sent before the run
+	// ended forwarded (its end of stream, which the kernel sent when the
+	// program's socket closed, arrives after it), then its upstream's end
+	// (finish), by one deadline for all; any other is closed at once.
+	deadline := time.Now().Add(finishGrace)
+	clients := map[net.Conn]bool{}
+	for _, rec := range r.conns {
+		if rec != nil {
+			clients[rec.client] = true
+		}
+	}
 	var ending sync.WaitGroup
 	for c, rec := range r.conns {
-		if rec == nil {
+		switch {
+		case rec != nil:
+			ending.Go(func() {
+				select {
+				case <-rec.uploaded:
+				case <-time.After(time.Until(deadline)):
+				}
+				rec.client.Close()
+				rec.finishBy(c.(*net.TCPConn), deadline)
+			})
+		case !clients[c]:
 			c.Close()
-			continue
 		}
-		ending.Go(func() { rec.finish(c.(*net.TCPConn)) })
 	}
 	r.mu.Unlock()
 	ending.Wait()

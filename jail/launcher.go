@@ -337,10 +337,12 @@ func ResetInherited() {
 // does); if not, the run gets the hard limit, which is lower, with a warning.
 // But RLIMIT_CORE: 0 does not stop a dump to a core_pattern pipe, a program
 // the kernel starts as host root, where 1 does (pid1.DefaultRlimits), so a
-// hard 0 is taken only while the host's core_pattern is a file's name, and
-// NewLauncher fails otherwise. syscall.Setrlimit, not x/sys's, so that the
-// runtime's own bookkeeping of RLIMIT_NOFILE (it restores its starting soft
-// limit in the children it forks) knows the limit changed.
+// hard 0 is taken only while the host's core_pattern is a file's name, as read
+// here, once (a pipe installed later reaches the runs until brig is restarted
+// with a hard limit of 1: the warning says so), and NewLauncher fails
+// otherwise. A raise of RLIMIT_NOFILE also ends the runtime's restoring of
+// its starting soft limit in the children it forks, which is harmless: every
+// child brig starts sets its own.
 func fitRlimits(want []pid1.Rlimit, log *slog.Logger) ([]pid1.Rlimit, error) {
 	got := slices.Clone(want)
 	for i, r := range got {
@@ -367,6 +369,9 @@ func fitRlimits(want []pid1.Rlimit, log *slog.Logger) ([]pid1.Rlimit, error) {
 				return nil, fmt.Errorf("the service's hard RLIMIT_CORE is %d and it can't raise it (%v): a run's core dumps would reach %s, which only a limit of 1 stops; %s",
 					have.Max, err, where, fix)
 			}
+		}
+		if r.Resource == unix.RLIMIT_CORE {
+			fix += "; until then a core_pattern pipe installed while brig runs gets the runs' core dumps"
 		}
 		got[i].Cur, got[i].Max = min(r.Cur, have.Max), have.Max
 		log.Warn("runs get the service's hard limit, below brig's, which the service can't raise", "limit", rlimitName(r.Resource), "run", got[i].Max, "brig", r.Max, "err", err, "hint", fix)
