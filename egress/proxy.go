@@ -26,6 +26,7 @@ const (
 	ruleNoHost       = "no Host header: there is no name to decide on"
 	ruleSNIMismatch  = "the SNI does not match the CONNECT host"
 	ruleHostMismatch = "the Host does not match the CONNECT host"
+	rulePortMismatch = "the Host header names another port than the connection's"
 	ruleProxyItself  = "the proxy itself"
 	ruleNotProxyForm = "not a proxy request"
 	ruleTargetHost   = "the request target names another host than the Host header"
@@ -83,17 +84,14 @@ func (r *Run) serveHTTP(c *net.TCPConn) {
 		r.refuseHTTP(c, "", 80, viaHTTP, 400, ruleNoHost)
 		return
 	}
-	// The port is 80: the client connected to :80. A Host that names
-	// another is refused, not forwarded: the upstream would read the
-	// request as one for that port, which the policy did not decide
-	// (the egress red team's Host: allowed.test:9000 reached allowed.test:80
-	// as it was).
-	host, port, err := hostPort(h.host, 80)
-	if err == nil && port != 80 {
-		err = fmt.Errorf("it names port %d, and this connection is to port 80 (use the proxy, 127.0.0.1:%d, for another port)", port, ProxyPort)
-	}
+	// The port is 80: the client connected to :80.
+	host, err := headHost(h.host, 80)
 	if err != nil {
-		r.refuseHTTP(c, "", 80, viaHTTP, 400, ruleBadHead+": the Host header: "+err.Error())
+		rule := ruleBadHead + ": " + err.Error()
+		if host != "" {
+			rule = rulePortMismatch + fmt.Sprintf(" (use the proxy, 127.0.0.1:%d, for another port)", ProxyPort)
+		}
+		r.refuseHTTP(c, host, 80, viaHTTP, 400, rule)
 		return
 	}
 	if isProxyItself(host) {
@@ -177,7 +175,7 @@ func (r *Run) serveProxy(c *net.TCPConn) {
 			if err != nil {
 				return ruleBadHead + ": " + err.Error(), nil
 			}
-			if inner, _, err := hostPort(h.host, 80); err != nil || inner != host {
+			if inner, err := headHost(h.host, 80); err != nil || inner != host {
 				return fmt.Sprintf("%s (%q, not %q)", ruleHostMismatch, text.Clip(h.host, maxQuoted), host), nil
 			}
 			target, err := originTarget(h.target, host, 80)
@@ -540,7 +538,7 @@ func (r *Run) tunnelRequest(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host
 		rec.failure = r.readFailure(ruleBadHead, err) + ": the tunnel was cut"
 		return errTunnelCut
 	}
-	if inner, _, err := hostPort(h.host, port); err != nil || inner != host {
+	if inner, err := headHost(h.host, port); err != nil || inner != host {
 		rec.failure = fmt.Sprintf("%s (%q, not %q): the tunnel was cut before the request was sent", ruleHostMismatch, text.Clip(h.host, maxQuoted), host)
 		return errTunnelCut
 	}

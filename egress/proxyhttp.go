@@ -146,6 +146,20 @@ func hostPort(s string, def int) (string, int, error) {
 	return normalHost(host), port, nil
 }
 
+// headHost is the name a request's Host header names for a connection to
+// port: a Host that names another port is refused, not forwarded, since the
+// upstream would read the request as one for that port, which the policy did
+// not decide (the egress red team's Host: allowed.test:9000 reached
+// allowed.test:80 on the transparent :80; a review found the same inside a
+// CONNECT tunnel).
+func headHost(value string, port int) (string, error) {
+	host, p, err := hostPort(value, port)
+	if err == nil && p != port {
+		err = fmt.Errorf("the Host header %q names port %d, and this connection is to port %d", text.Clip(value, maxQuoted), p, port)
+	}
+	return host, err
+}
+
 // originTarget is the target that a request decided on its Host header (on
 // the transparent :80, or in a CONNECT tunnel to port 80) is forwarded with.
 // An origin-form target ("/path") and "*" go as they are. An absolute-form

@@ -450,12 +450,21 @@ func TestRunProxies(t *testing.T) {
 			t.Errorf("got %q, want a 403 naming the rule and what to do", got)
 		}
 	})
-	t.Run("HTTP transparent Host with another port", func(t *testing.T) {
-		// The connection is to :80; the policy decided nothing for :9000.
+	t.Run("HTTP Host with another port", func(t *testing.T) {
+		// The connection is to :80 (or :81); the policy decided nothing
+		// for :9000. On the transparent :80, and in CONNECT tunnels to
+		// :80 and to another port, whose plain HTTP is checked too.
 		for _, host := range []string{"upstream.test:9000", "upstream.test:0080x"} {
 			got := rawExchange(t, ns, "127.0.0.1:80", "GET / HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
 			if !strings.HasPrefix(got, "HTTP/1.1 400 ") {
 				t.Errorf("Host %s: got %q, want a 400", host, got)
+			}
+			for _, port := range []string{"80", "81"} {
+				got := rawExchange(t, ns, "127.0.0.1:3128", "CONNECT upstream.test:"+port+" HTTP/1.1\r\nHost: upstream.test:"+port+"\r\n\r\n"+
+					"GET / HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+				if strings.Contains(got, "hello") {
+					t.Errorf("CONNECT :%s, Host %s: got %q, want the tunnel cut", port, host, got)
+				}
 			}
 		}
 		for _, h := range u.seenHosts() {
