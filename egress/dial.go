@@ -153,18 +153,21 @@ func finish(up *net.TCPConn, deadline time.Time) int {
 		rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), req) })
 		return n
 	}
+	fin := false // its end of stream is queued, last, and counts one
 	if queued(unix.SIOCOUTQ) > 0 {
 		up.CloseWrite()
+		// Read now: a reset later leaves the state CLOSE and the count.
+		switch tcpState(rc) {
+		case unix.BPF_TCP_FIN_WAIT1, unix.BPF_TCP_CLOSING, unix.BPF_TCP_LAST_ACK:
+			fin = true
+		}
 		for queued(unix.SIOCOUTQ) > 0 && tcpState(rc) != unix.BPF_TCP_CLOSE && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	unsent := queued(unix.SIOCOUTQNSD)
-	switch tcpState(rc) {
-	case unix.BPF_TCP_FIN_WAIT1, unix.BPF_TCP_CLOSING, unix.BPF_TCP_LAST_ACK:
-		if unsent > 0 {
-			unsent-- // its end of stream, queued last, counts one
-		}
+	if fin && unsent > 0 {
+		unsent--
 	}
 	if queued(unix.SIOCOUTQ) > 0 {
 		up.SetLinger(0)
