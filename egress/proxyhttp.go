@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -140,10 +141,18 @@ func hostPort(s string, def int) (string, int, error) {
 		host = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
 	}
 	// One trailing dot makes a name absolute; two leave an empty label.
-	if !isHostChars(host) || strings.HasSuffix(host, "..") {
+	// Brackets hold an IPv6 address and nothing else (RFC 3986's
+	// IP-literal): "[name]" is neither a name nor an address.
+	if !isHostChars(host) || strings.HasSuffix(host, "..") || strings.HasPrefix(s, "[") && !isIPv6(host) {
 		return "", 0, fmt.Errorf("%q is not a host name", text.Clip(s, maxQuoted))
 	}
 	return normalHost(host), port, nil
+}
+
+// isIPv6 reports whether s is an IPv6 address (no zone).
+func isIPv6(s string) bool {
+	a, err := netip.ParseAddr(s)
+	return err == nil && a.Is6() && a.Zone() == ""
 }
 
 // headHost is the name a request's Host header names for a connection to
