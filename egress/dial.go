@@ -128,7 +128,9 @@ func boundRunSide(network, address string, c syscall.RawConn) error {
 const finishGrace = time.Second
 
 // finish ends up, an upstream connection the proxy is done with, by deadline,
-// and returns how many of the bytes counted as sent to it never left. What up
+// and returns how many of the bytes counted as sent to it never left, and how
+// many it dropped that the upstream had not acknowledged (those and the ones
+// sent but not acknowledged, which may have reached it). What up
 // still holds is followed by its end of stream, as a close in order does, and
 // the upstream has until deadline to take it, so that a program that sends
 // and exits, or resets its end, has its last bytes delivered; then up is
@@ -143,11 +145,11 @@ const finishGrace = time.Second
 // connection still holds its slot of the run's max_conns, so what a run's
 // ends hold stays within that bound; an upstream that has reset (its socket
 // closed, its queue purged though the kernel still counts it) ends the wait.
-func finish(up *net.TCPConn, deadline time.Time) int {
+func finish(up *net.TCPConn, deadline time.Time) (unsent, dropped int) {
 	rc, err := up.SyscallConn()
 	if err != nil {
 		up.Close()
-		return 0
+		return 0, 0
 	}
 	queued := func(req uint) (n int) {
 		rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), req) })
@@ -165,15 +167,18 @@ func finish(up *net.TCPConn, deadline time.Time) int {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	unsent := queued(unix.SIOCOUTQNSD)
+	unsent, dropped = queued(unix.SIOCOUTQNSD), queued(unix.SIOCOUTQ)
 	if fin && unsent > 0 {
 		unsent--
 	}
-	if queued(unix.SIOCOUTQ) > 0 {
+	if fin && dropped > 0 {
+		dropped--
+	}
+	if dropped > 0 {
 		up.SetLinger(0)
 	}
 	up.Close()
-	return unsent
+	return unsent, dropped
 }
 
 // tcpState is a socket's TCP state (TCP_INFO's), or -1 if it can't be read.

@@ -162,11 +162,12 @@ func (o Omitted) Total() int {
 type record struct {
 	conn           Connection
 	sent, received atomic.Int64
-	cut            atomic.Bool // the run's byte limit cut it
-	failure        string      // set before finished, read after
-	detail         string      // the failure as the operator's log has it, when it says more (upstreamError)
-	listed         bool        // false past its kind's bound
-	finishOnce     sync.Once   // its upstream connection's end (record.finish)
+	cut            atomic.Bool  // the run's byte limit cut it
+	failure        string       // set before finished, read after
+	dropped        atomic.Int64 // bytes its end dropped that the upstream had not taken (finish)
+	detail         string       // the failure as the operator's log has it, when it says more (upstreamError)
+	listed         bool         // false past its kind's bound
+	finishOnce     sync.Once    // its upstream connection's end (record.finish)
 	// client is the run's side of a connection made upstream, and uploaded
 	// is closed once what it sends has been forwarded (or dropped): at its
 	// end of stream, or when the proxy stops reading it (Run.Close waits
@@ -201,7 +202,11 @@ func (rec *record) finish(up *net.TCPConn) { rec.finishBy(up, time.Now().Add(fin
 // a fresh-clone CI run caught listing 643,072 bytes sent of 307,200 taken,
 // and the count can be below zero until that copy returns (snapshot).
 func (rec *record) finishBy(up *net.TCPConn, deadline time.Time) {
-	rec.finishOnce.Do(func() { rec.sent.Add(-int64(finish(up, deadline))) })
+	rec.finishOnce.Do(func() {
+		unsent, dropped := finish(up, deadline)
+		rec.sent.Add(-int64(unsent))
+		rec.dropped.Store(int64(dropped))
+	})
 }
 
 func (rec *record) snapshot() Connection {
@@ -496,6 +501,10 @@ func (r *Run) finished(rec *record) {
 	}
 	r.mu.Lock() // Connections reads it meanwhile
 	rec.conn.Failure = rec.failure
+	if n := rec.dropped.Load(); n > 0 && rec.failure == "" {
+		// Counted in bytes_sent where they left, as they may have arrived.
+		rec.conn.Failure = fmt.Sprintf("the connection ended with %d bytes the upstream had not taken, which were dropped", n)
+	}
 	c := rec.snapshot()
 	r.mu.Unlock()
 	attrs := []any{

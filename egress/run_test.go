@@ -1829,6 +1829,10 @@ func TestRunLeavesNoOrphans(t *testing.T) {
 	for _, c := range conns {
 		if c.Port == 84 {
 			sent += c.BytesSent
+			// Each dropped what the sink had not taken, and says so.
+			if !strings.Contains(c.Failure, "bytes the upstream had not taken, which were dropped") {
+				t.Errorf("a reset or held tunnel lists failure %q, want the bytes it dropped named", c.Failure)
+			}
 		}
 	}
 	t.Logf("%d tunnels counted %d bytes sent; the upstream's sockets hold %d", resets+1, sent, took)
@@ -1880,6 +1884,9 @@ func TestRunDeliversLastBytes(t *testing.T) {
 	for _, conn := range r.Close() {
 		if conn.Port == 85 {
 			sent = conn.BytesSent
+			if conn.Failure != "" {
+				t.Errorf("a delivered connection lists failure %q, want none", conn.Failure)
+			}
 		}
 	}
 	if n := <-got; n != size || sent != size {
@@ -1958,7 +1965,7 @@ func TestFinishEndsAtAReset(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	const grace = 10 * time.Second
 	begin := time.Now()
-	unsent := finish(up, begin.Add(grace))
+	unsent, _ := finish(up, begin.Add(grace))
 	if took := time.Since(begin); took > grace/2 {
 		t.Errorf("finish took %v after the upstream's reset, want it to stop waiting at the reset", took)
 	}
