@@ -626,12 +626,16 @@ func (r *Run) connectThen(c *net.TCPConn, host string, port int, via string, bef
 		return
 	}
 	defer r.untrack(up)
-	defer rec.finish(up) // on the paths that list it themselves
-	defer rec.uploadDone()
+	// Every path ends here, once decided: nothing more to forward, the
+	// upstream finished (what that takes back is listed and logged), listed.
+	defer func() {
+		rec.uploadDone()
+		rec.finish(up)
+		r.finished(rec)
+	}()
 	if before != nil {
 		if err := before(up, rec); err != nil {
 			r.decidedInto(rec, host, port, via, d, "writing the first bytes: "+err.Error())
-			r.finished(rec)
 			return
 		}
 	}
@@ -640,12 +644,9 @@ func (r *Run) connectThen(c *net.TCPConn, host string, port int, via string, bef
 		// The connection was made, to an allowed host: listed as allowed,
 		// cut, with why, as a raw tunnel cut for another host is.
 		r.decidedInto(rec, host, port, via, d, rule)
-		r.finished(rec)
 		return
 	}
 	r.decidedInto(rec, host, port, via, d, "")
-	defer r.finished(rec)
-	defer rec.finish(up) // first: what it takes back is listed and logged
 	serve()
 	if rec.cut.Load() {
 		rec.failure = errBytesLimit.Error()

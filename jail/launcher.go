@@ -333,8 +333,8 @@ func ResetInherited() {
 // started with a lower hard limit (a systemd unit's LimitNOFILE=1024, a
 // shell's ulimit -Hc 0) had every run fail at its step "rlimits". Where a
 // hard limit is below a run's, the process raises it, keeping its soft limit,
-// if it may (CAP_SYS_RESOURCE, which some hosts' root lacks: these machines'
-// does); if not, the run gets the hard limit, which is lower, with a warning.
+// if it may (CAP_SYS_RESOURCE, which some hosts' root lacks, these machines'
+// among them); if not, the run gets the hard limit, which is lower, with a warning.
 // But RLIMIT_CORE: 0 does not stop a dump to a core_pattern pipe, a program
 // the kernel starts as host root, where 1 does (pid1.DefaultRlimits), so a
 // hard 0 is taken only while the host's core_pattern is a file's name, as read
@@ -369,8 +369,6 @@ func fitRlimits(want []pid1.Rlimit, log *slog.Logger) ([]pid1.Rlimit, error) {
 				return nil, fmt.Errorf("the service's hard RLIMIT_CORE is %d and it can't raise it (%v): a run's core dumps would reach %s, which only a limit of 1 stops; %s",
 					have.Max, err, where, fix)
 			}
-		}
-		if r.Resource == unix.RLIMIT_CORE {
 			fix += "; until then a core_pattern pipe installed while brig runs gets the runs' core dumps"
 		}
 		got[i].Cur, got[i].Max = min(r.Cur, have.Max), have.Max
