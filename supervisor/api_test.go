@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -968,6 +969,20 @@ func TestLargeAnswersWithinReplyMemory(t *testing.T) {
 				t.Fatal("with the uid's share held: got the result, want 503")
 			} else if ce := apiErr(t, err, http.StatusServiceUnavailable, ""); ce.API.Code != api.ErrorUnavailable || ce.RetryAfter == 0 {
 				t.Errorf("with the uid's share held: got %+v, want unavailable with a Retry-After", ce)
+			}
+			// Refused, a journaled record is not decoded: 5 refusals allocate
+			// less than two decoded copies of its output (10.6 MB before
+			// readRecord, 84 to 131 kB with it).
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for range 5 {
+				if _, err := ts.client.Get(ctx, "large-answer"); err == nil {
+					t.Fatal("with the uid's share held: got the result, want 503")
+				}
+			}
+			runtime.ReadMemStats(&after)
+			if n := after.TotalAlloc - before.TotalAlloc; n >= 2*uint64(len(res.Stdout)) {
+				t.Errorf("5 refused answers allocated %d bytes, more than two decoded copies of the output (%d bytes each): the record was decoded before its room was taken", n, len(res.Stdout))
 			}
 			if _, err := io.Copy(io.Discard, io.LimitReader(hog, 1<<10)); err != nil {
 				t.Fatal(err)

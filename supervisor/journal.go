@@ -117,6 +117,18 @@ type record struct {
 	// once. line is the number of its line in the pending file, 0 for none.
 	enc  []byte
 	line uint64
+	// room gives back the room of the record's answer (replyBudget), taken
+	// when readRecord read it from the journal; nil when none was.
+	room func()
+}
+
+// release gives back the room of rec's answer: the answer is written, or it
+// will not be.
+func (rec *record) release() {
+	if rec != nil && rec.room != nil {
+		rec.room()
+		rec.room = nil
+	}
 }
 
 type journal struct {
@@ -693,11 +705,23 @@ func putRecord(tx *bolt.Tx, k runKey, rec *record) error {
 
 // get returns the record of k, or errNoRecord.
 func (j *journal) get(k runKey) (*record, error) {
+	return j.read(k, nil)
+}
+
+// read is get, with hold, when not nil, given the length of the record's JSON
+// before it is decoded; its error is read's. So the room of a large record's
+// answer is taken before its decoded copy is made (Service.find).
+func (j *journal) read(k runKey, hold func(size int) error) (*record, error) {
 	var rec *record
 	err := j.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRuns).Get(k.bytes())
 		if b == nil {
 			return errNoRecord
+		}
+		if hold != nil {
+			if err := hold(len(b)); err != nil {
+				return err
+			}
 		}
 		rec = new(record)
 		return json.Unmarshal(b, rec)

@@ -462,7 +462,7 @@ func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, res)
 		return nil
 	}
-	return s.respond(w, r, resultOf(rec))
+	return answerRecord(w, rec)
 }
 
 // wantsStream reports whether the client asked for NDJSON events: its Accept
@@ -500,6 +500,14 @@ func (s *Service) respond(w http.ResponseWriter, r *http.Request, res *api.Resul
 	}
 	defer release()
 	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// answerRecord answers with the result of a run's record, within the room
+// readRecord took for it.
+func answerRecord(w http.ResponseWriter, rec *record) error {
+	defer rec.release()
+	writeJSON(w, http.StatusOK, resultOf(rec))
 	return nil
 }
 
@@ -679,11 +687,7 @@ func (s *Service) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 // run's come as it makes them, each event at most a read of its output.
 func (s *Service) stream(w http.ResponseWriter, r *http.Request, run *run, rec *record) error {
 	if run == nil {
-		release, err := s.replies.take(peerOf(r.Context()).uid, replySize(rec.Result))
-		if err != nil {
-			return err
-		}
-		defer release()
+		defer rec.release()
 	}
 	w.Header().Set("Content-Type", ndjson)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -740,7 +744,7 @@ func (s *Service) getRun(w http.ResponseWriter, r *http.Request) error {
 	if run != nil {
 		return s.respond(w, r, run.snapshot())
 	}
-	return s.respond(w, r, resultOf(rec))
+	return answerRecord(w, rec)
 }
 
 func (s *Service) getEvents(w http.ResponseWriter, r *http.Request) error {
@@ -759,7 +763,7 @@ func (s *Service) deleteRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if run == nil {
-		return s.respond(w, r, resultOf(rec))
+		return answerRecord(w, rec)
 	}
 	run.stop(errDeleted)
 	ctx, cancel := clientContext(r)
