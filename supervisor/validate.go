@@ -54,6 +54,18 @@ func decodeRequest(body []byte) (api.Request, *apiError) {
 	return req.WithDefaults(), nil
 }
 
+// CheckRequest checks a request made in Go (brig run --local, which has no
+// body to decode) against API.md's bounds, as decodeRequest checks a body's:
+// the first bad field's error, or nil.
+func CheckRequest(req api.Request) *api.Error {
+	for _, f := range requestFields {
+		if err := checkField(req, f); err != nil {
+			return &err.body
+		}
+	}
+	return nil
+}
+
 // decodeField decodes one member of the body into req, refusing a wrong type.
 func decodeField(req *api.Request, f string, raw json.RawMessage) *apiError {
 	if err := refuseNull("", f, raw); err != nil {

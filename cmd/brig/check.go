@@ -53,6 +53,10 @@ func checkAction(c *cli.Context) error {
 		hint := "fix --rootfs or [sandbox.rootfs], or build the root it names: brig rootfs build LANGUAGE --dir DIR"
 		if !state.OK {
 			hint = "fix the state directory first (above)"
+		} else if errors.Is(perr, rootfs.ErrUnsafeLower) {
+			// The root is sound; who may change it is not (a state
+			// directory owned by a uid in the id range, the CLI audit).
+			hint = "make each folder it names root's and writable by root alone (chown root:root DIR; chmod go-w DIR)"
 		} else if errors.Is(perr, errNotRoot) || strings.Contains(perr.Error(), "Hint:") {
 			hint = "" // the error says what to do
 		}

@@ -36,6 +36,9 @@ import (
 func TestMain(m *testing.M) {
 	pid1.Main()
 	if os.Getenv("BRIG_CLI") == "1" || (len(os.Args) == 2 && os.Args[1] == "init") {
+		if d, err := time.ParseDuration(os.Getenv("BRIG_TEST_WAIT")); err == nil {
+			stopWait, acceptWait = d, d // brig run's waits, shortened
+		}
 		main()
 		os.Exit(0)
 	}
@@ -163,9 +166,44 @@ func TestRunLocal(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.CheckLeaks(t, cliCgroupParent)
 	script := scriptWriter(t, t.TempDir())
+	// Refused as the service refuses them, naming the field and its flag
+	// (the CLI audit: "invalid run spec: the timeout 5m1s is outside 1s to
+	// 300s", and any --id taken).
 	cases := append(commonRunCases(script),
-		runCase{"memory out of bounds", []string{"-l", "python", "--memory", "64", script("j.py", "pass")}, "", "", "outside 128 to 2048", 2})
+		runCase{"memory out of bounds", []string{"-l", "python", "--memory", "64", script("j.py", "pass")}, "", "", "memory_mib is 64; give a whole number of MiB from 128 to 2048 (leave it out for 512) [--memory]", 2},
+		runCase{"timeout out of bounds", []string{"-l", "python", "--timeout", "301", script("j.py", "pass")}, "", "", "timeout_seconds is 301; give a whole number of seconds from 1 to 300 (leave it out for 30) [--timeout]", 2},
+		runCase{"bad id", []string{"-l", "python", "--id", "bad/id", script("j.py", "pass")}, "", "", "id contains '/'", 2})
 	checkRunCases(t, localFlags(t), cases)
+	out, _, status := brig(t, "", append(append([]string{"run"}, localFlags(t)...), "--json", "-l", "python", "--timeout", "0", script("j.py", "pass"))...)
+	var body api.ErrorBody
+	if err := json.Unmarshal([]byte(out), &body); err != nil || status != 2 || body.Error.Code != api.ErrorInvalidRequest ||
+		body.Error.Field != "timeout_seconds" || !strings.HasPrefix(body.Error.Message, "is 0; ") {
+		t.Errorf("--json --timeout 0: exit %d, stdout %q (%v); want 2 and the service's invalid_request body for timeout_seconds", status, out, err)
+	}
+}
+
+// TestRunOutputWriteFails: output that can't be written (a full disk) stops
+// the run and says why, where it had been dropped unseen and the program's
+// status given (the CLI audit: `brig run f.py > /dev/full` exited 3, silent).
+func TestRunOutputWriteFails(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliCgroupParent)
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("this host has no /dev/full: %v", err)
+	}
+	defer full.Close()
+	prog := filepath.Join(t.TempDir(), "p.py")
+	os.WriteFile(prog, []byte("import sys, time\nprint('x', flush=True)\ntime.sleep(30)\nsys.exit(3)\n"), 0o644)
+	cmd := exec.Command(os.Args[0], append(append([]string{"run"}, localFlags(t)...), "-l", "python", prog)...)
+	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = full, &stderr
+	start := time.Now()
+	cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != exitStopped || !strings.Contains(stderr.String(), "writing the program's output failed") || time.Since(start) > 20*time.Second {
+		t.Errorf("brig run > /dev/full: exit %d after %v, stderr %q; want %d at once and the failure said", code, time.Since(start).Round(time.Millisecond), stderr.String(), exitStopped)
+	}
 }
 
 func TestRunLocalJSON(t *testing.T) {
@@ -670,6 +708,64 @@ func TestRunSecondSignalDoesNotWait(t *testing.T) {
 	}
 }
 
+// TestRunWaitsBounded: a service that takes the connection and never answers
+// holds brig run for acceptWait, and one that accepts the run and then answers
+// neither its stop nor its stream, after one SIGINT, for stopWait: one
+// deadline for both (the CLI audit of 2026-12-06 waited 20 s for a stopWait
+// of 10, and without end for the accept).
+func TestRunWaitsBounded(t *testing.T) {
+	const wait = 2 * time.Second
+	for _, tc := range []struct {
+		name   string
+		accept bool
+		want   int
+		says   string
+	}{
+		{"never accepted", false, 2, "did not accept run wait-1 within 2s"},
+		{"stop unanswered", true, exitStopped, "did not end run wait-1's stream within 2s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sock := testutil.ServeUnix(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodPost && tc.accept {
+					w.Header().Set("Content-Type", "application/x-ndjson")
+					w.Write([]byte(`{"event":"accepted","id":"wait-1"}` + "\n"))
+					w.(http.Flusher).Flush()
+				}
+				<-r.Context().Done()
+			})
+			prog := filepath.Join(t.TempDir(), "p.py")
+			os.WriteFile(prog, []byte("print(1)\n"), 0o644)
+			cmd := exec.Command(os.Args[0], "run", "--socket", sock, "--id", "wait-1", "-l", "python", prog)
+			cmd.Env = append(os.Environ(), "BRIG_CLI=1", "BRIG_TEST_WAIT="+wait.String())
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			start := time.Now()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			if tc.accept {
+				time.Sleep(500 * time.Millisecond) // the accepted event read
+				start = time.Now()
+				cmd.Process.Signal(syscall.SIGINT)
+			}
+			exited := make(chan struct{})
+			go func() { cmd.Wait(); close(exited) }()
+			select {
+			case <-exited:
+			case <-time.After(wait + wait/2):
+				t.Fatalf("brig run still waited %v after %v; want at most one wait", time.Since(start).Round(time.Millisecond), wait)
+			}
+			if took := time.Since(start); took < wait {
+				t.Errorf("brig run ended after %v; want it to have waited %v", took, wait)
+			}
+			if code := cmd.ProcessState.ExitCode(); code != tc.want || !strings.Contains(stderr.String(), tc.says) {
+				t.Errorf("brig run: exit %d, stderr %q; want %d and %q", code, stderr.String(), tc.want, tc.says)
+			}
+		})
+	}
+}
+
 // TestRunStopsWhenItsOutputGoesAway: a reader of brig run's output that goes
 // away (`brig run ... | head -1`) stops the run, as a signal does, where
 // SIGPIPE used to kill brig run and leave the run going.
@@ -751,6 +847,16 @@ func TestCheckStateDir(t *testing.T) {
 	if code == 0 || !strings.Contains(out, "FAIL  state directory") || !strings.Contains(out, "give --state-dir (state_dir) a writable folder") ||
 		!strings.Contains(out, "fix the state directory first") {
 		t.Errorf("check with a state directory under a file: exit %d,\n%s\nwant a failed state directory line and the rootfs line pointing to it", code, out)
+	}
+	// One that a uid other than root owns fails the rootfs line, whose hint
+	// is to make it root's, not to build a root (the CLI audit).
+	owned := filepath.Join(t.TempDir(), "state")
+	os.Mkdir(owned, 0o755)
+	os.Chown(owned, 61234, 0)
+	out, _, code = brig(t, "", "check", "--no-resolve", "--state-dir", owned, "--cgroup-parent", cliCgroupParent)
+	if code == 0 || !strings.Contains(out, "a folder above it is owned by uid 61234") || !strings.Contains(out, "chown root:root DIR") ||
+		strings.Contains(out, "build the root it names") {
+		t.Errorf("check with a state directory owned by uid 61234: exit %d,\n%s\nwant the rootfs line's hint to make it root's", code, out)
 	}
 }
 

@@ -30,8 +30,15 @@ import (
 )
 
 // stopWait bounds how long `brig run`, once signalled, waits for the service
-// to stop its run.
-const stopWait = 10 * time.Second
+// to stop its run. acceptWait bounds how long it waits for the service to
+// accept its run: a service answers a stream at once, or within its 10 s wait
+// for a body's room, whether the run starts or is queued; one that takes the
+// connection and never answers (stopped with SIGSTOP, wedged) held brig run
+// with no end. Variables for the tests (BRIG_TEST_WAIT).
+var (
+	stopWait   = 10 * time.Second
+	acceptWait = 60 * time.Second
+)
 
 // Exit statuses of `brig run` when the program's own can't be given.
 const (
@@ -45,8 +52,11 @@ const (
 
 func runCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "run",
-		Usage:     "run one program (FILE, or - for stdin) and exit with its exit status",
+		Name:  "run",
+		Usage: "run one program (FILE, or - for stdin) and exit with its exit status",
+		Description: "Exits with the program's status, 128+N for its death by signal N, and where it has none: 124 timeout, " +
+			"137 memory, 130 stopped, 126 a package blocked, 127 a package unavailable, 125 internal, " +
+			"2 refused, unreachable or a wrong command line. A program may exit with any of these itself: --json tells them apart.",
 		ArgsUsage: "FILE|-",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "socket", Value: supervisor.DefaultSocket, Usage: "the service's socket"},
@@ -211,12 +221,13 @@ func runRemote(c *cli.Context, req api.Request) error {
 			os.Exit(exitStopped)
 		}()
 		if accepted.Load() {
+			// One deadline for the stop and the stream's end after it.
 			stop, cancelStop := context.WithTimeout(context.Background(), stopWait)
 			defer cancelStop()
 			cl.Stop(stop, req.ID) // the stream then ends with the result
 			select {
 			case <-ctx.Done(): // it did
-			case <-time.After(stopWait):
+			case <-stop.Done():
 				noticef("brig: the service did not end run %s's stream within %s of its stop; it may still be going: `curl --unix-socket %s http://brig/v1/runs/%s` reads it\n", req.ID, stopWait, c.String("socket"), req.ID)
 				os.Exit(exitStopped)
 			}
@@ -238,6 +249,14 @@ func runRemote(c *cli.Context, req api.Request) error {
 			}
 		}
 	}()
+	var acceptLate atomic.Bool
+	acceptTimer := time.AfterFunc(acceptWait, func() {
+		if !accepted.Load() {
+			acceptLate.Store(true)
+			cancel()
+		}
+	})
+	defer acceptTimer.Stop()
 	jsonOut := c.Bool("json")
 	stdout, stderr := outputTo(os.Stdout, c.Bool("raw"), outputGone), outputTo(os.Stderr, c.Bool("raw"), outputGone)
 	res, err := cl.Stream(ctx, req, func(ev api.Event) error {
@@ -266,6 +285,8 @@ func runRemote(c *cli.Context, req api.Request) error {
 				os.Stdout.Write(append(b, '\n'))
 			}
 			return fmt.Errorf("the service refused the run: %s", describeAPIError(ce))
+		case acceptLate.Load():
+			return fmt.Errorf("the service at %s took the connection but did not accept run %s within %s: it may be overloaded or stuck (GET /v1/health, and its log, say); if it took the run after all, `curl --unix-socket %s http://brig/v1/runs/%s` reads it, and this again with --id %s gives that run's result rather than running it twice", c.String("socket"), req.ID, acceptWait, c.String("socket"), req.ID, req.ID)
 		case ctx.Err() != nil:
 			<-stopped // its DELETE sent before the process exits
 			if res := stoppedRes.Load(); res != nil {
@@ -298,17 +319,25 @@ func runRemote(c *cli.Context, req api.Request) error {
 }
 
 func describeAPIError(e *client.Error) string {
-	msg := e.API.Message
-	if e.API.Field != "" {
-		msg = e.API.Field + " " + msg
-		if flag := flagOf(e.API.Field); flag != "" {
-			msg = fmt.Sprintf("%s [%s]", msg, flag)
-		}
-	}
+	msg := fieldMessage(e.API)
 	if e.RetryAfter > 0 {
 		msg += fmt.Sprintf(" (retry after %s)", e.RetryAfter)
 	}
 	return fmt.Sprintf("%d %s: %s", e.Status, e.API.Code, msg)
+}
+
+// fieldMessage is an API error's message after the field it names, and the
+// flag of `brig run` that sets that field: "timeout_seconds is 301; ...
+// [--timeout]".
+func fieldMessage(e api.Error) string {
+	if e.Field == "" {
+		return e.Message
+	}
+	msg := e.Field + " " + e.Message
+	if flag := flagOf(e.Field); flag != "" {
+		msg = fmt.Sprintf("%s [%s]", msg, flag)
+	}
+	return msg
 }
 
 // flagOf is the `brig run` flag that sets the request's field (timeout_seconds,
@@ -407,6 +436,19 @@ func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]
 	if c.IsSet("warm") && c.Int("pool") == 0 {
 		return fmt.Errorf("--warm needs --pool: a warm sandbox is a pooled one")
 	}
+	// Refused as the service refuses it, naming the field and its flag. The
+	// id names the Result alone: without the service's journal, a run with
+	// the id of an earlier one runs again.
+	timeout, memory := c.Int("timeout"), c.Int("memory")
+	req := api.Request{ID: cmp.Or(c.String("id"), supervisor.NewID()), Language: lang.String(), Code: code,
+		TimeoutSeconds: &timeout, MemoryMiB: &memory, Env: env, Network: &api.Network{Mode: api.NetworkNone}}
+	if e := supervisor.CheckRequest(req); e != nil {
+		if c.Bool("json") {
+			b, _ := json.Marshal(api.ErrorBody{Error: *e})
+			os.Stdout.Write(append(b, '\n'))
+		}
+		return errors.New(fieldMessage(*e))
+	}
 	sb, _, err := localSandbox(c)
 	if err != nil {
 		return err
@@ -422,8 +464,8 @@ func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]
 	spec := jail.Spec{
 		Language:    lang,
 		Code:        code,
-		Timeout:     time.Duration(c.Int("timeout")) * time.Second,
-		MemoryBytes: int64(c.Int("memory")) << 20,
+		Timeout:     time.Duration(timeout) * time.Second,
+		MemoryBytes: int64(memory) << 20,
 		Env:         env,
 	}
 	if !c.Bool("json") {
@@ -434,26 +476,33 @@ func runLocal(c *cli.Context, lang rootfs.Language, code string, env map[string]
 	if err != nil {
 		return err
 	}
-	req := api.Request{Language: lang.String(), Code: code, Env: env}
-	req.Network = &api.Network{Mode: api.NetworkNone}
-	return finishRun(c, supervisor.ResultOf(cmp.Or(c.String("id"), supervisor.NewID()), req, jr))
+	return finishRun(c, supervisor.ResultOf(req.ID, req, jr))
 }
 
 // outputTo returns what writes the program's output to f: escaped by
 // escapeControls when f is a terminal, unless raw; as it is otherwise. Each
 // stream is judged on its own, so `brig run f.py 2>log` still escapes stdout.
+// A write that fails calls gone, which stops the run: a reader that went away
+// (EPIPE) silently, any other failure (a full disk) said on stderr, where
+// the output would otherwise be lost unseen and the program's status given.
 func outputTo(f *os.File, raw bool, gone func()) func(string) {
 	escape := !raw && isTerminal(f)
 	// Where brig's own lines go after the program's (stderr, and stdout when
 	// it is the same terminal or file, as under 2>&1), a line the program
 	// left open.
 	shared := f == os.Stderr || sameFile(f, os.Stderr)
+	var failed sync.Once
 	return func(s string) {
 		if escape {
 			s = escapeControls(s)
 		}
-		if _, err := io.WriteString(f, s); errors.Is(err, syscall.EPIPE) {
-			gone()
+		if _, err := io.WriteString(f, s); err != nil {
+			failed.Do(func() {
+				if !errors.Is(err, syscall.EPIPE) {
+					noticef("brig: writing the program's output failed (%v); stopping the run\n", err)
+				}
+				gone()
+			})
 		}
 		if shared && s != "" {
 			programLineOpen.Store(s[len(s)-1] != '\n')
