@@ -86,6 +86,7 @@ type Cache struct {
 	log       *slog.Logger
 	installer Installer
 	maxBytes  int64
+	layerMax  int64
 	minFree   int64
 	openTTL   time.Duration
 	layersDir string
@@ -197,10 +198,14 @@ func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
 	if cfg.MinFreeBytes < 0 {
 		return nil, fmt.Errorf("opening the package cache: a negative min_free_bytes (%d)", cfg.MinFreeBytes)
 	}
+	if cfg.LayerMaxBytes < 0 {
+		return nil, fmt.Errorf("opening the package cache: a negative layer_max_bytes (%d)", cfg.LayerMaxBytes)
+	}
 	c := &Cache{
 		log:       cfg.Logger,
 		installer: cfg.Installer,
 		maxBytes:  cfg.MaxBytes,
+		layerMax:  cfg.LayerMaxBytes,
 		minFree:   cfg.MinFreeBytes,
 		openTTL:   cfg.OpenTTL,
 		layersDir: filepath.Join(cfg.Dir, layersDirName),
@@ -213,6 +218,12 @@ func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
 	}
 	if c.maxBytes == 0 {
 		c.maxBytes = DefaultCacheBytes
+	}
+	if c.layerMax == 0 {
+		c.layerMax = min(DefaultLayerBytes, c.maxBytes)
+	}
+	if c.layerMax > c.maxBytes {
+		return nil, fmt.Errorf("opening the package cache: layer_max_bytes (%d) is more than cache_max_bytes (%d): a layer that can't be kept would evict every other; give at most the cache's size", c.layerMax, c.maxBytes)
 	}
 	if c.minFree == 0 {
 		c.minFree = DefaultMinFreeBytes
@@ -636,14 +647,17 @@ func (c *Cache) build(ctx context.Context, key string, set Set, progress func(st
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		c.watchSpace(ictx, stop)
+		c.watchSpace(ictx, stop, stage)
 	}()
 	resolved, err := c.installer.Install(ictx, set, root, progress)
 	stop(nil)
 	<-watched
 	var full *spaceError
+	var big *layerSizeError
 	if cause := context.Cause(ictx); err != nil && errors.As(cause, &full) {
 		err = fmt.Errorf("the installer was stopped: %w", full)
+	} else if err != nil && errors.As(cause, &big) {
+		err = big.unavailable()
 	}
 	if err != nil {
 		var unavailable *UnavailableError
@@ -667,6 +681,9 @@ func (c *Cache) build(ctx context.Context, key string, set Set, progress func(st
 	size, err := normaliseTree(stage, os.Geteuid(), os.Getegid())
 	if err != nil {
 		return Manifest{}, fmt.Errorf("publishing layer %s: %w", key, err)
+	}
+	if size > c.layerMax {
+		return Manifest{}, (&layerSizeError{size: size, max: c.layerMax, done: true}).unavailable()
 	}
 	if err := c.makeRoom(); err != nil {
 		return Manifest{}, &InstallError{Key: key, Err: err}
@@ -870,15 +887,30 @@ func (c *Cache) makeRoom() error {
 }
 
 // watchSpace makes room every spaceCheckEvery while an install runs, and stops
-// it (cancel, with the *spaceError) once it can't.
-func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc) {
+// it (cancel, with the *spaceError) once it can't; and it measures the install's
+// staging tree, stopping it (with a *layerSizeError) once that passes the
+// cache's layerMax. A measure that took d waits at least 10 d for the next
+// (and a second at least), so that a tree of many files costs its install at
+// most a tenth of a core.
+func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, stage string) {
 	t := time.NewTicker(spaceCheckEvery)
 	defer t.Stop()
+	var nextMeasure time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		// The size first: an install past it is stopped before it
+		// evicts anyone's layer for room.
+		if now := time.Now(); now.After(nextMeasure) {
+			size := treeSize(stage)
+			nextMeasure = time.Now().Add(max(time.Second, 10*time.Since(now)))
+			if size > c.layerMax {
+				cancel(&layerSizeError{size: size, max: c.layerMax})
+				return
+			}
 		}
 		if err := c.makeRoom(); err != nil {
 			var full *spaceError
@@ -889,6 +921,47 @@ func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc) 
 			c.log.Warn("checking an install's disk space", "err", err)
 		}
 	}
+}
+
+// treeSize is the disk usage (allocated blocks) of the tree at dir, as far as
+// it can be read while an installer writes it: what vanishes or can't be read
+// meanwhile is not counted.
+func treeSize(dir string) int64 {
+	var size int64
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // gone, or unreadable: its subtree is skipped
+		}
+		var st syscall.Stat_t
+		if syscall.Lstat(p, &st) == nil {
+			size += st.Blocks * 512
+		}
+		return nil
+	})
+	return size
+}
+
+// layerSizeError is an install whose tree passed the cache's layerMax: size so
+// far, or in all when done.
+type layerSizeError struct {
+	size, max int64
+	done      bool
+}
+
+func (e *layerSizeError) Error() string {
+	return fmt.Sprintf("the install took %s, more than layer_max_bytes (%s)", mib(e.size), mib(e.max))
+}
+
+// unavailable is the run's failure: the packages asked for are larger than
+// this host keeps, which the request can change, not the service.
+func (e *layerSizeError) unavailable() error {
+	took := "take " + mib(e.size) + " installed"
+	if !e.done {
+		took = "took " + mib(e.size) + " before their install was stopped"
+	}
+	return &UnavailableError{Err: e, Message: fmt.Sprintf(
+		"the packages %s, more than the %s one package set may take on this host (packages.layer_max_bytes): ask for fewer or smaller packages, or ask the host's operator to raise it",
+		took, mib(e.max))}
 }
 
 // mib words a size in MiB, or in bytes below one.

@@ -602,19 +602,20 @@ func TestCacheEviction(t *testing.T) {
 	}
 	held.Release()
 
-	// A cap no layer fits under: a held layer stays past it, and goes when
-	// it is released.
-	tiny := openTestCache(t, t.TempDir(), 1, &fakeInstaller{size: size})
-	l := acquire(t, tiny, a)
-	if got := keys(tiny.List()); !slices.Equal(got, []string{a.Key()}) {
-		t.Errorf("got layers %q, want the held layer kept past the cap", got)
+	// Held layers stay past the cap, and go when they are released. (A
+	// layer alone is at most the cap: TestCacheBoundsALayer.)
+	small := openTestCache(t, t.TempDir(), one*3/2, &fakeInstaller{size: size})
+	la, lb := acquire(t, small, a), acquire(t, small, b)
+	if got := keys(small.List()); !slices.Equal(got, []string{b.Key(), a.Key()}) {
+		t.Errorf("got layers %q, want both held layers kept past the cap", got)
 	}
-	if _, err := os.Stat(filepath.Join(l.Dir, "aaa")); err != nil {
+	if _, err := os.Stat(filepath.Join(la.Dir, "aaa")); err != nil {
 		t.Errorf("the held layer lost its files: %v", err)
 	}
-	l.Release()
-	if got := tiny.List(); len(got) != 0 {
-		t.Errorf("got layers %q after the release, want none", keys(got))
+	la.Release()
+	lb.Release()
+	if got := keys(small.List()); len(got) != 1 {
+		t.Errorf("got layers %q after the releases, want one, within the cap", got)
 	}
 }
 
@@ -918,6 +919,9 @@ func TestOpenCacheRefuses(t *testing.T) {
 		{name: "negative cap", cfg: func(dir string) CacheConfig {
 			return CacheConfig{Dir: dir, MaxBytes: -1, Installer: &fakeInstaller{}}
 		}, want: "negative"},
+		{name: "a layer larger than the cache", cfg: func(dir string) CacheConfig {
+			return CacheConfig{Dir: dir, MaxBytes: 1 << 30, LayerMaxBytes: 2 << 30, Installer: &fakeInstaller{}}
+		}, want: "layer_max_bytes (2147483648) is more than cache_max_bytes (1073741824)"},
 		{name: "a symlink", cfg: func(dir string) CacheConfig {
 			if err := os.Symlink(t.TempDir(), filepath.Join(dir, "link")); err != nil {
 				t.Fatal(err)
@@ -1196,6 +1200,56 @@ func TestCacheKeepsItsDiskSpaceFree(t *testing.T) {
 	}
 	if got := keys(c.List()); !slices.Equal(got, []string{a.Key()}) {
 		t.Errorf("got layers %q, want a's kept", got)
+	}
+}
+
+// TestCacheBoundsALayer: an install whose tree passes LayerMaxBytes is
+// stopped while it writes, or refused once done, its run failing
+// package_unavailable with what to change, and no other layer is evicted for
+// it (the package audit's npm tarball of 3 GiB of zeros, with
+// cache_max_bytes 1 GiB, filled the disk to min_free_bytes and evicted every
+// layer, itself included).
+func TestCacheBoundsALayer(t *testing.T) {
+	testutil.CheckLeaks(t)
+	dir := testutil.Tmpfs(t, "256m")
+	inst := &diskFiller{want: 2}
+	c, err := OpenCache(CacheConfig{Dir: dir, MaxBytes: 64 << 20, LayerMaxBytes: 8 << 20, MinFreeBytes: 1 << 20, Installer: inst, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	a := mustSet(t, "python", "3.11.2", "aaa==1")
+	acquire(t, c, a).Release()
+	for _, tc := range []struct {
+		name    string
+		pkg     string
+		want    int // MiB the installer writes, 0: until stopped
+		says    string
+		stopped bool
+	}{
+		{"stopped while it writes", "big==1", 0, "before their install was stopped, more than the 8 MiB one package set may take on this host (packages.layer_max_bytes)", true},
+		{"refused once done", "big==2", 10, "the packages take 10 MiB installed, more than the 8 MiB one package set may take on this host (packages.layer_max_bytes)", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst.want, inst.cause = tc.want, nil
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a bound for a cache that does not stop it
+			_, err := c.Acquire(ctx, mustSet(t, "python", "3.11.2", tc.pkg), nil)
+			cancel()
+			if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("got %v, want package_unavailable saying %q", err, tc.says)
+			}
+			var big *layerSizeError
+			if inst.mu.Lock(); errors.As(inst.cause, &big) != tc.stopped {
+				t.Errorf("the installer's context ended with %v; want it stopped for its size: %v", inst.cause, tc.stopped)
+			}
+			inst.mu.Unlock()
+			if got := entries(t, filepath.Join(dir, "staging")); len(got) != 0 {
+				t.Errorf("staging holds %q after the refused install, want nothing", got)
+			}
+			if got := keys(c.List()); !slices.Equal(got, []string{a.Key()}) {
+				t.Errorf("got layers %q, want a's alone, kept", got)
+			}
+		})
 	}
 }
 

@@ -192,6 +192,12 @@ type CacheConfig struct {
 	// MaxBytes bounds the layers' total size; the least recently used layers no
 	// run holds are evicted past it. Zero means DefaultCacheBytes.
 	MaxBytes int64
+	// LayerMaxBytes bounds one layer's installed size, at most MaxBytes: an
+	// install past it is stopped, its run failing package_unavailable, so
+	// that one request can neither fill the disk down to MinFreeBytes nor
+	// publish a layer that evicts every other. Zero means
+	// DefaultLayerBytes, or MaxBytes where that is less.
+	LayerMaxBytes int64
 	// MinFreeBytes is the disk space installs leave free on the cache's file
 	// system (with a twentieth of its inodes, where it counts them), for the
 	// journal and the host: before and during an install, and before its
@@ -213,6 +219,11 @@ type CacheConfig struct {
 
 // DefaultCacheBytes is the default size cap of the layer cache.
 const DefaultCacheBytes = 10 << 30
+
+// DefaultLayerBytes is the default CacheConfig.LayerMaxBytes: half the
+// default cache, room for a machine-learning stack's wheels (a framework with
+// its accelerator libraries installs 4 to 5 GB).
+const DefaultLayerBytes = 5 << 30
 
 // DefaultMinFreeBytes is the default CacheConfig.MinFreeBytes.
 const DefaultMinFreeBytes = 1 << 30

@@ -73,6 +73,10 @@ type serveConfig struct {
 		// CacheMaxBytes bounds the layers' total size (least recently used
 		// evicted first, never one a run holds).
 		CacheMaxBytes int64 `toml:"cache_max_bytes"`
+		// LayerMaxBytes bounds one layer's installed size
+		// (packages.CacheConfig.LayerMaxBytes); 0 means 5 GiB, or
+		// cache_max_bytes where that is less.
+		LayerMaxBytes int64 `toml:"layer_max_bytes"`
 		// MinFreeBytes is the disk space installs leave free where the
 		// layers are (packages.CacheConfig.MinFreeBytes).
 		MinFreeBytes int64 `toml:"min_free_bytes"`
@@ -367,9 +371,10 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 // checkValues refuses the values of the service's keys that they can't mean.
 // Every key means what it says: deploy/brig.toml writes each default down, so a
 // zero is never "the default", as it is in the libraries' configs. A bound must
-// be positive; queue_size and grace may be zero, meaning none. max_concurrent
-// and memory_budget_mib are the exceptions, documented: 0 sizes them from the
-// host.
+// be positive; queue_size and grace may be zero, meaning none. max_concurrent,
+// memory_budget_mib and packages.layer_max_bytes are the exceptions,
+// documented: 0 sizes the first two from the host, the last from
+// cache_max_bytes (an operator's smaller cache must not stop the service).
 func (sc serveConfig) checkValues() error {
 	errs := refuseNonPositive(
 		bound{"retention", sc.Retention > 0, time.Duration(sc.Retention)},
@@ -383,6 +388,9 @@ func (sc serveConfig) checkValues() error {
 		bound{"egress.max_bytes", sc.Egress.MaxBytes > 0, sc.Egress.MaxBytes},
 		bound{"egress.handshake_timeout", sc.Egress.HandshakeTimeout > 0, time.Duration(sc.Egress.HandshakeTimeout)},
 	)
+	if l := sc.Packages.LayerMaxBytes; l < 0 || l > sc.Packages.CacheMaxBytes {
+		errs = append(errs, fmt.Errorf("packages.layer_max_bytes %d: give at most packages.cache_max_bytes (%d), or 0 for 5 GiB or the cache's size where that is less", l, sc.Packages.CacheMaxBytes))
+	}
 	if sc.Sandbox.CgroupParent == "" {
 		errs = append(errs, fmt.Errorf("sandbox.cgroup_parent is empty: name the cgroup the runs' groups go under (%q by default)", defaultServeParent))
 	} else if err := (cgroup.Config{Parent: sc.Sandbox.CgroupParent}).Validate(); err != nil {
@@ -491,7 +499,7 @@ func openPackageCache(sc serveConfig, regs map[string]packages.Registry, cfg sup
 	if err != nil {
 		return nil, fmt.Errorf("the package installer: %w", err)
 	}
-	cache, err := packages.OpenCache(packages.CacheConfig{Dir: packageCacheDir(sc), MaxBytes: sc.Packages.CacheMaxBytes, MinFreeBytes: sc.Packages.MinFreeBytes, OpenTTL: time.Duration(sc.Packages.OpenTTL), Installer: inst, Logger: log})
+	cache, err := packages.OpenCache(packages.CacheConfig{Dir: packageCacheDir(sc), MaxBytes: sc.Packages.CacheMaxBytes, LayerMaxBytes: sc.Packages.LayerMaxBytes, MinFreeBytes: sc.Packages.MinFreeBytes, OpenTTL: time.Duration(sc.Packages.OpenTTL), Installer: inst, Logger: log})
 	if err != nil {
 		return nil, err // it says it was opening the package cache
 	}

@@ -508,6 +508,8 @@ func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
 		{"zero handshake timeout", "[egress]\nhandshake_timeout = \"0s\"\n", "egress.handshake_timeout 0s"},
 		{"zero install memory", "[packages]\ninstall_memory_mib = 0\n", "packages.install_memory_mib 0"},
 		{"zero cache", "[packages]\ncache_max_bytes = 0\n", "packages.cache_max_bytes 0"},
+		{"layer past the cache", "[packages]\ncache_max_bytes = 1000\nlayer_max_bytes = 2000\n", "packages.layer_max_bytes 2000: give at most packages.cache_max_bytes (1000)"},
+		{"negative layer", "[packages]\nlayer_max_bytes = -1\n", "packages.layer_max_bytes -1"},
 		{"install memory below a run's", "[packages]\ninstall_memory_mib = 10\n", "packages.install_memory_mib 10: give 128 to 2048 MiB"},
 		{"unknown socket group", "socket_group = \"no-such-group-here\"\n", "socket_group: socket group \"no-such-group-here\""},
 		{"deny list with a version", "[packages.policy]\nmode = \"deny\"\ndeny = [\"requests>=2\"]\n", "packages.policy: validating the package policy's deny list: entry \"requests>=2\" is not a package name"},
