@@ -62,13 +62,25 @@ var drainBuffers = sync.Pool{New: func() any { return new([64 << 10]byte) }}
 // team's flood of small writes 4.8 s for the run's 3.6). Unpolled, a write
 // wakes the reader only when it finds the pipe empty, and Drain's pauses
 // (drainGap) leave it not empty.
+//
+// It holds outputPipeBytes, not a pipe's default 64 KiB: Node writes to a
+// pipe without blocking and queues what does not fit, which process.exit()
+// drops, so a program that printed 490,000 characters and called it kept
+// 65,536 (the outcomes audit; so does a bare node into a pipe). The pages
+// are the writer's, charged to the run's memory, and taken only as it
+// writes. A host whose fs.pipe-max-size is lower keeps the default.
 func outputPipe() (r, w *os.File, err error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		return nil, nil, err
 	}
+	unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, outputPipeBytes)
 	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
 }
+
+// outputPipeBytes is an output pipe's capacity: the default fs.pipe-max-size,
+// about api.MaxStdoutChars of ASCII.
+const outputPipeBytes = 1 << 20
 
 // drainGap is the least time between two of Drain's reads once a program
 // writes in a trickle: a short read (less than drainTrickle) that came

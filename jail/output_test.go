@@ -74,6 +74,9 @@ func TestOutputCapsInRun(t *testing.T) {
 		{"stderr over the cap", rootfs.Python, "import sys\nsys.stderr.write('日é' * 75000)", true, strings.Repeat("日é", 75_000), true},
 		{"stderr exactly at the cap", rootfs.Python, "import sys\nsys.stderr.write('日é' * 50000)", true, strings.Repeat("日é", 50_000), false},
 		{"javascript stdout over the cap", rootfs.JavaScript, "process.stdout.write('aé日'.repeat(400000))", false, over, true},
+		// Node queues what the pipe does not take, and process.exit() drops
+		// it: 65,536 bytes were kept of these 600,000 (outputPipe).
+		{"javascript stdout before process.exit", rootfs.JavaScript, "process.stdout.write('aé日'.repeat(100000)); process.exit(0)", false, strings.Repeat(pattern, 100_000), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errs collector

@@ -798,53 +798,76 @@ func TestPackagesInstallGivesItsSlotBack(t *testing.T) {
 	}
 }
 
-// A run whose packages were prepared and which is stopped while it waits for
-// its slot again says how long they took (prepare_ms), as a run that got the
-// slot would.
-func TestPackagesStoppedWaitingForItsSlotKeepsPrepareMS(t *testing.T) {
-	reg := newRegistryStandIns(t)
-	var ts *testService
-	ts = newTestService(t, func(cfg *Config) {
-		cfg.MaxConcurrent = 1
-		reg.withPackages(t, &ts, packages.PolicyConfig{Mode: packages.PolicyOpen})(cfg)
-	})
-	ctx := context.Background()
-	pkg := openLiveStream(t, ts.client, request("python", "print('never')", withRunID("pkg-waits"), withPackageRequests("pkg-a==1.0")))
-	pkg.waitEvent(t, api.EventAccepted, 10*time.Second)
-	// Once it has given its slot back (its install takes longer than
-	// prepareHoldsSlot), a long run takes the slot.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		ts.adm.mu.Lock()
-		preparing := ts.adm.preparing
-		ts.adm.mu.Unlock()
-		if preparing == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Skip("the install never gave its slot back: it was faster than prepareHoldsSlot on this machine")
-		}
-	}
-	long := request("python", "import time; print('up', flush=True); time.sleep(120)", withRunID("holds-the-slot"))
-	timeout := 300
-	long.TimeoutSeconds = &timeout
-	openLiveStream(t, ts.client, long).waitEvent(t, api.EventStdout, time.Minute)
-	// The packages are ready while the slot is held: the run waits to resume.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		ts.adm.mu.Lock()
-		resumers := len(ts.adm.resumers)
-		ts.adm.mu.Unlock()
-		if resumers == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the run's packages were not ready within a minute")
-		}
-	}
-	res, err := ts.client.Stop(ctx, "pkg-waits")
-	if err != nil || res.Reason != api.ReasonStopped || res.Timing.PrepareMS <= 0 || len(res.Packages) != 1 || res.Packages[0].Version != "1.0" {
-		t.Fatalf("got %+v, %v; want stopped with its prepare_ms and its package's version", res, err)
-	}
-	if _, err := ts.client.Stop(ctx, "holds-the-slot"); err != nil {
-		t.Fatal(err)
+// TestPackagesWaitingForTheirSlot: a run whose packages were prepared off its
+// slot, waiting for the slot again, shows its packages' versions; stopped
+// then, it says how long they took (prepare_ms), as a run that got the slot
+// would; run once the slot is free, its start_ms counts the wait, as the
+// snapshot's did (the outcomes audit: 954 ms, where the program started
+// 5,516 ms after the request).
+func TestPackagesWaitingForTheirSlot(t *testing.T) {
+	for _, stop := range []bool{true, false} {
+		t.Run(map[bool]string{true: "stopped", false: "run"}[stop], func(t *testing.T) {
+			reg := newRegistryStandIns(t)
+			var ts *testService
+			ts = newTestService(t, func(cfg *Config) {
+				cfg.MaxConcurrent = 1
+				reg.withPackages(t, &ts, packages.PolicyConfig{Mode: packages.PolicyOpen})(cfg)
+			})
+			ctx := context.Background()
+			pkg := openLiveStream(t, ts.client, request("python", "print('ran')", withRunID("pkg-waits"), withPackageRequests("pkg-a==1.0")))
+			pkg.waitEvent(t, api.EventAccepted, 10*time.Second)
+			// Once it has given its slot back (its install takes longer than
+			// prepareHoldsSlot), a long run takes the slot.
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				ts.adm.mu.Lock()
+				preparing := ts.adm.preparing
+				ts.adm.mu.Unlock()
+				if preparing == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Skip("the install never gave its slot back: it was faster than prepareHoldsSlot on this machine")
+				}
+			}
+			long := request("python", "import time; print('up', flush=True); time.sleep(120)", withRunID("holds-the-slot"))
+			timeout := 300
+			long.TimeoutSeconds = &timeout
+			openLiveStream(t, ts.client, long).waitEvent(t, api.EventStdout, time.Minute)
+			// The packages are ready while the slot is held: the run waits to resume.
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+				ts.adm.mu.Lock()
+				resumers := len(ts.adm.resumers)
+				ts.adm.mu.Unlock()
+				if resumers == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the run's packages were not ready within a minute")
+				}
+			}
+			if res, err := ts.client.Get(ctx, "pkg-waits"); err != nil || len(res.Packages) != 1 || res.Packages[0].Version != "1.0" {
+				t.Errorf("waiting for its slot: got %+v, %v; want its package's version", res, err)
+			}
+			if stop {
+				res, err := ts.client.Stop(ctx, "pkg-waits")
+				if err != nil || res.Reason != api.ReasonStopped || res.Timing.PrepareMS <= 0 || len(res.Packages) != 1 || res.Packages[0].Version != "1.0" {
+					t.Fatalf("got %+v, %v; want stopped with its prepare_ms and its package's version", res, err)
+				}
+			}
+			time.Sleep(time.Second) // a wait for the slot that start_ms counts
+			if _, err := ts.client.Stop(ctx, "holds-the-slot"); err != nil {
+				t.Fatal(err)
+			}
+			if stop {
+				return
+			}
+			res, err := pkg.wait(t, time.Minute)
+			if err != nil || res.Stdout != "ran\n" {
+				t.Fatalf("got %+v, %v; want the run run once the slot was free", res, err)
+			}
+			if tm := res.Timing; tm.StartMS < tm.QueuedMS+tm.PrepareMS+1000 || tm.StartMS > tm.TotalMS {
+				t.Errorf("timing %+v: want start_ms to count the wait for the slot (over queued_ms + prepare_ms + 1000), within total_ms", tm)
+			}
+		})
 	}
 }
