@@ -322,7 +322,9 @@ func quoteTail(output string) string {
 }
 
 // lineSplitter turns the jail's output chunks into lines for progress, up to
-// max lines, then one line saying that more was left out.
+// max lines, then one line saying that more was left out. A line is sent
+// printable: what a registry's text holds (an npm deprecation notice) reaches
+// every run waiting for the install, and a harness may show it on a terminal.
 type lineSplitter struct {
 	progress func(string)
 	max      int
@@ -356,7 +358,7 @@ func (s *lineSplitter) flush() {
 }
 
 func (s *lineSplitter) emit() {
-	line := strings.TrimRight(s.partial.String(), "\r ")
+	line := strings.TrimRight(printable(s.partial.String()), " ")
 	s.partial.Reset()
 	if s.progress == nil || line == "" {
 		return
@@ -370,4 +372,23 @@ func (s *lineSplitter) emit() {
 		return
 	}
 	s.sent++
+}
+
+// terminalSequenceRE matches a terminal's control sequences: CSI (colours,
+// cursor moves, clearing) and OSC (titles, clipboard writes).
+var terminalSequenceRE = lazyRegexp(`\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?`)
+
+// printable is line without terminal sequences and control characters (C0,
+// DEL, C1); a tab becomes a space.
+func printable(line string) string {
+	line = terminalSequenceRE().ReplaceAllString(line, "")
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t':
+			return ' '
+		case r < 0x20, r == 0x7f, r >= 0x80 && r < 0xa0:
+			return -1
+		}
+		return r
+	}, line)
 }

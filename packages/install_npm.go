@@ -133,9 +133,9 @@ func npmResolved(set Set, r *driverResult) ([]Resolved, error) {
 	if r.Exit != 0 {
 		return nil, npmError(r)
 	}
-	top := make(map[string]string, len(set.Requests)) // lockfile path -> request
+	top := make(map[string]Request, len(set.Requests)) // lockfile path -> request
 	for _, q := range set.Requests {
-		top["node_modules/"+q.Name] = q.Raw
+		top["node_modules/"+q.Name] = q
 	}
 	resolved := make([]Resolved, 0, len(r.Packages))
 	paths := make([]string, 0, len(r.Packages))
@@ -143,7 +143,16 @@ func npmResolved(set Set, r *driverResult) ([]Resolved, error) {
 		if p.Name == "" || p.Version == "" {
 			return nil, fmt.Errorf("the javascript installer reported a package without a name or version: %+v", p)
 		}
-		resolved = append(resolved, Resolved{Name: p.Name, Version: p.Version, Hash: p.Hash, Request: top[p.Path]})
+		// A requested package is named as the registry serves it: the
+		// lockfile names it from its tarball's package.json, which may say
+		// another name (the package audit's namediff, whose lock read
+		// okjs@1.0.0, another package's).
+		name := p.Name
+		q, requested := top[p.Path]
+		if requested {
+			name = q.Name
+		}
+		resolved = append(resolved, Resolved{Name: name, Version: p.Version, Hash: p.Hash, Request: q.Raw})
 		paths = append(paths, p.Path)
 	}
 	requiredBy(resolved, npmEdges(paths, r.Packages))

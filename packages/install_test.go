@@ -220,12 +220,16 @@ func TestNpmResolved(t *testing.T) {
 		{Name: "@brig/dep", Version: "2.0.0", Hash: "sha512-d2", Path: "node_modules/@brig/dep"},
 		// A second copy of a requested name, nested: a dependency's.
 		{Name: "@brig/dep", Version: "1.0.0", Hash: "sha512-d1", Path: "node_modules/app/node_modules/@brig/dep"},
+		// A requested package whose tarball names another: named as asked.
+		{Name: "okjs", Version: "3.0.0", Hash: "sha512-l", Path: "node_modules/liar"},
 	}}
+	set.Requests = append(set.Requests, mustRequests(t, "javascript", "liar@3.0.0")...)
 	got, err := npmResolved(set, r)
 	want := []Resolved{
 		{Name: "@brig/dep", Version: "1.0.0", Hash: "sha512-d1"},
 		{Name: "@brig/dep", Version: "2.0.0", Hash: "sha512-d2", Request: "@brig/dep@*"},
 		{Name: "app", Version: "1.0.0", Hash: "sha512-a", Request: "app@^1"},
+		{Name: "liar", Version: "3.0.0", Hash: "sha512-l", Request: "liar@3.0.0"},
 	}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, %v, want %+v", got, err, want)
@@ -378,7 +382,9 @@ func checkInstallError(t *testing.T, err error, unavailable bool, want []string)
 func TestLineSplitter(t *testing.T) {
 	var got []string
 	s := newLineSplitter(func(l string) { got = append(got, l) }, 3)
-	for _, chunk := range []string{"Coll", "ecting a\nCollecting b\n\nDown", "loading b\r\nInstall", "ing\nmore\nand more"} {
+	// A registry's text with a terminal's sequences (the package audit's
+	// deprecation notice) is sent without them.
+	for _, chunk := range []string{"Coll", "ecting a\nCollecting \x1b[2J\x1b[31mb\x1b]0;title\x07\x00\n\nDown", "loading\tb\r\nInstall", "ing\nmore\nand more"} {
 		s.write(chunk)
 	}
 	s.flush()
