@@ -242,7 +242,7 @@ func pythonResolved(set Set, r *driverResult, allowSourceBuilds bool) ([]Resolve
 var (
 	// pipUnavailableRE are pip's error lines that mean a requested package or
 	// version can't be had (pip 22 to 25 words them so).
-	pipUnavailableRE = lazyRegexp(`^ERROR: (Could not find a version that satisfies|No matching distribution found|Cannot install .* because these package versions have conflicting dependencies|\S+ has an invalid wheel|.* is not a wheel: brig installs wheels only|.* trying to install outside the target directory)`)
+	pipUnavailableRE = lazyRegexp(`^ERROR: (Could not find a version that satisfies|No matching distribution found|Cannot install .* because these package versions have conflicting dependencies|\S+ has an invalid wheel|.* is not a wheel: brig installs wheels only|.* trying to install outside the target directory|.*Unknown scheme key used in)`)
 	// pipOutsideRE is pip's refusal of a wheel with a file whose path leaves
 	// the install's folder ("../x", "/x"), and the request it was for.
 	pipOutsideRE = lazyRegexp(`^ERROR: (?:For req: (\S+?)\. )?The wheel .* trying to install outside the target directory`)
@@ -333,6 +333,11 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		return fmt.Errorf("the python installer failed (pip exited with status %d): %s", r.Exit, text.Clip(msg, maxMessage))
 	}
 	for _, l := range r.Errors {
+		if strings.Contains(l, "Unknown scheme key used in") {
+			// A .data folder pip can't place ("x.data/../../y"); its paths
+			// are the installer's temporary folders': not said.
+			return &UnavailableError{Message: "a requested package's wheel holds a .data folder whose contents pip can't place (an unknown scheme key): the index serves a malformed wheel. Ask for another version, or tell the package's maintainers."}
+		}
 		if m := pipOutsideRE().FindStringSubmatch(l); m != nil {
 			// Its paths are the installer's temporary folders': not said.
 			what := "a requested package"

@@ -258,6 +258,10 @@ func TestPipError(t *testing.T) {
 		{"invalid wheel", driverResult{Exit: 1,
 			Errors: []string{"ERROR: sneaky has an invalid wheel, .dist-info directory 'evil_dep-1.0.dist-info' does not start with 'sneaky'"}},
 			false, true, []string{"invalid wheel", "ask for another version"}},
+		// The package audit's wheel with "datatrav-1.0.data/scripts/../../x".
+		{"unknown scheme key", driverResult{Exit: 1,
+			Errors: []string{"ERROR: Unknown scheme key used in /tmp/pip-unpack-x1/datatrav-1.0.data: .. (for file 'datatrav-1.0.data/scripts/../../x')"}},
+			false, true, []string{"malformed wheel", "Ask for another version"}},
 		{"conflict", driverResult{Exit: 1,
 			Errors: []string{"ERROR: Cannot install a==1 and b==1 because these package versions have conflicting dependencies.", "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution/#dealing-with-dependency-conflicts"}},
 			false, true, []string{"Cannot install a==1 and b==1", "Loosen the version constraints"}},
