@@ -143,16 +143,22 @@ func npmResolved(set Set, r *driverResult) ([]Resolved, error) {
 		if p.Name == "" || p.Version == "" {
 			return nil, fmt.Errorf("the javascript installer reported a package without a name or version: %+v", p)
 		}
-		// A requested package is named as the registry serves it: the
-		// lockfile names it from its tarball's package.json, which may say
-		// another name (the package audit's namediff, whose lock read
-		// okjs@1.0.0, another package's).
-		name := p.Name
+		// A package goes by two names where the folder it is installed in
+		// and the lockfile's name (its package.json's) differ: a
+		// dependency's alias, or a tarball that names another package
+		// (the package audit's namediff, whose lock read okjs@1.0.0).
+		// A requested one is named as the registry serves it, its
+		// folder's name; a dependency by the lockfile's; the policy
+		// judges both names (CheckResolved).
+		name, alias := p.Name, p.Path[strings.LastIndex(p.Path, "node_modules/")+len("node_modules/"):]
 		q, requested := top[p.Path]
 		if requested {
-			name = q.Name
+			name, alias = alias, name
 		}
-		resolved = append(resolved, Resolved{Name: name, Version: p.Version, Hash: p.Hash, Request: q.Raw})
+		if alias == name {
+			alias = ""
+		}
+		resolved = append(resolved, Resolved{Name: name, Version: p.Version, Hash: p.Hash, Request: q.Raw, Alias: alias})
 		paths = append(paths, p.Path)
 	}
 	requiredBy(resolved, npmEdges(paths, r.Packages))

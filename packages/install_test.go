@@ -220,8 +220,11 @@ func TestNpmResolved(t *testing.T) {
 		{Name: "@brig/dep", Version: "2.0.0", Hash: "sha512-d2", Path: "node_modules/@brig/dep"},
 		// A second copy of a requested name, nested: a dependency's.
 		{Name: "@brig/dep", Version: "1.0.0", Hash: "sha512-d1", Path: "node_modules/app/node_modules/@brig/dep"},
-		// A requested package whose tarball names another: named as asked.
+		// A requested package whose tarball names another: named as asked,
+		// and a dependency as the lockfile names it, each with its other
+		// name, which the policy judges too.
 		{Name: "okjs", Version: "3.0.0", Hash: "sha512-l", Path: "node_modules/liar"},
+		{Name: "okjs", Version: "1.0.0", Hash: "sha512-e", Path: "node_modules/app/node_modules/evil"},
 	}}
 	set.Requests = append(set.Requests, mustRequests(t, "javascript", "liar@3.0.0")...)
 	got, err := npmResolved(set, r)
@@ -229,7 +232,8 @@ func TestNpmResolved(t *testing.T) {
 		{Name: "@brig/dep", Version: "1.0.0", Hash: "sha512-d1"},
 		{Name: "@brig/dep", Version: "2.0.0", Hash: "sha512-d2", Request: "@brig/dep@*"},
 		{Name: "app", Version: "1.0.0", Hash: "sha512-a", Request: "app@^1"},
-		{Name: "liar", Version: "3.0.0", Hash: "sha512-l", Request: "liar@3.0.0"},
+		{Name: "liar", Version: "3.0.0", Hash: "sha512-l", Request: "liar@3.0.0", Alias: "okjs"},
+		{Name: "okjs", Version: "1.0.0", Hash: "sha512-e", Alias: "evil"},
 	}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, %v, want %+v", got, err, want)

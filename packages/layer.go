@@ -127,6 +127,11 @@ type Resolved struct {
 	Hash string `json:"hash,omitempty"`
 	// Request is the request (Raw) it satisfies; "" for a dependency.
 	Request string `json:"request,omitempty"`
+	// Alias is its other name, where the name it is installed under and the
+	// one its files give differ (npm: a dependency's alias, "x":
+	// "npm:y@1", or a tarball whose package.json names another package):
+	// the policy judges it by both.
+	Alias string `json:"alias,omitempty"`
 	// RequiredBy are, for a dependency, the requested packages (their
 	// normalised names) whose dependencies include it; empty in a layer
 	// installed before brig recorded it.

@@ -323,53 +323,65 @@ func (p PolicyConfig) CheckResolved(language string, pkgs []Resolved) error {
 		return nil
 	}
 	for _, r := range pkgs {
-		pin := exampleReviewed(language, r.Name, r.Version)
-		constraint := r.Version
-		if language == languagePython {
-			constraint = "==" + r.Version
+		if err := p.checkResolved(language, r, r.Name); err != nil {
+			return err
 		}
-		name := normaliseName(language, r.Name)
-		req := Request{Raw: pin, Name: name, Constraint: constraint}
-		err := p.check(language, req)
-		var b *BlockedError
-		if !errors.As(err, &b) {
-			continue
-		}
-		if r.Request != "" {
-			b.Request = r.Request
-		}
-		what := fmt.Sprintf("%s, a dependency the install resolved,", pin)
-		// What to request instead: other packages, or other versions of
-		// the requests that pulled it in, when they are known.
-		others, otherVersions := "request packages", "request versions"
-		switch {
-		case r.Request != "":
-			what = fmt.Sprintf("%s, which %s resolved to,", pin, r.Request)
-		case len(r.RequiredBy) > 0:
-			what = fmt.Sprintf("%s, a dependency of %s,", pin, requestList(r.RequiredBy))
-			others = "request versions of " + requestList(r.RequiredBy)
-			otherVersions = others
-		}
-		if p.Mode == PolicyDeny {
-			b.Message = fmt.Sprintf("%s is refused by this host's deny list (entry %s)", what, strings.TrimPrefix(b.Rule, PolicyDeny+":"))
-			if len(r.RequiredBy) > 0 && r.Request == "" {
-				b.Message += fmt.Sprintf(": %s that do not depend on it, or other packages", others)
+		if r.Alias != "" {
+			if err := p.checkResolved(language, r, r.Alias); err != nil {
+				return err
 			}
-			return b
 		}
-		versions, pairs := p.reviewedOf(language, name)
-		switch {
-		case len(versions) == 0:
-			b.Message = fmt.Sprintf("%s has no reviewed version on this host, which installs only reviewed name and version pairs: %s whose dependencies are all reviewed here", what, others)
-		case r.Request != "":
-			// The request pinned a reviewed version (Check passed) and the
-			// index gave another build of it, such as a local "+label".
-			b.Message = fmt.Sprintf("%s is not a reviewed version on this host (reviewed: %s), which installs only reviewed name and version pairs", what, listEntries(pairs))
-		default:
-			b.Message = fmt.Sprintf("%s is not a reviewed version on this host (reviewed: %s), which installs only reviewed name and version pairs: add a reviewed version of it to the requests, as %s, or %s whose dependencies are reviewed",
-				what, listEntries(pairs), exampleReviewed(language, name, versions[0]), otherVersions)
+	}
+	return nil
+}
+
+// checkResolved is CheckResolved's check of r by one of its names.
+func (p PolicyConfig) checkResolved(language string, r Resolved, name string) error {
+	pin := exampleReviewed(language, name, r.Version)
+	constraint := r.Version
+	if language == languagePython {
+		constraint = "==" + r.Version
+	}
+	name = normaliseName(language, name)
+	req := Request{Raw: pin, Name: name, Constraint: constraint}
+	err := p.check(language, req)
+	var b *BlockedError
+	if !errors.As(err, &b) {
+		return nil
+	}
+	if r.Request != "" {
+		b.Request = r.Request
+	}
+	what := fmt.Sprintf("%s, a dependency the install resolved,", pin)
+	// What to request instead: other packages, or other versions of
+	// the requests that pulled it in, when they are known.
+	others, otherVersions := "request packages", "request versions"
+	switch {
+	case r.Request != "":
+		what = fmt.Sprintf("%s, which %s resolved to,", pin, r.Request)
+	case len(r.RequiredBy) > 0:
+		what = fmt.Sprintf("%s, a dependency of %s,", pin, requestList(r.RequiredBy))
+		others = "request versions of " + requestList(r.RequiredBy)
+		otherVersions = others
+	}
+	if p.Mode == PolicyDeny {
+		b.Message = fmt.Sprintf("%s is refused by this host's deny list (entry %s)", what, strings.TrimPrefix(b.Rule, PolicyDeny+":"))
+		if len(r.RequiredBy) > 0 && r.Request == "" {
+			b.Message += fmt.Sprintf(": %s that do not depend on it, or other packages", others)
 		}
 		return b
 	}
-	return nil
+	versions, pairs := p.reviewedOf(language, name)
+	switch {
+	case len(versions) == 0:
+		b.Message = fmt.Sprintf("%s has no reviewed version on this host, which installs only reviewed name and version pairs: %s whose dependencies are all reviewed here", what, others)
+	case r.Request != "":
+		// The request pinned a reviewed version (Check passed) and the
+		// index gave another build of it, such as a local "+label".
+		b.Message = fmt.Sprintf("%s is not a reviewed version on this host (reviewed: %s), which installs only reviewed name and version pairs", what, listEntries(pairs))
+	default:
+		b.Message = fmt.Sprintf("%s is not a reviewed version on this host (reviewed: %s), which installs only reviewed name and version pairs: add a reviewed version of it to the requests, as %s, or %s whose dependencies are reviewed",
+			what, listEntries(pairs), exampleReviewed(language, name, versions[0]), otherVersions)
+	}
+	return b
 }

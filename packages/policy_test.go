@@ -292,6 +292,18 @@ func TestPolicyCheckResolved(t *testing.T) {
 			want: "lodash@4.17.21, which lodash@4.17.21 resolved to, is not a reviewed version",
 		},
 		{name: "reviewed npm", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"@types/node@20.11.0"}}, language: "javascript", pkgs: []Resolved{{Name: "@types/node", Version: "20.11.0"}}},
+		// A package by both its names: the review's dependency installed as
+		// evil whose registry entry named it okjs passed the deny list.
+		{
+			name: "deny refuses a dependency by its other name", policy: PolicyConfig{Mode: "deny", Deny: []string{"evil"}}, language: "javascript",
+			pkgs: []Resolved{{Name: "okjs", Version: "1.0.0", Alias: "evil"}},
+			want: "evil@1.0.0, a dependency the install resolved, is refused by this host's deny list (entry evil)",
+		},
+		{
+			name: "reviewed needs both names reviewed", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"okjs@1.0.0"}}, language: "javascript",
+			pkgs: []Resolved{{Name: "okjs", Version: "1.0.0", Alias: "evil"}},
+			want: "evil@1.0.0, a dependency the install resolved, has no reviewed version on this host",
+		},
 		// A dependency whose requesters are known names them, and what to change.
 		{
 			name: "deny names the requests that pulled a dependency in", policy: PolicyConfig{Mode: "deny", Deny: []string{"six"}}, language: "python", pkgs: pulled,
