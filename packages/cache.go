@@ -888,29 +888,54 @@ func (c *Cache) makeRoom() error {
 
 // watchSpace makes room every spaceCheckEvery while an install runs, and stops
 // it (cancel, with the *spaceError) once it can't; and it measures the install's
-// staging tree, stopping it (with a *layerSizeError) once that passes the
-// cache's layerMax. A measure that took d waits at least 10 d for the next
-// (and a second at least), so that a tree of many files costs its install at
-// most a tenth of a core.
+// staging tree, on a goroutine of its own, stopping it (with a
+// *layerSizeError) once that passes the cache's layerMax. A measure walks the
+// tree (2 s for 300,000 files, the review's), so one that took d waits at
+// least 10 d for the next, and a second at least, which bounds its cost to a
+// tenth of a core; but the disk's free space, read at every tick, starts one
+// at once when it has fallen by more than the tree's room below layerMax
+// since the last began: an install can't have grown by more than the disk.
 func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, stage string) {
 	t := time.NewTicker(spaceCheckEvery)
 	defer t.Stop()
-	var nextMeasure time.Time
+	type measure struct {
+		size int64
+		took time.Duration
+	}
+	measured := make(chan measure, 1)
+	measuring := false
+	defer func() {
+		if measuring {
+			<-measured // the walk ends with ctx
+		}
+	}()
+	var (
+		next   time.Time // when the last measure's cost allows the next
+		size   int64     // the last measure
+		freeAt int64     // the disk's free bytes when it began
+	)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-		}
-		// The size first: an install past it is stopped before it
-		// evicts anyone's layer for room.
-		if now := time.Now(); now.After(nextMeasure) {
-			size := treeSize(stage)
-			nextMeasure = time.Now().Add(max(time.Second, 10*time.Since(now)))
+		case m := <-measured:
+			measuring, size = false, m.size
+			next = time.Now().Add(max(time.Second, 10*m.took))
 			if size > c.layerMax {
 				cancel(&layerSizeError{size: size, max: c.layerMax})
 				return
 			}
+			continue
+		case <-t.C:
+		}
+		free, _, _, err := freeSpace(c.stageDir)
+		if !measuring && (time.Now().After(next) || err == nil && freeAt-free > c.layerMax-size) {
+			measuring, freeAt = true, free
+			go func() {
+				began := time.Now()
+				n := treeSize(ctx, stage)
+				measured <- measure{n, time.Since(began)}
+			}()
 		}
 		if err := c.makeRoom(); err != nil {
 			var full *spaceError
@@ -925,10 +950,13 @@ func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, 
 
 // treeSize is the disk usage (allocated blocks) of the tree at dir, as far as
 // it can be read while an installer writes it: what vanishes or can't be read
-// meanwhile is not counted.
-func treeSize(dir string) int64 {
+// meanwhile is not counted. It stops early, short, once ctx ends.
+func treeSize(ctx context.Context, dir string) int64 {
 	var size int64
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if ctx.Err() != nil {
+			return filepath.SkipAll
+		}
 		if err != nil {
 			return nil // gone, or unreadable: its subtree is skipped
 		}
