@@ -56,7 +56,7 @@ func runCommand() *cli.Command {
 		Usage: "run one program (FILE, or - for stdin) and exit with its exit status",
 		Description: "Exits with the program's status, 128+N for its death by signal N, and where it has none: 124 timeout, " +
 			"137 memory, 130 stopped, 126 a package blocked, 127 a package unavailable, 125 internal, " +
-			"2 refused, unreachable or a wrong command line. A program may exit with any of these itself: --json tells them apart.",
+			"2 refused, unreachable, a wrong command line or output that could not be written. A program may exit with any of these itself: --json tells them apart.",
 		ArgsUsage: "FILE|-",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "socket", Value: supervisor.DefaultSocket, Usage: "the service's socket"},
@@ -398,6 +398,9 @@ func finishRun(c *cli.Context, res *api.Result) error {
 			}
 		}
 	}
+	if outputFailed.Load() {
+		return fmt.Errorf("the program's output could not all be written (above), so its status (%d) is not given", exitStatus(res))
+	}
 	if code := exitStatus(res); code != 0 {
 		return exitError(code)
 	}
@@ -499,6 +502,7 @@ func outputTo(f *os.File, raw bool, gone func()) func(string) {
 		if _, err := io.WriteString(f, s); err != nil {
 			failed.Do(func() {
 				if !errors.Is(err, syscall.EPIPE) {
+					outputFailed.Store(true)
 					noticef("brig: writing the program's output failed (%v); stopping the run\n", err)
 				}
 				gone()
@@ -514,6 +518,12 @@ func outputTo(f *os.File, raw bool, gone func()) func(string) {
 // follow ended without its newline: a notice then starts a line of its own,
 // not "...yyyybrig: the program's stderr was cut...".
 var programLineOpen atomic.Bool
+
+// outputFailed is whether a write of the program's output failed (other than
+// for a reader that went away): brig run then exits 2, whatever the program's
+// status, which had been given with the output lost when the program ended
+// before the stop (the review of 2026-12-06).
+var outputFailed atomic.Bool
 
 // sameFile reports whether a and b are one open file (2>&1, one terminal).
 func sameFile(a, b *os.File) bool {
