@@ -63,24 +63,33 @@ var drainBuffers = sync.Pool{New: func() any { return new([64 << 10]byte) }}
 // wakes the reader only when it finds the pipe empty, and Drain's pauses
 // (drainGap) leave it not empty.
 //
-// It holds outputPipeBytes, not a pipe's default 64 KiB: Node writes to a
-// pipe without blocking and queues what does not fit, which process.exit()
-// drops, so a program that printed 490,000 characters and called it kept
-// 65,536 (the outcomes audit; so does a bare node into a pipe). The pages
-// are the writer's, charged to the run's memory, and taken only as it
-// writes. A host whose fs.pipe-max-size is lower keeps the default.
-func outputPipe() (r, w *os.File, err error) {
+// It holds capacity bytes (stdoutPipeBytes, stderrPipeBytes), not a pipe's
+// default 64 KiB: Node writes to a pipe without blocking and queues what does
+// not fit, which process.exit() drops, so a program that printed 490,000
+// characters and called it kept 65,536 (the outcomes audit; so does a bare
+// node into a pipe). The pages are the writer's, charged to the run's memory
+// as it writes. A pipe's capacity also counts against its maker's
+// fs.pipe-user-pages-soft (16,384 pages): past it, root's processes that hold
+// neither CAP_SYS_ADMIN nor CAP_SYS_RESOURCE get pipes of one page (the
+// review's), so stderr, whose cap is a tenth of stdout's, gets less. A host
+// whose fs.pipe-max-size is lower keeps the default.
+func outputPipe(capacity int) (r, w *os.File, err error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		return nil, nil, err
 	}
-	unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, outputPipeBytes)
+	unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, capacity)
 	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
 }
 
-// outputPipeBytes is an output pipe's capacity: the default fs.pipe-max-size,
-// about api.MaxStdoutChars of ASCII.
-const outputPipeBytes = 1 << 20
+// stdoutPipeBytes and stderrPipeBytes are the output pipes' capacities: the
+// default fs.pipe-max-size, about api.MaxStdoutChars of ASCII, and 128 KiB,
+// more than api.MaxStderrChars of it. A sandbox's two hold 288 pages of its
+// maker's 16,384, against 32 at the default.
+const (
+	stdoutPipeBytes = 1 << 20
+	stderrPipeBytes = 128 << 10
+)
 
 // drainGap is the least time between two of Drain's reads once a program
 // writes in a trickle: a short read (less than drainTrickle) that came

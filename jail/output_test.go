@@ -307,7 +307,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // pipe that is not in Go's poller (outputPipe: a polled pipe wakes its poller
 // at every write); all of it is kept.
 func TestDrainPacesATrickle(t *testing.T) {
-	r, w, err := outputPipe()
+	r, w, err := outputPipe(stdoutPipeBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestDrainPacesATrickle(t *testing.T) {
 // held one at 62 MB/s: the review of 2026-12-05): 64 MiB in 64 KiB writes
 // take far fewer reads' pauses than a pause each.
 func TestDrainKeepsUpWithABulkWriter(t *testing.T) {
-	r, w, err := outputPipe()
+	r, w, err := outputPipe(stdoutPipeBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func TestTakeBuffered(t *testing.T) {
 	var drained sync.WaitGroup
 	defer drained.Wait() // their EOFs: the pipes' deferred closes come first
 	for _, closeIt := range []bool{false, true} {
-		r, w, err := outputPipe()
+		r, w, err := outputPipe(stdoutPipeBytes)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -677,10 +677,11 @@ func (l *Launcher) clone(useReaper, program, copies bool) (s *slot, retErr error
 			made.discard()
 		}
 	}()
-	pipe := func(parentReads, output bool) (*os.File, error) {
+	// capacity is an output pipe's (outputPipe), 0 for another.
+	pipe := func(parentReads bool, capacity int) (*os.File, error) {
 		newPipe := os.Pipe
-		if output {
-			newPipe = outputPipe
+		if capacity > 0 {
+			newPipe = func() (*os.File, *os.File, error) { return outputPipe(capacity) }
 		}
 		r, w, err := newPipe()
 		if err != nil {
@@ -694,14 +695,15 @@ func (l *Launcher) clone(useReaper, program, copies bool) (s *slot, retErr error
 		return w, nil
 	}
 	pipes := []struct {
-		dst                 **os.File
-		parentReads, output bool
-	}{{&s.spec, false, false}, {&s.status, true, false}, {&s.stdout, true, true}, {&s.stderr, true, true}}
+		dst         **os.File
+		parentReads bool
+		capacity    int
+	}{{&s.spec, false, 0}, {&s.status, true, 0}, {&s.stdout, true, stdoutPipeBytes}, {&s.stderr, true, stderrPipeBytes}}
 	if useReaper && !program {
 		pipes = pipes[:2] // it prints nothing; its stdout and stderr are /dev/null
 	}
 	for _, p := range pipes {
-		if *p.dst, err = pipe(p.parentReads, p.output); err != nil {
+		if *p.dst, err = pipe(p.parentReads, p.capacity); err != nil {
 			return nil, fmt.Errorf("making pipes: %w", err)
 		}
 	}

@@ -926,13 +926,13 @@ func (l *Launcher) forkWarm(root *rootfs.Root, s *slot) (retErr error) {
 	conn := os.NewFile(uintptr(pair[0]), "zygote-child")
 	childEnd := os.NewFile(uintptr(pair[1]), "zygote-child-end")
 	defer childEnd.Close()
-	outR, outW, err := outputPipe()
+	outR, outW, err := outputPipe(stdoutPipeBytes)
 	if err != nil {
 		conn.Close()
 		return err
 	}
 	defer outW.Close()
-	errR, errW, err := outputPipe()
+	errR, errW, err := outputPipe(stderrPipeBytes)
 	if err != nil {
 		conn.Close()
 		outR.Close()
