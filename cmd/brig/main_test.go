@@ -730,11 +730,15 @@ func TestRunWaitsBounded(t *testing.T) {
 		{"stop unanswered", true, exitStopped, "did not end run wait-1's stream within 2s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			deleted := make(chan string, 100)
 			sock := testutil.ServeUnix(t, func(w http.ResponseWriter, r *http.Request) {
 				if r.Method == http.MethodPost && tc.accept {
 					w.Header().Set("Content-Type", "application/x-ndjson")
 					w.Write([]byte(`{"event":"accepted","id":"wait-1"}` + "\n"))
 					w.(http.Flusher).Flush()
+				}
+				if r.Method == http.MethodDelete {
+					deleted <- r.URL.Path
 				}
 				<-r.Context().Done()
 			})
@@ -756,16 +760,31 @@ func TestRunWaitsBounded(t *testing.T) {
 			}
 			exited := make(chan struct{})
 			go func() { cmd.Wait(); close(exited) }()
+			// Never accepted, it also looks for the run by its id, to stop
+			// it, for stopWait.
+			bound := wait + wait/2
+			if !tc.accept {
+				bound += wait
+			}
 			select {
 			case <-exited:
-			case <-time.After(wait + wait/2):
-				t.Fatalf("brig run still waited %v after %v; want at most one wait", time.Since(start).Round(time.Millisecond), wait)
+			case <-time.After(bound):
+				t.Fatalf("brig run still waited %v; want at most %v", time.Since(start).Round(time.Millisecond), bound)
 			}
 			if took := time.Since(start); took < wait {
 				t.Errorf("brig run ended after %v; want it to have waited %v", took, wait)
 			}
 			if code := cmd.ProcessState.ExitCode(); code != tc.want || !strings.Contains(stderr.String(), tc.says) {
 				t.Errorf("brig run: exit %d, stderr %q; want %d and %q", code, stderr.String(), tc.want, tc.says)
+			}
+			// Both stop the run by its id, should the service take it.
+			select {
+			case p := <-deleted:
+				if p != "/v1/runs/wait-1" {
+					t.Errorf("got a DELETE of %s, want /v1/runs/wait-1", p)
+				}
+			default:
+				t.Error("brig run sent no DELETE of its run")
 			}
 		})
 	}

@@ -202,14 +202,16 @@ func runRemote(c *cli.Context, req api.Request) error {
 	gone := make(chan struct{})
 	outputGone := func() { closeGone.Do(func() { close(gone) }) }
 
-	var accepted atomic.Bool
+	var accepted, acceptLate atomic.Bool
 	var stoppedRes atomic.Pointer[api.Result] // what the stop below answered
 	stopped := make(chan struct{})            // closed once the goroutine below is done
+	late := make(chan struct{})               // closed when acceptWait passed with no accepted event
 	go func() {
 		defer close(stopped)
 		select {
 		case <-sigs:
 		case <-gone:
+		case <-late:
 		case <-ctx.Done():
 			return
 		}
@@ -249,11 +251,13 @@ func runRemote(c *cli.Context, req api.Request) error {
 			}
 		}
 	}()
-	var acceptLate atomic.Bool
+	// A service that does not accept the run in time is left as a signal
+	// leaves it: the request dropped, and the run stopped by its id should
+	// the service take it after all.
 	acceptTimer := time.AfterFunc(acceptWait, func() {
 		if !accepted.Load() {
 			acceptLate.Store(true)
-			cancel()
+			close(late)
 		}
 	})
 	defer acceptTimer.Stop()
@@ -286,7 +290,12 @@ func runRemote(c *cli.Context, req api.Request) error {
 			}
 			return fmt.Errorf("the service refused the run: %s", describeAPIError(ce))
 		case acceptLate.Load():
-			return fmt.Errorf("the service at %s took the connection but did not accept run %s within %s: it may be overloaded or stuck (GET /v1/health, and its log, say); if it took the run after all, `curl --unix-socket %s http://brig/v1/runs/%s` reads it, and this again with --id %s gives that run's result rather than running it twice", c.String("socket"), req.ID, acceptWait, c.String("socket"), req.ID, req.ID)
+			<-stopped // its DELETEs sent
+			took := "if it takes the run later, it is not stopped"
+			if stoppedRes.Load() != nil {
+				took = "it took the run meanwhile, and it was stopped"
+			}
+			return fmt.Errorf("the service at %s took the connection but did not accept run %s within %s: it may be overloaded or stuck (GET /v1/health, and its log, say); %s; `curl --unix-socket %s http://brig/v1/runs/%s` reads it", c.String("socket"), req.ID, acceptWait, took, c.String("socket"), req.ID)
 		case ctx.Err() != nil:
 			<-stopped // its DELETE sent before the process exits
 			if res := stoppedRes.Load(); res != nil {
