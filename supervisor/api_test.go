@@ -984,6 +984,13 @@ func TestLargeAnswersWithinReplyMemory(t *testing.T) {
 			if n := after.TotalAlloc - before.TotalAlloc; n >= 2*uint64(len(res.Stdout)) {
 				t.Errorf("5 refused answers allocated %d bytes, more than two decoded copies of the output (%d bytes each): the record was decoded before its room was taken", n, len(res.Stdout))
 			}
+			// A reused id is a 409 whatever the room: its key is compared
+			// before any is taken (it was a 503 while the share was held,
+			// the review of 2026-12-06).
+			other := request("python", "print('other')")
+			other.ID = "large-answer"
+			_, err := ts.client.Run(ctx, other)
+			apiErr(t, err, http.StatusConflict, "id")
 			if _, err := io.Copy(io.Discard, io.LimitReader(hog, 1<<10)); err != nil {
 				t.Fatal(err)
 			}

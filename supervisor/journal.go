@@ -708,6 +708,23 @@ func (j *journal) get(k runKey) (*record, error) {
 	return j.read(k, nil)
 }
 
+// requestKey returns the request key of k's record, or errNoRecord, without
+// decoding the rest: a retry's id is compared before any room is taken for
+// its answer (a reused id is a 409 whatever the service's room).
+func (j *journal) requestKey(k runKey) (string, error) {
+	var key struct {
+		Key string `json:"key"`
+	}
+	err := j.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketRuns).Get(k.bytes())
+		if b == nil {
+			return errNoRecord
+		}
+		return json.Unmarshal(b, &key)
+	})
+	return key.Key, err
+}
+
 // read is get, with hold, when not nil, given the length of the record's JSON
 // before it is decoded; its error is read's. So the room of a large record's
 // answer is taken before its decoded copy is made (Service.find).

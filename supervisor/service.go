@@ -360,11 +360,20 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 			}
 			return r, nil, nil
 		}
-		rec, err := s.readRecord(rk, peerUID)
+		// The key first, so that a reused id is a 409 without the room
+		// of an answer it will not get.
+		recKey, err := s.journal.requestKey(rk)
+		if err != nil && !errors.Is(err, errNoRecord) {
+			err = fmt.Errorf("reading the journal: %w", err)
+		}
+		var rec *record
+		// (The legacy key is a record journaled by an earlier brig's.)
+		if err == nil && (recKey == key || recKey == legacyRequestKey(req)) {
+			rec, err = s.readRecord(rk, peerUID)
+		}
 		switch {
-		case err == nil && rec.Key != key && rec.Key != legacyRequestKey(req): // journaled by an earlier brig
+		case err == nil && rec == nil:
 			s.mu.Unlock()
-			rec.release()
 			return nil, nil, conflict(id)
 		case err == nil:
 			s.mu.Unlock()
