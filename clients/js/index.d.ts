@@ -36,7 +36,10 @@ export interface Request {
 
 /** `domains` is given with mode `domains` only: 1 to 100 host names, each admitting its subdomains. */
 export interface Network {
-  /** Default `none`. */
+  /**
+   * Default `none`; `domains` when `domains` is given without a mode (the client
+   * sends it so). A mode given is sent as it is.
+   */
   mode?: NetworkMode;
   domains?: string[];
 }
@@ -271,10 +274,13 @@ export type ErrorCode =
  * An error response of the API with its HTTP status: 400 invalid_request (with
  * `field`), 403 forbidden, 404 not_found, 409 conflict, 413 too_large, 429
  * queue_full (with `retryAfter`), 503 unavailable (with `retryAfter` when the
- * service could not record the run in its journal), 500 internal. A body that is
- * not the API's (a proxy's) has the code `http_<status>`.
+ * service could not record the run in its journal, or is writing many large
+ * answers or reading many requests' bodies at once: all safe to retry), 500
+ * internal. A body that is not the API's (a proxy's) has the code
+ * `http_<status>`.
  */
 export declare class BrigError extends Error {
+  constructor(init: BrigErrorInit);
   name: 'BrigError';
   status: number;
   code: ErrorCode | `http_${number}`;
@@ -286,6 +292,15 @@ export declare class BrigError extends Error {
   retryAfter?: number;
 }
 
+/** What `new BrigError(...)` takes: the fields it carries. */
+export interface BrigErrorInit {
+  status: number;
+  code: ErrorCode | `http_${number}`;
+  field?: string;
+  message: string;
+  retryAfter?: number;
+}
+
 /**
  * A response ended before the run's result (the connection dropped, before its
  * head or within it): an event stream before its result event, or the Result of
@@ -294,6 +309,11 @@ export declare class BrigError extends Error {
  * there was one.
  */
 export declare class NoResultError extends Error {
+  /**
+   * `id` is the run's, when known (the message then names it); `cause`, the
+   * socket's error, when there was one.
+   */
+  constructor(id?: string, cause?: unknown);
   name: 'NoResultError';
   /** The run's id, when the request or the stream said it. */
   id?: string;
@@ -310,7 +330,11 @@ export interface ClientOptions {
    * stopped by the service, since no one could learn its id to fetch it.
    */
   timeoutMs?: number;
-  /** The retry of a 429 (the service's run queue is full), and of a 503 with a Retry-After. */
+  /**
+   * The retry of a 429 (the service's run queue is full), and of a 503 with a
+   * Retry-After (the service could not record the run in its journal, or is
+   * writing many large answers or reading many requests' bodies at once).
+   */
   retry?: RetryOptions;
 }
 

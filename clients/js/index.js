@@ -47,7 +47,8 @@ const waitWithoutRetryAfter = 1_000;
  * An error response of the API: {"error": {"code", "field", "message"}} with its
  * HTTP status. `field` names the first bad field of a 400; `retryAfter` is the
  * Retry-After of a 429, or of a 503 whose refusal may pass (the service could
- * not record the run in its journal), in seconds.
+ * not record the run in its journal, or is writing many large answers or
+ * reading many requests' bodies at once), in seconds.
  */
 export class BrigError extends Error {
   constructor({ status, code, field, message, retryAfter }) {
@@ -124,7 +125,7 @@ export class Client {
   /** Starts a run and resolves with its Result once it has finished. */
   async run(request, options = {}) {
     checkRequest(request);
-    return this.#json('POST', '/v1/runs', options, request, { id: request.id });
+    return this.#json('POST', '/v1/runs', options, withMode(request), { id: request.id });
   }
 
   /**
@@ -134,7 +135,7 @@ export class Client {
    */
   stream(request, options = {}) {
     checkRequest(request);
-    return this.#events('POST', '/v1/runs', options, request, request?.id);
+    return this.#events('POST', '/v1/runs', options, withMode(request), request?.id);
   }
 
   /** Resolves with a run's Result, finished or not (its state says). */
@@ -174,11 +175,18 @@ export class Client {
     try {
       const res = await this.#send(method, path, body, 'application/json', signal, dropped);
       const text = await readAll(res, maxLine, dropped);
+      let value;
       try {
-        return JSON.parse(text);
+        value = JSON.parse(text);
       } catch (err) {
         throw new Error(`decoding the response of ${method} ${path}: ${err.message}`, { cause: err });
       }
+      // Every answer of the API is an object: an array, a string or null is
+      // not a Result (nor the health, nor the limits).
+      if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+        throw new Error(`decoding the response of ${method} ${path}: not a JSON object: ${text.trim().slice(0, 200)}`);
+      }
+      return value;
     } catch (err) {
       throw signal?.aborted ? signal.reason : err;
     }
@@ -220,6 +228,17 @@ export class Client {
           pending.push(chunk.slice(start));
         }
       }
+      // The body ended as framed (a cut one threw above): a last line sent
+      // without its newline is an event when it is whole JSON, as in the
+      // Python client; a rest that is not is a line cut by a connection that
+      // framed the body by its end, and no event.
+      const last = pending.join('').trim();
+      if (last !== '' && isJSON(last)) {
+        const ev = parseEvent(last);
+        if (ev.event === 'accepted' && ev.id) id = ev.id;
+        yield ev;
+        if (ev.event === 'result') return;
+      }
       throw new NoResultError(id);
     } finally {
       res.destroy();
@@ -238,9 +257,12 @@ export class Client {
 
   // send sends a request and resolves with its 200 response. Any other status
   // is a BrigError; a 429, or a 503 with a Retry-After (the journal could not
-  // record the run; without one the service is shutting down), is sent again
-  // after its Retry-After, within the retry's bounds: neither admitted anything. A connection the service drops before its response's head
-  // (a service that dies during a run, whose head comes with its result) is
+  // record the run, or the service is writing many large answers or reading
+  // many requests' bodies at once; without one it is shutting down), is sent
+  // again after its Retry-After, within the retry's bounds: a refused run was
+  // not admitted, and a GET, a DELETE or an idempotent replay answers the same
+  // again. A connection the service drops before its response's head (a
+  // service that dies during a run, whose head comes with its result) is
   // dropped(err).
   async #send(method, path, body, accept, signal, dropped) {
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body), 'utf8');
@@ -304,6 +326,15 @@ async function* readChunks(res, id, signal) {
   }
 }
 
+function isJSON(text) {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function parseEvent(line) {
   let ev;
   try {
@@ -362,13 +393,19 @@ async function errorOf(res) {
   });
 }
 
-// parseRetryAfter reads Retry-After as seconds, from a number of seconds or an
-// HTTP date; undefined when it is absent or neither.
+// parseRetryAfter reads Retry-After as seconds, from a (decimal) number of
+// seconds or an HTTP date (RFC 9110; brig sends seconds), the seconds from now
+// to the date rounded up, 0 when past; undefined when it is absent or neither.
+// The Python client's parse_retry_after reads it the same way.
 function parseRetryAfter(value) {
   if (typeof value !== 'string' || value.trim() === '') return undefined;
   const v = value.trim();
-  if (/^\d+$/.test(v)) return Number(v);
-  const at = Date.parse(v);
+  if (/^[0-9]+(\.[0-9]+)?$/.test(v)) return Number(v);
+  // An HTTP date begins with its day's name; Date.parse would read "2.5" or
+  // "-1" as dates too. All three of its forms are in GMT, which asctime's
+  // leaves unsaid (Date.parse would take it for local time).
+  if (!/^[A-Za-z]/.test(v)) return undefined;
+  const at = Date.parse(/\b(GMT|UTC|UT|Z)$|[+-][0-9]{4}$/i.test(v) ? v : `${v} GMT`);
   if (Number.isNaN(at)) return undefined;
   return Math.max(0, Math.ceil((at - Date.now()) / 1000));
 }
@@ -416,6 +453,17 @@ function checkRequest(request) {
       throw new TypeError(`${k} is ${v}, which JSON can't carry: give a whole number, or leave ${k} out for its default`);
     }
   }
+}
+
+// withMode is the request to send: `network: { domains }` without a mode means
+// mode domains (the service refuses domains with any other mode), as the
+// Python client's domains= alone does. A mode given is sent as it is.
+function withMode(request) {
+  const net = request.network;
+  if (net === null || typeof net !== 'object' || net.mode !== undefined || net.domains === undefined) {
+    return request;
+  }
+  return { ...request, network: { ...net, mode: 'domains' } };
 }
 
 function checkCount(name, value, min) {

@@ -199,6 +199,43 @@ describe('429 and Retry-After', () => {
     });
   });
 
+  // How both clients read a Retry-After (the Python client's test_types has
+  // the same table): seconds, whole or decimal, or an HTTP date (RFC 9110:
+  // IMF-fixdate, RFC 850 or asctime, all in GMT) as the seconds to it, rounded
+  // up, 0 when past. Date.parse alone read "2.5" as a date in 2001.
+  const asctime = (d) => {
+    const [day, mon, date, time, year] = [d.toUTCString().slice(0, 3), d.toUTCString().slice(8, 11),
+      d.getUTCDate(), d.toISOString().slice(11, 19), d.getUTCFullYear()];
+    return `${day} ${mon} ${String(date).padStart(2, ' ')} ${time} ${year}`;
+  };
+  const retryAfters = [
+    ['2', 2], ['2.5', 2.5], [' 0 ', 0], ['120', 120],
+    ['Sun, 06 Nov 1994 08:49:37 GMT', 0], ['Sunday, 06-Nov-94 08:49:37 GMT', 0], ['Sun Nov  6 08:49:37 1994', 0],
+    [() => new Date(Date.now() + 100_500).toUTCString(), 100], [() => asctime(new Date(Date.now() + 100_500)), 100],
+    ['-1', undefined], ['nan', undefined], ['inf', undefined], ['1e3', undefined], ['.5', undefined],
+    ['soon', undefined], ['2026-12-07', undefined],
+  ];
+  it('reads Retry-After as the Python client does', async () => {
+    const sent = [];
+    await withFake((req, res, n) => {
+      const [value] = retryAfters[n - 1];
+      sent.push(typeof value === 'function' ? value() : value);
+      sendJSON(res, 429, queueFull, { 'Retry-After': sent[n - 1] });
+    }, { retry: { attempts: 1 } }, async (brig) => {
+      for (const [i, [, want]] of retryAfters.entries()) {
+        await assert.rejects(brig.run(request), (err) => {
+          assert.equal(err.status, 429);
+          if (want > 0 && /^[A-Za-z]/.test(sent[i])) {
+            assert.ok(Math.abs(err.retryAfter - want) <= 1, `Retry-After ${sent[i]}: ${err.retryAfter}`);
+          } else {
+            assert.equal(err.retryAfter, want, `Retry-After ${JSON.stringify(sent[i])}`);
+          }
+          return true;
+        });
+      }
+    });
+  });
+
   it('an abort during the wait ends the call at once', async () => {
     await withFake((req, res) => sendJSON(res, 429, queueFull, { 'Retry-After': '20' }), {}, async (brig, f) => {
       const ac = new AbortController();
@@ -285,6 +322,61 @@ describe('errors', () => {
   });
 });
 
+describe('answers of the wrong shape', () => {
+  // Every 200 answer of the API is an object: anything else rejects as any
+  // other answer that can't be read, never resolving as a "Result".
+  for (const body of ['[1,2]', '"r1"', 'null', '42']) {
+    for (const [name, call] of [
+      ['run', (brig) => brig.run(request)],
+      ['get', (brig) => brig.get('r1')],
+      ['cancel', (brig) => brig.cancel('r1')],
+      ['health', (brig) => brig.health()],
+      ['limits', (brig) => brig.limits()],
+    ]) {
+      it(`a 200 of ${body} from ${name} is an error`, async () => {
+        await withFake((req, res) => {
+          res.writeHead(200, { 'Content-Type': 'application/json' });
+          res.end(body);
+        }, {}, async (brig) => {
+          await assert.rejects(call(brig), (err) => {
+            assert.ok(!(err instanceof BrigError) && !(err instanceof NoResultError), `got ${err}`);
+            assert.match(err.message, /^decoding the response of (POST|GET|DELETE) \/v1\/\S+: not a JSON object/);
+            return true;
+          });
+        });
+      });
+    }
+  }
+});
+
+describe('requests', () => {
+  it('network domains without a mode is sent with mode domains, as the Python client does', async () => {
+    await withFake((req, res) => {
+      if (req.headers.accept === 'application/x-ndjson') {
+        res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+        return res.end(JSON.stringify({ event: 'result', result: result() }) + '\n');
+      }
+      sendJSON(res, 200, result());
+    }, {}, async (brig, f) => {
+      const asked = { ...request, network: { domains: ['example.com'] } };
+      await brig.run(asked);
+      await collect(brig.stream(asked));
+      // A mode given is sent as it is (the service judges it).
+      await brig.run({ ...request, network: { mode: 'none', domains: ['example.com'] } });
+      await brig.run({ ...request, network: { mode: 'any' } });
+      await brig.run({ ...request, network: {} });
+      assert.deepEqual(f.requests.map((r) => JSON.parse(r.body).network), [
+        { mode: 'domains', domains: ['example.com'] },
+        { mode: 'domains', domains: ['example.com'] },
+        { mode: 'none', domains: ['example.com'] },
+        { mode: 'any' },
+        {},
+      ]);
+      assert.deepEqual(asked.network, { domains: ['example.com'] }, 'the caller\'s request is left as it was');
+    });
+  });
+});
+
 describe('event streams', () => {
   it('keeps lines and characters whole across chunks, and fills omitted values', async () => {
     const lines = [
@@ -323,6 +415,56 @@ describe('event streams', () => {
         for await (const ev of brig.stream(request)) seen.push(ev.event);
       }, (err) => err instanceof NoResultError && err.id === 'r-dropped');
       assert.deepEqual(seen, ['accepted', 'started']);
+    });
+  });
+
+  it('a last line without its newline, at the end of the body, is an event', async () => {
+    // As the Python client reads it: chunked, and framed by the connection's end.
+    const body = [
+      { event: 'accepted', id: 'r-last' },
+      { event: 'stdout', data: 'a\n' },
+      { event: 'result', result: result({ id: 'r-last' }) },
+    ].map((e) => JSON.stringify(e)).join('\n'); // no newline after the result
+    for (const framing of ['chunked', 'close']) {
+      await withFake((req, res) => {
+        // Without chunks, the body ends with the connection.
+        if (framing === 'close') res.useChunkedEncodingByDefault = false;
+        res.writeHead(200, {
+          'Content-Type': 'application/x-ndjson',
+          ...(framing === 'close' ? { Connection: 'close' } : {}),
+        });
+        res.write(body.slice(0, 20));
+        res.end(body.slice(20));
+      }, {}, async (brig) => {
+        const events = await collect(brig.events('r-last'));
+        assert.deepEqual(events.map((e) => e.event), ['accepted', 'stdout', 'result'], framing);
+        assert.equal(events[2].result.id, 'r-last');
+      });
+    }
+  });
+
+  it('a last line that is not whole JSON is a cut one: a NoResultError', async () => {
+    await withFake((req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+      res.end('{"event":"accepted","id":"r-half"}\n{"event":"result","res');
+    }, {}, async (brig) => {
+      const seen = [];
+      await assert.rejects(async () => {
+        for await (const ev of brig.events('r-half')) seen.push(ev.event);
+      }, (err) => err instanceof NoResultError && err.id === 'r-half');
+      assert.deepEqual(seen, ['accepted']);
+    });
+  });
+
+  it('bytes that are not UTF-8 become U+FFFD and the stream goes on', async () => {
+    await withFake((req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+      res.write('{"event":"stdout","data":"ab"}\n');
+      res.write(Buffer.concat([Buffer.from('{"event":"stdout","data":"c'), Buffer.from([0xff]), Buffer.from('d"}\n')]));
+      res.end(JSON.stringify({ event: 'result', result: result() }) + '\n');
+    }, {}, async (brig) => {
+      const events = await collect(brig.events('r1'));
+      assert.deepEqual(events.map((e) => e.data ?? e.event), ['ab', 'c\ufffdd', 'result']);
     });
   });
 

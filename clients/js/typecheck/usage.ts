@@ -28,6 +28,21 @@ const request: Request = {
   network: { mode: 'domains', domains: ['example.com'] },
 };
 
+// domains alone: the client sends mode domains.
+const domainsOnly: Request = { language: 'python', code: 'print(1)', network: { domains: ['example.com'] } };
+
+// A harness's own tests make the client's errors, as index.js does.
+const full = new BrigError({ status: 429, code: 'queue_full', message: 'the queue is full', retryAfter: 1 });
+const proxied = new BrigError({ status: 502, code: 'http_502', field: undefined, message: 'bad gateway' });
+const dropped = new NoResultError('tool-call-1', new Error('socket hang up'));
+const droppedEarly = new NoResultError();
+// @ts-expect-error: a BrigError has a status, a code and a message
+const noStatus = new BrigError({ code: 'internal', message: 'x' });
+// @ts-expect-error: not a code of the API
+const badCode = new BrigError({ status: 400, code: 'bad', message: 'x' });
+// @ts-expect-error: a NoResultError's id is a string
+const numericId = new NoResultError(1);
+
 // @ts-expect-error: brig runs python and javascript only
 const ruby: Request = { language: 'ruby', code: 'puts 1' };
 
@@ -94,6 +109,7 @@ export async function harness(): Promise<string> {
       return err.id ?? '';
     }
   }
-  return [out, code, lock, denied, spent, replay.length, stopped.reason, python, maxTimeout, defaultMemory, ruby, camel]
+  return [out, code, lock, denied, spent, replay.length, stopped.reason, python, maxTimeout, defaultMemory, ruby, camel,
+    domainsOnly, full.retryAfter, proxied.code, dropped.id, droppedEarly.message, noStatus, badCode, numericId]
     .join(' ');
 }

@@ -110,8 +110,11 @@ class Fake:
                     fake.times.append(time.monotonic())
                     answer = fake.script[min(i, len(fake.script) - 1)]
                 stall = answer.endswith(STALL)
-                self.wfile.write(answer[: -len(STALL)] if stall else answer)
-                self.wfile.flush()
+                try:
+                    self.wfile.write(answer[: -len(STALL)] if stall else answer)
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the client stopped reading (a body over its bound)
                 if stall:
                     fake.release.wait(WAIT)
 
@@ -308,6 +311,29 @@ class FramingTest(FakeCase):
         self.check(chunked([data]))
         self.check(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nConnection: close\r\n\r\n" + data)
 
+    def test_invalid_utf8_is_replaced(self) -> None:
+        """A line with bytes that are not UTF-8 gives its event with U+FFFD in
+        their place, and the stream goes on to its result (as the JS client
+        reads it), whether or not the last line has its newline."""
+        lines = events_ndjson().splitlines(keepends=True)
+        bad = b'{"event": "stdout", "data": "a\xffb"}\n'
+        data = b"".join(lines[:2]) + bad + b"".join(lines[2:])
+        result_bad = json.dumps({"event": "result", "result": dict(RESULT, stdout="ok\n")}).encode()
+        result_bad = result_bad.replace(b"ok\\n", b"ok\xfe\\n")
+        answers = [
+            ("split across chunks", chunked([data[i:i + 5] for i in range(0, len(data), 5)]), "ok\n"),
+            ("the last line, without its newline", chunked([b"".join(lines[:2]) + bad + result_bad]), "ok\ufffd\n"),
+        ]
+        for name, collect in COLLECTORS:
+            for framing, answer, stdout in answers:
+                with self.subTest(name, framing=framing):
+                    fake = self.fake([answer])
+                    events, result = collect(fake.socket)
+                    self.assertEqual(events[2].data, "a\ufffdb")
+                    self.assertEqual(events[-1].event, "result")
+                    assert result is not None
+                    self.assertEqual(result.stdout, stdout)
+
     def test_stream_cut_mid_line(self) -> None:
         """A connection that drops inside a line, however the body is framed,
         ends the stream with stream_ended after the whole lines before it; the
@@ -390,6 +416,52 @@ class FramingTest(FakeCase):
                             asyncio.run(brig.AsyncClient(fake.socket, timeout=WAIT).run("python", "x"))
                     self.assertEqual((cm.exception.code, cm.exception.id), ("stream_ended", None))
                     self.assertIn("before its id was known: give requests an id", cm.exception.message)
+
+    def test_result_body_is_bounded(self) -> None:
+        """A result longer than the API's bound on one (MAX_EVENT_LINE, as the
+        async and the JS client bound it) is bad_response, however it is
+        framed, and is not read to its end."""
+        body = json.dumps(dict(RESULT, stdout="x" * brig._wire.MAX_EVENT_LINE)).encode()
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        answers = [
+            ("Content-Length", response("200 OK", body)),
+            ("chunked", head + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"),
+            ("until close", head + b"Connection: close\r\n\r\n" + body),
+        ]
+        for framing, answer in answers:
+            for name in ("sync", "async"):
+                with self.subTest(framing, client=name):
+                    fake = self.fake([answer])
+                    with self.assertRaises(brig.ProtocolError) as cm:
+                        if name == "sync":
+                            brig.Client(fake.socket, timeout=WAIT, wait_timeout=WAIT).get("r1")
+                        else:
+                            asyncio.run(brig.AsyncClient(fake.socket, timeout=WAIT, wait_timeout=WAIT).get("r1"))
+                    self.assertEqual((cm.exception.code, cm.exception.status), ("bad_response", None))
+                    self.assertIn("the result is longer than the API allows", cm.exception.message)
+
+    def test_wrong_shape_is_bad_response(self) -> None:
+        """A 200 whose JSON is not the API's shape raises ProtocolError
+        (bad_response), as the README promises, not a ValueError or TypeError."""
+        calls = [
+            ("run", lambda c: c.run("python", "x", id="r1")),
+            ("get", lambda c: c.get("r1")),
+            ("cancel", lambda c: c.cancel("r1")),
+        ]
+        cases = [(call, do, body) for call, do in calls
+                 for body in (b"[1, 2]", b'"r1"', b'{"packages": "oops"}', b'{"packages": 5}', b'{"network": []}')]
+        cases += [("health", lambda c: c.health(), b"[]"), ("limits", lambda c: c.limits(), b'{"egress": [1]}')]
+        for call, do, body in cases:
+            for name in ("sync", "async"):
+                with self.subTest(call, body=body, client=name):
+                    fake = self.fake([response("200 OK", body)])
+                    with self.assertRaises(brig.ProtocolError) as cm:
+                        if name == "sync":
+                            do(brig.Client(fake.socket, timeout=WAIT, wait_timeout=WAIT))
+                        else:
+                            asyncio.run(do(brig.AsyncClient(fake.socket, timeout=WAIT, wait_timeout=WAIT)))
+                    self.assertEqual((cm.exception.code, cm.exception.status), ("bad_response", None))
+                    self.assertIn("decoding the ", cm.exception.message)
 
     def test_garbage_head_is_bad_response(self) -> None:
         """A head that is not HTTP is bad_response from both clients, not a

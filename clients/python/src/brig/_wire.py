@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar
 from urllib.parse import quote
 
 from ._types import Event
@@ -29,6 +29,8 @@ MAX_EVENT_LINE = 6 * (1_000_000 + 100_000) + (4 << 20) + (1 << 20)
 # MAX_ERROR_BODY bounds how much of an error response is read.
 MAX_ERROR_BODY = 1 << 20
 
+T = TypeVar("T")
+
 # DEFAULT_RETRY_AFTER is the wait after a 429 that carries no usable
 # Retry-After (brig always sends one).
 DEFAULT_RETRY_AFTER = 1.0
@@ -37,13 +39,15 @@ DEFAULT_RETRY_AFTER = 1.0
 @dataclasses.dataclass(frozen=True)
 class RetryPolicy:
     """How a request answered 429 (queue full), or 503 with a Retry-After (the
-    service could not record the run in its journal: its disk full), is
+    service could not record the run in its journal, its disk full; or it is
+    writing many large answers, or reading many requests' bodies, at once), is
     retried: after the Retry-After the service sent, at most ``max_attempts``
     attempts in all (1 never retries), and never once the waits would pass
     ``max_wait`` seconds in total; then the ``QueueFull`` or ``Unavailable`` is
-    raised. Either means nothing was admitted, so retrying a run is safe with or
-    without an id. A 503 without a Retry-After (the service shutting down) is
-    not retried."""
+    raised. Each is safe to retry, a run with or without an id: a refused run
+    was not admitted, and a GET, a DELETE or an idempotent replay answers the
+    same when sent again. A 503 without a Retry-After (the service shutting
+    down) is not retried."""
 
     max_attempts: int = 4
     max_wait: float = 30.0
@@ -124,17 +128,31 @@ def run_path(id: str, suffix: str = "", uid: Optional[int] = None) -> str:
     return path
 
 
-def decode_json(body: bytes, what: str) -> Any:
+def decode_json(body: bytes, what: str, build: Callable[[Any], T]) -> T:
+    """build (a type's from_json) of the JSON body: a body that is not JSON, or
+    not of the type's shape (an array, "packages": "oops"), is a ProtocolError
+    (code bad_response), not the ValueError or TypeError of from_json."""
     try:
-        return json.loads(body.decode("utf-8"))
+        obj = json.loads(body.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise ProtocolError(f"decoding {what}: {e}", code="bad_response") from None
+    try:
+        return build(obj)
+    except (ValueError, TypeError) as e:
+        raise ProtocolError(f"decoding {what}: {e}", code="bad_response") from None
+
+
+def decode_line(line: bytes) -> str:
+    """An event line as text: bytes that are not UTF-8 are replaced with U+FFFD,
+    as the service replaces them in a run's output and as the JS client
+    decodes its stream, rather than ending the stream."""
+    return line.decode("utf-8", errors="replace")
 
 
 def decode_event(line: bytes) -> Event:
     try:
-        return Event.from_json(json.loads(line.decode("utf-8")))
-    except (ValueError, UnicodeDecodeError) as e:
+        return Event.from_json(json.loads(decode_line(line)))
+    except (ValueError, TypeError) as e:
         raise ProtocolError(f"decoding an event: {e}", code="bad_response") from None
 
 
@@ -178,8 +196,8 @@ def last_line(splitter: "LineSplitter") -> List[bytes]:
     if not rest:
         return []
     try:
-        json.loads(rest.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
+        json.loads(decode_line(rest))
+    except ValueError:
         return []
     return [rest]
 

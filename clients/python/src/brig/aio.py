@@ -365,7 +365,7 @@ class AsyncClient:
             packages=packages, env=env, network=network, domains=domains, id=id,
         )
         resp = await self._open("POST", "/v1/runs", body, "application/json", wait=True, run_id=id or "")
-        return Result.from_json(await self._read_json(resp, "the result", id or ""))
+        return await self._read_json(resp, "the result", Result.from_json, id or "")
 
     def stream(
         self,
@@ -391,7 +391,7 @@ class AsyncClient:
     async def get(self, id: str, *, uid: Optional[int] = None) -> Result:
         """The run's Result, finished or not (its ``state`` says)."""
         resp = await self._open("GET", run_path(id, uid=uid), None, "application/json", run_id=id)
-        return Result.from_json(await self._read_json(resp, "the result", id))
+        return await self._read_json(resp, "the result", Result.from_json, id)
 
     def events(self, id: str, *, uid: Optional[int] = None) -> AsyncEventStream:
         """Replays the run's events from the start and follows them to its
@@ -403,17 +403,17 @@ class AsyncClient:
         """Stops the run (``reason`` stopped, unless it had already finished)
         and returns its Result."""
         resp = await self._open("DELETE", run_path(id, uid=uid), None, "application/json", run_id=id)
-        return Result.from_json(await self._read_json(resp, "the result", id))
+        return await self._read_json(resp, "the result", Result.from_json, id)
 
     async def health(self) -> Health:
         """The service's liveness and what its host supports."""
         resp = await self._open("GET", "/v1/health", None, "application/json", what="the health")
-        return Health.from_json(await self._read_json(resp, "the health"))
+        return await self._read_json(resp, "the health", Health.from_json)
 
     async def limits(self) -> Limits:
         """The bounds and defaults of a request."""
         resp = await self._open("GET", "/v1/limits", None, "application/json", what="the limits")
-        return Limits.from_json(await self._read_json(resp, "the limits"))
+        return await self._read_json(resp, "the limits", Limits.from_json)
 
     async def _open(
         self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool = False,
@@ -474,9 +474,9 @@ class AsyncClient:
             raise
 
     @staticmethod
-    async def _read_json(resp: _Response, what: str, run_id: Optional[str] = None) -> Any:
-        """The JSON body of resp; run_id is the run's id ("" when not known)
-        when the body is a run's result."""
+    async def _read_json(resp: _Response, what: str, build: Callable[[Any], T], run_id: Optional[str] = None) -> T:
+        """build (a type's from_json) of the JSON body of resp; run_id is the
+        run's id ("" when not known) when the body is a run's result."""
         try:
             raw = await resp.read_all(MAX_EVENT_LINE, what)
         except errors.ProtocolError as err:
@@ -485,4 +485,4 @@ class AsyncClient:
             raise response_cut(what, run_id) from None
         finally:
             resp.close()
-        return decode_json(raw, what)
+        return decode_json(raw, what, build)

@@ -11,7 +11,7 @@ import collections
 import http.client
 import socket as _socket
 import time
-from typing import Deque, Iterable, Iterator, Mapping, Optional, Tuple
+from typing import Any, Callable, Deque, Iterable, Iterator, Mapping, Optional, Tuple, TypeVar
 
 from . import errors
 from ._types import Event, EventKind, Health, Limits, Result
@@ -19,6 +19,7 @@ from ._wire import (
     DEFAULT_SOCKET,
     HOST,
     MAX_ERROR_BODY,
+    MAX_EVENT_LINE,
     NDJSON,
     LineSplitter,
     RetryPolicy,
@@ -34,6 +35,8 @@ from ._wire import (
 
 # READ_SIZE is the most one read of a response body asks for.
 READ_SIZE = 64 << 10
+
+T = TypeVar("T")
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -154,8 +157,9 @@ class Client:
     for a run (``get``, ``cancel``, ``health``, ``limits``). ``wait_timeout``
     bounds each silence while waiting for a run (``run``, ``stream``,
     ``events``); None, the default, waits as long as the run takes: the
-    service ends every run at its ``timeout_seconds``. A 429 is retried as
-    ``retry`` says (by default 3 attempts, 30 s of waits at most).
+    service ends every run at its ``timeout_seconds``. A 429, or a 503 with a
+    Retry-After, is retried as ``retry`` says (by default 4 attempts in all,
+    30 s of waits at most).
     """
 
     def __init__(
@@ -196,7 +200,7 @@ class Client:
             packages=packages, env=env, network=network, domains=domains, id=id,
         )
         conn, resp = self._open("POST", "/v1/runs", body, "application/json", wait=True, run_id=id or "")
-        return Result.from_json(self._read_json(conn, resp, "the result", id or ""))
+        return self._read_json(conn, resp, "the result", Result.from_json, id or "")
 
     def stream(
         self,
@@ -225,7 +229,7 @@ class Client:
     def get(self, id: str, *, uid: Optional[int] = None) -> Result:
         """The run's Result, finished or not (its ``state`` says)."""
         conn, resp = self._open("GET", run_path(id, uid=uid), None, "application/json", run_id=id)
-        return Result.from_json(self._read_json(conn, resp, "the result", id))
+        return self._read_json(conn, resp, "the result", Result.from_json, id)
 
     def events(self, id: str, *, uid: Optional[int] = None) -> EventStream:
         """Replays the run's events from the start and follows them to its
@@ -237,17 +241,17 @@ class Client:
         """Stops the run (``reason`` stopped, unless it had already finished)
         and returns its Result."""
         conn, resp = self._open("DELETE", run_path(id, uid=uid), None, "application/json", run_id=id)
-        return Result.from_json(self._read_json(conn, resp, "the result", id))
+        return self._read_json(conn, resp, "the result", Result.from_json, id)
 
     def health(self) -> Health:
         """The service's liveness and what its host supports."""
         conn, resp = self._open("GET", "/v1/health", None, "application/json", what="the health")
-        return Health.from_json(self._read_json(conn, resp, "the health"))
+        return self._read_json(conn, resp, "the health", Health.from_json)
 
     def limits(self) -> Limits:
         """The bounds and defaults of a request."""
         conn, resp = self._open("GET", "/v1/limits", None, "application/json", what="the limits")
-        return Limits.from_json(self._read_json(conn, resp, "the limits"))
+        return self._read_json(conn, resp, "the limits", Limits.from_json)
 
     def _open(
         self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool = False,
@@ -320,12 +324,25 @@ class Client:
 
     @staticmethod
     def _read_json(
-        conn: UnixHTTPConnection, resp: http.client.HTTPResponse, what: str, run_id: Optional[str] = None
-    ) -> object:
-        """The JSON body of resp; run_id is the run's id ("" when not known)
-        when the body is a run's result."""
+        conn: UnixHTTPConnection, resp: http.client.HTTPResponse, what: str, build: Callable[[Any], T],
+        run_id: Optional[str] = None,
+    ) -> T:
+        """build (a type's from_json) of the JSON body of resp, read up to the
+        API's bound on a result (MAX_EVENT_LINE, as AsyncClient and the JS
+        client bound it); run_id is the run's id ("" when not known) when the
+        body is a run's result."""
+        raw = bytearray()
         try:
-            raw = resp.read()
+            while True:
+                data = resp.read1(READ_SIZE)
+                if not data:
+                    break
+                raw += data
+                if len(raw) > MAX_EVENT_LINE:
+                    raise errors.ProtocolError(f"{what} is longer than the API allows", code="bad_response")
+            if resp.length:
+                # Short of its Content-Length, the body was cut, not ended.
+                raise response_cut(what, run_id)
         except http.client.IncompleteRead:
             raise response_cut(what, run_id) from None
         finally:
@@ -334,4 +351,4 @@ class Client:
             # No JSON body is empty: a head cut short, which http.client takes
             # for a whole one, and no body.
             raise response_cut(what, run_id)
-        return decode_json(raw, what)
+        return decode_json(bytes(raw), what, build)

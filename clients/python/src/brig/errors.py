@@ -14,7 +14,11 @@ or ``asyncio.TimeoutError`` (async).
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import json
+import math
+import re
 from typing import Dict, Optional, Type
 
 
@@ -85,9 +89,12 @@ class Internal(BrigError):
 
 
 class Unavailable(BrigError):
-    """503: the service accepts no new runs for now: it is shutting down
-    (``retry_after`` None), or it could not record the run in its journal
-    (``retry_after`` the seconds it asked to wait). The program did not run."""
+    """503: the service cannot take the request for now: it is shutting down
+    (``retry_after`` None), or (``retry_after`` the seconds it asked to wait)
+    it could not record the run in its journal, it is writing many large
+    answers at once (a GET, a DELETE or an idempotent replay), or it is reading
+    many requests' bodies at once. A refused run did not run; all but the
+    shutdown are safe to retry."""
 
 
 class ProtocolError(BrigError):
@@ -116,18 +123,32 @@ _BY_STATUS: Dict[int, Type[BrigError]] = {
 }
 
 
+# _SECONDS is a Retry-After in seconds: RFC 9110's whole number, or a decimal one.
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
 def parse_retry_after(value: Optional[str]) -> Optional[float]:
-    """The seconds of a Retry-After header, or None when absent or not a
-    number of seconds (brig sends seconds, never an HTTP date)."""
+    """The seconds of a Retry-After header: a (decimal) number of seconds, or
+    an HTTP date (RFC 9110; brig sends seconds), as the seconds from now to it,
+    rounded up, 0 when past; None when absent or neither. The JS client reads it
+    the same way."""
     if value is None:
         return None
+    v = value.strip()
+    if _SECONDS.fullmatch(v):
+        return float(v)
+    if not v[:1].isalpha():  # an HTTP date begins with its day's name
+        return None
     try:
-        seconds = float(value.strip())
-    except ValueError:
+        at = email.utils.parsedate_to_datetime(v)
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if seconds != seconds or seconds < 0:  # NaN or negative
+    if at is None:
         return None
-    return seconds
+    if at.tzinfo is None:  # an HTTP date is in GMT
+        at = at.replace(tzinfo=datetime.timezone.utc)
+    wait = (at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+    return float(max(0, math.ceil(wait)))
 
 
 def from_response(status: int, reason: str, body: bytes, retry_after: Optional[str] = None) -> BrigError:
