@@ -891,16 +891,20 @@ func (c *Cache) makeRoom() error {
 // staging tree, on a goroutine of its own, stopping it (with a
 // *layerSizeError) once that passes the cache's layerMax. A measure walks the
 // tree (2 s for 300,000 files, the review's), so one that took d waits at
-// least 10 d for the next, and a second at least, which bounds its cost to a
-// tenth of a core; but the disk's free space, read at every tick, starts one
-// at once when it has fallen by more than the tree's room below layerMax
-// since the last began: an install can't have grown by more than the disk.
+// least 10 d for the next, and a second at least: a tenth of a core. The
+// disk's free space, read at every tick, starts one sooner, 2 d after the
+// last (a third of a core at most, against a neighbour filling the disk),
+// when it has fallen by more than the tree's room below layerMax since the
+// last began: an install can't have grown by more than the disk. And before
+// room is made by evicting, the size is known: an install past it is stopped
+// before it evicts anyone's layer.
 func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, stage string) {
 	t := time.NewTicker(spaceCheckEvery)
 	defer t.Stop()
 	type measure struct {
-		size int64
-		took time.Duration
+		size      int64
+		took      time.Duration
+		beganFree int64
 	}
 	measured := make(chan measure, 1)
 	measuring := false
@@ -910,32 +914,59 @@ func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, 
 		}
 	}()
 	var (
-		next   time.Time // when the last measure's cost allows the next
-		size   int64     // the last measure
-		freeAt int64     // the disk's free bytes when it began
+		next, soon time.Time // when the last measure's cost allows the next: at all, and for a fall of the disk
+		size       int64     // the last measure
+		freeAt     int64     // the disk's free bytes when it began
 	)
+	start := func(free int64) {
+		measuring = true
+		go func() {
+			began := time.Now()
+			n := treeSize(ctx, stage)
+			measured <- measure{n, time.Since(began), free}
+		}()
+	}
+	// over takes a measure's result, and reports whether it stopped the
+	// install.
+	over := func(m measure) bool {
+		measuring, size, freeAt = false, m.size, m.beganFree
+		now := time.Now()
+		next, soon = now.Add(max(time.Second, 10*m.took)), now.Add(2*m.took)
+		if size > c.layerMax {
+			cancel(&layerSizeError{size: size, max: c.layerMax})
+			return true
+		}
+		return false
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case m := <-measured:
-			measuring, size = false, m.size
-			next = time.Now().Add(max(time.Second, 10*m.took))
-			if size > c.layerMax {
-				cancel(&layerSizeError{size: size, max: c.layerMax})
+			if over(m) {
 				return
 			}
 			continue
 		case <-t.C:
 		}
 		free, _, _, err := freeSpace(c.stageDir)
-		if !measuring && (time.Now().After(next) || err == nil && freeAt-free > c.layerMax-size) {
-			measuring, freeAt = true, free
-			go func() {
-				began := time.Now()
-				n := treeSize(ctx, stage)
-				measured <- measure{n, time.Since(began)}
-			}()
+		now := time.Now()
+		if !measuring && (now.After(next) || err == nil && now.After(soon) && freeAt-free > c.layerMax-size) {
+			start(free)
+		}
+		if low, _, err := LowSpace(c.stageDir, c.minFree); err == nil && low != "" {
+			// Room is to be made, by evicting: the size first.
+			if !measuring {
+				start(free)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case m := <-measured:
+				if over(m) {
+					return
+				}
+			}
 		}
 		if err := c.makeRoom(); err != nil {
 			var full *spaceError

@@ -1251,6 +1251,22 @@ func TestCacheBoundsALayer(t *testing.T) {
 			}
 		})
 	}
+	// On a disk the install fills before its first measure ends, the size
+	// is known before room is made: no layer is evicted for it (the second
+	// review's: a measure beside the free-space check had evicted a first).
+	small := testutil.Tmpfs(t, "40m")
+	inst2 := &diskFiller{want: 2}
+	c2, err := OpenCache(CacheConfig{Dir: small, MaxBytes: 32 << 20, LayerMaxBytes: 8 << 20, MinFreeBytes: 1 << 20, Installer: inst2, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c2.Close() })
+	acquire(t, c2, a).Release()
+	inst2.want = 0
+	_, err = c2.Acquire(context.Background(), mustSet(t, "python", "3.11.2", "big==3"), nil)
+	if !errors.Is(err, ErrUnavailable) || c2.Stats().Evictions != 0 || !slices.Equal(keys(c2.List()), []string{a.Key()}) {
+		t.Errorf("an install filling the disk: got %v, %d evictions, layers %q; want package_unavailable, none evicted", err, c2.Stats().Evictions, keys(c2.List()))
+	}
 }
 
 // On a disk too full for a new folder (here: no inode left), an unused

@@ -326,7 +326,10 @@ func (p PolicyConfig) CheckResolved(language string, pkgs []Resolved) error {
 		if err := p.checkResolved(language, r, r.Name); err != nil {
 			return err
 		}
-		if r.Alias != "" {
+		// deny refuses a package by either of its names; reviewed pairs are
+		// the registry's, which an alias ("string-width-cjs":
+		// "npm:string-width@^4") is not, so it judges the name alone.
+		if r.Alias != "" && p.Mode == PolicyDeny {
 			if err := p.checkResolved(language, r, r.Alias); err != nil {
 				return err
 			}

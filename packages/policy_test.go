@@ -299,10 +299,11 @@ func TestPolicyCheckResolved(t *testing.T) {
 			pkgs: []Resolved{{Name: "okjs", Version: "1.0.0", Alias: "evil"}},
 			want: "evil@1.0.0, a dependency the install resolved, is refused by this host's deny list (entry evil)",
 		},
+		// An alias is no registry's pair: reviewed judges the name alone
+		// (glob@10's "string-width-cjs": "npm:string-width@^4.2.0").
 		{
-			name: "reviewed needs both names reviewed", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"okjs@1.0.0"}}, language: "javascript",
-			pkgs: []Resolved{{Name: "okjs", Version: "1.0.0", Alias: "evil"}},
-			want: "evil@1.0.0, a dependency the install resolved, has no reviewed version on this host",
+			name: "reviewed judges an alias by its name", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"string-width@4.2.3"}}, language: "javascript",
+			pkgs: []Resolved{{Name: "string-width", Version: "4.2.3", Alias: "string-width-cjs"}},
 		},
 		// A dependency whose requesters are known names them, and what to change.
 		{
