@@ -517,3 +517,21 @@ func checkAdmissionBooks(t *testing.T, a *admission, tickets []*ticket, where st
 		fail("%d queued, a slot free, and none chosen", len(a.queue))
 	}
 }
+
+// TestSpreadRetryAfter: the clients a full queue refuses at one moment are
+// told Retry-Afters spread over the estimate to twice it, not all the same.
+func TestSpreadRetryAfter(t *testing.T) {
+	for _, n := range []int{1, 4} {
+		seen := map[int]bool{}
+		for range 200 {
+			got := spread(n)
+			if got < n || got > 2*n {
+				t.Fatalf("spread(%d) = %d, want %d to %d", n, got, n, 2*n)
+			}
+			seen[got] = true
+		}
+		if len(seen) < 2 {
+			t.Errorf("spread(%d) gave only %v in 200 draws, want them spread", n, seen)
+		}
+	}
+}
