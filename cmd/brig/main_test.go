@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -179,6 +180,31 @@ func TestRunLocal(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &body); err != nil || status != 2 || body.Error.Code != api.ErrorInvalidRequest ||
 		body.Error.Field != "timeout_seconds" || !strings.HasPrefix(body.Error.Message, "is 0; ") {
 		t.Errorf("--json --timeout 0: exit %d, stdout %q (%v); want 2 and the service's invalid_request body for timeout_seconds", status, out, err)
+	}
+}
+
+// TestRunLocalSlowReader: a reader of brig run --local's output slower than
+// the run gets all of it, where the drains' grace after the run's end had
+// left it what the pipe held (the review: 65,536 of 300,000 bytes, exit 0).
+func TestRunLocalSlowReader(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliCgroupParent)
+	prog := filepath.Join(t.TempDir(), "p.py")
+	os.WriteFile(prog, []byte("import sys\nsys.stdout.write('x' * 300000)\n"), 0o644)
+	cmd := exec.Command(os.Args[0], append(append([]string{"run"}, localFlags(t)...), "-l", "python", prog)...)
+	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	time.Sleep(4 * time.Second) // past the run, and its drains' grace
+	b, err := io.ReadAll(out)
+	if werr := cmd.Wait(); len(b) != 300000 || err != nil || werr != nil {
+		t.Errorf("read %d bytes (%v), brig run %v; want all 300000 and exit 0", len(b), err, werr)
 	}
 }
 
