@@ -711,6 +711,11 @@ func (j *journal) get(k runKey) (*record, error) {
 // requestKey returns the request key of k's record, or errNoRecord, without
 // decoding the rest: a retry's id is compared before any room is taken for
 // its answer (a reused id is a 409 whatever the service's room).
+//
+// A record is written with its key first (record's first field), which is
+// read alone: json.Unmarshal scans the whole record, 54 ms for one of 6.6 MB
+// (the review's), under the service's lock. One that does not begin so is
+// decoded whole.
 func (j *journal) requestKey(k runKey) (string, error) {
 	var key struct {
 		Key string `json:"key"`
@@ -719,6 +724,17 @@ func (j *journal) requestKey(k runKey) (string, error) {
 		b := tx.Bucket(bucketRuns).Get(k.bytes())
 		if b == nil {
 			return errNoRecord
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		if t, err := dec.Token(); err == nil && t == json.Delim('{') {
+			if t, err := dec.Token(); err == nil && t == "key" {
+				if t, err := dec.Token(); err == nil {
+					if s, ok := t.(string); ok {
+						key.Key = s
+						return nil
+					}
+				}
+			}
 		}
 		return json.Unmarshal(b, &key)
 	})

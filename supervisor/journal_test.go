@@ -930,3 +930,31 @@ func TestLockStateDir(t *testing.T) {
 		again.Close()
 	}
 }
+
+// TestJournalRequestKey: a record's request key is read from its first
+// member, as record writes it, and from a record that does not begin so by
+// decoding it whole; a missing one is errNoRecord.
+func TestJournalRequestKey(t *testing.T) {
+	j := mustOpenJournal(t, t.TempDir())
+	defer j.close()
+	now := time.Now()
+	written := runKey{uid: 1000, id: "written"}
+	if err := j.accept(written, &record{Key: "k1", Language: "python", PeerUID: 1000, AcceptedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	other := runKey{uid: 1000, id: "other-order"}
+	if err := j.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketRuns).Put(other.bytes(), []byte(`{"language":"python","key":"k2","peer_uid":1000}`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		k    runKey
+		want string
+		err  error
+	}{{written, "k1", nil}, {other, "k2", nil}, {runKey{uid: 1000, id: "none"}, "", errNoRecord}} {
+		if got, err := j.requestKey(tc.k); got != tc.want || !errors.Is(err, tc.err) {
+			t.Errorf("requestKey(%v) = %q, %v; want %q, %v", tc.k, got, err, tc.want, tc.err)
+		}
+	}
+}
