@@ -938,6 +938,16 @@ func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, 
 		}
 		return false
 	}
+	// await waits for the measure under way, and reports whether the
+	// install ended or was stopped for its size.
+	await := func() bool {
+		select {
+		case <-ctx.Done():
+			return true
+		case m := <-measured:
+			return over(m)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -959,13 +969,8 @@ func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, 
 			if !measuring {
 				start(free)
 			}
-			select {
-			case <-ctx.Done():
+			if await() {
 				return
-			case m := <-measured:
-				if over(m) {
-					return
-				}
 			}
 		}
 		if err := c.makeRoom(); err != nil {

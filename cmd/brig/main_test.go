@@ -183,15 +183,10 @@ func TestRunLocal(t *testing.T) {
 	}
 }
 
-// TestRunLocalSlowReader: a reader of brig run --local's output slower than
-// the run gets all of it, where the drains' grace after the run's end had
-// left it what the pipe held (the review: 65,536 of 300,000 bytes, exit 0).
-func TestRunLocalSlowReader(t *testing.T) {
-	testutil.RequireRoot(t)
-	testutil.CheckLeaks(t, cliCgroupParent)
-	prog := filepath.Join(t.TempDir(), "p.py")
-	os.WriteFile(prog, []byte("import sys\nsys.stdout.write('x' * 300000)\n"), 0o644)
-	cmd := exec.Command(os.Args[0], append(append([]string{"run"}, localFlags(t)...), "-l", "python", prog)...)
+// startPiped starts the CLI with args, its stdout a pipe the caller reads.
+func startPiped(t *testing.T, args ...string) (*exec.Cmd, io.ReadCloser) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -200,6 +195,18 @@ func TestRunLocalSlowReader(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return cmd, out
+}
+
+// TestRunLocalSlowReader: a reader of brig run --local's output slower than
+// the run gets all of it, where the drains' grace after the run's end had
+// left it what the pipe held (the review: 65,536 of 300,000 bytes, exit 0).
+func TestRunLocalSlowReader(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliCgroupParent)
+	prog := filepath.Join(t.TempDir(), "p.py")
+	os.WriteFile(prog, []byte("import sys\nsys.stdout.write('x' * 300000)\n"), 0o644)
+	cmd, out := startPiped(t, append(append([]string{"run"}, localFlags(t)...), "-l", "python", prog)...)
 	defer cmd.Process.Kill()
 	time.Sleep(4 * time.Second) // past the run, and its drains' grace
 	b, err := io.ReadAll(out)
@@ -852,15 +859,7 @@ func TestRunStopsWhenItsOutputGoesAway(t *testing.T) {
 	})
 	prog := filepath.Join(t.TempDir(), "p.py")
 	os.WriteFile(prog, []byte("print(1)\n"), 0o644)
-	cmd := exec.Command(os.Args[0], "run", "--socket", sock, "--id", "pipe-1", "-l", "python", prog)
-	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out := startPiped(t, "run", "--socket", sock, "--id", "pipe-1", "-l", "python", prog)
 	defer cmd.Process.Kill()
 	if _, err := out.Read(make([]byte, 16)); err != nil {
 		t.Fatal(err)
