@@ -269,6 +269,9 @@ type driverPackage struct {
 	Hash    string `json:"hash"`
 	// Path is the package's place in npm's lockfile ("node_modules/a").
 	Path string `json:"path"`
+	// Resolved is where npm fetched it from (the lockfile's "resolved"):
+	// a registry's tarball URL names the package as the registry serves it.
+	Resolved string `json:"resolved,omitempty"`
 	// Requires is what the package depends on: pip's Requires-Dist lines
 	// ("dep-b>=1; extra == 'x'"), npm's dependency names.
 	Requires []string `json:"requires,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -55,7 +56,7 @@ process.on('exit', (code) => {
         if (!key.startsWith('node_modules/') || p.link) continue
         const name = p.name || key.slice(key.lastIndexOf('node_modules/') + 'node_modules/'.length)
         const requires = Object.keys({ ...p.dependencies, ...p.optionalDependencies, ...p.peerDependencies })
-        result.packages.push({ name, version: p.version || '', hash: p.integrity || '', path: key, requires })
+        result.packages.push({ name, version: p.version || '', hash: p.integrity || '', path: key, resolved: p.resolved || '', requires })
       }
     } catch (err) {
       result.exit = 1
@@ -143,27 +144,62 @@ func npmResolved(set Set, r *driverResult) ([]Resolved, error) {
 		if p.Name == "" || p.Version == "" {
 			return nil, fmt.Errorf("the javascript installer reported a package without a name or version: %+v", p)
 		}
-		// A package goes by two names where the folder it is installed in
-		// and the lockfile's name (its package.json's) differ: a
-		// dependency's alias, or a tarball that names another package
-		// (the package audit's namediff, whose lock read okjs@1.0.0).
-		// A requested one is named as the registry serves it, its
-		// folder's name; a dependency by the lockfile's; the policy
-		// judges both names (CheckResolved).
-		name, alias := p.Name, p.Path[strings.LastIndex(p.Path, "node_modules/")+len("node_modules/"):]
+		// A package may go by three names: the registry's, in the URL
+		// it was fetched from; the folder it is installed in (an alias's,
+		// "string-width-cjs": "npm:string-width@^4"); and its lockfile
+		// name, its package.json's, which a tarball may make another
+		// package's (the package audit's namediff, whose lock read
+		// okjs@1.0.0). It is named as the registry serves it: by the URL,
+		// else a request's by its folder, a dependency's by the lockfile;
+		// the others are its aliases, by which deny refuses it too.
+		folder := p.Path[strings.LastIndex(p.Path, "node_modules/")+len("node_modules/"):]
 		q, requested := top[p.Path]
+		name := p.Name
 		if requested {
-			name, alias = alias, name
+			name = folder
 		}
-		if alias == name {
-			alias = ""
+		registry, fromRegistry := npmRegistryName(p.Resolved)
+		if fromRegistry {
+			name = registry
 		}
-		resolved = append(resolved, Resolved{Name: name, Version: p.Version, Hash: p.Hash, Request: q.Raw, Alias: alias})
+		r := Resolved{Name: name, Version: p.Version, Hash: p.Hash, Request: q.Raw}
+		for _, n := range []string{folder, p.Name} {
+			if n != name && !slices.Contains(r.Aliases, n) {
+				r.Aliases = append(r.Aliases, n)
+			}
+		}
+		if p.Resolved != "" && !fromRegistry {
+			r.Source = p.Resolved
+		}
+		resolved = append(resolved, r)
 		paths = append(paths, p.Path)
 	}
 	requiredBy(resolved, npmEdges(paths, r.Packages))
 	sortResolved(resolved)
 	return resolved, nil
+}
+
+// npmRegistryName is the package a registry's tarball URL names
+// (".../@scope/name/-/name-1.0.0.tgz", "lodash/-/lodash-4.17.21.tgz"), and
+// whether resolved is one.
+func npmRegistryName(resolved string) (string, bool) {
+	u, err := url.Parse(resolved)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", false
+	}
+	before, file, ok := strings.Cut(u.Path, "/-/")
+	if !ok || !strings.HasSuffix(file, ".tgz") || strings.Contains(file, "/") {
+		return "", false
+	}
+	parts := strings.Split(strings.Trim(before, "/"), "/")
+	name := parts[len(parts)-1]
+	if len(parts) >= 2 && strings.HasPrefix(parts[len(parts)-2], "@") {
+		name = parts[len(parts)-2] + "/" + name
+	}
+	if name == "" || !strings.HasPrefix(file, name[strings.LastIndex(name, "/")+1:]+"-") {
+		return "", false
+	}
+	return name, true
 }
 
 // npmUnavailableCodes are npm's error codes for a package or version that

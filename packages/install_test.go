@@ -220,20 +220,28 @@ func TestNpmResolved(t *testing.T) {
 		{Name: "@brig/dep", Version: "2.0.0", Hash: "sha512-d2", Path: "node_modules/@brig/dep"},
 		// A second copy of a requested name, nested: a dependency's.
 		{Name: "@brig/dep", Version: "1.0.0", Hash: "sha512-d1", Path: "node_modules/app/node_modules/@brig/dep"},
-		// A requested package whose tarball names another: named as asked,
-		// and a dependency as the lockfile names it, each with its other
-		// name, which the policy judges too.
-		{Name: "okjs", Version: "3.0.0", Hash: "sha512-l", Path: "node_modules/liar"},
-		{Name: "okjs", Version: "1.0.0", Hash: "sha512-e", Path: "node_modules/app/node_modules/evil"},
+		// A package is named as the registry serves it, from the URL it
+		// was fetched from; its folder's and its package.json's names,
+		// where they differ, are its aliases: a requested package or a
+		// dependency whose tarball names another package, an alias's
+		// folder. One fetched from elsewhere says where.
+		{Name: "okjs", Version: "3.0.0", Hash: "sha512-l", Path: "node_modules/liar", Resolved: "http://reg.test/npm/liar/-/liar-3.0.0.tgz"},
+		{Name: "okjs", Version: "1.0.0", Hash: "sha512-e", Path: "node_modules/app/node_modules/evil", Resolved: "http://reg.test/evil/-/evil-1.0.0.tgz"},
+		{Name: "string-width", Version: "4.2.3", Hash: "sha512-s", Path: "node_modules/string-width-cjs", Resolved: "https://reg.test/string-width/-/string-width-4.2.3.tgz"},
+		{Name: "@brig/scoped", Version: "1.0.0", Hash: "sha512-c", Path: "node_modules/app/node_modules/@brig/scoped", Resolved: "http://reg.test/@brig/scoped/-/scoped-1.0.0.tgz"},
+		{Name: "gitdep", Version: "1.0.0", Hash: "sha512-g", Path: "node_modules/gitdep", Resolved: "git+https://git.test/gitdep.git#0123abc"},
 	}}
 	set.Requests = append(set.Requests, mustRequests(t, "javascript", "liar@3.0.0")...)
 	got, err := npmResolved(set, r)
 	want := []Resolved{
 		{Name: "@brig/dep", Version: "1.0.0", Hash: "sha512-d1"},
 		{Name: "@brig/dep", Version: "2.0.0", Hash: "sha512-d2", Request: "@brig/dep@*"},
+		{Name: "@brig/scoped", Version: "1.0.0", Hash: "sha512-c"},
 		{Name: "app", Version: "1.0.0", Hash: "sha512-a", Request: "app@^1"},
-		{Name: "liar", Version: "3.0.0", Hash: "sha512-l", Request: "liar@3.0.0", Alias: "okjs"},
-		{Name: "okjs", Version: "1.0.0", Hash: "sha512-e", Alias: "evil"},
+		{Name: "evil", Version: "1.0.0", Hash: "sha512-e", Aliases: []string{"okjs"}},
+		{Name: "gitdep", Version: "1.0.0", Hash: "sha512-g", Source: "git+https://git.test/gitdep.git#0123abc"},
+		{Name: "liar", Version: "3.0.0", Hash: "sha512-l", Request: "liar@3.0.0", Aliases: []string{"okjs"}},
+		{Name: "string-width", Version: "4.2.3", Hash: "sha512-s", Aliases: []string{"string-width-cjs"}},
 	}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, %v, want %+v", got, err, want)
@@ -514,5 +522,29 @@ func TestInstallSpec(t *testing.T) {
 				t.Errorf("got progress %q, want %q", progress, tc.progress)
 			}
 		})
+	}
+}
+
+// TestNpmRegistryName: a registry's tarball URL names the package as the
+// registry serves it, behind any path of the registry's own; anything else
+// names none.
+func TestNpmRegistryName(t *testing.T) {
+	for _, tc := range []struct {
+		resolved, want string
+		ok             bool
+	}{
+		{"http://reg.test/lodash/-/lodash-4.17.21.tgz", "lodash", true},
+		{"https://reg.test/npm/registry/lodash/-/lodash-4.17.21.tgz", "lodash", true},
+		{"http://reg.test/@brig/scoped/-/scoped-1.0.0.tgz", "@brig/scoped", true},
+		{"http://reg.test/@brig%2fscoped/-/scoped-1.0.0.tgz", "@brig/scoped", true},
+		{"http://reg.test/evil/-/okjs-1.0.0.tgz", "", false}, // a file of another name
+		{"http://reg.test/files/x.tgz", "", false},
+		{"git+https://git.test/x.git#0123abc", "", false},
+		{"file:../x", "", false},
+		{"", "", false},
+	} {
+		if got, ok := npmRegistryName(tc.resolved); got != tc.want || ok != tc.ok {
+			t.Errorf("npmRegistryName(%q) = %q, %v; want %q, %v", tc.resolved, got, ok, tc.want, tc.ok)
+		}
 	}
 }

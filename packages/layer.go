@@ -127,11 +127,14 @@ type Resolved struct {
 	Hash string `json:"hash,omitempty"`
 	// Request is the request (Raw) it satisfies; "" for a dependency.
 	Request string `json:"request,omitempty"`
-	// Alias is its other name, where the name it is installed under and the
-	// one its files give differ (npm: a dependency's alias, "x":
-	// "npm:y@1", or a tarball whose package.json names another package):
-	// the policy judges it by both.
-	Alias string `json:"alias,omitempty"`
+	// Aliases are its other names (npm: the folder it is installed in, an
+	// alias's, "x": "npm:y@1"; its package.json's, which a tarball may make
+	// another package's), by which deny refuses it too.
+	Aliases []string `json:"aliases,omitempty"`
+	// Source is where it was fetched from when that is not a registry's
+	// tarball (npm: a git, file or other URL dependency), which no reviewed
+	// pair names; "" for a registry's, or where it is not known.
+	Source string `json:"source,omitempty"`
 	// RequiredBy are, for a dependency, the requested packages (their
 	// normalised names) whose dependencies include it; empty in a layer
 	// installed before brig recorded it.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/brig-sandbox/brig/internal/text"
 )
 
 // The policy modes, as the operator's config writes them.
@@ -323,19 +325,39 @@ func (p PolicyConfig) CheckResolved(language string, pkgs []Resolved) error {
 		return nil
 	}
 	for _, r := range pkgs {
+		if r.Source != "" && p.Mode == PolicyReviewed {
+			return &BlockedError{Rule: PolicyReviewed, Message: fmt.Sprintf(
+				"%s, %s, was installed from %s, not from the registry, which this host's reviewed pairs can't name: request versions whose dependencies all come from the registry",
+				exampleReviewed(language, r.Name, r.Version), requiredOf(r), text.Clip(r.Source, 200))}
+		}
 		if err := p.checkResolved(language, r, r.Name); err != nil {
 			return err
 		}
-		// deny refuses a package by either of its names; reviewed pairs are
-		// the registry's, which an alias ("string-width-cjs":
-		// "npm:string-width@^4") is not, so it judges the name alone.
-		if r.Alias != "" && p.Mode == PolicyDeny {
-			if err := p.checkResolved(language, r, r.Alias); err != nil {
+		// deny refuses a package by any of its names; reviewed pairs are
+		// the registry's, its Name, which an alias ("string-width-cjs":
+		// "npm:string-width@^4") is not.
+		for _, alias := range r.Aliases {
+			if p.Mode != PolicyDeny {
+				break
+			}
+			if err := p.checkResolved(language, r, alias); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// requiredOf words what pulled r in: the request it satisfies, or the
+// requests whose dependency it is.
+func requiredOf(r Resolved) string {
+	switch {
+	case r.Request != "":
+		return "which " + r.Request + " resolved to"
+	case len(r.RequiredBy) > 0:
+		return "a dependency of " + requestList(r.RequiredBy)
+	}
+	return "a dependency the install resolved"
 }
 
 // checkResolved is CheckResolved's check of r by one of its names.

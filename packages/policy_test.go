@@ -292,18 +292,31 @@ func TestPolicyCheckResolved(t *testing.T) {
 			want: "lodash@4.17.21, which lodash@4.17.21 resolved to, is not a reviewed version",
 		},
 		{name: "reviewed npm", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"@types/node@20.11.0"}}, language: "javascript", pkgs: []Resolved{{Name: "@types/node", Version: "20.11.0"}}},
-		// A package by both its names: the review's dependency installed as
-		// evil whose registry entry named it okjs passed the deny list.
+		// deny refuses a package by any of its names: the review's
+		// dependency installed as evil whose tarball named it okjs had
+		// passed a deny list naming evil.
 		{
-			name: "deny refuses a dependency by its other name", policy: PolicyConfig{Mode: "deny", Deny: []string{"evil"}}, language: "javascript",
-			pkgs: []Resolved{{Name: "okjs", Version: "1.0.0", Alias: "evil"}},
+			name: "deny refuses a dependency by an alias", policy: PolicyConfig{Mode: "deny", Deny: []string{"evil"}}, language: "javascript",
+			pkgs: []Resolved{{Name: "okjs", Version: "1.0.0", Aliases: []string{"evil"}}},
 			want: "evil@1.0.0, a dependency the install resolved, is refused by this host's deny list (entry evil)",
 		},
-		// An alias is no registry's pair: reviewed judges the name alone
-		// (glob@10's "string-width-cjs": "npm:string-width@^4.2.0").
+		// reviewed judges the registry's name: an alias is no pair the
+		// registry serves (glob@10's "string-width-cjs":
+		// "npm:string-width@^4.2.0"), nor is a tarball's claim to be a
+		// reviewed package (the last review's okjs, fetched as evil).
 		{
-			name: "reviewed judges an alias by its name", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"string-width@4.2.3"}}, language: "javascript",
-			pkgs: []Resolved{{Name: "string-width", Version: "4.2.3", Alias: "string-width-cjs"}},
+			name: "reviewed judges an alias by its registry name", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"string-width@4.2.3"}}, language: "javascript",
+			pkgs: []Resolved{{Name: "string-width", Version: "4.2.3", Aliases: []string{"string-width-cjs"}}},
+		},
+		{
+			name: "reviewed refuses a tarball claiming a reviewed name", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"okjs@1.0.0"}}, language: "javascript",
+			pkgs: []Resolved{{Name: "evil", Version: "1.0.0", Aliases: []string{"okjs"}}},
+			want: "evil@1.0.0, a dependency the install resolved, has no reviewed version on this host",
+		},
+		{
+			name: "reviewed refuses a package from outside the registry", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"gitdep@1.0.0", "app@1.0.0"}}, language: "javascript",
+			pkgs: []Resolved{{Name: "app", Version: "1.0.0", Request: "app@1.0.0"}, {Name: "gitdep", Version: "1.0.0", Source: "git+https://git.test/gitdep.git#0123abc", RequiredBy: []string{"app@1.0.0"}}},
+			want: "gitdep@1.0.0, a dependency of app@1.0.0, was installed from git+https://git.test/gitdep.git#0123abc, not from the registry",
 		},
 		// A dependency whose requesters are known names them, and what to change.
 		{
