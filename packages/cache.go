@@ -836,7 +836,11 @@ func freeSpace(dir string) (bytes int64, inodes, files uint64, err error) {
 // file system has what the cache keeps free; it fails with a *spaceError once
 // no unused layer is left, or at once, evicting none, when the unused layers
 // could not make up the bytes missing.
-func (c *Cache) makeRoom() error {
+func (c *Cache) makeRoom() error { return c.makeRoomAfter(nil) }
+
+// makeRoomAfter is makeRoom, which calls first, when not nil, before its
+// first eviction, and evicts none when it returns false.
+func (c *Cache) makeRoomAfter(first func() bool) error {
 	full := func(low, why string) error {
 		return &spaceError{msg: "the disk of this host's package cache has " + low + ", and " + why +
 			": the host's operator must free space there; the same request may work later, unless its packages alone fill the disk"}
@@ -860,6 +864,9 @@ func (c *Cache) makeRoom() error {
 		return full(low, "no unused package layer is left to evict")
 	} else if unused < missing {
 		return full(low, fmt.Sprintf("the package layers no run holds, %s, would not make up the %s missing (none was evicted)", mib(unused), mib(missing)))
+	}
+	if first != nil && !first() {
+		return nil
 	}
 	for {
 		c.mu.Lock()
@@ -896,8 +903,8 @@ func (c *Cache) makeRoom() error {
 // last (a third of a core at most, against a neighbour filling the disk),
 // when it has fallen by more than the tree's room below layerMax since the
 // last began: an install can't have grown by more than the disk. And before
-// room is made by evicting, the size is known: an install past it is stopped
-// before it evicts anyone's layer.
+// a layer is evicted for its room, the size is known: an install past it is
+// stopped before it evicts anyone's layer.
 func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, stage string) {
 	t := time.NewTicker(spaceCheckEvery)
 	defer t.Stop()
@@ -964,16 +971,15 @@ func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, 
 		if !measuring && (now.After(next) || err == nil && now.After(soon) && freeAt-free > c.layerMax-size) {
 			start(free)
 		}
-		if low, _, err := LowSpace(c.stageDir, c.minFree); err == nil && low != "" {
-			// Room is to be made, by evicting: the size first.
+		// Before a layer is evicted for room, the size: an install past it
+		// is stopped first.
+		sizeFirst := func() bool {
 			if !measuring {
 				start(free)
 			}
-			if await() {
-				return
-			}
+			return !await()
 		}
-		if err := c.makeRoom(); err != nil {
+		if err := c.makeRoomAfter(sizeFirst); err != nil {
 			var full *spaceError
 			if errors.As(err, &full) {
 				cancel(err)
