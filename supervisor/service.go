@@ -371,6 +371,10 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		// (The legacy key is a record journaled by an earlier brig's.)
 		if err == nil && (recKey == key || recKey == legacyRequestKey(req)) {
 			rec, err = s.readRecord(rk, peerUID)
+			if err == nil && rec.Key != recKey { // a record the key's read misjudged
+				rec.release()
+				rec = nil
+			}
 		}
 		switch {
 		case err == nil && rec == nil:
