@@ -838,8 +838,10 @@ func freeSpace(dir string) (bytes int64, inodes, files uint64, err error) {
 // could not make up the bytes missing.
 func (c *Cache) makeRoom() error { return c.makeRoomAfter(nil) }
 
-// makeRoomAfter is makeRoom, which calls first, when not nil, before its
-// first eviction, and evicts none when it returns false.
+// makeRoomAfter is makeRoom, which calls first, when not nil and the disk
+// lacks room, before it evicts a layer or fails for space, and does neither
+// when first returns false; it then reads the disk again, which first may
+// have waited on.
 func (c *Cache) makeRoomAfter(first func() bool) error {
 	full := func(low, why string) error {
 		return &spaceError{msg: "the disk of this host's package cache has " + low + ", and " + why +
@@ -848,6 +850,14 @@ func (c *Cache) makeRoomAfter(first func() bool) error {
 	low, _, missing, err := lowSpace(c.stageDir, c.minFree)
 	if err != nil || low == "" {
 		return err
+	}
+	if first != nil {
+		if !first() {
+			return nil
+		}
+		if low, _, missing, err = lowSpace(c.stageDir, c.minFree); err != nil || low == "" {
+			return err
+		}
 	}
 	// Evicting is worth it only if the unused layers could make up for what
 	// is missing: the disk may be filled by something else, and emptying the
@@ -864,9 +874,6 @@ func (c *Cache) makeRoomAfter(first func() bool) error {
 		return full(low, "no unused package layer is left to evict")
 	} else if unused < missing {
 		return full(low, fmt.Sprintf("the package layers no run holds, %s, would not make up the %s missing (none was evicted)", mib(unused), mib(missing)))
-	}
-	if first != nil && !first() {
-		return nil
 	}
 	for {
 		c.mu.Lock()
@@ -971,8 +978,10 @@ func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, 
 		if !measuring && (now.After(next) || err == nil && now.After(soon) && freeAt-free > c.layerMax-size) {
 			start(free)
 		}
-		// Before a layer is evicted for room, the size: an install past it
-		// is stopped first.
+		// Before a layer is evicted for room, or the install stopped for
+		// want of it, the size: an install past it is stopped for that,
+		// the request's to change, not the host's (the last review's: a
+		// package set too large for the disk had ended internal).
 		sizeFirst := func() bool {
 			if !measuring {
 				start(free)

@@ -1267,6 +1267,18 @@ func TestCacheBoundsALayer(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || c2.Stats().Evictions != 0 || !slices.Equal(keys(c2.List()), []string{a.Key()}) {
 		t.Errorf("an install filling the disk: got %v, %d evictions, layers %q; want package_unavailable, none evicted", err, c2.Stats().Evictions, keys(c2.List()))
 	}
+	// With no layer to evict, the size still decides before the want of
+	// room: the request's package_unavailable, not the host's failure (the
+	// last review's).
+	bare := testutil.Tmpfs(t, "40m")
+	c3, err := OpenCache(CacheConfig{Dir: bare, MaxBytes: 32 << 20, LayerMaxBytes: 8 << 20, MinFreeBytes: 1 << 20, Installer: &diskFiller{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c3.Close() })
+	if _, err := c3.Acquire(context.Background(), mustSet(t, "python", "3.11.2", "big==4"), nil); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("an install filling a disk with no layer to evict: got %v, want package_unavailable for its size", err)
+	}
 }
 
 // On a disk too full for a new folder (here: no inode left), an unused

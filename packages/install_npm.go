@@ -154,21 +154,25 @@ func npmResolved(set Set, r *driverResult) ([]Resolved, error) {
 		// the others are its aliases, by which deny refuses it too.
 		folder := p.Path[strings.LastIndex(p.Path, "node_modules/")+len("node_modules/"):]
 		q, requested := top[p.Path]
-		name := p.Name
-		if requested {
-			name = folder
-		}
 		registry, fromRegistry := npmRegistryName(p.Resolved)
-		if fromRegistry {
+		name := p.Name
+		switch {
+		case requested:
+			name = folder // the name the run asked the registry for
+		case fromRegistry:
 			name = registry
 		}
 		r := Resolved{Name: name, Version: p.Version, Hash: p.Hash, Request: q.Raw}
-		for _, n := range []string{folder, p.Name} {
-			if n != name && !slices.Contains(r.Aliases, n) {
+		for _, n := range []string{folder, registry, p.Name} {
+			if n != "" && n != name && !slices.Contains(r.Aliases, n) {
 				r.Aliases = append(r.Aliases, n)
 			}
 		}
-		if p.Resolved != "" && !fromRegistry {
+		// Fetched other than over HTTP (a git or file dependency): the
+		// installer reaches the registries' hosts alone, so a URL that is
+		// not a registry's usual tarball (a mirror's, a proxy's layout) is
+		// still one of theirs.
+		if u, err := url.Parse(p.Resolved); p.Resolved != "" && (err != nil || u.Scheme != "http" && u.Scheme != "https") {
 			r.Source = p.Resolved
 		}
 		resolved = append(resolved, r)
@@ -180,7 +184,8 @@ func npmResolved(set Set, r *driverResult) ([]Resolved, error) {
 }
 
 // npmRegistryName is the package a registry's tarball URL names
-// (".../@scope/name/-/name-1.0.0.tgz", "lodash/-/lodash-4.17.21.tgz"), and
+// (".../@scope/name/-/name-1.0.0.tgz", "lodash/-/lodash-4.17.21.tgz"; some
+// proxies write a scoped one's file ".../-/@scope/name-1.0.0.tgz"), and
 // whether resolved is one.
 func npmRegistryName(resolved string) (string, bool) {
 	u, err := url.Parse(resolved)
@@ -188,6 +193,10 @@ func npmRegistryName(resolved string) (string, bool) {
 		return "", false
 	}
 	before, file, ok := strings.Cut(u.Path, "/-/")
+	scope, rest, scopedFile := strings.Cut(file, "/")
+	if scopedFile && strings.HasPrefix(scope, "@") {
+		file = rest
+	}
 	if !ok || !strings.HasSuffix(file, ".tgz") || strings.Contains(file, "/") {
 		return "", false
 	}
@@ -196,7 +205,8 @@ func npmRegistryName(resolved string) (string, bool) {
 	if len(parts) >= 2 && strings.HasPrefix(parts[len(parts)-2], "@") {
 		name = parts[len(parts)-2] + "/" + name
 	}
-	if name == "" || !strings.HasPrefix(file, name[strings.LastIndex(name, "/")+1:]+"-") {
+	if name == "" || !strings.HasPrefix(file, name[strings.LastIndex(name, "/")+1:]+"-") ||
+		scopedFile && !strings.HasPrefix(name, scope+"/") {
 		return "", false
 	}
 	return name, true

@@ -230,6 +230,9 @@ func TestNpmResolved(t *testing.T) {
 		{Name: "string-width", Version: "4.2.3", Hash: "sha512-s", Path: "node_modules/string-width-cjs", Resolved: "https://reg.test/string-width/-/string-width-4.2.3.tgz"},
 		{Name: "@brig/scoped", Version: "1.0.0", Hash: "sha512-c", Path: "node_modules/app/node_modules/@brig/scoped", Resolved: "http://reg.test/@brig/scoped/-/scoped-1.0.0.tgz"},
 		{Name: "gitdep", Version: "1.0.0", Hash: "sha512-g", Path: "node_modules/gitdep", Resolved: "git+https://git.test/gitdep.git#0123abc"},
+		// A URL of another layout (a mirror's): still fetched from a
+		// registry's host, the only ones the installer reaches.
+		{Name: "mirrored", Version: "1.0.0", Hash: "sha512-m", Path: "node_modules/app/node_modules/mirrored", Resolved: "https://mirror.test/download/mirrored/1.0.0/abc"},
 	}}
 	set.Requests = append(set.Requests, mustRequests(t, "javascript", "liar@3.0.0")...)
 	got, err := npmResolved(set, r)
@@ -241,6 +244,7 @@ func TestNpmResolved(t *testing.T) {
 		{Name: "evil", Version: "1.0.0", Hash: "sha512-e", Aliases: []string{"okjs"}},
 		{Name: "gitdep", Version: "1.0.0", Hash: "sha512-g", Source: "git+https://git.test/gitdep.git#0123abc"},
 		{Name: "liar", Version: "3.0.0", Hash: "sha512-l", Request: "liar@3.0.0", Aliases: []string{"okjs"}},
+		{Name: "mirrored", Version: "1.0.0", Hash: "sha512-m"},
 		{Name: "string-width", Version: "4.2.3", Hash: "sha512-s", Aliases: []string{"string-width-cjs"}},
 	}
 	if err != nil || !reflect.DeepEqual(got, want) {
@@ -537,6 +541,9 @@ func TestNpmRegistryName(t *testing.T) {
 		{"https://reg.test/npm/registry/lodash/-/lodash-4.17.21.tgz", "lodash", true},
 		{"http://reg.test/@brig/scoped/-/scoped-1.0.0.tgz", "@brig/scoped", true},
 		{"http://reg.test/@brig%2fscoped/-/scoped-1.0.0.tgz", "@brig/scoped", true},
+		// A proxy's layout, the scope again in the file's name (the last review's).
+		{"https://reg.test/api/npm/npm/@brig/scoped/-/@brig/scoped-1.0.0-beta.1.tgz", "@brig/scoped", true},
+		{"https://reg.test/api/npm/npm/@brig/scoped/-/@other/scoped-1.0.0.tgz", "", false},
 		{"http://reg.test/evil/-/okjs-1.0.0.tgz", "", false}, // a file of another name
 		{"http://reg.test/files/x.tgz", "", false},
 		{"git+https://git.test/x.git#0123abc", "", false},

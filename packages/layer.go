@@ -74,8 +74,11 @@ func (s Set) Key() string {
 // installer makes of a set changes, so that older layers are not taken for
 // newer ones. Python's 2: extras are keyed lower-cased, not normalised, and
 // pip gets the key's names and extras in the key's order (a layer of 1 may
-// hold what another spelling or order installed).
-var keyVersion = map[string]int{languagePython: 2, languageJavaScript: 1}
+// hold what another spelling or order installed). JavaScript's 2: a layer
+// names its packages by the registry's tarball URL, with their aliases and
+// sources, which the policy judges (a layer of 1 names them by their
+// package.json).
+var keyVersion = map[string]int{languagePython: 2, languageJavaScript: 2}
 
 // canonicalConstraint is one spelling of a constraint per meaning, as far as
 // it can be told without a resolver.

@@ -788,7 +788,22 @@ func TestGetRunningRunShowsCapsSoFar(t *testing.T) {
 	ts := newTestService(t)
 	const id = "get-running-caps"
 	s := openLiveStream(t, ts.client, request("python", fmt.Sprintf("import sys, time\nsys.stdout.write('a' * %d)\nsys.stdout.flush()\nprint('past', file=sys.stderr)\ntime.sleep(10)\n", api.MaxStdoutChars+10), withRunID(id)))
-	got := getOnceSeen(t, ts, s, id, 20*time.Second, api.EventStderr, "past\n")
+	// Once the stream has carried the whole cap: the stderr line may come
+	// first, stdout's pipe holding all the program wrote (outputPipe).
+	s.waitUntil(t, 20*time.Second, "the stdout cap and the stderr line", func(evs []timedEvent) bool {
+		n := 0
+		for _, ev := range evs {
+			if ev.Event.Event == api.EventStdout {
+				n += len(ev.Data)
+			}
+		}
+		_, past := firstLineAt(evs, api.EventStderr, "past\n")
+		return past && n >= api.MaxStdoutChars
+	})
+	got, err := ts.client.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
 	if got.State != api.StateRunning || len(got.Stdout) != api.MaxStdoutChars || !got.StdoutTruncated || got.StderrTruncated {
 		t.Errorf("got state %s, %d characters of stdout, stdout_truncated %v, stderr_truncated %v; want running, %d, true, false",
 			got.State, len(got.Stdout), got.StdoutTruncated, got.StderrTruncated, api.MaxStdoutChars)
