@@ -149,9 +149,10 @@ func npmResolved(set Set, r *driverResult) ([]Resolved, error) {
 		// "string-width-cjs": "npm:string-width@^4"); and its lockfile
 		// name, its package.json's, which a tarball may make another
 		// package's (the package audit's namediff, whose lock read
-		// okjs@1.0.0). It is named as the registry serves it: by the URL,
-		// else a request's by its folder, a dependency's by the lockfile;
-		// the others are its aliases, by which deny refuses it too.
+		// okjs@1.0.0). It is named as the registry serves it: a request by
+		// the name the run asked for, a dependency by its URL, else (a
+		// mirror's layout, a bundled one) by its lockfile name; the others
+		// are its aliases, by which deny refuses it too.
 		folder := p.Path[strings.LastIndex(p.Path, "node_modules/")+len("node_modules/"):]
 		q, requested := top[p.Path]
 		registry, fromRegistry := npmRegistryName(p.Resolved)
