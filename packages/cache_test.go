@@ -540,7 +540,20 @@ func TestCacheFailedInstall(t *testing.T) {
 			if got := c.List(); len(got) != 0 {
 				t.Errorf("got layers %q, want none", keys(got))
 			}
-			// Nothing was kept: the next acquire tries again.
+			// A refusal the request is at fault for is the answer again,
+			// from memory, for refusedFor; then, or at once for another
+			// failure, the next acquire tries again.
+			if errors.Is(err, ErrUnavailable) {
+				_, again := c.Acquire(context.Background(), set, nil)
+				if s := c.Stats(); again != err || tt.inst.Calls() != 1 || s.Refused != 1 {
+					t.Errorf("within refusedFor: got %v, %d installs, stats %+v; want the same refusal, no install", again, tt.inst.Calls(), s)
+				}
+				c.mu.Lock()
+				r := c.refused[set.Key()]
+				r.until = time.Now().Add(-time.Second)
+				c.refused[set.Key()] = r
+				c.mu.Unlock()
+			}
 			c.Acquire(context.Background(), set, nil)
 			if s := c.Stats(); tt.inst.Calls() != 2 || s.InstallFailures != 2 || s.Installs != 0 {
 				t.Errorf("got %d installs and stats %+v, want 2 failed installs", tt.inst.Calls(), s)
