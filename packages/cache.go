@@ -947,7 +947,7 @@ func (c *Cache) makeRoomAfter(first func() bool) error {
 // it (cancel, with the *spaceError) once it can't; and it measures the install's
 // staging tree, on a goroutine of its own, stopping it (with a
 // *layerSizeError) once that passes the cache's layerMax. A measure walks the
-// tree (2 s for 300,000 files, the review's), so one that took d waits at
+// tree (about 4 us a file, BenchmarkTreeSize), so one that took d waits at
 // least 10 d for the next, and a second at least: a tenth of a core. The
 // disk's free space, read at every tick, starts one sooner, 2 d after the
 // last (a third of a core at most, against a neighbour filling the disk),
@@ -1005,6 +1005,17 @@ func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, 
 			return over(m)
 		}
 	}
+	var free int64 // the disk's, at this tick
+	// sizeFirst comes before a layer is evicted for room, or the install
+	// stopped for want of it: an install past its size is stopped for that,
+	// the request's to change, not the host's (the last review's: a package
+	// set too large for the disk had ended internal).
+	sizeFirst := func() bool {
+		if !measuring {
+			start(free)
+		}
+		return !await()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -1016,20 +1027,11 @@ func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, 
 			continue
 		case <-t.C:
 		}
-		free, _, _, err := freeSpace(c.stageDir)
+		var err error
+		free, _, _, err = freeSpace(c.stageDir)
 		now := time.Now()
 		if !measuring && (now.After(next) || err == nil && now.After(soon) && freeAt-free > c.layerMax-size) {
 			start(free)
-		}
-		// Before a layer is evicted for room, or the install stopped for
-		// want of it, the size: an install past it is stopped for that,
-		// the request's to change, not the host's (the last review's: a
-		// package set too large for the disk had ended internal).
-		sizeFirst := func() bool {
-			if !measuring {
-				start(free)
-			}
-			return !await()
 		}
 		if err := c.makeRoomAfter(sizeFirst); err != nil {
 			var full *spaceError

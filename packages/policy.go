@@ -336,12 +336,11 @@ func (p PolicyConfig) CheckResolved(language string, pkgs []Resolved) error {
 		// deny refuses a package by any of its names; reviewed pairs are
 		// the registry's, its Name, which an alias ("string-width-cjs":
 		// "npm:string-width@^4") is not.
-		for _, alias := range r.Aliases {
-			if p.Mode != PolicyDeny {
-				break
-			}
-			if err := p.checkResolved(language, r, alias); err != nil {
-				return err
+		if p.Mode == PolicyDeny {
+			for _, alias := range r.Aliases {
+				if err := p.checkResolved(language, r, alias); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -377,15 +376,11 @@ func (p PolicyConfig) checkResolved(language string, r Resolved, name string) er
 	if r.Request != "" {
 		b.Request = r.Request
 	}
-	what := fmt.Sprintf("%s, a dependency the install resolved,", pin)
+	what := fmt.Sprintf("%s, %s,", pin, requiredOf(r))
 	// What to request instead: other packages, or other versions of
 	// the requests that pulled it in, when they are known.
 	others, otherVersions := "request packages", "request versions"
-	switch {
-	case r.Request != "":
-		what = fmt.Sprintf("%s, which %s resolved to,", pin, r.Request)
-	case len(r.RequiredBy) > 0:
-		what = fmt.Sprintf("%s, a dependency of %s,", pin, requestList(r.RequiredBy))
+	if r.Request == "" && len(r.RequiredBy) > 0 {
 		others = "request versions of " + requestList(r.RequiredBy)
 		otherVersions = others
 	}

@@ -743,7 +743,7 @@ func (j *journal) requestKey(k runKey) (string, error) {
 
 // read is get, with hold, when not nil, given the length of the record's JSON
 // before it is decoded; its error is read's. So the room of a large record's
-// answer is taken before its decoded copy is made (Service.find).
+// answer is taken before its decoded copy is made (Service.readRecord).
 func (j *journal) read(k runKey, hold func(size int) error) (*record, error) {
 	var rec *record
 	err := j.db.View(func(tx *bolt.Tx) error {

@@ -594,15 +594,19 @@ func (b *replyBudget) tryTake(uid int, n int64) (release func(), freed <-chan st
 }
 
 // replySize is about the most memory an answer with res takes to write: its
-// output and connections as JSON writes them, twice (the encoder's buffer
-// grows by doubling), and a margin for the rest.
+// output and connections as JSON writes them (replyOfJSON).
 func replySize(res *api.Result) int64 {
 	n := jsonStringSize(res.Stdout) + jsonStringSize(res.Stderr) + jsonStringSize(res.Message)
 	for _, c := range res.Network.Connections {
 		n += jsonStringSize(c.Host) + 128
 	}
-	return 2*n + 16<<10
+	return replyOfJSON(n)
 }
+
+// replyOfJSON is the memory an answer of n bytes of JSON takes to write:
+// twice n (the encoder's buffer grows by doubling), and a margin for the
+// rest.
+func replyOfJSON(n int64) int64 { return 2*n + 16<<10 }
 
 // jsonStringSize is the length of s as encoding/json writes it (without HTML
 // escapes): quotes, two bytes for \n, \r, \t, \b, \f, " and \\, six for other

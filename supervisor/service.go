@@ -789,7 +789,7 @@ func (s *Service) find(k runKey, uid int) (*run, *record, error) {
 func (s *Service) readRecord(k runKey, uid int) (*record, error) {
 	var release func()
 	rec, err := s.journal.read(k, func(size int) (err error) {
-		release, err = s.replies.take(uid, 2*int64(size)+16<<10)
+		release, err = s.replies.take(uid, replyOfJSON(int64(size)))
 		return err
 	})
 	var ae *apiError
