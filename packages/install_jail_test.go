@@ -173,6 +173,8 @@ func pyPackages() []registrytest.PyPackage {
 		{Name: "in-tree", Version: "1.0", SdistOnly: true, Files: map[string]string{"pyproject.toml": inTreeProject, "backend.py": markerBackend}},
 		// A wheel with a file that would go outside the install's folder.
 		{Name: "escapes", Version: "1.0", Files: map[string]string{"escapes/__init__.py": "", "../escaped.py": "X = 1\n"}},
+		// Folders 1,200 deep: pip makes them recursively.
+		{Name: "deep", Version: "1.0", Files: map[string]string{"deep/__init__.py": "", "deep/" + strings.Repeat("a/", 1200) + "f.py": "X = 1\n"}},
 		// A wheel whose dependency is given by URL, to a source archive.
 		{Name: "url-dep", Version: "1.0", Requires: []string{"in-tree @ http://" + pyHost + "/files/in_tree-1.0.tar.gz"},
 			Files: map[string]string{"url_dep/__init__.py": ""}},
@@ -246,6 +248,7 @@ func TestInstallPythonUnavailable(t *testing.T) {
 		// would write a file into the layer.
 		{"a dependency by URL to a source archive", "url-dep==1.0", []string{"in-tree", "is not a wheel: brig installs wheels only"}},
 		{"a wheel with a file outside its folder", "escapes==1.0", []string{"escapes==1.0", "outside", "Ask for another version"}},
+		{"a wheel nested too deep", "deep==1.0", []string{"RecursionError", "Ask for another version"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			staging := newStaging(t)
@@ -397,7 +400,13 @@ func TestInstallNpmHookControl(t *testing.T) {
 func TestInstallNpmUnavailable(t *testing.T) {
 	requireNpm(t)
 	l := newTestLauncher(t)
-	in := newNpmInstaller(t, l, npmPackages()...)
+	// Dependencies from outside the registries: the installer reaches only
+	// them (the names are under .test, which the egress refuses).
+	outside := []registrytest.NpmPackage{
+		{Name: "gitdep", Version: "1.0.0", Dependencies: map[string]string{"x": "git+https://example.test/x.git"}, Files: map[string]string{"index.js": "1\n"}},
+		{Name: "urldep", Version: "1.0.0", Dependencies: map[string]string{"x": "https://example.test/x.tgz"}, Files: map[string]string{"index.js": "1\n"}},
+	}
+	in := newNpmInstaller(t, l, append(npmPackages(), outside...)...)
 	for _, tc := range []struct {
 		name    string
 		request string
@@ -405,6 +414,8 @@ func TestInstallNpmUnavailable(t *testing.T) {
 	}{
 		{"unknown package", "no-such-pkg@^1.0.0", []string{"'no-such-pkg@^1.0.0' could not be found", "Check the package's name"}},
 		{"unsatisfiable version", "app@^9.0.0", []string{"app@^9.0.0", "Check the version constraint"}},
+		{"git dependency", "gitdep@1", []string{"a dependency comes from git (https://example.test/x.git)", "registries only"}},
+		{"tarball elsewhere", "urldep@1", []string{"403 Forbidden - GET https://example.test/x.tgz", "registries only"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set := Set{Language: languageJavaScript, Requests: mustRequests(t, languageJavaScript, tc.request)}

@@ -239,6 +239,9 @@ func npmError(r *driverResult) error {
 		}
 		lines = append(lines, l)
 	}
+	if msg := npmOutsideSource(code, lines); msg != "" {
+		return &UnavailableError{Message: text.Clip(msg, maxMessage)}
+	}
 	unavailable := false
 	for _, c := range npmUnavailableCodes {
 		if code == c {
@@ -288,6 +291,35 @@ func npmError(r *driverResult) error {
 		msg += ". Loosen the version constraints so that one version of each package satisfies them all."
 	}
 	return &UnavailableError{Message: text.Clip(strings.TrimSpace(msg), maxMessage)}
+}
+
+// npmOutsideSource is what to say of a dependency npm would fetch from
+// outside the registries, or "": one from git (npm gives git's exit status
+// as its code), or a tarball URL the installer's egress refused (E403, which
+// is also a registry's answer for a package it does not serve). The installer
+// reaches the registries only, so the set can't be installed here; the
+// request is at fault, not the host.
+func npmOutsideSource(code string, lines []string) string {
+	if l := pickLine(lines, "command git ", ""); l != "" {
+		source := "a git repository"
+		for _, verb := range []string{" ls-remote ", " clone "} {
+			if _, rest, ok := strings.Cut(l, verb); ok {
+				if f := strings.Fields(rest); len(f) > 0 {
+					source = f[len(f)-1]
+					if i := slices.IndexFunc(f, func(s string) bool { return strings.Contains(s, "://") || strings.HasPrefix(s, "git@") }); i >= 0 {
+						source = f[i]
+					}
+				}
+				break
+			}
+		}
+		return "a dependency comes from git (" + source + "), and brig installs packages from the registries only. Depend on a version published to the registry instead."
+	}
+	if code == "E403" {
+		l := strings.TrimSpace(strings.TrimPrefix(pickLine(lines, "403 Forbidden", "403"), "403 "))
+		return l + ": brig installs packages from the configured registries only, so a dependency given by a URL elsewhere can't be installed, nor a package the registry does not serve to brig. Depend on a version published to the registry instead."
+	}
+	return ""
 }
 
 // pickLine is the first line containing want, else (when fallback is not

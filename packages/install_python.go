@@ -317,6 +317,11 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		}
 		lines = append(lines, strings.TrimPrefix(l, "ERROR: "))
 	}
+	if exc := lastException(r.Tail); strings.HasPrefix(exc, "RecursionError") {
+		// pip makes a wheel's folders recursively (os.makedirs), so one that
+		// nests about a thousand deep ends it so: the package's doing.
+		return &UnavailableError{Message: "pip could not install a requested package (" + text.Clip(exc, 100) + "), as it can't a wheel whose folders nest about a thousand deep. Ask for another version, or tell the package's maintainers."}
+	}
 	if !unavailable {
 		msg := strings.Join(lines, " ")
 		// pip's "ERROR: Exception:" heads a traceback whose last line is

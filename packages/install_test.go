@@ -278,6 +278,10 @@ func TestPipError(t *testing.T) {
 		{"unknown scheme key", driverResult{Exit: 1,
 			Errors: []string{"ERROR: Unknown scheme key used in /tmp/pip-unpack-x1/datatrav-1.0.data: .. (for file 'datatrav-1.0.data/scripts/../../x')"}},
 			false, true, []string{"malformed wheel", "Ask for another version"}},
+		// The package audit's wheel whose folders nest 1,200 deep.
+		{"a wheel nested too deep", driverResult{Exit: 2, Errors: []string{"ERROR: Exception:"},
+			Tail: []string{"Traceback (most recent call last):", "  File \"<frozen os>\", line 215, in makedirs", "  [Previous line repeated 979 more times]", "RecursionError: maximum recursion depth exceeded"}},
+			false, true, []string{"(RecursionError: maximum recursion depth exceeded)", "nest about a thousand deep", "Ask for another version"}},
 		{"conflict", driverResult{Exit: 1,
 			Errors: []string{"ERROR: Cannot install a==1 and b==1 because these package versions have conflicting dependencies.", "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution/#dealing-with-dependency-conflicts"}},
 			false, true, []string{"Cannot install a==1 and b==1", "Loosen the version constraints"}},
@@ -360,6 +364,27 @@ func TestNpmError(t *testing.T) {
 			"npm error code E503",
 			"npm error 503 Service Unavailable - GET http://npm.test/app",
 		}}, false, []string{"could not read the registry", "code E503"}},
+		// A dependency from outside the registries (the installer reaches
+		// them only) is the request's fault: a git repository, whose
+		// failure npm reports with git's status as its code, or a tarball
+		// URL elsewhere, which the egress proxy refuses with a 403.
+		{"git dependency", driverResult{Exit: 128, Errors: []string{
+			"npm error code 128",
+			"npm error An unknown git error occurred",
+			"npm error command git --no-replace-objects ls-remote https://example.test/x.git",
+			"npm error git: 'remote-https' is not a git command. See 'git --help'.",
+		}}, true, []string{"a dependency comes from git (https://example.test/x.git)", "registries only"}},
+		{"git dependency over ssh", driverResult{Exit: 128, Errors: []string{
+			"npm error code 128",
+			"npm error An unknown git error occurred",
+			"npm error command git --no-replace-objects ls-remote ssh://git@example.test/someone/x.git",
+			"npm error ssh: Could not resolve hostname example.test: Name or service not known",
+		}}, true, []string{"(ssh://git@example.test/someone/x.git)"}},
+		{"tarball outside the registries", driverResult{Exit: 1, Errors: []string{
+			"npm error code E403",
+			"npm error 403 403 Forbidden - GET https://example.test/x.tgz",
+			"npm error 403 In most cases, you or one of your dependencies are requesting",
+		}}, true, []string{"403 Forbidden - GET https://example.test/x.tgz: brig installs packages from the configured registries only"}},
 		{"disk full", driverResult{Exit: 1, Errors: []string{
 			"npm error code ENOSPC",
 			"npm error nospc ENOSPC: no space left on device, write",
