@@ -193,7 +193,7 @@ func (cfg Config) validate() error {
 		errs = append(errs, fmt.Errorf("max_concurrent %d: give at least 1, or 0 to size it from the host's cores and memory", cfg.MaxConcurrent))
 	}
 	if cfg.MemoryBudgetMiB < api.MaxMemoryMiB {
-		errs = append(errs, fmt.Errorf("memory_budget_mib %d: give at least %d, so that a run of the largest memory limit fits", cfg.MemoryBudgetMiB, api.MaxMemoryMiB))
+		errs = append(errs, fmt.Errorf("memory_budget_mib %d: give at least %d, so that a run of the largest memory limit fits, or 0 for 75%% of the host's memory", cfg.MemoryBudgetMiB, api.MaxMemoryMiB))
 	}
 	if cfg.Retention < MinRetention {
 		errs = append(errs, fmt.Errorf("retention %s: results must be kept at least %s (API.md)", cfg.Retention, MinRetention))

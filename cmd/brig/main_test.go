@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -931,6 +932,44 @@ func TestCheckCacheSpace(t *testing.T) {
 	sc.Packages.MinFreeBytes = 1 << 20
 	if ch := cacheSpaceCheck(sc); !ch.OK || ch.Warn || !strings.Contains(ch.Detail, small+" has 4 MiB and") {
 		t.Errorf("a 4 MiB disk, 1 MiB kept: got %+v, want a pass with what is free", ch)
+	}
+}
+
+// TestWarnPeersWithoutSocket: an allowed uid or gid that can't open the
+// socket (mode 0660, root's and socket_group's) is warned of at the start,
+// where the docs audit's got a bare permission error.
+func TestWarnPeersWithoutSocket(t *testing.T) {
+	nobody, err := user.LookupId("65534")
+	if err != nil {
+		t.Skipf("this host has no account of uid 65534: %v", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		group string
+		uids  []int
+		gids  []int
+		want  string // "" for no warning
+	}{
+		{"root only", "", []int{0}, nil, ""},
+		{"a uid without a socket group", "", []int{0, 65534}, nil, "uid 65534 (" + nobody.Username + ")"},
+		{"a uid without an account", "", []int{0, 61234}, nil, "uid 61234"},
+		{"a uid in the socket group", nobody.Gid, []int{0, 65534}, nil, ""},
+		{"a gid that is not the socket group", nobody.Gid, nil, []int{61234}, "gid 61234"},
+		{"the socket group's gid", nobody.Gid, nil, []int{65534}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := defaultServeConfig()
+			sc.SocketGroup, sc.AllowUIDs, sc.AllowGIDs = tc.group, tc.uids, tc.gids
+			var logs strings.Builder
+			warnConfig(sc, slog.New(slog.NewTextHandler(&logs, nil)))
+			got := logs.String()
+			if tc.want == "" && strings.Contains(got, "can't open the socket") {
+				t.Errorf("got %q, want no warning", got)
+			}
+			if tc.want != "" && (!strings.Contains(got, "can't open the socket") || !strings.Contains(got, tc.want) || !strings.Contains(got, "set socket_group")) {
+				t.Errorf("got %q, want a warning naming %s", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -29,7 +29,7 @@ func packagesCommand() *cli.Command {
 			{Name: "ls", Usage: "list the layers, most recently used first (works while the service runs)", Flags: dirFlags, Action: packagesLs},
 			{Name: "rm", Usage: "remove layers by key (or a unique prefix of one); the service must be stopped", ArgsUsage: "KEY...", Flags: dirFlags, Action: packagesRm},
 			{Name: "prune", Usage: "remove the least recently used layers until the cache fits --max-bytes; the service must be stopped", Flags: append(dirFlags,
-				&cli.Int64Flag{Name: "max-bytes", Required: true, Usage: "what the cache may keep, in bytes (required, so that no default empties the cache: 0 removes every layer)"}), Action: packagesPrune},
+				&cli.Int64Flag{Name: "max-bytes", Required: true, DefaultText: "none", Usage: "what the cache may keep, in bytes (required, so that no default empties the cache: 0 removes every layer)"}), Action: packagesPrune},
 		},
 	}
 }

@@ -67,7 +67,7 @@ func runCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "package", Usage: "a package with a version constraint (repeatable)"},
 			&cli.StringSliceFlag{Name: "env", Usage: "an environment variable K=V (repeatable)"},
 			&cli.StringFlag{Name: "network", Value: api.NetworkNone, Usage: "none, registries, domains or any"},
-			&cli.StringSliceFlag{Name: "domain", Usage: "an allowed domain, with --network domains (repeatable)"},
+			&cli.StringSliceFlag{Name: "domain", Usage: "an allowed domain; alone it means --network domains (repeatable)"},
 			&cli.StringFlag{Name: "id", Usage: "the run's id (an idempotency key)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the whole Result as JSON instead of streaming the output"},
 			&cli.BoolFlag{Name: "raw", Usage: "write the program's control characters to a terminal as they are; by default a terminal shows them escaped (ESC as \\x1b, a backslash as \\\\), so that a program can't drive it. Pipes and files always get the output as the service gives it (invalid UTF-8 as U+FFFD)"},

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -265,8 +266,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "socket", Usage: "the API socket", DefaultText: supervisor.DefaultSocket},
 			&cli.StringFlag{Name: "socket-group", Usage: "group that owns the socket with root (mode 0660)"},
 			&cli.StringFlag{Name: "state-dir", Usage: "directory of the journal and the sandboxes' state", DefaultText: supervisor.DefaultStateDir},
-			&cli.IntSliceFlag{Name: "allow-uid", Usage: "a uid allowed to use the API (repeatable; default root only)"},
-			&cli.IntSliceFlag{Name: "allow-gid", Usage: "a gid allowed to use the API (repeatable)"},
+			&cli.IntSliceFlag{Name: "allow-uid", Usage: "a uid allowed to use the API, which must also be in --socket-group to open the socket (repeatable; default root only)"},
+			&cli.IntSliceFlag{Name: "allow-gid", Usage: "a gid allowed to use the API, which must also be --socket-group to open the socket (repeatable)"},
 			&cli.IntSliceFlag{Name: "admin-gid", Usage: "a gid whose members see and stop every uid's runs, as root does (repeatable; default none)"},
 			&cli.IntFlag{Name: "max-concurrent", Usage: "runs executing at once (0: from the host's cores and memory)", DefaultText: "0"},
 			&cli.IntFlag{Name: "queue", Usage: "runs of one uid that may wait for a slot before its requests get 429 (0: no queue)", DefaultText: fmt.Sprint(supervisor.DefaultQueueSize)},
@@ -377,7 +378,6 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 // cache_max_bytes (an operator's smaller cache must not stop the service).
 func (sc serveConfig) checkValues() error {
 	errs := refuseNonPositive(
-		bound{"retention", sc.Retention > 0, time.Duration(sc.Retention)},
 		bound{"packages.cache_max_bytes", sc.Packages.CacheMaxBytes > 0, sc.Packages.CacheMaxBytes},
 		bound{"packages.min_free_bytes", sc.Packages.MinFreeBytes > 0, sc.Packages.MinFreeBytes},
 		bound{"packages.install_timeout", sc.Packages.InstallTimeout > 0, time.Duration(sc.Packages.InstallTimeout)},
@@ -388,6 +388,9 @@ func (sc serveConfig) checkValues() error {
 		bound{"egress.max_bytes", sc.Egress.MaxBytes > 0, sc.Egress.MaxBytes},
 		bound{"egress.handshake_timeout", sc.Egress.HandshakeTimeout > 0, time.Duration(sc.Egress.HandshakeTimeout)},
 	)
+	if r := time.Duration(sc.Retention); r < supervisor.MinRetention {
+		errs = append(errs, fmt.Errorf("retention %s: give at least %s, which API.md promises harnesses", r, supervisor.MinRetention))
+	}
 	if l := sc.Packages.LayerMaxBytes; l < 0 || l > sc.Packages.CacheMaxBytes {
 		errs = append(errs, fmt.Errorf("packages.layer_max_bytes %d: give at most packages.cache_max_bytes (%d), or 0 for 5 GiB or the cache's size where that is less", l, sc.Packages.CacheMaxBytes))
 	}
@@ -401,6 +404,8 @@ func (sc serveConfig) checkValues() error {
 		// directory by the package cache and the rootfs skeleton: the state
 		// would be split across the two.
 		errs = append(errs, fmt.Errorf("state_dir is empty: give the absolute path of the directory for the journal, the package cache and the rootfs skeleton (%q by default)", defaultServeConfig().StateDir))
+	} else if !filepath.IsAbs(sc.StateDir) {
+		errs = append(errs, fmt.Errorf("state_dir %q is a relative path: give an absolute one, such as %q", sc.StateDir, defaultServeConfig().StateDir))
 	}
 	if sc.Socket == "" {
 		errs = append(errs, fmt.Errorf("socket is empty: give the path of the Unix socket to serve on (%q by default)", defaultServeConfig().Socket))
@@ -578,6 +583,10 @@ func warnConfig(sc serveConfig, log *slog.Logger) {
 	if sc.Sandbox.Pool == 0 && len(sc.Sandbox.Warm) > 0 && !slices.Equal(sc.Sandbox.Warm, []string{"none"}) && !slices.Equal(sc.Sandbox.Warm, defaultServeConfig().Sandbox.Warm) {
 		log.Warn("sandbox.warm names languages but sandbox.pool is 0: warm sandboxes wait in the pool, so every run starts cold", "warm", sc.Sandbox.Warm)
 	}
+	if peers := peersWithoutSocket(sc); len(peers) > 0 {
+		log.Warn("allow_uids or allow_gids name peers that can't open the socket, which only root and socket_group may (mode 0660): they get a permission error, not the API; set socket_group to a group they are in",
+			"peers", strings.Join(peers, ", "), "socket_group", sc.SocketGroup)
+	}
 	// As brig check says: a service on a 2 MiB state directory started
 	// without a word, and every install failed (the recovery probe).
 	if sc.Packages.Enabled {
@@ -585,6 +594,43 @@ func warnConfig(sc serveConfig, log *slog.Logger) {
 			log.Warn("the package cache's disk has less free than installs keep: installs fail until there is room", "check", ch.Detail, "hint", ch.Hint)
 		}
 	}
+}
+
+// peersWithoutSocket are the allowed peers other than root that can't
+// connect to the socket (the docs audit's uid, allowed without a socket
+// group, got EACCES): a gid that is not the socket's group, and a uid whose
+// account is not in that group. A uid without an account is only named when
+// there is no socket group at all, since its groups can't be read.
+func peersWithoutSocket(sc serveConfig) []string {
+	gid := 0
+	if sc.SocketGroup != "" {
+		var err error
+		if gid, err = supervisor.SocketGroupID(sc.SocketGroup); err != nil {
+			return nil // refused by checkValues
+		}
+	}
+	var peers []string
+	for _, uid := range sc.AllowUIDs {
+		if uid == 0 {
+			continue
+		}
+		u, err := user.LookupId(strconv.Itoa(uid))
+		if err != nil {
+			if sc.SocketGroup == "" {
+				peers = append(peers, "uid "+strconv.Itoa(uid))
+			}
+			continue
+		}
+		if groups, err := u.GroupIds(); err == nil && !slices.Contains(append(groups, u.Gid), strconv.Itoa(gid)) {
+			peers = append(peers, fmt.Sprintf("uid %d (%s)", uid, u.Username))
+		}
+	}
+	for _, g := range sc.AllowGIDs {
+		if g != gid {
+			peers = append(peers, "gid "+strconv.Itoa(g))
+		}
+	}
+	return peers
 }
 
 // warnHostLimits warns where runs at once can take a host-wide pool whole

@@ -337,6 +337,15 @@ func TestExampleConfigNamesEveryKey(t *testing.T) {
 	for _, k := range md.Keys() {
 		written[k.String()] = true
 	}
+	// A top-level key whose default follows another's (queue_total) is
+	// written commented out, so that it keeps following it.
+	file, err := os.ReadFile("../../deploy/brig.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`(?m)^# ([a-z_]+) = `).FindAllSubmatch(file, -1) {
+		written[string(m[1])] = true
+	}
 	var walk func(prefix string, typ reflect.Type)
 	walk = func(prefix string, typ reflect.Type) {
 		for i := range typ.NumField() {
@@ -496,9 +505,10 @@ func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
 		{"warm language twice", "[sandbox]\nwarm = [\"python\", \"python\"]\n", `"python" is listed twice`},
 		{"warm unknown language", "[sandbox]\nwarm = [\"ruby\"]\n", `sandbox.warm "ruby"`},
 		{"id count not in blocks", "[sandbox]\nid_count = 1\n", "([sandbox] or its flags): jail: invalid config: the id range's size 1 is not a multiple of"},
-		{"relative state dir", "state_dir = \"var/brig\"\n", "must be an absolute path"},
+		{"relative state dir", "state_dir = \"var/brig\"\n", "state_dir \"var/brig\" is a relative path: give an absolute one"},
 		{"empty state dir", "state_dir = \"\"\n", "state_dir is empty"},
-		{"zero retention", "retention = \"0s\"\n", "retention 0s: give a positive value"},
+		{"zero retention", "retention = \"0s\"\n", "retention 0s: give at least 1h0m0s"},
+		{"short retention", "retention = \"30m\"\n", "retention 30m0s: give at least 1h0m0s"},
 		{"negative queue", "queue_size = -1\n", "queue_size -1: give 0 (no queue"},
 		{"queue total below a uid's", "queue_size = 64\nqueue_total = 63\n", "queue_total 63 is below queue_size 64"},
 		{"zero queue total", "queue_total = 0\n", "queue_total 0 is below queue_size 64"},
