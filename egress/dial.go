@@ -134,7 +134,8 @@ const finishGrace = time.Second
 // still holds is followed by its end of stream, as a close in order does, and
 // the upstream has until deadline to take it, so that a program that sends
 // and exits, or resets its end, has its last bytes delivered; then up is
-// closed, with a reset where it still holds some, which are dropped. A close
+// closed, with a reset where it still holds some, which are dropped; reset
+// says the upstream had reset (closed its socket) by then. A close
 // in order with bytes unsent had left an orphaned socket (FIN-WAIT-1) that the
 // kernel keeps, charged to no one, until the upstream takes them or
 // TCP_USER_TIMEOUT ends it: 5 minutes, and never for an upstream that takes a
@@ -145,11 +146,11 @@ const finishGrace = time.Second
 // connection still holds its slot of the run's max_conns, so what a run's
 // ends hold stays within that bound; an upstream that has reset (its socket
 // closed, its queue purged though the kernel still counts it) ends the wait.
-func finish(up *net.TCPConn, deadline time.Time) (unsent, dropped int) {
+func finish(up *net.TCPConn, deadline time.Time) (unsent, dropped int, reset bool) {
 	rc, err := up.SyscallConn()
 	if err != nil {
 		up.Close()
-		return 0, 0
+		return 0, 0, false
 	}
 	queued := func(req uint) (n int) {
 		rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), req) })
@@ -168,6 +169,7 @@ func finish(up *net.TCPConn, deadline time.Time) (unsent, dropped int) {
 		}
 	}
 	unsent, dropped = queued(unix.SIOCOUTQNSD), queued(unix.SIOCOUTQ)
+	reset = dropped > 0 && tcpState(rc) == unix.BPF_TCP_CLOSE
 	if fin && unsent > 0 {
 		unsent--
 	}
@@ -178,7 +180,7 @@ func finish(up *net.TCPConn, deadline time.Time) (unsent, dropped int) {
 		up.SetLinger(0)
 	}
 	up.Close()
-	return unsent, dropped
+	return unsent, dropped, reset
 }
 
 // tcpState is a socket's TCP state (TCP_INFO's), or -1 if it can't be read.

@@ -438,6 +438,9 @@ var neverAllowed = map[string]bool{
 	"multicast":    true,
 	"broadcast":    true,
 	"ipv4-mapped":  true,
+	// IPv4-compatible addresses are deprecated (RFC 4291): no genuine
+	// answer, like ipv4-mapped.
+	"ipv4-compatible": true,
 }
 
 // registryClasses are the non-public classes a registry host may resolve to
@@ -487,6 +490,17 @@ func (c *Config) DecideAddr(host string, a netip.Addr, hostAddrs []netip.Addr) D
 	}
 	for _, d := range c.AllowPrivateHosts {
 		if Matches(d, host) {
+			// A form that embeds an IPv4 address (nat64, 6to4, teredo)
+			// reaches it through a gateway or a tunnel: one that embeds
+			// this host's address or a class no name opens is refused as
+			// that address would be (the network audit's 64:ff9b::7f00:1
+			// hairpins to loopback on a NAT64 host).
+			for _, e := range embeddedIPv4(bare, row.class) {
+				if neverAllowed[classify(e).class] || slices.ContainsFunc(hostAddrs, func(h netip.Addr) bool { return h.WithZone("").Unmap() == e }) {
+					refused.Rule += " embedding " + e.String()
+					return refused
+				}
+			}
 			return Decision{Allowed: true, Rule: rulePrivateAllow + asciiLower(strings.TrimSuffix(d, "."))}
 		}
 	}

@@ -399,6 +399,19 @@ func TestDecideAddr(t *testing.T) {
 		{name: "allowed private host, IPv6 multicast", host: "internal.example", addr: "ff02::1", want: deny("address class multicast (ff00::/8)")},
 		{name: "allowed private host, broadcast", host: "internal.example", addr: "255.255.255.255", want: deny("address class broadcast (255.255.255.255/32)")},
 		{name: "allowed private host, mapped", host: "internal.example", addr: "::ffff:10.0.0.1", want: deny("address class ipv4-mapped (::ffff:0.0.0.0/96)")},
+		{name: "allowed private host, ipv4-compatible", host: "internal.example", addr: "::a00:1", want: deny("address class ipv4-compatible (::/96)")},
+		// The forms that embed an IPv4 address are refused where it is one
+		// no name opens, or this host's (the network audit's NAT64 of
+		// loopback, allowed before).
+		{name: "allowed private host, nat64 of loopback", host: "internal.example", addr: "64:ff9b::7f00:1", want: deny("address class nat64 (64:ff9b::/96) embedding 127.0.0.1")},
+		{name: "allowed private host, nat64 of an own address", host: "internal.example", addr: "64:ff9b::a01:101", want: deny("address class nat64 (64:ff9b::/96) embedding 10.1.1.1")},
+		{name: "allowed private host, local-use nat64 of loopback", host: "internal.example", addr: "64:ff9b:1:aaaa:bbbb:cc00:7f00:1", want: deny("address class nat64 (64:ff9b:1::/48) embedding 127.0.0.1")},
+		{name: "allowed private host, local-use nat64 /48 of loopback", host: "internal.example", addr: "64:ff9b:1:7f00:0:100::", want: deny("address class nat64 (64:ff9b:1::/48) embedding 127.0.0.1")},
+		{name: "allowed private host, local-use nat64 of a private address", host: "internal.example", addr: "64:ff9b:1:aaaa:bbbb:cc00:a00:1", want: allow(privateAllowed + "internal.example")},
+		{name: "allowed private host, 6to4 of loopback", host: "internal.example", addr: "2002:7f00:1::1", want: deny("address class 6to4 (2002::/16) embedding 127.0.0.1")},
+		{name: "allowed private host, 6to4 of a private address", host: "internal.example", addr: "2002:a00:1::1", want: allow(privateAllowed + "internal.example")},
+		{name: "allowed private host, teredo server of an own address", host: "internal.example", addr: "2001:0:a01:101::1", want: deny("address class teredo (2001::/32) embedding 10.1.1.1")},
+		{name: "allowed private host, teredo client of loopback", host: "internal.example", addr: "2001:0:a00:1:8000:63bf:80ff:fffe", want: deny("address class teredo (2001::/32) embedding 127.0.0.1")},
 
 		// This host's own addresses: refused always.
 		{name: "own public address", host: "api.example.com", addr: "93.184.215.14", want: deny("address of this host")},

@@ -670,6 +670,8 @@ func (r *Run) relayHTTP(c *net.TCPConn, br *bufio.Reader, up *net.TCPConn, h *he
 		if err := r.relayResponse(c, up, rec, nil); err != nil {
 			rec.markCut(err)
 			r.cut(c, up, rec)
+		} else {
+			rec.upstreamEnded.Store(true)
 		}
 	}()
 	mw := meteredWriter{up, &r.lim.sent, &rec.sent}
@@ -781,6 +783,7 @@ func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, plain *atomic.Bool, fir
 			r.cut(c, up, rec)
 			return
 		}
+		rec.upstreamEnded.Store(true)
 		c.CloseWrite()
 	}()
 	if first != nil {
