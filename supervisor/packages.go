@@ -114,9 +114,9 @@ func (s *Service) preparePackages(r *run) (*packages.Lease, *api.Result) {
 	case errors.As(err, &index):
 		// Not the request's fault: internal, and a message that says to try
 		// again, without the layer's key that the error chain carries.
-		return nil, end(api.ReasonInternal, "%s; the program did not run: the registry or this host's network failed, not the request, so the same request may work later", index.Message)
+		return nil, end(api.ReasonInternal, "%s; the program did not run: the registry or this host's network failed, not the request, so the same request may work later, %s", index.Message, retryUnderANewID)
 	case errors.As(err, &unreachedErr):
-		return nil, end(api.ReasonInternal, "the packages could not be installed: %v; the program did not run", unreachedErr)
+		return nil, end(api.ReasonInternal, "the packages could not be installed: %v; the program did not run: once that is mended, send the request again, %s", unreachedErr, retryUnderANewID)
 	case r.ctx.Err() != nil:
 		return nil, end(api.ReasonStopped, "the run was stopped while its packages were prepared; the program did not run")
 	case err != nil:
@@ -243,6 +243,10 @@ func InstallerRun(l Launcher, ecfg egress.Config, hosts map[string][]string) fun
 		return res, err
 	}
 }
+
+// retryUnderANewID says how to send a request again whose id now holds its
+// failure (a request that reuses the id gets this result, API.md's Retries).
+const retryUnderANewID = "under a new id or none (this id keeps this result)"
 
 // registryUnreachedError is an installer that failed after its proxy could
 // not reach its registry for a reason of the host's, not the registry's: the

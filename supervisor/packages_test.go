@@ -545,7 +545,7 @@ func TestPackagesIndexDown(t *testing.T) {
 	if res.Reason != api.ReasonInternal || res.Stdout != "" {
 		t.Fatalf("got %s/%s stdout %q (%s), want internal and no output", res.Outcome, res.Reason, res.Stdout, res.Message)
 	}
-	for _, want := range []string{"could not read the package index", "the program did not run", "may work later"} {
+	for _, want := range []string{"could not read the package index", "the program did not run", "may work later", retryUnderANewID} {
 		if !strings.Contains(res.Message, want) {
 			t.Errorf("message %q, want it to say %q", res.Message, want)
 		}
@@ -591,7 +591,7 @@ func TestPackagesRegistryNotReached(t *testing.T) {
 				t.Fatalf("got %s/%s stdout %q (%s), want internal and no output", res.Outcome, res.Reason, res.Stdout, res.Message)
 			}
 			host := map[string]string{"python": pyRegistryHost, "javascript": npmRegistryHost}[tt.lang]
-			for _, want := range append([]string{"registry " + host + " was not reached", "the program did not run"}, tt.want...) {
+			for _, want := range append([]string{"registry " + host + " was not reached", "the program did not run", retryUnderANewID}, tt.want...) {
 				if !strings.Contains(res.Message, want) {
 					t.Errorf("message %q, want it to say %q", res.Message, want)
 				}

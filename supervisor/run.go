@@ -148,7 +148,7 @@ func stoppedMessage(msg string, cause error) string {
 	if cause == errShutdown {
 		// A retry of this id gets this result (API.md, Retries): what runs
 		// the program again is the request under a new id, or none.
-		msg += "; send it again once the service is back, under a new id or none (this id keeps this result)"
+		msg += "; send it again once the service is back, " + retryUnderANewID
 	}
 	return msg
 }
