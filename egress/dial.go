@@ -290,11 +290,10 @@ func (r *Run) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	}
 	var addrs []netip.Addr
 	var errs []error
-	for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
-		got, err := exchange(ctx, server, host, qtype)
-		addrs = append(addrs, got...)
-		if err != nil {
-			errs = append(errs, err)
+	for _, got := range exchangeBoth(ctx, server, host) {
+		addrs = append(addrs, got.addrs...)
+		if got.err != nil {
+			errs = append(errs, got.err)
 		}
 	}
 	if len(addrs) == 0 {
@@ -314,6 +313,53 @@ func (r *Run) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 		return nil, fmt.Errorf("%s%s: %w", failResolving, host, errNoAddress)
 	}
 	return addrs, nil
+}
+
+// otherFamilyWait is how long resolve waits for the other family's answer
+// once one has brought addresses (RFC 8305's resolution delay is 50 ms).
+const otherFamilyWait = 100 * time.Millisecond
+
+// answer is one query's addresses, or why there are none.
+type answer struct {
+	addrs []netip.Addr
+	err   error
+}
+
+// exchangeBoth asks server for host's A and AAAA records at once, and
+// returns the answers in that order. Once one has brought addresses, the
+// other has otherFamilyWait more, then counts as empty: a resolver that
+// drops AAAA queries made every connection wait resolveTimeout (5 s) after
+// its A answer when they were asked one after the other (the network audit).
+func exchangeBoth(ctx context.Context, server, host string) [2]answer {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type indexed struct {
+		i int
+		answer
+	}
+	ch := make(chan indexed, 2)
+	for i, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
+		go func() {
+			addrs, err := exchange(ctx, server, host, qtype)
+			ch <- indexed{i, answer{addrs, err}}
+		}()
+	}
+	var got [2]answer
+	first := <-ch
+	got[first.i] = first.answer
+	if len(first.addrs) == 0 {
+		second := <-ch
+		got[second.i] = second.answer
+		return got
+	}
+	t := time.NewTimer(otherFamilyWait)
+	defer t.Stop()
+	select {
+	case second := <-ch:
+		got[second.i] = second.answer
+	case <-t.C:
+	}
+	return got
 }
 
 // exchange asks server for host's records of qtype, over UDP and again over

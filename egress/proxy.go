@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -850,9 +851,9 @@ func (r *Run) refuseHTTP(c *net.TCPConn, host string, port int, via string, stat
 	if via == viaTLS {
 		return
 	}
-	dest := host
+	dest := "a connection that named no host"
 	if host != "" {
-		dest = fmt.Sprintf("%s:%d", host, port)
+		dest = net.JoinHostPort(host, strconv.Itoa(port))
 	}
 	writeStatus(c, status, fmt.Sprintf("brig egress: refused %s: %s%s", dest, rule, ruleHints[rule]))
 }
@@ -863,6 +864,7 @@ var ruleHints = map[string]string{
 	ruleNotDomain:   " (to reach it, list it or a parent domain in the run's network.domains)",
 	ruleNotRegistry: " (mode registries reaches only the package registries; mode domains reaches the hosts listed)",
 	ruleModeNone:    " (the run's network mode is none; ask for mode domains with the hosts to reach)",
+	ruleInvalidHost: " (a host name is labels of letters, digits and hyphens, joined by dots: an underscore, as in some legacy bucket names, is refused)",
 }
 
 func writeStatus(c *net.TCPConn, status int, body string) {

@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -2076,5 +2077,57 @@ func TestRunLogsWhatItLists(t *testing.T) {
 	line := regexp.MustCompile(`port=86 .*bytes_sent=(\d+)`).FindStringSubmatch(logs.String())
 	if line == nil || line[1] != strconv.FormatInt(listed, 10) {
 		t.Errorf("the Result lists %d bytes sent; the log says %v:\n%s", listed, line, logs.String())
+	}
+}
+
+// TestExchangeBoth: A and AAAA are asked at once, and once one family has
+// answered with addresses the other is waited for briefly: a resolver that
+// drops one family's queries (the network audit's dropped AAAA) costs a
+// connection otherFamilyWait, not resolveTimeout after the other's answer.
+func TestExchangeBoth(t *testing.T) {
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	srv := &dns.Server{PacketConn: pc, NotifyStartedFunc: func() { close(started) }, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		name, qtype := q.Question[0].Name, q.Question[0].Qtype
+		m := new(dns.Msg)
+		m.SetReply(q)
+		switch {
+		case name == "drop-aaaa.test." && qtype == dns.TypeAAAA, name == "drop-a.test." && qtype == dns.TypeA:
+			return // dropped
+		case qtype == dns.TypeA:
+			rr, _ := dns.NewRR(name + " 60 IN A 192.0.2.1")
+			m.Answer = append(m.Answer, rr)
+		case qtype == dns.TypeAAAA:
+			rr, _ := dns.NewRR(name + " 60 IN AAAA 2001:db8::1")
+			m.Answer = append(m.Answer, rr)
+		}
+		w.WriteMsg(m)
+	})}
+	go srv.ActivateAndServe()
+	<-started
+	t.Cleanup(func() { srv.Shutdown() })
+	v4, v6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")
+	for _, tc := range []struct {
+		host string
+		want [2][]netip.Addr
+	}{
+		{"both.test", [2][]netip.Addr{{v4}, {v6}}},
+		{"drop-aaaa.test", [2][]netip.Addr{{v4}, nil}},
+		{"drop-a.test", [2][]netip.Addr{nil, {v6}}},
+	} {
+		begin := time.Now()
+		got := exchangeBoth(context.Background(), pc.LocalAddr().String(), tc.host)
+		took := time.Since(begin)
+		for i := range got {
+			if !slices.Equal(got[i].addrs, tc.want[i]) || got[i].err != nil {
+				t.Errorf("%s: answer %d is %v, %v; want %v", tc.host, i, got[i].addrs, got[i].err, tc.want[i])
+			}
+		}
+		if took >= resolveTimeout/2 {
+			t.Errorf("%s: took %v, want the dropped query waited for briefly, not resolveTimeout (%v)", tc.host, took, resolveTimeout)
+		}
 	}
 }

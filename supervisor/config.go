@@ -91,7 +91,8 @@ type Config struct {
 	// Egress.RegistriesPublicOnly).
 	Egress egress.Config
 	// RegistryHosts maps a language (of api.Languages) to the host names a
-	// run of it with network "registries" may reach (with their subdomains), as
+	// run of it with network "registries" may reach (the hosts alone, not their
+	// subdomains), as
 	// packages.Managers.RegistryHosts gives them: read once when the service
 	// starts, never per run. A language with none admits nothing in that mode.
 	// GET /v1/health lists them.
