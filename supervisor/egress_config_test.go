@@ -176,6 +176,8 @@ func TestRuleClass(t *testing.T) {
 		{"the SNI does not match the CONNECT host", "host_mismatch"},
 		{"the Host does not match the CONNECT host", "host_mismatch"},
 		{"the request target names another host than the Host header", "host_mismatch"},
+		// Counted as other before (the network audit).
+		{"the Host header names another port than the connection's (use the proxy, 127.0.0.1:3128, for another port)", "host_mismatch"},
 		{"the proxy itself", "proxy_itself"},
 		{"no SNI in the ClientHello: there is no name to decide on", "no_name"},
 		{"no Host header: there is no name to decide on", "no_name"},

@@ -251,6 +251,7 @@ var ruleClasses = []struct{ prefix, class string }{
 	{"the SNI does not match", "host_mismatch"},
 	{"the Host does not match", "host_mismatch"},
 	{"the request target names another host", "host_mismatch"},
+	{"the Host header names another port", "host_mismatch"},
 	{"the proxy itself", "proxy_itself"},
 	{"no SNI", "no_name"},
 	{"no Host header", "no_name"},
