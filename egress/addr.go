@@ -108,28 +108,29 @@ func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 
 // embeddedIPv4 are the IPv4 addresses an IPv6 address of a class that embeds
 // them carries, where a gateway or a tunnel delivers its packets: the last
-// 32 bits of NAT64's well-known prefix, and of the local-use prefix at each
-// of RFC 6052's lengths from its own /48 (an operator chooses the length;
-// bits 64 to 71 are skipped), 6to4's bits 16 to 47, Teredo's server (bits 32
-// to 63) and its client (the last 32 bits, inverted).
-func embeddedIPv4(a netip.Addr, class string) []netip.Addr {
+// 32 bits of NAT64's well-known prefix, 6to4's bits 16 to 47, Teredo's server
+// (bits 32 to 63) and its client (the last 32 bits, inverted). The local-use
+// NAT64 prefix (RFC 8215) is an operator's to extend to any of RFC 6052's
+// lengths from its own /48 (bits 64 to 71 skipped), so its address may embed
+// any of four readings, of which only one is meant: those are in maybe.
+func embeddedIPv4(a netip.Addr, class string) (sure, maybe []netip.Addr) {
 	if !a.Is6() || a.Is4In6() {
-		return nil
+		return nil, nil
 	}
 	b := a.As16()
 	at := func(i, j, k, l int) netip.Addr { return netip.AddrFrom4([4]byte{b[i], b[j], b[k], b[l]}) }
 	switch class {
 	case "nat64":
 		if pfx("64:ff9b::/96").Contains(a) {
-			return []netip.Addr{at(12, 13, 14, 15)}
+			return []netip.Addr{at(12, 13, 14, 15)}, nil
 		}
-		return []netip.Addr{at(6, 7, 9, 10), at(7, 9, 10, 11), at(9, 10, 11, 12), at(12, 13, 14, 15)}
+		return nil, []netip.Addr{at(6, 7, 9, 10), at(7, 9, 10, 11), at(9, 10, 11, 12), at(12, 13, 14, 15)}
 	case "6to4":
-		return []netip.Addr{at(2, 3, 4, 5)}
+		return []netip.Addr{at(2, 3, 4, 5)}, nil
 	case "teredo":
-		return []netip.Addr{at(4, 5, 6, 7), netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]})}
+		return []netip.Addr{at(4, 5, 6, 7), netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]})}, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // ClassifyAddr names the class of an address: "public", or the non-public class

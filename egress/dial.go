@@ -315,9 +315,9 @@ func (r *Run) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	return addrs, nil
 }
 
-// otherFamilyWait is how long resolve waits for the other family's answer
-// once one has brought addresses (RFC 8305's resolution delay is 50 ms).
-const otherFamilyWait = 100 * time.Millisecond
+// aaaaWait is how long resolve waits for the AAAA answer once the A answer
+// has brought addresses (RFC 8305's resolution delay is 50 ms).
+const aaaaWait = 100 * time.Millisecond
 
 // answer is one query's addresses, or why there are none.
 type answer struct {
@@ -326,10 +326,12 @@ type answer struct {
 }
 
 // exchangeBoth asks server for host's A and AAAA records at once, and
-// returns the answers in that order. Once one has brought addresses, the
-// other has otherFamilyWait more, then counts as empty: a resolver that
-// drops AAAA queries made every connection wait resolveTimeout (5 s) after
-// its A answer when they were asked one after the other (the network audit).
+// returns the answers in that order. Once the A answer has brought
+// addresses, the AAAA one has aaaaWait more, then counts as empty: a
+// resolver that drops AAAA queries made every connection wait resolveTimeout
+// (5 s) after its A answer when they were asked one after the other (the
+// network audit). The A answer is always waited for, as before: an AAAA
+// answer alone fails on a host without IPv6 routes.
 func exchangeBoth(ctx context.Context, server, host string) [2]answer {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -347,12 +349,12 @@ func exchangeBoth(ctx context.Context, server, host string) [2]answer {
 	var got [2]answer
 	first := <-ch
 	got[first.i] = first.answer
-	if len(first.addrs) == 0 {
+	if first.i == 1 || len(first.addrs) == 0 {
 		second := <-ch
 		got[second.i] = second.answer
 		return got
 	}
-	t := time.NewTimer(otherFamilyWait)
+	t := time.NewTimer(aaaaWait)
 	defer t.Stop()
 	select {
 	case second := <-ch:
@@ -370,10 +372,25 @@ func exchange(ctx context.Context, server, host string, qtype uint16) ([]netip.A
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
 	c := &dns.Client{Timeout: resolveTimeout}
-	resp, _, err := c.ExchangeContext(ctx, q, server)
+	// The library's exchange takes only the context's deadline: a query
+	// that exchangeBoth no longer waits for kept its socket and goroutine
+	// for resolveTimeout (the review). Its connection's deadline is moved
+	// to now when ctx ends.
+	ask := func() (*dns.Msg, error) {
+		conn, err := c.DialContext(ctx, server)
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+		stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+		defer stop()
+		resp, _, err := c.ExchangeWithConnContext(ctx, q, conn)
+		return resp, err
+	}
+	resp, err := ask()
 	if err == nil && resp.Truncated {
 		c.Net = "tcp"
-		resp, _, err = c.ExchangeContext(ctx, q, server)
+		resp, err = ask()
 	}
 	if err != nil {
 		return nil, &upstreamError{public: "the resolver: " + withoutAddrs(err), err: fmt.Errorf("asking %s: %w", server, err)}

@@ -494,9 +494,22 @@ func (c *Config) DecideAddr(host string, a netip.Addr, hostAddrs []netip.Addr) D
 			// reaches it through a gateway or a tunnel: one that embeds
 			// this host's address or a class no name opens is refused as
 			// that address would be (the network audit's 64:ff9b::7f00:1
-			// hairpins to loopback on a NAT64 host).
-			for _, e := range embeddedIPv4(bare, row.class) {
-				if neverAllowed[classify(e).class] || slices.ContainsFunc(hostAddrs, func(h netip.Addr) bool { return h.WithZone("").Unmap() == e }) {
+			// hairpins to loopback on a NAT64 host). Of a local-use NAT64
+			// address's readings, only loopback and this host's count: its
+			// other readings are mostly zeros (this-network), and the
+			// prefix is meant for private destinations.
+			own := func(e netip.Addr) bool {
+				return slices.ContainsFunc(hostAddrs, func(h netip.Addr) bool { return h.WithZone("").Unmap() == e })
+			}
+			sure, maybe := embeddedIPv4(bare, row.class)
+			for _, e := range sure {
+				if neverAllowed[classify(e).class] || own(e) {
+					refused.Rule += " embedding " + e.String()
+					return refused
+				}
+			}
+			for _, e := range maybe {
+				if classify(e).class == "loopback" || own(e) {
 					refused.Rule += " embedding " + e.String()
 					return refused
 				}

@@ -408,6 +408,11 @@ func TestDecideAddr(t *testing.T) {
 		{name: "allowed private host, local-use nat64 of loopback", host: "internal.example", addr: "64:ff9b:1:aaaa:bbbb:cc00:7f00:1", want: deny("address class nat64 (64:ff9b:1::/48) embedding 127.0.0.1")},
 		{name: "allowed private host, local-use nat64 /48 of loopback", host: "internal.example", addr: "64:ff9b:1:7f00:0:100::", want: deny("address class nat64 (64:ff9b:1::/48) embedding 127.0.0.1")},
 		{name: "allowed private host, local-use nat64 of a private address", host: "internal.example", addr: "64:ff9b:1:aaaa:bbbb:cc00:a00:1", want: allow(privateAllowed + "internal.example")},
+		// Its other readings, mostly zeros, are not refused for their class
+		// (the review: every such address had been, as this-network).
+		{name: "allowed private host, local-use nat64 /96 of a private address", host: "internal.example", addr: "64:ff9b:1::a00:1", want: allow(privateAllowed + "internal.example")},
+		{name: "allowed private host, local-use nat64 /48 of a private address", host: "internal.example", addr: "64:ff9b:1:a00:0:100::", want: allow(privateAllowed + "internal.example")},
+		{name: "allowed private host, local-use nat64 /64 of a private address", host: "internal.example", addr: "64:ff9b:1:0:a:0:100:0", want: allow(privateAllowed + "internal.example")},
 		{name: "allowed private host, 6to4 of loopback", host: "internal.example", addr: "2002:7f00:1::1", want: deny("address class 6to4 (2002::/16) embedding 127.0.0.1")},
 		{name: "allowed private host, 6to4 of a private address", host: "internal.example", addr: "2002:a00:1::1", want: allow(privateAllowed + "internal.example")},
 		{name: "allowed private host, teredo server of an own address", host: "internal.example", addr: "2001:0:a01:101::1", want: deny("address class teredo (2001::/32) embedding 10.1.1.1")},

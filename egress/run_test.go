@@ -2080,10 +2080,13 @@ func TestRunLogsWhatItLists(t *testing.T) {
 	}
 }
 
-// TestExchangeBoth: A and AAAA are asked at once, and once one family has
-// answered with addresses the other is waited for briefly: a resolver that
-// drops one family's queries (the network audit's dropped AAAA) costs a
-// connection otherFamilyWait, not resolveTimeout after the other's answer.
+// TestExchangeBoth: A and AAAA are asked at once, and once the A answer has
+// brought addresses the AAAA one is waited for briefly: a resolver that
+// drops AAAA queries (the network audit's) costs a connection aaaaWait, not
+// resolveTimeout after the A answer. The A answer is always waited for, also
+// when the AAAA one came first (the review: it had been dropped after 100 ms),
+// and a query no longer waited for ends with its wait, not resolveTimeout
+// later.
 func TestExchangeBoth(t *testing.T) {
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
@@ -2095,8 +2098,12 @@ func TestExchangeBoth(t *testing.T) {
 		m := new(dns.Msg)
 		m.SetReply(q)
 		switch {
-		case name == "drop-aaaa.test." && qtype == dns.TypeAAAA, name == "drop-a.test." && qtype == dns.TypeA:
+		case name == "drop-aaaa.test." && qtype == dns.TypeAAAA:
 			return // dropped
+		case name == "slow-a.test." && qtype == dns.TypeA:
+			time.Sleep(300 * time.Millisecond)
+			rr, _ := dns.NewRR(name + " 60 IN A 192.0.2.1")
+			m.Answer = append(m.Answer, rr)
 		case qtype == dns.TypeA:
 			rr, _ := dns.NewRR(name + " 60 IN A 192.0.2.1")
 			m.Answer = append(m.Answer, rr)
@@ -2116,7 +2123,7 @@ func TestExchangeBoth(t *testing.T) {
 	}{
 		{"both.test", [2][]netip.Addr{{v4}, {v6}}},
 		{"drop-aaaa.test", [2][]netip.Addr{{v4}, nil}},
-		{"drop-a.test", [2][]netip.Addr{nil, {v6}}},
+		{"slow-a.test", [2][]netip.Addr{{v4}, {v6}}},
 	} {
 		begin := time.Now()
 		got := exchangeBoth(context.Background(), pc.LocalAddr().String(), tc.host)
@@ -2129,5 +2136,14 @@ func TestExchangeBoth(t *testing.T) {
 		if took >= resolveTimeout/2 {
 			t.Errorf("%s: took %v, want the dropped query waited for briefly, not resolveTimeout (%v)", tc.host, took, resolveTimeout)
 		}
+	}
+	// The dropped AAAA queries' goroutines end with exchangeBoth's wait.
+	before := runtime.NumGoroutine()
+	for range 10 {
+		exchangeBoth(context.Background(), pc.LocalAddr().String(), "drop-aaaa.test")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := runtime.NumGoroutine(); n > before+2 {
+		t.Errorf("%d goroutines after 10 lookups whose AAAA was dropped, %d before: want the dropped queries ended", n, before)
 	}
 }

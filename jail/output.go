@@ -85,7 +85,8 @@ func outputPipe(capacity int) (r, w *os.File, err error) {
 // stdoutPipeBytes and stderrPipeBytes are the output pipes' capacities: the
 // default fs.pipe-max-size, about api.MaxStdoutChars of ASCII, and 128 KiB,
 // more than api.MaxStderrChars of it. A sandbox's two hold 288 pages of its
-// maker's 16,384, against 32 at the default.
+// maker's 16,384, against 32 at the default, and 512 where the program grows
+// its stderr pipe (F_SETPIPE_SZ, charged to the pipe's maker).
 const (
 	stdoutPipeBytes = 1 << 20
 	stderrPipeBytes = 128 << 10

@@ -213,7 +213,7 @@ func (in *jailInstaller) Install(ctx context.Context, set Set, staging string, p
 	if set.Language == languagePython {
 		return pythonResolved(set, out, in.cfg.AllowSourceBuilds)
 	}
-	return npmResolved(set, out)
+	return npmResolved(set, out, urls)
 }
 
 // sameOptions reports whether a and b hold the same options, in any order.

@@ -415,7 +415,7 @@ func TestInstallNpmUnavailable(t *testing.T) {
 		{"unknown package", "no-such-pkg@^1.0.0", []string{"'no-such-pkg@^1.0.0' could not be found", "Check the package's name"}},
 		{"unsatisfiable version", "app@^9.0.0", []string{"app@^9.0.0", "Check the version constraint"}},
 		{"git dependency", "gitdep@1", []string{"a dependency comes from git (https://example.test/x.git)", "registries only"}},
-		{"tarball elsewhere", "urldep@1", []string{"403 Forbidden - GET https://example.test/x.tgz", "registries only"}},
+		{"tarball elsewhere", "urldep@1", []string{"403 Forbidden - GET https://example.test/x.tgz", "outside the configured registries"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set := Set{Language: languageJavaScript, Requests: mustRequests(t, languageJavaScript, tc.request)}

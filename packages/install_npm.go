@@ -130,9 +130,9 @@ func npmDriver(cfg npmConfig) (string, error) {
 
 // npmResolved turns the driver's result into the layer's packages, or npm's
 // failure into an error.
-func npmResolved(set Set, r *driverResult) ([]Resolved, error) {
+func npmResolved(set Set, r *driverResult, registries []string) ([]Resolved, error) {
 	if r.Exit != 0 {
-		return nil, npmError(r)
+		return nil, npmError(r, registries)
 	}
 	top := make(map[string]Request, len(set.Requests)) // lockfile path -> request
 	for _, q := range set.Requests {
@@ -225,7 +225,8 @@ var npmNetworkCodes = []string{"ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EAI_A
 
 // npmError is npm's failure: an *UnavailableError for the codes above, an
 // *IndexError for a registry that did not answer, else a plain error.
-func npmError(r *driverResult) error {
+// registries are the registry URLs npm was given.
+func npmError(r *driverResult, registries []string) error {
 	code := ""
 	var lines []string
 	for _, l := range r.Errors {
@@ -239,7 +240,24 @@ func npmError(r *driverResult) error {
 		}
 		lines = append(lines, l)
 	}
-	if msg := npmOutsideSource(code, lines); msg != "" {
+	if code == "E403" {
+		// "403 Forbidden - GET <url>": a URL outside the registries is a
+		// dependency's, which the installer's egress refuses (the request's
+		// fault); a registry's own 403 (a token, an allow-list, a firewall)
+		// is the host's or the registry's, as its other failures are.
+		l := strings.TrimSpace(strings.TrimPrefix(pickLine(lines, "403 Forbidden", "403"), "403 "))
+		_, target, _ := strings.Cut(l, " - GET ")
+		u, err := url.Parse(strings.TrimSpace(target))
+		hosts, _ := RegistryHostsOf(registries)
+		switch {
+		case err != nil || u.Hostname() == "":
+		case slices.Contains(hosts, strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))):
+			return &IndexError{Message: text.Clip("the javascript installer was refused by the registry (npm's code E403): "+l, maxMessage)}
+		default:
+			return &UnavailableError{Message: text.Clip(l+": a dependency's tarball is outside the configured registries, and brig installs packages from them only. Depend on a version published to the registry instead.", maxMessage)}
+		}
+	}
+	if msg := npmGitSource(lines); msg != "" {
 		return &UnavailableError{Message: text.Clip(msg, maxMessage)}
 	}
 	unavailable := false
@@ -293,13 +311,11 @@ func npmError(r *driverResult) error {
 	return &UnavailableError{Message: text.Clip(strings.TrimSpace(msg), maxMessage)}
 }
 
-// npmOutsideSource is what to say of a dependency npm would fetch from
-// outside the registries, or "": one from git (npm gives git's exit status
-// as its code), or a tarball URL the installer's egress refused (E403, which
-// is also a registry's answer for a package it does not serve). The installer
-// reaches the registries only, so the set can't be installed here; the
-// request is at fault, not the host.
-func npmOutsideSource(code string, lines []string) string {
+// npmGitSource is what to say of a dependency npm would fetch from git (npm
+// gives git's exit status as its code), or "". The installer reaches the
+// registries only, so the set can't be installed here; the request is at
+// fault, not the host.
+func npmGitSource(lines []string) string {
 	if l := pickLine(lines, "command git ", ""); l != "" {
 		source := "a git repository"
 		for _, verb := range []string{" ls-remote ", " clone "} {
@@ -314,10 +330,6 @@ func npmOutsideSource(code string, lines []string) string {
 			}
 		}
 		return "a dependency comes from git (" + source + "), and brig installs packages from the registries only. Depend on a version published to the registry instead."
-	}
-	if code == "E403" {
-		l := strings.TrimSpace(strings.TrimPrefix(pickLine(lines, "403 Forbidden", "403"), "403 "))
-		return l + ": brig installs packages from the configured registries only, so a dependency given by a URL elsewhere can't be installed, nor a package the registry does not serve to brig. Depend on a version published to the registry instead."
 	}
 	return ""
 }

@@ -317,10 +317,10 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		}
 		lines = append(lines, strings.TrimPrefix(l, "ERROR: "))
 	}
-	if exc := lastException(r.Tail); strings.HasPrefix(exc, "RecursionError") {
+	if exc := lastException(r.Tail); strings.HasPrefix(exc, "RecursionError") && slices.ContainsFunc(r.Tail, func(l string) bool { return strings.Contains(l, "in makedirs") }) {
 		// pip makes a wheel's folders recursively (os.makedirs), so one that
 		// nests about a thousand deep ends it so: the package's doing.
-		return &UnavailableError{Message: "pip could not install a requested package (" + text.Clip(exc, 100) + "), as it can't a wheel whose folders nest about a thousand deep. Ask for another version, or tell the package's maintainers."}
+		return &UnavailableError{Message: "pip could not install a requested package (" + text.Clip(exc, 100) + "): it can't unpack a wheel whose folders nest about a thousand deep. Ask for another version, or tell the package's maintainers."}
 	}
 	if !unavailable {
 		msg := strings.Join(lines, " ")

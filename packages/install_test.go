@@ -235,7 +235,7 @@ func TestNpmResolved(t *testing.T) {
 		{Name: "mirrored", Version: "1.0.0", Hash: "sha512-m", Path: "node_modules/app/node_modules/mirrored", Resolved: "https://mirror.test/download/mirrored/1.0.0/abc"},
 	}}
 	set.Requests = append(set.Requests, mustRequests(t, "javascript", "liar@3.0.0")...)
-	got, err := npmResolved(set, r)
+	got, err := npmResolved(set, r, []string{"https://reg.test/"})
 	want := []Resolved{
 		{Name: "@brig/dep", Version: "1.0.0", Hash: "sha512-d1"},
 		{Name: "@brig/dep", Version: "2.0.0", Hash: "sha512-d2", Request: "@brig/dep@*"},
@@ -282,6 +282,10 @@ func TestPipError(t *testing.T) {
 		{"a wheel nested too deep", driverResult{Exit: 2, Errors: []string{"ERROR: Exception:"},
 			Tail: []string{"Traceback (most recent call last):", "  File \"<frozen os>\", line 215, in makedirs", "  [Previous line repeated 979 more times]", "RecursionError: maximum recursion depth exceeded"}},
 			false, true, []string{"(RecursionError: maximum recursion depth exceeded)", "nest about a thousand deep", "Ask for another version"}},
+		// Not pip's makedirs: not said to be the package's doing.
+		{"a RecursionError elsewhere", driverResult{Exit: 2, Errors: []string{"ERROR: Exception:"},
+			Tail: []string{"Traceback (most recent call last):", "  File \"resolvers.py\", line 1, in resolve", "RecursionError: maximum recursion depth exceeded"}},
+			false, false, []string{"status 2", "RecursionError"}},
 		{"conflict", driverResult{Exit: 1,
 			Errors: []string{"ERROR: Cannot install a==1 and b==1 because these package versions have conflicting dependencies.", "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution/#dealing-with-dependency-conflicts"}},
 			false, true, []string{"Cannot install a==1 and b==1", "Loosen the version constraints"}},
@@ -384,14 +388,20 @@ func TestNpmError(t *testing.T) {
 			"npm error code E403",
 			"npm error 403 403 Forbidden - GET https://example.test/x.tgz",
 			"npm error 403 In most cases, you or one of your dependencies are requesting",
-		}}, true, []string{"403 Forbidden - GET https://example.test/x.tgz: brig installs packages from the configured registries only"}},
+		}}, true, []string{"403 Forbidden - GET https://example.test/x.tgz: a dependency's tarball is outside the configured registries"}},
+		// A registry's own 403 (a token, an allow-list, a firewall) is not
+		// the request's fault (the review of the change above).
+		{"registry refuses", driverResult{Exit: 1, Errors: []string{
+			"npm error code E403",
+			"npm error 403 403 Forbidden - GET http://NPM.test./app",
+		}}, false, []string{"refused by the registry (npm's code E403)", "403 Forbidden - GET http://NPM.test./app"}},
 		{"disk full", driverResult{Exit: 1, Errors: []string{
 			"npm error code ENOSPC",
 			"npm error nospc ENOSPC: no space left on device, write",
 		}}, false, []string{`code "ENOSPC"`, "no space left"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := npmError(&tc.r)
+			err := npmError(&tc.r, []string{"http://npm.test/"})
 			checkInstallError(t, err, tc.unavailable, tc.want)
 			// The registry's own failures, and only they, are IndexErrors.
 			var ie *IndexError

@@ -57,7 +57,7 @@ func TestNpmRequiredBy(t *testing.T) {
 		{Name: "shared", Version: "2.0.0", Path: "node_modules/shared"},
 		{Name: "dep", Version: "3.0.0", Path: "node_modules/dep"},
 	}}
-	got, err := npmResolved(set, r)
+	got, err := npmResolved(set, r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

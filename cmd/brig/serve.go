@@ -584,7 +584,7 @@ func warnConfig(sc serveConfig, log *slog.Logger) {
 		log.Warn("sandbox.warm names languages but sandbox.pool is 0: warm sandboxes wait in the pool, so every run starts cold", "warm", sc.Sandbox.Warm)
 	}
 	if peers := peersWithoutSocket(sc); len(peers) > 0 {
-		log.Warn("allow_uids or allow_gids name peers that can't open the socket, which only root and socket_group may (mode 0660): they get a permission error, not the API; set socket_group to a group they are in",
+		log.Warn("allow_uids or allow_gids name peers that can't open the socket unless they are in socket_group too, which with root alone may (mode 0660): they get a permission error, not the API; set socket_group to a group they are in",
 			"peers", strings.Join(peers, ", "), "socket_group", sc.SocketGroup)
 	}
 	// As brig check says: a service on a 2 MiB state directory started
@@ -598,10 +598,27 @@ func warnConfig(sc serveConfig, log *slog.Logger) {
 
 // peersWithoutSocket are the allowed peers other than root that can't
 // connect to the socket (the docs audit's uid, allowed without a socket
-// group, got EACCES): a gid that is not the socket's group, and a uid whose
-// account is not in that group. A uid without an account is only named when
-// there is no socket group at all, since its groups can't be read.
+// group, got EACCES): a gid that is not the socket's group (whose members
+// connect only if they are in it too), and a uid whose account is not in that
+// group. A uid without an account is only named when there is no socket
+// group at all, since its groups can't be read. The accounts are read
+// through the host's name service, which may hang (a directory server): past
+// peerLookupWait the check is left out, so that the start is not held.
 func peersWithoutSocket(sc serveConfig) []string {
+	done := make(chan []string, 1)
+	go func() { done <- peersWithoutSocketNow(sc) }()
+	select {
+	case peers := <-done:
+		return peers
+	case <-time.After(peerLookupWait):
+		return nil
+	}
+}
+
+// peerLookupWait bounds peersWithoutSocket's lookups.
+const peerLookupWait = 2 * time.Second
+
+func peersWithoutSocketNow(sc serveConfig) []string {
 	gid := 0
 	if sc.SocketGroup != "" {
 		var err error
