@@ -48,6 +48,10 @@ build: deps
 test: build
 	$(GO) vet -tags $(TAGS) ./...
 	$(GO) test -tags $(TAGS) -count=1 -timeout 20m ./...
+	# The race detector over the packages whose concurrency is their own (the
+	# proxy, the layer cache, the client): under a minute. The whole suite under
+	# -race (about half an hour on two cores, 2026-12-06) is run by hand.
+	$(GO) test -race -tags $(TAGS) -count=1 -timeout 20m ./egress/ ./packages/ ./client/
 	cd clients/python && BRIG_BIN=$(CURDIR)/$(BIN) PYTHONPATH=src python3 -m unittest discover -s tests
 	BRIG_BIN=$(CURDIR)/$(BIN) node --test clients/js/test/
 

@@ -264,7 +264,10 @@ func withBothInits(t *testing.T, interpreter string, pool int, setup func(*testi
 	for _, goInit := range []bool{false, true} {
 		t.Run(fmt.Sprintf("go init %v", goInit), func(t *testing.T) {
 			programReaperOff = goInit
-			defer func() { programReaperOff = false }()
+			// A cleanup registered before the launcher's, so that it runs
+			// after the launcher's Close, whose pool refills read it (the
+			// race detector's find, with a defer).
+			t.Cleanup(func() { programReaperOff = false })
 			state := t.TempDir()
 			p, err := rootfs.NewHost(state, rootfs.HostConfig{})
 			if err != nil {
@@ -374,7 +377,7 @@ console.log(f.Name, f.CapEff, f.CapBnd, f.NoNewPrivs, f.Seccomp, fd, process.ppi
 // JavaScript sandbox's its node (startWarm).
 func TestColdGoInit(t *testing.T) {
 	programReaperOff = true
-	defer func() { programReaperOff = false }()
+	t.Cleanup(func() { programReaperOff = false }) // after the launchers' Close, as in withBothInits
 	l := newTestLauncher(t, 1, func(c *Config) { c.Warm = nil })
 	res := run(t, l, rootfs.Python, pid1Probe+"print('ppid', os.getppid())\n")
 	checkHardenedPID1(t, res, "exe", StartCold)

@@ -582,13 +582,19 @@ func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 	if f.staleLayer != nil && !kept {
 		victims = append(victims, f.stale)
 	}
+	// A kept layer is back in c.layers, where the next acquire writes its
+	// lastUse under c.mu: read now (the race detector's find).
+	var keptUse, keptInstalled time.Time
+	if kept {
+		keptUse, keptInstalled = f.staleLayer.lastUse, f.staleLayer.manifest.InstalledAt
+	}
 	c.mu.Unlock()
 
 	switch {
 	case kept:
-		c.touch(key, f.staleLayer.lastUse)
+		c.touch(key, keptUse)
 		c.log.Warn("re-resolving an open package layer failed: serving the layer as it was", "key", key, "language", set.Language,
-			"installed_at", f.staleLayer.manifest.InstalledAt, "retry_after", staleRetry, "err", err)
+			"installed_at", keptInstalled, "retry_after", staleRetry, "err", err)
 	case err != nil && abandoned:
 		// Every run that waited for it was stopped (a DELETE, a client
 		// gone): what was asked, not a failure to warn of.

@@ -68,7 +68,7 @@ func TestServeConfigRefusesUnknownKeys(t *testing.T) {
 
 // startServe runs `brig serve` (this test binary) on a socket of its own and
 // returns the socket and the process; the test stops it with SIGTERM.
-func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *bytes.Buffer) {
+func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *testutil.LogBuffer) {
 	t.Helper()
 	socket, cmd, logs := launchServe(t, args...)
 	waitServing(t, socket, logs)
@@ -76,7 +76,7 @@ func startServe(t *testing.T, args ...string) (string, *exec.Cmd, *bytes.Buffer)
 }
 
 // waitServing waits for a launched service to answer on socket.
-func waitServing(t *testing.T, socket string, logs *bytes.Buffer) {
+func waitServing(t *testing.T, socket string, logs *testutil.LogBuffer) {
 	t.Helper()
 	c := client.New(socket)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -91,20 +91,20 @@ func waitServing(t *testing.T, socket string, logs *bytes.Buffer) {
 
 // launchServe starts `brig serve` as startServe does, without waiting for it
 // to serve.
-func launchServe(t *testing.T, args ...string) (string, *exec.Cmd, *bytes.Buffer) {
+func launchServe(t *testing.T, args ...string) (string, *exec.Cmd, *testutil.LogBuffer) {
 	t.Helper()
 	return launchServeEnv(t, nil, args...)
 }
 
 // launchServeEnv is launchServe with env added to the service's environment.
-func launchServeEnv(t *testing.T, env []string, args ...string) (string, *exec.Cmd, *bytes.Buffer) {
+func launchServeEnv(t *testing.T, env []string, args ...string) (string, *exec.Cmd, *testutil.LogBuffer) {
 	t.Helper()
 	return launchServeUnder(t, "", env, args...)
 }
 
 // launchServeUnder is launchServeEnv with the service started by a shell
 // that runs script first ("" for none).
-func launchServeUnder(t *testing.T, script string, env []string, args ...string) (string, *exec.Cmd, *bytes.Buffer) {
+func launchServeUnder(t *testing.T, script string, env []string, args ...string) (string, *exec.Cmd, *testutil.LogBuffer) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "brig-cli")
 	if err != nil {
@@ -119,7 +119,7 @@ func launchServeUnder(t *testing.T, script string, env []string, args ...string)
 		cmd.Path = "/bin/sh"
 		cmd.Args = append([]string{"sh", "-c", script + ` && exec "$0" "$@"`}, cmd.Args...)
 	}
-	logs := &bytes.Buffer{}
+	logs := &testutil.LogBuffer{} // written by exec's copy while the test reads it
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -770,7 +770,7 @@ func TestServeAsPIDOne(t *testing.T) {
 	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", os.Args[0], "serve", "--socket", socket,
 		"--state-dir", filepath.Join(dir, "state"), "--cgroup-parent", parent, "--pool", "2", "--log-format", "text")
 	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
-	logs := &bytes.Buffer{}
+	logs := &testutil.LogBuffer{} // written by exec's copy while the test reads it
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
