@@ -296,6 +296,12 @@ func (r *Run) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 			errs = append(errs, got.err)
 		}
 	}
+	if ctx.Err() != nil {
+		// The run ended during the lookup: its queries were cut, and the
+		// name is not one that does not resolve (Connection.Unresolved,
+		// which tells the installer's failure apart).
+		return nil, &upstreamError{public: "the run ended first", err: fmt.Errorf("resolving %s: %w", host, ctx.Err())}
+	}
 	if len(addrs) == 0 {
 		if len(errs) > 0 {
 			// On one line, and once when both queries failed alike
@@ -374,15 +380,15 @@ func exchange(ctx context.Context, server, host string, qtype uint16) ([]netip.A
 	c := &dns.Client{Timeout: resolveTimeout}
 	// The library's exchange takes only the context's deadline: a query
 	// that exchangeBoth no longer waits for kept its socket and goroutine
-	// for resolveTimeout (the review). Its connection's deadline is moved
-	// to now when ctx ends.
+	// for resolveTimeout (the review). Its connection is closed when ctx
+	// ends (a deadline moved to now could be set again by the exchange).
 	ask := func() (*dns.Msg, error) {
 		conn, err := c.DialContext(ctx, server)
 		if err != nil {
 			return nil, err
 		}
 		defer conn.Close()
-		stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+		stop := context.AfterFunc(ctx, func() { conn.Close() })
 		defer stop()
 		resp, _, err := c.ExchangeWithConnContext(ctx, q, conn)
 		return resp, err

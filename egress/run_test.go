@@ -2098,7 +2098,7 @@ func TestExchangeBoth(t *testing.T) {
 		m := new(dns.Msg)
 		m.SetReply(q)
 		switch {
-		case name == "drop-aaaa.test." && qtype == dns.TypeAAAA:
+		case name == "drop-aaaa.test." && qtype == dns.TypeAAAA, name == "drop-all.test.":
 			return // dropped
 		case name == "slow-a.test." && qtype == dns.TypeA:
 			time.Sleep(300 * time.Millisecond)
@@ -2136,6 +2136,17 @@ func TestExchangeBoth(t *testing.T) {
 		if took >= resolveTimeout/2 {
 			t.Errorf("%s: took %v, want the dropped query waited for briefly, not resolveTimeout (%v)", tc.host, took, resolveTimeout)
 		}
+	}
+	// A lookup the run's end cuts short fails as such, at once, not as a
+	// name that does not resolve (the second review: "the resolver: i/o
+	// timeout", which Connection.Unresolved took for one).
+	r := &Run{cfg: &Config{Resolver: pc.LocalAddr().String()}}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	_, err = r.resolve(ctx, "drop-all.test")
+	if p := publicFailure(err); p != "the run ended first" || time.Since(begin) >= resolveTimeout/2 {
+		t.Errorf("a lookup cut by the run's end: %q after %v, want \"the run ended first\" at once", p, time.Since(begin))
 	}
 	// The dropped AAAA queries' goroutines end with exchangeBoth's wait.
 	before := runtime.NumGoroutine()

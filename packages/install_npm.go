@@ -248,13 +248,17 @@ func npmError(r *driverResult, registries []string) error {
 		l := strings.TrimSpace(strings.TrimPrefix(pickLine(lines, "403 Forbidden", "403"), "403 "))
 		_, target, _ := strings.Cut(l, " - GET ")
 		u, err := url.Parse(strings.TrimSpace(target))
-		hosts, _ := RegistryHostsOf(registries)
+		var hosts []string
+		for _, r := range registries { // one by one: a URL it refuses drops no other
+			h, _ := RegistryHostsOf([]string{r})
+			hosts = append(hosts, h...)
+		}
 		switch {
 		case err != nil || u.Hostname() == "":
 		case slices.Contains(hosts, strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))):
 			return &IndexError{Message: text.Clip("the javascript installer was refused by the registry (npm's code E403): "+l, maxMessage)}
 		default:
-			return &UnavailableError{Message: text.Clip(l+": a dependency's tarball is outside the configured registries, and brig installs packages from them only. Depend on a version published to the registry instead.", maxMessage)}
+			return &UnavailableError{Message: text.Clip(l+": a dependency's tarball is outside the configured registries, and brig installs packages from them only. Depend on a version published to the registry instead. (Hint for the operator: if the registry serves its tarballs from that host, list it in [egress.registries].)", maxMessage)}
 		}
 	}
 	if msg := npmGitSource(lines); msg != "" {

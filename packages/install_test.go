@@ -401,7 +401,8 @@ func TestNpmError(t *testing.T) {
 		}}, false, []string{`code "ENOSPC"`, "no space left"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := npmError(&tc.r, []string{"http://npm.test/"})
+			// A registry URL the hosts' parse refuses drops no other.
+			err := npmError(&tc.r, []string{"ftp://bad.test/", "http://npm.test/"})
 			checkInstallError(t, err, tc.unavailable, tc.want)
 			// The registry's own failures, and only they, are IndexErrors.
 			var ie *IndexError
