@@ -14,7 +14,9 @@ set -euo pipefail
 sock=${1:-/run/brig/brig.sock}
 lang=${2:-python}
 conc=${3:-1}
-bin=$(dirname "$0")/../../bin/brig
+# BRIG: the brig binary whose bench drives the load (default: the repository's
+# bin/brig; warm_figures.sh passes its BINDIR's).
+bin=${BRIG:-$(dirname "$0")/../../bin/brig}
 svc=$(pgrep -f "brig serve.*$sock" | head -1 || true)
 [ -n "$svc" ] || svc=$(pgrep -xf ".*brig serve" | head -1 || true)
 [ -n "$svc" ] || { echo "no brig serve process found for $sock" >&2; exit 1; }

@@ -76,7 +76,7 @@ bench "pool 4, JavaScript, C=2" -c 2 -n 150 --language javascript
 bench "pool 4, JavaScript, C=1 back to back" -c 1 -n 60 --language javascript
 bench "pool 4, JavaScript, C=1 a run every 50 ms" -c 1 -n 60 --spacing 50ms --language javascript
 echo "== pool 4, where a warm Python run's CPU goes at C=2"
-bash "$here/cpu_by_process.sh" "$sock" python 2 | sed -n '/^CPU and context switches/,$p'
+BRIG="$bin/brig" bash "$here/cpu_by_process.sh" "$sock" python 2 | sed -n '/^CPU and context switches/,$p'
 echo
 echo "== pool 4, the zygote and its child per warm run (100 runs one after another)"
 serve 4 # a fresh zygote: one replaced during the measurement spoils it
