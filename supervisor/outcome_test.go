@@ -68,16 +68,21 @@ func TestResultOf(t *testing.T) {
 	}
 }
 
-// A run that ended before its program ran (stopped in the queue or while its
-// packages were prepared, a sandbox that could not start) changed nothing
-// outside: failed, networked or not. One in flight when the service died may
-// have: unknown when networked.
+// A run that ended before its program ran has the outcome API.md gives its
+// reason and network mode: stopped (in the queue, while its packages were
+// prepared) and networked is unknown, as one in flight when the service died
+// is; a sandbox that could not start, or a package that could not be had, is
+// failed; stopped without network is failed.
 func TestOutcomeBeforeTheProgramRan(t *testing.T) {
 	req := api.Request{Language: "python", Network: &api.Network{Mode: api.NetworkAny}}
-	for _, reason := range []api.Reason{api.ReasonStopped, api.ReasonInternal, api.ReasonPackageUnavailable} {
-		if got := failedResult("r", req, reason, "m").Outcome; got != api.OutcomeFailed {
-			t.Errorf("%s before the program ran, network any: got %q, want failed", reason, got)
+	for reason, want := range map[api.Reason]api.Outcome{api.ReasonStopped: api.OutcomeUnknown, api.ReasonInternal: api.OutcomeFailed, api.ReasonPackageUnavailable: api.OutcomeFailed} {
+		if got := failedResult("r", req, reason, "m").Outcome; got != want {
+			t.Errorf("%s before the program ran, network any: got %q, want %q", reason, got, want)
 		}
+	}
+	off := api.Request{Language: "python", Network: &api.Network{Mode: api.NetworkNone}}
+	if got := failedResult("r", off, api.ReasonStopped, "m").Outcome; got != api.OutcomeFailed {
+		t.Errorf("stopped before the program ran, network none: got %q, want failed", got)
 	}
 	if got := interruptedResult("r", &record{Language: "python", Network: api.NetworkAny}).Outcome; got != api.OutcomeUnknown {
 		t.Errorf("interrupted by the service's end, network any: got %q, want unknown", got)

@@ -190,24 +190,25 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 func interruptedResult(id string, rec *record) *api.Result {
 	res := failedResult(id, api.Request{Language: rec.Language, Network: &api.Network{Mode: rec.Network}, Packages: rec.Packages}, api.ReasonStopped,
 		"the service stopped (it was restarted or crashed) before the run finished: whatever of it had started was killed, and its output was lost")
-	// The journal does not say whether its program had started (that would
-	// take a second synced write each run): a networked run, queued or not
-	// when the service stopped, may have changed something outside.
-	res.Outcome = api.OutcomeOf(api.ReasonStopped, rec.Network)
 	res.Timing.TotalMS = api.Millis(time.Since(rec.AcceptedAt))
 	return res
 }
 
 // failedResult is the result of a run that ended for reason before its
 // program ran (in the queue, while its packages were prepared, or because its
-// sandbox could not start). Such a run changed nothing outside, so a
-// networked one's outcome is failed too, not unknown.
+// sandbox could not start), with the outcome API.md gives the reason and the
+// run's network mode: a networked run that was stopped is unknown, whether
+// or not its program had started, as Retries says of a run the service's end
+// cut short ("the outcome its network mode implies"). Until 2026-12-06 one
+// stopped before its start read failed, since nothing of it ran; the contract
+// audit read API.md's letter, which a crash's recovery already followed (the
+// journal does not record a start), and the two now agree.
 func failedResult(id string, req api.Request, reason api.Reason, message string) *api.Result {
 	res := pendingResult(id, req)
 	res.State = api.StateFinished
 	res.Status = api.StatusFailed
 	res.Reason = reason
-	res.Outcome = api.OutcomeOf(reason, api.NetworkNone)
+	res.Outcome = api.OutcomeOf(reason, res.Network.Mode)
 	res.Message = message
 	return res
 }

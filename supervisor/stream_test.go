@@ -646,7 +646,10 @@ func TestHalfClosedClientGetsItsAnswer(t *testing.T) {
 // TestDeleteRun: DELETE stops a running run and a queued one (which never
 // starts), and leaves a finished one's result as it was.
 func TestDeleteRun(t *testing.T) {
-	ts := newTestService(t, func(c *Config) { c.MaxConcurrent = 1 })
+	ts := newTestService(t, func(c *Config) {
+		c.MaxConcurrent = 1
+		c.NetworkModes = []string{api.NetworkNone, api.NetworkAny}
+	})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
@@ -682,6 +685,17 @@ func TestDeleteRun(t *testing.T) {
 				got, err := ts.client.Get(ctx, "del-queued")
 				if err != nil || got.State != api.StateQueued {
 					t.Fatalf("GET: got %+v, %v, want state queued", got, err)
+				}
+				// And a networked one behind it: stopped, so unknown, as
+				// API.md says of every networked run stopped, though its
+				// program never ran (it read failed until the contract
+				// audit).
+				nq := openLiveStream(t, ts.client, request("python", "print(\"never\")\n", withRunID("del-queued-net"),
+					func(r *api.Request) { r.Network = &api.Network{Mode: api.NetworkAny} }))
+				nq.waitEvent(t, api.EventAccepted, 10*time.Second)
+				res, err := ts.client.Stop(ctx, "del-queued-net")
+				if err != nil || res.Reason != api.ReasonStopped || res.Outcome != api.OutcomeUnknown || res.ExitCode != nil {
+					t.Errorf("DELETE of a queued networked run: got %+v, %v, want stopped, unknown and no exit code", res, err)
 				}
 				return "del-queued", nil
 			},
