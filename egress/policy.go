@@ -498,18 +498,11 @@ func (c *Config) DecideAddr(host string, a netip.Addr, hostAddrs []netip.Addr) D
 			// address's readings, only loopback and this host's count: its
 			// other readings are mostly zeros (this-network), and the
 			// prefix is meant for private destinations.
-			own := func(e netip.Addr) bool {
-				return slices.ContainsFunc(hostAddrs, func(h netip.Addr) bool { return h.WithZone("").Unmap() == e })
-			}
 			sure, maybe := embeddedIPv4(bare, row.class)
-			for _, e := range sure {
-				if neverAllowed[classify(e).class] || own(e) {
-					refused.Rule += " embedding " + e.String()
-					return refused
-				}
-			}
-			for _, e := range maybe {
-				if classify(e).class == "loopback" || own(e) {
+			for i, e := range append(sure, maybe...) {
+				class := classify(e).class
+				if neverAllowed[class] && (i < len(sure) || class == "loopback") ||
+					slices.ContainsFunc(hostAddrs, func(h netip.Addr) bool { return h.WithZone("").Unmap() == e }) {
 					refused.Rule += " embedding " + e.String()
 					return refused
 				}

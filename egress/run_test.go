@@ -1945,6 +1945,11 @@ func TestRunUpstreamDoneThenClientsLastBytes(t *testing.T) {
 			if conn.Failure != "" {
 				t.Errorf("a connection whose upstream had answered and closed lists failure %q, want none", conn.Failure)
 			}
+			// The bytes the upstream reset left the proxy: they count as
+			// sent, as README says (the request's 8 and the 24).
+			if conn.BytesSent != 8+24 || conn.BytesReceived != int64(len("answer\n")) {
+				t.Errorf("got %d bytes sent and %d received, want 32 and 7", conn.BytesSent, conn.BytesReceived)
+			}
 		}
 	}
 	if n != conns {
