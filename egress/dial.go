@@ -33,19 +33,20 @@ var errNoAddress = errors.New("no address")
 // the policy allowed. A pinned host:port dials its pin as it is. Otherwise the
 // name is resolved on the host side, every address is decided by
 // Config.DecideAddr, and only an address that passed is dialed. refused is
-// the first address's refusal when none passed.
-func (r *Run) dialChecked(ctx context.Context, host string, port int) (up *net.TCPConn, refused *Decision, err error) {
+// the first address's refusal when none passed, and refusedAddr that address
+// (for the operator's log: the run's 403 names the class, not the address).
+func (r *Run) dialChecked(ctx context.Context, host string, port int) (up *net.TCPConn, refused *Decision, refusedAddr netip.Addr, err error) {
 	d := net.Dialer{Timeout: r.handshakeTimeout, Control: boundUpstream}
 	if pin, ok := r.cfg.Pin(host, port); ok {
 		c, err := d.DialContext(ctx, "tcp", pin.String())
 		if err != nil {
-			return nil, nil, &upstreamError{public: "connecting: " + withoutAddrs(err), err: fmt.Errorf("dialing the pin %s: %w", pin, err)}
+			return nil, nil, netip.Addr{}, &upstreamError{public: "connecting: " + withoutAddrs(err), err: fmt.Errorf("dialing the pin %s: %w", pin, err)}
 		}
-		return c.(*net.TCPConn), nil, nil
+		return c.(*net.TCPConn), nil, netip.Addr{}, nil
 	}
 	addrs, err := r.resolve(ctx, host)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, netip.Addr{}, err
 	}
 	var allowed []netip.Addr
 	for _, a := range addrs {
@@ -53,25 +54,25 @@ func (r *Run) dialChecked(ctx context.Context, host string, port int) (up *net.T
 		if dec.Allowed {
 			allowed = append(allowed, a)
 		} else if refused == nil {
-			refused = &dec
+			refused, refusedAddr = &dec, a
 		}
 	}
 	if len(allowed) == 0 {
-		return nil, refused, nil
+		return nil, refused, refusedAddr, nil
 	}
 	var errs []error
 	var public []string
 	for _, a := range allowed {
 		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
 		if err == nil {
-			return c.(*net.TCPConn), nil, nil
+			return c.(*net.TCPConn), nil, netip.Addr{}, nil
 		}
 		errs = append(errs, err)
 		if p := withoutAddrs(err); !slices.Contains(public, p) {
 			public = append(public, p)
 		}
 	}
-	return nil, nil, &upstreamError{public: fmt.Sprintf("connecting to %s: %s", host, strings.Join(public, "; ")), err: fmt.Errorf("dialing %s: %w", host, errors.Join(errs...))}
+	return nil, nil, netip.Addr{}, &upstreamError{public: fmt.Sprintf("connecting to %s: %s", host, strings.Join(public, "; ")), err: fmt.Errorf("dialing %s: %w", host, errors.Join(errs...))}
 }
 
 // The kernel's buffers of the service's own sockets are charged to no run:

@@ -607,9 +607,14 @@ func (r *Run) connectThen(c *net.TCPConn, host string, port int, via string, bef
 		return
 	}
 	host = d.Name // normalised: what is dialled, pinned and listed
-	up, refused, err := r.dialChecked(r.ctx, host, port)
+	up, refused, refusedAddr, err := r.dialChecked(r.ctx, host, port)
 	if refused != nil {
-		r.refuseHTTP(c, host, port, via, 403, refused.Rule)
+		// The run's 403 names the address's class; the operator's log line
+		// names the address too (the network audit found it missing).
+		rec := r.decided(host, port, via, *refused, "")
+		rec.detail = "resolved to " + refusedAddr.String()
+		r.finished(rec)
+		answerRefused(c, host, port, via, 403, refused.Rule)
 		return
 	}
 	if err != nil {
@@ -848,6 +853,11 @@ func writeBuffered(w io.Writer, br *bufio.Reader) error {
 // HTTP to answer in).
 func (r *Run) refuseHTTP(c *net.TCPConn, host string, port int, via string, status int, rule string) {
 	r.refuse(host, port, via, rule)
+	answerRefused(c, host, port, via, status, rule)
+}
+
+// answerRefused is refuseHTTP's answer, for a refusal already listed.
+func answerRefused(c *net.TCPConn, host string, port int, via string, status int, rule string) {
 	if via == viaTLS {
 		return
 	}

@@ -1619,7 +1619,7 @@ func TestRunTunnelsCheckNames(t *testing.T) {
 // reached is a 502 and a listed failure that say why without the resolver's
 // address, the host's own or the upstream's (an audit read "asking
 // 127.0.0.1:5353: read udp 127.0.0.1:37992->127.0.0.1:5353: i/o timeout");
-// the operator's log has them.
+// the operator's log has them, and the address a name was refused for.
 func TestRunUnreachableNamesNoAddress(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.CheckLeaks(t)
@@ -1647,7 +1647,23 @@ func TestRunUnreachableNamesNoAddress(t *testing.T) {
 			t.Errorf("CONNECT %s: the log has no %s:\n%s", tc.target, tc.detail, logs.String())
 		}
 	}
+	// A name refused for the address it resolves to: the run's 403 names
+	// the address's class, the operator's log the address (the network
+	// audit found it missing there).
+	got := rawExchange(t, ns, proxy, "CONNECT rebind.test:443 HTTP/1.1\r\n\r\n")
+	if !strings.HasPrefix(got, "HTTP/1.1 403 ") || !strings.Contains(got, "rebind.test:443: address ") || strings.Contains(got, "127.0.0.1") {
+		t.Errorf("CONNECT rebind.test:443: got %q, want a 403 naming the address's class and no address", got)
+	}
+	if !strings.Contains(logs.String(), "resolved to 127.0.0.1") {
+		t.Errorf("CONNECT rebind.test:443: the log does not name the refused address:\n%s", logs.String())
+	}
 	for _, c := range r.Close() {
+		if c.Host == "rebind.test" {
+			if c.Allowed || c.Failure != "" || strings.Contains(c.Rule, "127.0.0.1") {
+				t.Errorf("got %+v, want rebind.test listed refused, for its class, without the address", c)
+			}
+			continue
+		}
 		if c.Failure == "" || strings.Contains(c.Failure, "127.0.0.1") {
 			t.Errorf("got the listed failure %q of %s:%d, want why, without an address", c.Failure, c.Host, c.Port)
 		}

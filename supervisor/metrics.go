@@ -31,6 +31,9 @@ type metrics struct {
 	// labels of a few values each: never a host name (cardinality).
 	egressDecisions *prometheus.CounterVec
 	egressBytes     *prometheus.CounterVec
+	// egressFailures counts allowed connections that did not get through
+	// or were cut, by the failure's class (failureClasses).
+	egressFailures *prometheus.CounterVec
 	// starts counts runs by how their interpreter started (jail.Result.Start).
 	starts *prometheus.CounterVec
 	// journalFailures counts the journal's failed writes, by what was being
@@ -82,12 +85,15 @@ func newMetrics(adm *admission, version string) *metrics {
 		egressBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "brig_egress_bytes_total", Help: "Bytes networked runs sent (direction sent) and received (direction received) through the egress proxy.",
 		}, []string{"direction"}),
+		egressFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "brig_egress_failures_total", Help: "Allowed connections of networked runs that did not get through or were cut, by network mode and class of failure: resolve (the name did not resolve on the host's side), connect (no address of it answered), run_ended (the run ended while the name was looked up), limit (the run's byte limit), dropped (the connection ended with bytes the upstream had not taken), write (the first bytes could not be sent), request_cut (a request's body was cut) or other. A tunnel cut for another name than its host counts in brig_egress_decisions_total as refused, not here.",
+		}, []string{"mode", "failure_class"}),
 		journalFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "brig_journal_write_failures_total", Help: "Writes of the journal that failed (a full or read-only state directory), by what was written: accept (the run was refused, 503), pending (a result's line; answered once committed) or commit (a result kept in memory and tried again each second: a restart meanwhile loses it).",
 		}, []string{"write"}),
 	}
 	m.zero()
-	m.reg.MustRegister(m.runs, m.requests, m.refused, m.queue, m.start, m.total, m.peak, m.egressDecisions, m.egressBytes, m.starts, m.journalFailures,
+	m.reg.MustRegister(m.runs, m.requests, m.refused, m.queue, m.start, m.total, m.peak, m.egressDecisions, m.egressBytes, m.egressFailures, m.starts, m.journalFailures,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "brig_build_info", Help: "1, labelled with the build's version (brig --version), so that a fleet's dashboards can tell which build each host runs.",
 			ConstLabels: prometheus.Labels{"version": version},
@@ -153,6 +159,9 @@ func (m *metrics) zero() {
 	} {
 		m.egressDecisions.WithLabelValues(d.mode, "true", d.allowed)
 		m.egressDecisions.WithLabelValues(d.mode, "false", d.denied)
+		for _, class := range []string{"resolve", "connect"} {
+			m.egressFailures.WithLabelValues(d.mode, class)
+		}
 	}
 	for _, w := range []string{journalWriteAccept, journalWritePending, journalWriteCommit} {
 		m.journalFailures.WithLabelValues(w)
@@ -198,9 +207,35 @@ func (m *metrics) observeEgress(mode string, c egress.Connection) {
 		// SNI or Host: fronting) is listed allowed, with the cut in its
 		// failure; it counts as the refusal it is.
 		allowed, rule = false, c.Failure
+	} else if allowed && c.Failure != "" {
+		m.egressFailures.WithLabelValues(mode, failureClass(c.Failure)).Inc()
 	}
 	m.observeEgressDecisions(mode, allowed, rule, 1)
 	m.observeEgressBytes(c.BytesSent, c.BytesReceived)
+}
+
+// failureClasses map the start of an allowed connection's failure (as
+// egress lists it) to the class brig_egress_failures_total counts it under,
+// first match first; like a rule, a failure names hosts, never a label.
+var failureClasses = []struct{ prefix, class string }{
+	{"resolving ", "resolve"},
+	{"reading the host's /etc/resolv.conf", "resolve"},
+	{"the run ended first", "run_ended"},
+	{"connecting", "connect"},
+	{"the run's byte limit", "limit"},
+	{"the connection ended with ", "dropped"},
+	{"writing the first bytes", "write"},
+	{"the request was cut", "request_cut"},
+}
+
+// failureClass is the class of an allowed connection's failure.
+func failureClass(failure string) string {
+	for _, fc := range failureClasses {
+		if strings.HasPrefix(failure, fc.prefix) {
+			return fc.class
+		}
+	}
+	return "other"
 }
 
 // cutClasses are the classes of a failure that cut a tunnel for the name it
@@ -215,9 +250,6 @@ func (m *metrics) observeEgressDecisions(mode string, allowed bool, rule string,
 // observeEgressBytes counts the runs' own traffic.
 func (m *metrics) observeEgressBytes(sent, received int64) {
 	if sent > 0 {
-		for _, w := range []string{journalWriteAccept, journalWritePending, journalWriteCommit} {
-			m.journalFailures.WithLabelValues(w)
-		}
 		m.egressBytes.WithLabelValues("sent").Add(float64(sent))
 	}
 	if received > 0 {

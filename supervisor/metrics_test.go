@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -119,5 +120,49 @@ func TestCutTunnelCountsAsRefused(t *testing.T) {
 	}
 	if v := got["allowed=true,mode=domains,rule_class=domain"]; v != 1 {
 		t.Errorf("the byte limit's cut: got %v allowed of class domain, want 1 (series %v)", v, got)
+	}
+}
+
+// TestEgressFailuresCounted: an allowed connection that did not get through
+// or was cut counts under its failure's class, which names no host; one that
+// went through, a refusal and a tunnel cut for its name do not count there.
+func TestEgressFailuresCounted(t *testing.T) {
+	m := newMetrics(newAdmission(1, 2048, 0, 0), "test")
+	ok := egress.Connection{Host: "ok.test", Port: 443, Allowed: true, Rule: "domain ok.test"}
+	for _, failure := range []string{
+		"resolving ok.test: the resolver answered NXDOMAIN",
+		"resolving ok.test: the resolver: i/o timeout",
+		"connecting to ok.test: connect: connection refused",
+		"connecting: connect: connection refused",
+		"the run ended first",
+		"the run's byte limit was reached",
+		"the connection ended with 24 bytes the upstream had not taken, which were dropped",
+		"writing the first bytes: write: broken pipe",
+		"the request was cut: unexpected EOF",
+		"something new",
+		"", // went through
+		`the SNI does not match the CONNECT host ("other.test", not "ok.test")`, // a cut: a refusal
+	} {
+		c := ok
+		c.Failure = failure
+		m.observeEgress(api.NetworkDomains, c)
+	}
+	m.observeEgress(api.NetworkAny, egress.Connection{Host: "x.test", Port: 80, Rule: "address class private (10.0.0.0/8)"})
+	got := series(t, m, "brig_egress_failures_total")
+	want := map[string]float64{
+		"failure_class=resolve,mode=domains": 2, "failure_class=connect,mode=domains": 2, "failure_class=run_ended,mode=domains": 1,
+		"failure_class=limit,mode=domains": 1, "failure_class=dropped,mode=domains": 1, "failure_class=write,mode=domains": 1,
+		"failure_class=request_cut,mode=domains": 1, "failure_class=other,mode=domains": 1,
+		// zero's series, there before any failure
+		"failure_class=resolve,mode=registries": 0, "failure_class=connect,mode=registries": 0,
+		"failure_class=resolve,mode=any": 0, "failure_class=connect,mode=any": 0,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got brig_egress_failures_total %v, want %v", got, want)
+	}
+	for k := range got {
+		if strings.Contains(k, "ok.test") {
+			t.Errorf("a label names a host: %s", k)
+		}
 	}
 }
