@@ -140,8 +140,10 @@ func TestEgressFailuresCounted(t *testing.T) {
 		"writing the first bytes: write: broken pipe",
 		"the request was cut: unexpected EOF",
 		"something new",
-		"", // went through
-		`the SNI does not match the CONNECT host ("other.test", not "ok.test")`, // a cut: a refusal
+		// went through
+		"",
+		// a cut for the name: a refusal
+		`the SNI does not match the CONNECT host ("other.test", not "ok.test")`,
 	} {
 		c := ok
 		c.Failure = failure
