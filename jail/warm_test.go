@@ -137,6 +137,18 @@ var warmCorpus = []struct {
 	// raises KeyboardInterrupt is reported and exits 120, as cold.
 	// (Its first flush: a cold interpreter flushes it again later, which the
 	// bootstrap does not.)
+	// The differential probe of 2026-12-06: the exit's own calls that
+	// CPython audits (gc.get_objects, os.listdir, a ctypes call) are not
+	// the program's hooks' to see or refuse, and a hook's last event is a
+	// cold exit's; a recursion limit a little over the program's depth
+	// leaves the exit's flushes room, as cold.
+	{"py audit hook refuses a listing", rootfs.Python, "import sys, threading\ndef hook(event, args):\n    if event == 'os.listdir':\n        raise RuntimeError('no listing')\nsys.addaudithook(hook)\nprint('main done')\n"},
+	{"py audit hook refuses gc.get_objects", rootfs.Python, "import sys\ndef hook(event, args):\n    if event.startswith('gc.') or event.startswith('ctypes.'):\n        raise PermissionError(event)\nsys.addaudithook(hook)\nf = open('/tmp/f', 'w')\nf.write('kept')\nimport builtins\nbuiltins.kept = f\nprint('main done')\n"},
+	{"py audit hook sees the exit", rootfs.Python, "import atexit, os, sys\nlate = []\ndef hook(e, a, late=late, w=os.write):\n    if late:\n        w(2, ('event %s %r\\n' % (e, a)).encode())\natexit.register(late.append, 1)\nsys.addaudithook(hook)\nprint('main')\n"},
+	{"py audit hook sees the exit, SIGINT", rootfs.Python, "import atexit, os, sys\nlate = []\ndef hook(e, a, late=late, w=os.write):\n    if late:\n        w(2, ('event %s %r\\n' % (e, a)).encode())\natexit.register(late.append, 1)\nsys.addaudithook(hook)\nprint('main')\nraise KeyboardInterrupt\n"},
+	{"py depth in stdout's flush", rootfs.Python, "import sys\ndef depth(n=1):\n    try:\n        return depth(n + 1)\n    except RecursionError:\n        return n\nclass O:\n    seen = False\n    def write(self, s):\n        return sys.__stdout__.write(s)\n    def flush(self):\n        if not O.seen:\n            O.seen = True\n            sys.__stdout__.write('depth %d\\n' % depth())\n        sys.__stdout__.flush()\nsys.stdout = O()\nprint('main')\n"},
+	{"py recursion limit 5", rootfs.Python, "import sys\nsys.setrecursionlimit(5)\nprint('main done')\n"},
+	{"py recursion limit 4, __del__ at exit", rootfs.Python, "import sys\nclass D:\n    def __del__(self):\n        print('del')\nd = D()\nsys.setrecursionlimit(4)\nprint('main done')\n"},
 	{"py stack in stdout's flush", rootfs.Python, "import sys\nclass O:\n    seen = False\n    def write(self, s):\n        return sys.__stdout__.write(s)\n    def flush(self):\n        if not O.seen:\n            O.seen = True\n            sys.__stdout__.write('flush %s\\n' % (sys._getframe().f_back,))\n        sys.__stdout__.flush()\nsys.stdout = O()\nprint('main')\n"},
 	{"py stdout's flush interrupted", rootfs.Python, "import sys\nclass O:\n    def __repr__(self):\n        return 'O'\n    def write(self, s):\n        return sys.__stdout__.write(s)\n    def flush(self):\n        raise KeyboardInterrupt\nsys.stdout = O()\nprint('main')\n"},
 	{"py stack in __del__ of the exception's frame", rootfs.Python, "import sys\nclass D:\n    def __del__(self, sys=sys):\n        try:\n            print('del', sys._getframe(1), file=sys.stderr)\n        except ValueError as e:\n            print('del', e, file=sys.stderr)\ndef f():\n    x = D()\n    sys.exit(3)\nf()\n"},

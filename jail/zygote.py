@@ -907,6 +907,64 @@ def _trace_fields():
     return tracing, profilefunc, tracefunc
 
 
+def _audit_hooks_field():
+    """The main interpreter's audit_hooks, the list sys.addaudithook appends
+    a hook to, so that the exit may call what CPython audits (gc.get_objects,
+    os.listdir, a ctypes call) with the program's hooks set aside: a cold
+    interpreter's exit makes no such call, and a hook that refused one made a
+    warm run's exit fail (the differential probe of 2026-12-06: exit 1 and the
+    bootstrap's traceback against cold's 0). The field of CPython 3.11's
+    PyInterpreterState is found by a probe: a child adds a hook and looks for
+    the one word of its interpreter's state that was empty and now points to
+    a list of that hook alone (the list is kept from the collector, so the
+    words are read through a pipe, where a word that is no pointer fails with
+    EFAULT); the zygote's own word must be empty there. None where the probe
+    finds no one such word, and the exit's calls are seen."""
+    if _recursion is None:
+        return None
+    interp = _c_void_p.from_address(_recursion[0]() + 2 * _PTR).value  # tstate->interp
+    size = 1 << 14  # the field sits 3.5 KiB in, on Debian's 3.11
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        found = []
+        try:
+            def hook(event, args):
+                pass
+
+            def words(at, n):
+                # n words at address at, or None where they can't be read.
+                try:
+                    os.write(pw, (ctypes.c_char * (n * _PTR)).from_address(at))
+                except OSError:
+                    return None
+                b = os.read(pr, n * _PTR)
+                return [int.from_bytes(b[i:i + _PTR], sys.byteorder) for i in range(0, len(b), _PTR)]
+            pr, pw = os.pipe()
+            before = words(interp, size // _PTR)
+            sys.addaudithook(hook)
+            after = words(interp, size // _PTR)
+            for i, v in enumerate(after):
+                if v and not before[i] and v % _PTR == 0:
+                    # PyListObject: its refcount, type, size and items.
+                    head = words(v, 4)
+                    if head and head[1:3] == [id(list), 1] and words(head[3], 1) == [id(hook)]:
+                        found.append(i * _PTR)
+        finally:
+            os.write(w, str(found[0] if len(found) == 1 else -1).encode())
+            os._exit(0)
+    os.close(w)
+    try:
+        at = int(os.read(r, 32) or -1)
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    if at < 0:
+        return None
+    slot = _c_void_p.from_address(interp + at)
+    return slot if slot.value is None else None
+
+
 _recursion = _recursion_field()
 del _recursion_field
 # CPython 3.11's PyThreadState: prev, next, interp, seven ints, then the
@@ -927,6 +985,12 @@ if _fields is None:
     _fields = _c_int(), _c_void_p(), _c_void_p()
 _tracing, _profilefunc, _tracefunc = _fields
 del _frame_field, _trace_fields, _fields
+# A stand-in of no one's where the probe failed: setting it aside does nothing.
+# (Not `or`: an empty c_void_p is false.)
+_audit_hooks = _audit_hooks_field()
+if _audit_hooks is None:
+    _audit_hooks = _c_void_p()
+del _audit_hooks_field
 _cfg, _req, _fds = _serve()
 _sandbox(_cfg, _req, _fds)
 
@@ -1031,7 +1095,7 @@ _type, _SystemExit, _KeyboardInterrupt = type, SystemExit, KeyboardInterrupt
 # The interpreter's own dict of modules (PyImport_GetModuleDict), which a
 # program that rebinds or deletes sys.modules, or replaces builtins such as
 # getattr, does not change for the interpreter's exit.
-_modules, _getattr = sys.modules, getattr
+_modules, _getattr, _audit = sys.modules, getattr, sys.audit
 # The C library's exit flushes its stdio streams (a FILE a C extension or
 # ctypes opened and left buffered); os._exit does not. Its atexit handlers
 # and the libraries' destructors are not run: those the preloads registered
@@ -1059,7 +1123,7 @@ _exit_steps = (_run_exitfuncs,
                _collect)
 # What _from_c's chain costs of the recursion count over the interpreter's own
 # calls of the same code, which each corpus case `py stack ...` checks.
-_HOOK_LEVELS, _SHUTDOWN_LEVELS, _EXIT_LEVELS = 3, 2, 3
+_HOOK_LEVELS, _SHUTDOWN_LEVELS, _EXIT_LEVELS, _FLUSH_LEVELS = 3, 2, 3, 4
 
 
 def _from_c(levels, steps):
@@ -1403,14 +1467,19 @@ del _below, _exit_steps
 # flush_std_files' are, a failure of one ignored and the rest flushed after
 # it (_progress counts those done).
 _out, _err = _getattr(sys, 'stdout', None), _getattr(sys, 'stderr', None)
+# (With the program's audit hooks set aside: gc.get_objects is audited, and a
+# cold exit makes no such call.)
+_hooks = _get(_audit_hooks)
+_set(_audit_hooks, None)
 _files = [_f for _f in _get_objects() if _isinstance(_f, _IOBase) and _f is not _out and _f is not _err]
+_set(_audit_hooks, _hooks)
 _i, _steps = 0, None
 while _i < _len(_files):
     _steps = []
     for _j in _range(_i, _len(_files)):
         _steps += (_partial(_flush_of, _files[_j]), _partial(_set, _progress, _j + 1))
     _set(_progress, _i)
-    _i = _len(_files) if _from_c(0, _steps) is None else _get(_progress) + 1
+    _i = _len(_files) if _from_c(_FLUSH_LEVELS, _steps) is None else _get(_progress) + 1
 del _files, _steps
 # As flush_std_files: a stream that is None, or closed, is left alone; a
 # failed flush of stdout is reported, of stderr not; either exits 120.
@@ -1422,11 +1491,17 @@ for _f in (_out, _err):
             continue
     except _Exception:
         pass
-    _e = _from_c(0, (_partial(_flush_of, _f),))
+    _e = _from_c(_FLUSH_LEVELS, (_partial(_flush_of, _f),))
     if _e is not None:
         if _f is _out:
             _unraisable(_e, _f)
         _status = 120
+# As the interpreter's last steps: the audit hooks' last event, from C, its
+# failure ignored; then none (the flush of C's stdio below lists threads and
+# calls C, which a cold exit does without an event).
+if _get(_audit_hooks) is not None:
+    _from_c(0, (_partial(_audit, 'cpython.PyInterpreterState_Clear'),))
+    _set(_audit_hooks, None)
 if _sigint:
     _signal(_SIGINT, _SIG_DFL)
     _kill(_getpid(), _SIGINT)
