@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -388,7 +390,7 @@ func TestRetryAfterARestartWithLess(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The service after the restart: mode none alone, no packages.
-			_, c := availableService(t, Config{StateDir: dir})
+			svc, c := availableService(t, Config{StateDir: dir})
 			resp, err := c.Post("http://brig/v1/runs", "application/json", strings.NewReader(tc.body))
 			if err != nil {
 				t.Fatal(err)
@@ -400,6 +402,27 @@ func TestRetryAfterARestartWithLess(t *testing.T) {
 			}
 			if resp.StatusCode != 200 || res.ID != req.ID || res.State != api.StateFinished || res.Reason != api.ReasonStopped || string(res.Outcome) != tc.outcome {
 				t.Errorf("a retry after the restart: got %d %+v, want 200 and the run, stopped with outcome %s", resp.StatusCode, res, tc.outcome)
+			}
+			// A networked run's connections are not known after a crash: its
+			// empty list says nothing, and its message says so.
+			if says := strings.Contains(res.Message, "the list of its connections"); says != (req.Network.Mode != api.NetworkNone) {
+				t.Errorf("got the message %q of a run of network mode %s", res.Message, req.Network.Mode)
+			}
+			// Counted among the runs, but not in the histograms of times:
+			// its total_ms holds the service's downtime.
+			if got := series(t, svc.metrics, "brig_runs_total")["language=python,outcome="+tc.outcome+",reason=stopped"]; got != 1 {
+				t.Errorf("brig_runs_total of the interrupted run: got %v, want 1", got)
+			}
+			mfs, err := svc.metrics.reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				for _, m := range mf.GetMetric() {
+					if h := m.GetHistogram(); h != nil && h.GetSampleCount() != 0 && strings.HasPrefix(mf.GetName(), "brig_run_") {
+						t.Errorf("%s counts %d runs, want none: an interrupted run's times hold the downtime", mf.GetName(), h.GetSampleCount())
+					}
+				}
 			}
 		})
 	}
@@ -477,6 +500,15 @@ func TestAnsweredResultsSurviveAFullDisk(t *testing.T) {
 				}
 			}
 			waitUntil("the result is not in the journal while the disk is full", func() bool { return slices.Equal(fs.unwrittenIDs(), []string{"full-1"}) })
+			// While a result waits for the journal, no run is taken whose
+			// answer a crash could lose (an offline run's accept line may
+			// still fit in the pending file where its result would not: the
+			// lifecycle probe's).
+			_, err = fs.client.Run(context.Background(), api.Request{Language: "python", Code: "print(1)"})
+			var ce *client.Error
+			if !errors.As(err, &ce) || ce.Status != http.StatusServiceUnavailable || ce.RetryAfter == 0 || !strings.Contains(ce.API.Message, "could not record 1 results in its journal") {
+				t.Errorf("a run while a result waits for the journal: got %v, want a 503 with Retry-After naming the journal", err)
+			}
 			switch room {
 			case "none":
 				err := fs.Service.Shutdown(context.Background())
@@ -500,6 +532,9 @@ func TestAnsweredResultsSurviveAFullDisk(t *testing.T) {
 			default:
 				os.Remove(filler)
 				waitUntil("the result was committed once the disk had room", func() bool { return len(fs.unwrittenIDs()) == 0 })
+				if _, err := fs.client.Run(context.Background(), api.Request{Language: "python", Code: "print(1)"}); err != nil {
+					t.Errorf("a run once the journal took the result: got %v, want it run", err)
+				}
 				fs.stop(t)
 			}
 			fs.start(t)

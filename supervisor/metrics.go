@@ -198,6 +198,12 @@ func (m *metrics) observe(res *api.Result, started bool) {
 	}
 }
 
+// observeInterrupted counts a run the service's last stop interrupted, which
+// this start finished: in brig_runs_total only.
+func (m *metrics) observeInterrupted(res *api.Result) {
+	m.runs.WithLabelValues(res.Language.String(), string(res.Outcome), string(res.Reason)).Inc()
+}
+
 // observeEgress counts one connection of a run of network mode, as
 // (*egress.Run).Close lists it: its decision and its bytes each way.
 func (m *metrics) observeEgress(mode string, c egress.Connection) {

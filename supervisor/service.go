@@ -154,9 +154,11 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 	}
 	for _, k := range keys {
 		s.log.Warn("run interrupted by the service's last stop, finished as stopped", logID, k.id, logPeerUID, k.uid)
-		// Counted as the runs this service finishes are: it finished this one.
+		// Counted as the runs this service finishes are (it finished this
+		// one), but not in the histograms of times: its total_ms holds the
+		// service's downtime (the lifecycle probe's 43 s run).
 		if rec, err := j.get(k); err == nil && rec.Result != nil {
-			s.metrics.observe(rec.Result, false)
+			s.metrics.observeInterrupted(rec.Result)
 		}
 	}
 	if _, err := j.prune(time.Now().Add(-cfg.Retention)); err != nil {
@@ -187,9 +189,15 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 // stopped without finishing it (a crash, a kill): stopped, with the outcome its
 // network mode implies. Its processes died with the service (each sandbox's
 // init has a parent-death signal) and its cgroup is swept when the jail starts.
+// Its total_ms runs to this start, the service's downtime included (the
+// journal keeps no later time of the run's), and its connections are not
+// known: the message says so of a networked run, whose list reads empty.
 func interruptedResult(id string, rec *record) *api.Result {
-	res := failedResult(id, api.Request{Language: rec.Language, Network: &api.Network{Mode: rec.Network}, Packages: rec.Packages}, api.ReasonStopped,
-		"the service stopped (it was restarted or crashed) before the run finished: whatever of it had started was killed, and its output was lost")
+	msg := "the service stopped (it was restarted or crashed) before the run finished: whatever of it had started was killed, and its output was lost"
+	if rec.Network != api.NetworkNone {
+		msg += ", and so was the list of its connections (network.connections is empty, but it may have made some)"
+	}
+	res := failedResult(id, api.Request{Language: rec.Language, Network: &api.Network{Mode: rec.Network}, Packages: rec.Packages}, api.ReasonStopped, msg)
 	res.Timing.TotalMS = api.Millis(time.Since(rec.AcceptedAt))
 	return res
 }
@@ -265,16 +273,37 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 
 	// Every stream has its result event by now; give the handlers a moment to
-	// write it, then close whatever is left.
-	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// write it (no more once the stop is hurried), then close whatever is
+	// left. A client still sending its request, or reading an answer slowly,
+	// loses its connection, as it would to any server's stop: that is no
+	// failure of the stop's own work, and the exit status does not count it
+	// (the lifecycle probe of 2026-12-06 saw a routine stop exit 1 for one
+	// half-sent POST).
+	closeCtx, cancel := context.WithTimeout(ctx, connsCloseWait)
 	defer cancel()
-	err := s.server.Shutdown(closeCtx)
-	if err != nil {
+	if err := s.server.Shutdown(closeCtx); err != nil {
 		s.server.Close()
+		s.log.Warn("closed the API connections still open at the stop: clients sending a request or reading an answer", "waited", connsCloseWait.String(), "err", err)
 	}
 	close(s.stopPrune)
 	<-s.pruned
-	return errors.Join(err, unwritten, s.journal.close())
+	return errors.Join(unwritten, s.journal.close())
+}
+
+// connsCloseWait is how long a stop waits for the API's connections to end
+// once every run has its result (a variable for the test).
+var connsCloseWait = 5 * time.Second
+
+// uncommitted counts the answered results the journal has not taken yet.
+// Called with s.mu held.
+func (s *Service) uncommitted() int {
+	n := 0
+	for _, r := range s.runs {
+		if r.unwritten != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // unwrittenRetry is how often the results the journal could not commit are
@@ -405,6 +434,19 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		// probe of 2026-12-05).
 		s.mu.Unlock()
 		return nil, nil, newError(api.ErrorUnavailable, "the service is shutting down and accepts no new runs; retry once it is back (GET /v1/health answers \"ok\")")
+	}
+	if n := s.uncommitted(); n > 0 {
+		// The journal could not commit a result (a full or read-only state
+		// directory): no more runs are taken until it does (commitUnwritten,
+		// each second). A networked run's accept is refused then anyway; an
+		// offline run's small line could still fit in the pending file where
+		// its result would not, and its answer, from memory alone, would be
+		// lost to a crash (the lifecycle probe of 2026-12-06).
+		s.mu.Unlock()
+		s.metrics.journalFailures.WithLabelValues(journalWriteAccept).Inc()
+		e := newError(api.ErrorUnavailable, "the service could not record %d results in its journal, which it holds in memory until it can; it takes no new runs until then: retry after the Retry-After seconds, and if this goes on tell the operator: the service's state directory may be full or read-only", n)
+		e.retryAfter = journalRetryAfter
+		return nil, nil, e
 	}
 	// How long it may hold a slot: its program's limit, and for a run with
 	// packages their install too, which may keep the slot (suspend refused).

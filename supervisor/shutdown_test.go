@@ -2,9 +2,11 @@ package supervisor
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -238,5 +240,41 @@ func TestShutdownGivesGraceToRunAcceptedJustBefore(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // let a run that Shutdown did not wait for write its errors
 	if errs := ts.logs.Lines("recording a result in the journal"); len(errs) > 0 {
 		t.Errorf("got %q errors %v, want none: the result was written after the journal closed", "recording a result in the journal", errs)
+	}
+}
+
+// TestShutdownClosesSlowClients: a client still sending its request when the
+// service stops (or reading an answer slowly) loses its connection once
+// connsCloseWait has passed, with a warning, and the stop is still clean: a
+// routine stop exited 1 for one half-sent POST (the lifecycle probe).
+func TestShutdownClosesSlowClients(t *testing.T) {
+	was := connsCloseWait
+	connsCloseWait = 300 * time.Millisecond
+	defer func() { connsCloseWait = was }()
+	ts := newTestService(t)
+	c, err := net.Dial("unix", ts.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("POST /v1/runs HTTP/1.1\r\nHost: brig\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"lan")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the server has read the head: the connection is active
+	svc := ts.Service
+	ts.Service = nil // the harness's cleanup must not stop it again
+	start := time.Now()
+	if err := svc.Shutdown(context.Background()); err != nil {
+		t.Errorf("Shutdown: got %v, want nil: a slow client is no failure of the stop", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Shutdown took %v, want about connsCloseWait (%v)", took, connsCloseWait)
+	}
+	if !strings.Contains(ts.logs.String(), "closed the API connections still open at the stop") {
+		t.Errorf("no warning of the connections closed in the log:\n%s", ts.logs.String())
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 512)); err == nil {
+		t.Errorf("the slow client's connection is still open after the stop")
 	}
 }
