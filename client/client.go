@@ -102,7 +102,7 @@ func noResult(ctx context.Context, id string, err error) error {
 		return err // never sent, or answered: the error says what happened
 	}
 	if !errors.Is(err, ErrNoResult) {
-		err = fmt.Errorf("%w: %v", ErrNoResult, err)
+		err = fmt.Errorf("%w: %w", ErrNoResult, err)
 	}
 	if id == "" {
 		return fmt.Errorf("%w (the run had no id: the service stops such a run when its client goes away, but one that had finished would run twice if sent again; give requests an id)", err)
@@ -302,7 +302,7 @@ func readEvents(resp *http.Response, onEvent func(api.Event) error) (*api.Result
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, id, fmt.Errorf("%w: %v", ErrNoResult, err)
+		return nil, id, fmt.Errorf("%w: %w", ErrNoResult, err)
 	}
 	return nil, id, ErrNoResult
 }

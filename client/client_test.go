@@ -164,6 +164,29 @@ func TestStreamDroppedIsNoResult(t *testing.T) {
 	}
 }
 
+// TestStreamCutByItsContext: a stream cut by its context's deadline or
+// cancel says so to errors.Is, as Run's does, so that a harness tells its own
+// timeout from the service's drop (the clients probe: Stream and Events said
+// ErrNoResult alone).
+func TestStreamCutByItsContext(t *testing.T) {
+	socket := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, `{"event":"accepted","id":"a"}`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	c := New(socket)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := c.Stream(ctx, api.Request{ID: "a", Language: "python", Code: "pass"}, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stream past its deadline: got %v, want context.DeadlineExceeded", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	if _, err := c.Events(ctx, "a", nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("Events cancelled: got %v, want context.Canceled", err)
+	}
+}
+
 // TestOwnedBy: Get, Events and Stop name the run's uid with ?uid= when asked,
 // and send no query otherwise.
 func TestOwnedBy(t *testing.T) {

@@ -331,6 +331,13 @@ export interface ClientOptions {
    */
   timeoutMs?: number;
   /**
+   * Bounds each silence, in milliseconds, of a call that does not wait for a run
+   * (`get`, `cancel`, `health`, `limits`) and the wait for the response head of
+   * `stream` and `events`; not `run`, whose answer comes with its result. Default
+   * 30,000; 0 sets none. A call that runs out rejects with a `TimeoutError`.
+   */
+  callTimeoutMs?: number;
+  /**
    * The retry of a 429 (the service's run queue is full), and of a 503 with a
    * Retry-After (the service could not record the run in its journal, or is
    * writing many large answers or reading many requests' bodies at once).
@@ -382,7 +389,10 @@ export declare class Client {
   get(id: string, options?: RunCallOptions): Promise<Result>;
   /** Replays a run's events from the start and follows them to the result event. */
   events(id: string, options?: RunCallOptions): AsyncGenerator<Event, void, undefined>;
-  /** Stops a run (reason `stopped`) and resolves with its Result. */
+  /**
+   * Stops a run (reason `stopped`) and resolves with its Result; a run that had
+   * finished resolves with its Result as it was.
+   */
   cancel(id: string, options?: RunCallOptions): Promise<Result>;
   health(options?: CallOptions): Promise<Health>;
   limits(options?: CallOptions): Promise<Limits>;

@@ -92,6 +92,7 @@ export class NoResultError extends Error {
 export class Client {
   #agent;
   #timeoutMs;
+  #callTimeoutMs;
   #retry;
 
   /**
@@ -100,13 +101,18 @@ export class Client {
    * @param {number} [options.timeoutMs] bounds each call, retries and the whole
    *   event stream included; 0 (the default) sets none: the service bounds every
    *   run by its timeout_seconds.
+   * @param {number} [options.callTimeoutMs] bounds each silence of a call that does
+   *   not wait for a run (get, cancel, health, limits), and the wait for a stream's
+   *   response head (stream, events), which the service sends at once; 30,000 by
+   *   default, as the Python client's timeout; 0 sets none.
    * @param {{attempts?: number, maxWaitMs?: number}} [options.retry] the retry of a 429
    */
-  constructor({ socket = DEFAULT_SOCKET, timeoutMs = 0, retry = {} } = {}) {
+  constructor({ socket = DEFAULT_SOCKET, timeoutMs = 0, callTimeoutMs = 30_000, retry = {} } = {}) {
     if (typeof socket !== 'string' || socket === '') {
       throw new TypeError('socket must be the path of brig\'s Unix socket');
     }
     checkCount('timeoutMs', timeoutMs, 0);
+    checkCount('callTimeoutMs', callTimeoutMs, 0);
     const r = {
       attempts: retry.attempts ?? defaultRetry.attempts,
       maxWaitMs: retry.maxWaitMs ?? defaultRetry.maxWaitMs,
@@ -115,6 +121,7 @@ export class Client {
     checkCount('retry.maxWaitMs', r.maxWaitMs, 0);
     this.socket = socket;
     this.#timeoutMs = timeoutMs;
+    this.#callTimeoutMs = callTimeoutMs;
     this.#retry = Object.freeze(r);
     // Without keep-alive, a request never lands on a connection that the service
     // is closing: a POST is not retried by node, and a run is worth more than
@@ -125,7 +132,7 @@ export class Client {
   /** Starts a run and resolves with its Result once it has finished. */
   async run(request, options = {}) {
     checkRequest(request);
-    return this.#json('POST', '/v1/runs', options, withMode(request), { id: request.id });
+    return this.#json('POST', '/v1/runs', options, withMode(request), { id: request.id }, false);
   }
 
   /**
@@ -166,14 +173,17 @@ export class Client {
   // json resolves with the JSON body of a request's 200 response. run is { id }
   // when that body is a run's Result (id undefined when not known): a connection
   // that drops while it is read is then a NoResultError, as in a stream.
-  async #json(method, path, options, body, run) {
+  // bounded says whether callTimeoutMs bounds its silences: not for run, whose
+  // answer's head comes with its result.
+  async #json(method, path, options, body, run, bounded = true) {
     const signal = this.#signal(options);
+    const silence = bounded ? { ms: this.#callTimeoutMs, whole: true } : undefined;
     const dropped = (err) => (run
       ? new NoResultError(run.id, err)
       : new Error(`the connection dropped while reading the response of ${method} ${path}: ${err.message}`,
         { cause: err }));
     try {
-      const res = await this.#send(method, path, body, 'application/json', signal, dropped);
+      const res = await this.#send(method, path, body, 'application/json', signal, dropped, silence);
       const text = await readAll(res, maxLine, dropped);
       let value;
       try {
@@ -198,7 +208,8 @@ export class Client {
     const signal = this.#signal(options);
     let res;
     try {
-      res = await this.#send(method, path, body, 'application/x-ndjson', signal, (err) => new NoResultError(id, err));
+      res = await this.#send(method, path, body, 'application/x-ndjson', signal, (err) => new NoResultError(id, err),
+        { ms: this.#callTimeoutMs, whole: false });
     } catch (err) {
       throw signal?.aborted ? signal.reason : err;
     }
@@ -263,12 +274,13 @@ export class Client {
   // not admitted, and a GET, a DELETE or an idempotent replay answers the same
   // again. A connection the service drops before its response's head (a
   // service that dies during a run, whose head comes with its result) is
-  // dropped(err).
-  async #send(method, path, body, accept, signal, dropped) {
+  // dropped(err). silence, { ms, whole }, bounds each silence of the
+  // exchange (whole) or only the wait for the response's head.
+  async #send(method, path, body, accept, signal, dropped, silence) {
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body), 'utf8');
     let waitedMs = 0;
     for (let attempt = 1; ; attempt++) {
-      const res = await this.#request(method, path, payload, accept, signal, dropped);
+      const res = await this.#request(method, path, payload, accept, signal, dropped, silence);
       if (res.statusCode === 200) return res;
       const err = await errorOf(res);
       const retried = err.status === 429 || (err.status === 503 && err.retryAfter !== undefined);
@@ -280,7 +292,7 @@ export class Client {
     }
   }
 
-  #request(method, path, payload, accept, signal, dropped) {
+  #request(method, path, payload, accept, signal, dropped, silence) {
     return new Promise((resolve, reject) => {
       const headers = { Host: HOST, Accept: accept };
       if (payload !== undefined) {
@@ -295,9 +307,20 @@ export class Client {
         agent: this.#agent,
         signal,
       });
-      req.once('response', resolve);
+      if (silence?.ms > 0) {
+        // A service that takes the connection and never answers (wedged, or
+        // stopped with SIGSTOP) held every call (the clients probe, 2026-12-06).
+        req.setTimeout(silence.ms, () => req.destroy(new DOMException(
+          `brig at ${this.socket} sent nothing for ${silence.ms} ms (callTimeoutMs) in answer to ${method} ${path}`,
+          'TimeoutError')));
+      }
+      req.once('response', (res) => {
+        if (silence?.ms > 0 && !silence.whole) req.setTimeout(0);
+        resolve(res);
+      });
       req.once('error', (err) => {
         if (signal?.aborted) return reject(signal.reason);
+        if (err.name === 'TimeoutError') return reject(err);
         if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED' || err.code === 'EACCES') {
           return reject(new Error(
             `connecting to brig at ${this.socket}: ${err.code} (is brig serve running there ` +

@@ -306,9 +306,45 @@ describe('errors', () => {
     });
   });
 
+  // The clients probe of 2026-12-06: a service that takes the connection and
+  // never answers held every call of a client with no timeoutMs.
+  it('callTimeoutMs ends a call that does not wait for a run when no answer comes', { timeout: 10_000 }, async () => {
+    await withFake(() => {}, { timeoutMs: 0, callTimeoutMs: 200 }, async (brig) => {
+      for (const call of [() => brig.health(), () => brig.limits(), () => brig.get('r1'), () => brig.cancel('r1')]) {
+        const t0 = Date.now();
+        await assert.rejects(call(), (err) => err.name === 'TimeoutError' && /callTimeoutMs/.test(err.message));
+        assert.ok(Date.now() - t0 < 5_000);
+      }
+    });
+  });
+
+  it('callTimeoutMs bounds a stream\'s head, not its silences after', { timeout: 10_000 }, async () => {
+    await withFake(() => {}, { timeoutMs: 0, callTimeoutMs: 200 }, async (brig) => {
+      await assert.rejects(collect(brig.stream(request)), (err) => err.name === 'TimeoutError');
+      await assert.rejects(collect(brig.events('r1')), (err) => err.name === 'TimeoutError');
+    });
+    await withFake((req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+      res.write('{"event":"accepted","id":"r-quiet"}\n');
+      setTimeout(() => res.end(JSON.stringify({ event: 'result', result: result({ id: 'r-quiet' }) }) + '\n'), 600);
+    }, { timeoutMs: 0, callTimeoutMs: 200 }, async (brig) => {
+      const events = await collect(brig.stream(request));
+      assert.deepEqual(events.map((ev) => ev.event), ['accepted', 'result']);
+    });
+  });
+
+  it('callTimeoutMs does not bound run, whose answer comes with its result', { timeout: 10_000 }, async () => {
+    await withFake((req, res) => {
+      setTimeout(() => sendJSON(res, 200, result({ id: 'r-slow' })), 600);
+    }, { timeoutMs: 0, callTimeoutMs: 200 }, async (brig) => {
+      assert.equal((await brig.run(request)).id, 'r-slow');
+    });
+  });
+
   it('bad arguments are a TypeError', async () => {
     assert.throws(() => new Client({ socket: '' }), TypeError);
     assert.throws(() => new Client({ timeoutMs: -1 }), TypeError);
+    assert.throws(() => new Client({ callTimeoutMs: -1 }), TypeError);
     assert.throws(() => new Client({ retry: { attempts: 0 } }), TypeError);
     assert.throws(() => new Client({ retry: { maxWaitMs: 1.5 } }), TypeError);
     new Client({ retry: { attempts: undefined } }); // the default

@@ -71,6 +71,9 @@ def events_ndjson(n_stdout: int = 2) -> bytes:
 
 
 STALL = b"<stall>"
+# A script entry's DELAY: what comes before it is written, then, 0.6 s later,
+# the rest.
+DELAY = b"<delay>"
 
 
 class Fake:
@@ -111,8 +114,11 @@ class Fake:
                     answer = fake.script[min(i, len(fake.script) - 1)]
                 stall = answer.endswith(STALL)
                 try:
-                    self.wfile.write(answer[: -len(STALL)] if stall else answer)
-                    self.wfile.flush()
+                    for i, part in enumerate((answer[: -len(STALL)] if stall else answer).split(DELAY)):
+                        if i > 0:
+                            time.sleep(0.6)
+                        self.wfile.write(part)
+                        self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     return  # the client stopped reading (a body over its bound)
                 if stall:
@@ -530,6 +536,36 @@ class FramingTest(FakeCase):
                         else:
                             asyncio.run(getattr(a, call)(*(("python", "x") if call == "run" else ())))
                     self.assertLess(time.monotonic() - start, 3.0)
+
+    def test_stream_head_is_bounded_by_timeout(self) -> None:
+        """A stream's head, which the service sends at once, is waited for as
+        timeout says, even with no wait_timeout: a service that took the
+        connection and never answered held stream and events with no end (the
+        clients probe of 2026-12-06); once the head has come, a silence
+        longer than timeout is the run's own."""
+        timeouts = (TimeoutError, socket.timeout, asyncio.TimeoutError)
+        for call in ("stream", "events"):
+            for kind in ("sync", "async"):
+                with self.subTest(call, client=kind):
+                    fake = self.fake([STALL])
+                    start = time.monotonic()
+                    with self.assertRaises(timeouts):
+                        args = ("python", "x") if call == "stream" else ("r1",)
+                        if kind == "sync":
+                            list(getattr(brig.Client(fake.socket, timeout=0.3), call)(*args))
+                        else:
+                            asyncio.run(getattr(brig.AsyncClient(fake.socket, timeout=0.3), call)(*args).wait())
+                    self.assertLess(time.monotonic() - start, 3.0)
+        lines = events_ndjson().splitlines(keepends=True)
+        quiet = chunked(lines[:1], end=False) + DELAY + chunked(lines[1:])[len(chunked([], end=False)):]
+        for kind in ("sync", "async"):
+            with self.subTest("a quiet run", client=kind):
+                fake = self.fake([quiet])
+                if kind == "sync":
+                    result = brig.Client(fake.socket, timeout=0.3).stream("python", "x").wait()
+                else:
+                    result = asyncio.run(brig.AsyncClient(fake.socket, timeout=0.3).stream("python", "x").wait())
+                self.assertEqual(result.id, "r1")
 
     def test_error_body_not_json(self) -> None:
         answer = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 5\r\n\r\noops!"

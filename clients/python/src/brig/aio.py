@@ -440,7 +440,11 @@ class AsyncClient:
         self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool,
         run_id: Optional[str], what: str,
     ) -> _Response:
-        conn = await _Conn.open(self.socket, self.timeout, self.wait_timeout if wait else self.timeout)
+        # A stream's head comes at once, with its first event: it is waited
+        # for as a call that does not wait for a run (timeout), then
+        # wait_timeout bounds its silences (Client._exchange).
+        head_timeout = self.wait_timeout if wait and accept != NDJSON else self.timeout
+        conn = await _Conn.open(self.socket, self.timeout, head_timeout)
         resp = _Response(conn)
         try:
             head = [f"{method} {path} HTTP/1.1", f"Host: {HOST}", f"Accept: {accept}", "Connection: close"]
@@ -466,6 +470,8 @@ class AsyncClient:
                         raise
                     raise response_cut(what, run_id) from None
             if resp.status == 200:
+                if wait:
+                    conn.timeout = self.wait_timeout
                 return resp
             raw = await resp.read_all(MAX_ERROR_BODY, "an error response")
             raise errors.from_response(resp.status, resp.reason, raw, resp.headers.get("retry-after"))

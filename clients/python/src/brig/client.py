@@ -153,11 +153,13 @@ class EventStream:
 class Client:
     """A client of one brig service, on its Unix socket.
 
-    ``timeout`` (seconds) bounds connecting and every call that does not wait
-    for a run (``get``, ``cancel``, ``health``, ``limits``). ``wait_timeout``
-    bounds each silence while waiting for a run (``run``, ``stream``,
-    ``events``); None, the default, waits as long as the run takes: the
-    service ends every run at its ``timeout_seconds``. A 429, or a 503 with a
+    ``timeout`` (seconds) bounds connecting, every call that does not wait
+    for a run (``get``, ``cancel``, ``health``, ``limits``), and the wait for
+    the head of a stream (``stream``, ``events``), which the service sends at
+    once. ``wait_timeout`` bounds each silence while waiting for a run
+    (``run``, and a stream once its head has come); None, the default, waits
+    as long as the run takes: the service ends every run at its
+    ``timeout_seconds``. A 429, or a 503 with a
     Retry-After, is retried as ``retry`` says (by default 4 attempts in all,
     30 s of waits at most).
     """
@@ -293,7 +295,12 @@ class Client:
                     raise
                 resp = self._early_response(conn, send_err)
             else:
-                if wait and conn.sock is not None:
+                # A stream's head comes at once, with its first event, and is
+                # waited for as a call that does not wait for a run (timeout):
+                # a service that takes the connection and never answers held
+                # stream and events with no end (the clients probe of
+                # 2026-12-06). A run's JSON answer comes whole with its result.
+                if wait and accept != NDJSON and conn.sock is not None:
                     conn.sock.settimeout(self.wait_timeout)
                 try:
                     resp = conn.getresponse()
@@ -306,6 +313,8 @@ class Client:
                     # A head that is there but not HTTP: not a drop.
                     raise not_http(f"{type(e).__name__}: {e}") from None
             if resp.status == 200:
+                if wait and conn.sock is not None:
+                    conn.sock.settimeout(self.wait_timeout)
                 return conn, resp
             raw = resp.read(MAX_ERROR_BODY)
             raise errors.from_response(resp.status, resp.reason, raw, resp.getheader("Retry-After"))
