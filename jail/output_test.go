@@ -414,6 +414,44 @@ func TestTakeBuffered(t *testing.T) {
 	}
 }
 
+// TestDrainDiscardsPastTheCap: once an output is past its cap, what its pipe
+// still brings is moved to /dev/null, not read and decoded (a flood of
+// output cost the service as much CPU as the program: the limits probe), and
+// the drain still ends at EOF; a drain waiting so is one takeBuffered takes,
+// as one waiting in its read (else each such run's end waited a second).
+func TestDrainDiscardsPastTheCap(t *testing.T) {
+	r, w, err := outputPipe(stdoutPipeBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	o := NewOutput(1000, nil)
+	done := make(chan struct{})
+	go func() { defer close(done); o.Drain(r) }()
+	chunk := []byte(strings.Repeat("x", 64<<10))
+	const chunks = 256
+	for range chunks {
+		if _, err := w.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); o.discarded.Load() < chunks*64<<10-64<<10; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("discarded %d of %d bytes in 5 s, want all but the first read's", o.discarded.Load(), chunks*64<<10)
+		}
+	}
+	start := time.Now()
+	if !takeBuffered([]*Output{o}, []*os.File{r}) {
+		t.Errorf("takeBuffered gave up after %v on a drain discarding", time.Since(start))
+	}
+	w.Close()
+	<-done
+	if got, truncated := o.Text(); len(got) != 1000 || !truncated {
+		t.Errorf("got %d chars, truncated %v; want 1000, truncated", len(got), truncated)
+	}
+}
+
 // TestOutputWriteAfterCap: writes past the cap are accepted (the pipe keeps
 // draining) and dropped.
 func TestOutputWriteAfterCap(t *testing.T) {
