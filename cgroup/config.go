@@ -73,6 +73,10 @@ type Usage struct {
 	PeakMemoryBytes int64
 	// OOMKills counts the tasks the kernel's OOM killer killed in the group.
 	OOMKills uint64
+	// PidsMaxHits counts the forks and clones the group's pids.max refused
+	// (the max line of pids.events); zero where the host has no pids
+	// controller.
+	PidsMaxHits uint64
 }
 
 // check is one validation rule: ok says whether it holds, what describes it

@@ -261,11 +261,12 @@ func writeProcs(path string, pid int) error {
 	return err
 }
 
-// Usage reads the group's CPU time, memory high-water mark and OOM kill count
-// from the kernel's counters: on v1 cpuacct.usage, memory.max_usage_in_bytes
-// (with memory.kmem.tcp.max_usage_in_bytes added) and the oom_kill line of
-// memory.oom_control; on v2 usage_usec of cpu.stat,
-// memory.peak and the oom_kill line of memory.events. A counter whose
+// Usage reads the group's CPU time, memory high-water mark, OOM kill count
+// and forks refused at its pids.max from the kernel's counters: on v1
+// cpuacct.usage, memory.max_usage_in_bytes (with
+// memory.kmem.tcp.max_usage_in_bytes added) and the oom_kill line of
+// memory.oom_control; on v2 usage_usec of cpu.stat, memory.peak and the
+// oom_kill line of memory.events; on both the max line of pids.events. A counter whose
 // controller the host lacks reads as zero. It reads these few files itself:
 // the library's Stat reads every statistic of every controller, some 25
 // files, ten times the cost, on every run's path.
@@ -372,6 +373,17 @@ func (g *Group) readUsageLocked(u *Usage) error {
 	var err error
 	if u.CPU, err = g.readCPULocked(); err != nil {
 		return err
+	}
+	if m.controllers["pids"] {
+		events := v1("pids", "pids.events")
+		if m.mode == ModeUnified {
+			events = filepath.Join(g.dir2, "pids.events")
+		}
+		hits, _, err := readKey(events, "max")
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		u.PidsMaxHits = uint64(hits)
 	}
 	if !m.controllers["memory"] {
 		return nil

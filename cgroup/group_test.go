@@ -444,6 +444,10 @@ for k in kids:
 			if got := strings.TrimSpace(v.out.String()); got != want {
 				t.Errorf("forker: got %q, want %q", got, want)
 			}
+			// The refusal is counted, for the run's message.
+			if u, err := g.Usage(); err != nil || u.PidsMaxHits != 1 {
+				t.Errorf("Usage: got PidsMaxHits %d (%v), want 1", u.PidsMaxHits, err)
+			}
 		})
 	}
 }
@@ -472,8 +476,8 @@ func TestUsageCountsCPU(t *testing.T) {
 			if u.CPU < busy*9/10 || u.CPU > busy+2*time.Second {
 				t.Errorf("CPU: got %v, want about %v (at least %v)", u.CPU, busy, busy*9/10)
 			}
-			if u.OOMKills != 0 {
-				t.Errorf("OOMKills: got %d, want 0", u.OOMKills)
+			if u.OOMKills != 0 || u.PidsMaxHits != 0 {
+				t.Errorf("OOMKills, PidsMaxHits: got %d and %d, want 0", u.OOMKills, u.PidsMaxHits)
 			}
 		})
 	}

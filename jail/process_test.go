@@ -82,7 +82,9 @@ func waitGone(d time.Duration, list func() []string) []string {
 }
 
 // TestForkAndThreadBombs: the pids limit stops a bomb, the run ends in bounded
-// time and nothing of it survives.
+// time and nothing of it survives; a run that reached the limit and then
+// timed out says so (the limits probe: a fork bomb's end said only that the
+// program ran too long).
 func TestForkAndThreadBombs(t *testing.T) {
 	l := newTestLauncher(t, 0)
 	for _, tc := range []struct {
@@ -93,6 +95,8 @@ func TestForkAndThreadBombs(t *testing.T) {
 		reasons []End
 		// counted: the program prints how many it made before the limit refused one.
 		counted bool
+		// limitNamed: the run's message names the pids limit it reached.
+		limitNamed bool
 	}{
 		{
 			name: "fork until refused",
@@ -129,6 +133,21 @@ sys.stdout.flush()
 os._exit(0)
 `,
 			timeout: 20 * time.Second, reasons: []End{EndCompleted}, counted: true,
+		},
+		{
+			name: "threads until refused, then out of time",
+			code: `
+import threading
+ev = threading.Event()
+while True:
+    try:
+        threading.Thread(target=ev.wait, daemon=True).start()
+    except RuntimeError:
+        break
+while True:
+    pass
+`,
+			timeout: 5 * time.Second, reasons: []End{EndTimeout}, limitNamed: true,
 		},
 		{
 			name: "fork bomb",
@@ -169,6 +188,9 @@ spin()
 			}
 			if !ok {
 				t.Errorf("reason: got %q (message %q, stderr %.300q), want one of %q", res.End, res.Message, res.Stderr, tc.reasons)
+			}
+			if limit := fmt.Sprintf("it had reached its limit of %d processes and threads (", DefaultPids); tc.limitNamed && !strings.Contains(res.Message, limit) {
+				t.Errorf("got the message %q, want it to say %q", res.Message, limit)
 			}
 			if tc.counted {
 				f := strings.Fields(res.Stdout)

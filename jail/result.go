@@ -435,6 +435,11 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 		res.Message = fmt.Sprintf("the program was killed by %s", res.Signal)
 		res.End = EndError
 	}
+	if usage.PidsMaxHits > 0 && (res.End == EndTimeout || res.End == EndError) {
+		// A fork bomb's end said only "ran longer than its time limit", and a
+		// thread refused said nothing of why (the limits probe of 2026-12-06).
+		res.Message += fmt.Sprintf("; it had reached its limit of %d processes and threads (%d forks or new threads were refused)", l.cfg.Pids, usage.PidsMaxHits)
+	}
 }
 
 // SignalName is the name a Result gives signal sig: the C library's (SIGKILL),
