@@ -31,8 +31,10 @@ type Output struct {
 	// tid is the thread of Drain's latest read (takeBuffered), once it runs.
 	tid atomic.Int32
 	// discarded counts the bytes past the cap that Drain moved to /dev/null
-	// without reading them (discard).
+	// without reading them (discard); noSplice says splice could not, and
+	// Drain reads them instead. Drain's own.
 	discarded atomic.Int64
+	noSplice  bool
 
 	mu        sync.Mutex
 	buf       strings.Builder // guarded by mu
@@ -151,12 +153,17 @@ func (o *Output) isTruncated() bool {
 // reading it (splice: the pipe's pages are released, not copied). Read, each
 // 64 KiB of it cost the service a copy and a decode that kept nothing: a
 // program that printed without end took the service 4.6 to 4.9 s of CPU in
-// a 5 s run, as much as its own (the limits probe of 2026-12-06). It
-// reports whether r ended (EOF, or an error a read would have met too);
-// false where splice can't move from r, and Drain reads on.
+// a 5 s run, as much as its own (the limits probe of 2026-12-06). Woken for
+// each of the program's writes, the splices alone cost about as much: a
+// splice that found the pipe less than full is followed by a pause as
+// long as the pipe takes to fill at 1 GiB/s (1 ms for stdout's 1 MiB), none
+// for a pipe under 64 KiB (a program can shrink its own), so that output
+// past the cap flows at up to that rate. It reports whether r ended (EOF, or
+// an error a read would have met too); false where splice can't move from
+// r, and Drain reads on, as it does from then on.
 func (o *Output) discard(r io.Reader) bool {
 	f, ok := r.(*os.File)
-	if !ok {
+	if !ok || o.noSplice {
 		return false
 	}
 	rc, err := f.SyscallConn()
@@ -170,23 +177,30 @@ func (o *Output) discard(r io.Reader) bool {
 	defer unix.Close(null)
 	ended := false
 	rc.Read(func(fd uintptr) bool {
+		size, err := unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0)
+		if err != nil {
+			o.noSplice = true
+			return true
+		}
+		pause := time.Duration(size) * time.Second / (1 << 30)
+		if size < 64<<10 {
+			pause = 0
+		}
 		for {
 			o.tid.Store(int32(unix.Gettid())) // takeBuffered's, as Drain's read
-			n, err := unix.Splice(int(fd), nil, null, nil, stdoutPipeBytes, 0)
+			n, err := unix.Splice(int(fd), nil, null, nil, size, 0)
 			switch {
 			case err == unix.EINTR:
 			case err == unix.EINVAL || err == unix.ENOSYS:
+				o.noSplice = true
 				return true // not ended: read on
 			case err != nil || n == 0:
 				ended = true
 				return true
 			default:
 				o.discarded.Add(n)
-				if n < stdoutPipeBytes/2 {
-					// Woken for each of the program's writes, the splices
-					// cost the service about what the reads had: let the
-					// pipe fill (a wait of drainGap moves up to 1 GiB/s).
-					time.Sleep(drainGap)
+				if pause > 0 && n < int64(size) {
+					time.Sleep(pause)
 				}
 			}
 		}

@@ -1089,7 +1089,7 @@ compile('pass\n', _path, 'exec')
 # atexit, isinstance or sys.modules entries can't reach them.
 import atexit, gc, signal, _io
 _run_exitfuncs, _collect, _get_objects, _IOBase = atexit._run_exitfuncs, gc.collect, gc.get_objects, _io._IOBase
-_isinstance, _str, _exit, _kill, _getpid, _write = isinstance, str, os._exit, os.kill, os.getpid, os.write
+_isinstance, _issubclass, _str, _exit, _kill, _getpid, _write = isinstance, issubclass, str, os._exit, os.kill, os.getpid, os.write
 _signal, _SIGINT, _SIG_DFL = signal.signal, signal.SIGINT, signal.SIG_DFL
 _type, _SystemExit, _KeyboardInterrupt = type, SystemExit, KeyboardInterrupt
 # The interpreter's own dict of modules (PyImport_GetModuleDict), which a
@@ -1462,7 +1462,10 @@ del _below, _exit_steps
 # run's own objects are the collector's; the zygote's are frozen out of it.
 # The check is against the C base class of every io object: io.IOBase is an
 # ABC, whose first isinstance cost a run 0.2 ms (its caches, written, copied
-# the zygote's pages).
+# the zygote's pages); and of each object's own type, which runs none of the
+# program's code (isinstance reads __class__, which a program's
+# __getattribute__ answers: it ran while the hooks were set aside, and one
+# that raised failed the exit: the review of 2026-12-06).
 # The flushes are called from C (_from_c), as the teardown's and
 # flush_std_files' are, a failure of one ignored and the rest flushed after
 # it (_progress counts those done).
@@ -1471,8 +1474,10 @@ _out, _err = _getattr(sys, 'stdout', None), _getattr(sys, 'stderr', None)
 # cold exit makes no such call.)
 _hooks = _get(_audit_hooks)
 _set(_audit_hooks, None)
-_files = [_f for _f in _get_objects() if _isinstance(_f, _IOBase) and _f is not _out and _f is not _err]
-_set(_audit_hooks, _hooks)
+try:
+    _files = [_f for _f in _get_objects() if _issubclass(_type(_f), _IOBase) and _f is not _out and _f is not _err]
+finally:
+    _set(_audit_hooks, _hooks)
 _i, _steps = 0, None
 while _i < _len(_files):
     _steps = []

@@ -506,7 +506,7 @@ func TestAnsweredResultsSurviveAFullDisk(t *testing.T) {
 			// lifecycle probe's).
 			_, err = fs.client.Run(context.Background(), api.Request{Language: "python", Code: "print(1)"})
 			var ce *client.Error
-			if !errors.As(err, &ce) || ce.Status != http.StatusServiceUnavailable || ce.RetryAfter == 0 || !strings.Contains(ce.API.Message, "could not record 1 results in its journal") {
+			if !errors.As(err, &ce) || ce.Status != http.StatusServiceUnavailable || ce.RetryAfter == 0 || !strings.Contains(ce.API.Message, "could not record every answered result in its journal (1 held") {
 				t.Errorf("a run while a result waits for the journal: got %v, want a 503 with Retry-After naming the journal", err)
 			}
 			switch room {

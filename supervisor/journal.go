@@ -618,8 +618,22 @@ func (j *journal) finish(k runKey, rec *record) error {
 	if err := j.db.Batch(func(tx *bolt.Tx) error { return finishLocked(tx, k, rec) }); err != nil {
 		return err // its pending line stays, for the next start to commit
 	}
-	return j.saved(rec.line)
+	if err := j.saved(rec.line); err != nil {
+		return &compactError{err}
+	}
+	return nil
 }
+
+// compactError is finish's error when the record was committed and only the
+// pending file's compaction that followed failed (a full disk), which the
+// next commit or prune tries again: the result is safe, and is not held as
+// unwritten (which refuses new runs: the review of 2026-12-06).
+type compactError struct{ err error }
+
+func (e *compactError) Error() string {
+	return "compacting the journal's pending file (the record is committed): " + e.err.Error()
+}
+func (e *compactError) Unwrap() error { return e.err }
 
 // saved notes that the pending file's line number line (0: none) is
 // committed. A file grown past pendingMax is then compacted: emptied, or,

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -373,6 +375,40 @@ func TestJournalCloseEmptiesCommittedPending(t *testing.T) {
 	}
 	if st, err := os.Stat(filepath.Join(dir, pendingFile)); err != nil || st.Size() != 0 {
 		t.Errorf("got the pending file %v, %v, want it empty after a clean stop", st, err)
+	}
+}
+
+// A commit whose pending file's compaction then fails (a full disk) is a
+// committed record: finish says so apart (compactError), and the service's
+// finishRecord takes it for done, so that the run is not held as unwritten,
+// which refuses every new run (the review of 2026-12-06).
+func TestJournalCompactionFailureIsCommitted(t *testing.T) {
+	dir := t.TempDir()
+	s := &Service{journal: mustOpenJournal(t, dir), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	defer s.journal.close()
+	k, now := runKey{uid: 1000, id: "done"}, time.Now()
+	if err := s.journal.accept(k, &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now, FinishedAt: now,
+		Result: &api.Result{ID: "done", State: api.StateFinished, Outcome: api.OutcomeSucceeded}}
+	if err := s.journal.answered(k, rec); err != nil {
+		t.Fatal(err)
+	}
+	// The pending file past its bound, and unwritable: the compaction fails.
+	s.journal.mu.Lock()
+	s.journal.size = pendingMax + 1
+	s.journal.pending.Close()
+	s.journal.mu.Unlock()
+	var ce *compactError
+	if err := s.journal.finish(k, rec); !errors.As(err, &ce) {
+		t.Fatalf("finish: got %v, want a compactError", err)
+	}
+	if got, err := s.journal.get(k); err != nil || got.Result == nil || got.Result.Outcome != api.OutcomeSucceeded {
+		t.Fatalf("got %+v, %v, want the record committed", got, err)
+	}
+	if err := s.finishRecord("done", k, rec); err != nil {
+		t.Errorf("finishRecord: got %v, want nil: the record is committed", err)
 	}
 }
 

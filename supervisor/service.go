@@ -294,6 +294,19 @@ func (s *Service) Shutdown(ctx context.Context) error {
 // once every run has its result (a variable for the test).
 var connsCloseWait = 5 * time.Second
 
+// finishRecord commits a run's result (journal.finish); a failure of the
+// pending file's compaction alone, after the commit, is logged, not
+// returned: the record is safe, and the next commit or prune compacts again.
+func (s *Service) finishRecord(id string, k runKey, rec *record) error {
+	err := s.journal.finish(k, rec)
+	var ce *compactError
+	if errors.As(err, &ce) {
+		s.log.Error("recording a result in the journal: the record is committed, the pending file could not be compacted; the next commit or prune tries again", logID, id, "err", ce.err)
+		return nil
+	}
+	return err
+}
+
 // uncommitted counts the answered results the journal has not taken yet.
 // Called with s.mu held.
 func (s *Service) uncommitted() int {
@@ -331,7 +344,7 @@ func (s *Service) commitUnwritten() []string {
 	s.mu.Unlock()
 	var lost []string
 	for _, e := range todo {
-		if err := s.journal.finish(e.r.runKey(), e.rec); err != nil {
+		if err := s.finishRecord(e.r.id, e.r.runKey(), e.rec); err != nil {
 			if !e.pending {
 				lost = append(lost, e.r.id)
 			}
@@ -443,8 +456,7 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		// its result would not, and its answer, from memory alone, would be
 		// lost to a crash (the lifecycle probe of 2026-12-06).
 		s.mu.Unlock()
-		s.metrics.journalFailures.WithLabelValues(journalWriteAccept).Inc()
-		e := newError(api.ErrorUnavailable, "the service could not record %d results in its journal, which it holds in memory until it can; it takes no new runs until then: retry after the Retry-After seconds, and if this goes on tell the operator: the service's state directory may be full or read-only", n)
+		e := newError(api.ErrorUnavailable, "the service could not record every answered result in its journal (%d held in memory until it can), and takes no new runs until then: retry after the Retry-After seconds, and if this goes on tell the operator: the service's state directory may be full or read-only", n)
 		e.retryAfter = journalRetryAfter
 		return nil, nil, e
 	}
@@ -729,7 +741,7 @@ func (s *Service) finish(r *run, res *api.Result) {
 			s.log.Error("recording an accepted run in the journal", logID, r.id, "err", c.err)
 		}
 	}
-	err := s.journal.finish(r.runKey(), rec)
+	err := s.finishRecord(r.id, r.runKey(), rec)
 	if pendingErr != nil {
 		r.finish(res)
 	}

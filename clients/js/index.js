@@ -177,7 +177,9 @@ export class Client {
   // answer's head comes with its result.
   async #json(method, path, options, body, run, bounded = true) {
     const signal = this.#signal(options);
-    const silence = bounded ? { ms: this.#callTimeoutMs, whole: true } : undefined;
+    // (fired: the TimeoutError of a silence in the body too, which the
+    // socket's destruction would otherwise report as a dropped connection.)
+    const silence = bounded ? { ms: this.#callTimeoutMs, whole: true, fired: undefined } : undefined;
     const dropped = (err) => (run
       ? new NoResultError(run.id, err)
       : new Error(`the connection dropped while reading the response of ${method} ${path}: ${err.message}`,
@@ -198,7 +200,7 @@ export class Client {
       }
       return value;
     } catch (err) {
-      throw signal?.aborted ? signal.reason : err;
+      throw signal?.aborted ? signal.reason : (silence?.fired ?? err);
     }
   }
 
@@ -310,9 +312,12 @@ export class Client {
       if (silence?.ms > 0) {
         // A service that takes the connection and never answers (wedged, or
         // stopped with SIGSTOP) held every call (the clients probe, 2026-12-06).
-        req.setTimeout(silence.ms, () => req.destroy(new DOMException(
-          `brig at ${this.socket} sent nothing for ${silence.ms} ms (callTimeoutMs) in answer to ${method} ${path}`,
-          'TimeoutError')));
+        req.setTimeout(silence.ms, () => {
+          silence.fired = new DOMException(
+            `brig at ${this.socket} sent nothing for ${silence.ms} ms (callTimeoutMs) in answer to ${method} ${path}`,
+            'TimeoutError');
+          req.destroy(silence.fired);
+        });
       }
       req.once('response', (res) => {
         if (silence?.ms > 0 && !silence.whole) req.setTimeout(0);

@@ -318,6 +318,17 @@ describe('errors', () => {
     });
   });
 
+  it('callTimeoutMs ends a call whose answer stops in its body, with a TimeoutError', { timeout: 10_000 }, async () => {
+    await withFake((req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': '100' });
+      res.write('{"status":'); // and nothing more
+    }, { timeoutMs: 0, callTimeoutMs: 200 }, async (brig) => {
+      for (const call of [() => brig.health(), () => brig.get('r1')]) {
+        await assert.rejects(call(), (err) => err.name === 'TimeoutError' && /callTimeoutMs/.test(err.message));
+      }
+    });
+  });
+
   it('callTimeoutMs bounds a stream\'s head, not its silences after', { timeout: 10_000 }, async () => {
     await withFake(() => {}, { timeoutMs: 0, callTimeoutMs: 200 }, async (brig) => {
       await assert.rejects(collect(brig.stream(request)), (err) => err.name === 'TimeoutError');
