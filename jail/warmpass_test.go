@@ -91,6 +91,7 @@ var warmPassSkipped = map[string]string{
 	"TestDrainPacesATrickle":          "a unit test of Drain, on a pipe of its own",
 	"TestTakeBuffered":                "a unit test of takeBuffered, on pipes of its own",
 	"TestDrainKeepsUpWithABulkWriter": "a unit test of Drain, on a pipe of its own",
+	"TestDrainDiscardsPastTheCap":     "a unit test of Drain's discard, on a pipe of its own",
 	"TestOutputReplacesAsPython":      "a unit test of Output, against python3 on the host",
 	"TestWarmWaitRounds":              "a unit test of waitPrepared, on a Launcher of channels alone",
 	"TestWaitReadyGivesUp":            "a unit test of waitReady, on a slot of a sleep process",
