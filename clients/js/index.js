@@ -334,6 +334,14 @@ export class Client {
             { cause: err },
           ));
         }
+        if (err.code === 'EAGAIN') {
+          // A Unix socket whose listen backlog is full refuses at once.
+          return reject(new Error(
+            `connecting to brig at ${this.socket}: EAGAIN (its listen backlog is full: the service is ` +
+              'not taking connections as fast as they come; retry shortly)',
+            { cause: err },
+          ));
+        }
         // "socket hang up": the request went out, no head came back.
         if (err.code === 'ECONNRESET' && dropped) return reject(dropped(err));
         reject(err);

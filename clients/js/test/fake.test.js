@@ -4,6 +4,7 @@
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -350,6 +351,41 @@ describe('errors', () => {
     }, { timeoutMs: 0, callTimeoutMs: 200 }, async (brig) => {
       assert.equal((await brig.run(request)).id, 'r-slow');
     });
+  });
+
+  it('a socket whose backlog is full is an Error that says so, with the cause', { timeout: 10_000 }, async () => {
+    // A listener that never accepts, with its backlog filled (node accepts
+    // whatever comes, so python3 holds it).
+    const dir = shortTempDir('brig-js-full-');
+    const socket = path.join(dir, 'full.sock');
+    const holder = spawn('python3', ['-c', `
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(0)
+held = []
+for _ in range(16):
+    c = socket.socket(socket.AF_UNIX); c.setblocking(False)
+    try:
+        c.connect(sys.argv[1])
+    except BlockingIOError:
+        break
+    held.append(c)
+print('full', flush=True)
+time.sleep(30)
+`, socket], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      await new Promise((resolve, reject) => {
+        holder.stdout.once('data', resolve);
+        holder.once('exit', reject);
+      });
+      await assert.rejects(new Client({ socket }).health(), (err) => {
+        assert.match(err.message, /EAGAIN \(its listen backlog is full/);
+        assert.equal(err.cause?.code, 'EAGAIN');
+        return true;
+      });
+    } finally {
+      holder.kill();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('bad arguments are a TypeError', async () => {

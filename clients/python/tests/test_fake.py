@@ -612,6 +612,33 @@ class FramingTest(FakeCase):
 README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")
 
 
+class ConnectTest(unittest.TestCase):
+    def test_full_backlog_is_eagain(self) -> None:
+        """A service whose listen backlog is full refuses the connection at
+        once with EAGAIN, in both clients: the async one took it for a
+        connect in progress and failed later with ENOTCONN (the clients
+        probe of 2026-12-06)."""
+        d = tempfile.mkdtemp(prefix="brigfake.", dir="/tmp")
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "full.sock")
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(srv.close)
+        srv.bind(path)
+        srv.listen(0)
+        for _ in range(16):  # fill the backlog; never accepted
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.addCleanup(c.close)
+            c.setblocking(False)
+            try:
+                c.connect(path)
+            except BlockingIOError:
+                break
+        with self.assertRaises(BlockingIOError):
+            brig.Client(path, timeout=1).health()
+        with self.assertRaises(BlockingIOError):
+            asyncio.run(brig.AsyncClient(path, timeout=1).health())
+
+
 class ReadmeTest(FakeCase):
     def test_async_quickstart_output(self) -> None:
         """The README's asyncio block prints whole lines when the service

@@ -70,11 +70,16 @@ class _Conn:
         self._eof = False
 
     @classmethod
-    async def open(cls, path: str, connect_timeout: Optional[float], timeout: Optional[float]) -> "_Conn":
+    async def open(cls, path: str, timeout: Optional[float]) -> "_Conn":
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.setblocking(False)
-            await _within(asyncio.get_running_loop().sock_connect(sock, path), connect_timeout)
+            # A Unix socket's connect ends at once: connected, or refused
+            # (EAGAIN when the service's listen backlog is full, as Client
+            # raises it). The loop's sock_connect took EAGAIN for a connect
+            # in progress and went on unconnected (ENOTCONN at the first
+            # send: the clients probe of 2026-12-06).
+            sock.connect(path)
         except OSError as e:
             sock.close()
             if e.filename is None:
@@ -444,7 +449,7 @@ class AsyncClient:
         # for as a call that does not wait for a run (timeout), then
         # wait_timeout bounds its silences (Client._exchange).
         head_timeout = self.wait_timeout if wait and accept != NDJSON else self.timeout
-        conn = await _Conn.open(self.socket, self.timeout, head_timeout)
+        conn = await _Conn.open(self.socket, head_timeout)
         resp = _Response(conn)
         try:
             head = [f"{method} {path} HTTP/1.1", f"Host: {HOST}", f"Accept: {accept}", "Connection: close"]
