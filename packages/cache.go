@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -1099,7 +1100,9 @@ func mib(n int64) string {
 	if n < 1<<20 {
 		return fmt.Sprintf("%d bytes", n)
 	}
-	return fmt.Sprintf("%d MiB", n>>20)
+	// To a tenth, rounded down: a layer of 1.95 MiB over a bound of 1.9 read
+	// "took 1 MiB, more than the 1 MiB" (the packages probe of 2026-12-06).
+	return strconv.FormatFloat(float64(n*10>>20)/10, 'f', -1, 64) + " MiB"
 }
 
 // victim is an evicted layer moved into staging/, to be deleted.

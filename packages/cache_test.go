@@ -1359,3 +1359,23 @@ func BenchmarkTreeSize(b *testing.B) {
 		}
 	}
 }
+
+// TestMiB: sizes in messages are given to a tenth of a MiB, rounded down, so
+// that a layer just over its bound never reads as equal to it (the packages
+// probe: "took 1 MiB, more than the 1 MiB").
+func TestMiB(t *testing.T) {
+	for n, want := range map[int64]string{
+		1000:             "1000 bytes",
+		1 << 20:          "1 MiB",
+		2_000_000:        "1.9 MiB",
+		2_044_723:        "1.9 MiB",
+		2_045_000:        "1.9 MiB",
+		8 << 20:          "8 MiB",
+		10<<20 + 1<<20/2: "10.5 MiB",
+		(1 << 30) - 1:    "1023.9 MiB",
+	} {
+		if got := mib(n); got != want {
+			t.Errorf("mib(%d): got %q, want %q", n, got, want)
+		}
+	}
+}

@@ -322,6 +322,13 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		// nests about a thousand deep ends it so: the package's doing.
 		return &UnavailableError{Message: "pip could not install a requested package (" + text.Clip(exc, 100) + "): it can't unpack a wheel whose folders nest about a thousand deep. Ask for another version, or tell the package's maintainers."}
 	}
+	if exc := lastException(r.Tail); strings.HasPrefix(exc, "AssertionError") && strings.HasSuffix(exc, " for wheel") {
+		// pip's check that a wheel a requirement led to by URL is the
+		// project it names ("'sux' != 'six' for wheel"): the package's
+		// metadata is wrong, which is no defect of brig's (the packages
+		// probe of 2026-12-06 read internal).
+		return &UnavailableError{Message: "a requested package depends on a wheel by URL whose project is not the one it names (" + text.Clip(exc, 100) + "): the package's metadata is malformed. Ask for another version, or tell the package's maintainers."}
+	}
 	if !unavailable {
 		msg := strings.Join(lines, " ")
 		// pip's "ERROR: Exception:" heads a traceback whose last line is

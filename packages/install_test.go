@@ -282,6 +282,15 @@ func TestPipError(t *testing.T) {
 		{"a wheel nested too deep", driverResult{Exit: 2, Errors: []string{"ERROR: Exception:"},
 			Tail: []string{"Traceback (most recent call last):", "  File \"<frozen os>\", line 215, in makedirs", "  [Previous line repeated 979 more times]", "RecursionError: maximum recursion depth exceeded"}},
 			false, true, []string{"(RecursionError: maximum recursion depth exceeded)", "nest about a thousand deep", "Ask for another version"}},
+		// The packages probe's wheel whose Requires-Dist names "sux" at a
+		// URL of six's wheel.
+		{"a wheel by URL of another project", driverResult{Exit: 2, Errors: []string{"ERROR: Exception:"},
+			Tail: []string{"Traceback (most recent call last):", "  File \"wheel.py\", line 1, in install", "AssertionError: 'sux' != 'six' for wheel"}},
+			false, true, []string{"'sux' != 'six' for wheel", "metadata is malformed", "Ask for another version"}},
+		// An assertion of pip's of another kind: a defect, not the package's.
+		{"another AssertionError", driverResult{Exit: 2, Errors: []string{"ERROR: Exception:"},
+			Tail: []string{"Traceback (most recent call last):", "AssertionError: unexpected state"}},
+			false, false, []string{"status 2", "AssertionError"}},
 		// Not pip's makedirs: not said to be the package's doing.
 		{"a RecursionError elsewhere", driverResult{Exit: 2, Errors: []string{"ERROR: Exception:"},
 			Tail: []string{"Traceback (most recent call last):", "  File \"resolvers.py\", line 1, in resolve", "RecursionError: maximum recursion depth exceeded"}},

@@ -935,6 +935,33 @@ func TestCheckCacheSpace(t *testing.T) {
 	}
 }
 
+// TestWarnPolicyWithNetwork: a package policy other than open, on a host
+// that offers a run a network mode that reaches out, is warned of at the
+// start: the policy bounds what a request names and its install resolves,
+// not what a program downloads itself (the packages probe).
+func TestWarnPolicyWithNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		mode  string
+		modes []string
+		warn  bool
+	}{
+		{"open", []string{"none", "registries", "domains", "any"}, false},
+		{"deny", []string{"none", "registries", "domains", "any"}, true},
+		{"reviewed", []string{"none", "domains"}, true},
+		{"allow", []string{"none"}, false},
+	} {
+		sc := defaultServeConfig()
+		sc.Packages.Enabled = true
+		sc.Packages.Policy.Mode, sc.Egress.Modes = tc.mode, tc.modes
+		var logs strings.Builder
+		warnConfig(sc, slog.New(slog.NewTextHandler(&logs, nil)))
+		got := strings.Contains(logs.String(), "the package policy does not bound what a run fetches itself")
+		if got != tc.warn || tc.warn && !strings.Contains(logs.String(), "egress.modes") {
+			t.Errorf("policy %s, modes %v: got %q, want a warning %v", tc.mode, tc.modes, logs.String(), tc.warn)
+		}
+	}
+}
+
 // TestWarnPeersWithoutSocket: an allowed uid or gid that can't open the
 // socket (mode 0660, root's and socket_group's) is warned of at the start,
 // where the docs audit's got a bare permission error.

@@ -587,6 +587,16 @@ func warnConfig(sc serveConfig, log *slog.Logger) {
 		log.Warn("allow_uids or allow_gids name peers that can't open the socket unless they are in socket_group too, which with root alone may (mode 0660): they get a permission error, not the API; set socket_group to a group they are in",
 			"peers", strings.Join(peers, ", "), "socket_group", sc.SocketGroup)
 	}
+	if open := []string{"", packages.PolicyOpen}; sc.Packages.Enabled && !slices.Contains(open, sc.Packages.Policy.Mode) {
+		if reach := slices.DeleteFunc(slices.Clone(sc.Egress.Modes), func(m string) bool { return m == api.NetworkNone }); len(reach) > 0 {
+			// The policy checks what a request names and what its install
+			// resolves; a program that reaches a registry itself fetches
+			// what it likes (the packages probe of 2026-12-06 unpacked a
+			// denied package's tarball with fetch in mode registries).
+			log.Warn("the package policy does not bound what a run fetches itself: a program in these network modes can download a refused package from a registry; offer only mode none (egress.modes) where the policy must hold",
+				"policy", sc.Packages.Policy.Mode, "modes", strings.Join(reach, ", "))
+		}
+	}
 	// As brig check says: a service on a 2 MiB state directory started
 	// without a word, and every install failed (the recovery probe).
 	if sc.Packages.Enabled {
