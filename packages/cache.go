@@ -31,6 +31,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -473,6 +474,10 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 		f = &flight{done: make(chan struct{}), subs: make(map[int]func(string)), cancel: cancel, stale: stale, staleLayer: staleLayer}
 		c.flights[key] = f
 		c.installs.Add(1)
+		// The first line each waiter gets: npm's own come only at its end
+		// (it runs without progress), and a harness could not tell a slow
+		// install from none (the packages probe of 2026-12-06).
+		f.progress(installingLine(set))
 		go c.install(ictx, f, key, set)
 	}
 	f.waiters++
@@ -504,6 +509,15 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 		return nil, f.err
 	}
 	return c.lease(f.manifest, f.kept), nil // the install took our ref
+}
+
+// installingLine is the progress line that begins an install.
+func installingLine(set Set) string {
+	raw := make([]string, len(set.Requests))
+	for i, r := range set.Requests {
+		raw[i] = r.Raw
+	}
+	return fmt.Sprintf("brig: installing %s (%s; not in the package cache)", text.Clip(strings.Join(raw, ", "), 300), set.Language)
 }
 
 func (c *Cache) lease(m Manifest, cached bool) *Lease {

@@ -68,6 +68,7 @@ func Example() {
 	}
 	// Output:
 	// blocked: requests is not on this host's allow list (allowed: numpy, django-*)
+	// progress: brig: installing NumPy==1.26.4 (python; not in the package cache)
 	// progress: installing numpy
 	// cached: false version: 1.26.4
 	// cached: true version: 1.26.4

@@ -166,7 +166,8 @@ func TestCacheInstallThenHit(t *testing.T) {
 	if first.Cached {
 		t.Errorf("got Cached true for the first acquire, want false")
 	}
-	if want := []string{"resolving", "done"}; !slices.Equal(lines, want) {
+	// brig's own line first, what is installed; then the installer's.
+	if want := []string{installingLine(set), "resolving", "done"}; !slices.Equal(lines, want) {
 		t.Errorf("got progress %q, want %q", lines, want)
 	}
 	if want := filepath.Join(dir, "layers", set.Key(), "root"); first.Dir != want {
@@ -275,7 +276,7 @@ func TestCacheConcurrentAcquireInstallsOnce(t *testing.T) {
 		if r.lease.Cached {
 			t.Errorf("got Cached true for a caller that waited for the install")
 		}
-		if want := inst.lines; !slices.Equal(r.lines, want) {
+		if want := append([]string{installingLine(set)}, inst.lines...); !slices.Equal(r.lines, want) {
 			t.Errorf("got progress %q, want %q", r.lines, want)
 		}
 		dirs = append(dirs, r.lease.Dir)
