@@ -187,7 +187,7 @@ func (m *metrics) route(pattern string) {
 // whose start time (under a millisecond for a warm run) is then observed.
 func (m *metrics) observe(res *api.Result, started bool) {
 	lang := res.Language.String()
-	m.runs.WithLabelValues(lang, string(res.Outcome), string(res.Reason)).Inc()
+	m.countRun(res)
 	m.queue.WithLabelValues(lang).Observe(float64(res.Timing.QueuedMS) / 1e3)
 	if started {
 		m.start.WithLabelValues(lang).Observe(float64(res.Timing.StartMS) / 1e3)
@@ -198,9 +198,10 @@ func (m *metrics) observe(res *api.Result, started bool) {
 	}
 }
 
-// observeInterrupted counts a run the service's last stop interrupted, which
-// this start finished: in brig_runs_total only.
-func (m *metrics) observeInterrupted(res *api.Result) {
+// countRun counts a finished run in brig_runs_total alone: what observe
+// counts of every run, and all that is counted of one the service's last
+// stop interrupted and this start finished, whose times hold the downtime.
+func (m *metrics) countRun(res *api.Result) {
 	m.runs.WithLabelValues(res.Language.String(), string(res.Outcome), string(res.Reason)).Inc()
 }
 

@@ -158,7 +158,7 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 		// one), but not in the histograms of times: its total_ms holds the
 		// service's downtime (the lifecycle probe's 43 s run).
 		if rec, err := j.get(k); err == nil && rec.Result != nil {
-			s.metrics.observeInterrupted(rec.Result)
+			s.metrics.countRun(rec.Result)
 		}
 	}
 	if _, err := j.prune(time.Now().Add(-cfg.Retention)); err != nil {

@@ -2,7 +2,9 @@
 # The service's CPU (its utime + stime, /proc/PID/stat) while a run prints
 # without end past its output cap for its 5 s, on stdout then on stderr,
 # three runs each; then three runs that sleep 5 s, for what a run costs the
-# service without output. The run's own cpu_ms beside.
+# service without output. The run's own cpu_ms beside. Last, how long a run
+# takes to write 256 MiB past the cap (wall_ms), on each stream, through its
+# pipe as it is and through one it shrank to 4 KiB.
 #   bash bench/measure/output_flood.sh [BIN_DIR]
 # As root; it starts its own service (cgroup parent brig-measure-flood).
 set -euo pipefail
@@ -27,5 +29,17 @@ for what in stdout stderr sleep; do
     printf '%s\n' "$code" | "$bin/brig" run --socket "$d/s.sock" -l python --timeout 5 --json - > "$d/out.json" || true
     b=$(cpu)
     echo "$what: the service $(( (b - a) * 1000 / tck )) ms of CPU; the run's cpu_ms $(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['usage']['cpu_ms'])" "$d/out.json")"
+  done
+done
+for fd in 1 2; do
+  for shrink in no yes; do
+    code="import fcntl, os
+if '$shrink' == 'yes':
+    fcntl.fcntl($fd, 1031, 4096)  # F_SETPIPE_SZ
+b = b'y' * 65536
+for _ in range(4096):
+    os.write($fd, b)"
+    printf '%s\n' "$code" | "$bin/brig" run --socket "$d/s.sock" -l python --timeout 60 --json - > "$d/out.json" || true
+    echo "256 MiB on fd $fd, pipe shrunk to 4 KiB: $shrink: $(python3 -c "import json, sys; r = json.load(open(sys.argv[1])); print(r['outcome'], r['usage']['wall_ms'], 'ms')" "$d/out.json")"
   done
 done
