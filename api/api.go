@@ -262,9 +262,16 @@ type Limits struct {
 	// WritableFilesShare is the share of memory_mib that a run's writable
 	// files (/tmp, /sandbox, /dev/shm: one tmpfs) may take; a write past it
 	// fails with ENOSPC, and the rest is left to the processes.
-	WritableFilesShare float64  `json:"writable_files_share"`
-	Languages          []string `json:"languages"`
-	NetworkModes       []string `json:"network_modes"`
+	WritableFilesShare float64 `json:"writable_files_share"`
+	// Processes is how many processes and threads a run may have at once
+	// (its pids limit): a fork or new thread past it fails with EAGAIN.
+	// CPUs is the CPU time a run may use, in CPUs: past it, it is throttled,
+	// not stopped. Both are the operator's, the same for every run; zero
+	// leaves them out.
+	Processes    int      `json:"processes,omitempty"`
+	CPUs         float64  `json:"cpus,omitempty"`
+	Languages    []string `json:"languages"`
+	NetworkModes []string `json:"network_modes"`
 	// DefaultNetworkMode is a request's network mode when it gives none.
 	DefaultNetworkMode string `json:"default_network_mode"`
 	// IDPattern and EnvNamePattern are api.IDPattern and api.EnvNamePattern.

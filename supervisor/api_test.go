@@ -579,7 +579,8 @@ func waitUntilAPI(t *testing.T, cond func() bool) {
 // TestAPIServiceEndpoints covers limits, health, metrics and the per-request
 // log line on one service.
 func TestAPIServiceEndpoints(t *testing.T) {
-	ts := newTestService(t)
+	// As brig serve passes its launcher's limits.
+	ts := newTestService(t, func(c *Config) { c.RunProcesses, c.RunCPUs = jail.DefaultPids, jail.DefaultCPUs })
 	ctx := context.Background()
 
 	t.Run("Limits", func(t *testing.T) {
@@ -617,6 +618,9 @@ func TestAPIServiceEndpoints(t *testing.T) {
 		}
 		if l.BodyBytes != 4<<20 {
 			t.Errorf("got body_bytes %d, want %d", l.BodyBytes, 4<<20)
+		}
+		if l.Processes != jail.DefaultPids || l.CPUs != jail.DefaultCPUs {
+			t.Errorf("got processes %d, cpus %v, want the launcher's %d and %v", l.Processes, l.CPUs, jail.DefaultPids, jail.DefaultCPUs)
 		}
 		if !slices.Equal(l.Languages, []string{"python", "javascript"}) {
 			t.Errorf("got languages %v, want [python javascript]", l.Languages)

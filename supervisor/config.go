@@ -108,6 +108,10 @@ type Config struct {
 	RegistryIndexes map[string][]string
 	// Packages are the runs' packages: the layer cache and the policy.
 	Packages PackagesConfig
+	// RunProcesses and RunCPUs are each run's pids and CPU limits, as the
+	// Launcher sets them, for GET /v1/limits; zero leaves them out of it.
+	RunProcesses int
+	RunCPUs      float64
 	// Logger gets one line per request and one per run; nil means slog.Default().
 	Logger *slog.Logger
 	// Version is the build's, for the log's first line and brig_build_info;

@@ -800,6 +800,8 @@ func (s *Service) limits() api.Limits {
 		StderrChars:        api.MaxStderrChars,
 		BodyBytes:          api.MaxBodyBytes,
 		WritableFilesShare: float64(jail.ScratchBytes(1<<30)) / (1 << 30),
+		Processes:          s.cfg.RunProcesses,
+		CPUs:               s.cfg.RunCPUs,
 		Languages:          api.Strings(api.Languages),
 		NetworkModes:       s.cfg.NetworkModes,
 		DefaultNetworkMode: api.NetworkNone,

@@ -222,6 +222,10 @@ export interface Limits {
   body_bytes: number;
   /** The share of memory_mib that a run's writable files may take; past it a write fails with ENOSPC. */
   writable_files_share: number;
+  /** How many processes and threads a run may have at once; a fork past it fails. Absent when the service does not say. */
+  processes?: number;
+  /** The CPU time a run may use, in CPUs; past it the run is throttled. Absent when the service does not say. */
+  cpus?: number;
   languages: Language[];
   network_modes: NetworkMode[];
   /** A request's network mode when it gives none. */

@@ -461,6 +461,8 @@ func (sc serveConfig) supervisorConfig(log *slog.Logger) supervisor.Config {
 		Retention:       time.Duration(sc.Retention),
 		Grace:           time.Duration(none(int64(sc.Grace))),
 		NetworkModes:    sc.Egress.Modes,
+		RunProcesses:    int(sc.Sandbox.Pids),
+		RunCPUs:         sc.Sandbox.CPUs,
 		Egress: egress.Config{
 			Pins:                 sc.Egress.Pins,
 			AllowPrivateHosts:    sc.Egress.AllowPrivateHosts,

@@ -263,6 +263,8 @@ describe('Client against brig serve', { skip: serviceSkipReason(), timeout: 600_
     assert.equal(l.code_chars.max, 100_000);
     assert.equal(l.stdout_chars, 1_000_000);
     assert.equal(l.writable_files_share, 0.5);
+    // brig serve's defaults: --pids 512, --cpus 1.
+    assert.deepEqual([l.processes, l.cpus], [512, 1]);
     // The install's bounds, when the host installs packages: brig serve's defaults.
     if ((await brig.health()).package_languages.length > 0) {
       assert.deepEqual(l.install, { timeout_seconds: 300, memory_mib: 1024 });

@@ -276,6 +276,8 @@ class SyncServiceTest(unittest.TestCase):
         self.assertEqual(lim.code_chars.max, 100_000)
         self.assertEqual(lim.stdout_chars, 1_000_000)
         self.assertEqual(lim.writable_files_share, 0.5)
+        # brig serve's defaults: --pids 512, --cpus 1.
+        self.assertEqual((lim.processes, lim.cpus), (512, 1.0))
         # The install's bounds, when the host installs packages: brig serve's
         # defaults.
         if client().health().package_languages:

@@ -329,6 +329,12 @@ class Limits:
     #: The share of ``memory_mib`` that a run's writable files may take; past
     #: it a write fails with ENOSPC.
     writable_files_share: float = 0.0
+    #: How many processes and threads a run may have at once; a fork past it
+    #: fails. 0 when the service does not say.
+    processes: int = 0
+    #: The CPU time a run may use, in CPUs; past it the run is throttled. 0.0
+    #: when the service does not say.
+    cpus: float = 0.0
     languages: List[str] = dataclasses.field(default_factory=list)
     network_modes: List[str] = dataclasses.field(default_factory=list)
     default_network_mode: str = ""
