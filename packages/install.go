@@ -235,7 +235,9 @@ func endError(lang string, cfg InstallerConfig, res *jail.Result) error {
 	case jail.EndTimeout:
 		return fmt.Errorf("the %s installer ran past its time limit of %s and was stopped: the registry answered too slowly, or the packages are too large to fetch and install in that time; fewer or smaller packages may fit%s", lang, cfg.Timeout, quoteTail(res.Stderr))
 	case jail.EndMemory:
-		return fmt.Errorf("the %s installer ran out of its %d MiB of memory and was stopped: these packages need more to install than this host gives an install; ask for fewer or smaller packages", lang, cfg.MemoryMiB)
+		// The set's own size, not a passing failure: the same install would
+		// end so again.
+		return &UnavailableError{Message: fmt.Sprintf("the %s installer ran out of its %d MiB of memory and was stopped: these packages need more to install than this host gives an install; ask for fewer or smaller packages", lang, cfg.MemoryMiB)}
 	case jail.EndInternal:
 		return fmt.Errorf("the %s installer's sandbox failed at step %q: %s", lang, res.Step, res.Message)
 	case jail.EndStopped:

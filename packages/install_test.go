@@ -562,6 +562,11 @@ func TestInstallSpec(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("got %v, want an error with %q", err, tc.wantErr)
 				}
+				// An installer out of memory is the set's own size: the
+				// request's to change, not a failure to try again.
+				if want := tc.name == "oom"; errors.Is(err, ErrUnavailable) != want {
+					t.Errorf("got errors.Is(err, ErrUnavailable) %v, want %v", !want, want)
+				}
 				return
 			}
 			if err != nil || len(got) != 1 || got[0].Request != tc.reqs[0] {
