@@ -40,7 +40,8 @@ type Set struct {
 // The Python constraint is compared without spaces, case-insensitively and
 // with its comma-separated clauses sorted (">=2, <3" and "<3,>=2" are one
 // set); an npm range with its runs of spaces folded to one and an operator
-// joined to its version (">= 1 <2" is ">=1 <2"). Both are spellings the tools
+// joined to its version (">= 1 <2" is ">=1 <2") and "=" dropped ("=1.2.3" is
+// "1.2.3"). Both are spellings the tools
 // read the same way. A Python constraint in PEP 508's parentheses is one
 // without them (Request.Constraint).
 func (s Set) Key() string {
@@ -93,7 +94,12 @@ func canonicalConstraint(language, c string) string {
 	}
 	sets := strings.Split(c, "||")
 	for i, set := range sets {
-		sets[i] = strings.Join(npmComparators(set), " ")
+		fields := npmComparators(set)
+		for j, f := range fields {
+			// node-semver reads "=1.2.3" as "1.2.3".
+			fields[j] = strings.TrimPrefix(f, "=")
+		}
+		sets[i] = strings.Join(fields, " ")
 	}
 	return strings.Join(sets, " || ")
 }

@@ -37,6 +37,8 @@ func TestSetKey(t *testing.T) {
 		{name: "npm range spaces", a: js("lodash@>=4  <5"), b: js("lodash@>=4 <5"), same: true},
 		{name: "npm order", a: js("lodash@^4.17.0", "@types/node@20"), b: js("@types/node@20", "lodash@^4.17.0"), same: true},
 		{name: "npm operator apart from its version", a: js("left-pad@>= 1.3.0  < 2"), b: js("left-pad@>=1.3.0 <2"), same: true},
+		{name: "npm equals sign", a: js("lodash@=4.17.21 || = 3.10.1"), b: js("lodash@4.17.21 || 3.10.1"), same: true},
+		{name: "npm equals sign is not >=", a: js("lodash@>=4.17.21"), b: js("lodash@4.17.21"), same: false},
 		{name: "npm caret apart from its version", a: js("lodash@^ 4.17.0 || ~ 5"), b: js("lodash@^4.17.0 || ~5"), same: true},
 		{name: "python parenthesised", a: py("Alpha (>=1.0, <2)"), b: py("alpha>=1.0,<2"), same: true},
 		{name: "options order", a: withOptions(py("numpy>=1"), "b", "a"), b: withOptions(py("numpy>=1"), "a", "b"), same: true},
