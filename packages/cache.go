@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -92,9 +93,11 @@ type Cache struct {
 	layerMax  int64
 	minFree   int64
 	openTTL   time.Duration
-	layersDir string
-	stageDir  string
-	lock      *os.File // holds the flock on the directory
+	// stillEvery is stillInstallingEvery; tests shorten it.
+	stillEvery time.Duration
+	layersDir  string
+	stageDir   string
+	lock       *os.File // holds the flock on the directory
 
 	// ctx is the installs' context: Close cancels it, not a caller's.
 	ctx    context.Context
@@ -222,17 +225,18 @@ func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
 		return nil, fmt.Errorf("opening the package cache: a negative layer_max_bytes (%d)", cfg.LayerMaxBytes)
 	}
 	c := &Cache{
-		log:       cfg.Logger,
-		installer: cfg.Installer,
-		maxBytes:  cfg.MaxBytes,
-		layerMax:  cfg.LayerMaxBytes,
-		minFree:   cfg.MinFreeBytes,
-		openTTL:   cfg.OpenTTL,
-		layersDir: filepath.Join(cfg.Dir, layersDirName),
-		stageDir:  StagingDir(cfg.Dir),
-		layers:    make(map[string]*cachedLayer),
-		flights:   make(map[string]*flight),
-		refused:   make(map[string]refusal),
+		log:        cfg.Logger,
+		installer:  cfg.Installer,
+		maxBytes:   cfg.MaxBytes,
+		layerMax:   cfg.LayerMaxBytes,
+		minFree:    cfg.MinFreeBytes,
+		openTTL:    cfg.OpenTTL,
+		stillEvery: stillInstallingEvery,
+		layersDir:  filepath.Join(cfg.Dir, layersDirName),
+		stageDir:   StagingDir(cfg.Dir),
+		layers:     make(map[string]*cachedLayer),
+		flights:    make(map[string]*flight),
+		refused:    make(map[string]refusal),
 	}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -707,13 +711,28 @@ func (c *Cache) build(ctx context.Context, key string, set Set, progress func(st
 		return Manifest{}, fmt.Errorf("installing layer %s: %w", key, err)
 	}
 
+	// An install that says nothing for stillEvery gets a line of brig's with
+	// what it has written: npm's own come only at its end, and a harness
+	// could not tell a slow install from a hung one (the packages probe of
+	// 2026-12-06: a webpack install sent nothing for 9 s).
+	began := time.Now()
+	var lastLine atomic.Int64 // the last line's time, in ns since began; Acquire sent the first
+	say := func(line string) {
+		lastLine.Store(int64(time.Since(began)))
+		progress(line)
+	}
+	written := func(size int64) {
+		if since := time.Since(began); since-time.Duration(lastLine.Load()) >= c.stillEvery {
+			say(fmt.Sprintf("brig: still installing: %s written so far, %d s in", mib(size), int(since.Seconds())))
+		}
+	}
 	ictx, stop := context.WithCancelCause(ctx)
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		c.watchSpace(ictx, stop, stage)
+		c.watchSpace(ictx, stop, stage, written)
 	}()
-	resolved, err := c.installer.Install(ictx, set, root, progress)
+	resolved, err := c.installer.Install(ictx, set, root, say)
 	stop(nil)
 	<-watched
 	var full *spaceError
@@ -852,6 +871,11 @@ func syncDir(dir string) error {
 // spaceCheckEvery is how often an install's disk is checked.
 const spaceCheckEvery = 250 * time.Millisecond
 
+// stillInstallingEvery is how long an install may send no progress line
+// before brig sends one of its own, with the size written so far (at the next
+// measure of it: a second or more apart).
+const stillInstallingEvery = 5 * time.Second
+
 // spaceError is a cache file system with less free than the cache keeps.
 type spaceError struct{ msg string }
 
@@ -976,7 +1000,9 @@ func (c *Cache) makeRoomAfter(first func() bool) error {
 // last began: an install can't have grown by more than the disk. And before
 // a layer is evicted for its room, the size is known: an install past it is
 // stopped before it evicts anyone's layer.
-func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, stage string) {
+//
+// written gets each measure's size, from this goroutine.
+func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, stage string, written func(int64)) {
 	t := time.NewTicker(spaceCheckEvery)
 	defer t.Stop()
 	type measure struct {
@@ -1014,6 +1040,7 @@ func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, 
 			cancel(&layerSizeError{size: size, max: c.layerMax})
 			return true
 		}
+		written(size)
 		return false
 	}
 	// await waits for the measure under way, and reports whether the

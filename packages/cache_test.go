@@ -150,6 +150,57 @@ func entries(t *testing.T, dir string) []string {
 	return out
 }
 
+// TestCacheSaysStillInstalling: an install that sends no line for a while
+// gets brig's, with the size written so far, so that a harness can tell a slow
+// install from a hung one.
+func TestCacheSaysStillInstalling(t *testing.T) {
+	testutil.CheckLeaks(t)
+	inst := &fakeInstaller{lines: []string{"resolving"}, started: make(chan string, 1), gate: make(chan struct{})}
+	c := openTestCache(t, filepath.Join(t.TempDir(), "cache"), 0, inst)
+	c.stillEvery = 100 * time.Millisecond
+	set := mustSet(t, "python", "3.11.2", "pkg-a==1")
+
+	var mu sync.Mutex
+	var lines []string
+	still := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		l, err := c.Acquire(context.Background(), set, func(line string) {
+			mu.Lock()
+			defer mu.Unlock()
+			lines = append(lines, line)
+			if strings.HasPrefix(line, "brig: still installing: ") {
+				select {
+				case still <- line:
+				default:
+				}
+			}
+		})
+		if err == nil {
+			l.Release()
+		}
+		done <- err
+	}()
+	<-inst.started
+	select {
+	case line := <-still:
+		if !strings.Contains(line, "written so far") {
+			t.Errorf("got %q, want the size written so far", line)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("got no line of brig's in 10 s of an install that sent none")
+	}
+	close(inst.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lines) < 3 || lines[0] != installingLine(set) || lines[1] != "resolving" {
+		t.Errorf("got lines %q, want brig's first, the installer's, then brig's while it waited", lines)
+	}
+}
+
 func TestCacheInstallThenHit(t *testing.T) {
 	testutil.CheckLeaks(t)
 	dir := filepath.Join(t.TempDir(), "cache")
