@@ -84,7 +84,7 @@ func CheckHost() []Check {
 		Detail: "actions: " + strings.TrimSpace(string(actions)),
 		Hint:   "enable CONFIG_SECCOMP_FILTER; brig needs the kill_process and errno actions",
 	})
-	out = append(out, CheckFileMax(), CheckTCPMem(), CheckHugePages(), CheckCgroupNamespace())
+	out = append(out, CheckFileMax(), CheckTCPMem(), CheckHugePages(), CheckOOMFloor(), CheckCgroupNamespace())
 	fs := filesystems()
 	for _, f := range []string{"overlay", "tmpfs", "proc"} {
 		out = append(out, Check{
@@ -234,6 +234,46 @@ func checkTCPMem(path string) Check {
 		c.Hint = fmt.Sprintf("raise net.ipv4.tcp_mem's second and third values (pages of %d bytes) above the largest memory limit times the runs you allow at once", os.Getpagesize())
 	}
 	return c
+}
+
+// CheckOOMFloor says whether the runs' oom_score_adj of 1000 (markOOMVictim)
+// is a floor they can't lower. The kernel makes a written value the process's
+// floor (oom_score_adj_min, which its children inherit) only when the writer
+// holds CAP_SYS_RESOURCE; without it a run may lower its own value back to the
+// service's floor (the escape probe of 2026-12-06: from 1000 to 0 here, where
+// root lacks the capability), and the OOM killer then weighs it as it weighs
+// the host's own processes. The runs' memory limits bound them either way. It
+// always passes.
+func CheckOOMFloor() Check {
+	floor := 0
+	if b, err := os.ReadFile("/proc/self/oom_score_adj"); err == nil {
+		floor, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	return checkOOMFloor(hasCapability(unix.CAP_SYS_RESOURCE), floor)
+}
+
+func checkOOMFloor(capSysResource bool, own int) Check {
+	c := Check{Name: "OOM killer's order", OK: true}
+	if capSysResource {
+		c.Detail = "every process of a run has oom_score_adj " + sandboxOOMScoreAdj + ", a floor it can't lower (CAP_SYS_RESOURCE): the OOM killer takes the runs first"
+		return c
+	}
+	c.Warn = true
+	c.Detail = fmt.Sprintf("brig lacks CAP_SYS_RESOURCE: a run starts at oom_score_adj %s but may lower it to %d, at most the service's own, "+
+		"and the OOM killer then weighs it as the host's processes (its memory limit still bounds it)", sandboxOOMScoreAdj, own)
+	c.Hint = "run brig with CAP_SYS_RESOURCE: as root with its full capability set, as the systemd unit and the privileged pod of deploy/ do"
+	return c
+}
+
+// hasCapability reports whether the process holds capability c in its
+// effective set.
+func hasCapability(c int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[c/32].Effective&(1<<(c%32)) != 0
 }
 
 // CheckViewLayers says whether the read-only views of the host folders a run

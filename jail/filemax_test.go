@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/internal/testutil"
 )
 
 // TestCheckFileMax: the open-file check always passes, names the limit it
@@ -44,6 +48,22 @@ func TestCheckHugePages(t *testing.T) {
 		if !c.OK || c.Warn != tc.warn || (tc.warn && !strings.Contains(c.Hint, "vm.nr_hugepages")) {
 			t.Errorf("nr_hugepages %q, overcommit %q: got %+v, want a pass that warns %v", tc.nr, tc.overcommit, c, tc.warn)
 		}
+	}
+}
+
+// TestCheckOOMFloor: without CAP_SYS_RESOURCE a run can lower the
+// oom_score_adj brig gives it, and the check warns with the remedy; with it,
+// it passes quietly. This host's own check says which it is.
+func TestCheckOOMFloor(t *testing.T) {
+	if c := checkOOMFloor(true, -900); !c.OK || c.Warn {
+		t.Errorf("with the capability: got %+v, want a quiet pass", c)
+	}
+	c := checkOOMFloor(false, -900)
+	if !c.OK || !c.Warn || !strings.Contains(c.Detail, "lower it to -900") || !strings.Contains(c.Hint, "CAP_SYS_RESOURCE") {
+		t.Errorf("without the capability: got %+v, want a pass that warns, naming the floor and the capability", c)
+	}
+	if got, want := CheckOOMFloor().Warn, !testutil.HasCapability(t, unix.CAP_SYS_RESOURCE); got != want {
+		t.Errorf("this host: got a warning %v, want %v", got, want)
 	}
 }
 

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
 )
@@ -213,4 +216,22 @@ func TestRunsAreTheOOMKillersFirstVictims(t *testing.T) {
 			t.Errorf("%s: got %s (%s), stdout %q, stderr %.300q; want 1000 for the program and its child", tc.lang, res.End, res.Message, res.Stdout, res.Stderr)
 		}
 	}
+	// The value is a floor only where brig holds CAP_SYS_RESOURCE (CheckOOMFloor
+	// warns where it does not, as on these machines).
+	t.Run("a floor", func(t *testing.T) {
+		if !testutil.HasCapability(t, unix.CAP_SYS_RESOURCE) {
+			t.Skip("the test lacks CAP_SYS_RESOURCE, without which the kernel makes no floor of the value: a run may lower it (brig check warns)")
+		}
+		for _, tc := range []struct {
+			lang rootfs.Language
+			code string
+		}{
+			{rootfs.Python, "import os\ntry:\n    os.write(os.open('/proc/self/oom_score_adj', os.O_WRONLY), b'0')\nexcept PermissionError:\n    print('refused')\nprint(open('/proc/self/oom_score_adj').read().strip())"},
+			{rootfs.JavaScript, "const fs = require('fs'); try { fs.writeFileSync('/proc/self/oom_score_adj', '0') } catch (e) { console.log(e.code === 'EACCES' ? 'refused' : e.code) } console.log(fs.readFileSync('/proc/self/oom_score_adj', 'utf8').trim())"},
+		} {
+			if res := run(t, l, tc.lang, tc.code); res.End != EndCompleted || res.Stdout != "refused\n1000\n" {
+				t.Errorf("%s lowering it: got %s (%s), stdout %q, stderr %.300q; want refused, and 1000 still", tc.lang, res.End, res.Message, res.Stdout, res.Stderr)
+			}
+		}
+	})
 }

@@ -796,6 +796,9 @@ func serveAction(c *cli.Context) error {
 	if ch := jail.CheckTCPMem(); ch.Warn {
 		log.Warn("the host's TCP memory pressure threshold is within one run's reach", "check", ch.Detail, "hint", ch.Hint)
 	}
+	if ch := jail.CheckOOMFloor(); ch.Warn {
+		log.Warn("a run can lower the oom_score_adj brig gives it", "check", ch.Detail, "hint", ch.Hint)
+	}
 	// A run must share no id with anything else on the host, as brig check
 	// says: no runs are served on a range that an account, a subordinate
 	// range or a file a run sees already uses. Processes of the range are
