@@ -279,6 +279,19 @@ func withoutAddrs(err error) string {
 	return "failed"
 }
 
+// addressless is err as a run may read it: a net.OpError without the
+// addresses it names ("write: broken pipe", where its text was "write tcp
+// 10.0.0.1:37784->10.0.0.2:80: write: broken pipe": the host's own address and
+// the address dialled, the network probe of 2026-12-06), anything else as it
+// is (brig's own errors, which name no address).
+func addressless(err error) string {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	return err.Error()
+}
+
 // resolve returns host's addresses, asking the operator's resolver (A, then
 // AAAA) from the host's namespace. An address literal is its own answer.
 func (r *Run) resolve(ctx context.Context, host string) ([]netip.Addr, error) {

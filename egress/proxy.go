@@ -548,7 +548,7 @@ func (r *Run) tunnelRequest(c *net.TCPConn, br *bufio.Reader, mw io.Writer, host
 		rec.failure = ruleTargetHost + ": " + err.Error() + ": the tunnel was cut before the request was sent"
 		return errTunnelCut
 	}
-	return sendRequest(mw, br, h, target, "", rec)
+	return r.sendRequest(mw, br, h, target, "", rec)
 }
 
 // servePlain forwards a plain proxy request, `GET http://host/path HTTP/1.1`,
@@ -641,7 +641,8 @@ func (r *Run) connectThen(c *net.TCPConn, host string, port int, via string, bef
 	}()
 	if before != nil {
 		if err := before(up, rec); err != nil {
-			r.decidedInto(rec, host, port, via, d, "writing the first bytes: "+err.Error())
+			r.decidedInto(rec, host, port, via, d, "writing the first bytes: "+addressless(err))
+			rec.detail = err.Error()
 			return
 		}
 	}
@@ -673,15 +674,22 @@ func (r *Run) relayHTTP(c *net.TCPConn, br *bufio.Reader, up *net.TCPConn, h *he
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := r.relayResponse(c, up, rec, nil); err != nil {
+		err := r.relayResponse(c, up, rec, nil)
+		if err == nil && rec.received.Load() == 0 {
+			err = io.EOF // an end where an answer was due
+		}
+		if err != nil {
 			rec.markCut(err)
+			if r.unanswered(rec, err) {
+				writeStatus(c, 502, "brig egress: "+host+" ended the connection before it answered")
+			}
 			r.cut(c, up, rec)
 		} else {
 			rec.upstreamEnded.Store(true)
 		}
 	}()
 	mw := meteredWriter{up, &r.lim.sent, &rec.sent}
-	err := sendRequest(mw, br, h, target, host, rec)
+	err := r.sendRequest(mw, br, h, target, host, rec)
 	rec.uploadDone()
 	if err != nil {
 		rec.markCut(err)
@@ -731,17 +739,38 @@ func (r *Run) relayResponse(c, up *net.TCPConn, rec *record, plain *atomic.Bool)
 }
 
 // sendRequest writes h, rewritten to target and host, and its body to w. A
-// request cut short (a trailer refused, the client gone) says so in rec's
-// failure; the run's byte limit says so itself (connectThen).
-func sendRequest(w io.Writer, br *bufio.Reader, h *head, target, host string, rec *record) error {
+// request cut short (a trailer refused, the client gone, the upstream's reset)
+// says so in rec's failure, without addresses (the operator's log has them,
+// detail). The run's byte limit says so itself (connectThen), and so does the
+// run's end: its bytes the upstream had not taken are listed as dropped
+// (finished), not as a request cut by an error of the proxy's own closing.
+func (r *Run) sendRequest(w io.Writer, br *bufio.Reader, h *head, target, host string, rec *record) error {
 	_, err := w.Write(h.rewrite(target, host))
 	if err == nil {
 		err = forwardBody(w, br, h)
 	}
-	if err != nil && !errors.Is(err, errBytesLimit) {
-		rec.failure = "the request was cut: " + err.Error()
+	if err != nil && !errors.Is(err, errBytesLimit) && !errors.Is(err, net.ErrClosed) && r.ctx.Err() == nil {
+		rec.failure = "the request was cut: " + addressless(err)
+		rec.detail = err.Error()
 	}
 	return err
+}
+
+// unanswered records, as rec's answer failure, an upstream that ended the
+// connection with an error before it sent a byte back (a reset, or a close
+// where an HTTP answer was due), which had been listed as a clean exchange
+// (the network probe of 2026-12-06); and reports whether it did. The run's
+// end, its byte limit and the proxy's own closing are not the upstream's.
+func (r *Run) unanswered(rec *record, err error) bool {
+	if rec.received.Load() > 0 || errors.Is(err, errBytesLimit) || errors.Is(err, net.ErrClosed) || r.ctx.Err() != nil {
+		return false
+	}
+	why := addressless(err)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		why = "it closed it"
+	}
+	rec.answerFailure.CompareAndSwap(nil, &why)
+	return true
 }
 
 // dropUntilDone drops what the client sends after its one request until the
@@ -786,6 +815,7 @@ func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, plain *atomic.Bool, fir
 		}
 		if err := copyAnswer(); err != nil {
 			rec.markCut(err)
+			r.unanswered(rec, err)
 			r.cut(c, up, rec)
 			return
 		}

@@ -169,7 +169,10 @@ type record struct {
 	// copied whole) before its end: bytes it then refused with a reset
 	// are not the proxy's drop (see finishBy).
 	upstreamEnded atomic.Bool
-	detail        string    // the failure as the operator's log has it, when it says more (upstreamError)
+	detail        string // the failure as the operator's log has it, when it says more (upstreamError)
+	// answerFailure is why the upstream gave no answer (Run.unanswered): set
+	// by the copy of its answer, beside a failure of the request's own.
+	answerFailure atomic.Pointer[string]
 	listed        bool      // false past its kind's bound
 	finishOnce    sync.Once // its upstream connection's end (record.finish)
 	// client is the run's side of a connection made upstream, and uploaded
@@ -512,7 +515,9 @@ func (r *Run) finished(rec *record) {
 	}
 	r.mu.Lock() // Connections reads it meanwhile
 	rec.conn.Failure = rec.failure
-	if n := rec.dropped.Load(); n > 0 && rec.failure == "" {
+	if why := rec.answerFailure.Load(); why != nil && rec.failure == "" {
+		rec.conn.Failure = "the upstream ended the connection before it answered: " + *why
+	} else if n := rec.dropped.Load(); n > 0 && rec.failure == "" {
 		// Counted in bytes_sent where they left, as they may have arrived.
 		rec.conn.Failure = fmt.Sprintf("the connection ended with %d bytes the upstream had not taken, which were dropped", n)
 	}

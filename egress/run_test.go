@@ -2179,3 +2179,112 @@ func TestExchangeBoth(t *testing.T) {
 		t.Errorf("%d goroutines after 10 lookups whose AAAA was dropped, %d before: want the dropped queries ended", n, before)
 	}
 }
+
+// TestRunUpstreamEndsNameNoAddress: an upstream that resets or closes a
+// plain HTTP connection before it answers is a 502 for the run and a listed
+// failure saying so, where the run had read an empty close and the listing a
+// clean exchange; a request cut by the upstream's reset says so without the
+// host's address or the upstream's, which a net.OpError's text had carried
+// into the run's Result ("write tcp 127.0.0.1:37784->127.0.0.1:28083: write:
+// broken pipe", the network probe of 2026-12-06); and bytes a run's end drops
+// are listed as dropped, not as a request cut by the proxy's own closing.
+func TestRunUpstreamEndsNameNoAddress(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t)
+	u := newUpstreams(t)
+	// serve listens on loopback and hands each connection to handle.
+	serve := func(handle func(c *net.TCPConn)) string {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go handle(c.(*net.TCPConn))
+			}
+		}()
+		return l.Addr().String()
+	}
+	readHeadOf := func(c *net.TCPConn) {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil || line == "\r\n" {
+				return
+			}
+		}
+	}
+	reset := func(c *net.TCPConn) { c.SetLinger(0); c.Close() }
+	held := make(chan *net.TCPConn, 1)
+	cfg := u.config(io.Discard)
+	cfg.Pins["other.test:82"] = serve(func(c *net.TCPConn) { readHeadOf(c); reset(c) })
+	cfg.Pins["other.test:83"] = serve(func(c *net.TCPConn) { readHeadOf(c); c.Close() })
+	cfg.Pins["other.test:85"] = serve(func(c *net.TCPConn) {
+		io.CopyN(io.Discard, c, 100)
+		reset(c)
+	})
+	cfg.Pins["other.test:86"] = serve(func(c *net.TCPConn) { held <- c }) // never read
+	r, ns, _ := startRun(t, cfg, testPolicy)
+	proxy := "127.0.0.1:" + strconv.Itoa(ProxyPort)
+
+	for _, port := range []string{"82", "83"} {
+		got := rawExchange(t, ns, proxy, "GET http://other.test:"+port+"/ HTTP/1.1\r\nHost: other.test:"+port+"\r\n\r\n")
+		if !strings.HasPrefix(got, "HTTP/1.1 502 ") || !strings.Contains(got, "ended the connection before it answered") {
+			t.Errorf("port %s: got %q, want a 502 saying the upstream ended the connection", port, got)
+		}
+	}
+	// A body of 20 MB to an upstream that resets after 100 bytes.
+	post := func(port string) *net.TCPConn {
+		c, err := ns.dial(context.Background(), "tcp", proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "POST http://other.test:"+port+"/ HTTP/1.1\r\nHost: other.test:"+port+"\r\nContent-Length: 20000000\r\n\r\n")
+		return c.(*net.TCPConn)
+	}
+	c := post("85")
+	for range 300 {
+		if _, err := c.Write(make([]byte, 64<<10)); err != nil {
+			break
+		}
+	}
+	c.Close()
+	// 2 MiB to an upstream that never reads, cut by the run's end.
+	c = post("86")
+	c.SetWriteDeadline(time.Now().Add(time.Second))
+	c.Write(make([]byte, 2<<20))
+	defer c.Close()
+	select {
+	case up := <-held:
+		defer up.Close()
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream that never reads got no connection in 10 s")
+	}
+
+	failures := map[int]string{}
+	for _, c := range r.Close() {
+		failures[c.Port] = c.Failure
+		if strings.Contains(c.Failure, "127.0.0.1") {
+			t.Errorf("%s:%d lists failure %q, want no address", c.Host, c.Port, c.Failure)
+		}
+	}
+	for port, want := range map[int]string{
+		82: "the upstream ended the connection before it answered: read: connection reset by peer",
+		83: "the upstream ended the connection before it answered: it closed it",
+		86: "bytes the upstream had not taken, which were dropped",
+	} {
+		if !strings.Contains(failures[port], want) {
+			t.Errorf("port %d: got failure %q, want %q", port, failures[port], want)
+		}
+	}
+	if f := failures[85]; !strings.HasPrefix(f, "the request was cut: ") && !strings.HasPrefix(f, "the upstream ended the connection before it answered: ") {
+		t.Errorf("port 85: got failure %q, want the request cut or the upstream's end", f)
+	}
+}

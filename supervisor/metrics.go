@@ -86,7 +86,7 @@ func newMetrics(adm *admission, version string) *metrics {
 			Name: "brig_egress_bytes_total", Help: "Bytes networked runs sent (direction sent) and received (direction received) through the egress proxy.",
 		}, []string{"direction"}),
 		egressFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "brig_egress_failures_total", Help: "Allowed connections of networked runs that did not get through or were cut, by network mode and class of failure: resolve (the name did not resolve on the host's side), connect (no address of it answered), run_ended (the run ended while the name was looked up), limit (the run's byte limit), dropped (the connection ended with bytes the upstream had not taken), write (the first bytes could not be sent), request_cut (a request's body was cut) or other. A tunnel cut for another name than its host counts in brig_egress_decisions_total as refused, not here.",
+			Name: "brig_egress_failures_total", Help: "Allowed connections of networked runs that did not get through or were cut, by network mode and class of failure: resolve (the name did not resolve on the host's side), connect (no address of it answered), run_ended (the run ended while the name was looked up), limit (the run's byte limit), dropped (the connection ended with bytes the upstream had not taken), write (the first bytes could not be sent), request_cut (a request's body was cut), no_answer (the upstream reset or closed the connection before it sent a byte back) or other. A tunnel cut for another name than its host counts in brig_egress_decisions_total as refused, not here.",
 		}, []string{"mode", "failure_class"}),
 		journalFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "brig_journal_write_failures_total", Help: "Writes of the journal that failed (a full or read-only state directory), by what was written: accept (the run was refused, 503), pending (a result's line; answered once committed) or commit (a result kept in memory and tried again each second: a restart meanwhile loses it).",
@@ -233,6 +233,7 @@ var failureClasses = []struct{ prefix, class string }{
 	{"the connection ended with ", "dropped"},
 	{"writing the first bytes", "write"},
 	{"the request was cut", "request_cut"},
+	{"the upstream ended the connection before it answered", "no_answer"},
 }
 
 // failureClass is the class of an allowed connection's failure.

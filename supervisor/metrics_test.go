@@ -139,6 +139,7 @@ func TestEgressFailuresCounted(t *testing.T) {
 		"the connection ended with 24 bytes the upstream had not taken, which were dropped",
 		"writing the first bytes: write: broken pipe",
 		"the request was cut: unexpected EOF",
+		"the upstream ended the connection before it answered: read: connection reset by peer",
 		"something new",
 		// went through
 		"",
@@ -154,7 +155,7 @@ func TestEgressFailuresCounted(t *testing.T) {
 	want := map[string]float64{
 		"failure_class=resolve,mode=domains": 2, "failure_class=connect,mode=domains": 2, "failure_class=run_ended,mode=domains": 1,
 		"failure_class=limit,mode=domains": 1, "failure_class=dropped,mode=domains": 1, "failure_class=write,mode=domains": 1,
-		"failure_class=request_cut,mode=domains": 1, "failure_class=other,mode=domains": 1,
+		"failure_class=request_cut,mode=domains": 1, "failure_class=no_answer,mode=domains": 1, "failure_class=other,mode=domains": 1,
 		// zero's series, there before any failure
 		"failure_class=resolve,mode=registries": 0, "failure_class=connect,mode=registries": 0,
 		"failure_class=resolve,mode=any": 0, "failure_class=connect,mode=any": 0,
