@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 	"unicode"
+
+	"golang.org/x/net/publicsuffix"
 )
 
 // Bounds of a host name (RFC 1035; RFC 1123 lets a label start with a digit).
@@ -77,6 +79,13 @@ func ParseDomain(s string) (string, error) {
 	// address in another spelling ("127.1", "0x7f.0x1") or a typo of one.
 	if endsInNumber(name) {
 		return "", fmt.Errorf("%q ends in a number, like an IP address: give a host name such as example.com", s)
+	}
+	// An entry admits its subdomains: a public suffix ("co.uk") would admit
+	// every site anyone registers under it (the network probe of 2026-12-06).
+	// The ICANN section only: a private suffix ("github.io") is one company's
+	// hosting, which a run may mean to reach whole.
+	if suffix, icann := publicsuffix.PublicSuffix(name); icann && suffix == name {
+		return "", fmt.Errorf("%q is a public suffix, under which anyone may register a domain, and an entry admits its subdomains: give the hosts themselves, such as example.%s", s, name)
 	}
 	// The name must be one a connection can be decided on, or the entry
 	// would be accepted and match nothing.
