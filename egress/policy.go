@@ -360,7 +360,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_conns %d: give zero (the default, %d) or more", c.MaxConns, DefaultMaxConns))
 	}
 	if c.ConnsPerSecond < 0 || math.IsNaN(c.ConnsPerSecond) || math.IsInf(c.ConnsPerSecond, 0) {
-		errs = append(errs, fmt.Errorf("conns_per_second %v: give zero (the default, %d) or more", c.ConnsPerSecond, DefaultConnsPerSecond))
+		errs = append(errs, fmt.Errorf("conns_per_second %v: give a finite number, zero (the default, %d) or more", c.ConnsPerSecond, DefaultConnsPerSecond))
 	}
 	if c.MaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("max_bytes %d: give zero (the default, %d) or more", c.MaxBytes, DefaultMaxBytes))

@@ -30,6 +30,8 @@ const (
 	DefaultStateDir = "/var/lib/brig"
 	DefaultCPUs     = 1.0
 	DefaultPids     = 512
+	// maxPids is PID_MAX_LIMIT on 64-bit kernels: pids.max refuses more.
+	maxPids         = 1 << 22
 	DefaultHostname = "sandbox"
 	// drainGrace bounds how long the output readers may take to reach EOF once the
 	// init is gone (every writer is dead by then; this only guards a defect).
@@ -608,6 +610,10 @@ func validateConfig(cfg Config) error {
 		{cfg.PoolSize >= 0 && cfg.PoolSize <= 64, "the pool size must be 0 to 64"},
 		{cfg.CPUs > 0, "the CPU limit must be positive"},
 		{cfg.Pids > 0, "the pids limit must be positive"},
+		// pids.max takes no more than the kernel's largest pid_max: past
+		// it, every run failed at its cgroup's setup (the operator probe of
+		// 2026-12-06).
+		{cfg.Pids <= maxPids, fmt.Sprintf("the pids limit %d is above %d, the most the kernel's pids.max takes (its largest pid_max): give at most that", cfg.Pids, maxPids)},
 		{!strings.ContainsAny(cfg.StateDir, ",:"), "the state directory may not contain ',' or ':' (they separate overlay options)"},
 		{filepath.IsAbs(cfg.StateDir), "the state directory must be an absolute path"},
 	} {

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -245,11 +248,61 @@ func loadServeConfigKeys(path string) (sc serveConfig, queueTotalGiven bool, err
 		}
 		return sc, false, fmt.Errorf("the config %s has unknown keys: %s (deploy/brig.toml lists the keys)", path, strings.Join(keys, ", "))
 	}
+	if err := checkKeySpelling(md.Keys(), reflect.TypeOf(sc)); err != nil {
+		return sc, false, fmt.Errorf("the config %s: %w (deploy/brig.toml lists the keys)", path, err)
+	}
 	queueTotalGiven = md.IsDefined("queue_total")
 	if !queueTotalGiven {
 		sc.QueueTotal = queueTotalOf(sc.QueueSize)
 	}
 	return sc, queueTotalGiven, nil
+}
+
+// checkKeySpelling refuses a key of the file that is not spelled as its
+// field's tag: the TOML decoder matches a key to a field regardless of case,
+// so "Pool" was taken for "pool", and both in one table were two keys, the
+// last one winning, where a key given twice is refused (the operator probe of
+// 2026-12-06). t is the type the keys were decoded into; a map's keys are the
+// file's own.
+func checkKeySpelling(keys []toml.Key, t reflect.Type) error {
+	for _, key := range keys {
+		at := t
+		for i, part := range key {
+			for at.Kind() == reflect.Pointer {
+				at = at.Elem()
+			}
+			switch at.Kind() {
+			case reflect.Map:
+				at = at.Elem()
+				continue
+			case reflect.Struct:
+			default:
+				continue // a value's own, past the config's keys
+			}
+			var field *reflect.StructField
+			var spelled string
+			for j := range at.NumField() {
+				f := at.Field(j)
+				name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+				if name == part {
+					field = &f
+					break
+				}
+				if strings.EqualFold(name, part) {
+					spelled = name
+				}
+			}
+			if field == nil {
+				what := strings.Join(key[:i+1], ".")
+				if spelled != "" {
+					return fmt.Errorf("%s is spelled %s: keys are lower case, as written", what, strings.Join(append(slices.Clone(key[:i]), spelled), "."))
+				}
+				return fmt.Errorf("unknown key %s", what)
+			}
+			at = field.Type
+		}
+	}
+	return nil
 }
 
 // queueTotalOf is queue_total where neither the file nor a flag gives it:
@@ -286,11 +339,11 @@ func serveCommand() *cli.Command {
 			&cli.UintFlag{Name: "id-count", Usage: "how many host ids the range holds (two per sandbox)", DefaultText: fmt.Sprint(jail.DefaultIDCount)},
 			&cli.StringSliceFlag{Name: "rootfs", Usage: "a built rootfs for a language, as LANG=DIR"},
 			&cli.StringSliceFlag{Name: "network-mode", Usage: "a network mode this host offers: none, registries, domains or any (repeatable; default all four)"},
-			&cli.StringSliceFlag{Name: "egress-pin", Usage: "a destination the proxy dials at a fixed address, as HOST:PORT=IP:PORT (repeatable)"},
+			&cli.StringSliceFlag{Name: "egress-pin", Usage: "a destination the proxy dials at a fixed address, as HOST:PORT=IP:PORT (repeatable; added to the config's [egress.pins], replacing one of the same HOST:PORT)"},
 			&cli.StringSliceFlag{Name: "allow-private-host", Usage: "a host name (with its subdomains) whose addresses may be of a class that is not public, such as private or link-local (repeatable)"},
 			&cli.BoolFlag{Name: "private-registries", Value: true, Usage: "let the package registries' hosts resolve to private, shared, unique-local, documentation or benchmarking addresses (a mirror or a gateway of this host's network); =false refuses them as any other name's"},
 			&cli.StringFlag{Name: "egress-resolver", Usage: "the upstream DNS server of the egress proxy, as IP:PORT (default: the first nameserver of /etc/resolv.conf)"},
-			&cli.StringSliceFlag{Name: "registry", Usage: "a package registry URL of a language, as LANG=URL (repeatable; default: the package manager's own setting)"},
+			&cli.StringSliceFlag{Name: "registry", Usage: "a package registry URL of a language, as LANG=URL (repeatable; replaces the config's URLs of that language, not of the other; default: the package manager's own setting)"},
 		},
 		Action: serveAction,
 	}
@@ -340,8 +393,14 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 	override(c, "allow-private-host", &sc.Egress.AllowPrivateHosts, c.StringSlice)
 	override(c, "private-registries", &sc.Egress.PrivateRegistries, c.Bool)
 	override(c, "egress-resolver", &sc.Egress.Resolver, c.String)
+	// Flags of maps and lists by language override the file's entries they
+	// name, and leave the others: an operator who overrode npm's registry
+	// had sent Python's installs to pip's default index instead of the
+	// config's mirror (the operator probe of 2026-12-06).
 	if c.IsSet("egress-pin") {
-		sc.Egress.Pins = map[string]string{}
+		if sc.Egress.Pins == nil {
+			sc.Egress.Pins = map[string]string{}
+		}
 		for _, kv := range c.StringSlice("egress-pin") {
 			// Neither side holds a "=": the first one splits.
 			k, v, ok := strings.Cut(kv, "=")
@@ -352,7 +411,7 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 		}
 	}
 	if c.IsSet("registry") {
-		sc.Egress.Registries.Python, sc.Egress.Registries.JavaScript = []string{}, []string{}
+		named := map[api.Language]bool{}
 		for _, kv := range c.StringSlice("registry") {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok {
@@ -363,6 +422,10 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 				return sc, fmt.Errorf("--registry %q: %q is not a language brig runs; use %s", kv, k, api.OneOf(api.Languages))
 			}
 			urls := sc.Egress.registries(lang)
+			if !named[lang] {
+				named[lang] = true
+				*urls = []string{}
+			}
 			*urls = append(*urls, v)
 		}
 	}
@@ -388,6 +451,14 @@ func (sc serveConfig) checkValues() error {
 		bound{"egress.max_bytes", sc.Egress.MaxBytes > 0, sc.Egress.MaxBytes},
 		bound{"egress.handshake_timeout", sc.Egress.HandshakeTimeout > 0, time.Duration(sc.Egress.HandshakeTimeout)},
 	)
+	if c := sc.Egress.ConnsPerSecond; math.IsInf(c, 0) || math.IsNaN(c) {
+		errs = append(errs, fmt.Errorf("egress.conns_per_second %v: give a finite positive number", c))
+	}
+	for _, lang := range slices.Sorted(maps.Keys(sc.Sandbox.Rootfs)) {
+		if sc.Sandbox.Rootfs[lang] == "" {
+			errs = append(errs, fmt.Errorf("sandbox.rootfs.%s is empty: give the directory of a rootfs that brig rootfs build made, or leave the key out for the host's interpreter", lang))
+		}
+	}
 	if r := time.Duration(sc.Retention); r < supervisor.MinRetention {
 		errs = append(errs, fmt.Errorf("retention %s: give at least %s, which API.md promises harnesses", r, supervisor.MinRetention))
 	}
@@ -413,6 +484,10 @@ func (sc serveConfig) checkValues() error {
 		// Taken against the working directory, / under systemd: the
 		// harnesses would look for it elsewhere.
 		errs = append(errs, fmt.Errorf("socket %q is a relative path: give an absolute one, such as %q", sc.Socket, defaultServeConfig().Socket))
+	} else if len(sc.Socket) > maxSocketPath {
+		// Found before anything is made: bind's EINVAL came after the
+		// whole start (the operator probe of 2026-12-06).
+		errs = append(errs, fmt.Errorf("socket %q is %d bytes long: a Unix socket's path is at most %d; give a shorter one", sc.Socket, len(sc.Socket), maxSocketPath))
 	}
 	if d := sc.Packages.CacheDir; d != "" && !filepath.IsAbs(d) {
 		errs = append(errs, fmt.Errorf("packages.cache_dir %q is a relative path: give an absolute one, or leave it out for <state_dir>/packages", d))
@@ -695,8 +770,10 @@ func override[T any](c *cli.Context, name string, dst *T, get func(string) T) {
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
+	// The four words alone: slog's own parser also takes "info+2" or
+	// "WARN", which README does not (the operator probe of 2026-12-06).
+	lv, ok := logLevels[level]
+	if !ok {
 		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
@@ -708,6 +785,13 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	}
 	return nil, fmt.Errorf("log format %q: use json or text", format)
 }
+
+// logLevels are the values of log_level and --log-level.
+var logLevels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+
+// maxSocketPath is the longest path a Unix socket's address holds: sun_path's
+// 108 bytes, less its terminating NUL.
+const maxSocketPath = 107
 
 // serviceProcs is the service's GOMAXPROCS, unless the environment sets
 // one: a quarter of the host's CPUs, at least 2. With one P, the service's

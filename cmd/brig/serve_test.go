@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -54,6 +55,12 @@ func TestServeConfigRefusesUnknownKeys(t *testing.T) {
 		{"unknown egress key", "[egress]\nmax_con = 3\n", "egress.max_con"},
 		{"registries of an unknown language", "[egress.registries]\nruby = []\n", "egress.registries.ruby"},
 		{"bad handshake timeout", "[egress]\nhandshake_timeout = 10\n", "handshake_timeout"},
+		// The decoder matches a key to a field in any case: "Pool" beside
+		// "pool" was a second key of the same field, the last one winning.
+		{"a key in capitals", "[sandbox]\npool = 2\nPool = 3\n", "sandbox.Pool is spelled sandbox.pool"},
+		{"a table in capitals", "[SANDBOX]\npool = 2\n", "SANDBOX is spelled sandbox"},
+		{"a key in capitals in a table", "[egress.registries]\nPython = []\n", "egress.registries.Python is spelled egress.registries.python"},
+		{"a top-level key in capitals", "SOCKET_GROUP = \"4321\"\n", "SOCKET_GROUP is spelled socket_group"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "brig.toml")
@@ -302,7 +309,9 @@ func serveConfigOfArgs(t *testing.T, args ...string) serveConfig {
 // Flags given override the file; flags not given leave it alone.
 func TestServeFlagsOverrideTheFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "brig.toml")
-	os.WriteFile(p, []byte("queue_size = 7\ngrace = \"5s\"\n[sandbox]\npool = 2\n[egress]\nmax_conns = 3\n"), 0o644)
+	os.WriteFile(p, []byte("queue_size = 7\ngrace = \"5s\"\n[sandbox]\npool = 2\n[egress]\nmax_conns = 3\n"+
+		"[egress.pins]\n\"kept.test:80\" = \"127.0.0.1:80\"\n\"registry.test:443\" = \"127.0.0.1:1\"\n"+
+		"[egress.registries]\npython = [\"https://pymirror.test/simple\"]\njavascript = [\"https://npmmirror.test/\"]\n"), 0o644)
 	got := serveConfigOfArgs(t, "--config", p, "--grace", "9s", "--allow-uid", "5", "--allow-uid", "6", "--admin-gid", "9", "--cpus", "0.5", "--rootfs", "python=/r",
 		"--network-mode", "none", "--network-mode", "domains", "--egress-pin", "registry.test:443=127.0.0.1:8443", "--allow-private-host", "internal.test",
 		"--private-registries=false", "--egress-resolver", "127.0.0.1:5353", "--registry", "javascript=https://registry.test/")
@@ -313,7 +322,10 @@ func TestServeFlagsOverrideTheFile(t *testing.T) {
 	want.Sandbox.Rootfs = map[string]string{"python": "/r"}
 	want.Egress.MaxConns = 3 // from the file
 	want.Egress.Modes = []string{"none", "domains"}
-	want.Egress.Pins = map[string]string{"registry.test:443": "127.0.0.1:8443"}
+	// A flag overrides the entries it names, and leaves the file's others
+	// (the operator probe: --registry javascript=... had emptied python's).
+	want.Egress.Pins = map[string]string{"registry.test:443": "127.0.0.1:8443", "kept.test:80": "127.0.0.1:80"}
+	want.Egress.Registries.Python = []string{"https://pymirror.test/simple"}
 	want.Egress.AllowPrivateHosts = []string{"internal.test"}
 	want.Egress.PrivateRegistries = false
 	want.Egress.Resolver = "127.0.0.1:5353"
@@ -533,6 +545,13 @@ func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
 		{"relative socket", "socket = \"brig.sock\"\n", "socket \"brig.sock\" is a relative path"},
 		{"relative cache", "[packages]\ncache_dir = \"cache\"\n", "packages.cache_dir \"cache\" is a relative path"},
 		{"no network modes", "[egress]\nmodes = []\n", "egress.modes is empty"},
+		// The operator probe of 2026-12-06: each was taken, then failed
+		// every run (pids), failed after the whole start (the socket's
+		// length), or was refused in words that contradicted each other.
+		{"pids past the kernel's", "[sandbox]\npids = 10000000\n", "the pids limit 10000000 is above 4194304"},
+		{"socket path too long", "socket = \"/" + strings.Repeat("s", 107) + "\"\n", "is 108 bytes long: a Unix socket's path is at most 107"},
+		{"infinite conns per second", "[egress]\nconns_per_second = inf\n", "egress.conns_per_second +Inf: give a finite positive number"},
+		{"empty rootfs", "[sandbox.rootfs]\npython = \"\"\n", "sandbox.rootfs.python is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := checkServeConfigFile(t, tc.body, nil)
@@ -556,6 +575,22 @@ func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
 			t.Fatalf("got queue %d, queue total %d and grace %s, want all negative: supervisor.Config reads zero as its default", cfg.QueueSize, cfg.QueueTotal, cfg.Grace)
 		}
 	})
+}
+
+// TestLogLevels: log_level takes the four words README gives, not slog's
+// wider syntax ("info+2" had logged nothing at the start, not even its
+// serving line).
+func TestLogLevels(t *testing.T) {
+	for _, level := range []string{"debug", "info", "warn", "error"} {
+		if _, err := newLogger(io.Discard, "text", level); err != nil {
+			t.Errorf("%s: %v", level, err)
+		}
+	}
+	for _, level := range []string{"info+2", "debug-4", "WARN", ""} {
+		if _, err := newLogger(io.Discard, "text", level); err == nil || !strings.Contains(err.Error(), "use debug, info, warn or error") {
+			t.Errorf("%q: got %v, want a refusal naming the four levels", level, err)
+		}
+	}
 }
 
 // checkServeConfigFile writes body as a config file and checks it as brig
