@@ -27,6 +27,13 @@ func TestWantsStream(t *testing.T) {
 		{"application/x-ndjson;q=0.5, application/*", false},
 		{"text/html, application/x-ndjson;q=0.2", true},
 		{"application/x-ndjson;q=bogus", true}, // an unreadable weight is the default, 1
+		// Each type weighs its most specific range (the contract probe).
+		{"application/x-ndjson;q=0.5, application/json;q=0, */*", true},
+		{"application/x-ndjson;q=0.5, application/json;q=0.1, */*;q=0.9", true},
+		{"application/x-ndjson;q=0.5, application/*;q=0.4, */*", true},
+		{"application/x-ndjson;q=0.5, application/*;q=0.6", false},
+		{"application/*", false},
+		{"application/x-ndjson;q=0, */*", false},
 	} {
 		r := httptest.NewRequest("POST", "/v1/runs", nil)
 		if tc.accept != "" {

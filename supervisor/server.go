@@ -466,12 +466,30 @@ func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
 }
 
 // wantsStream reports whether the client asked for NDJSON events: its Accept
-// names application/x-ndjson with a weight (q, RFC 9110 12.4.2) no lower than
-// the highest of the ranges that take the JSON result (application/json,
-// application/*, */*). "application/json, application/x-ndjson;q=0.5" gets
-// the result, "application/x-ndjson;q=0" nothing streamed.
+// names application/x-ndjson with a weight (q, RFC 9110 12.4.2) above zero and
+// no lower than the JSON result's. Each type weighs what the most specific
+// range that matches it says (application/json before application/* before
+// */*), so "application/json;q=0, */*" refuses the result, which taking the
+// highest of the three had answered with (the contract probe of 2026-12-06).
+// "application/json, application/x-ndjson;q=0.5" gets the result,
+// "application/x-ndjson;q=0" nothing streamed, and "*/*" alone the result:
+// the stream is given only to a client that names it.
 func wantsStream(r *http.Request) bool {
-	var stream, result float64
+	// weight is a type's q and how specific the range that gave it is: 3 for
+	// the type itself, 2 for its type/*, 1 for */*.
+	type weight struct {
+		q    float64
+		spec int
+	}
+	var stream, result weight
+	take := func(w *weight, q float64, spec int) {
+		switch {
+		case spec > w.spec:
+			*w = weight{q, spec}
+		case spec == w.spec:
+			w.q = max(w.q, q)
+		}
+	}
 	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
 		mt, params, _ := strings.Cut(part, ";")
 		q := 1.0
@@ -484,12 +502,18 @@ func wantsStream(r *http.Request) bool {
 		}
 		switch mt = strings.ToLower(strings.TrimSpace(mt)); mt {
 		case ndjson:
-			stream = max(stream, q)
-		case "application/json", "application/*", "*/*":
-			result = max(result, q)
+			take(&stream, q, 3)
+		case "application/json":
+			take(&result, q, 3)
+		case "application/*":
+			take(&stream, q, 2)
+			take(&result, q, 2)
+		case "*/*":
+			take(&stream, q, 1)
+			take(&result, q, 1)
 		}
 	}
-	return stream > 0 && stream >= result
+	return stream.spec == 3 && stream.q > 0 && stream.q >= result.q
 }
 
 // respond answers with res, within the service's replyMemory.

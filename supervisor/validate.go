@@ -201,6 +201,8 @@ func decodeObject(body []byte, prefix string, known []string) (map[string]json.R
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
 			msg += fmt.Sprintf(" (invalid JSON at byte %d: %v)", se.Offset, se)
+		} else if errors.Is(err, io.ErrUnexpectedEOF) && len(bytes.TrimSpace(body)) > 0 {
+			msg += fmt.Sprintf(" (the JSON ends at byte %d before the object closes: was the body cut short?)", len(body))
 		}
 		return nil, invalid("", "%s %s, such as {\"language\": %q, \"code\": \"print(1)\"}", what, msg, api.Python)
 	}
@@ -252,6 +254,9 @@ func members(b []byte) (fields map[string]json.RawMessage, dup string, err error
 		fields[name] = v
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
 		return nil, "", err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -344,6 +349,12 @@ func checkField(req api.Request, f string) *apiError {
 			return invalid("code", "is required: the program's source, %d to %d characters", api.MinCodeChars, api.MaxCodeChars)
 		case n > api.MaxCodeChars:
 			return invalid("code", "has %d characters; at most %d are allowed (characters are Unicode code points): shorten the program", n, api.MaxCodeChars)
+		}
+		// Python 3.11 stops reading a source file at its first NUL and runs
+		// what came before it, exit 0: other code than was sent (the
+		// contract probe of 2026-12-06), as a non-UTF-8 body would be.
+		if i := strings.IndexByte(req.Code, 0); i >= 0 {
+			return invalid("code", "holds a NUL character (U+0000) at character %d, where the interpreter would stop reading or fail: write it as an escape in a string (\\0 or \\x00), or leave it out", utf8.RuneCountInString(req.Code[:i])+1)
 		}
 	case "timeout_seconds":
 		if t := req.TimeoutSeconds; t != nil && (*t < api.MinTimeoutSeconds || *t > api.MaxTimeoutSeconds) {

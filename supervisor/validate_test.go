@@ -117,6 +117,10 @@ func TestDecodeRequest(t *testing.T) {
 		{name: "code null", body: validBody(`"code": null`), field: "code"},
 		{name: "code number", body: validBody(`"code": 1`), field: "code"},
 		{name: "code 1 char", body: validBody(`"code": "1"`), valid: true},
+		// Python 3.11 runs what comes before a NUL, exit 0.
+		{name: "code NUL", body: validBody(`"code": "print(1)\u0000print(2)"`), field: "code", contains: []string{"NUL character (U+0000) at character 9", `\x00`}},
+		{name: "code NUL after a two-byte character", body: validBody(`"code": "é\u0000"`), field: "code", contains: []string{"at character 2"}},
+		{name: "code escaped NUL", body: validBody(`"code": "print('\\0')"`), valid: true},
 		{name: "code 100000 chars", body: validBody(`"code": ` + jsonQuote(strings.Repeat("x", api.MaxCodeChars))), valid: true},
 		{name: "code 100001 chars", body: validBody(`"code": ` + jsonQuote(strings.Repeat("x", api.MaxCodeChars+1))), field: "code"},
 		{name: "code 100000 two-byte code points", body: validBody(`"code": ` + jsonQuote(strings.Repeat("é", api.MaxCodeChars))), valid: true},
@@ -222,6 +226,8 @@ func TestDecodeRequest(t *testing.T) {
 		{name: "unknown member not UTF-8", body: validBody("\"extra\": {\"a\": [\"\xff\"]}"), field: "", contains: []string{"the body holds", "not UTF-8"}},
 		{name: "array body not UTF-8", body: "[{\"code\": \"\xff\"}]", field: "", contains: []string{"the body holds", "not UTF-8"}},
 		{name: "byte outside a string", body: "{\"language\": \"python\"\xff}", field: "", contains: []string{"the body holds", "not UTF-8"}},
+		// A body cut short said only what a body must be.
+		{name: "body cut short", body: `{"language":"python","code":"1"`, field: "", contains: []string{"ends at byte 31 before the object closes: was the body cut short?"}},
 		{name: "lone high surrogate", body: validBody(`"code": "print('\ud800')"`), field: "code", contains: []string{"surrogate", `\ud800`}},
 		{name: "lone low surrogate", body: validBody(`"code": "print('\udc00')"`), field: "code", contains: []string{"surrogate", `\udc00`}},
 		{name: "high surrogate then other escape", body: validBody(`"code": "print('\ud800\u0041')"`), field: "code", contains: []string{"surrogate"}},
