@@ -435,7 +435,7 @@ func TestQueueIsSharedBetweenUIDs(t *testing.T) {
 	bQueued := queued(b, "b-queued") // A's share is full, the queue is not
 	counts(2, 2)
 	_, err = ts.client.Run(ctx, request("python", stamp, withRunID("root-refused")))
-	if ce := apiErr(t, err, http.StatusTooManyRequests, ""); ce.API.Code != api.ErrorQueueFull || !strings.Contains(ce.API.Message, "queue of 2 is full") {
+	if ce := apiErr(t, err, http.StatusTooManyRequests, ""); ce.API.Code != api.ErrorQueueFull || !strings.Contains(ce.API.Message, "queue of 2 runs is full") {
 		t.Fatalf("got %q: %s, want queue_full for the whole queue", ce.API.Code, ce.API.Message)
 	}
 	// A slot frees while A still runs one: B's run, queued after A's, is next.

@@ -223,6 +223,14 @@ func failedResult(id string, req api.Request, reason api.Reason, message string)
 
 // Serve answers the API on ln until Shutdown; it returns http.ErrServerClosed
 // then.
+// runsWord is n runs, in words: "1 run", "3 runs".
+func runsWord(n int) string {
+	if n == 1 {
+		return "1 run"
+	}
+	return fmt.Sprintf("%d runs", n)
+}
+
 func (s *Service) Serve(ln net.Listener) error {
 	return s.server.Serve(newConnLimiter(ln, s.log))
 }
@@ -477,9 +485,9 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		case full == queueFullForUID:
 			msg = fmt.Sprintf("%d runs of your uid wait in its queue, the most one uid may have waiting (queue_size)", s.cfg.QueueSize)
 		default:
-			msg = fmt.Sprintf("its queue of %d is full", queued)
+			msg = fmt.Sprintf("its queue of %s is full", runsWord(queued))
 		}
-		e := newError(api.ErrorQueueFull, "the service is running %d runs and %s; retry after the Retry-After seconds", running, msg)
+		e := newError(api.ErrorQueueFull, "the service is running %s and %s; retry after the Retry-After seconds", runsWord(running), msg)
 		who := -1
 		if full == queueFullForUID {
 			who = peerUID
