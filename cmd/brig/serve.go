@@ -1099,8 +1099,7 @@ func serveUntilSignal(svc *supervisor.Service, ln net.Listener, socket string, s
 	if err != nil {
 		// A stop that could not finish its work (answered results not
 		// written to the journal) exits 1, apart from the 2 of a service
-		// that could not start (README): a unit can then refuse to restart
-		// on a bad config alone (RestartPreventExitStatus=2).
+		// that could not start (README).
 		log.Error("stopped, but not cleanly", "err", err)
 		fmt.Fprintln(os.Stderr, "brig:", err)
 		return exitError(1)
