@@ -63,24 +63,44 @@ func SocketGroupID(group string) (int, error) {
 	return strconv.Atoi(g.Gid)
 }
 
+// CheckSocket reports, changing nothing, why Listen would refuse path: a
+// file there that is not a socket, or a service that answers on it. brig
+// serve asks before its start makes anything: a second service on a socket in
+// use had made its state directory, its journal and its cgroup parent first
+// (the operator probe of 2026-12-06).
+func CheckSocket(path string) error {
+	_, err := staleSocket(path)
+	return err
+}
+
 func removeStaleSocket(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	stale, err := staleSocket(path)
+	if err != nil || !stale {
 		return err
 	}
+	return os.Remove(path)
+}
+
+// staleSocket reports whether path holds a socket no one answers on, and
+// errs where it holds anything else or a live one.
+func staleSocket(path string) (bool, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
 	if fi.Mode().Type() != os.ModeSocket {
-		return fmt.Errorf("%s exists and is not a socket; remove it or choose another --socket", path)
+		return false, fmt.Errorf("%s exists and is not a socket; remove it or choose another --socket", path)
 	}
 	c, err := net.DialTimeout("unix", path, time.Second)
 	if err == nil {
 		c.Close()
-		return fmt.Errorf("%s answers: another brig serve is running there", path)
+		return false, fmt.Errorf("%s answers: another brig serve is running there", path)
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
-		return fmt.Errorf("checking whether %s is in use: %w", path, err)
+		return false, fmt.Errorf("checking whether %s is in use: %w", path, err)
 	}
-	return os.Remove(path)
+	return true, nil
 }

@@ -873,6 +873,10 @@ func serveAction(c *cli.Context) error {
 	if err := jail.FirstFailure(jail.CheckHost()); err != nil {
 		return err
 	}
+	// Before anything is made: Listen checks again, at the end of the start.
+	if err := supervisor.CheckSocket(sc.Socket); err != nil {
+		return err
+	}
 	if n, err := jail.FileMax(); err == nil && n < jail.FileMaxWanted {
 		ch := jail.CheckFileMax()
 		log.Warn("the host's open-file limit is within one run's reach", "check", ch.Detail, "hint", ch.Hint)

@@ -231,6 +231,22 @@ func TestRunThroughService(t *testing.T) {
 		}
 	})
 
+	t.Run("second service on the same socket", func(t *testing.T) {
+		// Refused before it makes anything: its state directory had been
+		// made, and its cgroup parent taken and swept, first.
+		state := filepath.Join(dir, "same-socket")
+		_, errOut, status := brigWithin(t, 20*time.Second, "serve", "--socket", socket, "--state-dir", state, "--cgroup-parent", cliServeParent+"-same-socket")
+		if status != 2 || !strings.Contains(errOut, "another brig serve is running there") {
+			t.Fatalf("got status %d stderr %q, want 2 and a refusal naming the socket", status, errOut)
+		}
+		if _, err := os.Stat(state); !os.IsNotExist(err) {
+			t.Errorf("got its state directory made (%v), want nothing made", err)
+		}
+		if _, err := os.Stat(cgroup.ParentLockPath("", cliServeParent+"-same-socket")); !os.IsNotExist(err) {
+			t.Errorf("got its cgroup parent's lock made (%v), want nothing made", err)
+		}
+	})
+
 	t.Run("second service on a group within the parent", func(t *testing.T) {
 		// It would have its groups swept and removed with the first's.
 		defer os.Remove(cgroup.ParentLockPath("", cliServeParent+"/sub"))
