@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -37,10 +39,19 @@ func rootfsCommand() *cli.Command {
 				if dir == "" {
 					dir = filepath.Join(c.String("state-dir"), "rootfs", string(lang))
 				}
-				m, err := rootfs.Build(c.Context, rootfs.BuildOptions{
+				// A signal stops the build: Build kills debootstrap's process
+				// group (its own, so a terminal's Ctrl-C reaches only brig)
+				// and removes its tree, where brig had exited and left both
+				// (the operator probe of 2026-12-06).
+				ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+				defer stop()
+				m, err := rootfs.Build(ctx, rootfs.BuildOptions{
 					Language: lang, Dir: dir, Mirror: c.String("mirror"), Suite: c.String("suite"),
 				}, os.Stderr)
 				if err != nil {
+					if ctx.Err() != nil && c.Context.Err() == nil {
+						return fmt.Errorf("rootfs build stopped by a signal: %w", err)
+					}
 					return err
 				}
 				fmt.Printf("built %s rootfs at %s: %s %s\nuse it with: --rootfs %s=%s\n", lang, dir, m.Interpreter, m.Version, lang, dir)
