@@ -170,6 +170,8 @@ func flagError(err error, flags []cli.Flag) string {
 		switch f.(type) {
 		case *cli.IntFlag, *cli.Int64Flag:
 			want = "a whole number"
+		case *cli.IntSliceFlag:
+			want = "a whole number (the flag repeats for more)"
 		case *cli.UintFlag, *cli.Uint64Flag:
 			want = "a whole number, 0 or more"
 		case *cli.Float64Flag:
@@ -185,7 +187,7 @@ func flagError(err error, flags []cli.Flag) string {
 		}
 		switch {
 		case want == "":
-		case reason == "parse error":
+		case reason == "parse error" || strings.HasSuffix(reason, "invalid syntax"):
 			return fmt.Sprintf("%s %q: want %s%s", dashed(f.Names()[0]), value, want, usage)
 		default: // "value out of range"
 			return fmt.Sprintf("%s %q: %s%s", dashed(f.Names()[0]), value, reason, usage)

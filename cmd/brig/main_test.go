@@ -505,6 +505,8 @@ func TestUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"run", "--id-first", "-1", "x.py"}, `--id-first "-1": want a whole number, 0 or more`},
 		{[]string{"run", "--timeout", `1\2"`, "x.py"}, `--timeout "1\\2\"": want a whole number`},
 		{[]string{"--nosuch", "run"}, "there is no flag --nosuch"},
+		// A list of numbers had given strconv's own words.
+		{[]string{"serve", "--allow-uid", "root"}, `--allow-uid "root": want a whole number (the flag repeats for more)`},
 	} {
 		_, stderr, code := brig(t, "", tt.args...)
 		where := fmt.Sprintf("(brig %s --help lists the flags)", tt.args[0])

@@ -320,7 +320,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "socket-group", Usage: "group that owns the socket with root (mode 0660)"},
 			&cli.StringFlag{Name: "state-dir", Usage: "directory of the journal and the sandboxes' state", DefaultText: supervisor.DefaultStateDir},
 			&cli.IntSliceFlag{Name: "allow-uid", Usage: "a uid allowed to use the API, which must also be in --socket-group to open the socket (repeatable; default root only)"},
-			&cli.IntSliceFlag{Name: "allow-gid", Usage: "a gid allowed to use the API, which must also be --socket-group to open the socket (repeatable)"},
+			&cli.IntSliceFlag{Name: "allow-gid", Usage: "a gid allowed to use the API, which must also be the --socket-group for its members to open the socket (repeatable)"},
 			&cli.IntSliceFlag{Name: "admin-gid", Usage: "a gid whose members see and stop every uid's runs, as root does (repeatable; default none)"},
 			&cli.IntFlag{Name: "max-concurrent", Usage: "runs executing at once (0: from the host's cores and memory)", DefaultText: "0"},
 			&cli.IntFlag{Name: "queue", Usage: "runs of one uid that may wait for a slot before its requests get 429 (0: no queue)", DefaultText: fmt.Sprint(supervisor.DefaultQueueSize)},
@@ -1034,7 +1034,7 @@ func (sc serveConfig) launcherConfig() (launcherConfig, error) {
 		}
 		lang, err := rootfs.ParseLanguage(w)
 		if err != nil {
-			return lc, fmt.Errorf("sandbox.warm %q: %w (use python, javascript or none)", w, err)
+			return lc, fmt.Errorf("sandbox.warm %q: not a language brig runs: use python, javascript or none", w)
 		}
 		lc.Warm[lang] = true
 	}
