@@ -126,6 +126,16 @@ func RegistryPortsOf(urls []string) []int {
 	return slices.Compact(ports)
 }
 
+// shown is a registry URL as its messages give it: as written, or without its
+// password where it has one (Redacted also escapes what it keeps, so that "not
+// a url" read "not%20a%20url").
+func shown(raw string, u *url.URL) string {
+	if _, has := u.User.Password(); has {
+		return u.Redacted()
+	}
+	return raw
+}
+
 // RegistryHostsOf returns the host names of registry URLs (http or https, with
 // a host name: an IP address can't be admitted by name), normalised, sorted and
 // without duplicates. It is pure.
@@ -143,11 +153,11 @@ func RegistryHostsOf(urls []string) ([]string, error) {
 			return nil, fmt.Errorf("registry URL %d: %w", i+1, err)
 		}
 		if u.Scheme != "http" && u.Scheme != "https" {
-			return nil, fmt.Errorf("registry URL %q: give an http or https URL, such as https://registry.example/", u.Redacted())
+			return nil, fmt.Errorf("registry URL %q: give an http or https URL, such as https://registry.example/", shown(raw, u))
 		}
 		host, err := egress.ParseDomain(u.Hostname())
 		if err != nil {
-			return nil, fmt.Errorf("registry URL %q: %w", u.Redacted(), err)
+			return nil, fmt.Errorf("registry URL %q: %w", shown(raw, u), err)
 		}
 		hosts = append(hosts, host)
 	}

@@ -32,6 +32,8 @@ func TestRegistryHostsOf(t *testing.T) {
 		{name: "single label", urls: []string{"http://mirror/simple"}, wantHint: "full host name"},
 		{name: "unparsable", urls: []string{"https://registry.test/%zz"}, wantHint: "invalid URL escape"},
 		{name: "password not shown", urls: []string{"ftp://user:secret@registry.test/"}, wantHint: "user:xxxxx@"},
+		// As written: Redacted escaped it ("not%20a%20url").
+		{name: "spaces shown as written", urls: []string{"not a url"}, wantHint: `"not a url": give an http or https URL`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
