@@ -596,7 +596,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "resolver port 0", cfg: Config{Resolver: "192.0.2.53:0"}, want: []string{`resolver "192.0.2.53:0"`}},
 		{name: "resolver unspecified", cfg: Config{Resolver: "0.0.0.0:53"}, want: []string{`resolver "0.0.0.0:53"`}},
 		{name: "negative max_conns", cfg: Config{MaxConns: -1}, want: []string{"max_conns -1: give zero (the default, 64) or more"}},
-		{name: "negative conns_per_second", cfg: Config{ConnsPerSecond: -1}, want: []string{"conns_per_second -1: give zero (the default, 50) or more"}},
+		{name: "negative conns_per_second", cfg: Config{ConnsPerSecond: -1}, want: []string{"conns_per_second -1: give a finite number, zero (the default, 50) or more"}},
 		{name: "NaN conns_per_second", cfg: Config{ConnsPerSecond: math.NaN()}, want: []string{"conns_per_second NaN"}},
 		{name: "infinite conns_per_second", cfg: Config{ConnsPerSecond: math.Inf(1)}, want: []string{"conns_per_second +Inf"}},
 		{name: "negative max_bytes", cfg: Config{MaxBytes: -1}, want: []string{"max_bytes -1: give zero (the default, 1073741824) or more"}},

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/brig-sandbox/brig/internal/text"
 )
 
@@ -680,8 +682,9 @@ func (r *Run) relayHTTP(c *net.TCPConn, br *bufio.Reader, up *net.TCPConn, h *he
 		}
 		if err != nil {
 			rec.markCut(err)
-			if r.unanswered(rec, err) {
-				writeStatus(c, 502, "brig egress: "+host+" ended the connection before it answered")
+			if r.unanswered(c, rec, err) {
+				r.answerUnanswered(c, up, rec)
+				return
 			}
 			r.cut(c, up, rec)
 		} else {
@@ -717,7 +720,11 @@ const responseHeadBytes = 4 << 10
 func (r *Run) relayResponse(c, up *net.TCPConn, rec *record, plain *atomic.Bool) error {
 	br := bufio.NewReaderSize(up, responseHeadBytes)
 	if plain != nil {
-		br.Peek(1)
+		// A reset here is the answer's failure: bufio reports an error once,
+		// and the next read would see a clean end instead.
+		if _, err := br.Peek(1); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
 	}
 	if plain == nil || plain.Load() {
 		take := func(n int) error {
@@ -761,8 +768,15 @@ func (r *Run) sendRequest(w io.Writer, br *bufio.Reader, h *head, target, host s
 // where an HTTP answer was due), which had been listed as a clean exchange
 // (the network probe of 2026-12-06); and reports whether it did. The run's
 // end, its byte limit and the proxy's own closing are not the upstream's.
-func (r *Run) unanswered(rec *record, err error) bool {
-	if rec.received.Load() > 0 || errors.Is(err, errBytesLimit) || errors.Is(err, net.ErrClosed) || r.ctx.Err() != nil {
+func (r *Run) unanswered(c *net.TCPConn, rec *record, err error) bool {
+	if rec.received.Load() > 0 || rec.cut.Load() || errors.Is(err, errBytesLimit) || errors.Is(err, net.ErrClosed) || r.ctx.Err() != nil {
+		return false
+	}
+	// An answer's copy fails on the run's side too: a write to a client
+	// that reset or closed (EPIPE, or an error pending on its socket) is the
+	// run's own end, not the upstream's (the review of 2026-12-06: a tunnel
+	// whose client reset before the upstream's answer was listed so).
+	if errors.Is(err, unix.EPIPE) || clientGone(c) {
 		return false
 	}
 	why := addressless(err)
@@ -771,6 +785,34 @@ func (r *Run) unanswered(rec *record, err error) bool {
 	}
 	rec.answerFailure.CompareAndSwap(nil, &why)
 	return true
+}
+
+// answerUnanswered tells a plain HTTP client that its upstream ended the
+// connection before it answered, with a 502 naming the host, and ends the
+// upstream's side: the client's is left to dropUntilDone, which reads what it
+// still sends, so that closing does not reset the connection under the
+// answer.
+func (r *Run) answerUnanswered(c, up *net.TCPConn, rec *record) {
+	writeStatus(c, 502, "brig egress: "+rec.conn.Host+" ended the connection before it answered")
+	rec.finish(up)
+}
+
+// clientGone reports whether the run's side of a connection has an error
+// pending or has hung up both ways: a reset, or a close the proxy's write ran
+// into.
+func clientGone(c *net.TCPConn) bool {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return true
+	}
+	gone := false
+	rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
+			gone = fds[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0
+		}
+	})
+	return gone
 }
 
 // dropUntilDone drops what the client sends after its one request until the
@@ -813,9 +855,16 @@ func (r *Run) pipeAfter(c, up *net.TCPConn, rec *record, plain *atomic.Bool, fir
 		if plain != nil {
 			copyAnswer = func() error { return r.relayResponse(c, up, rec, plain) }
 		}
-		if err := copyAnswer(); err != nil {
+		err := copyAnswer()
+		if err == nil && plain != nil && plain.Load() && rec.received.Load() == 0 {
+			err = io.EOF // an end where a plain request's answer was due
+		}
+		if err != nil {
 			rec.markCut(err)
-			r.unanswered(rec, err)
+			if r.unanswered(c, rec, err) && plain != nil && plain.Load() {
+				r.answerUnanswered(c, up, rec)
+				return
+			}
 			r.cut(c, up, rec)
 			return
 		}

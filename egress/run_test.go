@@ -2230,15 +2230,38 @@ func TestRunUpstreamEndsNameNoAddress(t *testing.T) {
 		reset(c)
 	})
 	cfg.Pins["other.test:86"] = serve(func(c *net.TCPConn) { held <- c }) // never read
+	cfg.Pins["other.test:80"] = cfg.Pins["other.test:83"]
+	// An upstream that answers once its client is done, after the client
+	// has reset: the run's end, not the upstream's.
+	cfg.Pins["other.test:87"] = serve(func(c *net.TCPConn) {
+		io.Copy(io.Discard, c)
+		time.Sleep(500 * time.Millisecond)
+		io.WriteString(c, "late answer")
+		c.Close()
+	})
 	r, ns, _ := startRun(t, cfg, testPolicy)
 	proxy := "127.0.0.1:" + strconv.Itoa(ProxyPort)
 
-	for _, port := range []string{"82", "83"} {
-		got := rawExchange(t, ns, proxy, "GET http://other.test:"+port+"/ HTTP/1.1\r\nHost: other.test:"+port+"\r\n\r\n")
-		if !strings.HasPrefix(got, "HTTP/1.1 502 ") || !strings.Contains(got, "ended the connection before it answered") {
-			t.Errorf("port %s: got %q, want a 502 saying the upstream ended the connection", port, got)
+	for _, tc := range []struct{ name, addr, req, head string }{
+		{"a proxy request, reset", proxy, "GET http://other.test:82/ HTTP/1.1\r\nHost: other.test:82\r\n\r\n", ""},
+		{"a proxy request, closed", proxy, "GET http://other.test:83/ HTTP/1.1\r\nHost: other.test:83\r\n\r\n", ""},
+		{"transparent :80, closed", "127.0.0.1:80", "GET / HTTP/1.1\r\nHost: other.test\r\n\r\n", ""},
+		// A plain request in a raw tunnel: its answer's first read had
+		// lost the reset, and no 502 came (the review of 2026-12-06).
+		{"a tunnel's request, reset", proxy, "CONNECT other.test:82 HTTP/1.1\r\nHost: other.test:82\r\n\r\nGET / HTTP/1.1\r\nHost: other.test:82\r\n\r\n", "HTTP/1.1 200 Connection established\r\n\r\n"},
+	} {
+		got, ok := strings.CutPrefix(rawExchange(t, ns, tc.addr, tc.req), tc.head)
+		if !ok || !strings.HasPrefix(got, "HTTP/1.1 502 ") || !strings.Contains(got, "other.test ended the connection before it answered") {
+			t.Errorf("%s: got %q, want a 502 saying other.test ended the connection", tc.name, got)
 		}
 	}
+	c87 := connectTunnel(t, ns, "other.test:87")
+	c87.Write([]byte("\x00\x01\x02binary"))
+	c87.CloseWrite()
+	time.Sleep(100 * time.Millisecond)
+	c87.SetLinger(0)
+	c87.Close()
+	time.Sleep(700 * time.Millisecond) // the upstream's answer, into a reset
 	// A body of 20 MB to an upstream that resets after 100 bytes.
 	post := func(port string) *net.TCPConn {
 		c, err := ns.dial(context.Background(), "tcp", proxy)
@@ -2269,8 +2292,12 @@ func TestRunUpstreamEndsNameNoAddress(t *testing.T) {
 	}
 
 	failures := map[int]string{}
+	ends := 0
 	for _, c := range r.Close() {
 		failures[c.Port] = c.Failure
+		if strings.HasPrefix(c.Failure, "the upstream ended the connection before it answered") {
+			ends++
+		}
 		if strings.Contains(c.Failure, "127.0.0.1") {
 			t.Errorf("%s:%d lists failure %q, want no address", c.Host, c.Port, c.Failure)
 		}
@@ -2286,5 +2313,12 @@ func TestRunUpstreamEndsNameNoAddress(t *testing.T) {
 	}
 	if f := failures[85]; !strings.HasPrefix(f, "the request was cut: ") && !strings.HasPrefix(f, "the upstream ended the connection before it answered: ") {
 		t.Errorf("port 85: got failure %q, want the request cut or the upstream's end", f)
+	}
+	if f := failures[87]; strings.HasPrefix(f, "the upstream ended") {
+		t.Errorf("port 87: got failure %q for a client's reset, want it not taken for the upstream's end", f)
+	}
+	// 82 twice, 83 and 80; 85 may be one too.
+	if ends < 4 {
+		t.Errorf("got %d connections listed as ended before an answer, want 4 or 5: %v", ends, failures)
 	}
 }

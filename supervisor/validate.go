@@ -352,9 +352,10 @@ func checkField(req api.Request, f string) *apiError {
 		}
 		// Python 3.11 stops reading a source file at its first NUL and runs
 		// what came before it, exit 0: other code than was sent (the
-		// contract probe of 2026-12-06), as a non-UTF-8 body would be.
-		if i := strings.IndexByte(req.Code, 0); i >= 0 {
-			return invalid("code", "holds a NUL character (U+0000) at character %d, where the interpreter would stop reading or fail: write it as an escape in a string (\\0 or \\x00), or leave it out", utf8.RuneCountInString(req.Code[:i])+1)
+		// contract probe of 2026-12-06), as a non-UTF-8 body would be. Node
+		// reads one in a string literal as the character.
+		if i := strings.IndexByte(req.Code, 0); i >= 0 && req.Language == string(api.Python) {
+			return invalid("code", "holds a NUL character (U+0000) at character %d, where Python stops reading the program and runs what came before it: write it as an escape in a string (\\0 or \\x00), or leave it out", utf8.RuneCountInString(req.Code[:i])+1)
 		}
 	case "timeout_seconds":
 		if t := req.TimeoutSeconds; t != nil && (*t < api.MinTimeoutSeconds || *t > api.MaxTimeoutSeconds) {

@@ -121,6 +121,8 @@ func TestDecodeRequest(t *testing.T) {
 		{name: "code NUL", body: validBody(`"code": "print(1)\u0000print(2)"`), field: "code", contains: []string{"NUL character (U+0000) at character 9", `\x00`}},
 		{name: "code NUL after a two-byte character", body: validBody(`"code": "é\u0000"`), field: "code", contains: []string{"at character 2"}},
 		{name: "code escaped NUL", body: validBody(`"code": "print('\\0')"`), valid: true},
+		// Node reads a NUL in a string literal as the character.
+		{name: "code NUL in JavaScript", body: `{"language": "javascript", "code": "console.log(\"a\u0000b\".length)"}`, valid: true},
 		{name: "code 100000 chars", body: validBody(`"code": ` + jsonQuote(strings.Repeat("x", api.MaxCodeChars))), valid: true},
 		{name: "code 100001 chars", body: validBody(`"code": ` + jsonQuote(strings.Repeat("x", api.MaxCodeChars+1))), field: "code"},
 		{name: "code 100000 two-byte code points", body: validBody(`"code": ` + jsonQuote(strings.Repeat("é", api.MaxCodeChars))), valid: true},
