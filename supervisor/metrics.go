@@ -140,9 +140,16 @@ func hostMemoryCgroups() float64 {
 // counter appears only at its first increment, and rate() over an absent
 // series is empty, not 0): every language's runs by each outcome and reason
 // a run can end with, each networked mode's usual decisions and bytes, and
-// the refusals of a run request by code.
+// the refusals of a run request by code, and each language's latency and
+// memory histograms.
 func (m *metrics) zero() {
 	for _, lang := range api.Languages {
+		// Each language's histograms too, empty: their HELP and TYPE lines
+		// were absent until the first run (the contract probe of
+		// 2026-12-06).
+		for _, h := range []*prometheus.HistogramVec{m.queue, m.start, m.total, m.peak} {
+			h.WithLabelValues(lang.String())
+		}
 		for _, reason := range append([]api.Reason{api.ReasonNone}, api.Reasons...) {
 			for _, mode := range []string{api.NetworkNone, api.NetworkAny} {
 				for _, started := range []bool{false, true} {

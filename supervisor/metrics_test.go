@@ -59,6 +59,15 @@ func TestMetricsBeforeAnyRun(t *testing.T) {
 			t.Errorf("got no brig_egress_decisions_total{%s}, want it at 0", want)
 		}
 	}
+	// The histograms, empty, with their HELP and TYPE.
+	for _, h := range []string{"brig_run_queue_seconds", "brig_run_start_seconds", "brig_run_total_seconds", "brig_run_peak_memory_bytes"} {
+		got := series(t, m, h)
+		for _, lang := range api.Languages {
+			if _, ok := got["language="+lang.String()]; !ok {
+				t.Errorf("got %s %v, want a series of %s before any run", h, got, lang)
+			}
+		}
+	}
 	if b := series(t, m, "brig_egress_bytes_total"); len(b) != 2 {
 		t.Errorf("got brig_egress_bytes_total %v, want sent and received at 0", b)
 	}
