@@ -1088,15 +1088,24 @@ func serveUntilSignal(svc *supervisor.Service, ln net.Listener, socket string, s
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	watched := make(chan struct{})
 	go func() {
+		defer close(watched)
 		select {
 		case <-sigs:
-			log.Warn("second signal: stopping the runs now")
-			cancel()
+			if ctx.Err() == nil { // not a signal that came with the first, once the stop was done
+				log.Warn("second signal: stopping the runs now")
+				cancel()
+			}
 		case <-ctx.Done():
 		}
 	}()
 	err := svc.Shutdown(ctx)
+	// The watch ends before the stop's last lines: a second signal that came
+	// with the first (GNU timeout signals the process and its group) had been
+	// logged after "stopped" (the operator probe of 2026-12-06).
+	cancel()
+	<-watched
 	if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}
