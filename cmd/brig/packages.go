@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,7 +87,9 @@ func openCacheForMaintenance(c *cli.Context) (*packages.Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	cache, err := packages.OpenCache(packages.CacheConfig{Dir: dir, Installer: maintenanceOnly{}, MaxBytes: 1 << 62})
+	// The command says what it removed itself; the cache's own lines were
+	// the log's, in another format.
+	cache, err := packages.OpenCache(packages.CacheConfig{Dir: dir, Installer: maintenanceOnly{}, MaxBytes: 1 << 62, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, fmt.Errorf("%w (Hint: stop brig serve first: it holds the cache)", err)
 	}
@@ -134,9 +137,17 @@ func packagesPrune(c *cli.Context) error {
 		return err
 	}
 	defer cache.Close()
-	removed, err := cache.Prune(c.Int64("max-bytes"))
+	max := c.Int64("max-bytes")
+	if max < 0 {
+		return fmt.Errorf("--max-bytes %d: give what the cache may keep, 0 bytes or more (0 removes every layer)", max)
+	}
+	removed, err := cache.Prune(max)
 	for _, k := range removed {
 		fmt.Fprintln(c.App.Writer, "removed", k)
+	}
+	if err == nil && len(removed) == 0 {
+		st := cache.Stats()
+		fmt.Fprintf(c.App.Writer, "nothing to remove: the cache's %d layers take %d bytes, within --max-bytes %d\n", st.Layers, st.Bytes, max)
 	}
 	return err
 }

@@ -90,6 +90,13 @@ func TestPackagesCLI(t *testing.T) {
 	if layers, err := packages.ListLayers(dir); err != nil || len(layers) != 0 {
 		t.Errorf("after rm and prune: got %d layers (%v), want none", len(layers), err)
 	}
+	// A prune with nothing to remove says so; a negative size says what to give.
+	if out, stderr, code := brig(t, "", "packages", "prune", "--cache-dir", dir, "--max-bytes", "0"); code != 0 || !strings.Contains(out, "nothing to remove: the cache's 0 layers take 0 bytes") {
+		t.Errorf("prune of an empty cache: got %q %q (exit %d), want it to say nothing was removed", out, stderr, code)
+	}
+	if _, stderr, code := brig(t, "", "packages", "prune", "--cache-dir", dir, "--max-bytes", "-1"); code != 2 || !strings.Contains(stderr, "give what the cache may keep, 0 bytes or more") {
+		t.Errorf("prune --max-bytes -1: got %q (exit %d), want a refusal saying what to give", stderr, code)
+	}
 }
 
 // TestRegistryAddrCheck: brig check's packages line says where a registry
