@@ -254,6 +254,10 @@ func TestProgramInVM(t *testing.T) {
 		{name: "socket AF_INET UDP-Lite", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_UDPLITE}, want: retEPERM},
 		{name: "socket AF_INET6 UDP-Lite", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET6, unix.SOCK_DGRAM, unix.IPPROTO_UDPLITE}, want: retEPERM},
 		{name: "socket AF_INET SCTP", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET, unix.SOCK_SEQPACKET, unix.IPPROTO_SCTP}, want: retEPERM},
+		// Protocol 0 picks SCTP for an IP SOCK_SEQPACKET where the kernel has it.
+		{name: "socket AF_INET seqpacket, protocol 0", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET, unix.SOCK_SEQPACKET}, want: retEPERM},
+		{name: "socket AF_INET6 seqpacket cloexec, protocol 0", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET6, unix.SOCK_SEQPACKET | unix.SOCK_CLOEXEC}, want: retEPERM},
+		{name: "socket AF_INET6 dgram", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET6, unix.SOCK_DGRAM}, want: retAllow},
 		{name: "socket AF_INET with ICMPv6", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMPV6}, want: retEPERM},
 		{name: "socket AF_INET6 with ICMP", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_INET6, unix.SOCK_DGRAM, unix.IPPROTO_ICMP}, want: retEPERM},
 		{name: "socket AF_UNIX protocol 1", nr: unix.SYS_SOCKET, args: [6]uint64{unix.AF_UNIX, unix.SOCK_STREAM, 1}, want: retEPERM},

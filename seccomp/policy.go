@@ -243,11 +243,21 @@ var otherResources = func() []uint64 {
 	return out
 }()
 
-// socketTypes are the socket(2) types a run may create, compared with
-// SOCK_NONBLOCK and SOCK_CLOEXEC masked off.
-func socketTypes() Cond {
-	return Cond{Arg: 1, Mask: sockTypeMask, Op: In, Values: []uint64{unix.SOCK_STREAM, unix.SOCK_DGRAM, unix.SOCK_SEQPACKET}}
+// socketTypes is a condition on socket(2)'s type, compared with SOCK_NONBLOCK
+// and SOCK_CLOEXEC masked off.
+func socketTypes(types ...uint64) Cond {
+	return Cond{Arg: 1, Mask: sockTypeMask, Op: In, Values: types}
 }
+
+// The types a run's sockets may have: AF_UNIX's three, and an IP socket's
+// stream and datagram. SOCK_SEQPACKET on IP is SCTP's alone, which protocol 0
+// would pick where the kernel has it (inet_create takes a type's first
+// registered protocol for 0), past the protocol's own check (the seccomp probe
+// of 2026-12-06).
+var (
+	unixSocketTypes = []uint64{unix.SOCK_STREAM, unix.SOCK_DGRAM, unix.SOCK_SEQPACKET}
+	ipSocketTypes   = []uint64{unix.SOCK_STREAM, unix.SOCK_DGRAM}
+)
 
 // personality(2) values a sandboxed program may pass.
 const (
@@ -779,17 +789,17 @@ func defaultRules() []Rule {
 				{Action: Allow, When: []Cond{
 					{Arg: 0, Op: In, Values: []uint64{unix.AF_UNIX}},
 					{Arg: 2, Op: In, Values: []uint64{0}},
-					socketTypes(),
+					socketTypes(unixSocketTypes...),
 				}},
 				{Action: Allow, When: []Cond{
 					{Arg: 0, Op: In, Values: []uint64{unix.AF_INET}},
 					{Arg: 2, Op: In, Values: []uint64{0, unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_ICMP}},
-					socketTypes(),
+					socketTypes(ipSocketTypes...),
 				}},
 				{Action: Allow, When: []Cond{
 					{Arg: 0, Op: In, Values: []uint64{unix.AF_INET6}},
 					{Arg: 2, Op: In, Values: []uint64{0, unix.IPPROTO_TCP, unix.IPPROTO_UDP, unix.IPPROTO_ICMPV6}},
-					socketTypes(),
+					socketTypes(ipSocketTypes...),
 				}},
 			},
 			Else: Deny,
@@ -797,7 +807,8 @@ func defaultRules() []Rule {
 				"0 (the type's default), TCP, UDP and the family's ICMP (ping " +
 				"sockets); AF_UNIX only 0. Every other family (netlink, packet, " +
 				"vsock, the rarely used ones whose modules the kernel would load " +
-				"on demand) and every other protocol (MPTCP, UDP-Lite, SCTP; the " +
+				"on demand) and every other protocol (MPTCP, UDP-Lite, SCTP, which " +
+				"an IP SOCK_SEQPACKET with protocol 0 would also be; the " +
 				"kernel asks for a module for one it lacks) is attack surface a run " +
 				"does not need, and raw and packet sockets could forge traffic. " +
 				"Family and protocol are compared as whole registers (high bits " +
