@@ -624,6 +624,16 @@ import os, ssl, subprocess
 assert ssl.create_default_context().cert_store_stats()["x509_ca"] > 100
 assert "python3" in subprocess.run(["ls", "/usr/bin"], capture_output=True, text=True, check=True).stdout
 assert subprocess.run(["/bin/sh", "-c", "echo sh"], capture_output=True, text=True, check=True).stdout == "sh\n"
+# Debian's alternatives and its public tables (the environment probe: awk and
+# which were "not found", a service name unresolvable).
+if os.path.lexists("/usr/bin/awk"):
+    assert subprocess.run(["/bin/sh", "-c", "echo 1 2 3 | awk '{print $2}'"], capture_output=True, text=True, check=True).stdout == "2\n"
+if os.path.lexists("/usr/bin/which"):
+    assert subprocess.run(["which", "python3"], capture_output=True, text=True, check=True).stdout == "/usr/bin/python3\n"
+import socket, platform
+assert socket.getservbyname("https") == 443 and socket.getprotobyname("tcp") == 6
+assert socket.getaddrinfo("localhost", "http", type=socket.SOCK_STREAM)[0][4][1] == 80
+assert platform.freedesktop_os_release()["ID"]
 for p in ["/usr/local", "/usr/src", "/usr/include"]:
     assert not os.path.lexists(p), p
 for d in ["/tmp", "/sandbox"]:

@@ -514,16 +514,33 @@ func writeLayout(root string) error {
 }
 
 // hostEtcCopies are host files that are safe to show (public certificates, the
-// loader's cache of /usr's libraries, time zone, Python's and OpenSSL's own settings)
-// and that interpreters need; everything else in the made-up /etc is written by brig.
+// loader's cache of /usr's libraries, time zone, Python's and OpenSSL's own
+// settings, the public tables of services, protocols and MIME types, the
+// release's name, and Debian's alternatives, the links by which /usr/bin's
+// awk, which and nodejs reach their programs) and that programs need;
+// everything else in the made-up /etc is written by brig. The environment
+// probe of 2026-12-06 found awk and which "not found", and a service name
+// ("https") unresolvable though nsswitch.conf names the files. A link is
+// copied as a link, but for those in hostEtcResolved, whose target is not
+// shown (os-release is a link into /usr/lib).
 var hostEtcCopies = []string{
 	"ssl/certs/ca-certificates.crt",
 	"ssl/openssl.cnf",
 	"ld.so.cache",
 	"localtime",
+	"timezone",
 	"python3",
 	"python3.11",
+	"alternatives",
+	"services",
+	"protocols",
+	"mime.types",
+	"debian_version",
+	"os-release",
 }
+
+// hostEtcResolved are the hostEtcCopies copied as the file a link leads to.
+var hostEtcResolved = map[string]bool{"os-release": true}
 
 // etcFiles are the made-up /etc: an unprivileged "sandbox" user at SandboxUID with
 // its home at /sandbox, and name resolution through files first.
@@ -554,7 +571,17 @@ func writeEtc(dir string, copies []string) error {
 		}
 	}
 	for _, rel := range copies {
-		if err := copyTree(filepath.Join("/etc", rel), filepath.Join(dir, rel)); err != nil && !os.IsNotExist(err) {
+		src := filepath.Join("/etc", rel)
+		if hostEtcResolved[rel] {
+			resolved, err := filepath.EvalSymlinks(src)
+			if os.IsNotExist(err) {
+				continue
+			} else if err != nil {
+				return fmt.Errorf("copying /etc/%s: %w", rel, err)
+			}
+			src = resolved
+		}
+		if err := copyTree(src, filepath.Join(dir, rel)); err != nil && !os.IsNotExist(err) {
 			return fmt.Errorf("copying /etc/%s: %w", rel, err)
 		}
 	}
