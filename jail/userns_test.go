@@ -614,6 +614,13 @@ func TestCheckIDRange(t *testing.T) {
 // there, and directory entries agree with stat (CPython's scandir test).
 func TestWhatProgramsExpect(t *testing.T) {
 	l := newTestLauncher(t, 0)
+	// hostHas is code to run where the host has path, which a run should then see.
+	hostHas := func(path, code string) string {
+		if _, err := os.Stat(path); err != nil {
+			return ""
+		}
+		return code
+	}
 	for _, tc := range []struct {
 		name string
 		lang rootfs.Language
@@ -641,6 +648,12 @@ for d in ["/tmp", "/sandbox"]:
     open(d + "/file", "w").close()
     for e in os.scandir(d):
         assert e.inode() == os.stat(e.path, follow_symlinks=False).st_ino, (e.path, e.inode(), os.stat(e.path).st_ino)
+` + hostHas("/usr/share/python-wheels", `
+import glob  # what venv's ensurepip installs (python3 -m venv failed)
+assert glob.glob("/usr/share/python-wheels/pip-*.whl")
+`) + hostHas("/usr/lib/terminfo/x/xterm", `
+assert subprocess.run(["tput", "-T", "xterm", "cols"], capture_output=True, text=True, check=True).stdout == "80\n"
+`) + `
 print("ok")
 `},
 		{"javascript", rootfs.JavaScript, `require("assert")(require("tls").rootCertificates.length > 100); require("child_process").execSync("ls /"); console.log("ok")`},

@@ -97,6 +97,9 @@ var usrParts = []struct {
 	{pattern: "/usr/lib/ssl", links: true, why: "OpenSSL's folder: its cert.pem, certs and openssl.cnf links lead to what the made-up /etc/ssl holds (its misc scripts stay out)"},
 	{pattern: "/usr/lib/locale", why: "the compiled C.UTF-8 locale of every run's LANG: Debian's glibc has none built in, and setlocale(LC_ALL, \"\") fails without it"},
 	{pattern: "/usr/share/zoneinfo", why: "time zones: /etc/localtime's target, Python's zoneinfo"},
+	{pattern: "/usr/share/python-wheels", why: "the wheels Debian's ensurepip installs into a venv (python3 -m venv failed without them)"},
+	{pattern: "/usr/lib/terminfo", why: "the terminal descriptions of the common terminals (curses, tput -T xterm)"},
+	{pattern: "/usr/share/terminfo", why: "the terminal descriptions' other folder"},
 }
 
 // NewHost writes the skeleton (made-up /etc, mount points) under cfg.Dir or
