@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -221,7 +222,10 @@ func (h *Host) writeSkeleton() (retErr error) {
 	if err := writeLayout(tmp); err != nil {
 		return err
 	}
-	if err := writeEtc(filepath.Join(tmp, "etc"), hostEtcCopies); err != nil {
+	shown := func(path string) bool {
+		return slices.ContainsFunc(binds, func(b Bind) bool { return within(path, b.Target) })
+	}
+	if err := writeEtc(filepath.Join(tmp, "etc"), hostEtcCopies, shown); err != nil {
 		return err
 	}
 	if err := CheckLower(tmp); err != nil {
@@ -519,13 +523,12 @@ func writeLayout(root string) error {
 // hostEtcCopies are host files that are safe to show (public certificates, the
 // loader's cache of /usr's libraries, time zone, Python's and OpenSSL's own
 // settings, the public tables of services, protocols and MIME types, the
-// release's name, and Debian's alternatives, the links by which /usr/bin's
-// awk, which and nodejs reach their programs) and that programs need;
-// everything else in the made-up /etc is written by brig. The environment
-// probe of 2026-12-06 found awk and which "not found", and a service name
-// ("https") unresolvable though nsswitch.conf names the files. A link is
-// copied as a link, but for those in hostEtcResolved, whose target is not
-// shown (os-release is a link into /usr/lib).
+// release's name) and that programs need; everything else in the made-up /etc
+// is written by brig, but for Debian's alternatives (copyAlternatives). The
+// environment probe of 2026-12-06 found a service name ("https")
+// unresolvable though nsswitch.conf names the files. A link is copied as a
+// link, but for those in hostEtcResolved, whose target is not shown
+// (os-release is a link into /usr/lib).
 var hostEtcCopies = []string{
 	"ssl/certs/ca-certificates.crt",
 	"ssl/openssl.cnf",
@@ -534,7 +537,6 @@ var hostEtcCopies = []string{
 	"timezone",
 	"python3",
 	"python3.11",
-	"alternatives",
 	"services",
 	"protocols",
 	"mime.types",
@@ -563,8 +565,9 @@ var etcFiles = map[string]string{
 var madeUpTime = time.Unix(0, 0)
 
 // writeEtc writes the made-up /etc into dir, copying copies (paths relative to /etc)
-// from the host where they exist.
-func writeEtc(dir string, copies []string) error {
+// from the host where they exist, and the alternatives whose programs shown
+// says a run sees (none when shown is nil).
+func writeEtc(dir string, copies []string, shown func(path string) bool) error {
 	if err := mkdirRoot(dir); err != nil {
 		return err
 	}
@@ -576,16 +579,48 @@ func writeEtc(dir string, copies []string) error {
 	for _, rel := range copies {
 		src := filepath.Join("/etc", rel)
 		if hostEtcResolved[rel] {
+			// A regular file, or nothing: a file the host's link does not
+			// lead to (gone, looped, a folder) is not worth a failed start.
 			resolved, err := filepath.EvalSymlinks(src)
-			if os.IsNotExist(err) {
+			if err != nil {
 				continue
-			} else if err != nil {
-				return fmt.Errorf("copying /etc/%s: %w", rel, err)
+			}
+			if fi, err := os.Stat(resolved); err != nil || !fi.Mode().IsRegular() {
+				continue
 			}
 			src = resolved
 		}
 		if err := copyTree(src, filepath.Join(dir, rel)); err != nil && !os.IsNotExist(err) {
 			return fmt.Errorf("copying /etc/%s: %w", rel, err)
+		}
+	}
+	if shown != nil {
+		return copyAlternatives("/etc/alternatives", filepath.Join(dir, "alternatives"), shown)
+	}
+	return nil
+}
+
+// copyAlternatives copies the links of Debian's alternatives folder src that
+// lead to a program shown says a run sees: the links by which /usr/bin's awk,
+// which and nodejs reach theirs, which the environment probe of 2026-12-06
+// found "not found". The others stay out: their targets name the versions and
+// places of software the view of /usr leaves out (a JVM, a database's
+// server), and would dangle (the second review of 2026-12-06).
+func copyAlternatives(src, dst string, shown func(path string) bool) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return nil // a host without alternatives
+	}
+	for _, e := range ents {
+		if e.Type()&os.ModeSymlink == 0 {
+			continue
+		}
+		target, err := os.Readlink(filepath.Join(src, e.Name()))
+		if err != nil || !filepath.IsAbs(target) || !shown(target) {
+			continue
+		}
+		if err := copyTree(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+			return fmt.Errorf("copying /etc/alternatives/%s: %w", e.Name(), err)
 		}
 	}
 	return nil

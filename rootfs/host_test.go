@@ -696,3 +696,42 @@ func TestHostRemovesStaleTemps(t *testing.T) {
 		t.Errorf("the fresh temporary skeleton: got %v, want it left", err)
 	}
 }
+
+// TestCopyAlternatives: of Debian's alternatives, only the links to a program
+// a run sees are copied, as links: the others would dangle, and their targets
+// name software the view of /usr leaves out (a JVM's version and place).
+func TestCopyAlternatives(t *testing.T) {
+	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "alternatives")
+	for name, target := range map[string]string{
+		"awk":  "/usr/bin/mawk",
+		"java": "/usr/lib/jvm/java-17-openjdk-amd64/bin/java",
+		"rel":  "../bin/x",
+	} {
+		if err := os.Symlink(target, filepath.Join(src, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(src, "README"), []byte("not a link\n"), 0o644)
+	shown := func(p string) bool { return strings.HasPrefix(p, "/usr/bin/") }
+	if err := copyAlternatives(src, dst, shown); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"awk"}) {
+		t.Errorf("got %v copied, want [awk] alone", names)
+	}
+	if got, err := os.Readlink(filepath.Join(dst, "awk")); err != nil || got != "/usr/bin/mawk" {
+		t.Errorf("got awk -> %q (%v), want the host's link", got, err)
+	}
+	// A host without the folder has nothing to copy.
+	if err := copyAlternatives(filepath.Join(src, "none"), filepath.Join(t.TempDir(), "a"), shown); err != nil {
+		t.Errorf("a host without alternatives: %v", err)
+	}
+}

@@ -277,7 +277,7 @@ func cleanLower(t *testing.T, root string) {
 	if err := writeLayout(root); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeEtc(filepath.Join(root, "etc"), nil); err != nil {
+	if err := writeEtc(filepath.Join(root, "etc"), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -170,7 +170,7 @@ func writeBuiltEtc(root string) error {
 			return err
 		}
 	}
-	return writeEtc(etc, nil)
+	return writeEtc(etc, nil, nil)
 }
 
 // privateKeyDirs are where a private key could sit in a fresh Debian tree.
