@@ -271,7 +271,7 @@ func publicFailure(err error) string {
 func withoutAddrs(err error) string {
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Err != nil {
-		return oe.Err.Error()
+		return addressless(err)
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
 		return "i/o timeout"
@@ -283,7 +283,8 @@ func withoutAddrs(err error) string {
 // addresses it names ("write: broken pipe", where its text was "write tcp
 // 10.0.0.1:37784->10.0.0.2:80: write: broken pipe": the host's own address and
 // the address dialled, the network probe of 2026-12-06), anything else as it
-// is (brig's own errors, which name no address).
+// is (brig's own errors, which name no address). withoutAddrs is the stricter
+// form for a dial's errors, whose others may name the resolver.
 func addressless(err error) string {
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Err != nil {

@@ -756,7 +756,7 @@ func (r *Run) sendRequest(w io.Writer, br *bufio.Reader, h *head, target, host s
 	if err == nil {
 		err = forwardBody(w, br, h)
 	}
-	if err != nil && !errors.Is(err, errBytesLimit) && !errors.Is(err, net.ErrClosed) && r.ctx.Err() == nil {
+	if err != nil && !r.ownEnd(err) {
 		rec.failure = "the request was cut: " + addressless(err)
 		rec.detail = err.Error()
 	}
@@ -769,7 +769,7 @@ func (r *Run) sendRequest(w io.Writer, br *bufio.Reader, h *head, target, host s
 // (the network probe of 2026-12-06); and reports whether it did. The run's
 // end, its byte limit and the proxy's own closing are not the upstream's.
 func (r *Run) unanswered(c *net.TCPConn, rec *record, err error) bool {
-	if rec.received.Load() > 0 || rec.cut.Load() || errors.Is(err, errBytesLimit) || errors.Is(err, net.ErrClosed) || r.ctx.Err() != nil {
+	if rec.received.Load() > 0 || rec.cut.Load() || r.ownEnd(err) {
 		return false
 	}
 	// An answer's copy fails on the run's side too: a write to a client
@@ -785,6 +785,13 @@ func (r *Run) unanswered(c *net.TCPConn, rec *record, err error) bool {
 	}
 	rec.answerFailure.CompareAndSwap(nil, &why)
 	return true
+}
+
+// ownEnd reports whether err ended a copy for the run's sake, not the
+// upstream's or the client's: the run's byte limit, the proxy's own closing
+// of a socket, the run's end.
+func (r *Run) ownEnd(err error) bool {
+	return errors.Is(err, errBytesLimit) || errors.Is(err, net.ErrClosed) || r.ctx.Err() != nil
 }
 
 // answerUnanswered tells a plain HTTP client that its upstream ended the

@@ -105,14 +105,7 @@ func TestHostSkeleton(t *testing.T) {
 	dir := h.Dir()
 
 	t.Run("top level", func(t *testing.T) {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, e := range ents {
-			got = append(got, e.Name())
-		}
+		got := dirNames(t, dir)
 		// Nothing of the host's /root, /home, /var, /run or /tmp: /var is the
 		// skeleton's own, with only an empty sticky tmp.
 		want := []string{"dev", "etc", "proc", "sandbox", "tmp", "usr", "var"}
@@ -716,15 +709,7 @@ func TestCopyAlternatives(t *testing.T) {
 	if err := copyAlternatives(src, dst, shown); err != nil {
 		t.Fatal(err)
 	}
-	ents, err := os.ReadDir(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	if !slices.Equal(names, []string{"awk"}) {
+	if names := dirNames(t, dst); !slices.Equal(names, []string{"awk"}) {
 		t.Errorf("got %v copied, want [awk] alone", names)
 	}
 	if got, err := os.Readlink(filepath.Join(dst, "awk")); err != nil || got != "/usr/bin/mawk" {
@@ -734,4 +719,18 @@ func TestCopyAlternatives(t *testing.T) {
 	if err := copyAlternatives(filepath.Join(src, "none"), filepath.Join(t.TempDir(), "a"), shown); err != nil {
 		t.Errorf("a host without alternatives: %v", err)
 	}
+}
+
+// dirNames lists the names in dir, sorted.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
 }
