@@ -3,6 +3,7 @@ package jail
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -94,15 +95,24 @@ type idAllocator struct {
 	mu sync.Mutex
 	// blocks are the claimed blocks, in claim order; guarded by mu.
 	blocks []*idBlock
-	// cursor is the slot after the last one handed out, over all blocks, so
-	// that a freed id is reused last rather than first; guarded by mu.
-	cursor int
 }
 
 type idBlock struct {
 	index int // the block's position in the range
 	lock  *os.File
 	used  [idBlockSlots]bool // guarded by idAllocator.mu
+}
+
+// inUse is how many of the block's slots are handed out; the caller holds
+// idAllocator.mu.
+func (b *idBlock) inUse() int {
+	n := 0
+	for _, u := range b.used {
+		if u {
+			n++
+		}
+	}
+	return n
 }
 
 // ErrNoIDs is returned when every block of the range is taken.
@@ -125,24 +135,38 @@ func newIDAllocator(r IDRange, lockDir string) (*idAllocator, error) {
 	return a, nil
 }
 
+// get hands out a free slot of the claimed blocks picked at random, claiming
+// another block only when they are full. Not the next slot in turn: a run can
+// read its own host id (/proc/self/uid_map), and ids handed out in order let
+// it count the sandboxes made for anyone between two of its runs (the
+// identity probe of 2026-12-06).
 func (a *idAllocator) get() (runIDs, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	n := len(a.blocks) * idBlockSlots
-	for i := range n {
-		k := (a.cursor + i) % n
-		b := a.blocks[k/idBlockSlots]
-		if !b.used[k%idBlockSlots] {
-			a.cursor = k + 1
-			return a.takeLocked(b, k%idBlockSlots), nil
+	free := 0
+	for _, b := range a.blocks {
+		free += idBlockSlots - b.inUse()
+	}
+	if free == 0 {
+		b, err := a.claimLocked()
+		if err != nil {
+			return runIDs{}, err
+		}
+		return a.takeLocked(b, rand.IntN(idBlockSlots)), nil
+	}
+	k := rand.IntN(free)
+	for _, b := range a.blocks {
+		for slot, used := range b.used {
+			if used {
+				continue
+			}
+			if k == 0 {
+				return a.takeLocked(b, slot), nil
+			}
+			k--
 		}
 	}
-	b, err := a.claimLocked()
-	if err != nil {
-		return runIDs{}, err
-	}
-	a.cursor = (len(a.blocks)-1)*idBlockSlots + 1
-	return a.takeLocked(b, 0), nil
+	panic("jail: the id blocks' free count changed under their lock")
 }
 
 func (a *idAllocator) takeLocked(b *idBlock, slot int) runIDs {

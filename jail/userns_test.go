@@ -442,8 +442,9 @@ os.waitpid(pid, 0)
 	})
 }
 
-// TestIDAllocator: ids are unique while held, freed ids are reused last, and a
-// second allocator (another brig process) never gets a block the first holds.
+// TestIDAllocator: ids are unique while held, their order tells nothing of how
+// many were handed out between two, and a second allocator (another brig
+// process) never gets a block the first holds.
 func TestIDAllocator(t *testing.T) {
 	dir := t.TempDir()
 	r := IDRange{First: 1 << 20, Count: 4 * 2 * idBlockSlots} // four blocks
@@ -489,17 +490,49 @@ func TestIDAllocator(t *testing.T) {
 	if _, err := b.get(); !errors.Is(err, ErrNoIDs) {
 		t.Fatalf("a full range: got %v, want ErrNoIDs", err)
 	}
+	// A freed id may be handed out again; one still held may not.
 	a.put(held[0])
-	next, err := a.get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if next.UID == held[0].UID {
-		t.Errorf("a freed id was handed out again at once (%d); want it reused last", next.UID)
+	for range idBlockSlots { // a's two blocks, full again
+		ids, err := a.get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range held[1:] {
+			if ids.UID == h.UID {
+				t.Fatalf("id %d handed out while still held", ids.UID)
+			}
+		}
 	}
 	a.close()
 	if IDsInUse(r, dir, uint32(held[0].UID)) {
 		t.Errorf("IDsInUse after the allocator closed: got true, want false")
+	}
+
+	// A run that reads its own host id twice must not learn how many sandboxes
+	// were made in between: the next id is not the last one's neighbour.
+	c, err := newIDAllocator(r, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	steps := map[int]int{}
+	last := -1
+	const rounds = 200
+	for range rounds {
+		ids, err := c.get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last >= 0 {
+			steps[ids.UID-last]++
+		}
+		last = ids.UID
+		c.put(ids)
+	}
+	for step, n := range steps {
+		if n > rounds/4 {
+			t.Errorf("%d of %d ids were %d after the one before: handed out in an order a run can count by", n, rounds, step)
+		}
 	}
 }
 
