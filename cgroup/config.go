@@ -71,8 +71,16 @@ type Usage struct {
 	// PeakMemoryBytes is the group's high-water memory mark in bytes; zero
 	// where the kernel does not keep one (v2 before Linux 5.19).
 	PeakMemoryBytes int64
-	// OOMKills counts the tasks the kernel's OOM killer killed in the group.
+	// OOMKills counts the tasks the kernel's OOM killer killed in the group,
+	// for whatever memory was short: the group's own limit, an ancestor's, or
+	// the host's.
 	OOMKills uint64
+	// OwnLimitReached says the group's memory reached its own limit, read
+	// where OOMKills is above zero: v2's oom line of memory.events (an
+	// allocation about to fail at the limit), v1's peak within 2 MiB of it.
+	// False with kills counted, the kill was for memory short elsewhere: an
+	// ancestor's limit or the host's.
+	OwnLimitReached bool
 	// PidsMaxHits counts the forks and clones the group's pids.max refused
 	// (the max line of pids.events); zero where the host has no pids
 	// controller.

@@ -398,6 +398,7 @@ func (g *Group) readUsageLocked(u *Usage) error {
 	if u.PeakMemoryBytes, err = readInt(peakFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	memoryPeak := u.PeakMemoryBytes
 	if m.mode != ModeUnified {
 		// v1 charges TCP buffers apart (TCPBytes): their high-water mark is
 		// added, which makes the peak an upper bound of the sum's.
@@ -408,11 +409,21 @@ func (g *Group) readUsageLocked(u *Usage) error {
 		u.PeakMemoryBytes += tcp
 	}
 	kills, _, err := readKey(eventsFile, "oom_kill")
-	if err != nil {
+	if err != nil || kills == 0 {
 		return err
 	}
 	u.OOMKills = uint64(kills)
-	return nil
+	if m.mode == ModeUnified {
+		hits, _, err := readKey(eventsFile, "oom")
+		u.OwnLimitReached = hits > 0
+		return err
+	}
+	// v1 has no such count (memory.failcnt stays 0 at an OOM kill on Linux
+	// 6.18), but its peak is what was charged: a charge the limit refused
+	// comes within a huge page of it.
+	limit, err := readInt(v1("memory", "memory.limit_in_bytes"))
+	u.OwnLimitReached = memoryPeak >= limit-2<<20
+	return err
 }
 
 // Delete kills whatever is still inside, waits (bounded, 5 s) until

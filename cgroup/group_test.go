@@ -394,12 +394,60 @@ func TestOOMKill(t *testing.T) {
 				t.Fatalf("Usage: %v", err)
 			}
 			t.Logf("usage after the OOM kill: %+v", u)
-			if u.OOMKills < 1 {
-				t.Errorf("OOMKills: got %d, want >= 1", u.OOMKills)
+			if u.OOMKills < 1 || !u.OwnLimitReached {
+				t.Errorf("OOMKills, OwnLimitReached: got %d and %v, want >= 1 and true", u.OOMKills, u.OwnLimitReached)
 			}
 			if u.PeakMemoryBytes < limit*3/4 || u.PeakMemoryBytes > limit+mib {
 				t.Errorf("PeakMemoryBytes: got %d (%.1f MiB), want near the %d MiB limit",
 					u.PeakMemoryBytes, float64(u.PeakMemoryBytes)/mib, limit/mib)
+			}
+		})
+	}
+}
+
+// TestOOMKillForAnAncestor: a group killed for its ancestor's limit counts the
+// kill but not a hit of its own limit, which is how a Result tells a run that
+// went over memory_mib from one the host's shortage took (jail's
+// memoryMessage). The ancestor is a parent of the test's own with a limit the
+// test writes; the host's own shortage is not made.
+func TestOOMKillForAnAncestor(t *testing.T) {
+	testutil.RequireRoot(t)
+	const ancestorLimit = 64 * mib
+	for _, l := range hostLayouts(t) {
+		if l.mode == ModeUnified {
+			continue // no memory controller in this host's cgroup2 hierarchy
+		}
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			parent := testParent + "/ancestor-" + l.name
+			m, err := New(Config{MountRoot: l.root, Parent: parent, Mode: l.mode, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { // after newGroup's Delete
+				if err := m.RemoveParent(); err != nil {
+					t.Error(err)
+				}
+			})
+			testutil.Require(t, m.Controllers()["memory"], "no memory controller in the "+l.name+" layout")
+			limitFile := filepath.Join(l.root, "memory", parent, "memory.limit_in_bytes")
+			if err := os.WriteFile(limitFile, []byte(fmt.Sprint(ancestorLimit)), 0); err != nil {
+				t.Fatal(err)
+			}
+			g := newGroup(t, m)
+			if err := g.SetLimits(Limits{MemoryBytes: 512 * mib}); err != nil {
+				t.Fatal(err)
+			}
+			v := startInGroup(t, g, python, "-c", `b = b"x" * (200 << 20); print("allocated", len(b))`)
+			if sig := v.wait(t); sig != syscall.SIGKILL {
+				t.Errorf("hog: got signal %v, want SIGKILL for the ancestor's limit (output %q)", sig, v.out)
+			}
+			u, err := g.Usage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.OOMKills < 1 || u.OwnLimitReached {
+				t.Errorf("OOMKills, OwnLimitReached: got %d and %v, want >= 1 and false: the group never reached its own limit (peak %d MiB)", u.OOMKills, u.OwnLimitReached, u.PeakMemoryBytes>>20)
 			}
 		})
 	}

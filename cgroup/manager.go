@@ -49,6 +49,11 @@ type Manager struct {
 	v2     *cgroup2.Manager
 	v2Info v2Layout
 
+	// above are the levels above the parent that New made, in every
+	// hierarchy, each hierarchy's deepest first: a stop removes them again
+	// where nothing else is left in them.
+	above []string
+
 	// mu guards live.
 	mu sync.Mutex
 	// live holds the names of the groups this Manager created and has not yet
@@ -88,8 +93,10 @@ func New(cfg Config) (*Manager, error) {
 	}
 	switch mode {
 	case ModeUnified:
+		m.above = levelsMissing(cfg.MountRoot, cfg.Parent)
 		m.v2Info, err = setupV2(cfg.MountRoot, cfg.Parent, true)
 	case ModeHybrid:
+		m.above = levelsMissing(filepath.Join(cfg.MountRoot, unifiedDir), cfg.Parent)
 		m.v2Info, err = setupV2(filepath.Join(cfg.MountRoot, unifiedDir), cfg.Parent, false)
 	}
 	if err != nil {
@@ -99,6 +106,9 @@ func New(cfg Config) (*Manager, error) {
 		m.v1Info = m.v1Info.without(twinServes)
 	}
 	if mode == ModeLegacy || mode == ModeHybrid {
+		for _, h := range m.v1Info.hierarchies {
+			m.above = append(m.above, levelsMissing(h.dir, cfg.Parent)...)
+		}
 		if err = newV1Parent(m.v1Info, cfg.Parent); err != nil {
 			return nil, err
 		}
@@ -422,7 +432,24 @@ func (m *Manager) removeParentDirs(busyOK bool) error {
 			errs = append(errs, fmt.Errorf("removing the cgroup parent %s: %w", d, err))
 		}
 	}
+	// The levels New made above a nested parent (brig/a) go where they hold
+	// nothing else: another service's brig/b keeps them (EBUSY).
+	for _, d := range m.above {
+		if err := unix.Rmdir(d); err != nil && err != unix.ENOENT && err != unix.EBUSY {
+			errs = append(errs, fmt.Errorf("removing the cgroup level %s above the parent: %w", d, err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// levelsMissing are the folders between a hierarchy's root and the parent
+// group there that do not exist yet, deepest first.
+func levelsMissing(root, parent string) []string {
+	var missing []string
+	for d := filepath.Dir(filepath.Join(root, parent)); d != root && strings.HasPrefix(d, root+"/") && !exists(d); d = filepath.Dir(d) {
+		missing = append(missing, d)
+	}
+	return missing
 }
 
 // makeParent makes the parent again where it is missing (as New made it:

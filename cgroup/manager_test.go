@@ -338,3 +338,67 @@ func TestCreateAfterParentRemoved(t *testing.T) {
 		})
 	}
 }
+
+// TestNestedParentLevels: the levels New makes above a nested parent are
+// removed with it, in every hierarchy, and a level another parent still uses
+// stays without an error (the cgroup v2 probe of 2026-12-06 found
+// `--cgroup-parent a/b` leaving a behind).
+func TestNestedParentLevels(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			newManager(t, l) // the test parent, which no nested manager makes
+			level := testParent + "/nest-" + l.name
+			nested := func(name string) *Manager {
+				m, err := New(Config{MountRoot: l.root, Parent: level + "/" + name, Mode: l.mode, Logger: testLogger(t)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			levelDirs := func(m *Manager) []string {
+				var dirs []string
+				for _, d := range m.parentDirs() {
+					dirs = append(dirs, filepath.Dir(d))
+				}
+				return dirs
+			}
+			a := nested("a") // makes the level
+			b := nested("b")
+			if err := a.RemoveParent(); err != nil {
+				t.Fatalf("removing a while b holds the level: %v", err)
+			}
+			for _, d := range levelDirs(b) {
+				if _, err := os.Stat(d); err != nil {
+					t.Errorf("the level %s, which b still holds: %v", d, err)
+				}
+			}
+			if err := b.RemoveParent(); err != nil {
+				t.Fatal(err)
+			}
+			// b did not make the level: it stays, and the next that makes it
+			// again would not. Take it away, then make it with a lone parent.
+			if err := testutil.RemoveCgroupParent(level); err != nil {
+				t.Fatal(err)
+			}
+			c := nested("c")
+			if len(c.above) == 0 {
+				t.Fatalf("New made %s without counting it", level)
+			}
+			if err := c.RemoveParent(); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range levelDirs(c) {
+				if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("the level %s above the parent: got %v, want it removed", d, err)
+				}
+			}
+			for _, d := range levelDirs(c) {
+				if _, err := os.Stat(filepath.Dir(d)); err != nil {
+					t.Errorf("the test parent above the level, which c did not make: %v", err)
+				}
+			}
+		})
+	}
+}

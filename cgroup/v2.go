@@ -47,10 +47,7 @@ type v2Layout struct {
 func setupV2(root, parent string, enableControllers bool) (v2Layout, error) {
 	l := v2Layout{root: root, enabled: map[string]bool{}}
 	dir := filepath.Join(root, parent)
-	var made []string // the levels above the parent that do not exist yet, lowest first
-	for d := filepath.Dir(dir); d != root && strings.HasPrefix(d, root+"/") && !exists(d); d = filepath.Dir(d) {
-		made = append(made, d)
-	}
+	made := levelsMissing(root, parent)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return l, fmt.Errorf("creating cgroup2 parent %q: %w", dir, err)
 	}

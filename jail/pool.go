@@ -544,7 +544,10 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 		}
 	}()
 	s = made
-	// Limits before the move: the init is never in a group without them.
+	// Limits before the move: on v1 the init is never in a group without
+	// them. On cgroup v2 it was born in its group (CLONE_INTO_CGROUP, clone),
+	// and waits there, with no program and nothing of the run's, until they
+	// are set; what it holds then counts against them once they are.
 	s.memoryBytes = memoryBytes
 	if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: memoryBytes, Pids: l.cfg.Pids, CPUs: l.cfg.CPUs}); err != nil {
 		return nil, fmt.Errorf("setting the run's cgroup limits: %w", err)

@@ -410,7 +410,7 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 		default: // the OOM kill, or the stop it caused, came before the program's exit
 			res.Signal = "SIGKILL"
 		}
-		res.Message = memoryMessage(spec)
+		res.Message = memoryMessage(spec, usage)
 		if e.sockets {
 			res.Message = fmt.Sprintf("the run went over its memory limit of %d MiB with its TCP socket buffers counted: the whole run was stopped", spec.MemoryBytes>>20)
 		}
@@ -501,8 +501,17 @@ func (s *slot) overMemory(limit int64) (bool, error) {
 
 // memoryMessage says which limit was hit and what it cost the run. The
 // cgroup's oom_kill count is not given: under cgroup v2's memory.oom.group it
-// counts every process of the group's kill, not what went over.
-func memoryMessage(spec Spec) string {
+// counts every process of the group's kill, not what went over. A kill counted
+// where the run never reached its own limit was for memory short outside it,
+// the host's or brig's cgroup parent's (runs are the OOM killer's first
+// victims): the reason is memory all the same (API.md: an OOM kill anywhere in
+// the run), but the message must not send the harness to raise memory_mib
+// (the cgroup v2 probe of 2026-12-06).
+func memoryMessage(spec Spec, usage cgroup.Usage) string {
+	if usage.OOMKills > 0 && !usage.OwnLimitReached {
+		return fmt.Sprintf("the kernel's OOM killer killed a process of the run while the run was under its memory limit of %d MiB (its peak %d MiB): memory was short outside the run, on the host or under a limit on brig's cgroup parent, and the whole run was stopped; a larger memory_mib would not help, and the run may succeed when tried again",
+			spec.MemoryBytes>>20, usage.PeakMemoryBytes>>20)
+	}
 	return fmt.Sprintf("the run went over its memory limit of %d MiB: the kernel's OOM killer acted on its processes, and the whole run was stopped",
 		spec.MemoryBytes>>20)
 }
