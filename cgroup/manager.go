@@ -187,6 +187,11 @@ func (m *Manager) CanLimit(l Limits) error {
 				// every ancestor's cgroup.subtree_control, and a cgroup
 				// with processes of its own can't pass it on.
 				e.Hint = "on cgroup v2 every ancestor of the parent must enable it in its cgroup.subtree_control: give a parent right below the hierarchy's root (systemd enables the controllers there for a unit with Delegate=yes), and in a container keep brig's own process out of the cgroup its runs' parent is under"
+				if !rootOffers(m.cfg.MountRoot, c) {
+					// No ancestor can pass on what the root lacks: the
+					// hint above would not help (the cgroup v2 probe).
+					e.Hint = "the hierarchy's root does not offer it (its cgroup.controllers lacks it): a v1 hierarchy holds it, as on a hybrid host, or the kernel lacks it; use the host's v1 or hybrid layout, or boot with the controller in cgroup v2 (systemd.unified_cgroup_hierarchy=1)"
+				}
 			}
 			return e
 		}
@@ -198,6 +203,13 @@ func (m *Manager) CanLimit(l Limits) error {
 		}
 	}
 	return nil
+}
+
+// rootOffers says whether the cgroup2 hierarchy at root lists controller c
+// in its root's cgroup.controllers (true where that can't be read).
+func rootOffers(root, c string) bool {
+	b, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
+	return err != nil || slices.Contains(strings.Fields(string(b)), c)
 }
 
 // swapLimit says whether swap can be limited along with memory.
