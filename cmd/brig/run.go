@@ -202,6 +202,11 @@ func runRemote(c *cli.Context, req api.Request) error {
 	gone := make(chan struct{})
 	outputGone := func() { closeGone.Do(func() { close(gone) }) }
 
+	// Its stops name its own uid: for root and the admin group an id alone
+	// means another uid's run where they have none of it, and a stop before
+	// the service took this one would end that one (the identity probe of
+	// 2026-12-06).
+	own := client.OwnedBy(os.Geteuid())
 	var accepted, acceptLate atomic.Bool
 	var stoppedRes atomic.Pointer[api.Result] // what the stop below answered
 	stopped := make(chan struct{})            // closed once the goroutine below is done
@@ -226,7 +231,7 @@ func runRemote(c *cli.Context, req api.Request) error {
 			// One deadline for the stop and the stream's end after it.
 			stop, cancelStop := context.WithTimeout(context.Background(), stopWait)
 			defer cancelStop()
-			cl.Stop(stop, req.ID) // the stream then ends with the result
+			cl.Stop(stop, req.ID, own) // the stream then ends with the result
 			select {
 			case <-ctx.Done(): // it did
 			case <-stop.Done():
@@ -241,7 +246,7 @@ func runRemote(c *cli.Context, req api.Request) error {
 		cancel()
 		for deadline := time.Now().Add(stopWait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 			stop, cancelStop := context.WithDeadline(context.Background(), deadline)
-			res, err := cl.Stop(stop, req.ID)
+			res, err := cl.Stop(stop, req.ID, own)
 			cancelStop()
 			if err == nil {
 				stoppedRes.Store(res)
