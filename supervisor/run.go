@@ -31,6 +31,13 @@ type run struct {
 	stop context.CancelCauseFunc
 	// done is closed once result is set.
 	done chan struct{}
+	// recorded is closed once the run's journal record is written, or its
+	// write failed, which refusal then says. A request that found the run
+	// before then waits for it: a run the journal refused never was, and
+	// its done would never close (the race probe of 2026-12-06: a retry, a
+	// DELETE and a stream of such a run hung, the stream after "accepted").
+	recorded chan struct{}
+	refusal  error
 
 	mu sync.Mutex
 	// state is the run's API state. Guarded by mu.
@@ -118,6 +125,7 @@ func newRun(id, key string, req api.Request, peerUID int, now time.Time) *run {
 		ctx:      ctx,
 		stop:     stop,
 		done:     make(chan struct{}),
+		recorded: make(chan struct{}),
 		state:    api.StateQueued,
 		events:   []api.Event{{Event: api.EventAccepted, ID: id}},
 		changed:  make(chan struct{}),
@@ -131,6 +139,20 @@ var (
 	errShutdown   = errors.New("the service's shutdown")
 	errClientGone = errors.New("its client's going away (it had not learnt the run's generated id)")
 )
+
+// refused waits for the run's journal record and says whether its write
+// failed, with the error the run's request was answered.
+func (r *run) refused() error {
+	<-r.recorded
+	return r.refusal
+}
+
+// recordedAs ends the wait of refused: the run's record is written (err nil),
+// or its write failed and the run is refused with err.
+func (r *run) recordedAs(err error) {
+	r.refusal = err
+	close(r.recorded)
+}
 
 // stopCause is why the run was stopped: one of the errors above, or nil.
 func (r *run) stopCause() error {

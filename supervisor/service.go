@@ -407,6 +407,9 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		rk := runKey{uid: peerUID, id: id}
 		if r, ok := s.runs[rk]; ok {
 			s.mu.Unlock()
+			if err := r.refused(); err != nil {
+				return nil, nil, err // a retry of it now may be taken
+			}
 			if r.key != key {
 				return nil, nil, conflict(id)
 			}
@@ -513,20 +516,22 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		err = s.journal.accept(r.runKey(), rec)
 	}
 	if err != nil {
+		// Not a defect of the request's nor of brig's: the state directory
+		// is full or unwritable, which may pass. The run is not started
+		// unrecorded, which would lose it to a restart.
+		e := newError(api.ErrorUnavailable, "the service could not record the run in its journal (%v), so the program did not run; retry after the Retry-After seconds, and if this goes on tell the operator: the service's state directory may be full or read-only", err)
+		e.retryAfter = journalRetryAfter
+		r.recordedAs(e)
 		s.mu.Lock()
 		delete(s.runs, r.runKey())
 		s.mu.Unlock()
 		s.adm.cancel(t)
 		s.runsWG.Done()
-		// Not a defect of the request's nor of brig's: the state directory
-		// is full or unwritable, which may pass. The run is not started
-		// unrecorded, which would lose it to a restart.
 		s.metrics.journalFailures.WithLabelValues(journalWriteAccept).Inc()
 		s.log.Error("recording an accepted run in the journal: the run is refused", logID, id, "err", err)
-		e := newError(api.ErrorUnavailable, "the service could not record the run in its journal (%v), so the program did not run; retry after the Retry-After seconds, and if this goes on tell the operator: the service's state directory may be full or read-only", err)
-		e.retryAfter = journalRetryAfter
 		return nil, nil, e
 	}
+	r.recordedAs(nil)
 	// Its wait in the queue counts from here: the journal's write, an fsync
 	// for a networked run, is not waiting for a slot.
 	r.enqueued = time.Now()
@@ -837,8 +842,11 @@ func (s *Service) find(k runKey, uid int) (*run, *record, error) {
 	s.mu.Lock()
 	r, ok := s.runs[k]
 	s.mu.Unlock()
-	if ok {
+	if ok && r.refused() == nil {
 		return r, nil, nil
+	}
+	if ok { // it never was
+		return nil, nil, errNoRecord
 	}
 	rec, err := s.readRecord(k, uid)
 	return nil, rec, err

@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/client"
 )
 
 func TestRunBothLanguages(t *testing.T) {
@@ -135,6 +138,76 @@ func TestJournalFailureIs503(t *testing.T) {
 				t.Fatalf("got %d running and %d queued after the refusal, want the slot given back", running, queued)
 			}
 		})
+	}
+}
+
+// TestRequestsWaitForTheRunsRecord: a request that finds a run whose journal
+// record is still being written waits for it, and where the write fails gets
+// what a run that never was gets: a retry the same 503 as the run's own
+// request, a GET, a DELETE and a stream 404. (The race probe of 2026-12-06:
+// with a full state directory they had waited for ever, the streams after an
+// "accepted" event.) The run is put in the service's table as submit puts it
+// before the write, and refused as submit refuses it, so that every request
+// arrives inside the window.
+func TestRequestsWaitForTheRunsRecord(t *testing.T) {
+	ts := newTestService(t)
+	req := request("python", "print(1)", func(r *api.Request) { r.ID = "unrecorded" })
+	body, _ := json.Marshal(req)
+	sent, aerr := decodeRequest(body) // as the service reads it, its defaults filled in
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	r := newRun(req.ID, requestKey(sent), sent, os.Geteuid(), time.Now())
+	ts.mu.Lock()
+	ts.runs[r.runKey()] = r
+	ts.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	type answer struct {
+		what   string
+		err    error
+		events []api.Event
+	}
+	answers := make(chan answer, 4)
+	go func() {
+		_, err := ts.client.Run(ctx, req)
+		answers <- answer{what: "a retry", err: err}
+	}()
+	go func() {
+		_, err := ts.client.Get(ctx, req.ID)
+		answers <- answer{what: "a GET", err: err}
+	}()
+	go func() {
+		_, err := ts.client.Stop(ctx, req.ID)
+		answers <- answer{what: "a DELETE", err: err}
+	}()
+	go func() {
+		var evs []api.Event
+		_, err := ts.client.Events(ctx, req.ID, func(ev api.Event) error { evs = append(evs, ev); return nil })
+		answers <- answer{what: "a stream", err: err, events: evs}
+	}()
+	select {
+	case a := <-answers:
+		t.Fatalf("%s was answered before the run's record was written or refused: %v", a.what, a.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	e := newError(api.ErrorUnavailable, "the service could not record the run in its journal (a test), so the program did not run")
+	e.retryAfter = journalRetryAfter
+	r.recordedAs(e)
+	ts.mu.Lock()
+	delete(ts.runs, r.runKey())
+	ts.mu.Unlock()
+	for range 4 {
+		a := <-answers
+		want := http.StatusNotFound
+		if a.what == "a retry" {
+			want = http.StatusServiceUnavailable
+		}
+		var ce *client.Error
+		if !errors.As(a.err, &ce) || ce.Status != want || len(a.events) > 0 {
+			t.Errorf("%s: got %v with events %v, want %d and no event", a.what, a.err, a.events, want)
+		}
 	}
 }
 
