@@ -216,6 +216,47 @@ func TestRunLocalSlowReader(t *testing.T) {
 	}
 }
 
+// TestRunRemoteSlowReader: a reader of brig run's output that pauses longer
+// than the service waits on a stream's write still gets all of it, and the
+// run's status. The fake service drops a stream it can't write for 2 s, as
+// the service does after 30 (the clients probe of 2026-12-06: 340,223 of
+// 408,051 bytes, exit 2, for a run that had succeeded).
+func TestRunRemoteSlowReader(t *testing.T) {
+	const size = 1_000_000
+	sock := testutil.ServeUnix(t, func(w http.ResponseWriter, r *http.Request) {
+		var req api.Request
+		json.NewDecoder(r.Body).Decode(&req)
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		rc := http.NewResponseController(w)
+		enc := json.NewEncoder(w)
+		send := func(ev api.Event) bool {
+			rc.SetWriteDeadline(time.Now().Add(2 * time.Second))
+			return enc.Encode(ev) == nil && rc.Flush() == nil
+		}
+		if !send(api.Event{Event: api.EventAccepted, ID: req.ID}) {
+			return
+		}
+		chunk := strings.Repeat("x", 10_000)
+		for range size / len(chunk) {
+			if !send(api.Event{Event: api.EventStdout, Data: chunk}) {
+				return // the connection is dropped, as the service drops it
+			}
+		}
+		code := 0
+		send(api.Event{Event: api.EventResult, Result: &api.Result{ID: req.ID, Language: "python", State: api.StateFinished,
+			Status: api.StatusCompleted, Outcome: api.OutcomeSucceeded, ExitCode: &code}})
+	})
+	prog := filepath.Join(t.TempDir(), "p.py")
+	os.WriteFile(prog, []byte("print(1)\n"), 0o644)
+	cmd, out := startPiped(t, "run", "--socket", sock, "-l", "python", prog)
+	defer cmd.Process.Kill()
+	time.Sleep(4 * time.Second) // past the fake's 2 s
+	b, err := io.ReadAll(out)
+	if werr := cmd.Wait(); len(b) != size || err != nil || werr != nil {
+		t.Errorf("read %d bytes (%v), brig run %v; want all %d and exit 0", len(b), err, werr, size)
+	}
+}
+
 // TestRunOutputWriteFails: output that can't be written (a full disk) stops
 // the run and says why, where it had been dropped unseen and the program's
 // status given (the CLI audit: `brig run f.py > /dev/full` exited 3, silent).

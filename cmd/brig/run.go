@@ -267,7 +267,14 @@ func runRemote(c *cli.Context, req api.Request) error {
 	})
 	defer acceptTimer.Stop()
 	jsonOut := c.Bool("json")
-	stdout, stderr := outputTo(os.Stdout, c.Bool("raw"), outputGone), outputTo(os.Stderr, c.Bool("raw"), outputGone)
+	writeOut, writeErr := outputTo(os.Stdout, c.Bool("raw"), outputGone), outputTo(os.Stderr, c.Bool("raw"), outputGone)
+	// The stream is read on, whatever the reader of the output does: the
+	// service drops a stream it can't write for 30 s, and a reader that
+	// paused that long (less, a terminal's Ctrl-S) lost the rest of the
+	// output and got exit 2 for a run that had succeeded (the clients probe
+	// of 2026-12-06). What waits is at most the run's output caps.
+	stdout, outWritten := queued(writeOut)
+	stderr, errWritten := queued(writeErr)
 	res, err := cl.Stream(ctx, req, func(ev api.Event) error {
 		switch ev.Event {
 		case api.EventAccepted:
@@ -283,6 +290,11 @@ func runRemote(c *cli.Context, req api.Request) error {
 		}
 		return nil
 	})
+	// The run is over (or its stream is): a signal now ends brig run as it
+	// would any program, however long a slow reader takes the rest.
+	signal.Stop(sigs)
+	outWritten()
+	errWritten()
 	if err != nil {
 		var ce *client.Error
 		switch {
@@ -307,8 +319,8 @@ func runRemote(c *cli.Context, req api.Request) error {
 				// The run was accepted after all, its output not streamed:
 				// its result, whole.
 				if !jsonOut {
-					stdout(res.Stdout)
-					stderr(res.Stderr)
+					writeOut(res.Stdout)
+					writeErr(res.Stderr)
 				}
 				return finishRun(c, res)
 			}
