@@ -12,6 +12,12 @@
 // result (Get, Events), and sending the same request with it again never runs
 // the code twice. The client does not retry: a 429's or a 503's Error says
 // when to (RetryAfter).
+//
+// Nothing but ctx bounds a call once the socket is dialled (5 s): a service
+// that stopped answering (SIGSTOP, a wedged host) keeps Get, Stop, Health and
+// Limits waiting as long as ctx allows, so give them a deadline. A run's own
+// time limit bounds Run, Stream and Events while the service works. (The
+// Python and JavaScript clients have a default timeout for the short calls.)
 package client
 
 import (
@@ -274,7 +280,8 @@ var ErrNoResult = errors.New("the connection ended before the run's result")
 // calling onEvent with each, and returns the result and the run's id (from
 // its accepted event, "" before it). A stream that ends before the result,
 // however it ends (EOF, a reset, a line cut short, which is dropped), is
-// ErrNoResult; an error of onEvent is returned as it is.
+// ErrNoResult, unless the request's context ended it; an error of onEvent is
+// returned as it is.
 func readEvents(resp *http.Response, onEvent func(api.Event) error) (*api.Result, string, error) {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -300,6 +307,13 @@ func readEvents(resp *http.Response, onEvent func(api.Event) error) (*api.Result
 			}
 			return ev.Result, id, nil
 		}
+	}
+	if err := resp.Request.Context().Err(); err != nil {
+		// The caller's own deadline or cancel ended the read, not a drop of
+		// the service's: its error alone, as Run gives it (the clients
+		// probe of 2026-12-06 found both, which sent a harness that checks
+		// ErrNoResult first to reattach after its own timeout).
+		return nil, id, fmt.Errorf("reading the run's events: %w", err)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, id, fmt.Errorf("%w: %w", ErrNoResult, err)

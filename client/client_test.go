@@ -52,6 +52,30 @@ func TestErrorWithoutTheAPIShape(t *testing.T) {
 	}
 }
 
+// TestStreamEndedByTheCallersDeadline: a stream the caller's own deadline
+// ends is the context's error, not ErrNoResult, which says the service
+// dropped it; for Stream as for Events, and as for Run.
+func TestStreamEndedByTheCallersDeadline(t *testing.T) {
+	socket := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		fmt.Fprintln(w, `{"event":"accepted","id":"a"}`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the run goes on past the caller's deadline
+	})
+	c := New(socket)
+	for name, call := range map[string]func(context.Context) error{
+		"Stream": func(ctx context.Context) error { _, err := c.Stream(ctx, api.Request{ID: "a"}, nil); return err },
+		"Events": func(ctx context.Context) error { _, err := c.Events(ctx, "a", nil); return err },
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := call(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrNoResult) {
+			t.Errorf("%s: got %v, want the deadline's error and not ErrNoResult", name, err)
+		}
+	}
+}
+
 func TestStreamEndingBeforeTheResult(t *testing.T) {
 	socket := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/x-ndjson")
