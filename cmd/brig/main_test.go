@@ -1045,6 +1045,28 @@ func TestWarnPeersWithoutSocket(t *testing.T) {
 	}
 }
 
+// TestWarnAdminGroupNotAllowed: an admin group that allow_gids does not name
+// admits no one, which the start says (the identity probe).
+func TestWarnAdminGroupNotAllowed(t *testing.T) {
+	for _, tc := range []struct {
+		admin, allow []int
+		want         string // "" for no warning
+	}{
+		{nil, nil, ""},
+		{[]int{4300}, []int{4300}, ""},
+		{[]int{4300, 4301}, []int{4300}, "gids=[4301]"},
+	} {
+		sc := defaultServeConfig()
+		sc.AdminGIDs, sc.AllowGIDs = tc.admin, tc.allow
+		var logs strings.Builder
+		warnConfig(sc, slog.New(slog.NewTextHandler(&logs, nil)))
+		got := strings.Contains(logs.String(), "an admin group admits no one by itself")
+		if got != (tc.want != "") || !strings.Contains(logs.String(), tc.want) {
+			t.Errorf("admin %v, allowed %v: got %q, want a warning naming %q", tc.admin, tc.allow, logs.String(), tc.want)
+		}
+	}
+}
+
 // TestRunDomainAloneMeansDomains: --domain without --network asks for mode
 // domains, as the Python client's domains= does, where it was refused; and a
 // refusal of a field names the flag that sets it.

@@ -664,6 +664,12 @@ func warnConfig(sc serveConfig, log *slog.Logger) {
 		log.Warn("allow_uids or allow_gids name peers that can't open the socket unless they are in socket_group too, which with root alone may (mode 0660): they get a permission error, not the API; set socket_group to a group they are in",
 			"peers", strings.Join(peers, ", "), "socket_group", sc.SocketGroup)
 	}
+	if unadmitted := slices.DeleteFunc(slices.Clone(sc.AdminGIDs), func(g int) bool { return slices.Contains(sc.AllowGIDs, g) }); len(unadmitted) > 0 {
+		// An admin group widens what an allowed peer sees; it admits no one
+		// (the identity probe of 2026-12-06 was refused 403 as an admin).
+		log.Warn("admin_gids names groups that allow_gids does not: an admin group admits no one by itself, so its members get 403 unless allow_uids or allow_gids allows them; add the group to allow_gids too",
+			"gids", fmt.Sprint(unadmitted))
+	}
 	if open := []string{"", packages.PolicyOpen}; sc.Packages.Enabled && !slices.Contains(open, sc.Packages.Policy.Mode) {
 		if reach := slices.DeleteFunc(slices.Clone(sc.Egress.Modes), func(m string) bool { return m == api.NetworkNone }); len(reach) > 0 {
 			// The policy checks what a request names and what its install
