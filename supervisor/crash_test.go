@@ -436,7 +436,7 @@ func TestRetryAfterARestartWithLess(t *testing.T) {
 // probe's stop had named those too).
 func TestAnsweredResultsSurviveAFullDisk(t *testing.T) {
 	testutil.RequireRoot(t)
-	for _, room := range []string{"freed", "none", "for the pending file"} {
+	for _, room := range []string{"freed", "none", "for the pending file", "for a line without the output"} {
 		t.Run(room, func(t *testing.T) {
 			dir, err := os.MkdirTemp("", "brig-full")
 			if err != nil {
@@ -475,14 +475,14 @@ func TestAnsweredResultsSurviveAFullDisk(t *testing.T) {
 					break // ENOSPC: full
 				}
 			}
-			if room == "for the pending file" {
-				// Room for the pending file's line, not for the journal's
-				// pages besides.
+			// Room for the pending file's line, not for the journal's pages
+			// besides; or for a line of an accept's size alone.
+			if free := map[string]int64{"for the pending file": 1_250_000, "for a line without the output": 64 << 10}[room]; free > 0 {
 				fi, err := f.Stat()
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := f.Truncate(fi.Size() - 1_250_000); err != nil {
+				if err := f.Truncate(fi.Size() - free); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -510,6 +510,24 @@ func TestAnsweredResultsSurviveAFullDisk(t *testing.T) {
 				t.Errorf("a run while a result waits for the journal: got %v, want a 503 with Retry-After naming the journal", err)
 			}
 			switch room {
+			case "for a line without the output":
+				// The stop names the result, whose output is lost; the
+				// restart recovers its answered status, not "stopped" (the
+				// crash probe of 2026-12-06).
+				err := fs.Service.Shutdown(context.Background())
+				<-fs.served
+				fs.Service = nil
+				if err == nil || !strings.Contains(err.Error(), "(full-1)") {
+					t.Errorf("Shutdown with a result's status alone in the pending file: got %v, want an error naming it", err)
+				}
+				os.Remove(filler)
+				fs.start(t)
+				got, err := fs.client.Get(context.Background(), "full-1")
+				if err != nil || got.Outcome != api.OutcomeSucceeded || got.ExitCode == nil || *got.ExitCode != 0 || got.Stdout != "" || !strings.Contains(got.Message, "lost its output") {
+					t.Fatalf("after the restart: got %v, %+v; want the answered success, its output said lost", err, got)
+				}
+				fs.stop(t)
+				return
 			case "none":
 				err := fs.Service.Shutdown(context.Background())
 				<-fs.served

@@ -759,6 +759,9 @@ func (s *Service) finish(r *run, res *api.Result) {
 	}
 	err := s.finishRecord(r.id, r.runKey(), rec)
 	if pendingErr != nil {
+		if err != nil {
+			s.keepStatus(r, rec)
+		}
 		r.finish(res)
 	}
 	s.mu.Lock()
@@ -783,6 +786,27 @@ func (s *Service) finish(r *run, res *api.Result) {
 		logExitCode, exit, "signal", res.Signal, logNetwork, res.Network.Mode, logPeerUID, r.peerUID, "start_path", r.startPath, "cgroup", r.cgroup,
 		logQueued, res.Timing.QueuedMS, logStart, res.Timing.StartMS, logTotal, res.Timing.TotalMS,
 		logWall, res.Usage.WallMS, logCPU, res.Usage.CPUMS, logPeak, res.Usage.PeakMemoryBytes)
+}
+
+// keepStatus appends to the pending file the result of rec, which neither its
+// line nor the journal could take (a full disk), without its output and its
+// connections: a line of about an accept's size, which the disk may still
+// take where it took the run's accept. A crash before the whole record is
+// committed then recovers the answered status, where it read "stopped" (the
+// crash probe of 2026-12-06: an answered success came back stopped and
+// failed). The whole record's commit marks that line saved.
+func (s *Service) keepStatus(r *run, rec *record) {
+	res := *rec.Result
+	res.Stdout, res.Stderr, res.Network.Connections = "", "", []api.Connection{}
+	note := "the service answered this result whole, then lost its output to a full state directory and a restart before it could record it; its status, exit code and usage are the run's own"
+	res.Message = strings.TrimPrefix(res.Message+"; "+note, "; ")
+	short := &record{Key: rec.Key, Language: rec.Language, Network: rec.Network, Packages: rec.Packages, PeerUID: rec.PeerUID,
+		AcceptedAt: rec.AcceptedAt, Started: rec.Started, FinishedAt: rec.FinishedAt, Result: &res}
+	if err := s.journal.answered(r.runKey(), short); err != nil {
+		s.log.Error("recording a result's status in the journal's pending file: a restart before the result is committed reads the run as stopped", logID, r.id, "err", err)
+		return
+	}
+	rec.line = short.line
 }
 
 // ownerParam is the query parameter with which root and the admin group name
