@@ -771,7 +771,13 @@ func (j *journal) read(k runKey, hold func(size int) error) (*record, error) {
 			}
 		}
 		rec = new(record)
-		return json.Unmarshal(b, rec)
+		if err := json.Unmarshal(b, rec); err != nil {
+			// Damage bbolt's pages do not show (it keeps no checksum of a
+			// value): named, for the operator, where a bare decoding error
+			// had been answered (the crash probe of 2026-12-06).
+			return fmt.Errorf("the journal's record of run %q (uid %d) is damaged and can't be read (%v); tell the operator: the state directory's journal.db needs restoring from a backup", k.id, k.uid, err)
+		}
+		return nil
 	})
 	return rec, err
 }

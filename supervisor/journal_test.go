@@ -994,3 +994,18 @@ func TestJournalRequestKey(t *testing.T) {
 		}
 	}
 }
+
+// TestJournalDamagedRecord: a record whose value bbolt keeps but JSON can't
+// read (bbolt has no checksum of a value) is named as damaged, for the
+// operator, where a bare decoding error had been the answer (the crash probe).
+func TestJournalDamagedRecord(t *testing.T) {
+	j := mustOpenJournal(t, t.TempDir())
+	k := runKey{uid: 1000, id: "damaged"}
+	if err := j.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketRuns).Put(k.bytes(), []byte(`{Xid":1}`)) }); err != nil {
+		t.Fatal(err)
+	}
+	_, err := j.read(k, nil)
+	if err == nil || !strings.Contains(err.Error(), `the journal's record of run "damaged" (uid 1000) is damaged`) || !strings.Contains(err.Error(), "journal.db") {
+		t.Errorf("got %v, want the record named as damaged", err)
+	}
+}

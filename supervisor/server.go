@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"net"
@@ -297,7 +298,11 @@ func (s *Service) guard(route string, h func(http.ResponseWriter, *http.Request)
 		} else if err != nil {
 			attrs = append(attrs, "err", err)
 		}
-		s.log.Info("request", attrs...)
+		level := slog.LevelInfo
+		if rec.statusCode() >= http.StatusInternalServerError && rec.statusCode() != http.StatusServiceUnavailable {
+			level = slog.LevelError // a defect, or damage (API.md keeps 500 for those)
+		}
+		s.log.Log(r.Context(), level, "request", attrs...)
 	})
 }
 
