@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -55,6 +57,7 @@ const (
 const (
 	pyStaging     = "/tmp/layer"
 	pyReport      = "/tmp/brig-pip-report.json"
+	pipTmpName    = ".brig-pip-tmp" // pip's temporary folders, in staging (pythonDriverSource), removed before the layer is checked
 	npmPrefix     = "/tmp"
 	npmStaging    = npmPrefix + "/node_modules"
 	npmRootName   = "_brig-layer" // a name no registry package can have, so that no request is refused as the project itself (ENOSELF)
@@ -195,6 +198,10 @@ func (in *jailInstaller) Install(ctx context.Context, set Set, staging string, p
 	}
 	res, err := in.cfg.Run(ctx, spec)
 	lines.flush()
+	if set.Language == languagePython {
+		// The driver removes it; a killed one can't.
+		os.RemoveAll(filepath.Join(staging, pipTmpName))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("running the %s installer: %w", set.Language, err)
 	}
@@ -291,6 +298,14 @@ func parseDriverResult(stdout string) (*driverResult, error) {
 	var r driverResult
 	if err := json.Unmarshal([]byte(line), &r); err != nil {
 		return nil, fmt.Errorf("reading its result: %w", err)
+	}
+	// The tool's lines go into messages as the progress lines do: a build's
+	// colours had reached a Result's message (the packages probe of
+	// 2026-12-06).
+	for _, lines := range [][]string{r.Errors, r.Tail, r.Warnings, r.FetchFailures} {
+		for i, l := range lines {
+			lines[i] = printable(l)
+		}
 	}
 	return &r, nil
 }

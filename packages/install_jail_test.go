@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -175,6 +176,8 @@ func pyPackages() []registrytest.PyPackage {
 		{Name: "escapes", Version: "1.0", Files: map[string]string{"escapes/__init__.py": "", "../escaped.py": "X = 1\n"}},
 		// Folders 1,200 deep: pip makes them recursively.
 		{Name: "deep", Version: "1.0", Files: map[string]string{"deep/__init__.py": "", "deep/" + strings.Repeat("a/", 1200) + "f.py": "X = 1\n"}},
+		// A wheel whose metadata pip can't parse.
+		{Name: "bad-req", Version: "1.0", Requires: []string{"dep-b[fast"}, Files: map[string]string{"bad_req/__init__.py": ""}},
 		// A wheel whose dependency is given by URL, to a source archive.
 		{Name: "url-dep", Version: "1.0", Requires: []string{"in-tree @ http://" + pyHost + "/files/in_tree-1.0.tar.gz"},
 			Files: map[string]string{"url_dep/__init__.py": ""}},
@@ -230,6 +233,43 @@ func TestInstallPythonWheels(t *testing.T) {
 	})
 }
 
+// TestInstallPythonLargerThanItsScratch: a set that unpacks to more than the
+// installer's own writable /tmp (half its memory) installs, since pip's
+// temporary folders are in the layer's mount, on the cache's disk; and none
+// of them is left in the layer. (The packages probe of 2026-12-06: a wheel of
+// 600 MiB never installed under the default 1024 MiB, ending internal.)
+func TestInstallPythonLargerThanItsScratch(t *testing.T) {
+	requirePip(t)
+	l := newTestLauncher(t)
+	// The proxy's copy of the 96 MiB goes through the Go runtime's splice,
+	// whose pipes wait in a pool for the collector to close them: not a leak.
+	t.Cleanup(func() { runtime.GC(); runtime.GC() })
+	const memMiB, sizeMiB = 128, 96 // a scratch of 64 MiB
+	x := registrytest.NewPyIndex(t, registrytest.PyPackage{Name: "big", Version: "1.0",
+		Files: map[string]string{"big/__init__.py": "", "big/data.bin": strings.Repeat("\x00", sizeMiB<<20)}})
+	in, err := NewInstaller(InstallerConfig{
+		Run:        registriesRun(l, map[string]string{pyHost + ":80": x.Host()}),
+		Registries: map[string][]string{languagePython: {"http://" + pyHost + "/simple/"}},
+		Timeout:    120 * time.Second,
+		MemoryMiB:  memMiB,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging := newStaging(t)
+	set := Set{Language: languagePython, Runtime: runtimeOf(t, languagePython), Requests: mustRequests(t, languagePython, "big==1.0")}
+	var progress []string
+	if _, err := in.Install(context.Background(), set, staging, func(l string) { progress = append(progress, l) }); err != nil {
+		t.Fatalf("Install of %d MiB with %d MiB of scratch: %v (progress %q)", sizeMiB, memMiB/2, err, progress)
+	}
+	if fi, err := os.Stat(filepath.Join(staging, "big", "data.bin")); err != nil || fi.Size() != sizeMiB<<20 {
+		t.Errorf("the layer's big/data.bin: %v, want %d bytes", err, sizeMiB<<20)
+	}
+	if _, err := os.Stat(filepath.Join(staging, pipTmpName)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("pip's temporary folder in the layer: got %v, want it removed", err)
+	}
+}
+
 func TestInstallPythonUnavailable(t *testing.T) {
 	requirePip(t)
 	l := newTestLauncher(t)
@@ -249,6 +289,7 @@ func TestInstallPythonUnavailable(t *testing.T) {
 		{"a dependency by URL to a source archive", "url-dep==1.0", []string{"in-tree", "is not a wheel: brig installs wheels only"}},
 		{"a wheel with a file outside its folder", "escapes==1.0", []string{"escapes==1.0", "outside", "Ask for another version"}},
 		{"a wheel nested too deep", "deep==1.0", []string{"RecursionError", "Ask for another version"}},
+		{"a wheel whose metadata does not parse", "bad-req==1.0", []string{"metadata can't be read", "Parse error", "Ask for another version"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			staging := newStaging(t)

@@ -32,12 +32,22 @@ import (
 // says "no matching distribution" whether the project is unknown (a 404) or
 // the index did not answer; the driver listens to that one logger (by its
 // module's name) to tell the two apart.
-const pythonDriverSource = `import base64, collections, json, logging, os, platform, runpy, sys
+const pythonDriverSource = `import base64, collections, json, logging, os, platform, runpy, shutil, sys, tempfile
 
 ARGS = json.loads(base64.b64decode('%s'))
 REPORT = %q
 MARKER = %q
+PIP_TMP = %q
 WHEELS_ONLY = '--only-binary=:all:' in ARGS
+
+# pip's --target unpacks the whole set into a temporary folder, then moves it
+# into the layer: on the jail's /tmp, a tmpfs of half the installer's memory,
+# a set larger than that never installed. Its temporary folders are in the
+# layer's own mount instead, on the cache's disk, where the move is a rename
+# and the layer's size bound watches the unpack.
+os.makedirs(PIP_TMP, exist_ok=True)
+os.environ['TMPDIR'] = PIP_TMP
+tempfile.tempdir = None
 
 
 def wheels_only():
@@ -129,6 +139,7 @@ try:
 except SystemExit as e:
     code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
 tee.write('\n')
+shutil.rmtree(PIP_TMP, ignore_errors=True)
 
 packages = []
 if code == 0:
@@ -213,7 +224,7 @@ func pythonDriver(args []string) (string, error) {
 		return "", err
 	}
 	// %q of these ASCII constants is a valid Python string literal.
-	return fmt.Sprintf(pythonDriverSource, base64.StdEncoding.EncodeToString(b), pyReport, resultMarker), nil
+	return fmt.Sprintf(pythonDriverSource, base64.StdEncoding.EncodeToString(b), pyReport, resultMarker, pyStaging+"/"+pipTmpName), nil
 }
 
 // pythonResolved turns the driver's result into the layer's packages, or
@@ -253,6 +264,9 @@ var (
 	pipPreReleaseRE = lazyRegexp(`\d(a|b|rc)\d+|\.dev\d+`)
 	// pipNoiseRE are error lines that add nothing a model can act on.
 	pipNoiseRE = lazyRegexp(`^ERROR: ResolutionImpossible: for help`)
+	// pipBuildFailedRE is pip's line for a source archive whose build, or
+	// its metadata's, failed.
+	pipBuildFailedRE = lazyRegexp(`(error: (metadata-generation-failed|subprocess-exited-with-error|legacy-install-failure)|^ERROR: (Failed building wheel for|Could not build wheels for))`)
 )
 
 // pipError is pip's failure: an *IndexError when the index did not answer,
@@ -270,7 +284,15 @@ func lastException(tail []string) string {
 	return ""
 }
 
-var pythonExceptionRE = lazyRegexp(`^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)(: .*)?$`)
+// pythonExceptionRE is a traceback's last line: a builtin's name by its
+// ending, or any class named by its module ("pip._vendor.packaging.
+// requirements.InvalidRequirement: ...", which the packages probe of
+// 2026-12-06 got as "Exception:").
+var pythonExceptionRE = lazyRegexp(`^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)(: .*)?$|^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+: \S.*$`)
+
+// pipMalformedRE is a traceback's last line that says a package's own
+// metadata can't be read: its doing, not brig's.
+var pipMalformedRE = lazyRegexp(`\.(InvalidRequirement|InvalidVersion|InvalidSpecifier|InvalidMetadata|InvalidWheel|InvalidMarker): `)
 
 func pipError(r *driverResult, allowSourceBuilds bool) error {
 	down := indexFailures(r.FetchFailures)
@@ -322,12 +344,29 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		// nests about a thousand deep ends it so: the package's doing.
 		return &UnavailableError{Message: "pip could not install a requested package (" + text.Clip(exc, 100) + "): it can't unpack a wheel whose folders nest about a thousand deep. Ask for another version, or tell the package's maintainers."}
 	}
+	if exc := lastException(r.Tail); pipMalformedRE().MatchString(exc) {
+		// Metadata that does not parse (a Requires-Dist of "b[fast"): pip
+		// ends in a traceback, which read internal "Exception:".
+		_, why, _ := strings.Cut(exc, ": ")
+		return &UnavailableError{Message: "a requested package's metadata can't be read (" + text.Clip(why, 200) + "): the index serves a malformed package. Ask for another version, or tell the package's maintainers."}
+	}
 	if exc := lastException(r.Tail); strings.HasPrefix(exc, "AssertionError") && strings.HasSuffix(exc, " for wheel") {
 		// pip's check that a wheel a requirement led to by URL is the
 		// project it names ("'sux' != 'six' for wheel"): the package's
 		// metadata is wrong, which is no defect of brig's (the packages
 		// probe of 2026-12-06 read internal).
 		return &UnavailableError{Message: "a requested package depends on a wheel by URL whose project is not the one it names (" + text.Clip(exc, 100) + "): the package's metadata is malformed. Ask for another version, or tell the package's maintainers."}
+	}
+	if allowSourceBuilds && slices.ContainsFunc(r.Tail, func(l string) bool { return pipBuildFailedRE().MatchString(l) }) {
+		// A source archive's build failed: the package's own code, or what
+		// it needs, not brig's doing (the packages probe of 2026-12-06 read
+		// internal). A C extension's always does: the installer's view of
+		// /usr has no compiler's files.
+		why := strings.Join(lines, " ")
+		if why == "" {
+			why = "pip: " + strings.TrimSpace(r.Tail[slices.IndexFunc(r.Tail, func(l string) bool { return pipBuildFailedRE().MatchString(l) })])
+		}
+		return &UnavailableError{Message: text.Clip("a requested package's source build failed ("+why+"): brig builds pure-Python source archives only, with no C compiler. Ask for a version with a wheel for this Python, or tell the package's maintainers.", maxMessage)}
 	}
 	if !unavailable {
 		msg := strings.Join(lines, " ")
@@ -340,7 +379,7 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 			msg = strings.TrimPrefix(quoteTail(strings.Join(r.Tail, "\n")), ": ")
 		}
 		if strings.Contains(msg, "[Errno 28]") {
-			msg += " (the install ran out of disk space: the installer's temporary files, which may take at most half of its memory limit, or the package cache's disk; fewer or smaller packages may fit)"
+			msg += " (the install ran out of disk space: the package cache's disk; fewer or smaller packages may fit)"
 		}
 		return fmt.Errorf("the python installer failed (pip exited with status %d): %s", r.Exit, text.Clip(msg, maxMessage))
 	}

@@ -287,6 +287,18 @@ func TestPipError(t *testing.T) {
 		{"a wheel by URL of another project", driverResult{Exit: 2, Errors: []string{"ERROR: Exception:"},
 			Tail: []string{"Traceback (most recent call last):", "  File \"wheel.py\", line 1, in install", "AssertionError: 'sux' != 'six' for wheel"}},
 			false, true, []string{"'sux' != 'six' for wheel", "metadata is malformed", "Ask for another version"}},
+		// The packages probe's sdist of a C extension, with source builds
+		// on: the installer has no compiler.
+		{"a source build that failed", driverResult{Exit: 1, Errors: []string{"ERROR: Failed building wheel for cext", "ERROR: Could not build wheels for cext, which is required to install pyproject.toml-based projects"},
+			Tail: []string{"x86_64-linux-gnu-gcc: fatal error: cannot execute 'cc1'", "error: subprocess-exited-with-error"}},
+			true, true, []string{"source build failed", "Failed building wheel for cext", "no C compiler"}},
+		{"a metadata build that failed", driverResult{Exit: 1,
+			Tail: []string{"Exception: no", "error: metadata-generation-failed"}},
+			true, true, []string{"source build failed (pip: error: metadata-generation-failed)"}},
+		// The packages probe's wheel with "Requires-Dist: depb[fast".
+		{"metadata that does not parse", driverResult{Exit: 2, Errors: []string{"ERROR: Exception:"},
+			Tail: []string{"Traceback (most recent call last):", "pip._vendor.packaging.requirements.InvalidRequirement: Parse error at \"'[fast'\": Expected string_end"}},
+			false, true, []string{"metadata can't be read (Parse error at", "Ask for another version"}},
 		// An assertion of pip's of another kind: a defect, not the package's.
 		{"another AssertionError", driverResult{Exit: 2, Errors: []string{"ERROR: Exception:"},
 			Tail: []string{"Traceback (most recent call last):", "AssertionError: unexpected state"}},
@@ -603,5 +615,18 @@ func TestNpmRegistryName(t *testing.T) {
 		if got, ok := npmRegistryName(tc.resolved); got != tc.want || ok != tc.ok {
 			t.Errorf("npmRegistryName(%q) = %q, %v; want %q, %v", tc.resolved, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestDriverResultPrintable: the tool's lines are made printable as they are
+// read, as the progress lines are: a build's colours had reached a Result's
+// message (the packages probe).
+func TestDriverResultPrintable(t *testing.T) {
+	r, err := parseDriverResult(resultMarker + `{"exit":1,"errors":["ERROR: \u001b[31mred\u001b[0m"],"tail":["end\u001b[0m\u0007"],"warnings":["WARNING: \u009bx"]}` + "\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Errors[0] != "ERROR: red" || r.Tail[0] != "end" || r.Warnings[0] != "WARNING: x" {
+		t.Errorf("got %q %q %q, want the lines without their control sequences", r.Errors, r.Tail, r.Warnings)
 	}
 }
