@@ -549,7 +549,10 @@ func (l *Launcher) newSlot(root *rootfs.Root, warm rootfs.Language, memoryBytes 
 	// and waits there, with no program and nothing of the run's, until they
 	// are set; what it holds then counts against them once they are.
 	s.memoryBytes = memoryBytes
-	if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: memoryBytes, Pids: l.cfg.Pids, CPUs: l.cfg.CPUs}); err != nil {
+	// The sandbox's pid 1, a reaper of one thread, is in the group too: one
+	// more, so that the program has the processes and threads GET /v1/limits
+	// says (the limits probe of 2026-12-06 counted 511 of 512).
+	if err := s.group.SetLimits(cgroup.Limits{MemoryBytes: memoryBytes, Pids: l.cfg.Pids + 1, CPUs: l.cfg.CPUs}); err != nil {
 		return nil, fmt.Errorf("setting the run's cgroup limits: %w", err)
 	}
 	if s.group.NeedsAttach() {

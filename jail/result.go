@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -394,7 +395,7 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 		res.End = EndInternal
 	case e.timedOut, e.backstop && !oom:
 		res.Signal = "SIGKILL"
-		res.Message = fmt.Sprintf("the program ran longer than its time limit of %s and was killed", spec.Timeout)
+		res.Message = fmt.Sprintf("the program ran longer than its time limit of %s and was killed", seconds(spec.Timeout))
 		res.End = EndTimeout
 	case e.stopped:
 		res.Signal = "SIGKILL"
@@ -412,7 +413,8 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 		}
 		res.Message = memoryMessage(spec, usage)
 		if e.sockets {
-			res.Message = fmt.Sprintf("the run went over its memory limit of %d MiB with its TCP socket buffers counted: the whole run was stopped", spec.MemoryBytes>>20)
+			// v1's kmem.tcp counts UDP's buffers too (the limits probe).
+			res.Message = fmt.Sprintf("the run went over its memory limit of %d MiB with its socket buffers counted: the whole run was stopped", spec.MemoryBytes>>20)
 		}
 		res.End = EndMemory
 	case e.lost:
@@ -440,6 +442,12 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 		// thread refused said nothing of why (the limits probe of 2026-12-06).
 		res.Message += fmt.Sprintf("; it had reached its limit of %d processes and threads (%d forks or new threads were refused)", l.cfg.Pids, usage.PidsMaxHits)
 	}
+}
+
+// seconds is d as a Result's message gives a limit, in the API's unit: "61 s",
+// where Go's "1m1s" had to be parsed back (the limits probe of 2026-12-06).
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
 }
 
 // SignalName is the name a Result gives signal sig: the C library's (SIGKILL),

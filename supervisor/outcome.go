@@ -1,6 +1,9 @@
 package supervisor
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/jail"
 )
@@ -54,10 +57,32 @@ func ResultOf(id string, req api.Request, jr *jail.Result) *api.Result {
 	res.Status, res.Reason, res.Outcome = Conclude(jr.End, req.Network.Mode, jr.Started)
 	res.ExitCode = jr.ExitCode
 	res.Signal = jr.Signal
-	res.Message = jr.Message
+	res.Message = jr.Message + limitHint(jr, req)
 	res.Stdout, res.StdoutTruncated = jr.Stdout, jr.StdoutTruncated
 	res.Stderr, res.StderrTruncated = jr.Stderr, jr.StderrTruncated
 	res.Usage = api.Usage{WallMS: jr.Usage.WallMS, CPUMS: jr.Usage.CPUMS, PeakMemoryBytes: jr.Usage.PeakMemoryBytes}
 	res.Timing = api.Timing{StartMS: jr.Timing.StartMS, TotalMS: jr.Timing.TotalMS}
 	return res
+}
+
+// limitHint is what a run that hit its own time or memory limit can change,
+// in the request's fields: the jail's message says which limit ended it, not
+// that the request may ask for more, nor what counts (the limits probe of
+// 2026-12-06). A kill for memory short outside the run gets none: a larger
+// memory_mib would not help, which its message says.
+func limitHint(jr *jail.Result, req api.Request) string {
+	switch {
+	case jr.End == jail.EndTimeout && req.TimeoutSeconds != nil:
+		if *req.TimeoutSeconds >= api.MaxTimeoutSeconds {
+			return fmt.Sprintf("; %d s is the most timeout_seconds may be", api.MaxTimeoutSeconds)
+		}
+		return fmt.Sprintf("; timeout_seconds may be raised up to %d if the program needs longer", api.MaxTimeoutSeconds)
+	case jr.End == jail.EndMemory && req.MemoryMiB != nil && strings.HasPrefix(jr.Message, "the run went over its memory limit"):
+		counts := "; what its processes hold counts, and so do its files under /tmp, /sandbox and /dev/shm"
+		if *req.MemoryMiB >= api.MaxMemoryMiB {
+			return fmt.Sprintf("%s; %d MiB is the most memory_mib may be", counts, api.MaxMemoryMiB)
+		}
+		return fmt.Sprintf("%s; memory_mib may be raised up to %d if the program needs more", counts, api.MaxMemoryMiB)
+	}
+	return ""
 }

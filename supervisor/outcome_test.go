@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/brig-sandbox/brig/api"
@@ -65,6 +66,33 @@ func TestResultOf(t *testing.T) {
 		res.Usage != (api.Usage{WallMS: 5, CPUMS: 4, PeakMemoryBytes: 1 << 20}) || res.Timing.StartMS != 2 || res.Timing.TotalMS != 9 ||
 		res.Network.Mode != api.NetworkAny || res.Network.Connections == nil || res.Packages == nil || res.Message != jr.Message {
 		t.Errorf("got %+v, want the jail's result in API words", res)
+	}
+}
+
+// TestResultOfSaysWhatToChange: a run that hit its own time or memory limit
+// is told which field may ask for more, and up to what, or that it is at the
+// most; one killed for memory short outside it is not (the limits probe).
+func TestResultOfSaysWhatToChange(t *testing.T) {
+	over := "the run went over its memory limit of 128 MiB: the kernel's OOM killer acted on its processes, and the whole run was stopped"
+	for _, tc := range []struct {
+		name             string
+		end              jail.End
+		message          string
+		timeout, memory  int
+		want, wantAbsent string
+	}{
+		{"time, below the most", jail.EndTimeout, "the program ran longer than its time limit of 61 s and was killed", 61, 512, "; timeout_seconds may be raised up to 300 if the program needs longer", ""},
+		{"time, at the most", jail.EndTimeout, "ran longer", 300, 512, "; 300 s is the most timeout_seconds may be", "raised"},
+		{"memory, below the most", jail.EndMemory, over, 30, 128, "its files under /tmp, /sandbox and /dev/shm; memory_mib may be raised up to 2048", ""},
+		{"memory, at the most", jail.EndMemory, over, 30, 2048, "; 2048 MiB is the most memory_mib may be", "raised"},
+		{"memory short outside the run", jail.EndMemory, "the kernel's OOM killer killed a process of the run while the run was under its memory limit", 30, 128, "", "memory_mib may"},
+		{"an error", jail.EndError, "the program exited with code 1", 30, 128, "", "may be"},
+	} {
+		req := api.Request{Language: "python", TimeoutSeconds: &tc.timeout, MemoryMiB: &tc.memory, Network: &api.Network{Mode: api.NetworkNone}}
+		res := ResultOf("r", req, &jail.Result{End: tc.end, Message: tc.message})
+		if !strings.HasPrefix(res.Message, tc.message) || !strings.Contains(res.Message, tc.want) || tc.wantAbsent != "" && strings.Contains(res.Message, tc.wantAbsent) {
+			t.Errorf("%s: got %q, want the jail's message and %q", tc.name, res.Message, tc.want)
+		}
 	}
 }
 

@@ -80,6 +80,10 @@ func main() {
 	}
 	briefUsageErrors(app.Commands, "brig")
 	refuseArguments(app.Commands, "brig")
+	if err := checkDecimal(app.Commands, os.Args); err != nil {
+		noticef("brig: %v\n", err)
+		os.Exit(2)
+	}
 	if err := app.Run(interspersed(app.Commands, os.Args)); err != nil {
 		var code exitError
 		if errors.As(err, &code) {

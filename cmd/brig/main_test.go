@@ -548,6 +548,10 @@ func TestUsageErrorIsOneLine(t *testing.T) {
 		{[]string{"--nosuch", "run"}, "there is no flag --nosuch"},
 		// A list of numbers had given strconv's own words.
 		{[]string{"serve", "--allow-uid", "root"}, `--allow-uid "root": want a whole number (the flag repeats for more)`},
+		// The flag package reads these in another base: 8, 16 (the limits probe).
+		{[]string{"run", "--timeout", "010", "x.py"}, `--timeout "010": give it in decimal`},
+		{[]string{"run", "x.py", "--memory=0x100"}, `--memory "0x100": give it in decimal`},
+		{[]string{"serve", "--allow-uid", "1_000"}, `--allow-uid "1_000": give it in decimal`},
 	} {
 		_, stderr, code := brig(t, "", tt.args...)
 		where := fmt.Sprintf("(brig %s --help lists the flags)", tt.args[0])
