@@ -260,6 +260,9 @@ type Launcher struct {
 	// parent-death signal would otherwise fire when a Go thread that a
 	// locked goroutine took over exits).
 	onSpawner chan func()
+	// deaths counts the helpers that died while they waited or served
+	// (DeathStats).
+	deaths struct{ pooled, zygotes atomic.Uint64 }
 	// pools holds, for each distinct root the provider gives (the host rootfs
 	// serves both languages with one), the inits that have built it and wait.
 	pools map[string]chan *slot
@@ -633,6 +636,20 @@ func validateConfig(cfg Config) error {
 // Close refuses new runs, waits for the runs under way (callers stop them through
 // their contexts) and their cleanup, then stops the pool and removes the sandboxes
 // waiting in it.
+// DeathStats counts what died outside of a run's own end: pooled sandboxes
+// found dead while they waited, and Python zygotes that ended while they
+// served. Each is replaced at once, so a run goes on warm: the counts are
+// what an operator alerts on (the crash probe of 2026-12-06 found only log
+// lines).
+type DeathStats struct {
+	PooledSandboxes, Zygotes uint64
+}
+
+// DeathStats says what died in the Launcher's pools so far.
+func (l *Launcher) DeathStats() DeathStats {
+	return DeathStats{PooledSandboxes: l.deaths.pooled.Load(), Zygotes: l.deaths.zygotes.Load()}
+}
+
 func (l *Launcher) Close() error {
 	l.closeOnce.Do(l.close)
 	return nil

@@ -273,6 +273,7 @@ func (l *Launcher) tend(warm rootfs.Language, pool chan *slot, room chan struct{
 				s.pooled.Store(false)
 				switch why := s.dead(); {
 				case why != "":
+					l.deaths.pooled.Add(1)
 					l.log.Warn("a pooled sandbox died waiting; preparing another", "warm", string(warm), "why", why)
 				case ticked && time.Since(s.ready) > l.cfg.WarmMaxAge/2:
 					l.log.Debug("replacing a warm sandbox that waited long", "language", string(warm), "max_age", l.cfg.WarmMaxAge)
@@ -466,6 +467,7 @@ func (l *Launcher) took(s *slot, root *rootfs.Root, warm rootfs.Language, memory
 		// The next one, or a new sandbox. Discarded meanwhile: a killed
 		// zygote's children wait for the host's pid 1 to reap them (2 s
 		// apart here), and a run waited that long for each.
+		l.deaths.pooled.Add(1)
 		l.log.Warn("a pooled sandbox died waiting; taking another", "warm", string(warm), "why", why)
 		l.discardLater(s, &l.active)
 		return l.takeSlot(root, warm, memoryBytes, stop)

@@ -59,6 +59,9 @@ func TestPoolReplacesDeadInits(t *testing.T) {
 		}
 	}
 	waitReplaced(t, pool, killed, initPid)
+	if d := l.DeathStats(); d.PooledSandboxes != uint64(len(killed)) || d.Zygotes != 0 {
+		t.Errorf("DeathStats: got %+v, want %d pooled sandboxes", d, len(killed))
+	}
 	for range cap(pool) + 1 {
 		res := run(t, l, rootfs.JavaScript, "console.log(6 * 7)")
 		if !res.Succeeded() || res.Stdout != "42\n" {
@@ -89,6 +92,9 @@ func TestZygoteDeathReplacesItsSandboxes(t *testing.T) {
 	waitReplaced(t, pool, forked, childPid)
 	if servingZygote(t, l) == z {
 		t.Fatal("the pool was refilled, but the killed zygote still serves")
+	}
+	if d := l.DeathStats(); d.Zygotes != 1 {
+		t.Errorf("DeathStats: got %+v, want 1 zygote", d)
 	}
 	res := warmRun(t, l, "print(6 * 7)")
 	if res.Stdout != "42\n" {

@@ -394,6 +394,7 @@ func (l *Launcher) startZygote(root *rootfs.Root, cfg zygoteConfig) (_ *zygote, 
 		if closing || retired || z.killed.Load() {
 			return
 		}
+		l.deaths.zygotes.Add(1)
 		l.log.Warn("a Python zygote ended while it served; the warm sandboxes it forked are replaced, by a new zygote's",
 			"status", z.cmd.ProcessState.String(), "stderr", z.stderr.String())
 		l.pokeWarm(rootfs.Python)

@@ -353,6 +353,19 @@ func (m *metrics) registerPackageCache(c *packages.Cache) {
 	)
 }
 
+// registerDeaths exports what died in the jail's pools (jail.DeathStats),
+// read at each scrape.
+func (m *metrics) registerDeaths(stats func() jail.DeathStats) {
+	death := func(what string, n func(jail.DeathStats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "brig_sandbox_deaths_total",
+			Help:        "Waiting sandboxes found dead in the pools, and Python zygotes that ended while they served (each replaced at once).",
+			ConstLabels: prometheus.Labels{"what": what}},
+			func() float64 { return float64(n(stats())) })
+	}
+	m.reg.MustRegister(death("pooled_sandbox", func(d jail.DeathStats) uint64 { return d.PooledSandboxes }),
+		death("zygote", func(d jail.DeathStats) uint64 { return d.Zygotes }))
+}
+
 // registerCopies exports what the interpreters' copies hold (jail's
 // copies.go), read at each scrape: memory charged to the service's cgroup.
 func (m *metrics) registerCopies(stats func() jail.CopiesStats) {

@@ -148,6 +148,9 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 	if c, ok := l.(interface{ CopiesStats() jail.CopiesStats }); ok {
 		s.metrics.registerCopies(c.CopiesStats)
 	}
+	if d, ok := l.(interface{ DeathStats() jail.DeathStats }); ok {
+		s.metrics.registerDeaths(d.DeathStats)
+	}
 	keys, err := j.recover(interruptedResult, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("finishing the runs interrupted by the last stop: %w", err)

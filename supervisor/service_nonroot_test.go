@@ -29,8 +29,9 @@ import (
 // completed run that printed "ok" when run is nil.
 type fakeLauncher struct {
 	run func(ctx context.Context, spec jail.Spec) (*jail.Result, error)
-	// copies is what CopiesStats says.
+	// copies is what CopiesStats says, deaths DeathStats.
 	copies jail.CopiesStats
+	deaths jail.DeathStats
 
 	mu sync.Mutex
 	// specs are the specs of every call, in order. Guarded by mu.
@@ -55,6 +56,8 @@ func (f *fakeLauncher) Run(ctx context.Context, spec jail.Spec) (*jail.Result, e
 }
 
 func (f *fakeLauncher) CopiesStats() jail.CopiesStats { return f.copies }
+
+func (f *fakeLauncher) DeathStats() jail.DeathStats { return f.deaths }
 
 func (f *fakeLauncher) calls() int {
 	f.mu.Lock()
@@ -449,15 +452,21 @@ func TestStartPathCounted(t *testing.T) {
 	}
 }
 
-// TestCopiesGauges: what the launcher's interpreter copies hold is exported
-// at each scrape.
+// TestCopiesGauges: what the launcher's interpreter copies hold, and what
+// died in its pools, is exported at each scrape.
 func TestCopiesGauges(t *testing.T) {
-	l := &fakeLauncher{copies: jail.CopiesStats{Copies: 3, Bytes: 106_102_272}}
+	l := &fakeLauncher{copies: jail.CopiesStats{Copies: 3, Bytes: 106_102_272}, deaths: jail.DeathStats{PooledSandboxes: 4, Zygotes: 1}}
 	fs := newFakeService(t, l)
 	text := scrapeMetrics(fs.Service)
 	for name, want := range map[string]float64{"brig_interpreter_copies": 3, "brig_interpreter_copies_bytes": 106_102_272} {
 		if got, found := metricSum(text, name); !found || got != want {
 			t.Errorf("%s: got %v (found %v), want %v", name, got, found, want)
+		}
+	}
+	// And what died in the pools.
+	for what, want := range map[string]float64{"pooled_sandbox": 4, "zygote": 1} {
+		if got, found := metricSum(text, "brig_sandbox_deaths_total", `what="`+what+`"`); !found || got != want {
+			t.Errorf("brig_sandbox_deaths_total{what=%q}: got %v (found %v), want %v", what, got, found, want)
 		}
 	}
 }
