@@ -52,6 +52,10 @@ type Result struct {
 	Step string
 	// Message is one sentence for any end but EndCompleted.
 	Message string
+	// ShortElsewhere, with EndMemory, says the OOM kill was for memory short
+	// outside the run (the host's, or under a limit above its cgroup), which
+	// the run's own limit did not cause: the same run may succeed again.
+	ShortElsewhere bool
 	// Stdout and Stderr are the program's output, capped at api.MaxStdoutChars
 	// and api.MaxStderrChars code points; the flags say when more was dropped.
 	Stdout, Stderr                   string
@@ -412,9 +416,11 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 			res.Signal = "SIGKILL"
 		}
 		res.Message = memoryMessage(spec, usage)
+		res.ShortElsewhere = shortElsewhere(usage)
 		if e.sockets {
 			// v1's kmem.tcp counts UDP's buffers too (the limits probe).
 			res.Message = fmt.Sprintf("the run went over its memory limit of %d MiB with its socket buffers counted: the whole run was stopped", spec.MemoryBytes>>20)
+			res.ShortElsewhere = false
 		}
 		res.End = EndMemory
 	case e.lost:
@@ -507,6 +513,10 @@ func (s *slot) overMemory(limit int64) (bool, error) {
 	return err == nil && mem+tcp > limit, err
 }
 
+// shortElsewhere says the run's OOM kills came where its own memory limit was
+// never reached.
+func shortElsewhere(usage cgroup.Usage) bool { return usage.OOMKills > 0 && !usage.OwnLimitReached }
+
 // memoryMessage says which limit was hit and what it cost the run. The
 // cgroup's oom_kill count is not given: under cgroup v2's memory.oom.group it
 // counts every process of the group's kill, not what went over. A kill counted
@@ -516,7 +526,7 @@ func (s *slot) overMemory(limit int64) (bool, error) {
 // the run), but the message must not send the harness to raise memory_mib
 // (the cgroup v2 probe of 2026-12-06).
 func memoryMessage(spec Spec, usage cgroup.Usage) string {
-	if usage.OOMKills > 0 && !usage.OwnLimitReached {
+	if shortElsewhere(usage) {
 		return fmt.Sprintf("the kernel's OOM killer killed a process of the run while the run was under its memory limit of %d MiB (its peak %d MiB): memory was short outside the run, on the host or under a limit on brig's cgroup parent, and the whole run was stopped; a larger memory_mib would not help, and the run may succeed when tried again",
 			spec.MemoryBytes>>20, usage.PeakMemoryBytes>>20)
 	}

@@ -242,6 +242,11 @@ func endError(lang string, cfg InstallerConfig, res *jail.Result) error {
 	case jail.EndTimeout:
 		return fmt.Errorf("the %s installer ran past its time limit of %s and was stopped: the registry answered too slowly, or the packages are too large to fetch and install in that time; fewer or smaller packages may fit%s", lang, cfg.Timeout, quoteTail(res.Stderr))
 	case jail.EndMemory:
+		if res.ShortElsewhere {
+			// The host's shortage, not the set's size: the same install
+			// may succeed again, so it is not remembered as unavailable.
+			return fmt.Errorf("the %s installer was killed for memory short on the host (it was under its %d MiB): try again", lang, cfg.MemoryMiB)
+		}
 		// The set's own size, not a passing failure: the same install would
 		// end so again.
 		return &UnavailableError{Message: fmt.Sprintf("the %s installer ran out of its %d MiB of memory and was stopped: these packages need more to install than this host gives an install; ask for fewer or smaller packages", lang, cfg.MemoryMiB)}

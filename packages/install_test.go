@@ -535,6 +535,9 @@ func TestInstallSpec(t *testing.T) {
 			pyStaging, "ran past its time limit of 2m0s", nil},
 		{"oom", "javascript", []string{"app@^1"}, jail.Result{End: jail.EndMemory},
 			npmStaging, "ran out of its 512 MiB", nil},
+		// The host's shortage, not the set's: not remembered as unavailable.
+		{"oom for the host", "javascript", []string{"app@^1"}, jail.Result{End: jail.EndMemory, ShortElsewhere: true},
+			npmStaging, "killed for memory short on the host (it was under its 512 MiB): try again", nil},
 		{"stopped", "javascript", []string{"app@^1"}, jail.Result{End: jail.EndStopped, Message: "the run was stopped"},
 			npmStaging, "was stopped", nil},
 		{"another runtime", "python", []string{"pkg-a>=1"}, jail.Result{End: jail.EndCompleted,

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/jail"
@@ -77,7 +76,7 @@ func limitHint(jr *jail.Result, req api.Request) string {
 			return fmt.Sprintf("; %d s is the most timeout_seconds may be", api.MaxTimeoutSeconds)
 		}
 		return fmt.Sprintf("; timeout_seconds may be raised up to %d if the program needs longer", api.MaxTimeoutSeconds)
-	case jr.End == jail.EndMemory && req.MemoryMiB != nil && strings.HasPrefix(jr.Message, "the run went over its memory limit"):
+	case jr.End == jail.EndMemory && req.MemoryMiB != nil && !jr.ShortElsewhere:
 		counts := "; what its processes hold counts, and so do its files under /tmp, /sandbox and /dev/shm"
 		if *req.MemoryMiB >= api.MaxMemoryMiB {
 			return fmt.Sprintf("%s; %d MiB is the most memory_mib may be", counts, api.MaxMemoryMiB)

@@ -80,16 +80,17 @@ func TestResultOfSaysWhatToChange(t *testing.T) {
 		message          string
 		timeout, memory  int
 		want, wantAbsent string
+		elsewhere        bool
 	}{
-		{"time, below the most", jail.EndTimeout, "the program ran longer than its time limit of 61 s and was killed", 61, 512, "; timeout_seconds may be raised up to 300 if the program needs longer", ""},
-		{"time, at the most", jail.EndTimeout, "ran longer", 300, 512, "; 300 s is the most timeout_seconds may be", "raised"},
-		{"memory, below the most", jail.EndMemory, over, 30, 128, "its files under /tmp, /sandbox and /dev/shm; memory_mib may be raised up to 2048", ""},
-		{"memory, at the most", jail.EndMemory, over, 30, 2048, "; 2048 MiB is the most memory_mib may be", "raised"},
-		{"memory short outside the run", jail.EndMemory, "the kernel's OOM killer killed a process of the run while the run was under its memory limit", 30, 128, "", "memory_mib may"},
-		{"an error", jail.EndError, "the program exited with code 1", 30, 128, "", "may be"},
+		{"time, below the most", jail.EndTimeout, "the program ran longer than its time limit of 61 s and was killed", 61, 512, "; timeout_seconds may be raised up to 300 if the program needs longer", "", false},
+		{"time, at the most", jail.EndTimeout, "ran longer", 300, 512, "; 300 s is the most timeout_seconds may be", "raised", false},
+		{"memory, below the most", jail.EndMemory, over, 30, 128, "its files under /tmp, /sandbox and /dev/shm; memory_mib may be raised up to 2048", "", false},
+		{"memory, at the most", jail.EndMemory, over, 30, 2048, "; 2048 MiB is the most memory_mib may be", "raised", false},
+		{"memory short outside the run", jail.EndMemory, "the kernel's OOM killer killed a process of the run while the run was under its memory limit", 30, 128, "", "memory_mib may", true},
+		{"an error", jail.EndError, "the program exited with code 1", 30, 128, "", "may be", false},
 	} {
 		req := api.Request{Language: "python", TimeoutSeconds: &tc.timeout, MemoryMiB: &tc.memory, Network: &api.Network{Mode: api.NetworkNone}}
-		res := ResultOf("r", req, &jail.Result{End: tc.end, Message: tc.message})
+		res := ResultOf("r", req, &jail.Result{End: tc.end, Message: tc.message, ShortElsewhere: tc.elsewhere})
 		if !strings.HasPrefix(res.Message, tc.message) || !strings.Contains(res.Message, tc.want) || tc.wantAbsent != "" && strings.Contains(res.Message, tc.wantAbsent) {
 			t.Errorf("%s: got %q, want the jail's message and %q", tc.name, res.Message, tc.want)
 		}
