@@ -82,6 +82,10 @@ func limitHint(jr *jail.Result, req api.Request) string {
 			return fmt.Sprintf("%s; %d MiB is the most memory_mib may be", counts, api.MaxMemoryMiB)
 		}
 		return fmt.Sprintf("%s; memory_mib may be raised up to %d if the program needs more", counts, api.MaxMemoryMiB)
+	case jr.End == jail.EndError && jr.Signal == "SIGBUS" && req.MemoryMiB != nil:
+		// What a mapped file's page that the full tmpfs can't back gets
+		// (shared memory, an mmap'ed file): no message had said why.
+		return fmt.Sprintf("; a SIGBUS is what a program gets that touches a mapped file's page its writable area can't hold: /tmp, /sandbox and /dev/shm share %d MiB, half of memory_mib", jail.ScratchBytes(int64(*req.MemoryMiB)<<20)>>20)
 	}
 	return ""
 }

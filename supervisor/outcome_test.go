@@ -88,9 +88,14 @@ func TestResultOfSaysWhatToChange(t *testing.T) {
 		{"memory, at the most", jail.EndMemory, over, 30, 2048, "; 2048 MiB is the most memory_mib may be", "raised", false},
 		{"memory short outside the run", jail.EndMemory, "the kernel's OOM killer killed a process of the run while the run was under its memory limit", 30, 128, "", "memory_mib may", true},
 		{"an error", jail.EndError, "the program exited with code 1", 30, 128, "", "may be", false},
+		{"a SIGBUS", jail.EndError, "the program was killed by SIGBUS", 30, 256, "/tmp, /sandbox and /dev/shm share 128 MiB, half of memory_mib", "", false},
 	} {
 		req := api.Request{Language: "python", TimeoutSeconds: &tc.timeout, MemoryMiB: &tc.memory, Network: &api.Network{Mode: api.NetworkNone}}
-		res := ResultOf("r", req, &jail.Result{End: tc.end, Message: tc.message, ShortElsewhere: tc.elsewhere})
+		jr := &jail.Result{End: tc.end, Message: tc.message, ShortElsewhere: tc.elsewhere}
+		if strings.Contains(tc.message, "SIGBUS") {
+			jr.Signal = "SIGBUS"
+		}
+		res := ResultOf("r", req, jr)
 		if !strings.HasPrefix(res.Message, tc.message) || !strings.Contains(res.Message, tc.want) || tc.wantAbsent != "" && strings.Contains(res.Message, tc.wantAbsent) {
 			t.Errorf("%s: got %q, want the jail's message and %q", tc.name, res.Message, tc.want)
 		}
