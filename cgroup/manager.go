@@ -51,8 +51,9 @@ type Manager struct {
 
 	// above are the levels above the parent that New made, in every
 	// hierarchy, each hierarchy's deepest first: a stop removes them again
-	// where nothing else is left in them.
-	above []string
+	// where nothing else is left in them. madeParents are the parent's own
+	// directories that New made (Abandon).
+	above, madeParents []string
 
 	// mu guards live.
 	mu sync.Mutex
@@ -93,10 +94,10 @@ func New(cfg Config) (*Manager, error) {
 	}
 	switch mode {
 	case ModeUnified:
-		m.above = levelsMissing(cfg.MountRoot, cfg.Parent)
+		m.noteMissing(cfg.MountRoot)
 		m.v2Info, err = setupV2(cfg.MountRoot, cfg.Parent, true)
 	case ModeHybrid:
-		m.above = levelsMissing(filepath.Join(cfg.MountRoot, unifiedDir), cfg.Parent)
+		m.noteMissing(filepath.Join(cfg.MountRoot, unifiedDir))
 		m.v2Info, err = setupV2(filepath.Join(cfg.MountRoot, unifiedDir), cfg.Parent, false)
 	}
 	if err != nil {
@@ -107,7 +108,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if mode == ModeLegacy || mode == ModeHybrid {
 		for _, h := range m.v1Info.hierarchies {
-			m.above = append(m.above, levelsMissing(h.dir, cfg.Parent)...)
+			m.noteMissing(h.dir)
 		}
 		if err = newV1Parent(m.v1Info, cfg.Parent); err != nil {
 			return nil, err
@@ -452,6 +453,31 @@ func (m *Manager) removeParentDirs(busyOK bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Abandon removes the directories New made, where nothing was made in them
+// since: what a start refused after New (a parent that holds groups brig did
+// not make, a controller missing) does, so as to leave the hierarchies as it
+// found them (the docs probe of 2026-12-06 found a refused start's parent
+// left in the hierarchies where it had been missing). A directory that was
+// there before New stays.
+func (m *Manager) Abandon() error {
+	var errs []error
+	for _, d := range append(slices.Clone(m.madeParents), m.above...) {
+		if err := unix.Rmdir(d); err != nil && err != unix.ENOENT && err != unix.EBUSY {
+			errs = append(errs, fmt.Errorf("removing the cgroup directory %s that the start made: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// noteMissing notes what New is about to make in the hierarchy at root: the
+// parent's directory, and the levels above it.
+func (m *Manager) noteMissing(root string) {
+	if dir := filepath.Join(root, m.cfg.Parent); !exists(dir) {
+		m.madeParents = append(m.madeParents, dir)
+	}
+	m.above = append(m.above, levelsMissing(root, m.cfg.Parent)...)
 }
 
 // levelsMissing are the folders between a hierarchy's root and the parent

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 func TestDetect(t *testing.T) {
@@ -397,6 +398,56 @@ func TestNestedParentLevels(t *testing.T) {
 			for _, d := range levelDirs(c) {
 				if _, err := os.Stat(filepath.Dir(d)); err != nil {
 					t.Errorf("the test parent above the level, which c did not make: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestAbandon: a start refused after New removes what New made, and only
+// that: the parent's directory that held another program's group stays (the
+// docs probe of 2026-12-06: a refused start left the parent in the
+// hierarchies where it had been missing).
+func TestAbandon(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			newManager(t, l) // the test parent, which New below does not make
+			parent := testParent + "/abandon-" + l.name
+			first, err := New(Config{MountRoot: l.root, Parent: parent, Mode: l.mode, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dirs := first.parentDirs()
+			// Another program's: the parent in one hierarchy, with a group.
+			for _, d := range dirs[1:] {
+				if err := unix.Rmdir(d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			foreign := filepath.Join(dirs[0], "x")
+			if err := os.Mkdir(foreign, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				unix.Rmdir(foreign)
+				unix.Rmdir(dirs[0])
+			}()
+			m, err := New(Config{MountRoot: l.root, Parent: parent, Mode: l.mode, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Abandon(); err != nil {
+				t.Fatal(err)
+			}
+			for i, d := range dirs {
+				_, err := os.Stat(d)
+				if i == 0 && err != nil {
+					t.Errorf("the directory that was there before New: %v, want it kept", err)
+				}
+				if i > 0 && !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("%s, which New made: got %v, want it removed", d, err)
 				}
 			}
 		})

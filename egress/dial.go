@@ -40,7 +40,7 @@ func (r *Run) dialChecked(ctx context.Context, host string, port int) (up *net.T
 	if pin, ok := r.cfg.Pin(host, port); ok {
 		c, err := d.DialContext(ctx, "tcp", pin.String())
 		if err != nil {
-			return nil, nil, netip.Addr{}, &upstreamError{public: "connecting: " + withoutAddrs(err), err: fmt.Errorf("dialing the pin %s: %w", pin, err)}
+			return nil, nil, netip.Addr{}, &upstreamError{public: fmt.Sprintf("connecting to %s: %s", host, withoutAddrs(err)), err: fmt.Errorf("dialing the pin %s: %w", pin, err)}
 		}
 		return c.(*net.TCPConn), nil, netip.Addr{}, nil
 	}

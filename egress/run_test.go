@@ -1637,7 +1637,7 @@ func TestRunUnreachableNamesNoAddress(t *testing.T) {
 	proxy := "127.0.0.1:" + strconv.Itoa(ProxyPort)
 	for _, tc := range []struct{ target, says, detail string }{
 		{"other.test:5555", "resolving other.test: the resolver answered NXDOMAIN", u.dnsAddr},
-		{"upstream.test:5556", "connecting: connect: connection refused", refusing},
+		{"upstream.test:5556", "connecting to upstream.test: connect: connection refused", refusing},
 	} {
 		got := rawExchange(t, ns, proxy, "CONNECT "+tc.target+" HTTP/1.1\r\n\r\n")
 		if !strings.HasPrefix(got, "HTTP/1.1 502 ") || !strings.Contains(got, tc.says) || strings.Contains(got, "127.0.0.1") {

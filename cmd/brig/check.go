@@ -32,9 +32,23 @@ func checkCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "config", Usage: "check the service's config file too, and this host with its [sandbox] and registries (the sandboxed runs still use the cgroup parent brig-local)"},
 			&cli.BoolFlag{Name: "no-resolve", Usage: "do not resolve the registries' hosts to tell whether the egress proxy dials their addresses"},
-		}, sandboxFlags()...),
+		}, checkSandboxFlags()...),
 		Action: checkAction,
 	}
+}
+
+// checkSandboxFlags are sandboxFlags with check's own words for
+// --cgroup-parent: check has no --local, and the parent it names is both the
+// one whose layout is checked and the one its own runs use (the docs probe of
+// 2026-12-06 read the run verb's words there).
+func checkSandboxFlags() []cli.Flag {
+	flags := sandboxFlags()
+	for i, f := range flags {
+		if slices.Contains(f.Names(), "cgroup-parent") {
+			flags[i] = &cli.StringFlag{Name: "cgroup-parent", Usage: "the cgroup parent to check, and to run the check's sandboxes under (default: brig-local for those runs, and --config's parent, or brig, for the check of its layout)"}
+		}
+	}
+	return flags
 }
 
 func checkAction(c *cli.Context) error {

@@ -221,6 +221,14 @@ func newSandbox(lc launcherConfig, p rootfs.Provider, sweep bool, log *slog.Logg
 	if err != nil {
 		return nil, fmt.Errorf("opening cgroups: %w (Hint: run `brig check`)", err)
 	}
+	started := false
+	defer func() {
+		if !started {
+			if err := cg.Abandon(); err != nil {
+				log.Warn("removing the cgroup directories of a refused start", "err", err)
+			}
+		}
+	}()
 	// Every run is limited in memory, processes and CPU: a host whose parent
 	// can't have one of them runs nothing, and says so now rather than at
 	// each run.
@@ -249,6 +257,7 @@ func newSandbox(lc launcherConfig, p rootfs.Provider, sweep bool, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	started = true
 	return &sandbox{Launcher: l, provider: p, cgroups: cg, owned: sweep}, nil
 }
 

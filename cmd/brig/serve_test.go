@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -968,6 +969,14 @@ func TestServeRefusesAForeignCgroupParent(t *testing.T) {
 	}
 	if _, err := os.Stat(child); err != nil {
 		t.Errorf("the foreign group: got %v, want it left", err)
+	}
+	// The refused start leaves the hierarchies as it found them: the parent
+	// it had made where it was missing is gone (the docs probe of
+	// 2026-12-06).
+	for _, h := range []string{"pids", "cpu", "unified"} {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, parent)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the parent in %s, which the refused start made: got %v, want it removed", h, err)
+		}
 	}
 	out, _, code := brig(t, "", "check", "--no-resolve", "--state-dir", state, "--cgroup-parent", parent)
 	if code == 0 || !strings.Contains(out, "cgroup parent") || !strings.Contains(out, "someone-elses") {
