@@ -77,7 +77,8 @@ type Usage struct {
 	OOMKills uint64
 	// OwnLimitReached says the group's memory reached its own limit, read
 	// where OOMKills is above zero: v2's oom line of memory.events (an
-	// allocation about to fail at the limit), v1's peak within 2 MiB of it.
+	// allocation about to fail at the limit), v1's peak within 2 MiB of it
+	// (memory's, or memory and swap's).
 	// False with kills counted, the kill was for memory short elsewhere: an
 	// ancestor's limit or the host's.
 	OwnLimitReached bool

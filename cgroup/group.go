@@ -420,9 +420,22 @@ func (g *Group) readUsageLocked(u *Usage) error {
 	}
 	// v1 has no such count (memory.failcnt stays 0 at an OOM kill on Linux
 	// 6.18), but its peak is what was charged: a charge the limit refused
-	// comes within a huge page of it.
-	limit, err := readInt(v1("memory", "memory.limit_in_bytes"))
-	u.OwnLimitReached = memoryPeak >= limit-2<<20
+	// comes within a huge page of it. So for memory and swap together, where
+	// the host swaps a run's pages out and memsw's limit binds first.
+	reached := func(peak int64, limitFile string) (bool, error) {
+		max, err := readInt(v1("memory", limitFile))
+		return err == nil && peak >= max-2<<20, err
+	}
+	if u.OwnLimitReached, err = reached(memoryPeak, "memory.limit_in_bytes"); err != nil || u.OwnLimitReached {
+		return err
+	}
+	swapPeak, err := readInt(v1("memory", "memory.memsw.max_usage_in_bytes"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // no swap accounting
+	} else if err != nil {
+		return err
+	}
+	u.OwnLimitReached, err = reached(swapPeak, "memory.memsw.limit_in_bytes")
 	return err
 }
 

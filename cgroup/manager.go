@@ -191,7 +191,7 @@ func (m *Manager) CanLimit(l Limits) error {
 				if !rootOffers(m.cfg.MountRoot, c) {
 					// No ancestor can pass on what the root lacks: the
 					// hint above would not help (the cgroup v2 probe).
-					e.Hint = "the hierarchy's root does not offer it (its cgroup.controllers lacks it): a v1 hierarchy holds it, as on a hybrid host, or the kernel lacks it; use the host's v1 or hybrid layout, or boot with the controller in cgroup v2 (systemd.unified_cgroup_hierarchy=1)"
+					e.Hint = "the hierarchy's root does not offer it (its cgroup.controllers lacks it): a v1 hierarchy holds it, as on a hybrid host, or the kernel lacks it, or, in a container's cgroup namespace, its runtime did not delegate it; use the host's v1 or hybrid layout, boot with the controller in cgroup v2 (systemd.unified_cgroup_hierarchy=1), or have the container's runtime delegate it"
 				}
 			}
 			return e

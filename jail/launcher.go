@@ -616,7 +616,8 @@ func validateConfig(cfg Config) error {
 		// pids.max takes no more than the kernel's largest pid_max: past
 		// it, every run failed at its cgroup's setup (the operator probe of
 		// 2026-12-06).
-		{cfg.Pids <= maxPids, fmt.Sprintf("the pids limit %d is above %d, the most the kernel's pids.max takes (its largest pid_max): give at most that", cfg.Pids, maxPids)},
+		// pids.max is the limit plus one, for the sandbox's init (newSlot).
+		{cfg.Pids < maxPids, fmt.Sprintf("the pids limit %d is above %d, the most the kernel's pids.max takes (its largest pid_max) less the sandbox's init: give at most that", cfg.Pids, maxPids-1)},
 		{!strings.ContainsAny(cfg.StateDir, ",:"), "the state directory may not contain ',' or ':' (they separate overlay options)"},
 		{filepath.IsAbs(cfg.StateDir), "the state directory must be an absolute path"},
 	} {

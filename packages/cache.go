@@ -1094,7 +1094,11 @@ func (c *Cache) watchSpace(ctx context.Context, cancel context.CancelCauseFunc, 
 
 // treeSize is the disk usage (allocated blocks) of the tree at dir, as far as
 // it can be read while an installer writes it: what vanishes or can't be read
-// meanwhile is not counted. It stops early, short, once ctx ends.
+// meanwhile is not counted. It stops early, short, once ctx ends. pip's
+// temporary folders (pipTmpName) are not the layer: they hold the downloaded
+// archives besides the unpacked set, which pip then moves into the layer,
+// where it is counted (the review of 2026-12-06 saw a layer of 230 MiB
+// stopped at 308.6 MiB for its wheel); the free-space check bounds them.
 func treeSize(ctx context.Context, dir string) int64 {
 	var size int64
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -1103,6 +1107,9 @@ func treeSize(ctx context.Context, dir string) int64 {
 		}
 		if err != nil {
 			return nil // gone, or unreadable: its subtree is skipped
+		}
+		if d.IsDir() && d.Name() == pipTmpName && filepath.Dir(p) == dir {
+			return filepath.SkipDir
 		}
 		var st syscall.Stat_t
 		if syscall.Lstat(p, &st) == nil {

@@ -1431,3 +1431,27 @@ func TestMiB(t *testing.T) {
 		}
 	}
 }
+
+// TestTreeSizeLeavesOutPipsFolders: pip's temporary folders in staging hold
+// the downloads besides the set, which is counted once pip has moved it into
+// the layer; a folder of that name deeper, a package's, is counted.
+func TestTreeSizeLeavesOutPipsFolders(t *testing.T) {
+	dir := t.TempDir()
+	write := func(path string, size int) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, bytes.Repeat([]byte("x"), size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "pkg", "data"), 1<<20)
+	write(filepath.Join(dir, pipTmpName, "pip-unpack-1", "pkg.whl"), 4<<20)
+	if n := treeSize(context.Background(), dir); n < 1<<20 || n > 2<<20 {
+		t.Errorf("got %d bytes, want the layer's 1 MiB without pip's folders", n)
+	}
+	write(filepath.Join(dir, "pkg", pipTmpName, "data"), 4<<20)
+	if n := treeSize(context.Background(), dir); n < 5<<20 {
+		t.Errorf("got %d bytes, want a package's own folder of that name counted", n)
+	}
+}

@@ -265,8 +265,13 @@ var (
 	// pipNoiseRE are error lines that add nothing a model can act on.
 	pipNoiseRE = lazyRegexp(`^ERROR: ResolutionImpossible: for help`)
 	// pipBuildFailedRE is pip's line for a source archive whose build, or
-	// its metadata's, failed.
-	pipBuildFailedRE = lazyRegexp(`(error: (metadata-generation-failed|subprocess-exited-with-error|legacy-install-failure)|^ERROR: (Failed building wheel for|Could not build wheels for))`)
+	// its metadata's, failed. Not subprocess-exited-with-error alone, which
+	// the install of the build's own dependencies ends with too, when the
+	// index does not answer (the review of 2026-12-06).
+	pipBuildFailedRE = lazyRegexp(`(error: (metadata-generation-failed|legacy-install-failure)|^ERROR: (Failed building wheel for|Could not build wheels for))`)
+	// pipBuildDepsRE is pip's line for the install of a build's dependencies
+	// that failed: the index's, or the request's, not the build's.
+	pipBuildDepsRE = lazyRegexp(`install(ing)? build dependencies did not run successfully`)
 )
 
 // pipError is pip's failure: an *IndexError when the index did not answer,
@@ -357,14 +362,16 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		// probe of 2026-12-06 read internal).
 		return &UnavailableError{Message: "a requested package depends on a wheel by URL whose project is not the one it names (" + text.Clip(exc, 100) + "): the package's metadata is malformed. Ask for another version, or tell the package's maintainers."}
 	}
-	if allowSourceBuilds && slices.ContainsFunc(r.Tail, func(l string) bool { return pipBuildFailedRE().MatchString(l) }) {
+	said := append(slices.Clone(r.Errors), r.Tail...)
+	if allowSourceBuilds && slices.ContainsFunc(said, func(l string) bool { return pipBuildFailedRE().MatchString(l) }) &&
+		!slices.ContainsFunc(said, func(l string) bool { return pipBuildDepsRE().MatchString(l) }) {
 		// A source archive's build failed: the package's own code, or what
 		// it needs, not brig's doing (the packages probe of 2026-12-06 read
 		// internal). A C extension's always does: the installer's view of
 		// /usr has no compiler's files.
 		why := strings.Join(lines, " ")
 		if why == "" {
-			why = "pip: " + strings.TrimSpace(r.Tail[slices.IndexFunc(r.Tail, func(l string) bool { return pipBuildFailedRE().MatchString(l) })])
+			why = "pip: " + strings.TrimSpace(said[slices.IndexFunc(said, func(l string) bool { return pipBuildFailedRE().MatchString(l) })])
 		}
 		return &UnavailableError{Message: text.Clip("a requested package's source build failed ("+why+"): brig builds pure-Python source archives only, with no C compiler. Ask for a version with a wheel for this Python, or tell the package's maintainers.", maxMessage)}
 	}

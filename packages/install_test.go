@@ -292,6 +292,11 @@ func TestPipError(t *testing.T) {
 		{"a source build that failed", driverResult{Exit: 1, Errors: []string{"ERROR: Failed building wheel for cext", "ERROR: Could not build wheels for cext, which is required to install pyproject.toml-based projects"},
 			Tail: []string{"x86_64-linux-gnu-gcc: fatal error: cannot execute 'cc1'", "error: subprocess-exited-with-error"}},
 			true, true, []string{"source build failed", "Failed building wheel for cext", "no C compiler"}},
+		// The review's sdist whose build dependency the index did not
+		// serve: not the build's failure.
+		{"a build's dependencies not installed", driverResult{Exit: 1,
+			Tail: []string{"  ERROR: No matching distribution found for setuptools>=40.8.0", "error: subprocess-exited-with-error", "× pip subprocess to install build dependencies did not run successfully."}},
+			true, false, []string{"install build dependencies did not run successfully"}},
 		{"a metadata build that failed", driverResult{Exit: 1,
 			Tail: []string{"Exception: no", "error: metadata-generation-failed"}},
 			true, true, []string{"source build failed (pip: error: metadata-generation-failed)"}},

@@ -111,6 +111,9 @@ type record struct {
 	Started    bool        `json:"started,omitempty"`
 	FinishedAt time.Time   `json:"finished_at,omitzero"`
 	Result     *api.Result `json:"result,omitempty"`
+	// Partial marks a result kept without its output (Service.keepStatus):
+	// a start's replay commits it only where the whole one is not committed.
+	Partial bool `json:"partial,omitempty"`
 
 	// enc is the record's JSON once appendPending has made it, which
 	// putRecord then writes as it is: a result with its output is encoded
@@ -413,6 +416,12 @@ func (j *journal) openPending(path string) error {
 					}
 					continue
 				}
+				if rec.Partial && hasResult(tx.Bucket(bucketRuns).Get(k.bytes())) {
+					// The whole result was committed after it, before the
+					// file's compaction (the review of 2026-12-06: its
+					// output was lost at the restart).
+					continue
+				}
 				if err := finishLocked(tx, k, &rec); err != nil {
 					return err
 				}
@@ -696,6 +705,14 @@ func (j *journal) compactLocked() error {
 	return nil
 }
 
+// hasResult says whether b, a committed record's JSON, holds a result.
+func hasResult(b []byte) bool {
+	var rec struct {
+		Result json.RawMessage `json:"result"`
+	}
+	return b != nil && json.Unmarshal(b, &rec) == nil && len(rec.Result) > 0 && string(rec.Result) != "null"
+}
+
 func finishLocked(tx *bolt.Tx, k runKey, rec *record) error {
 	if err := putRecord(tx, k, rec); err != nil {
 		return err
@@ -750,9 +767,20 @@ func (j *journal) requestKey(k runKey) (string, error) {
 				}
 			}
 		}
-		return json.Unmarshal(b, &key)
+		if err := json.Unmarshal(b, &key); err != nil {
+			return damagedRecord(k, err)
+		}
+		return nil
 	})
 	return key.Key, err
+}
+
+// damagedRecord is the error of a record of k that bbolt keeps but JSON can't
+// read: damage bbolt's pages do not show (it keeps no checksum of a value),
+// named for the operator, where a bare decoding error had been the answer
+// (the crash probe of 2026-12-06).
+func damagedRecord(k runKey, err error) error {
+	return fmt.Errorf("the journal's record of run %q (uid %d) is damaged and can't be read (%v); tell the operator: the state directory's journal.db needs restoring from a backup", k.id, k.uid, err)
 }
 
 // read is get, with hold, when not nil, given the length of the record's JSON
@@ -772,10 +800,7 @@ func (j *journal) read(k runKey, hold func(size int) error) (*record, error) {
 		}
 		rec = new(record)
 		if err := json.Unmarshal(b, rec); err != nil {
-			// Damage bbolt's pages do not show (it keeps no checksum of a
-			// value): named, for the operator, where a bare decoding error
-			// had been answered (the crash probe of 2026-12-06).
-			return fmt.Errorf("the journal's record of run %q (uid %d) is damaged and can't be read (%v); tell the operator: the state directory's journal.db needs restoring from a backup", k.id, k.uid, err)
+			return damagedRecord(k, err)
 		}
 		return nil
 	})

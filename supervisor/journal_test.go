@@ -792,6 +792,46 @@ func TestJournalPendingTornWrite(t *testing.T) {
 	}
 }
 
+// TestJournalPartialLineAfterTheWholeCommit: a result kept in the pending file
+// without its output, whose whole record was committed later, is not replayed
+// over it by a start after a crash that came before the file's compaction (the
+// review of 2026-12-06); with nothing committed, it is.
+func TestJournalPartialLineAfterTheWholeCommit(t *testing.T) {
+	now := time.Now()
+	for _, committed := range []bool{true, false} {
+		dir := t.TempDir()
+		j := mustOpenJournal(t, dir)
+		k := runKey{uid: 1000, id: "kept"}
+		if err := j.accept(k, &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		res := func(out string) *api.Result {
+			return &api.Result{ID: k.id, State: api.StateFinished, Outcome: api.OutcomeSucceeded, Stdout: out}
+		}
+		short := &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now, FinishedAt: now, Result: res(""), Partial: true}
+		if err := j.answered(k, short); err != nil {
+			t.Fatal(err)
+		}
+		if committed {
+			if err := j.finish(k, &record{Key: "k", Language: "python", PeerUID: 1000, AcceptedAt: now, FinishedAt: now, Result: res("whole\n"), line: short.line}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		j.db.Close() // a crash: the pending file as it is
+		j.pending.Close()
+		j.lock.Close()
+		j = mustOpenJournal(t, dir)
+		want := "whole\n"
+		if !committed {
+			want = ""
+		}
+		if rec, err := j.get(k); err != nil || rec.Result == nil || rec.Result.Stdout != want {
+			t.Errorf("committed %v: got %+v, %v; want the result with stdout %q", committed, rec, err, want)
+		}
+		j.close()
+	}
+}
+
 // With each prune the pending file loses its committed lines, however small
 // it is, so that no result's output stays on disk past its record.
 func TestJournalCompactPending(t *testing.T) {
@@ -1007,5 +1047,9 @@ func TestJournalDamagedRecord(t *testing.T) {
 	_, err := j.read(k, nil)
 	if err == nil || !strings.Contains(err.Error(), `the journal's record of run "damaged" (uid 1000) is damaged`) || !strings.Contains(err.Error(), "journal.db") {
 		t.Errorf("got %v, want the record named as damaged", err)
+	}
+	// A retry's read of its key alone, too.
+	if _, err := j.requestKey(k); err == nil || !strings.Contains(err.Error(), "is damaged") {
+		t.Errorf("requestKey: got %v, want the record named as damaged", err)
 	}
 }

@@ -279,7 +279,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	// stop says so and fails.
 	var unwritten error
 	if ids := s.commitUnwritten(); len(ids) > 0 {
-		s.log.Error("results answered but not in the journal: after a restart these runs read as stopped; free the state directory's disk before the next stop", "runs", len(ids), "ids", ids)
+		s.log.Error("results answered but not in the journal: after a restart these runs read as stopped, or, where the pending file kept their status, lose their output; free the state directory's disk before the next stop", "runs", len(ids), "ids", ids)
 		unwritten = fmt.Errorf("%d answered results could not be written to the journal (%s)", len(ids), strings.Join(ids, ", "))
 	}
 
@@ -804,7 +804,7 @@ func (s *Service) keepStatus(r *run, rec *record) {
 	note := "the service answered this result whole, then lost its output to a full state directory and a restart before it could record it; its status, exit code and usage are the run's own"
 	res.Message = strings.TrimPrefix(res.Message+"; "+note, "; ")
 	short := &record{Key: rec.Key, Language: rec.Language, Network: rec.Network, Packages: rec.Packages, PeerUID: rec.PeerUID,
-		AcceptedAt: rec.AcceptedAt, Started: rec.Started, FinishedAt: rec.FinishedAt, Result: &res}
+		AcceptedAt: rec.AcceptedAt, Started: rec.Started, FinishedAt: rec.FinishedAt, Result: &res, Partial: true}
 	if err := s.journal.answered(r.runKey(), short); err != nil {
 		s.log.Error("recording a result's status in the journal's pending file: a restart before the result is committed reads the run as stopped", logID, r.id, "err", err)
 		return

@@ -216,6 +216,50 @@ func TestRunLocalSlowReader(t *testing.T) {
 	}
 }
 
+// TestRunStopInAUserNamespace: brig run in a user namespace, whose uid the
+// service knows by another, stops its run by its id alone: a stop naming its
+// namespace's uid found nothing (the review of 2026-12-06, under unshare -r).
+func TestRunStopInAUserNamespace(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	testutil.Require(t, err == nil && exec.Command(unshare, "-U", "-r", "true").Run() == nil, "this host can't make a user namespace with unshare -U -r")
+	posted, deleted := make(chan struct{}, 1), make(chan string, 10)
+	sock := testutil.ServeUnix(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodPost:
+			posted <- struct{}{}
+			<-r.Context().Done()
+		case http.MethodDelete:
+			deleted <- r.URL.RawQuery
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"id":"x","language":"python","state":"finished","status":"failed","reason":"stopped","outcome":"failed"}`))
+		}
+	})
+	prog := filepath.Join(t.TempDir(), "p.py")
+	os.WriteFile(prog, []byte("print(1)\n"), 0o644)
+	cmd := exec.Command(unshare, "-U", "-r", os.Args[0], "run", "--socket", sock, "-l", "python", prog)
+	cmd.Env = append(os.Environ(), "BRIG_CLI=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	select {
+	case <-posted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("brig run sent no request")
+	}
+	// unshare execs brig run in its own place: the signal reaches it.
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case q := <-deleted:
+		if q != "" {
+			t.Errorf("got a DELETE with ?%s, want the id alone: the namespace's uid is not the one the service knows", q)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("got no DELETE after the Ctrl-C")
+	}
+	cmd.Wait()
+}
+
 // TestRunRemoteSlowReader: a reader of brig run's output that pauses longer
 // than the service waits on a stream's write still gets all of it, and the
 // run's status. The fake service drops a stream it can't write for 2 s, as

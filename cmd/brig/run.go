@@ -205,8 +205,13 @@ func runRemote(c *cli.Context, req api.Request) error {
 	// Its stops name its own uid: for root and the admin group an id alone
 	// means another uid's run where they have none of it, and a stop before
 	// the service took this one would end that one (the identity probe of
-	// 2026-12-06).
-	own := client.OwnedBy(os.Geteuid())
+	// 2026-12-06). Only where its uid is the host's: in a user namespace the
+	// service knows it by another, and a stop by this one found nothing (the
+	// review).
+	var own []client.RunOption
+	if hostIDs() {
+		own = append(own, client.OwnedBy(os.Geteuid()))
+	}
 	var accepted, acceptLate atomic.Bool
 	var stoppedRes atomic.Pointer[api.Result] // what the stop below answered
 	stopped := make(chan struct{})            // closed once the goroutine below is done
@@ -231,7 +236,7 @@ func runRemote(c *cli.Context, req api.Request) error {
 			// One deadline for the stop and the stream's end after it.
 			stop, cancelStop := context.WithTimeout(context.Background(), stopWait)
 			defer cancelStop()
-			cl.Stop(stop, req.ID, own) // the stream then ends with the result
+			cl.Stop(stop, req.ID, own...) // the stream then ends with the result
 			select {
 			case <-ctx.Done(): // it did
 			case <-stop.Done():
@@ -246,7 +251,7 @@ func runRemote(c *cli.Context, req api.Request) error {
 		cancel()
 		for deadline := time.Now().Add(stopWait); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 			stop, cancelStop := context.WithDeadline(context.Background(), deadline)
-			res, err := cl.Stop(stop, req.ID, own)
+			res, err := cl.Stop(stop, req.ID, own...)
 			cancelStop()
 			if err == nil {
 				stoppedRes.Store(res)
@@ -342,6 +347,13 @@ func runRemote(c *cli.Context, req api.Request) error {
 		return fmt.Errorf("talking to the service at %s: %w (%s)", c.String("socket"), err, hint)
 	}
 	return finishRun(c, res)
+}
+
+// hostIDs says whether this process's uids are the host's: its user
+// namespace maps every id to itself, as the initial namespace does.
+func hostIDs() bool {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	return err == nil && strings.Join(strings.Fields(string(b)), " ") == "0 0 4294967295"
 }
 
 func describeAPIError(e *client.Error) string {

@@ -565,7 +565,7 @@ func TestServeConfigValuesMeanWhatTheySay(t *testing.T) {
 		// The operator probe of 2026-12-06: each was taken, then failed
 		// every run (pids), failed after the whole start (the socket's
 		// length), or was refused in words that contradicted each other.
-		{"pids past the kernel's", "[sandbox]\npids = 10000000\n", "the pids limit 10000000 is above 4194304"},
+		{"pids past the kernel's", "[sandbox]\npids = 4194304\n", "the pids limit 4194304 is above 4194303"},
 		{"socket path too long", "socket = \"/" + strings.Repeat("s", 107) + "\"\n", "is 108 bytes long: a Unix socket's path is at most 107"},
 		{"infinite conns per second", "[egress]\nconns_per_second = inf\n", "egress.conns_per_second +Inf: give a finite positive number"},
 		{"empty rootfs", "[sandbox.rootfs]\npython = \"\"\n", "sandbox.rootfs.python is empty"},
