@@ -49,8 +49,9 @@ import (
 // from the process, and loads /dev/stdin again: /dev/null by then, an empty
 // module (and so does the thread of module.register's hooks). It takes the loader's
 // Module from its own module, not require('module'), which would load modules
-// a cold start does not (process.moduleLoadList). Its socket is descriptor
-// 63, pid1.WarmFD (TestNodeBootFD).
+// a cold start does not (process.moduleLoadList). It empties
+// process._preload_modules, which listed /dev/stdin (the warm corpus probe
+// of 2026-12-06). Its socket is descriptor 63, pid1.WarmFD (TestNodeBootFD).
 const nodeBoot = `'use strict';
 const fs = require('fs'), Module = module.constructor;
 fs.closeSync(0);
@@ -65,6 +66,7 @@ fs.realpathSync = function (p, options) { for (const k of Object.getOwnPropertyS
 try { require.resolve('/dev/stdin'); } catch {} finally { fs.realpathSync = realpathSync; }
 if (typeof links?.clear === 'function') links.clear();
 forget();
+if (Array.isArray(process._preload_modules)) process._preload_modules.length = 0;
 fs.writeSync(63, 'r');
 const env = JSON.parse(fs.readFileSync(63, 'utf8'));
 fs.closeSync(63);

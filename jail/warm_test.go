@@ -281,6 +281,7 @@ var warmCorpus = []struct {
 	{"js bootstrap leaves nothing", rootfs.JavaScript, "const fs = require('fs'), Module = require('module')\nconsole.log(fs.readdirSync('/sandbox'), Object.keys(require.cache), Object.keys(Module._pathCache), process.argv0, process.argv.slice(1))\nconsole.log(process.mainModule === module, module.id, module.loaded, module.children.length, module.parent, require.main.filename)\nconsole.log(Object.getOwnPropertyNames(globalThis).sort().join(' '))"},
 	// A warm node's command line is a cold one's (nodeBoot is a preload),
 	// and so is the room process.title has in its memory.
+	{"js preloads", rootfs.JavaScript, "console.log(process._preload_modules)"},
 	{"js title", rootfs.JavaScript, "console.log(JSON.stringify(require('fs').readFileSync('/proc/self/cmdline', 'utf8')))\nprocess.title = 'x'.repeat(40); console.log(process.title.length, require('fs').readFileSync('/proc/self/cmdline').length)"},
 	{"js modules loaded", rootfs.JavaScript, "console.log(process.moduleLoadList.join(' '))"},
 	{"js exit code", rootfs.JavaScript, "console.log('before'); process.exit(4)"},
