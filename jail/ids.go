@@ -137,9 +137,9 @@ func newIDAllocator(r IDRange, lockDir string) (*idAllocator, error) {
 
 // get hands out a free slot of the claimed blocks picked at random, claiming
 // another block only when they are full. Not the next slot in turn: a run can
-// read its own host id (/proc/self/uid_map), and ids handed out in order let
-// it count the sandboxes made for anyone between two of its runs (the
-// identity probe of 2026-12-06).
+// read its own host id (/proc/self/uid_map), and ids handed out in order
+// counted, exactly, the sandboxes made for anyone between two of its runs (the
+// identity probe of 2026-12-06; README lists the coarser counts that stay).
 func (a *idAllocator) get() (runIDs, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
