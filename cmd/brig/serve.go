@@ -934,9 +934,6 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	defer lock.Close() // also keeps the lock from the GC
-	if err := sweepEarlierParent(lc.StateDir, lc.CgroupParent, log); err != nil {
-		log.Warn("sweeping the cgroup parent the state directory's last service used", "err", err)
-	}
 	sb, err := newSandbox(lc, roots, true, log)
 	if err != nil {
 		return err
@@ -983,61 +980,6 @@ func serveAction(c *cli.Context) error {
 	log.Info("serving", "version", version(), "socket", sc.Socket, "state_dir", sc.StateDir, "cgroup_mode", host.CgroupMode,
 		"rootfs", host.Rootfs, "pool", sc.Sandbox.Pool, "network_modes", cfg.NetworkModes, "config", c.String("config"))
 	return serveUntilSignal(svc, ln, sc.Socket, sigs, time.Duration(sc.Grace), log)
-}
-
-// parentFile, in the state directory, names the cgroup parent of the last
-// service that used it.
-const parentFile = "cgroup_parent"
-
-// sweepEarlierParent removes what a crashed service left under the cgroup
-// parent it used, where this one, on the same state directory, uses another
-// (the crash probe of 2026-12-06 found a crashed run's empty groups left
-// under the old parent after a restart with another --cgroup-parent): its
-// run groups, and the parent where it holds nothing else. A parent another
-// service holds, or that holds what brig did not make, is left as it is.
-// It then notes parent as the state directory's.
-func sweepEarlierParent(stateDir, parent string, log *slog.Logger) error {
-	path := filepath.Join(stateDir, parentFile)
-	b, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if old := strings.TrimSpace(string(b)); old != "" && old != parent && parentExists(old) {
-		lock, err := cgroup.LockParent("", old)
-		switch {
-		case errors.Is(err, cgroup.ErrParentLocked):
-			log.Info("the cgroup parent the state directory's last service used is another service's now; left as it is", "parent", old)
-		case err != nil:
-			return err
-		default:
-			defer lock.Close()
-			m, err := cgroup.New(cgroup.Config{Parent: old, Logger: log})
-			if err != nil {
-				return err
-			}
-			if err := jail.ForeignGroups(m, old); err != nil {
-				m.Abandon()
-				log.Warn("the cgroup parent the state directory's last service used holds what brig did not make; left as it is", "parent", old, "err", err)
-				break
-			}
-			n, err := m.SweepIf(jail.IsRunGroup)
-			if err == nil {
-				err = m.RemoveParent()
-			}
-			if err != nil {
-				return err
-			}
-			log.Info("removed the cgroup parent the state directory's last service used", "parent", old, "groups", n)
-		}
-	}
-	return os.WriteFile(path, []byte(parent+"\n"), 0o644)
-}
-
-// parentExists says whether a cgroup parent of that name is in any hierarchy.
-func parentExists(parent string) bool {
-	dirs, _ := filepath.Glob(filepath.Join(cgroup.DefaultMountRoot, "*", parent))
-	_, err := os.Stat(filepath.Join(cgroup.DefaultMountRoot, parent))
-	return len(dirs) > 0 || err == nil
 }
 
 // serviceConfig is the supervisor's config, checked, with the registry hosts

@@ -984,52 +984,6 @@ func TestServeRefusesAForeignCgroupParent(t *testing.T) {
 	}
 }
 
-// TestServeSweepsTheStateDirsEarlierParent: a service on a state directory
-// whose last service used another cgroup parent removes what a crash left
-// there, the run groups and the parent, and notes its own (the crash probe
-// of 2026-12-06 found them left after a restart with another parent).
-func TestServeSweepsTheStateDirsEarlierParent(t *testing.T) {
-	testutil.RequireRoot(t)
-	testutil.CheckLeaks(t, cliServeParent)
-	defer os.Remove(cgroup.ParentLockPath("", cliServeParent))
-	const old = "brig-test-earlier-parent"
-	var made []string
-	for _, h := range []string{"memory", "pids", "unified"} {
-		group := filepath.Join("/sys/fs/cgroup", h, old, "run-999999999-1")
-		if err := os.MkdirAll(group, 0o755); err != nil {
-			t.Skipf("no %s hierarchy to leave a crashed run's group in: %v", h, err)
-		}
-		made = append(made, group, filepath.Dir(group))
-	}
-	defer func() {
-		for _, d := range made {
-			os.Remove(d)
-		}
-		os.Remove(cgroup.ParentLockPath("", old))
-	}()
-	state := filepath.Join(t.TempDir(), "state")
-	if err := os.MkdirAll(state, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(state, parentFile), []byte(old+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, serve, logs := startServe(t, "--state-dir", state)
-	for _, d := range made {
-		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s, the earlier parent's: got %v, want it removed", d, err)
-		}
-	}
-	if b, err := os.ReadFile(filepath.Join(state, parentFile)); err != nil || string(b) != cliServeParent+"\n" {
-		t.Errorf("the state directory's parent: got %q, %v; want %q", b, err, cliServeParent)
-	}
-	if !strings.Contains(logs.String(), "removed the cgroup parent the state directory's last service used") {
-		t.Errorf("the start did not say so:\n%s", logs)
-	}
-	serve.Process.Signal(syscall.SIGTERM)
-	serve.Wait()
-}
-
 // TestBenchInterruptedLeavesNothing: a Ctrl-C during brig bench ends it as an
 // error would, its scratch folder removed (it stayed behind, a kill's
 // leftover, before the bench caught the signal).
