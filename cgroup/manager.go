@@ -447,9 +447,16 @@ func (m *Manager) removeParentDirs(busyOK bool) error {
 	}
 	// The levels New made above a nested parent (brig/a) go where they hold
 	// nothing else: another service's brig/b keeps them (EBUSY).
-	for _, d := range m.above {
+	return errors.Join(append(errs, removeIfEmpty(m.above))...)
+}
+
+// removeIfEmpty removes each of dirs, in order, that holds no group: one that
+// does (EBUSY), or is gone, is left without an error.
+func removeIfEmpty(dirs []string) error {
+	var errs []error
+	for _, d := range dirs {
 		if err := unix.Rmdir(d); err != nil && err != unix.ENOENT && err != unix.EBUSY {
-			errs = append(errs, fmt.Errorf("removing the cgroup level %s above the parent: %w", d, err))
+			errs = append(errs, fmt.Errorf("removing the cgroup directory %s that brig made: %w", d, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -462,13 +469,7 @@ func (m *Manager) removeParentDirs(busyOK bool) error {
 // left in the hierarchies where it had been missing). A directory that was
 // there before New stays.
 func (m *Manager) Abandon() error {
-	var errs []error
-	for _, d := range append(slices.Clone(m.madeParents), m.above...) {
-		if err := unix.Rmdir(d); err != nil && err != unix.ENOENT && err != unix.EBUSY {
-			errs = append(errs, fmt.Errorf("removing the cgroup directory %s that the start made: %w", d, err))
-		}
-	}
-	return errors.Join(errs...)
+	return removeIfEmpty(append(slices.Clone(m.madeParents), m.above...))
 }
 
 // noteMissing notes what New is about to make in the hierarchy at root: the

@@ -363,15 +363,15 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		return &UnavailableError{Message: "a requested package depends on a wheel by URL whose project is not the one it names (" + text.Clip(exc, 100) + "): the package's metadata is malformed. Ask for another version, or tell the package's maintainers."}
 	}
 	said := append(slices.Clone(r.Errors), r.Tail...)
-	if allowSourceBuilds && slices.ContainsFunc(said, func(l string) bool { return pipBuildFailedRE().MatchString(l) }) &&
-		!slices.ContainsFunc(said, func(l string) bool { return pipBuildDepsRE().MatchString(l) }) {
+	failed := slices.IndexFunc(said, func(l string) bool { return pipBuildFailedRE().MatchString(l) })
+	if allowSourceBuilds && failed >= 0 && !slices.ContainsFunc(said, func(l string) bool { return pipBuildDepsRE().MatchString(l) }) {
 		// A source archive's build failed: the package's own code, or what
 		// it needs, not brig's doing (the packages probe of 2026-12-06 read
 		// internal). A C extension's always does: the installer's view of
 		// /usr has no compiler's files.
 		why := strings.Join(lines, " ")
 		if why == "" {
-			why = "pip: " + strings.TrimSpace(said[slices.IndexFunc(said, func(l string) bool { return pipBuildFailedRE().MatchString(l) })])
+			why = "pip: " + strings.TrimSpace(said[failed])
 		}
 		return &UnavailableError{Message: text.Clip("a requested package's source build failed ("+why+"): brig builds pure-Python source archives only, with no C compiler. Ask for a version with a wheel for this Python, or tell the package's maintainers.", maxMessage)}
 	}

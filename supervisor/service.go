@@ -803,9 +803,9 @@ func (s *Service) keepStatus(r *run, rec *record) {
 	res.Stdout, res.Stderr, res.Network.Connections = "", "", []api.Connection{}
 	note := "the service answered this result whole, then lost its output to a full state directory and a restart before it could record it; its status, exit code and usage are the run's own"
 	res.Message = strings.TrimPrefix(res.Message+"; "+note, "; ")
-	short := &record{Key: rec.Key, Language: rec.Language, Network: rec.Network, Packages: rec.Packages, PeerUID: rec.PeerUID,
-		AcceptedAt: rec.AcceptedAt, Started: rec.Started, FinishedAt: rec.FinishedAt, Result: &res, Partial: true}
-	if err := s.journal.answered(r.runKey(), short); err != nil {
+	short := *rec // its encoding and line are the whole record's: made anew
+	short.Result, short.Partial, short.enc, short.line, short.room = &res, true, nil, 0, nil
+	if err := s.journal.answered(r.runKey(), &short); err != nil {
 		s.log.Error("recording a result's status in the journal's pending file: a restart before the result is committed reads the run as stopped", logID, r.id, "err", err)
 		return
 	}
