@@ -3,9 +3,9 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -42,7 +42,10 @@ func (l *ParentLock) Close() error {
 func (l *ParentLock) Path() string { return l.files[0].Name() }
 
 // ParentLockPath is the lock file of parent in dir (empty: DefaultLockDir, or
-// os.TempDir() where that does not exist).
+// os.TempDir() where that does not exist). The parent is escaped as a URL's
+// path segment is, a "/" as %2F, so that no two parents share a file: with a
+// "/" as "_", as before 2026-12-06, a service on "a_b" was refused while one
+// ran on "a/b".
 func ParentLockPath(dir, parent string) string {
 	if dir == "" {
 		dir = DefaultLockDir
@@ -50,7 +53,7 @@ func ParentLockPath(dir, parent string) string {
 			dir = os.TempDir()
 		}
 	}
-	return filepath.Join(dir, "brig-cgroup-"+strings.ReplaceAll(parent, "/", "_")+".lock")
+	return filepath.Join(dir, "brig-cgroup-"+url.PathEscape(parent)+".lock")
 }
 
 // LockParent takes, for the life of the returned lock, the lock that makes this

@@ -59,6 +59,12 @@ func TestLockParentNested(t *testing.T) {
 			t.Fatalf("%s, an ancestor of a locked parent: got %v, want ErrParentLocked", p, err)
 		}
 	}
+	// One file per parent: "a_b" is not "a/b" (they shared one before).
+	under, err := LockParent(dir, "brig-n_a")
+	if err != nil {
+		t.Fatalf("brig-n_a beside brig-n/a: got %v, want its own lock", err)
+	}
+	under.Close()
 	if _, err := LockParent(dir, ""); err == nil {
 		t.Fatal("an empty parent: got a lock, want an error")
 	}
