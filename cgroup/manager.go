@@ -371,14 +371,45 @@ func (m *Manager) SweepIf(leftover func(name string) bool) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-// Foreign lists what the parent holds that ours did not make: the groups, in
-// any hierarchy, whose name ours refuses, and the processes in the parent's
-// own group. A service that owns its parent sweeps every group in it and
+// Foreign lists what cfg's parent already holds that ours did not make: the
+// groups, in any hierarchy, whose name ours refuses, and the processes in the
+// parent's own group (each counted once, though v1 lists it in every
+// hierarchy). A service that owns its parent sweeps every group in it and
 // removes it when it stops, so it must not take a parent that holds anything
-// else: a name already in use (system.slice, a typo) would lose its processes.
-func (m *Manager) Foreign(ours func(name string) bool) (groups []string, procs int, err error) {
-	names := map[string]bool{}
-	for _, d := range m.parentDirs() {
+// else: a name already in use (system.slice, a typo) would lose its
+// processes. Foreign only reads, so that a parent it refuses is left as it
+// was: call it before New, which makes the parent and writes its files
+// (memory.swappiness on v1, cgroup.subtree_control on v2).
+func Foreign(cfg Config, ours func(name string) bool) (groups []string, procs int, err error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, 0, err
+	}
+	mode := cfg.Mode
+	if mode == ModeDetect {
+		if mode, err = Detect(cfg.MountRoot); err != nil {
+			return nil, 0, err
+		}
+	}
+	var roots []string
+	switch mode {
+	case ModeUnified:
+		roots = []string{cfg.MountRoot}
+	case ModeHybrid:
+		roots = []string{filepath.Join(cfg.MountRoot, unifiedDir)}
+	}
+	if mode == ModeLegacy || mode == ModeHybrid {
+		v1, err := findV1(cfg.MountRoot)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, h := range v1.hierarchies {
+			roots = append(roots, h.dir)
+		}
+	}
+	names, pids := map[string]bool{}, map[string]bool{}
+	for _, r := range roots {
+		d := filepath.Join(r, cfg.Parent)
 		subs, err := subgroups(d)
 		if err != nil {
 			return nil, 0, fmt.Errorf("reading %q: %w", d, err)
@@ -392,9 +423,11 @@ func (m *Manager) Foreign(ours func(name string) bool) (groups []string, procs i
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, 0, err
 		}
-		procs += len(strings.Fields(string(b)))
+		for _, pid := range strings.Fields(string(b)) {
+			pids[pid] = true
+		}
 	}
-	return slices.Sorted(maps.Keys(names)), procs, nil
+	return slices.Sorted(maps.Keys(names)), len(pids), nil
 }
 
 func kernelRelease() string {

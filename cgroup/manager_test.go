@@ -5,7 +5,11 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -448,6 +452,91 @@ func TestAbandon(t *testing.T) {
 				}
 				if i > 0 && !errors.Is(err, fs.ErrNotExist) {
 					t.Errorf("%s, which New made: got %v, want it removed", d, err)
+				}
+			}
+		})
+	}
+}
+
+// TestForeign: Foreign lists another program's groups and processes in a
+// parent, each process once though v1 lists it in every hierarchy, and
+// writes nothing: a refused parent keeps its memory.swappiness, which New
+// would have set to 0 (the last session's note: a refused start wrote it),
+// and a missing parent is not made.
+func TestForeign(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, l := range hostLayouts(t) {
+		t.Run(l.name, func(t *testing.T) {
+			testutil.CheckLeaks(t, testParent)
+			newManager(t, l)
+			parent := testParent + "/foreign-" + l.name
+			cfg := Config{MountRoot: l.root, Parent: parent, Mode: l.mode, Logger: testLogger(t)}
+			ours := func(name string) bool { return strings.HasPrefix(name, "run-") }
+			if groups, procs, err := Foreign(cfg, ours); err != nil || len(groups) != 0 || procs != 0 {
+				t.Errorf("a missing parent: got %v, %d, %v; want nothing", groups, procs, err)
+			}
+			var roots []string
+			if l.mode != ModeUnified {
+				v1, err := findV1(l.root)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, h := range v1.hierarchies {
+					roots = append(roots, h.dir)
+				}
+			}
+			if l.mode != ModeLegacy {
+				roots = append(roots, filepath.Join(DefaultMountRoot, unifiedDir))
+			}
+			for _, r := range roots {
+				if _, err := os.Stat(filepath.Join(r, parent)); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("Foreign of a missing parent made %s: %v", filepath.Join(r, parent), err)
+				}
+			}
+			// Another program's parent: its process in every hierarchy, a
+			// group of its own in one, and a group named as brig names its.
+			sleep := exec.Command("sleep", "60")
+			if err := sleep.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var made []string
+			defer func() {
+				sleep.Process.Kill()
+				sleep.Wait()
+				for i := len(made) - 1; i >= 0; i-- {
+					rmdirTree(made[i])
+				}
+			}()
+			for i, r := range roots {
+				d := filepath.Join(r, parent)
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				made = append(made, d)
+				sub := "run-1-1"
+				if i == 0 {
+					sub = "theirs"
+				}
+				if err := os.Mkdir(filepath.Join(d, sub), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(sleep.Process.Pid)), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			swappiness := filepath.Join(l.root, "memory", parent, "memory.swappiness")
+			if l.mode != ModeUnified {
+				if err := os.WriteFile(swappiness, []byte("37"), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			groups, procs, err := Foreign(cfg, ours)
+			if err != nil || !slices.Equal(groups, []string{"theirs"}) || procs != 1 {
+				t.Errorf("another program's parent in %d hierarchies: got %v, %d, %v; want [theirs], 1 process", len(roots), groups, procs, err)
+			}
+			if l.mode != ModeUnified {
+				if b, _ := os.ReadFile(swappiness); strings.TrimSpace(string(b)) != "37" {
+					t.Errorf("the parent's memory.swappiness: got %q, want it left at 37", b)
 				}
 			}
 		})

@@ -325,6 +325,14 @@ func CheckCgroups(parent string) []Check {
 	mode, err := cgroup.Detect(cgroup.DefaultMountRoot)
 	out := []Check{{Name: "cgroup mode", OK: err == nil, Detail: fmt.Sprint(mode),
 		Hint: fmt.Sprint("mount cgroup v2 (or v1 controllers) under ", cgroup.DefaultMountRoot, ": ", err)}}
+	// A parent that holds what brig did not make is not opened: New would
+	// write into it.
+	if foreign := ForeignGroups(parent); foreign != nil {
+		return append(out,
+			Check{Name: "cgroup controllers", OK: true, Warn: true, Detail: fmt.Sprintf("not checked under %q, which brig may not use", parent),
+				Hint: "run brig check again with the parent you choose"},
+			Check{Name: "cgroup parent", Detail: foreign.Error(), Hint: "choose another --cgroup-parent (sandbox.cgroup_parent), one no other software uses"})
+	}
 	cg, err := cgroup.New(cgroup.Config{Parent: parent, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		hint := "brig needs the " + strings.Join(requiredControllers, ", ") + " controllers"
@@ -338,7 +346,6 @@ func CheckCgroups(parent string) []Check {
 	}
 	have := cg.Controllers()
 	limits := cg.CanLimit(cgroup.Limits{MemoryBytes: 1, Pids: 1, CPUs: 1})
-	foreign := ForeignGroups(cg, parent)
 	// A check leaves no parent behind (unless a service's groups are in it):
 	// the sandboxed runs that follow make it again, and remove it after.
 	cg.RemoveParentIfEmpty()
@@ -359,11 +366,7 @@ func CheckCgroups(parent string) []Check {
 	if limits != nil && len(missing) == 0 { // swap accounting: the controllers are there
 		out = append(out, Check{Name: "cgroup limits", Detail: limits.Error(), Hint: "boot with swapaccount=1 or turn swap off"})
 	}
-	parentCheck := Check{Name: "cgroup parent", OK: true, Detail: fmt.Sprintf("%q holds nothing but brig's groups", parent)}
-	if foreign != nil {
-		parentCheck.OK, parentCheck.Detail, parentCheck.Hint = false, foreign.Error(), "choose another --cgroup-parent (sandbox.cgroup_parent), one no other software uses"
-	}
-	return append(out, parentCheck)
+	return append(out, Check{Name: "cgroup parent", OK: true, Detail: fmt.Sprintf("%q holds nothing but brig's groups", parent)})
 }
 
 // FirstFailure is an error for the first check that failed, with its hint, or

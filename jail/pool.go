@@ -621,9 +621,15 @@ var runGroupName = regexp.MustCompile(`^run-([1-9][0-9]*)-[0-9]+$`)
 func IsRunGroup(name string) bool { return runGroupName.MatchString(name) }
 
 // ForeignGroups is the refusal of a cgroup parent that holds what brig did
-// not make (cgroup.Manager.Foreign), or nil.
-func ForeignGroups(cg *cgroup.Manager, parent string) error {
-	groups, procs, err := cg.Foreign(IsRunGroup)
+// not make (cgroup.Foreign), or nil. It only reads: call it before
+// cgroup.New, which writes into the parent. A parent or host that New
+// refuses (cgroup.ErrInvalid, cgroup.ErrNoCgroups) is left to New, which
+// says so in its own words.
+func ForeignGroups(parent string) error {
+	groups, procs, err := cgroup.Foreign(cgroup.Config{Parent: parent}, IsRunGroup)
+	if errors.Is(err, cgroup.ErrInvalid) || errors.Is(err, cgroup.ErrNoCgroups) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("reading the cgroup parent %q: %w", parent, err)
 	}

@@ -217,6 +217,14 @@ func newSandbox(lc launcherConfig, p rootfs.Provider, sweep bool, log *slog.Logg
 			return nil, err
 		}
 	}
+	if sweep {
+		// The service owns its parent: it sweeps every group of brig's in
+		// it, and refuses a parent that holds anything else, before New
+		// writes a file of it.
+		if err := jail.ForeignGroups(lc.CgroupParent); err != nil {
+			return nil, err
+		}
+	}
 	cg, err := cgroup.New(cgroup.Config{Parent: lc.CgroupParent, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("opening cgroups: %w (Hint: run `brig check`)", err)
@@ -237,11 +245,6 @@ func newSandbox(lc launcherConfig, p rootfs.Provider, sweep bool, log *slog.Logg
 	}
 	leftover := jail.LeftoverOfDeadProcess
 	if sweep {
-		// The service owns its parent: it sweeps every group of brig's in
-		// it, and refuses a parent that holds anything else.
-		if err := jail.ForeignGroups(cg, lc.CgroupParent); err != nil {
-			return nil, err
-		}
 		leftover = jail.IsRunGroup
 	}
 	n, err := cg.SweepIf(leftover)

@@ -959,6 +959,12 @@ func TestServeRefusesAForeignCgroupParent(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(child, "cgroup.procs"), []byte(strconv.Itoa(sleep.Process.Pid)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The other program's setting, which New would set to 0: neither a
+	// refused start nor a check writes it (the last session's note).
+	swappiness := filepath.Join(dir, "memory.swappiness")
+	if err := os.WriteFile(swappiness, []byte("37"), 0); err != nil {
+		t.Fatal(err)
+	}
 	state := t.TempDir()
 	_, stderr, code := brig(t, "", "serve", "--socket", filepath.Join(state, "brig.sock"), "--state-dir", state, "--cgroup-parent", parent, "--pool", "0")
 	if code == 0 || !strings.Contains(stderr, `holds groups brig did not make (someone-elses)`) {
@@ -981,6 +987,9 @@ func TestServeRefusesAForeignCgroupParent(t *testing.T) {
 	out, _, code := brig(t, "", "check", "--no-resolve", "--state-dir", state, "--cgroup-parent", parent)
 	if code == 0 || !strings.Contains(out, "cgroup parent") || !strings.Contains(out, "someone-elses") {
 		t.Errorf("check of a foreign parent: got exit %d,\n%s\nwant a failed cgroup parent line naming the group", code, out)
+	}
+	if b, _ := os.ReadFile(swappiness); strings.TrimSpace(string(b)) != "37" {
+		t.Errorf("the foreign parent's memory.swappiness after a refused start and a check: got %q, want it left at 37", b)
 	}
 }
 
