@@ -67,11 +67,23 @@ func ParentLockPath(dir, parent string) string {
 // empty means DefaultLockDir, or os.TempDir() where that does not exist. The
 // caller keeps the lock until it exits (a lock the GC finalises is released).
 func LockParent(dir, parent string) (*ParentLock, error) {
+	return lockParent(dir, parent, unix.LOCK_EX)
+}
+
+// ShareParent takes the parent's lock and its ancestors' shared, for a process
+// that makes run groups beside others of its kind but must not share them
+// with an owner (brig run --local): an owner's sweep at its start, or its
+// removal of the parent at its stop, would kill its runs. Either is refused
+// while the other holds the lock.
+func ShareParent(dir, parent string) (*ParentLock, error) {
+	return lockParent(dir, parent, unix.LOCK_SH)
+}
+
+func lockParent(dir, parent string, mode int) (*ParentLock, error) {
 	if parent == "" {
 		return nil, errors.New("locking the cgroup parent: no parent named")
 	}
 	l := &ParentLock{}
-	mode := unix.LOCK_EX
 	for p := parent; p != "." && p != "/"; p = filepath.Dir(p) {
 		path := ParentLockPath(dir, p)
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
@@ -85,10 +97,12 @@ func LockParent(dir, parent string) (*ParentLock, error) {
 			switch {
 			case !errors.Is(err, unix.EWOULDBLOCK):
 				return nil, fmt.Errorf("locking %s: %w", path, err)
+			case p == parent && mode == unix.LOCK_SH:
+				return nil, fmt.Errorf("%w: a brig serve owns the cgroup parent %q (lock %s): give this one another --cgroup-parent, or run through the service", ErrParentLocked, parent, path)
 			case p == parent:
-				return nil, fmt.Errorf("%w: another brig serve owns the cgroup parent %q, or a group within it (lock %s): stop it first, or give this one another --cgroup-parent", ErrParentLocked, parent, path)
+				return nil, fmt.Errorf("%w: another brig process uses the cgroup parent %q, or a group within it (lock %s): a brig serve, or a brig run or bench --local; stop it first, or give this one another --cgroup-parent", ErrParentLocked, parent, path)
 			default:
-				return nil, fmt.Errorf("%w: another brig serve owns the cgroup parent %q, which holds %q (lock %s): stop it first, or give this one a --cgroup-parent outside it", ErrParentLocked, p, parent, path)
+				return nil, fmt.Errorf("%w: a brig serve owns the cgroup parent %q, which holds %q (lock %s): stop it first, or give this one a --cgroup-parent outside it", ErrParentLocked, p, parent, path)
 			}
 		}
 		mode = unix.LOCK_SH

@@ -69,3 +69,39 @@ func TestLockParentNested(t *testing.T) {
 		t.Fatal("an empty parent: got a lock, want an error")
 	}
 }
+
+// TestShareParent: processes that share a parent (brig run --local) run side
+// by side, and an owner (brig serve) is refused while one holds it, and they
+// while an owner does, on the parent or an ancestor of it; an owner of a
+// group within their parent is not, since their sweep leaves its groups.
+func TestShareParent(t *testing.T) {
+	dir := t.TempDir()
+	a, err := ShareParent(dir, "brig-s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ShareParent(dir, "brig-s")
+	if err != nil {
+		t.Fatalf("a second sharer: got %v, want the lock", err)
+	}
+	if _, err := LockParent(dir, "brig-s"); !errors.Is(err, ErrParentLocked) {
+		t.Fatalf("an owner of a shared parent: got %v, want ErrParentLocked", err)
+	}
+	within, err := LockParent(dir, "brig-s/svc")
+	if err != nil {
+		t.Fatalf("an owner of a group within a shared parent: got %v, want the lock", err)
+	}
+	within.Close()
+	a.Close()
+	b.Close()
+	for _, p := range []string{"brig-s", "brig-s/x"} {
+		owner, err := LockParent(dir, "brig-s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ShareParent(dir, p); !errors.Is(err, ErrParentLocked) {
+			t.Errorf("sharing %s while a service owns brig-s: got %v, want ErrParentLocked", p, err)
+		}
+		owner.Close()
+	}
+}

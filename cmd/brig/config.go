@@ -180,6 +180,10 @@ type sandbox struct {
 	cgroups  *cgroup.Manager
 	// owned is whether this process owns the cgroup parent (the service).
 	owned bool
+	// shared is the parent's lock that a verb running in this process holds
+	// shared (localSandbox), released by Close; nil for the service, which
+	// holds its own.
+	shared *cgroup.ParentLock
 }
 
 // hostInfo is what GET /v1/health says of this host's sandboxes.
@@ -203,7 +207,11 @@ func (sb *sandbox) Close() error {
 	if sb.owned {
 		rm = sb.cgroups.RemoveParent
 	}
-	return errors.Join(err, rm())
+	err = errors.Join(err, rm())
+	if sb.shared != nil {
+		err = errors.Join(err, sb.shared.Close())
+	}
+	return err
 }
 
 // newSandbox builds everything a Launcher needs. sweep removes every group left
@@ -274,8 +282,19 @@ func localSandbox(c *cli.Context) (*sandbox, launcherConfig, error) {
 	if err != nil {
 		return nil, lc, err
 	}
+	// Beside other local verbs, never under a service's parent: its sweep
+	// or its stop would kill this process's runs.
+	lock, err := cgroup.ShareParent("", lc.CgroupParent)
+	if err != nil {
+		return nil, lc, err
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	sb, err := newSandbox(lc, nil, false, log)
+	if err != nil {
+		lock.Close()
+		return nil, lc, err
+	}
+	sb.shared = lock
 	return sb, lc, err
 }
 

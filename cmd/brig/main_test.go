@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/jail/pid1"
 	"github.com/brig-sandbox/brig/rootfs"
@@ -181,6 +183,33 @@ func TestRunLocal(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &body); err != nil || status != 2 || body.Error.Code != api.ErrorInvalidRequest ||
 		body.Error.Field != "timeout_seconds" || !strings.HasPrefix(body.Error.Message, "is 0; ") {
 		t.Errorf("--json --timeout 0: exit %d, stdout %q (%v); want 2 and the service's invalid_request body for timeout_seconds", status, out, err)
+	}
+}
+
+// TestRunLocalUnderAServicesParent: brig run --local is refused on the
+// parent a service owns, whose sweep at its start and removal at its stop
+// would kill its runs (the last sessions' note: nothing stopped it), with
+// what to do instead; and a service is refused while such a run holds it
+// (cgroup.TestShareParent).
+func TestRunLocalUnderAServicesParent(t *testing.T) {
+	testutil.RequireRoot(t)
+	const parent = cliCgroupParent + "-owned"
+	owner, err := cgroup.LockParent("", parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(cgroup.ParentLockPath("", parent))
+	defer owner.Close()
+	prog := filepath.Join(t.TempDir(), "p.py")
+	os.WriteFile(prog, []byte("print(1)\n"), 0o644)
+	out, errs, status := brig(t, "", "run", "--local", "--state-dir", t.TempDir(), "--cgroup-parent", parent, "-l", "python", prog)
+	if status == 0 || out != "" || !strings.Contains(errs, "a brig serve owns the cgroup parent") || !strings.Contains(errs, "another --cgroup-parent") {
+		t.Errorf("run --local under a service's parent: exit %d, stdout %q, stderr %q; want it refused, saying what to do", status, out, errs)
+	}
+	for _, h := range []string{"memory", "pids", "cpu", "unified"} {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, parent)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the refused run made the parent in %s: %v", h, err)
+		}
 	}
 }
 
