@@ -381,35 +381,12 @@ func (m *Manager) SweepIf(leftover func(name string) bool) (int, error) {
 // was: call it before New, which makes the parent and writes its files
 // (memory.swappiness on v1, cgroup.subtree_control on v2).
 func Foreign(cfg Config, ours func(name string) bool) (groups []string, procs int, err error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	dirs, err := ParentDirs(cfg)
+	if err != nil {
 		return nil, 0, err
 	}
-	mode := cfg.Mode
-	if mode == ModeDetect {
-		if mode, err = Detect(cfg.MountRoot); err != nil {
-			return nil, 0, err
-		}
-	}
-	var roots []string
-	switch mode {
-	case ModeUnified:
-		roots = []string{cfg.MountRoot}
-	case ModeHybrid:
-		roots = []string{filepath.Join(cfg.MountRoot, unifiedDir)}
-	}
-	if mode == ModeLegacy || mode == ModeHybrid {
-		v1, err := findV1(cfg.MountRoot)
-		if err != nil {
-			return nil, 0, err
-		}
-		for _, h := range v1.hierarchies {
-			roots = append(roots, h.dir)
-		}
-	}
 	names, pids := map[string]bool{}, map[string]bool{}
-	for _, r := range roots {
-		d := filepath.Join(r, cfg.Parent)
+	for _, d := range dirs {
 		subs, err := subgroups(d)
 		if err != nil {
 			return nil, 0, fmt.Errorf("reading %q: %w", d, err)
@@ -428,6 +405,44 @@ func Foreign(cfg Config, ours func(name string) bool) (groups []string, procs in
 		}
 	}
 	return slices.Sorted(maps.Keys(names)), len(pids), nil
+}
+
+// ParentDirs are the directories cfg's parent has, or would have, in every
+// hierarchy New would use, and those a v1 layout leaves to a hybrid's twin;
+// it only reads.
+func ParentDirs(cfg Config) ([]string, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	mode := cfg.Mode
+	if mode == ModeDetect {
+		var err error
+		if mode, err = Detect(cfg.MountRoot); err != nil {
+			return nil, err
+		}
+	}
+	var roots []string
+	switch mode {
+	case ModeUnified:
+		roots = []string{cfg.MountRoot}
+	case ModeHybrid:
+		roots = []string{filepath.Join(cfg.MountRoot, unifiedDir)}
+	}
+	if mode == ModeLegacy || mode == ModeHybrid {
+		v1, err := findV1(cfg.MountRoot)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range v1.hierarchies {
+			roots = append(roots, h.dir)
+		}
+	}
+	dirs := make([]string, len(roots))
+	for i, r := range roots {
+		dirs[i] = filepath.Join(r, cfg.Parent)
+	}
+	return dirs, nil
 }
 
 func kernelRelease() string {

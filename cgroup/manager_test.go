@@ -509,6 +509,12 @@ func TestForeign(t *testing.T) {
 			}()
 			for i, r := range roots {
 				d := filepath.Join(r, parent)
+				if up := filepath.Dir(d); !exists(up) { // the hierarchies New leaves out
+					if err := os.Mkdir(up, 0o755); err != nil {
+						t.Fatal(err)
+					}
+					made = append(made, up)
+				}
 				if err := os.Mkdir(d, 0o755); err != nil {
 					t.Fatal(err)
 				}

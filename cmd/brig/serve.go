@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"math"
@@ -943,6 +944,7 @@ func serveAction(c *cli.Context) error {
 			log.Warn("closing the sandboxes", "err", err)
 		}
 	}()
+	sweepEarlierParent(lc.StateDir, lc.CgroupParent, log)
 	host, err := sb.hostInfo()
 	if err != nil {
 		return err
@@ -980,6 +982,74 @@ func serveAction(c *cli.Context) error {
 	log.Info("serving", "version", version(), "socket", sc.Socket, "state_dir", sc.StateDir, "cgroup_mode", host.CgroupMode,
 		"rootfs", host.Rootfs, "pool", sc.Sandbox.Pool, "network_modes", cfg.NetworkModes, "config", c.String("config"))
 	return serveUntilSignal(svc, ln, sc.Socket, sigs, time.Duration(sc.Grace), log)
+}
+
+// parentRecordName is the state directory's file that names the cgroup parent
+// of the last service of that directory that started.
+const parentRecordName = "cgroup-parent"
+
+// sweepEarlierParent removes what a service of stateDir left in the cgroup
+// parent it had, when this one, which owns parent, has another: the run
+// groups of processes that are gone (a crash leaves them), then the parent
+// where nothing else is in it. It then records parent. It leaves the earlier
+// parent alone where that is parent's ancestor or lies within it (their locks
+// and sweeps are parent's), where another process holds its lock (a service, a
+// brig run --local), and where it holds anything brig did not make, before
+// writing a file of it: a name some other program may have taken since. The
+// record is written only once the start has got this far, so a refused start
+// never names a parent. Nothing here stops the start: what is left is logged.
+func sweepEarlierParent(stateDir, parent string, log *slog.Logger) {
+	record := filepath.Join(stateDir, parentRecordName)
+	defer func() {
+		tmp := record + ".tmp"
+		err := os.WriteFile(tmp, []byte(parent+"\n"), 0o600)
+		if err == nil {
+			err = os.Rename(tmp, record)
+		}
+		if err != nil {
+			log.Warn("recording the cgroup parent in the state directory; a later start with another parent won't remove what this one leaves in it", "err", err)
+		}
+	}()
+	b, err := os.ReadFile(record)
+	earlier := strings.TrimSpace(string(b))
+	switch {
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		log.Warn("reading the cgroup parent an earlier service recorded", "err", err)
+		return
+	case earlier == "" || earlier == parent || strings.HasPrefix(parent, earlier+"/") || strings.HasPrefix(earlier, parent+"/"):
+		return
+	}
+	dirs, err := cgroup.ParentDirs(cgroup.Config{Parent: earlier})
+	if err != nil || !slices.ContainsFunc(dirs, func(d string) bool { _, err := os.Lstat(d); return err == nil }) {
+		return // gone, or a name New refuses
+	}
+	leave := func(why string, err error) {
+		log.Warn("leaving the cgroup parent of this state directory's earlier service: "+why, "earlier_parent", earlier, "err", err)
+	}
+	lock, err := cgroup.LockParent("", earlier)
+	if err != nil {
+		leave("another process uses it", err)
+		return
+	}
+	defer lock.Close()
+	if err := jail.ForeignGroups(earlier); err != nil {
+		leave("it holds what brig did not make", err)
+		return
+	}
+	cg, err := cgroup.New(cgroup.Config{Parent: earlier, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		leave("opening it", err)
+		return
+	}
+	n, err := cg.SweepIf(jail.LeftoverOfDeadProcess)
+	if err == nil {
+		err = cg.RemoveParentIfEmpty()
+	}
+	if err != nil {
+		leave("removing its run groups", err)
+		return
+	}
+	log.Info("removed the run groups left in this state directory's earlier cgroup parent", "earlier_parent", earlier, "count", n)
 }
 
 // serviceConfig is the supervisor's config, checked, with the registry hosts

@@ -993,6 +993,92 @@ func TestServeRefusesAForeignCgroupParent(t *testing.T) {
 	}
 }
 
+// TestServeSweepsItsEarlierParent: a service started with another cgroup
+// parent than its state directory's last one removes the run groups a crash
+// left in the earlier parent, and the parent, where it holds nothing brig
+// did not make; where it does, the service leaves it whole (the crash probe
+// of 2026-12-06 found them left; a sweep of f676f2a wrote into such a parent).
+func TestServeSweepsItsEarlierParent(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliServeParent)
+	defer os.Remove(cgroup.ParentLockPath("", cliServeParent))
+	const earlier = "brig-test-earlier-parent"
+	defer os.Remove(cgroup.ParentLockPath("", earlier))
+	var dirs []string
+	for _, h := range []string{"memory", "pids", "cpu", "unified"} {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, "cgroup.procs")); err != nil {
+			t.Skipf("expects the hybrid layout of the development hosts: %v", err)
+		}
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", h, earlier))
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	group := fmt.Sprintf("run-%d-1", gone.Process.Pid) // of a crashed service
+	theirs := filepath.Join(dirs[0], "theirs")
+	defer func() {
+		os.Remove(theirs)
+		for _, d := range dirs {
+			os.Remove(filepath.Join(d, group))
+			os.Remove(d)
+		}
+	}()
+	for _, d := range dirs {
+		if err := os.MkdirAll(filepath.Join(d, group), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := t.TempDir()
+	record := filepath.Join(state, "cgroup-parent")
+	serveOnce := func() {
+		t.Helper()
+		if err := os.WriteFile(record, []byte(earlier+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		socket, serve, logs := launchServe(t, "--state-dir", state)
+		waitServing(t, socket, logs)
+		serve.Process.Signal(syscall.SIGTERM)
+		if err := serve.Wait(); err != nil {
+			t.Fatalf("brig serve: %v; it logged:\n%s", err, logs)
+		}
+		if b, _ := os.ReadFile(record); string(b) != cliServeParent+"\n" {
+			t.Errorf("the state directory's record: got %q, want %q", b, cliServeParent+"\n")
+		}
+	}
+	if err := os.Mkdir(theirs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	serveOnce()
+	for _, d := range append(dirs, theirs) {
+		if _, err := os.Stat(filepath.Join(d, group)); d != theirs && err != nil {
+			t.Errorf("the run group in %s, whose parent holds another program's group: got %v, want it left", d, err)
+		}
+	}
+	if _, err := os.Stat(theirs); err != nil {
+		t.Errorf("the other program's group: got %v, want it left", err)
+	}
+	os.Remove(theirs)
+	// A brig run --local of the earlier parent holds its lock: left.
+	local, err := cgroup.ShareParent("", earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveOnce()
+	local.Close()
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, group)); err != nil {
+			t.Errorf("the run group in %s, whose parent another process holds: got %v, want it left", d, err)
+		}
+	}
+	serveOnce()
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the earlier parent %s with a crash's run group: got %v, want it removed", d, err)
+		}
+	}
+}
+
 // TestBenchInterruptedLeavesNothing: a Ctrl-C during brig bench ends it as an
 // error would, its scratch folder removed (it stayed behind, a kill's
 // leftover, before the bench caught the signal).
