@@ -100,7 +100,7 @@ func lockParent(dir, parent string, mode int) (*ParentLock, error) {
 			case p == parent && mode == unix.LOCK_SH:
 				return nil, fmt.Errorf("%w: a brig serve owns the cgroup parent %q (lock %s): give this one another --cgroup-parent, or run through the service", ErrParentLocked, parent, path)
 			case p == parent:
-				return nil, fmt.Errorf("%w: another brig process uses the cgroup parent %q, or a group within it (lock %s): a brig serve, or a brig run or bench --local; stop it first, or give this one another --cgroup-parent", ErrParentLocked, parent, path)
+				return nil, fmt.Errorf("%w: another brig serve owns the cgroup parent %q or a group within it, or a brig run or bench --local uses it (lock %s): stop it first, or give this one another --cgroup-parent", ErrParentLocked, parent, path)
 			default:
 				return nil, fmt.Errorf("%w: a brig serve owns the cgroup parent %q, which holds %q (lock %s): stop it first, or give this one a --cgroup-parent outside it", ErrParentLocked, p, parent, path)
 			}

@@ -70,7 +70,7 @@ export async function startService({ cgroupParent, extraArgs = [] }) {
   // for the next service on that parent; the tests remove it once it exited.
   const removeLock = () => {
     const lockDir = fs.existsSync('/run/lock') ? '/run/lock' : os.tmpdir();
-    fs.rmSync(path.join(lockDir, `brig-cgroup-${cgroupParent.replaceAll('/', '_')}.lock`), { force: true });
+    fs.rmSync(path.join(lockDir, `brig-cgroup-${cgroupParent.replaceAll('/', '%2F')}.lock`), { force: true });
   };
 
   const logText = () => {

@@ -112,7 +112,7 @@ class Service:
         if self.proc is not None and self.proc.poll() is not None:
             lock_dir = "/run/lock" if os.path.isdir("/run/lock") else tempfile.gettempdir()
             try:
-                os.remove(os.path.join(lock_dir, "brig-cgroup-%s.lock" % CGROUP_PARENT.replace("/", "_")))
+                os.remove(os.path.join(lock_dir, "brig-cgroup-%s.lock" % CGROUP_PARENT.replace("/", "%2F")))
             except FileNotFoundError:
                 pass
         if self._log is not None:
