@@ -130,7 +130,7 @@ func Local(ctx context.Context, l *jail.Launcher, roots rootfs.Provider, cfg Loc
 			var started time.Duration
 			res, err := l.Run(ctx, jail.Spec{
 				Language: lang, Code: Programs[lang], Timeout: 30 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20,
-				OnStart: func() { started = time.Since(t0) },
+				OnStart: func(at time.Time) { started = at.Sub(t0) },
 			})
 			if err != nil {
 				return nil, err

@@ -246,7 +246,7 @@ func TestLostInitKeepsWallTime(t *testing.T) {
 			for range 3 {
 				killed := make(chan error, 1)
 				res := run(t, l, rootfs.Python, "import time\ntime.sleep(10)\n", func(s *Spec) {
-					s.OnStart = func() {
+					s.OnStart = func(time.Time) {
 						go func() {
 							time.Sleep(300 * time.Millisecond)
 							pid, err := sandboxInitOf(os.Getpid())

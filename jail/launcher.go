@@ -832,9 +832,9 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 		return func(s string) { <-started; f(s) }
 	}
 	onStart := spec.OnStart
-	spec.OnStart = func() {
+	spec.OnStart = func(at time.Time) {
 		if onStart != nil {
-			onStart()
+			onStart(at)
 		}
 		markStarted()
 	}

@@ -27,7 +27,7 @@ func TestCloseWaitsForRunsAndRefusesNew(t *testing.T) {
 		spec := Spec{
 			Language: rootfs.Python, Code: "import time; time.sleep(0.5); print('done')",
 			Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20,
-			OnStart: func() { close(started) },
+			OnStart: func(time.Time) { close(started) },
 		}
 		res, err := launch(context.Background(), l, spec)
 		if err != nil {

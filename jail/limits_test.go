@@ -39,7 +39,7 @@ func TestTimeoutKillsEverything(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var started time.Time
 			res := run(t, l, tc.lang, tc.code, withTimeout(time.Second), func(s *Spec) {
-				s.OnStart = func() { started = time.Now() }
+				s.OnStart = func(time.Time) { started = time.Now() }
 			})
 			sinceStart := time.Since(started)
 			if res.End != EndTimeout {

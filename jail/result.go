@@ -167,7 +167,8 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 		e.started = true
 		exited = early
 		setup.Stop()
-		res.Timing.StartMS = time.Since(begin).Milliseconds() - (pid1.Monotonic() - startedAt).Milliseconds()
+		at := time.Now().Add(-(pid1.Monotonic() - startedAt))
+		res.Timing.StartMS = at.Sub(begin).Milliseconds()
 		timer = time.NewTimer(spec.Timeout - (pid1.Monotonic() - startedAt))
 		deadline = timer.C
 		if s.reaper {
@@ -184,7 +185,7 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 			}
 		}
 		if spec.OnStart != nil {
-			spec.OnStart()
+			spec.OnStart(at)
 		}
 	}
 	// ended sets the wall time of a run that ends without its program's

@@ -45,8 +45,11 @@ type Spec struct {
 	// "network").
 	Attach func(initPID int) (env map[string]string, err error)
 
-	// OnStart, when set, is called once the interpreter has been exec'd.
-	OnStart func()
+	// OnStart, when set, is called once the interpreter has been exec'd (or
+	// a warm sandbox's program handed over), with that moment by the wall
+	// clock: this process hears of it later, by as long as it waited for a
+	// CPU, and the run's wall time counts from it.
+	OnStart func(at time.Time)
 	// OnStdout and OnStderr, when set, get the kept output as it is printed.
 	OnStdout, OnStderr func(string)
 	// OnStdoutCut and OnStderrCut, when set, are called once, when the

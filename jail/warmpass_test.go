@@ -373,10 +373,10 @@ func launch(ctx context.Context, l *Launcher, spec Spec) (*Result, error) {
 	// The sandbox is taken once the program has started: the next run may
 	// wait for one.
 	onStart := spec.OnStart
-	spec.OnStart = func() {
+	spec.OnStart = func(at time.Time) {
 		unlock()
 		if onStart != nil {
-			onStart()
+			onStart(at)
 		}
 	}
 	return l.Run(ctx, spec)

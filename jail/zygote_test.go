@@ -410,7 +410,7 @@ func TestWarmRunOutlivesItsZygote(t *testing.T) {
 	waitWarm(t, l)
 	z := servingZygote(t, l)
 	res := run(t, l, rootfs.Python, "import time\ntime.sleep(1)\nprint(6 * 7)", func(s *Spec) {
-		s.OnStart = func() { syscall.Kill(z.cmd.Process.Pid, syscall.SIGKILL) }
+		s.OnStart = func(time.Time) { syscall.Kill(z.cmd.Process.Pid, syscall.SIGKILL) }
 	})
 	select {
 	case <-z.dead:
@@ -952,7 +952,7 @@ r['events'] = str(n)
 	started := make(chan struct{})
 	first := make(chan *Result, 1)
 	go func() {
-		first <- run(t, l, rootfs.Python, watcher, func(s *Spec) { s.OnStart = func() { close(started) } })
+		first <- run(t, l, rootfs.Python, watcher, func(s *Spec) { s.OnStart = func(time.Time) { close(started) } })
 	}()
 	select {
 	case <-started:

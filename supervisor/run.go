@@ -229,11 +229,14 @@ func (r *run) setTiming(f func(*api.Timing)) {
 	r.mu.Unlock()
 }
 
-// onStart and onOutput are the jail's callbacks.
-func (r *run) onStart() {
+// onStart and onOutput are the jail's callbacks. The start is the exec's
+// moment, not this call's: under load the service hears of it tens of
+// milliseconds later, and start_ms and wall_ms would then add up to more than
+// total_ms (the contract probe of 2026-12-06: +108 ms).
+func (r *run) onStart(at time.Time) {
 	r.mu.Lock()
 	r.started = true
-	r.startedAt = time.Now()
+	r.startedAt = at
 	r.timing.StartMS = r.startedAt.Sub(r.accepted).Milliseconds()
 	r.appendLocked(api.Event{Event: api.EventStarted})
 	r.mu.Unlock()

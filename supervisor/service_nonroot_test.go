@@ -29,6 +29,8 @@ import (
 // completed run that printed "ok" when run is nil.
 type fakeLauncher struct {
 	run func(ctx context.Context, spec jail.Spec) (*jail.Result, error)
+	// startLag is how long after the program's start OnStart is called.
+	startLag time.Duration
 	// copies is what CopiesStats says, deaths DeathStats.
 	copies jail.CopiesStats
 	deaths jail.DeathStats
@@ -42,8 +44,10 @@ func (f *fakeLauncher) Run(ctx context.Context, spec jail.Spec) (*jail.Result, e
 	f.mu.Lock()
 	f.specs = append(f.specs, spec)
 	f.mu.Unlock()
+	start := time.Now()
 	if spec.OnStart != nil {
-		spec.OnStart()
+		time.Sleep(f.startLag)
+		spec.OnStart(start)
 	}
 	if f.run != nil {
 		return f.run(ctx, spec)
@@ -52,7 +56,8 @@ func (f *fakeLauncher) Run(ctx context.Context, spec jail.Spec) (*jail.Result, e
 	if spec.OnStdout != nil {
 		spec.OnStdout("ok\n")
 	}
-	return &jail.Result{End: jail.EndCompleted, ExitCode: &zero, Stdout: "ok\n", Timing: jail.Timing{StartMS: 1, TotalMS: 2}}, nil
+	return &jail.Result{End: jail.EndCompleted, ExitCode: &zero, Stdout: "ok\n", Timing: jail.Timing{StartMS: 1, TotalMS: 2},
+		Usage: jail.Usage{WallMS: api.Millis(time.Since(start))}}, nil
 }
 
 func (f *fakeLauncher) CopiesStats() jail.CopiesStats { return f.copies }
@@ -468,5 +473,23 @@ func TestCopiesGauges(t *testing.T) {
 		if got, found := metricSum(text, "brig_sandbox_deaths_total", `what="`+what+`"`); !found || got != want {
 			t.Errorf("brig_sandbox_deaths_total{what=%q}: got %v (found %v), want %v", what, got, found, want)
 		}
+	}
+}
+
+// TestFakeStartIsTheExecs: a run's start_ms is when its program started, as
+// the jail says, not when the service heard of it, so that start_ms and
+// wall_ms never add up to more than total_ms (the contract probe of
+// 2026-12-06: +108 ms under load). The fake launcher hears of its start 80 ms
+// late, as a service short of CPU does.
+func TestFakeStartIsTheExecs(t *testing.T) {
+	l := &fakeLauncher{startLag: 80 * time.Millisecond}
+	fs := newFakeService(t, l)
+	res, err := fs.client.Run(context.Background(), api.Request{Language: "python", Code: "pass"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Usage.WallMS < 80 || res.Timing.StartMS+res.Usage.WallMS > res.Timing.TotalMS+1 {
+		t.Errorf("start_ms %d + wall_ms %d against total_ms %d: want wall_ms at least the 80 ms lag, and the sum within total_ms",
+			res.Timing.StartMS, res.Usage.WallMS, res.Timing.TotalMS)
 	}
 }
