@@ -348,6 +348,12 @@ func npmPackages() []registrytest.NpmPackage {
 		{Name: "@brig/esm", Version: "2.0.0", Type: "module", Files: map[string]string{"index.js": "export default 'esm'\n"}},
 		{Name: "hooked", Version: "1.0.0", Files: map[string]string{"index.js": "module.exports = 'hooked'\n"},
 			Scripts: map[string]string{"preinstall": hookScript, "install": hookScript, "postinstall": hookScript}},
+		// A package with a build per platform, as esbuild's: npm installs
+		// this platform's alone and lists the others in its lockfile.
+		{Name: "plat", Version: "1.0.0", OptionalDependencies: map[string]string{"@plat/aix": "1.0.0", "@plat/linux": "1.0.0"},
+			Files: map[string]string{"index.js": "module.exports = require('@plat/linux')\n"}},
+		{Name: "@plat/aix", Version: "1.0.0", OS: []string{"aix"}, Files: map[string]string{"index.js": "module.exports = 'aix'\n"}},
+		{Name: "@plat/linux", Version: "1.0.0", OS: []string{"linux"}, Files: map[string]string{"index.js": "module.exports = 'linux'\n"}},
 	}
 }
 
@@ -359,7 +365,7 @@ func TestInstallNpm(t *testing.T) {
 	in := newNpmInstaller(t, l, npmPackages()...)
 	staging := newStaging(t)
 	var progress []string
-	set := Set{Language: languageJavaScript, Runtime: runtimeOf(t, languageJavaScript), Requests: mustRequests(t, languageJavaScript, "app@~1.0.0", "@brig/esm@*", "hooked@^1")}
+	set := Set{Language: languageJavaScript, Runtime: runtimeOf(t, languageJavaScript), Requests: mustRequests(t, languageJavaScript, "app@~1.0.0", "@brig/esm@*", "hooked@^1", "plat@1")}
 	got, err := in.Install(context.Background(), set, staging, func(l string) { progress = append(progress, l) })
 	if err != nil {
 		t.Fatalf("Install: %v (progress %q)", err, progress)
@@ -367,8 +373,13 @@ func TestInstallNpm(t *testing.T) {
 	want := []Resolved{
 		{Name: "@brig/dep", Version: "1.2.0", RequiredBy: []string{"app"}},
 		{Name: "@brig/esm", Version: "2.0.0", Request: "@brig/esm@*"},
+		{Name: "@plat/linux", Version: "1.0.0", RequiredBy: []string{"plat"}},
 		{Name: "app", Version: "1.0.0", Request: "app@~1.0.0"},
 		{Name: "hooked", Version: "1.0.0", Request: "hooked@^1"},
+		// Not @plat/aix, which npm skipped here: the layer's list, which
+		// the policy checks, is what is on the disk (the npm probe of
+		// 2026-12-06: esbuild was blocked for its AIX build).
+		{Name: "plat", Version: "1.0.0", Request: "plat@1"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want %+v", got, want)
@@ -381,6 +392,9 @@ func TestInstallNpm(t *testing.T) {
 	}
 	if len(progress) == 0 {
 		t.Errorf("got no progress, want npm's lines")
+	}
+	if !slices.ContainsFunc(progress, func(l string) bool { return strings.HasPrefix(l, "brig: hooked@1.0.0 has an install script, which brig never runs") }) {
+		t.Errorf("progress %q: want a line saying hooked's install script did not run", progress)
 	}
 	// The layer is node_modules' contents: mounted at /node_modules, require()
 	// and import resolve from any script.

@@ -54,9 +54,19 @@ process.on('exit', (code) => {
       const lock = JSON.parse(fs.readFileSync(path.join(CONFIG.prefix, 'package-lock.json'), 'utf8'))
       for (const [key, p] of Object.entries(lock.packages || {})) {
         if (!key.startsWith('node_modules/') || p.link) continue
+        // An optional dependency npm skipped (another platform's build) is
+        // in the lockfile, not on the disk: not the layer's.
+        if (p.optional && !fs.existsSync(path.join(CONFIG.prefix, key))) continue
         const name = p.name || key.slice(key.lastIndexOf('node_modules/') + 'node_modules/'.length)
         const requires = Object.keys({ ...p.dependencies, ...p.optionalDependencies, ...p.peerDependencies })
         result.packages.push({ name, version: p.version || '', hash: p.integrity || '', path: key, resolved: p.resolved || '', requires })
+        // The run's package events say so: a native addon's require() fails
+        // later, with words that don't say why (the npm probe of 2026-12-06).
+        if (p.hasInstallScript) {
+          stderr('brig: ' + name + '@' + p.version + ' has an install script, which brig never runs: ' +
+            'a native addon it would build or download is missing, and require() of it fails; ' +
+            'a pure-JavaScript package instead works\n')
+        }
       }
     } catch (err) {
       result.exit = 1

@@ -23,6 +23,11 @@ type NpmPackage struct {
 	Version string
 	// Dependencies are package.json's dependencies: name to range.
 	Dependencies map[string]string
+	// OptionalDependencies are package.json's optionalDependencies, and OS
+	// its os: the platforms it installs on, as a per-platform build's
+	// package says ("linux"), which npm skips elsewhere.
+	OptionalDependencies map[string]string
+	OS                   []string
 	// Files are the package's files by path inside the package, such as
 	// "index.js": "module.exports = 1\n". package.json is generated from the other
 	// fields, with "main": "index.js" when there is one, and may not be given.
@@ -49,6 +54,8 @@ type npmVersion struct {
 	Version          string            `json:"version"`
 	Type             string            `json:"type,omitempty"`
 	Dependencies     map[string]string `json:"dependencies,omitempty"`
+	Optional         map[string]string `json:"optionalDependencies,omitempty"`
+	OS               []string          `json:"os,omitempty"`
 	Scripts          map[string]string `json:"scripts,omitempty"`
 	HasInstallScript bool              `json:"hasInstallScript,omitempty"`
 	Dist             npmDist           `json:"dist"`
@@ -69,6 +76,8 @@ type packageJSON struct {
 	// without it (DEP0151).
 	Main         string            `json:"main,omitempty"`
 	Dependencies map[string]string `json:"dependencies,omitempty"`
+	Optional     map[string]string `json:"optionalDependencies,omitempty"`
+	OS           []string          `json:"os,omitempty"`
 	Scripts      map[string]string `json:"scripts,omitempty"`
 }
 
@@ -92,7 +101,7 @@ func NewNpmRegistry(t testing.TB, pkgs ...NpmPackage) *NpmRegistry {
 		if _, ok := p.Files["index.js"]; ok {
 			main = "index.js"
 		}
-		pj, err := json.MarshalIndent(packageJSON{Name: p.Name, Version: p.Version, Type: p.Type, Main: main, Dependencies: p.Dependencies, Scripts: p.Scripts}, "", "  ")
+		pj, err := json.MarshalIndent(packageJSON{Name: p.Name, Version: p.Version, Type: p.Type, Main: main, Dependencies: p.Dependencies, Optional: p.OptionalDependencies, OS: p.OS, Scripts: p.Scripts}, "", "  ")
 		if err != nil {
 			t.Fatalf("registrytest: encoding the package.json of %s %s: %v", p.Name, p.Version, err)
 		}
@@ -115,7 +124,7 @@ func NewNpmRegistry(t testing.TB, pkgs ...NpmPackage) *NpmRegistry {
 		}
 		r.packuments[p.Name][p.Version] = npmVersion{
 			Name: p.Name, Version: p.Version, Type: p.Type,
-			Dependencies: p.Dependencies, Scripts: p.Scripts,
+			Dependencies: p.Dependencies, Optional: p.OptionalDependencies, OS: p.OS, Scripts: p.Scripts,
 			// The registry sets this so that npm knows, from the abbreviated
 			// packument alone, that installing would run a script.
 			HasInstallScript: p.Scripts["preinstall"] != "" || p.Scripts["install"] != "" || p.Scripts["postinstall"] != "",
