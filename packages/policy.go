@@ -183,15 +183,40 @@ func matchGlob(glob, name string) bool {
 }
 
 // Check returns nil when the policy admits every request of language, else
-// the first refusal as a *BlockedError. reqs are as ParseRequests returns them.
+// the first refusal as a *BlockedError, whose message names the others too
+// (up to maxListedRefusals), so that a harness learns them in one round trip
+// (the npm probe of 2026-12-06 needed two for two denied packages). reqs are
+// as ParseRequests returns them.
 func (p PolicyConfig) Check(language string, reqs []Request) error {
+	var first *BlockedError
+	var others []string
 	for _, r := range reqs {
-		if err := p.check(language, r); err != nil {
+		err := p.check(language, r)
+		var b *BlockedError
+		switch {
+		case err == nil:
+		case !errors.As(err, &b):
 			return err
+		case first == nil:
+			first = b
+		default:
+			others = append(others, b.Message)
 		}
 	}
-	return nil
+	if first == nil {
+		return nil
+	}
+	if len(others) > maxListedRefusals {
+		others = append(others[:maxListedRefusals], fmt.Sprintf("and %d more of the requests are refused", len(others)-maxListedRefusals))
+	}
+	if len(others) > 0 {
+		first.Message += "; " + strings.Join(others, "; ")
+	}
+	return first
 }
+
+// maxListedRefusals bounds how many refusals beyond the first a message names.
+const maxListedRefusals = 5
 
 func (p PolicyConfig) check(language string, r Request) error {
 	switch p.Mode {

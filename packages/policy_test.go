@@ -223,6 +223,24 @@ func TestPolicyValidate(t *testing.T) {
 	}
 }
 
+// TestPolicyCheckNamesEveryRefusal: one refusal names every refused request,
+// up to six, the first's request and rule its own.
+func TestPolicyCheckNamesEveryRefusal(t *testing.T) {
+	reqs, err := ParseRequests("javascript", []string{"lodash@4.17.21", "left-pad@1.3.0", "is-odd@3", "a@1", "b@1", "c@1", "d@1", "e@1", "f@1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = PolicyConfig{Mode: "deny", Deny: []string{"left-pad", "is-odd", "?"}}.Check("javascript", reqs)
+	var b *BlockedError
+	if !errors.As(err, &b) || b.Request != "left-pad@1.3.0" || b.Rule != "deny:left-pad" {
+		t.Fatalf("got %#v, want left-pad's refusal first", err)
+	}
+	want := "left-pad is refused by this host's deny list (entry left-pad); is-odd is refused by this host's deny list (entry is-odd); a is refused"
+	if !strings.HasPrefix(b.Message, want) || !strings.HasSuffix(b.Message, "; and 2 more of the requests are refused") || strings.Contains(b.Message, "lodash") {
+		t.Errorf("got %q, want it to start %q, name five after the first, and say two more", b.Message, want)
+	}
+}
+
 func TestPolicyMessageListsAtMostTen(t *testing.T) {
 	var allow []string
 	for _, c := range "abcdefghijkl" {
