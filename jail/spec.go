@@ -134,7 +134,12 @@ func runSpecOf(spec Spec, root *rootfs.Root, attached map[string]string) *pid1.R
 	for k, v := range attached {
 		env = append(env, k+"="+v)
 	}
-	env = append(env, Environ(spec.Env)...)
+	// One value a name: attached's (a layer's PATH) over brig's own.
+	for _, kv := range Environ(spec.Env) {
+		if k, _, _ := strings.Cut(kv, "="); attached[k] == "" {
+			env = append(env, kv)
+		}
+	}
 	slices.SortStableFunc(env, func(a, b string) int {
 		ka, _, _ := strings.Cut(a, "=")
 		kb, _, _ := strings.Cut(b, "=")
@@ -148,9 +153,13 @@ func runSpecOf(spec Spec, root *rootfs.Root, attached map[string]string) *pid1.R
 	}
 }
 
+// DefaultPath is a run's PATH; a run with a package layer has the layer's
+// programs' folder before it (Spec.BrigEnv).
+const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
+
 // brigEnv are the names brig sets in every run; a request can't override them.
 var brigEnv = map[string]string{
-	"PATH":    "/usr/local/bin:/usr/bin:/bin",
+	"PATH":    DefaultPath,
 	"HOME":    "/sandbox",
 	"USER":    "sandbox",
 	"LOGNAME": "sandbox",

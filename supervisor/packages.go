@@ -69,14 +69,18 @@ const (
 	javascriptLayerTarget = "/node_modules"
 )
 
-// layerSpec adds the lease's layer to a run's spec.
+// layerSpec adds the lease's layer to a run's spec, and its programs' folder
+// (pip's --target bin, npm's .bin) to the front of its PATH, so that a program
+// runs a package's command by its name, as after pip or npm install
+// (`black`, `tsc`; the npm probe of 2026-12-06 found "tsc: not found").
 func layerSpec(spec *jail.Spec, language string, lease *packages.Lease) {
 	switch language {
 	case string(api.Python):
 		spec.Mounts = append(spec.Mounts, jail.Mount{Source: lease.Dir, Target: pythonLayerTarget})
-		spec.BrigEnv = map[string]string{"PYTHONPATH": pythonLayerTarget}
+		spec.BrigEnv = map[string]string{"PYTHONPATH": pythonLayerTarget, "PATH": pythonLayerTarget + "/bin:" + jail.DefaultPath}
 	case string(api.JavaScript):
 		spec.Mounts = append(spec.Mounts, jail.Mount{Source: lease.Dir, Target: javascriptLayerTarget})
+		spec.BrigEnv = map[string]string{"PATH": javascriptLayerTarget + "/.bin:" + jail.DefaultPath}
 	}
 }
 

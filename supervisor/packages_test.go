@@ -47,6 +47,8 @@ func newRegistryStandIns(t *testing.T) *registryStandIns {
 				Files: map[string]string{"index.js": "module.exports = 'left+' + require('right')"}},
 			registrytest.NpmPackage{Name: "right", Version: "2.1.0", Files: map[string]string{"index.js": "module.exports = 'right'"}},
 			registrytest.NpmPackage{Name: "esm-only", Version: "1.0.0", Type: "module", Files: map[string]string{"index.js": "export default 'esm'"}},
+			registrytest.NpmPackage{Name: "cmd", Version: "1.0.0", Bin: map[string]string{"hello-cmd": "cli.js"},
+				Files: map[string]string{"cli.js": "#!/usr/bin/env node\nconsole.log('hello from a package command')\n"}},
 			registrytest.NpmPackage{Name: "scripted", Version: "1.0.0", Files: map[string]string{"index.js": "module.exports = 1"},
 				Scripts: map[string]string{"postinstall": "node -e \"require('fs').writeFileSync('ran', 'x')\""}},
 		),
@@ -299,6 +301,27 @@ import('esm-only').then((m) => {
 	}
 	if tarballs != 1 {
 		t.Errorf("the left tarball was fetched %d times for three identical concurrent runs, want once", tarballs)
+	}
+}
+
+// TestPackagesCommandsOnPath: a package's commands run by their name, as
+// after npm install (the npm probe of 2026-12-06: "tsc: not found"); a Python
+// layer's folder of scripts is on PATH too, and PATH is given once.
+func TestPackagesCommandsOnPath(t *testing.T) {
+	reg := newRegistryStandIns(t)
+	var ts *testService
+	ts = newTestService(t, func(cfg *Config) { reg.withPackages(t, &ts, packages.PolicyConfig{})(cfg) })
+	res := ts.mustRun(t, request("javascript", `
+const { execSync } = require('child_process');
+process.stdout.write(execSync('hello-cmd').toString());
+console.log(process.env.PATH);
+`, withPackageRequests("cmd@1")))
+	if res.Stdout != "hello from a package command\n/node_modules/.bin:"+jail.DefaultPath+"\n" {
+		t.Errorf("a package's command by its name: got %q (stderr %q, %s)", res.Stdout, res.Stderr, res.Message)
+	}
+	res = ts.mustRun(t, request("python", "import os\nprint(os.environ['PATH'])\nprint(sum(1 for e in open('/proc/self/environ').read().split('\\0') if e.startswith('PATH=')))\n", withPackageRequests("pkg-a==1.0")))
+	if res.Stdout != "/opt/brig/python/bin:"+jail.DefaultPath+"\n1\n" {
+		t.Errorf("a Python layer's PATH: got %q (stderr %q, %s), want its bin folder first, once", res.Stdout, res.Stderr, res.Message)
 	}
 }
 

@@ -28,6 +28,8 @@ type NpmPackage struct {
 	// package says ("linux"), which npm skips elsewhere.
 	OptionalDependencies map[string]string
 	OS                   []string
+	// Bin is package.json's bin: a command's name to its file in Files.
+	Bin map[string]string
 	// Files are the package's files by path inside the package, such as
 	// "index.js": "module.exports = 1\n". package.json is generated from the other
 	// fields, with "main": "index.js" when there is one, and may not be given.
@@ -56,6 +58,7 @@ type npmVersion struct {
 	Dependencies     map[string]string `json:"dependencies,omitempty"`
 	Optional         map[string]string `json:"optionalDependencies,omitempty"`
 	OS               []string          `json:"os,omitempty"`
+	Bin              map[string]string `json:"bin,omitempty"`
 	Scripts          map[string]string `json:"scripts,omitempty"`
 	HasInstallScript bool              `json:"hasInstallScript,omitempty"`
 	Dist             npmDist           `json:"dist"`
@@ -78,6 +81,7 @@ type packageJSON struct {
 	Dependencies map[string]string `json:"dependencies,omitempty"`
 	Optional     map[string]string `json:"optionalDependencies,omitempty"`
 	OS           []string          `json:"os,omitempty"`
+	Bin          map[string]string `json:"bin,omitempty"`
 	Scripts      map[string]string `json:"scripts,omitempty"`
 }
 
@@ -101,7 +105,7 @@ func NewNpmRegistry(t testing.TB, pkgs ...NpmPackage) *NpmRegistry {
 		if _, ok := p.Files["index.js"]; ok {
 			main = "index.js"
 		}
-		pj, err := json.MarshalIndent(packageJSON{Name: p.Name, Version: p.Version, Type: p.Type, Main: main, Dependencies: p.Dependencies, Optional: p.OptionalDependencies, OS: p.OS, Scripts: p.Scripts}, "", "  ")
+		pj, err := json.MarshalIndent(packageJSON{Name: p.Name, Version: p.Version, Type: p.Type, Main: main, Dependencies: p.Dependencies, Optional: p.OptionalDependencies, OS: p.OS, Bin: p.Bin, Scripts: p.Scripts}, "", "  ")
 		if err != nil {
 			t.Fatalf("registrytest: encoding the package.json of %s %s: %v", p.Name, p.Version, err)
 		}
@@ -124,7 +128,7 @@ func NewNpmRegistry(t testing.TB, pkgs ...NpmPackage) *NpmRegistry {
 		}
 		r.packuments[p.Name][p.Version] = npmVersion{
 			Name: p.Name, Version: p.Version, Type: p.Type,
-			Dependencies: p.Dependencies, Optional: p.OptionalDependencies, OS: p.OS, Scripts: p.Scripts,
+			Dependencies: p.Dependencies, Optional: p.OptionalDependencies, OS: p.OS, Bin: p.Bin, Scripts: p.Scripts,
 			// The registry sets this so that npm knows, from the abbreviated
 			// packument alone, that installing would run a script.
 			HasInstallScript: p.Scripts["preinstall"] != "" || p.Scripts["install"] != "" || p.Scripts["postinstall"] != "",
