@@ -393,7 +393,9 @@ func TestInstallNpm(t *testing.T) {
 	if len(progress) == 0 {
 		t.Errorf("got no progress, want npm's lines")
 	}
-	if !slices.ContainsFunc(progress, func(l string) bool { return strings.HasPrefix(l, "brig: hooked@1.0.0 has an install script, which brig never runs") }) {
+	if !slices.ContainsFunc(progress, func(l string) bool {
+		return strings.HasPrefix(l, "brig: hooked@1.0.0 has an install script, which brig never runs")
+	}) {
 		t.Errorf("progress %q: want a line saying hooked's install script did not run", progress)
 	}
 	// The layer is node_modules' contents: mounted at /node_modules, require()
