@@ -371,20 +371,16 @@ func (m *Manager) SweepIf(leftover func(name string) bool) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-// Foreign lists what cfg's parent already holds that ours did not make: the
-// groups, in any hierarchy, whose name ours refuses, and the processes in the
-// parent's own group (each counted once, though v1 lists it in every
-// hierarchy). A service that owns its parent sweeps every group in it and
-// removes it when it stops, so it must not take a parent that holds anything
-// else: a name already in use (system.slice, a typo) would lose its
-// processes. Foreign only reads, so that a parent it refuses is left as it
-// was: call it before New, which makes the parent and writes its files
+// Foreign lists what a parent, at dirs (ParentDirs), already holds that ours
+// did not make: the groups, in any hierarchy, whose name ours refuses, and
+// the processes in the parent's own group (each counted once, though v1
+// lists it in every hierarchy). A service that owns its parent sweeps every
+// group in it and removes it when it stops, so it must not take a parent that
+// holds anything else: a name already in use (system.slice, a typo) would
+// lose its processes. Foreign only reads, so that a parent it refuses is left
+// as it was: call it before New, which makes the parent and writes its files
 // (memory.swappiness on v1, cgroup.subtree_control on v2).
-func Foreign(cfg Config, ours func(name string) bool) (groups []string, procs int, err error) {
-	dirs, err := ParentDirs(cfg)
-	if err != nil {
-		return nil, 0, err
-	}
+func Foreign(dirs []string, ours func(name string) bool) (groups []string, procs int, err error) {
 	names, pids := map[string]bool{}, map[string]bool{}
 	for _, d := range dirs {
 		subs, err := subgroups(d)

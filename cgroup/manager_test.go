@@ -472,7 +472,11 @@ func TestForeign(t *testing.T) {
 			parent := testParent + "/foreign-" + l.name
 			cfg := Config{MountRoot: l.root, Parent: parent, Mode: l.mode, Logger: testLogger(t)}
 			ours := func(name string) bool { return strings.HasPrefix(name, "run-") }
-			if groups, procs, err := Foreign(cfg, ours); err != nil || len(groups) != 0 || procs != 0 {
+			dirs, err := ParentDirs(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if groups, procs, err := Foreign(dirs, ours); err != nil || len(groups) != 0 || procs != 0 {
 				t.Errorf("a missing parent: got %v, %d, %v; want nothing", groups, procs, err)
 			}
 			var roots []string
@@ -485,8 +489,11 @@ func TestForeign(t *testing.T) {
 					roots = append(roots, h.dir)
 				}
 			}
-			if l.mode != ModeLegacy {
-				roots = append(roots, filepath.Join(DefaultMountRoot, unifiedDir))
+			switch l.mode {
+			case ModeUnified:
+				roots = append(roots, l.root)
+			case ModeHybrid:
+				roots = append(roots, filepath.Join(l.root, unifiedDir))
 			}
 			for _, r := range roots {
 				if _, err := os.Stat(filepath.Join(r, parent)); !errors.Is(err, fs.ErrNotExist) {
@@ -536,7 +543,7 @@ func TestForeign(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			groups, procs, err := Foreign(cfg, ours)
+			groups, procs, err := Foreign(dirs, ours)
 			if err != nil || !slices.Equal(groups, []string{"theirs"}) || procs != 1 {
 				t.Errorf("another program's parent in %d hierarchies: got %v, %d, %v; want [theirs], 1 process", len(roots), groups, procs, err)
 			}

@@ -622,14 +622,15 @@ func IsRunGroup(name string) bool { return runGroupName.MatchString(name) }
 
 // ForeignGroups is the refusal of a cgroup parent that holds what brig did
 // not make (cgroup.Foreign), or nil. It only reads: call it before
-// cgroup.New, which writes into the parent. A parent or host that New
-// refuses (cgroup.ErrInvalid, cgroup.ErrNoCgroups) is left to New, which
-// says so in its own words.
+// cgroup.New, which writes into the parent. A parent or a layout that New
+// refuses (an invalid name, no cgroups mounted) is left to New, which says
+// so in its own words.
 func ForeignGroups(parent string) error {
-	groups, procs, err := cgroup.Foreign(cgroup.Config{Parent: parent}, IsRunGroup)
-	if errors.Is(err, cgroup.ErrInvalid) || errors.Is(err, cgroup.ErrNoCgroups) {
+	dirs, err := cgroup.ParentDirs(cgroup.Config{Parent: parent})
+	if err != nil {
 		return nil
 	}
+	groups, procs, err := cgroup.Foreign(dirs, IsRunGroup)
 	if err != nil {
 		return fmt.Errorf("reading the cgroup parent %q: %w", parent, err)
 	}

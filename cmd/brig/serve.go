@@ -944,7 +944,7 @@ func serveAction(c *cli.Context) error {
 			log.Warn("closing the sandboxes", "err", err)
 		}
 	}()
-	sweepEarlierParent(lc.StateDir, lc.CgroupParent, log)
+	sweepEarlierParents(lc.StateDir, lc.CgroupParent, log)
 	host, err := sb.hostInfo()
 	if err != nil {
 		return err
@@ -984,62 +984,80 @@ func serveAction(c *cli.Context) error {
 	return serveUntilSignal(svc, ln, sc.Socket, sigs, time.Duration(sc.Grace), log)
 }
 
-// parentRecordName is the state directory's file that names the cgroup parent
-// of the last service of that directory that started.
+// parentRecordName is the state directory's file that names the cgroup
+// parents of its services, a line each: the last one's that started, then
+// every earlier one whose leftovers a start could not remove because another
+// process held that parent then.
 const parentRecordName = "cgroup-parent"
 
-// sweepEarlierParent removes what a service of stateDir left in the cgroup
-// parent it had, when this one, which owns parent, has another: the run
-// groups of processes that are gone (a crash leaves them), then the parent
-// where nothing else is in it. It then records parent. It leaves the earlier
-// parent alone where that is parent's ancestor or lies within it (their locks
-// and sweeps are parent's), where another process holds its lock (a service, a
-// brig run --local), and where it holds anything brig did not make, before
-// writing a file of it: a name some other program may have taken since. The
-// record is written only once the start has got this far, so a refused start
-// never names a parent. Nothing here stops the start: what is left is logged.
-func sweepEarlierParent(stateDir, parent string, log *slog.Logger) {
+// sweepEarlierParents removes what a crash of a service of stateDir left in the
+// cgroup parents it had, when this one, which owns parent, has another
+// (sweepEarlierParent), and then records parent, and the earlier parents to
+// try again at the next start. The record is written only once the start has
+// got this far, so a refused start never names a parent. Nothing here stops
+// the start: what is left is logged.
+func sweepEarlierParents(stateDir, parent string, log *slog.Logger) {
 	record := filepath.Join(stateDir, parentRecordName)
-	defer func() {
-		tmp := record + ".tmp"
-		err := os.WriteFile(tmp, []byte(parent+"\n"), 0o600)
-		if err == nil {
-			err = os.Rename(tmp, record)
-		}
-		if err != nil {
-			log.Warn("recording the cgroup parent in the state directory; a later start with another parent won't remove what this one leaves in it", "err", err)
-		}
-	}()
 	b, err := os.ReadFile(record)
-	earlier := strings.TrimSpace(string(b))
-	switch {
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		log.Warn("reading the cgroup parent an earlier service recorded", "err", err)
-		return
-	case earlier == "" || earlier == parent || strings.HasPrefix(parent, earlier+"/") || strings.HasPrefix(earlier, parent+"/"):
-		return
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		log.Warn("reading the cgroup parents an earlier service recorded", "err", err)
 	}
+	keep := []string{parent}
+	for _, earlier := range strings.Fields(string(b)) {
+		if slices.Contains(keep, earlier) || strings.HasPrefix(parent, earlier+"/") || strings.HasPrefix(earlier, parent+"/") {
+			continue // the same, or parent's lock and sweep are its
+		}
+		if held := sweepEarlierParent(earlier, log); held {
+			keep = append(keep, earlier)
+		}
+	}
+	tmp := record + ".tmp"
+	err = os.WriteFile(tmp, []byte(strings.Join(keep, "\n")+"\n"), 0o600)
+	if err == nil {
+		err = os.Rename(tmp, record)
+	}
+	if err != nil {
+		log.Warn("recording the cgroup parent in the state directory; a later start with another parent won't remove what this one leaves in it", "err", err)
+	}
+}
+
+// sweepEarlierParent removes the run groups of brig processes that are gone
+// from the cgroup parent earlier, and then earlier where nothing else is in
+// it. It looks first, reading alone: a parent that holds no such group is left
+// as it is, since its name may be another program's now. It leaves earlier
+// alone too where another process holds its lock (a service, a brig run
+// --local), which it reports as held, to be tried again, and where it holds
+// anything brig did not make, before New writes a file of it.
+func sweepEarlierParent(earlier string, log *slog.Logger) (held bool) {
 	dirs, err := cgroup.ParentDirs(cgroup.Config{Parent: earlier})
-	if err != nil || !slices.ContainsFunc(dirs, func(d string) bool { _, err := os.Lstat(d); return err == nil }) {
-		return // gone, or a name New refuses
+	if err != nil {
+		return false // a name New refuses, or no cgroups
 	}
-	leave := func(why string, err error) {
-		log.Warn("leaving the cgroup parent of this state directory's earlier service: "+why, "earlier_parent", earlier, "err", err)
+	left := false
+	for _, d := range dirs {
+		ents, _ := os.ReadDir(d) // missing in this hierarchy: nothing left there
+		left = left || slices.ContainsFunc(ents, func(e fs.DirEntry) bool { return e.IsDir() && jail.LeftoverOfDeadProcess(e.Name()) })
+	}
+	if !left {
+		return false
 	}
 	lock, err := cgroup.LockParent("", earlier)
 	if err != nil {
-		leave("another process uses it", err)
-		return
+		log.Info("leaving what a crash left in this state directory's earlier cgroup parent while another process uses it; the next start tries again", "earlier_parent", earlier, "err", err)
+		return true
 	}
 	defer lock.Close()
+	leave := func(why string, err error) {
+		log.Warn("leaving what a crash left in this state directory's earlier cgroup parent: "+why, "earlier_parent", earlier, "err", err)
+	}
 	if err := jail.ForeignGroups(earlier); err != nil {
 		leave("it holds what brig did not make", err)
-		return
+		return false
 	}
 	cg, err := cgroup.New(cgroup.Config{Parent: earlier, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		leave("opening it", err)
-		return
+		return false
 	}
 	n, err := cg.SweepIf(jail.LeftoverOfDeadProcess)
 	if err == nil {
@@ -1047,9 +1065,10 @@ func sweepEarlierParent(stateDir, parent string, log *slog.Logger) {
 	}
 	if err != nil {
 		leave("removing its run groups", err)
-		return
+		return false
 	}
-	log.Info("removed the run groups left in this state directory's earlier cgroup parent", "earlier_parent", earlier, "count", n)
+	log.Info("removed the run groups a crash left in this state directory's earlier cgroup parent", "earlier_parent", earlier, "count", n)
+	return false
 }
 
 // serviceConfig is the supervisor's config, checked, with the registry hosts

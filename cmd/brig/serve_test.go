@@ -996,21 +996,29 @@ func TestServeRefusesAForeignCgroupParent(t *testing.T) {
 // TestServeSweepsItsEarlierParent: a service started with another cgroup
 // parent than its state directory's last one removes the run groups a crash
 // left in the earlier parent, and the parent, where it holds nothing brig
-// did not make; where it does, the service leaves it whole (the crash probe
-// of 2026-12-06 found them left; a sweep of f676f2a wrote into such a parent).
+// did not make; where it does, the service leaves it whole; where another
+// process holds it, the service leaves it and tries again at its next start;
+// an earlier parent that holds no run group of brig's is another program's
+// now, perhaps, and is neither opened nor removed (the crash probe of
+// 2026-12-06 found the run groups left; a sweep of f676f2a wrote into such
+// parents, and this one's first version removed an idle one: the review).
 func TestServeSweepsItsEarlierParent(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.CheckLeaks(t, cliServeParent)
 	defer os.Remove(cgroup.ParentLockPath("", cliServeParent))
-	const earlier = "brig-test-earlier-parent"
+	const earlier, idle = "brig-test-earlier-parent", "brig-test-earlier-idle"
 	defer os.Remove(cgroup.ParentLockPath("", earlier))
-	var dirs []string
-	for _, h := range []string{"memory", "pids", "cpu", "unified"} {
-		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, "cgroup.procs")); err != nil {
-			t.Skipf("expects the hybrid layout of the development hosts: %v", err)
+	dirsOf := func(parent string) []string {
+		var dirs []string
+		for _, h := range []string{"memory", "pids", "cpu", "unified"} {
+			if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, "cgroup.procs")); err != nil {
+				t.Skipf("expects the hybrid layout of the development hosts: %v", err)
+			}
+			dirs = append(dirs, filepath.Join("/sys/fs/cgroup", h, parent))
 		}
-		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", h, earlier))
+		return dirs
 	}
+	dirs, idleDirs := dirsOf(earlier), dirsOf(idle)
 	gone := exec.Command("true")
 	if err := gone.Run(); err != nil {
 		t.Fatal(err)
@@ -1023,6 +1031,9 @@ func TestServeSweepsItsEarlierParent(t *testing.T) {
 			os.Remove(filepath.Join(d, group))
 			os.Remove(d)
 		}
+		for _, d := range idleDirs {
+			os.Remove(d)
+		}
 	}()
 	for _, d := range dirs {
 		if err := os.MkdirAll(filepath.Join(d, group), 0o755); err != nil {
@@ -1031,10 +1042,12 @@ func TestServeSweepsItsEarlierParent(t *testing.T) {
 	}
 	state := t.TempDir()
 	record := filepath.Join(state, "cgroup-parent")
-	serveOnce := func() {
+	serveOnce := func(before, after string) {
 		t.Helper()
-		if err := os.WriteFile(record, []byte(earlier+"\n"), 0o600); err != nil {
-			t.Fatal(err)
+		if before != "" {
+			if err := os.WriteFile(record, []byte(before), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 		socket, serve, logs := launchServe(t, "--state-dir", state)
 		waitServing(t, socket, logs)
@@ -1042,40 +1055,64 @@ func TestServeSweepsItsEarlierParent(t *testing.T) {
 		if err := serve.Wait(); err != nil {
 			t.Fatalf("brig serve: %v; it logged:\n%s", err, logs)
 		}
-		if b, _ := os.ReadFile(record); string(b) != cliServeParent+"\n" {
-			t.Errorf("the state directory's record: got %q, want %q", b, cliServeParent+"\n")
+		if b, _ := os.ReadFile(record); string(b) != after {
+			t.Errorf("the state directory's record: got %q, want %q", b, after)
+		}
+	}
+	groupLeft := func(why string) {
+		t.Helper()
+		for _, d := range dirs {
+			if _, err := os.Stat(filepath.Join(d, group)); err != nil {
+				t.Errorf("the run group in %s, whose parent %s: got %v, want it left", d, why, err)
+			}
 		}
 	}
 	if err := os.Mkdir(theirs, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	serveOnce()
-	for _, d := range append(dirs, theirs) {
-		if _, err := os.Stat(filepath.Join(d, group)); d != theirs && err != nil {
-			t.Errorf("the run group in %s, whose parent holds another program's group: got %v, want it left", d, err)
-		}
-	}
+	serveOnce(earlier+"\n", cliServeParent+"\n")
+	groupLeft("holds another program's group")
 	if _, err := os.Stat(theirs); err != nil {
 		t.Errorf("the other program's group: got %v, want it left", err)
 	}
 	os.Remove(theirs)
-	// A brig run --local of the earlier parent holds its lock: left.
+	// A brig run --local of the earlier parent holds its lock: left, and
+	// kept in the record for the next start.
 	local, err := cgroup.ShareParent("", earlier)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveOnce()
+	serveOnce(earlier+"\n", cliServeParent+"\n"+earlier+"\n")
 	local.Close()
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, group)); err != nil {
-			t.Errorf("the run group in %s, whose parent another process holds: got %v, want it left", d, err)
-		}
-	}
-	serveOnce()
+	groupLeft("another process holds")
+	serveOnce("", cliServeParent+"\n")
 	for _, d := range dirs {
 		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("the earlier parent %s with a crash's run group: got %v, want it removed", d, err)
 		}
+	}
+	// An idle parent, which holds no run group: another program's setting
+	// and directories stay.
+	for _, d := range idleDirs {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swappiness := filepath.Join(idleDirs[0], "memory.swappiness")
+	if err := os.WriteFile(swappiness, []byte("37"), 0); err != nil {
+		t.Fatal(err)
+	}
+	serveOnce(idle+"\n", cliServeParent+"\n")
+	for _, d := range idleDirs {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("the idle earlier parent %s: got %v, want it left", d, err)
+		}
+	}
+	if b, _ := os.ReadFile(swappiness); strings.TrimSpace(string(b)) != "37" {
+		t.Errorf("the idle earlier parent's memory.swappiness: got %q, want it left at 37", b)
+	}
+	if _, err := os.Stat(cgroup.ParentLockPath("", idle)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a lock file for the idle parent: got %v, want none made", err)
 	}
 }
 
