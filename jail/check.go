@@ -346,9 +346,14 @@ func CheckCgroups(parent string) []Check {
 	}
 	have := cg.Controllers()
 	limits := cg.CanLimit(cgroup.Limits{MemoryBytes: 1, Pids: 1, CPUs: 1})
-	// A check leaves no parent behind (unless a service's groups are in it):
-	// the sandboxed runs that follow make it again, and remove it after.
-	cg.RemoveParentIfEmpty()
+	// A check leaves no parent behind that it made: the sandboxed runs that
+	// follow make it again, and remove it after. Not one a running service
+	// owns, whose lock it can't share, even when no run is in it (the review
+	// of 2026-12-06 found an idle service's parent removed).
+	if lock, err := cgroup.ShareParent("", parent); err == nil {
+		cg.RemoveParentIfEmpty()
+		lock.Close()
+	}
 	var names, missing []string
 	for n, ok := range have {
 		if ok {

@@ -64,7 +64,7 @@ process.on('exit', (code) => {
         // later, with words that don't say why (the npm probe of 2026-12-06).
         if (p.hasInstallScript) {
           stderr('brig: ' + name + '@' + p.version + ' has an install script, which brig never runs: ' +
-            'a native addon it would build or download is missing, and require() of it fails; ' +
+            'if it builds or downloads a native addon, that addon is missing and require() of it fails; ' +
             'a pure-JavaScript package instead works\n')
         }
       }

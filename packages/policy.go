@@ -199,6 +199,8 @@ func (p PolicyConfig) Check(language string, reqs []Request) error {
 			return err
 		case first == nil:
 			first = b
+		case b.Rule == PolicyAllow:
+			others = append(others, r.Name+" is not on it either") // the list once
 		default:
 			others = append(others, b.Message)
 		}

@@ -239,6 +239,11 @@ func TestPolicyCheckNamesEveryRefusal(t *testing.T) {
 	if !strings.HasPrefix(b.Message, want) || !strings.HasSuffix(b.Message, "; and 2 more of the requests are refused") || strings.Contains(b.Message, "lodash") {
 		t.Errorf("got %q, want it to start %q, name five after the first, and say two more", b.Message, want)
 	}
+	// An allow list is quoted once.
+	err = PolicyConfig{Mode: "allow", Allow: []string{"lodash"}}.Check("javascript", reqs[:3])
+	if !errors.As(err, &b) || b.Message != "left-pad is not on this host's allow list (allowed: lodash); is-odd is not on it either" {
+		t.Errorf("allow: got %v", err)
+	}
 }
 
 func TestPolicyMessageListsAtMostTen(t *testing.T) {

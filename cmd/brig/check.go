@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/egress"
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/packages"
@@ -143,7 +144,7 @@ func checkStateDir(dir string) jail.Check {
 func checkConfig(c *cli.Context) (launcherConfig, serveConfig, []jail.Check, string, error) {
 	defaults := defaultServeConfig()
 	if !c.IsSet("config") {
-		lc, err := launcherConfigFrom(c, "brig-local")
+		lc, err := launcherConfigFrom(c, localParent)
 		if err != nil {
 			return lc, defaults, nil, "", err
 		}
@@ -186,7 +187,7 @@ func checkConfig(c *cli.Context) (launcherConfig, serveConfig, []jail.Check, str
 		}
 	}
 	parent := lc.CgroupParent
-	lc.CgroupParent = "brig-local"
+	lc.CgroupParent = localParent
 	override(c, "cgroup-parent", &lc.CgroupParent, c.String)
 	override(c, "cgroup-parent", &parent, c.String)
 	return lc, sc, checks, parent, nil
@@ -283,7 +284,16 @@ func initCheck() jail.Check {
 // smokeRuns runs a one-line program of each language through a real sandbox: the
 // proof that every step works here.
 func smokeRuns(ctx context.Context, lc launcherConfig) []jail.Check {
-	sb, err := newSandbox(lc, nil, false, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sb, err := newSandbox(lc, nil, false, discard)
+	under := ""
+	if errors.Is(err, cgroup.ErrParentLocked) && lc.CgroupParent != localParent {
+		// A running service owns --cgroup-parent: its sweep or its stop
+		// would kill these runs, which go beside local runs instead.
+		under = fmt.Sprintf(" (under %s: a service owns %s)", localParent, lc.CgroupParent)
+		lc.CgroupParent = localParent
+		sb, err = newSandbox(lc, nil, false, discard)
+	}
 	if err != nil {
 		return []jail.Check{{Name: "sandbox", Detail: err.Error(), Hint: "see the error"}}
 	}
@@ -300,7 +310,7 @@ func smokeRuns(ctx context.Context, lc launcherConfig) []jail.Check {
 			ch.Detail = fmt.Sprintf("ended %s: %s %s", res.End, res.Message, res.Stderr)
 		default:
 			ch.OK = true
-			ch.Detail = fmt.Sprintf("printed ok, started in %d ms", res.Timing.StartMS)
+			ch.Detail = fmt.Sprintf("printed ok, started in %d ms%s", res.Timing.StartMS, under)
 		}
 		out = append(out, ch)
 	}

@@ -180,8 +180,8 @@ type sandbox struct {
 	cgroups  *cgroup.Manager
 	// owned is whether this process owns the cgroup parent (the service).
 	owned bool
-	// shared is the parent's lock that a verb running in this process holds
-	// shared (localSandbox), released by Close; nil for the service, which
+	// shared is the parent's lock that a verb running sandboxes in this
+	// process holds shared, released by Close; nil for the service, which
 	// holds its own.
 	shared *cgroup.ParentLock
 }
@@ -214,24 +214,43 @@ func (sb *sandbox) Close() error {
 	return err
 }
 
+// localParent is the cgroup parent of the verbs that run sandboxes in their own
+// process (run --local, bench --local, check's runs).
+const localParent = "brig-local"
+
 // newSandbox builds everything a Launcher needs. sweep removes every group left
-// under the parent (the service, which owns its parent, does that); otherwise only
-// those of brig processes that are gone are removed.
-// p is lc's roots, opened by the caller, or nil.
-func newSandbox(lc launcherConfig, p rootfs.Provider, sweep bool, log *slog.Logger) (*sandbox, error) {
+// under the parent (the service, which owns its parent and holds its lock, does
+// that); otherwise only those of brig processes that are gone are removed, and
+// the parent's lock is taken shared (cgroup.ShareParent), beside others that
+// run sandboxes in their process, never under a service, whose sweep at its
+// start or whose stop would kill their runs (an error wrapping
+// cgroup.ErrParentLocked). p is lc's roots, opened by the caller, or nil.
+func newSandbox(lc launcherConfig, p rootfs.Provider, sweep bool, log *slog.Logger) (_ *sandbox, retErr error) {
+	var shared *cgroup.ParentLock
+	if !sweep {
+		var err error
+		if shared, err = cgroup.ShareParent("", lc.CgroupParent); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if retErr != nil {
+				shared.Close()
+			}
+		}()
+	}
 	if p == nil {
 		var err error
 		if p, err = newProvider(lc); err != nil {
 			return nil, err
 		}
 	}
-	if sweep {
-		// The service owns its parent: it sweeps every group of brig's in
-		// it, and refuses a parent that holds anything else, before New
-		// writes a file of it.
-		if err := jail.ForeignGroups(lc.CgroupParent); err != nil {
-			return nil, err
-		}
+	// A parent that holds anything else brig refuses before New writes a
+	// file of it: the service sweeps every group of brig's in it and
+	// removes it when it stops, and the others remove it once it is empty
+	// (the review of 2026-12-06: brig run --local set a foreign group's
+	// memory.swappiness and removed its empty directories).
+	if err := jail.ForeignGroups(lc.CgroupParent); err != nil {
+		return nil, err
 	}
 	cg, err := cgroup.New(cgroup.Config{Parent: lc.CgroupParent, Logger: log})
 	if err != nil {
@@ -269,32 +288,21 @@ func newSandbox(lc launcherConfig, p rootfs.Provider, sweep bool, log *slog.Logg
 		return nil, err
 	}
 	started = true
-	return &sandbox{Launcher: l, provider: p, cgroups: cg, owned: sweep}, nil
+	return &sandbox{Launcher: l, provider: p, cgroups: cg, owned: sweep, shared: shared}, nil
 }
 
 // localSandbox is the sandbox of a verb that runs in this process (run --local,
 // bench --local): the shared local cgroup parent, warnings on stderr.
 func localSandbox(c *cli.Context) (*sandbox, launcherConfig, error) {
-	lc, err := launcherConfigFrom(c, "brig-local")
+	lc, err := launcherConfigFrom(c, localParent)
 	if err == nil {
 		err = lc.check()
 	}
 	if err != nil {
 		return nil, lc, err
 	}
-	// Beside other local verbs, never under a service's parent: its sweep
-	// or its stop would kill this process's runs.
-	lock, err := cgroup.ShareParent("", lc.CgroupParent)
-	if err != nil {
-		return nil, lc, err
-	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	sb, err := newSandbox(lc, nil, false, log)
-	if err != nil {
-		lock.Close()
-		return nil, lc, err
-	}
-	sb.shared = lock
 	return sb, lc, err
 }
 

@@ -213,6 +213,74 @@ func TestRunLocalUnderAServicesParent(t *testing.T) {
 	}
 }
 
+// TestLocalVerbsLeaveAForeignParent: brig run --local refuses a parent that
+// holds what brig did not make, before it writes a file of it, as the service
+// does (the review of 2026-12-06: it set a foreign group's memory.swappiness
+// to 0 and removed its empty directories); and brig check, while a service
+// owns its --cgroup-parent, neither removes that parent, idle as it is, nor
+// runs its sandboxes there, but beside local runs.
+func TestLocalVerbsLeaveAForeignParent(t *testing.T) {
+	testutil.RequireRoot(t)
+	const foreign, owned = cliCgroupParent + "-foreign", cliCgroupParent + "-idle-service"
+	var dirs, ownedDirs []string
+	for _, h := range []string{"memory", "pids", "cpu", "unified"} {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, "cgroup.procs")); err != nil {
+			t.Skipf("expects the hybrid layout of the development hosts: %v", err)
+		}
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", h, foreign))
+		ownedDirs = append(ownedDirs, filepath.Join("/sys/fs/cgroup", h, owned))
+	}
+	theirs := filepath.Join(dirs[0], "theirs")
+	defer func() {
+		os.Remove(theirs)
+		for _, d := range append(dirs, ownedDirs...) {
+			os.Remove(d)
+		}
+		os.Remove(cgroup.ParentLockPath("", foreign))
+		os.Remove(cgroup.ParentLockPath("", owned))
+	}()
+	for _, d := range append(dirs, ownedDirs...) {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(theirs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	swappiness := filepath.Join(dirs[0], "memory.swappiness")
+	if err := os.WriteFile(swappiness, []byte("37"), 0); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(t.TempDir(), "p.py")
+	os.WriteFile(prog, []byte("print(1)\n"), 0o644)
+	out, errs, status := brig(t, "", "run", "--local", "--state-dir", t.TempDir(), "--cgroup-parent", foreign, "-l", "python", prog)
+	if status == 0 || out != "" || !strings.Contains(errs, "holds groups brig did not make (theirs)") {
+		t.Errorf("run --local on a foreign parent: exit %d, stdout %q, stderr %q; want it refused, naming the group", status, out, errs)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("the foreign parent's %s: got %v, want it left", d, err)
+		}
+	}
+	if b, _ := os.ReadFile(swappiness); strings.TrimSpace(string(b)) != "37" {
+		t.Errorf("the foreign parent's memory.swappiness: got %q, want it left at 37", b)
+	}
+	service, err := cgroup.LockParent("", owned) // an idle service's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer service.Close()
+	out, _, _ = brig(t, "", "check", "--no-resolve", "--state-dir", t.TempDir(), "--cgroup-parent", owned)
+	if !strings.Contains(out, "(under brig-local: a service owns "+owned+")") {
+		t.Errorf("check under a service's parent: got\n%s\nwant its sandboxed runs under brig-local, saying why", out)
+	}
+	for _, d := range ownedDirs {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("the idle service's parent %s after a check: got %v, want it left", d, err)
+		}
+	}
+}
+
 // startPiped starts the CLI with args, its stdout a pipe the caller reads.
 func startPiped(t *testing.T, args ...string) (*exec.Cmd, io.ReadCloser) {
 	t.Helper()
