@@ -219,6 +219,11 @@ type Phase struct {
 	// bare phases, or when its pid is not known), and RunCPU the sum of the
 	// runs' usage.cpu_ms: what their cgroups counted.
 	ServiceCPU, RunCPU time.Duration
+	// Refused counts the requests the service refused with 429 (its queue
+	// full), each retried after its Retry-After: a latency counts from the
+	// accepted request, so a phase with refusals ran at a concurrency the
+	// service did not take.
+	Refused int
 	// Starts counts the phase's runs by start path, from
 	// the service's brig_run_starts_total; nil for bare phases or when
 	// /metrics could not be read.
@@ -235,6 +240,7 @@ func (p *Phase) add(q Phase, first bool) {
 	p.CPU += q.CPU
 	p.ServiceCPU += q.ServiceCPU
 	p.RunCPU += q.RunCPU
+	p.Refused += q.Refused
 	p.Latencies = append(p.Latencies, q.Latencies...)
 	slices.Sort(p.Latencies)
 	switch {
@@ -364,19 +370,20 @@ func servicePhase(ctx context.Context, c *client.Client, cfg *ServiceConfig, lan
 		})
 		return p, first, err
 	}
-	if _, _, err := runPhase(ctx, cfg.Concurrency, warm, brigRun(c, *req, nil)); err != nil {
+	if _, _, err := runPhase(ctx, cfg.Concurrency, warm, brigRun(c, *req, nil, nil)); err != nil {
 		return p, "", fmt.Errorf("warming up: %w", err)
 	}
 	before, _ := readStarts(ctx, c, lang)
-	var runCPU atomic.Int64
+	var runCPU, refused atomic.Int64
 	sys, svc, err := measureCPU(cfg.ServicePID, func() error {
-		p, first, err = runPhase(ctx, cfg.Concurrency, lim, brigRun(c, *req, &runCPU))
+		p, first, err = runPhase(ctx, cfg.Concurrency, lim, brigRun(c, *req, &runCPU, &refused))
 		return err
 	})
 	if err != nil {
 		return p, first, err
 	}
 	p.CPU, p.ServiceCPU, p.RunCPU = sys, svc, time.Duration(runCPU.Load())*time.Millisecond
+	p.Refused = int(refused.Load())
 	if after, err := readStarts(ctx, c, lang); err == nil && before != nil {
 		p.Starts = map[string]int{}
 		for path, n := range after {
@@ -495,7 +502,7 @@ func bareRun(argv []string, dir string) runFunc {
 
 // brigRun makes one run through the service. A 429 is not a run: it waits
 // Retry-After and asks again, and the latency is of the accepted request.
-func brigRun(c *client.Client, req api.Request, runCPU *atomic.Int64) runFunc {
+func brigRun(c *client.Client, req api.Request, runCPU, refused *atomic.Int64) runFunc {
 	return func(ctx context.Context) (time.Duration, error, error) {
 		for {
 			t0 := time.Now()
@@ -505,6 +512,9 @@ func brigRun(c *client.Client, req api.Request, runCPU *atomic.Int64) runFunc {
 				return 0, nil, ctx.Err()
 			}
 			if wait, ok := retryAfter(err); ok {
+				if refused != nil {
+					refused.Add(1)
+				}
 				if err := sleep(ctx, wait); err != nil {
 					return 0, nil, err
 				}
@@ -574,7 +584,7 @@ func rssPhase(ctx context.Context, c *client.Client, n int, langs []rootfs.Langu
 	)
 	for i := range n {
 		lang := langs[i%len(langs)]
-		run := brigRun(c, api.Request{Language: lang.String(), Code: SleepPrograms[lang]}, nil)
+		run := brigRun(c, api.Request{Language: lang.String(), Code: SleepPrograms[lang]}, nil, nil)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -731,7 +741,15 @@ func (r *ServiceReport) Print(w io.Writer) {
 				percentOf(p.RunsPerSecond(), b.RunsPerSecond()), signedMS(p.Quantile(0.5)-b.Quantile(0.5)))
 		}
 	}
-	fmt.Fprintf(w, "CPU per run (whole machine; for brig also the service process, the run's cgroup, and the rest: the sandbox's making and unmaking):\n")
+	for _, row := range r.Rows {
+		for _, p := range row.brigPhases() {
+			if p.Refused > 0 {
+				fmt.Fprintf(w, "  %s %s: %d requests refused with 429 and retried; its latencies count from the accepted request: give -c below the service's max_concurrent plus queue_size\n",
+					row.Language, p.name, p.Refused)
+			}
+		}
+	}
+	fmt.Fprintf(w, "CPU per run (whole machine; for brig also the service process, the run's cgroup, and the rest: the sandbox's making and unmaking, and whatever else the machine ran):\n")
 	for _, row := range r.Rows {
 		b := row.Bare
 		fmt.Fprintf(w, "  %-11s bare %s\n", row.Language, ms(b.CPUPerRun(b.CPU)))
@@ -743,7 +761,7 @@ func (r *ServiceReport) Print(w io.Writer) {
 		}
 	}
 	if r.RSSConcurrency > 0 {
-		fmt.Fprintf(w, "supervisor RSS: %.1f MiB before, %.1f MiB peak with %d runs in flight\n",
+		fmt.Fprintf(w, "supervisor RSS: %.1f MiB before, %.1f MiB peak with %d runs asked for at once (those past max_concurrent queued)\n",
 			mib(r.RSSBefore), mib(r.RSSPeak), r.RSSConcurrency)
 	}
 	fmt.Fprintf(w, "goals (throughput goals are set at concurrency 2, warm p50 goals at 1; checked here at concurrency %d):\n", r.Concurrency)
@@ -883,7 +901,7 @@ func machineCPU() time.Duration {
 	line, _, _ := strings.Cut(string(b), "\n")
 	var total int64
 	for i, f := range strings.Fields(line)[1:] {
-		if i == 3 || i == 4 { // idle, iowait
+		if i == 3 || i == 4 || i >= 7 { // idle, iowait; steal, guest and guest_nice (which user and nice hold already)
 			continue
 		}
 		n, _ := strconv.ParseInt(f, 10, 64)

@@ -248,7 +248,7 @@ func TestServicePrintRSS(t *testing.T) {
 	rep := &ServiceReport{Concurrency: 2, RSSBefore: 20 << 20, RSSPeak: 52<<20 + 1<<19, RSSConcurrency: 64}
 	var buf bytes.Buffer
 	rep.Print(&buf)
-	want := "supervisor RSS: 20.0 MiB before, 52.5 MiB peak with 64 runs in flight"
+	want := "supervisor RSS: 20.0 MiB before, 52.5 MiB peak with 64 runs asked for at once (those past max_concurrent queued)"
 	if !strings.Contains(buf.String(), want) {
 		t.Errorf("got\n%s\nwant it to contain %q", buf.String(), want)
 	}
@@ -365,5 +365,18 @@ func TestCPUAccounting(t *testing.T) {
 	p := Phase{Runs: 4}
 	if got := p.CPUPerRun(40 * time.Millisecond); got != 10*time.Millisecond {
 		t.Errorf("got %v per run, want 10ms", got)
+	}
+}
+
+// TestServicePrintRefusals: a phase whose requests the service refused with
+// 429 says how many, and that its latencies leave the waits out (the load
+// probe of 2026-12-06: a p99 of 125 ms where the harness waited 2.1 s).
+func TestServicePrintRefusals(t *testing.T) {
+	rep := &ServiceReport{Concurrency: 16, Rows: []ServiceRow{{Language: "python", Brig: Phase{Runs: 60, Refused: 11}}}}
+	var buf bytes.Buffer
+	rep.Print(&buf)
+	want := "python brig: 11 requests refused with 429 and retried; its latencies count from the accepted request"
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("got\n%s\nwant it to contain %q", buf.String(), want)
 	}
 }

@@ -84,6 +84,7 @@ func TestResultOfSaysWhatToChange(t *testing.T) {
 	}{
 		{"time, below the most", jail.EndTimeout, "the program ran longer than its time limit of 61 s and was killed", 61, 512, "; timeout_seconds may be raised up to 300 if the program needs longer", "", false},
 		{"time, at the most", jail.EndTimeout, "ran longer", 300, 512, "; 300 s is the most timeout_seconds may be", "raised", false},
+		{"time, short and cold", jail.EndTimeout, "ran longer", 1, 512, "; this run started cold, and its limit counted the interpreter's own start, which takes longer on a busy host; timeout_seconds may be raised", "", false},
 		{"memory, below the most", jail.EndMemory, over, 30, 128, "its files under /tmp, /sandbox and /dev/shm; memory_mib may be raised up to 2048", "", false},
 		{"memory, at the most", jail.EndMemory, over, 30, 2048, "; 2048 MiB is the most memory_mib may be", "raised", false},
 		{"memory short outside the run", jail.EndMemory, "the kernel's OOM killer killed a process of the run while the run was under its memory limit", 30, 128, "", "memory_mib may", true},
@@ -91,7 +92,10 @@ func TestResultOfSaysWhatToChange(t *testing.T) {
 		{"a SIGBUS", jail.EndError, "the program was killed by SIGBUS", 30, 256, "/tmp, /sandbox and /dev/shm share 128 MiB, half of memory_mib", "", false},
 	} {
 		req := api.Request{Language: "python", TimeoutSeconds: &tc.timeout, MemoryMiB: &tc.memory, Network: &api.Network{Mode: api.NetworkNone}}
-		jr := &jail.Result{End: tc.end, Message: tc.message, ShortElsewhere: tc.elsewhere}
+		jr := &jail.Result{End: tc.end, Message: tc.message, ShortElsewhere: tc.elsewhere, Start: jail.StartWarm}
+		if strings.Contains(tc.name, "cold") {
+			jr.Start = jail.StartColdEmpty
+		}
 		if strings.Contains(tc.message, "SIGBUS") {
 			jr.Signal = "SIGBUS"
 		}
