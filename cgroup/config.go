@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
+	"unicode"
 	"time"
 )
 
@@ -133,6 +134,9 @@ func (c Config) validate() error {
 		{filepath.Clean(c.Parent) == c.Parent, fmt.Sprintf("parent %q must be clean", c.Parent)},
 		{c.Parent != "." && c.Parent != ".." && !strings.HasPrefix(c.Parent, "../"),
 			fmt.Sprintf("parent %q must stay below the hierarchy root", c.Parent)},
+		// A line of a state directory's record of parents, and a word of a
+		// log line (the review of 2026-12-06).
+		{strings.IndexFunc(c.Parent, unicode.IsControl) < 0, fmt.Sprintf("parent %q must hold no control character", c.Parent)},
 		{modeKnown, fmt.Sprintf("unknown mode %d", int(c.Mode))},
 	})
 }

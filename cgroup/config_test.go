@@ -75,6 +75,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "parent escapes", cfg: Config{Parent: "../brig"}, wantErr: true},
 		{name: "parent is the root", cfg: Config{Parent: "."}, wantErr: true},
 		{name: "unclean parent", cfg: Config{Parent: "a//b"}, wantErr: true},
+		{name: "parent with a newline", cfg: Config{Parent: "a\nb"}, wantErr: true},
+		{name: "parent with a space", cfg: Config{Parent: "a b"}},
 		{name: "unknown mode", cfg: Config{Mode: Mode(7)}, wantErr: true},
 	}
 	for _, tt := range tests {

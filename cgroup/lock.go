@@ -11,9 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultLockDir holds the lock files of cgroup parents; where it does not
-// exist, os.TempDir() does.
-const DefaultLockDir = "/run/lock"
+// DefaultLockDir holds the lock files of cgroup parents, made by the first
+// lock. It is root's alone, as /run/brig/ids is: in /run/lock, which anyone
+// may write, as until 2026-12-06, another user could hold a parent's lock and
+// so keep brig from starting, or put a symbolic link where root then made a
+// file (the review of 2026-12-06).
+const DefaultLockDir = "/run/brig/locks"
 
 // ErrParentLocked is wrapped by LockParent's error when another process owns
 // the parent.
@@ -41,19 +44,32 @@ func (l *ParentLock) Close() error {
 // Path is the lock file's path.
 func (l *ParentLock) Path() string { return l.files[0].Name() }
 
-// ParentLockPath is the lock file of parent in dir (empty: DefaultLockDir, or
-// os.TempDir() where that does not exist). The parent is escaped as a URL's
-// path segment is, a "/" as %2F, so that no two parents share a file: with a
-// "/" as "_", as before 2026-12-06, a service on "a_b" was refused while one
-// ran on "a/b".
+// ParentLockPath is the lock file of parent in dir (empty: DefaultLockDir).
+// The parent is escaped as a URL's path segment is, a "/" as %2F, so that no
+// two parents share a file: with a "/" as "_", as before 2026-12-06, a service
+// on "a_b" was refused while one ran on "a/b".
 func ParentLockPath(dir, parent string) string {
 	if dir == "" {
 		dir = DefaultLockDir
-		if _, err := os.Stat(dir); err != nil {
-			dir = os.TempDir()
-		}
 	}
 	return filepath.Join(dir, "brig-cgroup-"+url.PathEscape(parent)+".lock")
+}
+
+// lockDir makes dir (0755) where it is missing and refuses one that another
+// user than this process's owns or may write to, whose files that user
+// could hold or replace.
+func lockDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("making the lock folder: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("checking the lock folder: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return fmt.Errorf("the lock folder %s is not a folder of this user's that no one else may write to (uid %d, mode %o): remove it, and brig makes it again", dir, st.Uid, st.Mode&0o7777)
+	}
+	return nil
 }
 
 // LockParent takes, for the life of the returned lock, the lock that makes this
@@ -64,7 +80,7 @@ func ParentLockPath(dir, parent string) string {
 // them: a parent's lock is taken exclusively and each ancestor's shared, so
 // that services on siblings ("brig/a", "brig/b") run side by side, but never
 // one on a parent and another on a group within it. dir holds the lock files;
-// empty means DefaultLockDir, or os.TempDir() where that does not exist. The
+// empty means DefaultLockDir, made where it is missing. The
 // caller keeps the lock until it exits (a lock the GC finalises is released).
 func LockParent(dir, parent string) (*ParentLock, error) {
 	return lockParent(dir, parent, unix.LOCK_EX)
@@ -83,10 +99,16 @@ func lockParent(dir, parent string, mode int) (*ParentLock, error) {
 	if parent == "" {
 		return nil, errors.New("locking the cgroup parent: no parent named")
 	}
+	if dir == "" {
+		dir = DefaultLockDir
+	}
+	if err := lockDir(dir); err != nil {
+		return nil, fmt.Errorf("locking the cgroup parent: %w", err)
+	}
 	l := &ParentLock{}
 	for p := parent; p != "." && p != "/"; p = filepath.Dir(p) {
 		path := ParentLockPath(dir, p)
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
 			l.Close()
 			return nil, fmt.Errorf("opening the lock %s: %w", path, err)

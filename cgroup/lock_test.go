@@ -2,6 +2,8 @@ package cgroup
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -103,5 +105,30 @@ func TestShareParent(t *testing.T) {
 			t.Errorf("sharing %s while a service owns brig-s: got %v, want ErrParentLocked", p, err)
 		}
 		owner.Close()
+	}
+}
+
+// TestLockFolderIsTheOwners: a lock is not taken in a folder others may write
+// to, and a lock file that is a symbolic link is not followed (the review of
+// 2026-12-06: in /run/lock, another user held brig's locks and made root
+// create a file where a link of theirs led).
+func TestLockFolderIsTheOwners(t *testing.T) {
+	open := t.TempDir()
+	if err := os.Chmod(open, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LockParent(open, "brig-t"); err == nil || errors.Is(err, ErrParentLocked) {
+		t.Errorf("a lock in a folder anyone may write to: got %v, want it refused", err)
+	}
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "made-by-the-lock")
+	if err := os.Symlink(target, ParentLockPath(dir, "brig-t")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ShareParent(dir, "brig-t"); err == nil {
+		t.Error("a lock file that is a symbolic link: got the lock, want an error")
+	}
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the link's target: got %v, want nothing made", err)
 	}
 }

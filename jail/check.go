@@ -333,6 +333,24 @@ func CheckCgroups(parent string) []Check {
 				Hint: "run brig check again with the parent you choose"},
 			Check{Name: "cgroup parent", Detail: foreign.Error(), Hint: "choose another --cgroup-parent (sandbox.cgroup_parent), one no other software uses"})
 	}
+	// Nor is a parent a running service owns, or a group within one (the
+	// review of 2026-12-06: New made brig/sub in a live service's parent,
+	// which refused its own restart after a crash); the service checked its
+	// controllers when it started.
+	lock, err := cgroup.ShareParent("", parent)
+	switch {
+	case errors.Is(err, cgroup.ErrParentLocked):
+		return append(out,
+			Check{Name: "cgroup controllers", OK: true, Detail: fmt.Sprintf("not checked under %q: a running brig serve owns it or a group above it, and checked them when it started", parent)},
+			Check{Name: "cgroup parent", OK: true, Detail: fmt.Sprintf("%q is a running service's", parent)})
+	case err != nil:
+		hint := "see the error"
+		if errors.Is(err, fs.ErrPermission) {
+			hint = "run it as root"
+		}
+		return append(out, Check{Name: "cgroup parent", Detail: err.Error(), Hint: hint})
+	}
+	defer lock.Close()
 	cg, err := cgroup.New(cgroup.Config{Parent: parent, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		hint := "brig needs the " + strings.Join(requiredControllers, ", ") + " controllers"
@@ -347,13 +365,10 @@ func CheckCgroups(parent string) []Check {
 	have := cg.Controllers()
 	limits := cg.CanLimit(cgroup.Limits{MemoryBytes: 1, Pids: 1, CPUs: 1})
 	// A check leaves no parent behind that it made: the sandboxed runs that
-	// follow make it again, and remove it after. Not one a running service
-	// owns, whose lock it can't share, even when no run is in it (the review
-	// of 2026-12-06 found an idle service's parent removed).
-	if lock, err := cgroup.ShareParent("", parent); err == nil {
-		cg.RemoveParentIfEmpty()
-		lock.Close()
-	}
+	// follow make it again, and remove it after. (Not one a running service
+	// owns, above: the review of 2026-12-06 found an idle service's parent
+	// removed.)
+	cg.RemoveParentIfEmpty()
 	var names, missing []string
 	for n, ok := range have {
 		if ok {

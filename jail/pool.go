@@ -647,7 +647,7 @@ func ForeignGroups(parent string) error {
 	if procs > 0 {
 		what = append(what, fmt.Sprintf("%d processes of its own", procs))
 	}
-	return fmt.Errorf("the cgroup parent %q holds %s: brig owns its parent, sweeps every group in it at its start and removes it when it stops, which would kill those processes; give a parent of brig's own (--cgroup-parent, sandbox.cgroup_parent)", parent, strings.Join(what, " and "))
+	return fmt.Errorf("the cgroup parent %q holds %s: brig takes its parent as its own, sweeps the groups in it and removes it when done, which would kill those processes; give a parent of brig's own (--cgroup-parent, sandbox.cgroup_parent)", parent, strings.Join(what, " and "))
 }
 
 // LeftoverOfDeadProcess reports whether a group named name under a parent that

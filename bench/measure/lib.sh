@@ -17,7 +17,7 @@ wait_serving() {
 # next one on its cgroup parent (cgroup.ParentLockPath), once no service holds
 # it, as the Go tests and the clients' harnesses do.
 remove_parent_lock() {
-  local f=/run/lock/brig-cgroup-$1.lock
+  local f=/run/brig/locks/brig-cgroup-$1.lock
   [ -e "$f" ] && flock -n "$f" rm -f "$f" || true
 }
 

@@ -23,4 +23,4 @@ ok = [r for r in rs if r['outcome'] == 'succeeded' and r['stdout'] == '204800\n'
 d = sorted(r['timing']['total_ms'] - r['usage']['wall_ms'] for r in rs)
 print(len(rs), 'runs', len(ok), 'ok; total-wall ms p50', d[len(d)//2], 'max', d[-1], '; outcomes', sorted(set((r['outcome'], r.get('reason','')) for r in rs)))
 PY
-kill -TERM $SV; wait $SV; kill $WEB; rm -rf $D; f=/run/lock/brig-cgroup-brig-netend.lock; [ -e $f ] && flock -n $f rm -f $f
+kill -TERM $SV; wait $SV; kill $WEB; rm -rf $D; f=/run/brig/locks/brig-cgroup-brig-netend.lock; [ -e $f ] && flock -n $f rm -f $f

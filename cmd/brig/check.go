@@ -290,7 +290,7 @@ func smokeRuns(ctx context.Context, lc launcherConfig) []jail.Check {
 	if errors.Is(err, cgroup.ErrParentLocked) && lc.CgroupParent != localParent {
 		// A running service owns --cgroup-parent: its sweep or its stop
 		// would kill these runs, which go beside local runs instead.
-		under = fmt.Sprintf(" (under %s: a service owns %s)", localParent, lc.CgroupParent)
+		under = fmt.Sprintf(" (under %s: a running service owns %s or a group above it)", localParent, lc.CgroupParent)
 		lc.CgroupParent = localParent
 		sb, err = newSandbox(lc, nil, false, discard)
 	}

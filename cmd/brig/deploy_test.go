@@ -24,6 +24,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/internal/testutil"
+	"github.com/brig-sandbox/brig/jail"
 )
 
 const kubeDir = "../../deploy/kubernetes"
@@ -246,7 +247,6 @@ func TestKubernetesManifests(t *testing.T) {
 		{"socket directory", filepath.Dir(sc.Socket)},
 		{"state directory", sc.StateDir},
 		{"cgroup tree", cgroup.DefaultMountRoot},
-		{"cgroup-parent lock directory", cgroup.DefaultLockDir},
 	} {
 		vol, ok := mounts[tc.dir]
 		if !ok {
@@ -255,6 +255,13 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 		if hostPaths[vol] != tc.dir {
 			t.Errorf("the %s %s is volume %q, host path %q; want the node's %s", tc.name, tc.dir, vol, hostPaths[vol], tc.dir)
+		}
+	}
+	// The cgroup parents' and the ids' locks are the node's, which a brig
+	// installed with systemd on it takes too: in the socket directory's volume.
+	for _, dir := range []string{cgroup.DefaultLockDir, jail.IDLockDir} {
+		if filepath.Dir(dir) != filepath.Dir(sc.Socket) {
+			t.Errorf("the lock folder %s is not in the socket directory %s, the node's", dir, filepath.Dir(sc.Socket))
 		}
 	}
 	if mounts["/etc/brig/brig.toml"] != "config" {

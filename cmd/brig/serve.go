@@ -1003,8 +1003,8 @@ func sweepEarlierParents(stateDir, parent string, log *slog.Logger) {
 		log.Warn("reading the cgroup parents an earlier service recorded", "err", err)
 	}
 	keep := []string{parent}
-	for _, earlier := range strings.Fields(string(b)) {
-		if slices.Contains(keep, earlier) || strings.HasPrefix(parent, earlier+"/") || strings.HasPrefix(earlier, parent+"/") {
+	for _, earlier := range strings.Split(string(b), "\n") {
+		if earlier == "" || slices.Contains(keep, earlier) || strings.HasPrefix(parent, earlier+"/") || strings.HasPrefix(earlier, parent+"/") {
 			continue // the same, or parent's lock and sweep are its
 		}
 		if held := sweepEarlierParent(earlier, log); held {
@@ -1042,8 +1042,12 @@ func sweepEarlierParent(earlier string, log *slog.Logger) (held bool) {
 		return false
 	}
 	lock, err := cgroup.LockParent("", earlier)
-	if err != nil {
+	if errors.Is(err, cgroup.ErrParentLocked) {
 		log.Info("leaving what a crash left in this state directory's earlier cgroup parent while another process uses it; the next start tries again", "earlier_parent", earlier, "err", err)
+		return true
+	}
+	if err != nil {
+		log.Warn("leaving what a crash left in this state directory's earlier cgroup parent; the next start tries again", "earlier_parent", earlier, "err", err)
 		return true
 	}
 	defer lock.Close()

@@ -1006,7 +1006,7 @@ func TestServeSweepsItsEarlierParent(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.CheckLeaks(t, cliServeParent)
 	defer os.Remove(cgroup.ParentLockPath("", cliServeParent))
-	const earlier, idle = "brig-test-earlier-parent", "brig-test-earlier-idle"
+	const earlier, idle = "brig-test-earlier parent", "brig-test-earlier-idle" // a space: the record is read by lines
 	defer os.Remove(cgroup.ParentLockPath("", earlier))
 	dirsOf := func(parent string) []string {
 		var dirs []string

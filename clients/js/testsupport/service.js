@@ -69,7 +69,7 @@ export async function startService({ cgroupParent, extraArgs = [] }) {
   // The service leaves its cgroup parent's lock file (cgroup.ParentLockPath)
   // for the next service on that parent; the tests remove it once it exited.
   const removeLock = () => {
-    const lockDir = fs.existsSync('/run/lock') ? '/run/lock' : os.tmpdir();
+    const lockDir = '/run/brig/locks';
     fs.rmSync(path.join(lockDir, `brig-cgroup-${cgroupParent.replaceAll('/', '%2F')}.lock`), { force: true });
   };
 

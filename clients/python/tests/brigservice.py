@@ -110,7 +110,7 @@ class Service:
         # cgroup.ParentLockPath) for the next service on that parent; the
         # tests remove it once the service has exited.
         if self.proc is not None and self.proc.poll() is not None:
-            lock_dir = "/run/lock" if os.path.isdir("/run/lock") else tempfile.gettempdir()
+            lock_dir = "/run/brig/locks"
             try:
                 os.remove(os.path.join(lock_dir, "brig-cgroup-%s.lock" % CGROUP_PARENT.replace("/", "%2F")))
             except FileNotFoundError:
