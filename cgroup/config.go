@@ -6,8 +6,8 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
-	"unicode"
 	"time"
+	"unicode"
 )
 
 // Defaults, in one place.
