@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -648,6 +649,50 @@ func ForeignGroups(parent string) error {
 		what = append(what, fmt.Sprintf("%d processes of its own", procs))
 	}
 	return fmt.Errorf("the cgroup parent %q holds %s: brig takes its parent as its own, sweeps the groups in it and removes it when done, which would kill those processes; give a parent of brig's own (--cgroup-parent, sandbox.cgroup_parent)", parent, strings.Join(what, " and "))
+}
+
+// OthersSandboxes is the refusal of a cgroup parent where a brig process other
+// than this one has sandboxes alive, in a level above the parent, or also in
+// the parent itself with withParent (the service, which sweeps it), or nil:
+// the other's stop, or this one's start, would kill the runs of the one
+// inside. The parents' locks keep brig processes of one version apart; this
+// also does for an older brig, whose locks were elsewhere (the upgrade probe
+// of 2026-12-06 saw each kill the other's runs). A sandbox is a run group
+// whose maker is alive and which holds a process, as a pooled sandbox does, so
+// a crash's leftovers and a pid used again by another program don't count.
+// It only reads.
+func OthersSandboxes(parent string, withParent bool) error {
+	var levels []string
+	if withParent {
+		levels = append(levels, parent)
+	}
+	for p := filepath.Dir(parent); p != "." && p != "/"; p = filepath.Dir(p) {
+		levels = append(levels, p)
+	}
+	for _, level := range levels {
+		dirs, err := cgroup.ParentDirs(cgroup.Config{Parent: level})
+		if err != nil {
+			return nil // New says what is wrong
+		}
+		for _, d := range dirs {
+			ents, _ := os.ReadDir(d)
+			for _, e := range ents {
+				m := runGroupName.FindStringSubmatch(e.Name())
+				if m == nil || !e.IsDir() {
+					continue
+				}
+				pid, err := strconv.Atoi(m[1])
+				if err != nil || pid == os.Getpid() || unix.Kill(pid, 0) == unix.ESRCH {
+					continue
+				}
+				if b, _ := os.ReadFile(filepath.Join(d, e.Name(), "cgroup.procs")); len(strings.Fields(string(b))) == 0 {
+					continue
+				}
+				return fmt.Errorf("a brig process (pid %d) runs sandboxes in the cgroup parent %q (group %s): its start or stop would kill this one's runs, or this one's its; stop it first (an older brig's lock is elsewhere: before 2026-12-06, /run/lock), or give this one another --cgroup-parent", pid, level, e.Name())
+			}
+		}
+	}
+	return nil
 }
 
 // LeftoverOfDeadProcess reports whether a group named name under a parent that

@@ -252,6 +252,13 @@ func newSandbox(lc launcherConfig, p rootfs.Provider, sweep bool, log *slog.Logg
 	if err := jail.ForeignGroups(lc.CgroupParent); err != nil {
 		return nil, err
 	}
+	// Nor beside another brig's live sandboxes that no lock of this one's
+	// sees (an older brig's): in the parent, which the service sweeps, or
+	// above it, whose owner's stop sweeps the parent. Local verbs share
+	// their parent with each other.
+	if err := jail.OthersSandboxes(lc.CgroupParent, sweep); err != nil {
+		return nil, err
+	}
 	cg, err := cgroup.New(cgroup.Config{Parent: lc.CgroupParent, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("opening cgroups: %w (Hint: run `brig check`)", err)

@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -293,6 +294,51 @@ func TestLocalVerbsLeaveAForeignParent(t *testing.T) {
 	}
 	if !strings.Contains(out, "a running brig serve owns it or a group above it") {
 		t.Errorf("check of a group within a service's parent: got\n%s\nwant the controllers not checked, saying why", out)
+	}
+}
+
+// TestOlderBrigsSandboxesRefused: a brig whose lock this one can't see (an
+// older one's was in /run/lock) but whose sandboxes live in the parent, or
+// above it, is not swept: a service refuses the parent, and a local run a
+// group within it (the upgrade probe of 2026-12-06: each killed the other's
+// runs). Its group here is a sleep's, named as an older brig of that pid
+// would name it.
+func TestOlderBrigsSandboxesRefused(t *testing.T) {
+	testutil.RequireRoot(t)
+	const parent = cliCgroupParent + "-older"
+	older := exec.Command("sleep", "60")
+	if err := older.Start(); err != nil {
+		t.Fatal(err)
+	}
+	group := filepath.Join("/sys/fs/cgroup/memory", parent, fmt.Sprintf("run-%d-1", older.Process.Pid))
+	defer func() {
+		older.Process.Kill()
+		older.Wait()
+		os.Remove(group)
+		os.Remove(filepath.Dir(group))
+		os.Remove(cgroup.ParentLockPath("", parent))
+		os.Remove(cgroup.ParentLockPath("", parent+"/x"))
+	}()
+	if err := os.MkdirAll(group, 0o755); err != nil {
+		t.Skipf("no v1 memory hierarchy to make the older brig's group in: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(group, "cgroup.procs"), []byte(strconv.Itoa(older.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	_, stderr, code := brigWithin(t, 20*time.Second, "serve", "--socket", filepath.Join(state, "brig.sock"), "--state-dir", state, "--cgroup-parent", parent, "--pool", "0")
+	want := fmt.Sprintf("a brig process (pid %d) runs sandboxes in the cgroup parent %q", older.Process.Pid, parent)
+	if code == 0 || !strings.Contains(stderr, want) {
+		t.Errorf("serve beside an older brig's sandboxes: exit %d, %q; want it refused with %q", code, stderr, want)
+	}
+	prog := filepath.Join(t.TempDir(), "p.py")
+	os.WriteFile(prog, []byte("print(1)\n"), 0o644)
+	out, stderr, code := brig(t, "", "run", "--local", "--state-dir", t.TempDir(), "--cgroup-parent", parent+"/x", "-l", "python", prog)
+	if code == 0 || out != "" || !strings.Contains(stderr, want) {
+		t.Errorf("run --local within an older brig's parent: exit %d, %q %q; want it refused with %q", code, out, stderr, want)
+	}
+	if err := older.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the older brig's sandbox: %v, want it alive", err)
 	}
 }
 
