@@ -638,6 +638,11 @@ func ForeignGroups(parent string) error {
 	if len(groups) == 0 && procs == 0 {
 		return nil
 	}
+	if procs == 0 && !slices.ContainsFunc(groups, func(g string) bool { return !crashLevel(dirs, g) }) {
+		// brig's own: a nested parent's level (the upgrade probe of
+		// 2026-12-06 read "did not make" of one).
+		return fmt.Errorf("the cgroup parent %q holds %s, which hold nothing but empty run groups: the level of a nested cgroup parent that a crash of a brig service left; remove them with rmdir, deepest first, or give another parent (--cgroup-parent, sandbox.cgroup_parent)", parent, strings.Join(groups, ", "))
+	}
 	var what []string
 	if len(groups) > 0 {
 		if len(groups) > 5 {
@@ -649,6 +654,45 @@ func ForeignGroups(parent string) error {
 		what = append(what, fmt.Sprintf("%d processes of its own", procs))
 	}
 	return fmt.Errorf("the cgroup parent %q holds %s: brig takes its parent as its own, sweeps the groups in it and removes it when done, which would kill those processes; give a parent of brig's own (--cgroup-parent, sandbox.cgroup_parent)", parent, strings.Join(what, " and "))
+}
+
+// crashLevel reports whether the group name in the parent at dirs holds
+// nothing but empty run groups and levels of them, in every hierarchy, and
+// one run group at least: what a crashed service on a nested parent (name/x)
+// leaves.
+func crashLevel(dirs []string, name string) bool {
+	var runs int
+	for _, d := range dirs {
+		n, ok := crashTree(filepath.Join(d, name))
+		if !ok {
+			return false
+		}
+		runs += n
+	}
+	return runs > 0
+}
+
+// crashTree counts the run groups in dir's tree, and reports whether it holds
+// no process and no other leaf. A dir that does not exist holds nothing.
+func crashTree(dir string) (runs int, ok bool) {
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err != nil && !os.IsNotExist(err) || len(strings.TrimSpace(string(b))) > 0 {
+		return 0, false
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		n, ok := crashTree(filepath.Join(dir, e.Name()))
+		if !ok || !IsRunGroup(e.Name()) && n == 0 {
+			return 0, false
+		}
+		runs += n
+		if IsRunGroup(e.Name()) {
+			runs++
+		}
+	}
+	return runs, true
 }
 
 // OthersSandboxes is the refusal of a cgroup parent where a brig process other
