@@ -3,9 +3,12 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -66,8 +69,11 @@ func lockDir(dir string) error {
 	if err := unix.Lstat(dir, &st); err != nil {
 		return fmt.Errorf("checking the lock folder: %w", err)
 	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Uid == 0 && os.Geteuid() != 0 && st.Mode&0o022 == 0 {
+		return fmt.Errorf("the lock folder %s is root's: run brig as root: %w", dir, fs.ErrPermission)
+	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
-		return fmt.Errorf("the lock folder %s is not a folder of this user's that no one else may write to (uid %d, mode %o): remove it, and brig makes it again", dir, st.Uid, st.Mode&0o7777)
+		return fmt.Errorf("the lock folder %s is not a folder of this user's that no one else may write to (uid %d, mode %o): remove it once no brig process runs, and brig makes it again", dir, st.Uid, st.Mode&0o7777)
 	}
 	return nil
 }
@@ -130,4 +136,33 @@ func lockParent(dir, parent string, mode int) (*ParentLock, error) {
 		mode = unix.LOCK_SH
 	}
 	return l, nil
+}
+
+// ParentHeld reports whether a process other than this one holds the lock of
+// parent in dir (empty: DefaultLockDir), shared or not, as /proc/locks lists
+// it: a brig process of this build that owns or shares that parent. A holder
+// in another pid namespace counts too (its pid reads 0 there).
+func ParentHeld(dir, parent string) bool {
+	var st unix.Stat_t
+	if err := unix.Stat(ParentLockPath(dir, parent), &st); err != nil {
+		return false
+	}
+	key := fmt.Sprintf("%02x:%02x:%d", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)), st.Ino)
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return false
+	}
+	self := strconv.Itoa(os.Getpid())
+	for _, line := range strings.Split(string(b), "\n") {
+		// "1: FLOCK  ADVISORY  WRITE 9149 fe:00:761862 0 EOF"; a waiter's
+		// line has "->" after its number.
+		f := strings.Fields(line)
+		if len(f) > 1 && f[1] == "->" {
+			f = append(f[:1], f[2:]...)
+		}
+		if len(f) >= 6 && f[1] == "FLOCK" && f[5] == key && f[4] != self {
+			return true
+		}
+	}
+	return false
 }

@@ -3,8 +3,10 @@ package cgroup
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestLockParent: a parent has one owner at a time, and its lock is free again
@@ -130,5 +132,35 @@ func TestLockFolderIsTheOwners(t *testing.T) {
 	}
 	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the link's target: got %v, want nothing made", err)
+	}
+}
+
+// TestParentHeld: a parent's lock another process holds, shared or not, is
+// seen in /proc/locks; this process's own is not another's.
+func TestParentHeld(t *testing.T) {
+	dir := t.TempDir()
+	own, err := LockParent(dir, "brig-h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ParentHeld(dir, "brig-h") {
+		t.Error("this process's own lock: got held by another, want not")
+	}
+	own.Close()
+	if ParentHeld(dir, "brig-none") {
+		t.Error("a parent never locked: got held, want not")
+	}
+	other := exec.Command("flock", "-s", ParentLockPath(dir, "brig-h"), "sleep", "30")
+	if err := other.Start(); err != nil {
+		t.Skipf("no flock(1) to hold a lock from another process: %v", err)
+	}
+	defer func() {
+		other.Process.Kill()
+		other.Wait()
+	}()
+	for deadline := time.Now().Add(5 * time.Second); !ParentHeld(dir, "brig-h"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a lock another process holds: not seen within 5 s")
+		}
 	}
 }

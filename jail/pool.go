@@ -643,12 +643,22 @@ func ForeignGroups(parent string) error {
 		// 2026-12-06 read "did not make" of one).
 		return fmt.Errorf("the cgroup parent %q holds %s, which hold nothing but empty run groups: the level of a nested cgroup parent that a crash of a brig service left; remove them with rmdir, deepest first, or give another parent (--cgroup-parent, sandbox.cgroup_parent)", parent, strings.Join(groups, ", "))
 	}
-	var what []string
-	if len(groups) > 0 {
-		if len(groups) > 5 {
-			groups = append(groups[:5], "...")
+	// The parents of brig processes that run on groups within (their locks
+	// held) are named as theirs (the third review: "did not make").
+	held := slices.DeleteFunc(slices.Clone(groups), func(g string) bool { return !cgroup.ParentHeld("", parent+"/"+g) })
+	groups = slices.DeleteFunc(groups, func(g string) bool { return slices.Contains(held, g) })
+	list := func(names []string) string {
+		if len(names) > 5 {
+			names = append(names[:5:5], "...")
 		}
-		what = append(what, fmt.Sprintf("groups brig did not make (%s)", strings.Join(groups, ", ")))
+		return strings.Join(names, ", ")
+	}
+	var what []string
+	if len(held) > 0 {
+		what = append(what, fmt.Sprintf("the cgroup parents of running brig processes (%s)", list(held)))
+	}
+	if len(groups) > 0 {
+		what = append(what, fmt.Sprintf("groups brig did not make (%s)", list(groups)))
 	}
 	if procs > 0 {
 		what = append(what, fmt.Sprintf("%d processes of its own", procs))
@@ -699,20 +709,26 @@ func crashTree(dir string) (runs int, ok bool) {
 // than this one has sandboxes alive, in a level above the parent, or also in
 // the parent itself with withParent (the service, which sweeps it), or nil:
 // the other's stop, or this one's start, would kill the runs of the one
-// inside. The parents' locks keep brig processes of one version apart; this
-// also does for an older brig, whose locks were elsewhere (the upgrade probe
-// of 2026-12-06 saw each kill the other's runs). A sandbox is a run group
-// whose maker is alive and which holds a process, as a pooled sandbox does, so
-// a crash's leftovers and a pid used again by another program don't count.
-// It only reads.
+// inside. The parents' locks keep brig processes of this build apart, so a
+// level whose lock another process holds is theirs to mediate (a brig run
+// --local above a service's parent); this is for an older brig, whose locks
+// were elsewhere (the upgrade probe of 2026-12-06 saw each kill the other's
+// runs). A sandbox is a run group that holds a process, as a pooled sandbox
+// does (pids.current, cgroup.events: counted in every pid namespace), whose
+// maker lives where this process sees every pid: a crash's leftovers are
+// empty, each init having a parent-death signal, and a pid used again by
+// another program then holds no such group. It only reads.
 func OthersSandboxes(parent string, withParent bool) error {
 	var levels []string
 	if withParent {
 		levels = append(levels, parent)
 	}
 	for p := filepath.Dir(parent); p != "." && p != "/"; p = filepath.Dir(p) {
-		levels = append(levels, p)
+		if !cgroup.ParentHeld("", p) {
+			levels = append(levels, p)
+		}
 	}
+	allPIDs := initialPIDNamespace()
 	for _, level := range levels {
 		dirs, err := cgroup.ParentDirs(cgroup.Config{Parent: level})
 		if err != nil {
@@ -726,10 +742,7 @@ func OthersSandboxes(parent string, withParent bool) error {
 					continue
 				}
 				pid, err := strconv.Atoi(m[1])
-				if err != nil || pid == os.Getpid() || unix.Kill(pid, 0) == unix.ESRCH {
-					continue
-				}
-				if b, _ := os.ReadFile(filepath.Join(d, e.Name(), "cgroup.procs")); len(strings.Fields(string(b))) == 0 {
+				if err != nil || pid == os.Getpid() || allPIDs && unix.Kill(pid, 0) == unix.ESRCH || !populated(filepath.Join(d, e.Name())) {
 					continue
 				}
 				return fmt.Errorf("a brig process (pid %d) runs sandboxes in the cgroup parent %q (group %s): its start or stop would kill this one's runs, or this one's its; stop it first (an older brig's lock is elsewhere: before 2026-12-06, /run/lock), or give this one another --cgroup-parent", pid, level, e.Name())
@@ -737,6 +750,34 @@ func OthersSandboxes(parent string, withParent bool) error {
 		}
 	}
 	return nil
+}
+
+// populated reports whether the group at dir holds a process, in any pid
+// namespace: v1's cgroup.procs leaves out the pids its reader can't see.
+func populated(dir string) bool {
+	if b, err := os.ReadFile(filepath.Join(dir, "pids.current")); err == nil {
+		return strings.TrimSpace(string(b)) != "0"
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.events")); err == nil {
+		return strings.Contains(string(b), "populated 1")
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	return len(strings.TrimSpace(string(b))) > 0
+}
+
+// initialPIDNamespace reports whether this process sees every pid: its
+// NSpid line names one pid (a container's pid namespace adds one a level).
+func initialPIDNamespace() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			return len(strings.Fields(rest)) == 1
+		}
+	}
+	return true // a kernel without NSpid has no nested namespace to tell
 }
 
 // LeftoverOfDeadProcess reports whether a group named name under a parent that

@@ -310,20 +310,28 @@ func TestOlderBrigsSandboxesRefused(t *testing.T) {
 	if err := older.Start(); err != nil {
 		t.Fatal(err)
 	}
-	group := filepath.Join("/sys/fs/cgroup/memory", parent, fmt.Sprintf("run-%d-1", older.Process.Pid))
+	name := fmt.Sprintf("run-%d-1", older.Process.Pid)
+	var groups []string
+	for _, h := range []string{"memory", "pids"} {
+		groups = append(groups, filepath.Join("/sys/fs/cgroup", h, parent, name))
+	}
 	defer func() {
 		older.Process.Kill()
 		older.Wait()
-		os.Remove(group)
-		os.Remove(filepath.Dir(group))
+		for _, g := range groups {
+			os.Remove(g)
+			os.Remove(filepath.Dir(g))
+		}
 		os.Remove(cgroup.ParentLockPath("", parent))
 		os.Remove(cgroup.ParentLockPath("", parent+"/x"))
 	}()
-	if err := os.MkdirAll(group, 0o755); err != nil {
-		t.Skipf("no v1 memory hierarchy to make the older brig's group in: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(group, "cgroup.procs"), []byte(strconv.Itoa(older.Process.Pid)), 0); err != nil {
-		t.Fatal(err)
+	for _, g := range groups {
+		if err := os.MkdirAll(g, 0o755); err != nil {
+			t.Skipf("no v1 %s hierarchy to make the older brig's group in: %v", filepath.Base(filepath.Dir(filepath.Dir(g))), err)
+		}
+		if err := os.WriteFile(filepath.Join(g, "cgroup.procs"), []byte(strconv.Itoa(older.Process.Pid)), 0); err != nil {
+			t.Fatal(err)
+		}
 	}
 	state := t.TempDir()
 	_, stderr, code := brigWithin(t, 20*time.Second, "serve", "--socket", filepath.Join(state, "brig.sock"), "--state-dir", state, "--cgroup-parent", parent, "--pool", "0")
@@ -339,6 +347,56 @@ func TestOlderBrigsSandboxesRefused(t *testing.T) {
 	}
 	if err := older.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("the older brig's sandbox: %v, want it alive", err)
+	}
+	// Where a brig of this build holds the level above (a brig run --local
+	// there), its lock keeps the two apart: a run within is not refused
+	// (the third review found it refused).
+	local, err := cgroup.ShareParent("", parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.Command("flock", "-s", cgroup.ParentLockPath("", parent), "sleep", "30")
+	local.Close()
+	if err := holder.Start(); err != nil {
+		t.Skipf("no flock(1) to hold the level's lock from another process: %v", err)
+	}
+	defer func() {
+		holder.Process.Kill()
+		holder.Wait()
+	}()
+	for deadline := time.Now().Add(5 * time.Second); !cgroup.ParentHeld("", parent); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the level's lock: not held within 5 s")
+		}
+	}
+	out, stderr, code = brig(t, "", "run", "--local", "--state-dir", t.TempDir(), "--cgroup-parent", parent+"/x", "-l", "python", prog)
+	if code != 0 || out != "1\n" {
+		t.Errorf("run --local within a level a brig of this build holds: exit %d, %q %q; want it run", code, out, stderr)
+	}
+	// A check of a parent that holds another brig's parent names it as a
+	// running brig's, not as a group brig did not make.
+	svc := filepath.Join("/sys/fs/cgroup/memory", parent, "svc")
+	if err := os.Mkdir(svc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(svc)
+	defer os.Remove(cgroup.ParentLockPath("", parent+"/svc"))
+	service := exec.Command("flock", "-x", cgroup.ParentLockPath("", parent+"/svc"), "sleep", "30")
+	if err := service.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		service.Process.Kill()
+		service.Wait()
+	}()
+	for deadline := time.Now().Add(5 * time.Second); !cgroup.ParentHeld("", parent+"/svc"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the service's lock: not held within 5 s")
+		}
+	}
+	out, _, _ = brig(t, "", "check", "--no-resolve", "--state-dir", t.TempDir(), "--cgroup-parent", parent)
+	if !strings.Contains(out, "holds the cgroup parents of running brig processes (svc)") || strings.Contains(out, "did not make") {
+		t.Errorf("check of a parent that holds a running brig's: got\n%s\nwant svc named as a running brig's parent", out)
 	}
 }
 
