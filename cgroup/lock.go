@@ -141,16 +141,50 @@ func lockParent(dir, parent string, mode int) (*ParentLock, error) {
 // ParentHeld reports whether a process other than this one holds the lock of
 // parent in dir (empty: DefaultLockDir), shared or not, as /proc/locks lists
 // it: a brig process of this build that owns or shares that parent. A holder
-// in another pid namespace counts too (its pid reads 0 there).
+// that this process's /proc does not show (in a pid namespace it can't see,
+// as a container's own /proc can't see the host's) does not count.
 func ParentHeld(dir, parent string) bool {
+	write, read := lockHolders(ParentLockPath(dir, parent))
+	return write || read
+}
+
+// legacyLockDir is where brig kept the parents' locks before 2026-12-06, a
+// "/" of the parent's as "_".
+const legacyLockDir = "/run/lock"
+
+// OlderOwner is the refusal, wrapping ErrParentLocked, of parent where an
+// older brig service (before 2026-12-06, whose locks were in /run/lock, which
+// this build's do not see) owns it or a group above it, or also, for a service
+// (owner), holds parent's lock at all (a service on a group within it, whose
+// parent this one's start would sweep): each would kill the other's runs (the
+// upgrade probe of 2026-12-06). Only a file of root's counts, since anyone may
+// make one in /run/lock and hold it; and only a holder this process's /proc
+// shows.
+func OlderOwner(parent string, owner bool) error {
+	for p := parent; p != "." && p != "/"; p = filepath.Dir(p) {
+		path := filepath.Join(legacyLockDir, "brig-cgroup-"+strings.ReplaceAll(p, "/", "_")+".lock")
+		var st unix.Stat_t
+		if err := unix.Lstat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != 0 {
+			continue
+		}
+		if write, read := lockHolders(path); write || owner && read && p == parent {
+			return fmt.Errorf("%w: an older brig serve (before 2026-12-06) uses the cgroup parent %q (its lock %s, which this brig's in %s do not see): stop it first", ErrParentLocked, p, path, DefaultLockDir)
+		}
+	}
+	return nil
+}
+
+// lockHolders says whether a process other than this one holds path's flock
+// exclusively (write) or shared (read), from /proc/locks.
+func lockHolders(path string) (write, read bool) {
 	var st unix.Stat_t
-	if err := unix.Stat(ParentLockPath(dir, parent), &st); err != nil {
-		return false
+	if err := unix.Stat(path, &st); err != nil {
+		return false, false
 	}
 	key := fmt.Sprintf("%02x:%02x:%d", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)), st.Ino)
 	b, err := os.ReadFile("/proc/locks")
 	if err != nil {
-		return false
+		return false, false
 	}
 	self := strconv.Itoa(os.Getpid())
 	for _, line := range strings.Split(string(b), "\n") {
@@ -161,8 +195,9 @@ func ParentHeld(dir, parent string) bool {
 			f = append(f[:1], f[2:]...)
 		}
 		if len(f) >= 6 && f[1] == "FLOCK" && f[5] == key && f[4] != self {
-			return true
+			write = write || f[3] == "WRITE"
+			read = read || f[3] == "READ"
 		}
 	}
-	return false
+	return write, read
 }

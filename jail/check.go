@@ -337,7 +337,11 @@ func CheckCgroups(parent string) []Check {
 	// review of 2026-12-06: New made brig/sub in a live service's parent,
 	// which refused its own restart after a crash); the service checked its
 	// controllers when it started.
-	lock, err := cgroup.ShareParent("", parent)
+	var lock *cgroup.ParentLock
+	err = cgroup.OlderOwner(parent, false)
+	if err == nil {
+		lock, err = cgroup.ShareParent("", parent)
+	}
 	switch {
 	case errors.Is(err, cgroup.ErrParentLocked):
 		return append(out,

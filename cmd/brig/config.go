@@ -252,11 +252,8 @@ func newSandbox(lc launcherConfig, p rootfs.Provider, sweep bool, log *slog.Logg
 	if err := jail.ForeignGroups(lc.CgroupParent); err != nil {
 		return nil, err
 	}
-	// Nor beside another brig's live sandboxes that no lock of this one's
-	// sees (an older brig's): in the parent, which the service sweeps, or
-	// above it, whose owner's stop sweeps the parent. Local verbs share
-	// their parent with each other.
-	if err := jail.OthersSandboxes(lc.CgroupParent, sweep); err != nil {
+	// Nor beside an older brig service, whose locks this one's do not see.
+	if err := cgroup.OlderOwner(lc.CgroupParent, sweep); err != nil {
 		return nil, err
 	}
 	cg, err := cgroup.New(cgroup.Config{Parent: lc.CgroupParent, Logger: log})

@@ -15,7 +15,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -297,47 +296,57 @@ func TestLocalVerbsLeaveAForeignParent(t *testing.T) {
 	}
 }
 
-// TestOlderBrigsSandboxesRefused: a brig whose lock this one can't see (an
-// older one's was in /run/lock) but whose sandboxes live in the parent, or
-// above it, is not swept: a service refuses the parent, and a local run a
-// group within it (the upgrade probe of 2026-12-06: each killed the other's
-// runs). Its group here is a sleep's, named as an older brig of that pid
-// would name it.
-func TestOlderBrigsSandboxesRefused(t *testing.T) {
+// TestOlderBrigsLockRefused: a service or a local run is refused on a parent
+// an older brig service owns (its lock, before 2026-12-06, was in /run/lock,
+// with "/" as "_"), or a group within it, which no lock of this build's would
+// see (the upgrade probe of 2026-12-06 saw each kill the other's runs); a file
+// there that is not root's counts for nothing, since anyone may make one. A
+// check of a parent that holds a running brig's parent names it so.
+func TestOlderBrigsLockRefused(t *testing.T) {
 	testutil.RequireRoot(t)
 	const parent = cliCgroupParent + "-older"
-	older := exec.Command("sleep", "60")
-	if err := older.Start(); err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("run-%d-1", older.Process.Pid)
-	var groups []string
-	for _, h := range []string{"memory", "pids"} {
-		groups = append(groups, filepath.Join("/sys/fs/cgroup", h, parent, name))
+	legacy := "/run/lock/brig-cgroup-" + parent + ".lock"
+	if err := os.WriteFile(legacy, nil, 0o600); err != nil {
+		t.Skipf("no /run/lock to make an older brig's lock in: %v", err)
 	}
 	defer func() {
-		older.Process.Kill()
-		older.Wait()
-		for _, g := range groups {
-			os.Remove(g)
-			os.Remove(filepath.Dir(g))
+		os.Remove(legacy)
+		for _, h := range []string{"memory", "pids", "cpu", "unified"} {
+			os.Remove(filepath.Join("/sys/fs/cgroup", h, parent, "svc"))
+			os.Remove(filepath.Join("/sys/fs/cgroup", h, parent))
 		}
-		os.Remove(cgroup.ParentLockPath("", parent))
-		os.Remove(cgroup.ParentLockPath("", parent+"/x"))
+		for _, p := range []string{parent, parent + "/x", parent + "/svc"} {
+			os.Remove(cgroup.ParentLockPath("", p))
+		}
 	}()
-	for _, g := range groups {
-		if err := os.MkdirAll(g, 0o755); err != nil {
-			t.Skipf("no v1 %s hierarchy to make the older brig's group in: %v", filepath.Base(filepath.Dir(filepath.Dir(g))), err)
+	hold := func(mode, path string) func() {
+		t.Helper()
+		cmd := exec.Command("flock", mode, path, "sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Skipf("no flock(1) to hold a lock from another process: %v", err)
 		}
-		if err := os.WriteFile(filepath.Join(g, "cgroup.procs"), []byte(strconv.Itoa(older.Process.Pid)), 0); err != nil {
-			t.Fatal(err)
+		var st syscall.Stat_t
+		syscall.Stat(path, &st)
+		key := fmt.Sprintf(":%d ", st.Ino)
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if b, _ := os.ReadFile("/proc/locks"); strings.Contains(string(b), key) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not held within 5 s", path)
+			}
+		}
+		return func() {
+			cmd.Process.Kill()
+			cmd.Wait()
 		}
 	}
+	release := hold("-x", legacy)
 	state := t.TempDir()
 	_, stderr, code := brigWithin(t, 20*time.Second, "serve", "--socket", filepath.Join(state, "brig.sock"), "--state-dir", state, "--cgroup-parent", parent, "--pool", "0")
-	want := fmt.Sprintf("a brig process (pid %d) runs sandboxes in the cgroup parent %q", older.Process.Pid, parent)
+	want := fmt.Sprintf("an older brig serve (before 2026-12-06) uses the cgroup parent %q", parent)
 	if code == 0 || !strings.Contains(stderr, want) {
-		t.Errorf("serve beside an older brig's sandboxes: exit %d, %q; want it refused with %q", code, stderr, want)
+		t.Errorf("serve on an older brig's parent: exit %d, %q; want it refused with %q", code, stderr, want)
 	}
 	prog := filepath.Join(t.TempDir(), "p.py")
 	os.WriteFile(prog, []byte("print(1)\n"), 0o644)
@@ -345,55 +354,28 @@ func TestOlderBrigsSandboxesRefused(t *testing.T) {
 	if code == 0 || out != "" || !strings.Contains(stderr, want) {
 		t.Errorf("run --local within an older brig's parent: exit %d, %q %q; want it refused with %q", code, out, stderr, want)
 	}
-	if err := older.Process.Signal(syscall.Signal(0)); err != nil {
-		t.Errorf("the older brig's sandbox: %v, want it alive", err)
-	}
-	// Where a brig of this build holds the level above (a brig run --local
-	// there), its lock keeps the two apart: a run within is not refused
-	// (the third review found it refused).
-	local, err := cgroup.ShareParent("", parent)
-	if err != nil {
+	release()
+	// Another user's file, held: nothing of brig's.
+	if err := os.Chown(legacy, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	holder := exec.Command("flock", "-s", cgroup.ParentLockPath("", parent), "sleep", "30")
-	local.Close()
-	if err := holder.Start(); err != nil {
-		t.Skipf("no flock(1) to hold the level's lock from another process: %v", err)
-	}
-	defer func() {
-		holder.Process.Kill()
-		holder.Wait()
-	}()
-	for deadline := time.Now().Add(5 * time.Second); !cgroup.ParentHeld("", parent); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the level's lock: not held within 5 s")
-		}
-	}
+	release = hold("-x", legacy)
 	out, stderr, code = brig(t, "", "run", "--local", "--state-dir", t.TempDir(), "--cgroup-parent", parent+"/x", "-l", "python", prog)
+	release()
 	if code != 0 || out != "1\n" {
-		t.Errorf("run --local within a level a brig of this build holds: exit %d, %q %q; want it run", code, out, stderr)
+		t.Errorf("run --local beside another user's lock file in /run/lock: exit %d, %q %q; want it run", code, out, stderr)
 	}
-	// A check of a parent that holds another brig's parent names it as a
-	// running brig's, not as a group brig did not make.
+	// A check of a parent that holds a running brig's parent names it so,
+	// not as a group brig did not make.
 	svc := filepath.Join("/sys/fs/cgroup/memory", parent, "svc")
-	if err := os.Mkdir(svc, 0o755); err != nil {
+	if err := os.MkdirAll(svc, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	defer os.Remove(svc)
-	defer os.Remove(cgroup.ParentLockPath("", parent+"/svc"))
-	service := exec.Command("flock", "-x", cgroup.ParentLockPath("", parent+"/svc"), "sleep", "30")
-	if err := service.Start(); err != nil {
+	if err := os.WriteFile(cgroup.ParentLockPath("", parent+"/svc"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		service.Process.Kill()
-		service.Wait()
-	}()
-	for deadline := time.Now().Add(5 * time.Second); !cgroup.ParentHeld("", parent+"/svc"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the service's lock: not held within 5 s")
-		}
-	}
+	release = hold("-x", cgroup.ParentLockPath("", parent+"/svc"))
+	defer release()
 	out, _, _ = brig(t, "", "check", "--no-resolve", "--state-dir", t.TempDir(), "--cgroup-parent", parent)
 	if !strings.Contains(out, "holds the cgroup parents of running brig processes (svc)") || strings.Contains(out, "did not make") {
 		t.Errorf("check of a parent that holds a running brig's: got\n%s\nwant svc named as a running brig's parent", out)
