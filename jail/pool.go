@@ -638,15 +638,15 @@ func ForeignGroups(parent string) error {
 	if len(groups) == 0 && procs == 0 {
 		return nil
 	}
-	if procs == 0 && !slices.ContainsFunc(groups, func(g string) bool { return !crashLevel(dirs, g) }) {
-		// brig's own: a nested parent's level (the upgrade probe of
-		// 2026-12-06 read "did not make" of one).
-		return fmt.Errorf("the cgroup parent %q holds %s, which hold nothing but empty run groups: the level of a nested cgroup parent that a crash of a brig service left; remove them with rmdir, deepest first, or give another parent (--cgroup-parent, sandbox.cgroup_parent)", parent, strings.Join(groups, ", "))
-	}
 	// The parents of brig processes that run on groups within (their locks
 	// held) are named as theirs (the third review: "did not make").
 	held := slices.DeleteFunc(slices.Clone(groups), func(g string) bool { return !cgroup.ParentHeld("", parent+"/"+g) })
 	groups = slices.DeleteFunc(groups, func(g string) bool { return slices.Contains(held, g) })
+	if procs == 0 && len(held) == 0 && !slices.ContainsFunc(groups, func(g string) bool { return !crashLevel(dirs, g) }) {
+		// brig's own: a nested parent's level (the upgrade probe of
+		// 2026-12-06 read "did not make" of one).
+		return fmt.Errorf("the cgroup parent %q holds %s, which hold nothing but empty run groups: the level of a nested cgroup parent that a crash of a brig service left; remove them with rmdir, deepest first, or give another parent (--cgroup-parent, sandbox.cgroup_parent)", parent, strings.Join(groups, ", "))
+	}
 	list := func(names []string) string {
 		if len(names) > 5 {
 			names = append(names[:5:5], "...")
