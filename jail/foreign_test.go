@@ -41,4 +41,15 @@ func TestCrashLevel(t *testing.T) {
 	if crashLevel(dirs, "a") {
 		t.Error("another program's group beside: got a crash's level, want not")
 	}
+	// A level without a run group and without a process may be one too:
+	// ForeignGroups says so, as a maybe (the fourth review).
+	if !idleLevel(dirs, "a") {
+		t.Error("a level with no process: got not idle, want idle")
+	}
+	if err := os.WriteFile(filepath.Join(one, "a", "theirs", "cgroup.procs"), []byte("88\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if idleLevel(dirs, "a") {
+		t.Error("a level with a process deep in it: got idle, want not")
+	}
 }

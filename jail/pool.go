@@ -663,7 +663,13 @@ func ForeignGroups(parent string) error {
 	if procs > 0 {
 		what = append(what, fmt.Sprintf("%d processes of its own", procs))
 	}
-	return fmt.Errorf("the cgroup parent %q holds %s: brig takes its parent as its own, sweeps the groups in it and removes it when done, which would kill those processes; give a parent of brig's own (--cgroup-parent, sandbox.cgroup_parent)", parent, strings.Join(what, " and "))
+	idle := ""
+	if procs == 0 && len(held) == 0 && !slices.ContainsFunc(groups, func(g string) bool { return !idleLevel(dirs, g) }) {
+		// A crash of a service on a group within, before it made a run
+		// group, leaves such a level too (the fourth review).
+		idle = "; they hold no process: if a crash of a brig service on a group within left them, remove them with rmdir, deepest first"
+	}
+	return fmt.Errorf("the cgroup parent %q holds %s: brig takes its parent as its own, sweeps the groups in it and removes it when done, which would kill those processes; give a parent of brig's own (--cgroup-parent, sandbox.cgroup_parent)%s", parent, strings.Join(what, " and "), idle)
 }
 
 // crashLevel reports whether the group name in the parent at dirs holds
@@ -703,6 +709,20 @@ func crashTree(dir string) (runs int, ok bool) {
 		}
 	}
 	return runs, true
+}
+
+// idleLevel reports whether the group name in the parent at dirs holds no
+// process, in any hierarchy, at any depth.
+func idleLevel(dirs []string, name string) bool {
+	var idle func(dir string) bool
+	idle = func(dir string) bool {
+		if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err != nil && !os.IsNotExist(err) || len(strings.TrimSpace(string(b))) > 0 {
+			return false
+		}
+		ents, _ := os.ReadDir(dir)
+		return !slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.IsDir() && !idle(filepath.Join(dir, e.Name())) })
+	}
+	return !slices.ContainsFunc(dirs, func(d string) bool { return !idle(filepath.Join(d, name)) })
 }
 
 // LeftoverOfDeadProcess reports whether a group named name under a parent that
