@@ -26,6 +26,9 @@ func TestCrashLevel(t *testing.T) {
 		t.Error("a level without a run group: got a crash's level, want not")
 	}
 	mk(one, "a", "x", "run-12-1")
+	if !crashLevel(dirs, "a") {
+		t.Error("levels of empty run groups in one hierarchy, missing in another (cpuacct, which a hybrid group leaves out): got not a crash's level, want one")
+	}
 	mk(two, "a", "x", "run-12-2")
 	if !crashLevel(dirs, "a") {
 		t.Error("levels of empty run groups: got not a crash's level, want one")

@@ -677,52 +677,52 @@ func ForeignGroups(parent string) error {
 // one run group at least: what a crashed service on a nested parent (name/x)
 // leaves.
 func crashLevel(dirs []string, name string) bool {
-	var runs int
-	for _, d := range dirs {
-		n, ok := crashTree(filepath.Join(d, name))
-		if !ok {
-			return false
-		}
-		runs += n
-	}
-	return runs > 0
-}
-
-// crashTree counts the run groups in dir's tree, and reports whether it holds
-// no process and no other leaf. A dir that does not exist holds nothing.
-func crashTree(dir string) (runs int, ok bool) {
-	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err != nil && !os.IsNotExist(err) || len(strings.TrimSpace(string(b))) > 0 {
-		return 0, false
-	}
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if !e.IsDir() {
-			continue
-		}
-		n, ok := crashTree(filepath.Join(dir, e.Name()))
-		if !ok || !IsRunGroup(e.Name()) && n == 0 {
-			return 0, false
-		}
-		runs += n
-		if IsRunGroup(e.Name()) {
-			runs++
-		}
-	}
-	return runs, true
+	runs, other, idle := levelOf(dirs, name)
+	return idle && !other && runs > 0
 }
 
 // idleLevel reports whether the group name in the parent at dirs holds no
 // process, in any hierarchy, at any depth.
 func idleLevel(dirs []string, name string) bool {
-	var idle func(dir string) bool
-	idle = func(dir string) bool {
+	_, _, idle := levelOf(dirs, name)
+	return idle
+}
+
+// levelOf walks the group name in the parent at dirs, in every hierarchy: the
+// run groups in its trees, whether a leaf is another group than a run group,
+// and whether no group holds a process. A tree that does not exist holds
+// nothing.
+func levelOf(dirs []string, name string) (runs int, other, idle bool) {
+	var walk func(dir string) bool
+	walk = func(dir string) bool {
+		if _, err := os.Lstat(dir); os.IsNotExist(err) {
+			return true // not in this hierarchy
+		}
 		if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err != nil && !os.IsNotExist(err) || len(strings.TrimSpace(string(b))) > 0 {
 			return false
 		}
 		ents, _ := os.ReadDir(dir)
-		return !slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.IsDir() && !idle(filepath.Join(dir, e.Name())) })
+		leaf := true
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			leaf = false
+			if IsRunGroup(e.Name()) {
+				runs++
+			}
+			if !walk(filepath.Join(dir, e.Name())) {
+				return false
+			}
+		}
+		other = other || leaf && !IsRunGroup(filepath.Base(dir))
+		return true
 	}
-	return !slices.ContainsFunc(dirs, func(d string) bool { return !idle(filepath.Join(d, name)) })
+	idle = true
+	for _, d := range dirs {
+		idle = idle && walk(filepath.Join(d, name))
+	}
+	return runs, other, idle
 }
 
 // LeftoverOfDeadProcess reports whether a group named name under a parent that
