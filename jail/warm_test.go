@@ -852,8 +852,14 @@ func TestWarmMaxAge(t *testing.T) {
 		// The process's start, in clock ticks since boot, against the uptime.
 		rootfs.Python: "import os\nprint(float(open('/proc/uptime').read().split()[0]) - int(open('/proc/self/stat').read().rsplit(')', 1)[1].split()[19]) / os.sysconf('SC_CLK_TCK'))",
 	} {
-		waitWarm(t, l)
-		res := run(t, l, lang, code)
+		// A sandbox waitWarm saw may pass its age before the run takes it,
+		// on a loaded machine, and a JavaScript run then goes cold (a CI run
+		// of 2026-12-06): up to three tries for a warm one.
+		var res *Result
+		for try := 0; try < 3 && (res == nil || res.Start != StartWarm); try++ {
+			waitWarm(t, l)
+			res = run(t, l, lang, code)
+		}
 		age, err := strconv.ParseFloat(strings.TrimSpace(res.Stdout), 64)
 		if res.Start != StartWarm || err != nil || age >= maxAge.Seconds() {
 			t.Errorf("%s after an idle spell: start %s, interpreter's age %q s (stderr %q); want warm and under %s", lang, res.Start, res.Stdout, res.Stderr, maxAge)
