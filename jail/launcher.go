@@ -785,6 +785,16 @@ func (l *Launcher) Run(ctx context.Context, spec Spec) (*Result, error) {
 			attached[k] = v
 		}
 	}
+	if ctx.Err() != nil {
+		// Stopped before the init has the run: its program never starts,
+		// and nothing killed it (the limits probe of 2026-12-06 found
+		// SIGKILL on a run stopped as it was accepted, with no started
+		// event).
+		res.Message = "the run was stopped before its program started; the program did not run"
+		res.End = EndStopped
+		res.Timing.TotalMS = api.Millis(time.Since(begin))
+		return res, nil
+	}
 	rs := runSpecOf(spec, root, attached)
 	// The kernel's record of the program's exit is awaited before the program
 	// gets its run, so that no exit goes unheard.

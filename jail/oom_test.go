@@ -115,6 +115,7 @@ func TestClassifyOOM(t *testing.T) {
 		{"the init was OOM-killed", ending{started: true, lost: true}, oomKill, EndMemory, "none", "SIGKILL"},
 		{"the deadline came first", ending{started: true, timedOut: true}, oomKill, EndTimeout, "none", "SIGKILL"},
 		{"a stop came first", ending{started: true, stopped: true}, oomKill, EndStopped, "none", "SIGKILL"},
+		{"a stop before the init said the program started", ending{stopped: true}, cgroup.Usage{}, EndStopped, "none", "SIGKILL"},
 		{"no OOM kill, exit 0", ending{started: true, exited: true, ws: exited0}, cgroup.Usage{}, EndCompleted, "0", ""},
 		{"no OOM kill, killed by a signal", ending{started: true, exited: true, ws: killedBy9}, cgroup.Usage{}, EndError, "none", "SIGKILL"},
 	}
@@ -126,6 +127,9 @@ func TestClassifyOOM(t *testing.T) {
 			if res.End != tt.wantReason || exitCode(res) != tt.wantCode || res.Signal != tt.wantSignal {
 				t.Errorf("got reason %q exit code %s signal %q, want %q %s %q (message %q)",
 					res.End, exitCode(res), res.Signal, tt.wantReason, tt.wantCode, tt.wantSignal, res.Message)
+			}
+			if tt.e.stopped && !tt.e.started && !strings.Contains(res.Message, "as its program was being started") {
+				t.Errorf("message: got %q, want it to say the program was being started", res.Message)
 			}
 			if tt.wantReason == EndMemory && (res.ShortElsewhere || !strings.Contains(res.Message, "went over its memory limit of 256 MiB")) {
 				t.Errorf("message: got %q, want it to name the 256 MiB limit", res.Message)

@@ -385,7 +385,8 @@ func (l *Launcher) supervise(ctx context.Context, spec Spec, s *slot, ready bool
 //   - the program's exit: none for 0, else error.
 //
 // exit_code and signal are the program's own, as observed: a program that exited
-// before the run was stopped keeps its code; one the stop killed has SIGKILL.
+// before the run was stopped keeps its code; one the stop killed has SIGKILL;
+// one stopped before its init had the run (Run) has neither.
 func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec) {
 	res.Started = e.started
 	oom := e.oomKilled || usage.OOMKills > 0
@@ -402,6 +403,14 @@ func (l *Launcher) classify(res *Result, e ending, usage cgroup.Usage, spec Spec
 		res.Signal = "SIGKILL"
 		res.Message = fmt.Sprintf("the program ran longer than its time limit of %s and was killed", seconds(spec.Timeout))
 		res.End = EndTimeout
+	case e.stopped && !e.started:
+		// The init had the run, but had not said it started the program,
+		// which it says after the exec or hand-over: it may have, for as
+		// long as that took. (A stop before the init had the run is Run's:
+		// the program did not run.)
+		res.Signal = "SIGKILL"
+		res.Message = "the run was stopped as its program was being started"
+		res.End = EndStopped
 	case e.stopped:
 		res.Signal = "SIGKILL"
 		res.Message = "the run was stopped before the program ended"
