@@ -62,7 +62,7 @@ var warmPassTests = []string{
 	"TestForkAndThreadBombs", "TestBackgroundChildrenDoNotOutliveRun", "TestOrphansAreReaped",
 	"TestProgramDiesOfItsOwnSignal", "TestKillEverythingFromInside", "TestProgramSignalDispositions", "TestSignalsToInit",
 	// lifecycle_test.go
-	"TestCloseWaitsForRunsAndRefusesNew", "TestProgramRunsAtNormalPriority", "TestProgramTimerSlack",
+	"TestCloseWaitsForRunsAndRefusesNew", "TestProgramRunsAtNormalPriority", "TestProgramTimerSlack", "TestStopBeforeTheRunIsSent",
 	// output_test.go
 	"TestOutputCapsInRun", "TestInvalidUTF8InRun", "TestOnStdoutStreams", "TestOutcomesInRun",
 	"TestOutputCapsDoNotBlock",

@@ -1069,3 +1069,44 @@ func TestSetPipeSize(t *testing.T) {
 		t.Fatalf("wrote %d of %d bytes with no reader: %v", k, n, err)
 	}
 }
+
+// TestZygoteCapabilities: a zygote holds root's capabilities that its
+// children's steps before their own user namespace need (pid1.ZygoteCaps), no
+// more (the escape probe of 2026-12-06 found all of root's), and its warm
+// runs still work.
+func TestZygoteCapabilities(t *testing.T) {
+	l := newZygoteLauncher(t, nil)
+	warmRun(t, l, "print(1)")
+	capMask := func(pid int, field string) uint64 {
+		t.Helper()
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^` + field + `:\s+([0-9a-f]+)$`).FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("no %s in /proc/%d/status", field, pid)
+		}
+		v, err := strconv.ParseUint(string(m[1]), 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	var keep uint64
+	for _, c := range pid1.ZygoteCaps {
+		keep |= 1 << c
+	}
+	// What this test's process may hold bounds what the zygote can (this
+	// machine's root has no CAP_SYS_RESOURCE).
+	want := keep & capMask(os.Getpid(), "CapBnd")
+	zpid := servingZygote(t, l).cmd.Process.Pid
+	for field, w := range map[string]uint64{"CapBnd": want, "CapPrm": want, "CapEff": want, "CapInh": 0, "CapAmb": 0} {
+		if got := capMask(zpid, field); got != w {
+			t.Errorf("the zygote's %s: got %016x, want %016x", field, got, w)
+		}
+	}
+	if want&(1<<unix.CAP_DAC_OVERRIDE) != 0 || want&(1<<unix.CAP_KILL) != 0 || want&(1<<unix.CAP_NET_ADMIN) != 0 {
+		t.Errorf("the zygote keeps %016x, with a capability it must not hold", want)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,7 +73,34 @@ func dropBoundingSet(*initState) error {
 	if err != nil {
 		return err
 	}
+	return boundTo(last, nil)
+}
+
+// ZygoteCaps are the capabilities a zygote keeps, each for a step of its
+// child's before the child makes its own user namespace, where it has every
+// capability until it drops them: joining the sandbox's namespaces, which
+// the host's user namespace owns, through a pidfd of the sandbox's init, an
+// id of its own (setns: CAP_SYS_ADMIN, CAP_SYS_CHROOT for a mount namespace,
+// and CAP_SYS_PTRACE, since a pidfd's setns asks for ptrace's read access to
+// its process), setting the run's rlimits (CAP_SYS_RESOURCE to
+// raise one above the service's), dropping its groups and taking the run's
+// host uid as the namespace's owner (CAP_SETGID, CAP_SETUID), and the
+// zygote's own pinned memory (CAP_IPC_LOCK, io_uring's registered buffers
+// beyond RLIMIT_MEMLOCK). Every other capability of root's (reading or
+// writing any file, signalling any process, the network's, the kernel's,
+// devices', the clock's) it never holds: the escape probe of 2026-12-06 found a warm
+// program's parent holding all of root's, where a cold one's holds none.
+var ZygoteCaps = []int{unix.CAP_SYS_ADMIN, unix.CAP_SYS_CHROOT, unix.CAP_SYS_PTRACE, unix.CAP_SYS_RESOURCE, unix.CAP_SETGID, unix.CAP_SETUID, unix.CAP_IPC_LOCK}
+
+// boundTo drops every capability up to last but keep from this thread's
+// bounding set and empties its ambient and inheritable sets: a root process
+// exec'd from the thread has the bounding set as its permitted and effective
+// sets.
+func boundTo(last int, keep []int) error {
 	for c := 0; c <= last; c++ {
+		if slices.Contains(keep, c) {
+			continue
+		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
 			return fmt.Errorf("dropping capability %d: %w", c, err)
 		}

@@ -296,6 +296,11 @@ func zygoteInit() int {
 	if err := errors.Join(err1, err2); err != nil || own == parent {
 		return fail("mount namespace", fmt.Errorf("not in a mount namespace of its own (%s, the parent's %s): %v", own, parent, err))
 	}
+	// Read while /proc is the host's, before the root is built.
+	lastCap, err := LastCap()
+	if err != nil {
+		return fail("capabilities", err)
+	}
 	st := &initState{}
 	if err := readPrepare(os.NewFile(SpecFD, "spec"), &st.prep); err != nil {
 		return fail("reading the prepare spec", err)
@@ -308,11 +313,15 @@ func zygoteInit() int {
 			return fail(s.name, err)
 		}
 	}
+	// The zygote is root with the capabilities its children need alone.
+	if err := boundTo(lastCap, ZygoteCaps); err != nil {
+		return fail("capabilities", err)
+	}
 	// The spec and status pipes close on exec: EOF on status says it worked.
 	unix.CloseOnExec(SpecFD)
 	unix.CloseOnExec(StatusFD)
 	resetSignals()
-	err := unix.Exec(st.prep.ZygoteArgv[0], st.prep.ZygoteArgv, st.prep.ZygoteEnv)
+	err = unix.Exec(st.prep.ZygoteArgv[0], st.prep.ZygoteArgv, st.prep.ZygoteEnv)
 	return fail("exec", err)
 }
 
