@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/internal/safedir"
 )
 
 // DefaultLockDir holds the lock files of cgroup parents, made by the first
@@ -72,8 +74,11 @@ func lockDir(dir string) error {
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Uid == 0 && os.Geteuid() != 0 && st.Mode&0o022 == 0 {
 		return fmt.Errorf("the lock folder %s is root's: run brig as root: %w", dir, fs.ErrPermission)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
-		return fmt.Errorf("the lock folder %s is not a folder of this user's that no one else may write to (uid %d, mode %o): remove it once no brig process runs, and brig makes it again", dir, st.Uid, st.Mode&0o7777)
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return fmt.Errorf("the lock folder %s is a symbolic link: remove it once no brig process runs, and brig makes it again", dir)
+	}
+	if err := safedir.Check(dir); err != nil {
+		return fmt.Errorf("the lock folder: %w: remove it once no brig process runs, and brig makes it again", err)
 	}
 	return nil
 }

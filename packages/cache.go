@@ -278,7 +278,7 @@ func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
 			return nil, fmt.Errorf("opening the package cache: %w", err)
 		}
 	}
-	lock, err := os.OpenFile(filepath.Join(cfg.Dir, lockFileName), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o644)
+	lock, err := os.OpenFile(filepath.Join(cfg.Dir, lockFileName), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("opening the package cache: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/internal/safedir"
 )
 
 // The journal keeps every accepted run's record in a bbolt file in the state
@@ -226,6 +227,9 @@ func openJournalLocked(stateDir string, lock io.Closer) (*journal, error) {
 	return j, nil
 }
 
+// StateDirHint says what a state directory must be.
+const StateDirHint = "give --state-dir (state_dir) a folder on a local filesystem that root owns and only root may write (chown root:root DIR; chmod 0755 DIR)"
+
 // LockStateDir takes stateDir's journal lock, making the directory if it is
 // not there, and returns it held, for Config.StateLock: brig serve takes it
 // before it touches the directory, where a second service on one state
@@ -234,8 +238,10 @@ func openJournalLocked(stateDir string, lock io.Closer) (*journal, error) {
 func LockStateDir(stateDir string) (*os.File, error) {
 	// 0755, as the rootfs makes its folders (rootfs's dirMode), which made
 	// a new state directory before this did; the journal's files are 0600.
-	if err := os.MkdirAll(stateDir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the state directory: %w", err)
+	// One another user may write to is refused before any file is made in
+	// it (safedir).
+	if err := safedir.Make(stateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("the state directory: %w: %s", err, StateDirHint)
 	}
 	return lockJournal(stateDir, filepath.Join(stateDir, journalFile))
 }
@@ -244,7 +250,7 @@ func LockStateDir(stateDir string) (*os.File, error) {
 // most, as bbolt waits for its own (a service that is stopping may still hold
 // it). The file is never removed nor replaced.
 func lockJournal(stateDir, path string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(stateDir, journalLockFile), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(filepath.Join(stateDir, journalLockFile), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening the journal's lock: %w", err)
 	}

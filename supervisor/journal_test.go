@@ -1007,6 +1007,33 @@ func TestLockStateDir(t *testing.T) {
 	}
 }
 
+// TestStateDirOthersMayWrite: a state directory another user may write to,
+// sticky or not, is refused before a file is made in it, with what to do (the
+// operator probe of 2026-12-06: another user's link laid in a sticky 1777
+// state directory had root overwrite a file of theirs, and their journal files
+// made first were taken as the service's).
+func TestStateDirOthersMayWrite(t *testing.T) {
+	for _, mode := range []uint32{0o1777, 0o777, 0o775} {
+		dir := filepath.Join(t.TempDir(), "state")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		lock, err := LockStateDir(dir)
+		if err == nil {
+			lock.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("writable by its group or others (mode %o)", mode)) || !strings.Contains(err.Error(), "chmod 0755") {
+			t.Errorf("mode %o: got %v, want it refused with what to do", mode, err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+			t.Errorf("mode %o: the refused directory got %d files, want none", mode, len(ents))
+		}
+	}
+}
+
 // TestJournalRequestKey: a record's request key is read from its first
 // member, as record writes it, and from a record that does not begin so by
 // decoding it whole; a missing one is errNoRecord.

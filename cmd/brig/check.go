@@ -20,6 +20,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/cgroup"
 	"github.com/brig-sandbox/brig/egress"
+	"github.com/brig-sandbox/brig/internal/safedir"
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/packages"
 	"github.com/brig-sandbox/brig/rootfs"
@@ -117,8 +118,8 @@ func checkAction(c *cli.Context) error {
 // checkStateDir says whether brig can keep its state in dir: a folder it can
 // make and write in (the rootfs skeleton, the journal, the package cache).
 func checkStateDir(dir string) jail.Check {
-	ch := jail.Check{Name: "state directory", Hint: "give --state-dir (state_dir) a writable folder on a local filesystem, owned by root"}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	ch := jail.Check{Name: "state directory", Hint: supervisor.StateDirHint}
+	if err := safedir.Make(dir, 0o755); err != nil {
 		ch.Detail = err.Error()
 		return ch
 	}

@@ -1,0 +1,60 @@
+package safedir
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestCheck: a folder of this user's that only it may write passes, through
+// a link too; a sticky world-writable one, a group-writable one, another
+// user's and a file do not.
+func TestCheck(t *testing.T) {
+	base := t.TempDir()
+	mk := func(name string, mode uint32) string {
+		p := filepath.Join(base, name)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Chmod(p, mode); err != nil { // os.Chmod's mode has no 0o1000
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := mk("good", 0o755)
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(good, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{good, link, mk("private", 0o700)} {
+		if err := Check(p); err != nil {
+			t.Errorf("%s: %v, want it to pass", p, err)
+		}
+	}
+	file := filepath.Join(base, "file")
+	os.WriteFile(file, nil, 0o600)
+	cases := map[string]string{
+		mk("sticky", 0o1777): "writable by its group or others (mode 1777)",
+		mk("group", 0o775):   "writable by its group or others (mode 775)",
+		file:                 "is not a folder",
+	}
+	if os.Geteuid() == 0 {
+		other := mk("other", 0o755)
+		if err := os.Chown(other, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		cases[other] = "owned by uid 65534"
+	}
+	for p, want := range cases {
+		if err := Check(p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want an error with %q", p, err, want)
+		}
+	}
+	// Make makes a missing folder, with its parents, that passes.
+	made := filepath.Join(base, "a", "b")
+	if err := Make(made, 0o755); err != nil {
+		t.Errorf("Make: %v", err)
+	}
+}
