@@ -19,6 +19,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/internal/safedir"
@@ -160,6 +161,12 @@ type journal struct {
 	// database's file was there but empty, for the service to log.
 	skipped  int
 	wasEmpty bool
+	// watched is the database's path and the file it named when the service
+	// started (watch), and lost, once that is gone from the path (checkFiles),
+	// why: every record refused from then on, under mu.
+	watched  string
+	dev, ino uint64
+	lost     error
 }
 
 // pendingEntry is one line of the pending file.
@@ -535,6 +542,9 @@ func (j *journal) close() error {
 
 // accept records a run that was just accepted, committed before it returns.
 func (j *journal) accept(k runKey, rec *record) error {
+	if err := j.lostErr(); err != nil {
+		return err
+	}
 	return j.db.Update(func(tx *bolt.Tx) error { return acceptLocked(tx, k, rec) })
 }
 
@@ -549,6 +559,50 @@ func acceptLocked(tx *bolt.Tx, k runKey, rec *record) error {
 type commit struct {
 	done chan struct{}
 	err  error
+}
+
+// watch notes the file the database's path names now, for checkFiles.
+func (j *journal) watch(path string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.watched, j.dev, j.ino = path, st.Dev, st.Ino
+	return nil
+}
+
+// checkFiles returns an error, the first time only, when the database's path
+// no longer names the file the journal writes (watch): the state directory
+// was deleted or replaced under the service, whose records then went to a
+// file no start would read (the operator probe of 2026-12-06: every result
+// lost at the restart, the service's health "ok" throughout). From then on
+// the journal refuses every record (lostErr).
+func (j *journal) checkFiles() error {
+	var st unix.Stat_t
+	err := unix.Stat(j.watched, &st)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.watched == "" || j.lost != nil {
+		return nil
+	}
+	switch {
+	case err != nil:
+		j.lost = fmt.Errorf("the journal %s is gone from the disk (%v): was the state directory deleted? Its results can't be kept: restart the service on a state directory that exists (those it answered since are lost)", j.watched, err)
+	case st.Dev != j.dev || st.Ino != j.ino:
+		j.lost = fmt.Errorf("the journal %s was replaced under the service: was the state directory deleted or moved? Its results can't be kept: restart the service (those it answered since are lost)", j.watched)
+	default:
+		return nil
+	}
+	return j.lost
+}
+
+// lostErr is checkFiles's error, once it has found the journal gone.
+func (j *journal) lostErr() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lost
 }
 
 // acceptSoon records a run that was just accepted in the pending file, in one
@@ -598,6 +652,9 @@ func (j *journal) appendPending(k runKey, rec *record) error {
 	b = append(b, '\n')
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.lost != nil {
+		return j.lost
+	}
 	line := b
 	if j.torn {
 		line = append([]byte{'\n'}, b...)

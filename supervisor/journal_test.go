@@ -23,6 +23,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/brig-sandbox/brig/api"
+	"github.com/brig-sandbox/brig/client"
 	"github.com/brig-sandbox/brig/internal/testutil"
 )
 
@@ -1078,5 +1079,48 @@ func TestJournalDamagedRecord(t *testing.T) {
 	// A retry's read of its key alone, too.
 	if _, err := j.requestKey(k); err == nil || !strings.Contains(err.Error(), "is damaged") {
 		t.Errorf("requestKey: got %v, want the record named as damaged", err)
+	}
+}
+
+// TestJournalLostUnderTheService: once the journal's file is gone from its
+// path (the state directory deleted or moved under the service), the service
+// says so in its health, refuses new runs with a 503 that says what to do
+// instead of answering runs whose results no start will read, and its stop
+// fails (the operator probe of 2026-12-06: every result lost at the restart,
+// the health "ok" and the stop clean).
+func TestJournalLostUnderTheService(t *testing.T) {
+	ts := newTestService(t)
+	ctx := context.Background()
+	ts.mustRun(t, request("python", "print(1)"))
+	path := filepath.Join(ts.state, journalFile)
+	if err := os.Rename(path, path+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h, err := ts.client.Health(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Status == "failing" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the health 10 s after the journal went: %q, want failing", h.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, err := ts.client.Run(ctx, request("python", "print(2)"))
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Status != http.StatusServiceUnavailable || !strings.Contains(ce.API.Message, "gone from the disk") || !strings.Contains(ce.API.Message, "restart the service") {
+		t.Errorf("a run with the journal gone: got %v, want a 503 that says the journal is gone and to restart", err)
+	}
+	if !strings.Contains(ts.logs.String(), "the journal is lost") {
+		t.Errorf("the log does not say the journal is lost")
+	}
+	err = ts.Service.Shutdown(ctx)
+	ts.Service = nil
+	if err == nil || !strings.Contains(err.Error(), "gone from the disk") {
+		t.Errorf("Shutdown: got %v, want it to fail, saying the journal is gone", err)
 	}
 }

@@ -874,6 +874,9 @@ func (s *Service) getHealth(w http.ResponseWriter, r *http.Request) error {
 		status = "draining"
 	}
 	s.mu.Unlock()
+	if s.journal.lostErr() != nil {
+		status = "failing" // the journal is lost: new runs are refused
+	}
 	writeJSON(w, http.StatusOK, api.Health{
 		Status:           status,
 		Languages:        s.host.Languages,

@@ -138,8 +138,8 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 	if !s.allowed(peer{ok: true, uid: 0, gid: 0}) {
 		// Deliberate where only harnesses may run code; a surprise where the
 		// operator meant to add a harness and still use brig run as root.
-		s.log.Info("root may not use the API", "why", "uid 0 and gid 0 are not in allow_uids or allow_gids",
-			"hint", "brig run and curl as root get 403; add 0 to allow_uids to let root in")
+		s.log.Warn("root may not use the API", "why", "uid 0 and gid 0 are not in allow_uids or allow_gids",
+			"hint", "brig run, curl, the Kubernetes probes and metrics bridge as root get 403; add 0 to allow_uids to let root in")
 	}
 	s.metrics = newMetrics(s.adm, cfg.Version)
 	if cfg.Packages.Cache != nil {
@@ -171,6 +171,9 @@ func New(cfg Config, host HostInfo, l Launcher) (_ *Service, retErr error) {
 		s.log.Warn("compacting the journal; it is used as it is", "err", err)
 	} else if after < before {
 		s.log.Info("journal compacted", "bytes_before", before, "bytes_after", after)
+	}
+	if err := j.watch(filepath.Join(cfg.StateDir, journalFile)); err != nil {
+		return nil, fmt.Errorf("the journal: %w", err)
 	}
 	s.server = &http.Server{
 		Handler:           s.routes(),
@@ -301,7 +304,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	}
 	close(s.stopPrune)
 	<-s.pruned
-	return errors.Join(unwritten, s.journal.close())
+	// A journal lost under the service kept none of its results since: the
+	// stop says so and fails.
+	return errors.Join(unwritten, s.journal.lostErr(), s.journal.close())
 }
 
 // connsCloseWait is how long a stop waits for the API's connections to end
@@ -385,6 +390,9 @@ func (s *Service) pruneLoop() {
 			return
 		case <-retry.C:
 			s.commitUnwritten()
+			if err := s.journal.checkFiles(); err != nil {
+				s.log.Error("the journal is lost: refusing new runs (503)", "state_dir", s.cfg.StateDir, "err", err)
+			}
 		case <-t.C:
 			if n, err := s.journal.prune(time.Now().Add(-s.cfg.Retention)); err != nil {
 				s.log.Error("pruning the journal", "err", err)

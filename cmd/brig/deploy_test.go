@@ -368,6 +368,29 @@ func TestKubernetesSocketTools(t *testing.T) {
 	if err := serve.Wait(); err != nil {
 		t.Fatalf("brig serve exited with %v after SIGTERM; it logged:\n%s", err, logs)
 	}
+	// A service that refuses root: alive to the liveness probe (a 403 is a
+	// live brig, which a failure would restart: the operator probe of
+	// 2026-12-06), not ready, and each says why.
+	socket, serve, logs = launchServe(t, "--network-mode", "none", "--allow-uid", "65534")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, err := run("BRIG_SOCKET="+socket, script, "health")
+		if err == nil {
+			if !strings.Contains(out, "keep 0 in allow_uids") {
+				t.Errorf("brigsock.py health against a service that refuses root: got %q, want a word why", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("brigsock.py health against a service that refuses root: got %v: %s, want success; it logged:\n%s", err, out, logs)
+		}
+	}
+	if out, err := run("BRIG_SOCKET="+socket, script, "ready"); err == nil || !strings.Contains(out, "keep 0 in allow_uids") {
+		t.Errorf("brigsock.py ready against a service that refuses root: got %v: %s, want a failure that says why", err, out)
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	if err := serve.Wait(); err != nil {
+		t.Fatalf("brig serve exited with %v after SIGTERM; it logged:\n%s", err, logs)
+	}
 	os.Remove(cgroup.ParentLockPath("", cliServeParent))
 }
 
