@@ -717,6 +717,21 @@ func TestAPIServiceEndpoints(t *testing.T) {
 		if l := find(http.MethodPost, "/v1/runs", http.StatusBadRequest); l != nil && l["error_code"] != api.ErrorInvalidRequest {
 			t.Errorf("got error_code %v for the 400, want %q", l["error_code"], api.ErrorInvalidRequest)
 		}
+		// A POST's line names its run, the one it made or the one its id
+		// conflicts with (the operator probe of 2026-12-06).
+		ts.mustRun(t, request("python", "print(1)", withRunID("logged-1")))
+		if _, err := ts.client.Run(context.Background(), request("python", "print(2)", withRunID("logged-1"))); err == nil {
+			t.Fatal("a second request under the id: got no error, want 409")
+		}
+		named := map[float64]bool{}
+		for _, l := range ts.logs.Lines("request") {
+			if l["method"] == http.MethodPost && l["id"] == "logged-1" {
+				named[l["status"].(float64)] = true
+			}
+		}
+		if !named[http.StatusOK] || !named[http.StatusConflict] {
+			t.Errorf("the POSTs' request lines name the run logged-1 for statuses %v, want 200 and 409", named)
+		}
 	})
 }
 

@@ -292,6 +292,9 @@ func (s *Service) guard(route string, h func(http.ResponseWriter, *http.Request)
 		s.metrics.request(route, rec.statusCode())
 		attrs := []any{logMethod, text.ClipMiddle(r.Method, maxFieldBytes), logPath, text.ClipMiddle(r.URL.Path, maxFieldBytes), logStatus, rec.statusCode(),
 			logDuration, time.Since(begin).Milliseconds(), logPeerUID, p.uid}
+		if rec.runID != "" {
+			attrs = append(attrs, logID, rec.runID)
+		}
 		var ae *apiError
 		if errors.As(err, &ae) {
 			attrs = append(attrs, logErrCode, ae.body.Code, "message", redactUserinfo(ae.body.Message))
@@ -327,6 +330,17 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	// runID is the run a POST /v1/runs named or made (logRun), for its
+	// request line: a 200, 409 or 429 could not be told apart from another's
+	// (the operator probe of 2026-12-06).
+	runID string
+}
+
+// logRun names the run id in w's request line.
+func logRun(w http.ResponseWriter, id string) {
+	if rec, ok := w.(*recorder); ok && id != "" {
+		rec.runID = id
+	}
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -431,9 +445,13 @@ func (s *Service) postRun(w http.ResponseWriter, r *http.Request) error {
 	if aerr != nil {
 		return aerr
 	}
+	logRun(w, req.ID)
 	run, rec, err := s.submit(req, peerOf(r.Context()).uid)
 	if err != nil {
 		return err
+	}
+	if run != nil {
+		logRun(w, run.id)
 	}
 	if wantsStream(r) {
 		return s.stream(w, r, run, rec)

@@ -792,11 +792,20 @@ func (s *Service) finish(r *run, res *api.Result) {
 	if res.ExitCode != nil {
 		exit = *res.ExitCode
 	}
-	s.log.Info("run finished",
-		logID, r.id, logLanguage, res.Language, logOutcome, res.Outcome, logReason, res.Reason,
+	attrs := []any{logID, r.id, logLanguage, res.Language, logOutcome, res.Outcome, logReason, res.Reason,
 		logExitCode, exit, "signal", res.Signal, logNetwork, res.Network.Mode, logPeerUID, r.peerUID, "start_path", r.startPath, "cgroup", r.cgroup,
 		logQueued, res.Timing.QueuedMS, logStart, res.Timing.StartMS, logTotal, res.Timing.TotalMS,
-		logWall, res.Usage.WallMS, logCPU, res.Usage.CPUMS, logPeak, res.Usage.PeakMemoryBytes)
+		logWall, res.Usage.WallMS, logCPU, res.Usage.CPUMS, logPeak, res.Usage.PeakMemoryBytes}
+	level := slog.LevelInfo
+	if res.Reason == api.ReasonInternal {
+		// brig's own failure, not the program's: the operator's to mend, so
+		// the line says it (the operator probe of 2026-12-06 found only
+		// the pool's errors, without the run). Other reasons' messages are
+		// about the program, and stay out of the log with its output.
+		level = slog.LevelWarn
+		attrs = append(attrs, "message", redactUserinfo(res.Message))
+	}
+	s.log.Log(context.Background(), level, "run finished", attrs...)
 }
 
 // keepStatus appends to the pending file the result of rec, which neither its

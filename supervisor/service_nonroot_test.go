@@ -22,6 +22,7 @@ import (
 	"github.com/brig-sandbox/brig/api"
 	"github.com/brig-sandbox/brig/client"
 	"github.com/brig-sandbox/brig/internal/apitest"
+	"github.com/brig-sandbox/brig/internal/testutil"
 	"github.com/brig-sandbox/brig/jail"
 )
 
@@ -210,7 +211,23 @@ func TestFakeOutcomes(t *testing.T) {
 		code := 1
 		return &jail.Result{End: end, ExitCode: &code, Message: "ended " + string(end)}, nil
 	}}
-	fs := newFakeService(t, l, func(c *Config) { c.NetworkModes = api.Strings(api.NetworkModes) })
+	logs := &testutil.LogBuffer{}
+	fs := newFakeService(t, l, func(c *Config) {
+		c.NetworkModes = api.Strings(api.NetworkModes)
+		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	defer func() {
+		// brig's own failures' lines are warnings with their messages (the
+		// operator probe of 2026-12-06 found them at info without one); the
+		// program's keep their messages out of the log.
+		for _, l := range logs.Lines("run finished") {
+			internal := l["reason"] == string(api.ReasonInternal)
+			msg, _ := l["message"].(string)
+			if internal != (l["level"] == "WARN") || internal != (msg != "") || internal && !strings.Contains(msg, "ended internal") && !strings.Contains(msg, "no sandbox today") {
+				t.Errorf("a run finished line: got %v, want a warning with the message for an internal failure alone", l)
+			}
+		}
+	}()
 	for _, tc := range []struct {
 		end     jail.End
 		mode    string
