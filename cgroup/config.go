@@ -162,8 +162,10 @@ func (l Limits) validate() error {
 		{l.MemoryBytes >= 0, fmt.Sprintf("memory %d bytes is negative", l.MemoryBytes)},
 		{l.Pids >= 0, fmt.Sprintf("pids %d is negative", l.Pids)},
 		{!math.IsNaN(l.CPUs) && !math.IsInf(l.CPUs, 0) && l.CPUs >= 0, fmt.Sprintf("cpus %v is not a finite, non-negative number", l.CPUs)},
-		{l.CPUs == 0 || l.cpuQuota() >= minCPUQuota, fmt.Sprintf("cpus %v is below the kernel's minimum quota of %d µs per %d µs", l.CPUs, minCPUQuota, cpuPeriod)},
+		// Before the quota's check: a quota of 1e300 CPUs overflows, and read
+		// as below the minimum (the operator probe of 2026-12-06).
 		{l.CPUs <= 1<<20, fmt.Sprintf("cpus %v is absurdly large", l.CPUs)},
+		{l.CPUs == 0 || l.cpuQuota() >= minCPUQuota, fmt.Sprintf("cpus %v is below the kernel's minimum quota of %d µs per %d µs", l.CPUs, minCPUQuota, cpuPeriod)},
 	})
 }
 

@@ -126,6 +126,7 @@ func TestLimitsValidate(t *testing.T) {
 		name      string
 		limits    Limits
 		wantErr   bool
+		wantMsg   string
 		wantQuota int64
 	}{
 		{name: "none", limits: Limits{}},
@@ -139,6 +140,7 @@ func TestLimitsValidate(t *testing.T) {
 		{name: "negative cpus", limits: Limits{CPUs: -1}, wantErr: true},
 		{name: "NaN cpus", limits: Limits{CPUs: math.NaN()}, wantErr: true},
 		{name: "infinite cpus", limits: Limits{CPUs: math.Inf(1)}, wantErr: true},
+		{name: "absurd cpus", limits: Limits{CPUs: 1e300}, wantErr: true, wantMsg: "absurdly large"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -148,6 +150,9 @@ func TestLimitsValidate(t *testing.T) {
 			}
 			if err != nil && !errors.Is(err, ErrInvalid) {
 				t.Errorf("got %v, want it to wrap ErrInvalid", err)
+			}
+			if err != nil && !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("got %v, want it to say %q", err, tt.wantMsg)
 			}
 			if err == nil && tt.limits.cpuQuota() != tt.wantQuota {
 				t.Errorf("cpuQuota: got %d, want %d", tt.limits.cpuQuota(), tt.wantQuota)

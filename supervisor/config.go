@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"time"
@@ -208,8 +209,10 @@ func (cfg Config) validate() error {
 		ids  []int
 	}{{"admin gid", cfg.AdminGIDs}, {"allowed uid", cfg.AllowUIDs}, {"allowed gid", cfg.AllowGIDs}} {
 		for _, id := range ids.ids {
-			if id < 0 {
-				errs = append(errs, fmt.Errorf("%s %d: give an id, zero or more", ids.what, id))
+			if id < 0 || id > math.MaxUint32-1 {
+				// (uid_t is 32 bits, and -1, its largest, is no id: a
+				// larger one never matches a peer, and was taken.)
+				errs = append(errs, fmt.Errorf("%s %d: give an id from 0 to %d", ids.what, id, uint32(math.MaxUint32-1)))
 			}
 		}
 	}

@@ -34,6 +34,8 @@ func TestConfigValidateNetwork(t *testing.T) {
 		// Peers' ids (not a network setting, but checked by the same validate).
 		{name: "negative allowed uid", cfg: func(c *Config) { c.AllowUIDs = []int{-1} }, wantHint: "allowed uid -1: give an id"},
 		{name: "negative allowed gid", cfg: func(c *Config) { c.AllowGIDs = []int{-5} }, wantHint: "allowed gid -5: give an id"},
+		// uid_t is 32 bits: a larger id never matched a peer (the operator probe).
+		{name: "allowed uid past 32 bits", cfg: func(c *Config) { c.AllowUIDs = []int{1 << 32} }, wantHint: "allowed uid 4294967296: give an id from 0 to 4294967294"},
 		{name: "all four modes", cfg: func(c *Config) { c.NetworkModes = allModes }},
 		{name: "none only", cfg: func(c *Config) { c.NetworkModes = []string{api.NetworkNone} }},
 		{name: "unknown mode", cfg: func(c *Config) { c.NetworkModes = []string{"none", "some"} }, wantHint: `network mode "some": use none, registries, domains or any`},

@@ -171,7 +171,12 @@ type duration time.Duration
 func (d *duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	*d = duration(v)
-	return err
+	if err != nil {
+		// time's own words alone ("missing unit in duration") did not say
+		// what to write (the operator probe of 2026-12-06).
+		return fmt.Errorf("%w: write a duration in quotes with its unit, such as \"30s\", \"5m\" or \"1h\"", err)
+	}
+	return nil
 }
 
 // Defaults of the service; deploy/brig.toml writes each down (a test checks).
@@ -247,7 +252,7 @@ func loadServeConfigKeys(path string) (sc serveConfig, queueTotalGiven bool, err
 		for i, k := range un {
 			keys[i] = k.String()
 		}
-		return sc, false, fmt.Errorf("the config %s has unknown keys: %s (deploy/brig.toml lists the keys)", path, strings.Join(keys, ", "))
+		return sc, false, fmt.Errorf("the config %s has unknown keys: %s%s (deploy/brig.toml lists the keys)", path, strings.Join(keys, ", "), sectionHint(un, reflect.TypeOf(sc)))
 	}
 	if err := checkKeySpelling(md.Keys(), reflect.TypeOf(sc)); err != nil {
 		return sc, false, fmt.Errorf("the config %s: %w (deploy/brig.toml lists the keys)", path, err)
@@ -257,6 +262,34 @@ func loadServeConfigKeys(path string) (sc serveConfig, queueTotalGiven bool, err
 		sc.QueueTotal = queueTotalOf(sc.QueueSize)
 	}
 	return sc, queueTotalGiven, nil
+}
+
+// sectionHint names the table an unknown top-level key belongs in, where one
+// of t's tables has a key of that name ("pool" at the top: "[sandbox]"), as
+// "; pool belongs under [sandbox]".
+func sectionHint(keys []toml.Key, t reflect.Type) string {
+	var hints []string
+	for _, k := range keys {
+		if len(k) != 1 {
+			continue
+		}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			table := strings.Split(f.Tag.Get("toml"), ",")[0]
+			if f.Type.Kind() != reflect.Struct || table == "" {
+				continue
+			}
+			for j := 0; j < f.Type.NumField(); j++ {
+				if strings.Split(f.Type.Field(j).Tag.Get("toml"), ",")[0] == k[0] {
+					hints = append(hints, fmt.Sprintf("%s belongs under [%s]", k[0], table))
+				}
+			}
+		}
+	}
+	if len(hints) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(hints, ", ")
 }
 
 // checkKeySpelling refuses a key of the file that is not spelled as its
@@ -354,6 +387,11 @@ func serveCommand() *cli.Command {
 func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 	if err := checkIDFlags(c); err != nil {
 		return serveConfig{}, err
+	}
+	if c.IsSet("config") && c.String("config") == "" {
+		// An unset variable in a unit's --config "$BRIG_CONFIG" had the
+		// service start on the defaults without a word (the operator probe).
+		return serveConfig{}, errors.New("--config is empty: give the config file's path, or leave --config out for the embedded defaults")
 	}
 	sc, queueTotalGiven, err := loadServeConfigKeys(c.String("config"))
 	if err != nil {

@@ -52,6 +52,7 @@ func TestServeConfigRefusesUnknownKeys(t *testing.T) {
 		{"unknown key", "sockett = \"/x\"\n", "sockett"},
 		{"unknown sandbox key", "[sandbox]\npoool = 3\n", "sandbox.poool"},
 		{"bad duration", "grace = \"soon\"\n", "grace"},
+		{"a duration without its unit", "retention = \"3600\"\n", `write a duration in quotes with its unit, such as "30s"`},
 		{"wrong type", "queue_size = \"many\"\n", "queue_size"},
 		{"unknown egress key", "[egress]\nmax_con = 3\n", "egress.max_con"},
 		{"registries of an unknown language", "[egress.registries]\nruby = []\n", "egress.registries.ruby"},
@@ -62,6 +63,8 @@ func TestServeConfigRefusesUnknownKeys(t *testing.T) {
 		{"a table in capitals", "[SANDBOX]\npool = 2\n", "SANDBOX is spelled sandbox"},
 		{"a key in capitals in a table", "[egress.registries]\nPython = []\n", "egress.registries.Python is spelled egress.registries.python"},
 		{"a top-level key in capitals", "SOCKET_GROUP = \"4321\"\n", "SOCKET_GROUP is spelled socket_group"},
+		// A table's key at the top says where it belongs (the operator probe).
+		{"a sandbox key at the top", "pool = 3\n", "pool belongs under [sandbox]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "brig.toml")
@@ -1418,5 +1421,20 @@ func TestServeStartedHardened(t *testing.T) {
 	}
 	if line := "runs get the service's hard limit"; strings.Count(logs.String(), line) != map[bool]int{true: 0, false: 3}[raises] {
 		t.Errorf("the service's log has %q %d times, want it once a lowered limit where it can't raise them (%v):\n%s", line, strings.Count(logs.String(), line), !raises, logs)
+	}
+}
+
+// TestServeConfigEmptyPath: --config given empty (an unset variable in a
+// unit's command line) is refused, where the service started on the defaults
+// without a word (the operator probe of 2026-12-06).
+func TestServeConfigEmptyPath(t *testing.T) {
+	cmd := serveCommand()
+	cmd.Action = func(c *cli.Context) error {
+		_, err := serveConfigFrom(c)
+		return err
+	}
+	err := (&cli.App{Commands: []*cli.Command{cmd}}).Run([]string{"brig", "serve", "--config", ""})
+	if err == nil || !strings.Contains(err.Error(), "--config is empty") {
+		t.Errorf("got %v, want --config refused as empty", err)
 	}
 }
