@@ -253,7 +253,11 @@ func pythonResolved(set Set, r *driverResult, allowSourceBuilds bool) ([]Resolve
 var (
 	// pipUnavailableRE are pip's error lines that mean a requested package or
 	// version can't be had (pip 22 to 25 words them so).
-	pipUnavailableRE = lazyRegexp(`^ERROR: (Could not find a version that satisfies|No matching distribution found|Cannot install .* because these package versions have conflicting dependencies|\S+ has an invalid wheel|.* is not a wheel: brig installs wheels only|.* trying to install outside the target directory|.*Unknown scheme key used in)`)
+	pipUnavailableRE = lazyRegexp(`^ERROR: (Could not find a version that satisfies|No matching distribution found|Cannot install .* because these package versions have conflicting dependencies|\S+ has an invalid wheel|Wheel '[^']*' located at .* is invalid|.* is not a wheel: brig installs wheels only|.* trying to install outside the target directory|.*Unknown scheme key used in)`)
+	// pipNotZipRE is pip's line for a wheel that is not a zip archive (its
+	// InvalidWheel, since pip 22.1), and the name it was for: the path it
+	// names is the installer's temporary folder's.
+	pipNotZipRE = lazyRegexp(`^ERROR: Wheel '([^']*)' located at .* is invalid\.?$`)
 	// pipOutsideRE is pip's refusal of a wheel with a file whose path leaves
 	// the install's folder ("../x", "/x"), and the request it was for.
 	pipOutsideRE = lazyRegexp(`^ERROR: (?:For req: (\S+?)\. )?The wheel .* trying to install outside the target directory`)
@@ -341,6 +345,12 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 			versions = m[1]
 			// The versions go in the hint, trimmed to the newest.
 			l = strings.TrimSpace(pipVersionsRE().ReplaceAllString(l, ""))
+		}
+		if m := pipNotZipRE().FindStringSubmatch(l); m != nil {
+			// Worded as pip's other invalid wheels are, and answered so
+			// (the probe of pip 23.0 read internal, with the temporary
+			// path).
+			l = m[1] + " has an invalid wheel (not a valid zip archive)"
 		}
 		lines = append(lines, strings.TrimPrefix(l, "ERROR: "))
 	}

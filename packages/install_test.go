@@ -274,6 +274,11 @@ func TestPipError(t *testing.T) {
 		{"invalid wheel", driverResult{Exit: 1,
 			Errors: []string{"ERROR: sneaky has an invalid wheel, .dist-info directory 'evil_dep-1.0.dist-info' does not start with 'sneaky'"}},
 			false, true, []string{"invalid wheel", "ask for another version"}},
+		// pip 23.0's (Debian 12's) words for a wheel that is not a zip
+		// archive, with its temporary path, which the message leaves out.
+		{"a wheel that is no zip archive", driverResult{Exit: 1,
+			Errors: []string{"ERROR: Wheel 'garbage' located at /tmp/layer/.brig-pip-tmp/pip-unpack-3gg_0r7a/garbage-1.0-py3-none-any.whl is invalid."}},
+			false, true, []string{"garbage has an invalid wheel", "not a valid zip archive", "malformed wheel", "ask for another version"}},
 		// The package audit's wheel with "datatrav-1.0.data/scripts/../../x".
 		{"unknown scheme key", driverResult{Exit: 1,
 			Errors: []string{"ERROR: Unknown scheme key used in /tmp/pip-unpack-x1/datatrav-1.0.data: .. (for file 'datatrav-1.0.data/scripts/../../x')"}},
@@ -337,6 +342,12 @@ func TestPipError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := pipError(&tc.r, tc.allowSource)
 			checkInstallError(t, err, tc.unavailable, tc.want)
+			// The installer's temporary folders mean nothing to a run.
+			for _, tmp := range []string{"pip-unpack", pipTmpName} {
+				if strings.Contains(err.Error(), tmp) {
+					t.Errorf("got %q, want no temporary path (%s)", err, tmp)
+				}
+			}
 			var ie *IndexError
 			if got, want := errors.As(err, &ie), tc.name == "index down" || tc.name == "download timed out" || tc.name == "a download cut short"; got != want {
 				t.Errorf("got IndexError %v (%v), want %v", got, err, want)
