@@ -275,6 +275,10 @@ type driverResult struct {
 	// FetchFailures are pip's index pages it could not fetch, and why: a 404
 	// is an unknown project, anything else the index not answering.
 	FetchFailures []string `json:"fetch_failures"`
+	// Discarded are pip's "Discarding <link>: <reason>" lines, the first
+	// few: a candidate it dropped (a wheel whose metadata contradicts its
+	// file name), which its errors then call a version it can't find.
+	Discarded []string `json:"discarded"`
 }
 
 type driverPackage struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -78,6 +79,7 @@ class Tee:
         self.partial = ''
         self.errors = []
         self.warnings = []
+        self.discarded = []
         self.tail = collections.deque(maxlen=20)
 
     def write(self, s):
@@ -92,6 +94,10 @@ class Tee:
                 self.errors.append(line[:2000])
             if line.startswith('WARNING:') and len(self.warnings) < 20:
                 self.warnings.append(line[:2000])
+            if line.startswith('Discarding ') and len(self.discarded) < 10:
+                # A candidate pip dropped, and why (its metadata is not its
+                # file name's), which its errors leave out.
+                self.discarded.append(line[:2000])
             self.tail.append(line[:2000])
         return n
 
@@ -153,7 +159,7 @@ if code == 0:
         packages.append({'name': meta.get('name', ''), 'version': meta.get('version', ''), 'hash': digest,
                          'requires': meta.get('requires_dist') or [], 'extras': item.get('requested_extras') or []})
 
-result = {'runtime': platform.python_version(), 'exit': code, 'packages': packages, 'errors': tee.errors, 'warnings': tee.warnings, 'tail': list(tee.tail), 'fetch_failures': fetch.seen}
+result = {'runtime': platform.python_version(), 'exit': code, 'packages': packages, 'errors': tee.errors, 'warnings': tee.warnings, 'tail': list(tee.tail), 'fetch_failures': fetch.seen, 'discarded': tee.discarded}
 out.write(MARKER + json.dumps(result) + '\n')
 out.flush()
 `
@@ -254,6 +260,14 @@ var (
 	// pipUnavailableRE are pip's error lines that mean a requested package or
 	// version can't be had (pip 22 to 25 words them so).
 	pipUnavailableRE = lazyRegexp(`^ERROR: (Could not find a version that satisfies|No matching distribution found|Cannot install .* because these package versions have conflicting dependencies|\S+ has an invalid wheel|Wheel '[^']*' located at .* is invalid|.* is not a wheel: brig installs wheels only|.* trying to install outside the target directory|.*Unknown scheme key used in)`)
+	// pipDiscardedRE is pip's line (INFO, pip 21 to 25) for a candidate it
+	// dropped, "Discarding <link> (from <index page>) (requires-python:...):
+	// <reason>", the reason its MetadataInconsistent's "Requested x==1.0 from
+	// <link> has inconsistent version: expected '1.0', but metadata has
+	// '2.0'" (or name), or a later pip's MetadataInvalid.
+	pipDiscardedRE = lazyRegexp(`^Discarding (\S+)(?: \([^)]*\))*: (\S.*)$`)
+	// urlRE is a URL in pip's words.
+	urlRE = lazyRegexp(`[A-Za-z][A-Za-z0-9+.-]*://\S+`)
 	// pipNotZipRE is pip's line for a wheel that is not a zip archive (its
 	// InvalidWheel, since pip 22.1), and the name it was for: the path it
 	// names is the installer's temporary folder's.
@@ -262,6 +276,9 @@ var (
 	// the install's folder ("../x", "/x"), and the request it was for.
 	pipOutsideRE = lazyRegexp(`^ERROR: (?:For req: (\S+?)\. )?The wheel .* trying to install outside the target directory`)
 	// pipVersionsRE is the list pip gives after a version it could not find.
+	// pip (23.0 checked) lists yanked versions there and says nowhere which
+	// they are, so the message can't either: a yanked one installs only when
+	// pinned with == or ===.
 	pipVersionsRE = lazyRegexp(`\(from versions: ([^)]*)\)`)
 	// pipPreReleaseRE finds a pre-release or development release in pip's
 	// list of versions (PEP 440's normal forms: 2.1rc1, 1.0a2, 3.0.dev1).
@@ -331,6 +348,7 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 	unavailable := false
 	var lines []string
 	versions := ""
+	discarded := pipDiscarded(append(slices.Clone(r.Discarded), r.Tail...))
 	// pip follows "Could not find a version that satisfies the requirement
 	// x" with "No matching distribution found for x": one says it all.
 	notFound := slices.ContainsFunc(r.Errors, func(l string) bool { return strings.HasPrefix(l, "ERROR: Could not find a version") })
@@ -354,6 +372,10 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		}
 		lines = append(lines, strings.TrimPrefix(l, "ERROR: "))
 	}
+	// pip's errors then call a discarded candidate's version one it could not
+	// find, listed among those available (the probe of 2026-12: a wheel whose
+	// METADATA's version was not its file name's).
+	lines = append(lines, discarded...)
 	if exc := lastException(r.Tail); strings.HasPrefix(exc, "RecursionError") && slices.ContainsFunc(r.Tail, func(l string) bool { return strings.Contains(l, "in makedirs") }) {
 		// pip makes a wheel's folders recursively (os.makedirs), so one that
 		// nests about a thousand deep ends it so: the package's doing.
@@ -428,6 +450,12 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		msg += " No version was found: check the package's name."
 	case strings.Contains(msg, "has an invalid wheel"):
 		msg += " The index serves a malformed wheel for it: ask for another version, or tell the package's maintainers."
+	case len(discarded) > 0:
+		msg += " The index serves a malformed package, which pip does not install: ask for another version, or tell the package's maintainers"
+		if versions != "" {
+			msg += "; versions available: " + newestVersions(versions, 20)
+		}
+		msg += "."
 	case versions != "":
 		msg += " Check the version constraint; versions available: " + newestVersions(versions, 20) + "."
 		if pipPreReleaseRE().MatchString(versions) {
@@ -438,6 +466,43 @@ func pipError(r *driverResult, allowSourceBuilds bool) error {
 		msg += " (Only versions with a wheel for this Python are listed: brig installs wheels only.)"
 	}
 	return &UnavailableError{Message: text.Clip(msg, maxMessage)}
+}
+
+// pipDiscarded is what pip's "Discarding" lines in said say, once each: the
+// file pip discarded, by its name, and why, with every URL in it (the index's
+// host, a mirror's password) given as its file's name too.
+func pipDiscarded(said []string) []string {
+	var out []string
+	for _, l := range said {
+		m := pipDiscardedRE().FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		why := m[2]
+		if _, rest, ok := strings.Cut(why, " has inconsistent "); ok {
+			why = "it has inconsistent " + rest
+		}
+		why = urlRE().ReplaceAllStringFunc(why, urlFileName)
+		s := text.Clip("pip discarded "+urlFileName(m[1])+": "+why, 300)
+		if !slices.Contains(out, s) && len(out) < 3 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// urlFileName is the last part of u's path, unquoted ("x-1.0+cpu-py3-none-
+// any.whl"), without its host, query or fragment.
+func urlFileName(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "a file"
+	}
+	name := path.Base(p.Path)
+	if name == "." || name == "/" {
+		return "a file"
+	}
+	return name
 }
 
 // indexFailures are the index pages pip could not fetch for another reason

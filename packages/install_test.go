@@ -252,6 +252,11 @@ func TestNpmResolved(t *testing.T) {
 	}
 }
 
+// discardedBadver is pip 23.0.1's line for a wheel whose METADATA says
+// version 2.0 and its file name 1.0, as it printed it (its index's host made
+// up).
+const discardedBadver = "Discarding http://pypi.test/files/badver-1.0-py3-none-any.whl#sha256=d1e0bdec74655883d2751613382e550325a3f4a0de7917cbe5ff03e4a9210df6 (from http://pypi.test/simple/badver/): Requested badver==1.0 from http://pypi.test/files/badver-1.0-py3-none-any.whl#sha256=d1e0bdec74655883d2751613382e550325a3f4a0de7917cbe5ff03e4a9210df6 has inconsistent version: expected '1.0', but metadata has '2.0'"
+
 // TestPipError holds pip 23's own wording of each failure.
 func TestPipError(t *testing.T) {
 	for _, tc := range []struct {
@@ -279,6 +284,25 @@ func TestPipError(t *testing.T) {
 		{"a wheel that is no zip archive", driverResult{Exit: 1,
 			Errors: []string{"ERROR: Wheel 'garbage' located at /tmp/layer/.brig-pip-tmp/pip-unpack-3gg_0r7a/garbage-1.0-py3-none-any.whl is invalid."}},
 			false, true, []string{"garbage has an invalid wheel", "not a valid zip archive", "malformed wheel", "ask for another version"}},
+		// pip 23.0's words for a wheel whose METADATA's version is not its
+		// file name's: an INFO line before its errors, which the driver
+		// keeps (Discarded) and the tail may hold too. Its reason is said,
+		// its URLs by their file names.
+		{"a wheel discarded for its metadata", driverResult{Exit: 1,
+			Errors:    []string{"ERROR: Could not find a version that satisfies the requirement badver==1.0 (from versions: 1.0)", "ERROR: No matching distribution found for badver==1.0"},
+			Discarded: []string{discardedBadver}},
+			false, true, []string{"requirement badver==1.0", "pip discarded badver-1.0-py3-none-any.whl: it has inconsistent version: expected '1.0', but metadata has '2.0'", "malformed", "ask for another version", "versions available: 1.0"}},
+		{"a discard in the tail", driverResult{Exit: 1,
+			Errors: []string{"ERROR: Could not find a version that satisfies the requirement badver==1.0 (from versions: 1.0)", "ERROR: No matching distribution found for badver==1.0"},
+			Tail:   []string{"Collecting badver==1.0", "  Downloading http://pypi.test/files/badver-1.0-py3-none-any.whl (916 bytes)", discardedBadver, "ERROR: Could not find a version that satisfies the requirement badver==1.0 (from versions: 1.0)"}},
+			false, true, []string{"pip discarded badver-1.0-py3-none-any.whl: it has inconsistent version: expected '1.0', but metadata has '2.0'", "malformed"}},
+		// The same of a dependency's name (pip's MetadataInconsistent for
+		// "name"), its link with a Requires-Python, its file name
+		// URL-quoted.
+		{"a discarded dependency", driverResult{Exit: 1,
+			Errors:    []string{"ERROR: Could not find a version that satisfies the requirement dep-b>=1 (from needs-new) (from versions: 1.0+cpu)", "ERROR: No matching distribution found for dep-b>=1"},
+			Discarded: []string{"Discarding http://pypi.test/files/dep_b-1.0%2Bcpu-py3-none-any.whl#sha256=ab12 (from http://pypi.test/simple/dep-b/) (requires-python:>=3.8): Requested dep-b>=1 from http://pypi.test/files/dep_b-1.0%2Bcpu-py3-none-any.whl#sha256=ab12 (from needs-new==1.0) has inconsistent name: expected 'dep-b', but metadata has 'dep-c'"}},
+			false, true, []string{"pip discarded dep_b-1.0+cpu-py3-none-any.whl: it has inconsistent name: expected 'dep-b', but metadata has 'dep-c'", "malformed"}},
 		// The package audit's wheel with "datatrav-1.0.data/scripts/../../x".
 		{"unknown scheme key", driverResult{Exit: 1,
 			Errors: []string{"ERROR: Unknown scheme key used in /tmp/pip-unpack-x1/datatrav-1.0.data: .. (for file 'datatrav-1.0.data/scripts/../../x')"}},
@@ -342,6 +366,9 @@ func TestPipError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := pipError(&tc.r, tc.allowSource)
 			checkInstallError(t, err, tc.unavailable, tc.want)
+			if strings.HasPrefix(tc.name, "a disc") && strings.Contains(err.Error(), "pypi.test") {
+				t.Errorf("got %q, want the discarded wheel named by its file, not its URL", err)
+			}
 			// The installer's temporary folders mean nothing to a run.
 			for _, tmp := range []string{"pip-unpack", pipTmpName} {
 				if strings.Contains(err.Error(), tmp) {
