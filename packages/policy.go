@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/brig-sandbox/brig/internal/text"
@@ -374,6 +375,34 @@ func (p PolicyConfig) CheckResolved(language string, pkgs []Resolved) error {
 	return nil
 }
 
+// exactOfLocalBuild returns, for a Python version with a local label
+// ("1.0+cpu") whose public version is one of the reviewed versions, that
+// public version as pip's "===" compares it ("1.0"), and true. The spelling
+// is the installed version's, the index's, since === compares spellings:
+// "1.0.0" is not "1.0" to it.
+func exactOfLocalBuild(language, version string, reviewed []string) (string, bool) {
+	public, _, local := strings.Cut(version, "+")
+	if language != languagePython || !local {
+		return "", false
+	}
+	exact, ok := normalPEP440(public)
+	if !ok || !slices.ContainsFunc(reviewed, func(v string) bool { return samePEP440(v, public) }) {
+		return "", false
+	}
+	return exact, true
+}
+
+// requestedName is the name of the request raw, normalised, with its extras,
+// for advice to request it otherwise: a pin that drops them would install
+// less than was asked for. name when raw does not parse.
+func requestedName(language, raw, name string) string {
+	reqs, err := ParseRequests(language, []string{raw})
+	if err != nil || len(reqs) != 1 || len(reqs[0].Extras) == 0 {
+		return name
+	}
+	return reqs[0].Name + "[" + strings.Join(reqs[0].Extras, ",") + "]"
+}
+
 // requiredOf words what pulled r in: the request it satisfies, or the
 // requests whose dependency it is.
 func requiredOf(r Resolved) string {
@@ -419,12 +448,23 @@ func (p PolicyConfig) checkResolved(language string, r Resolved, name string) er
 		return b
 	}
 	versions, pairs := p.reviewedOf(language, name)
+	exact, local := exactOfLocalBuild(language, r.Version, versions)
 	switch {
+	case local && r.Request != "":
+		// The request pinned a reviewed version with ==, which PEP 440
+		// matches to its local builds, and pip took one, as it will each
+		// time the index has one: only === holds pip to the version
+		// itself.
+		b.Message = fmt.Sprintf("%s is not a reviewed version on this host (reviewed: %s), which installs only reviewed name and version pairs: pip's == matches a version's local builds too (PEP 440) and took %s; request %s, which matches %s alone",
+			what, listEntries(pairs), r.Version, requestedName(language, r.Request, name)+"==="+exact, exact)
+	case local:
+		b.Message = fmt.Sprintf("%s is not a reviewed version on this host (reviewed: %s), which installs only reviewed name and version pairs: add it to the requests as %s (pip's == matches a version's local builds too, PEP 440, and took %s), or %s whose dependencies are reviewed",
+			what, listEntries(pairs), name+"==="+exact, r.Version, otherVersions)
 	case len(versions) == 0:
 		b.Message = fmt.Sprintf("%s has no reviewed version on this host, which installs only reviewed name and version pairs: %s whose dependencies are all reviewed here", what, others)
 	case r.Request != "":
-		// The request pinned a reviewed version (Check passed) and the
-		// index gave another build of it, such as a local "+label".
+		// The request's package is another version than those reviewed,
+		// and not a local build of one (above).
 		b.Message = fmt.Sprintf("%s is not a reviewed version on this host (reviewed: %s), which installs only reviewed name and version pairs", what, listEntries(pairs))
 	default:
 		b.Message = fmt.Sprintf("%s is not a reviewed version on this host (reviewed: %s), which installs only reviewed name and version pairs: add a reviewed version of it to the requests, as %s, or %s whose dependencies are reviewed",

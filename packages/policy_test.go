@@ -61,6 +61,8 @@ func TestPolicyCheck(t *testing.T) {
 
 		{name: "reviewed exact pin", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4"}}, language: "python", requests: []string{"numpy==1.26.4"}},
 		{name: "reviewed triple equals", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4"}}, language: "python", requests: []string{"NumPy===1.26.4"}},
+		// What a refusal of a local build says to request instead.
+		{name: "reviewed triple equals, zero padded", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"alpha==1.0"}}, language: "python", requests: []string{"alpha===1.0.0"}},
 		{name: "reviewed with extras", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"httpx==0.27.0"}}, language: "python", requests: []string{"httpx[http2]==0.27.0"}},
 		{name: "reviewed one of two versions", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"numpy==1.26.4", "numpy==2.0.0"}}, language: "python", requests: []string{"numpy==2.0.0"}},
 		{
@@ -300,10 +302,33 @@ func TestPolicyCheckResolved(t *testing.T) {
 			name: "reviewed zero padding", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"foo-bar==1.2", "Six==1.16"}}, language: "python",
 			pkgs: []Resolved{{Name: "foo-bar", Version: "1.2.0", Request: "foo_bar==1.2"}, {Name: "six", Version: "1.16.0"}},
 		},
+		// PEP 440's == matches local builds, and pip takes the newest
+		// (1.0+evil over 1.0): the reviewed pin alpha==1.0 never installs
+		// while the index has one, and the refusal says to request ===,
+		// which matches 1.0 alone (the probe's hint said to request
+		// alpha==1.0, which the run had).
 		{
 			name: "reviewed local build refused", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"alpha==1.0"}}, language: "python",
 			pkgs: []Resolved{{Name: "alpha", Version: "1.0+evil", Request: "alpha==1.0"}},
-			want: "alpha==1.0+evil, which alpha==1.0 resolved to, is not a reviewed version on this host (reviewed: alpha==1.0)",
+			want: "alpha==1.0+evil, which alpha==1.0 resolved to, is not a reviewed version on this host (reviewed: alpha==1.0), which installs only reviewed name and version pairs: " +
+				"pip's == matches a version's local builds too (PEP 440) and took 1.0+evil; request alpha===1.0, which matches 1.0 alone",
+		},
+		{
+			name: "reviewed local build's hint keeps the request's extras and the index's spelling", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"httpx==0.27"}}, language: "python",
+			pkgs: []Resolved{{Name: "httpx", Version: "0.27.0+cpu", Request: "HTTPX[http2]==0.27"}},
+			want: "request httpx[http2]===0.27.0, which matches 0.27.0 alone",
+		},
+		{
+			name: "reviewed local build of a dependency", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"app==2.0", "alpha==1.0"}}, language: "python",
+			pkgs: []Resolved{{Name: "app", Version: "2.0", Request: "app==2.0"}, {Name: "alpha", Version: "1.0+local", RequiredBy: []string{"app==2.0"}}},
+			want: "alpha==1.0+local, a dependency of app==2.0, is not a reviewed version on this host (reviewed: alpha==1.0), which installs only reviewed name and version pairs: " +
+				"add it to the requests as alpha===1.0 (pip's == matches a version's local builds too, PEP 440, and took 1.0+local), or request versions of app==2.0 whose dependencies are reviewed",
+		},
+		// A local build that is not of a reviewed version: the hint as before.
+		{
+			name: "reviewed local build of another version", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"app==2.0", "alpha==1.0"}}, language: "python",
+			pkgs: []Resolved{{Name: "app", Version: "2.0", Request: "app==2.0"}, {Name: "alpha", Version: "1.1+local", RequiredBy: []string{"app==2.0"}}},
+			want: "add a reviewed version of it to the requests, as alpha==1.0, or",
 		},
 		{
 			name: "reviewed npm legacy capitals", policy: PolicyConfig{Mode: "reviewed", Reviewed: []string{"JSONStream@1.3.5", "through@2.3.8"}}, language: "javascript",

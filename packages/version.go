@@ -27,6 +27,18 @@ var pep440RE = lazyRegexp(`^(?i)v?` +
 // canonicalize_version the epoch 0 and the local label are kept apart: "1.0"
 // and "1.0+cpu" are different versions.
 func canonicalPEP440(v string) (string, bool) {
+	return pep440Form(v, false)
+}
+
+// normalPEP440 is v as Python's packaging library prints a Version (str),
+// which pip's "===" compares with the pin: canonicalPEP440's spelling with the
+// release's trailing zeros kept ("1.0.0-1" is "1.0.0.post1"), false when v is
+// not a PEP 440 version.
+func normalPEP440(v string) (string, bool) {
+	return pep440Form(v, true)
+}
+
+func pep440Form(v string, keepZeros bool) (string, bool) {
 	m := pep440RE().FindStringSubmatch(v)
 	if m == nil {
 		return "", false
@@ -39,7 +51,7 @@ func canonicalPEP440(v string) (string, bool) {
 	for i := range release {
 		release[i] = trimLeadingZeros(release[i])
 	}
-	for len(release) > 1 && release[len(release)-1] == "0" {
+	for !keepZeros && len(release) > 1 && release[len(release)-1] == "0" {
 		release = release[:len(release)-1]
 	}
 	b.WriteString(strings.Join(release, "."))

@@ -72,3 +72,23 @@ func TestSameVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestNormalPEP440 holds what pip's vendored packaging (23.0) prints for each
+// version: str(Version(in)), which "===" compares.
+func TestNormalPEP440(t *testing.T) {
+	for in, want := range map[string]string{
+		"1.0.0":                "1.0.0",
+		"01.002.0":             "1.2.0",
+		"1.0-1":                "1.0.post1",
+		"V1.0RC1":              "1.0rc1",
+		"0!2.0":                "2.0",
+		"1.0.dev":              "1.0.dev0",
+		"2!1.2.0a3.post4.dev5": "2!1.2.0a3.post4.dev5",
+		"latest":               "",
+	} {
+		got, ok := normalPEP440(in)
+		if ok != (want != "") || got != want {
+			t.Errorf("normalPEP440(%q): got %q, %v, want %q", in, got, ok, want)
+		}
+	}
+}
