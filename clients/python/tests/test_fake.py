@@ -612,6 +612,81 @@ class FramingTest(FakeCase):
 README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")
 
 
+class TimeoutTest(FakeCase):
+    """A call that starts or follows a run and times out says what became of
+    the run, as a dropped connection does: a bare TimeoutError('timed out')
+    before (the fixcli probe)."""
+
+    def call(self, kind: str, socket_path: str, call: str, **kw: object) -> None:
+        args = ("r1",) if call == "events" else ("python", "x")
+        if kind == "sync":
+            c = brig.Client(socket_path, timeout=0.3, wait_timeout=0.3)
+            out = getattr(c, call)(*args, **kw)
+            if call in ("stream", "events"):
+                list(out)
+        else:
+            a = brig.AsyncClient(socket_path, timeout=0.3, wait_timeout=0.3)
+
+            async def go() -> None:
+                out = getattr(a, call)(*args, **kw)
+                if call in ("stream", "events"):
+                    await out.wait()
+                else:
+                    await out
+
+            asyncio.run(go())
+
+    def test_run_with_an_id(self) -> None:
+        accepted = chunked([json.dumps({"event": "accepted", "id": "r1"}).encode() + b"\n"], end=False)
+        for name, answer, call, given, want in [
+            ("run", STALL, "run", "t1", "t1"),
+            ("stream's head", STALL, "stream", "t1", "t1"),
+            ("stream after accepted", accepted + STALL, "stream", None, "r1"),
+            ("events", accepted + STALL, "events", None, "r1"),
+        ]:
+            for kind in ("sync", "async"):
+                with self.subTest(name, client=kind):
+                    fake = self.fake([answer])
+                    kw = {} if call == "events" else {"id": given}
+                    with self.assertRaises(brig.RunTimeout) as cm:
+                        self.call(kind, fake.socket, call, **kw)
+                    err = cm.exception
+                    # Existing catches still hold.
+                    self.assertIsInstance(err, socket.timeout)
+                    self.assertIsInstance(err, asyncio.TimeoutError)
+                    self.assertEqual(err.id, want)
+                    self.assertIn(f"brig at {fake.socket} sent nothing for 0.3 s", str(err))
+                    self.assertIn(f"the run {want} goes on in the service", str(err))
+                    self.assertIn("cancel(id)", str(err))
+
+    def test_run_without_an_id(self) -> None:
+        """run without an id: the service stops it as the connection closes
+        (supervisor/server.go), and the error says so."""
+        for kind in ("sync", "async"):
+            with self.subTest(client=kind):
+                fake = self.fake([STALL])
+                with self.assertRaises(brig.RunTimeout) as cm:
+                    self.call(kind, fake.socket, "run")
+                self.assertIsNone(cm.exception.id)
+                self.assertIn("(wait_timeout) in answer to POST /v1/runs", str(cm.exception))
+                self.assertIn("the service stops it as the connection closes", str(cm.exception))
+                self.assertIn("give requests an id", str(cm.exception))
+
+    def test_short_call_names_the_socket_and_the_call(self) -> None:
+        for call, path in [("health", "GET /v1/health"), ("get", "GET /v1/runs/r1"), ("cancel", "DELETE /v1/runs/r1")]:
+            for kind in ("sync", "async"):
+                with self.subTest(call, client=kind):
+                    fake = self.fake([STALL])
+                    args = () if call == "health" else ("r1",)
+                    with self.assertRaises(socket.timeout if kind == "sync" else asyncio.TimeoutError) as cm:
+                        if kind == "sync":
+                            getattr(brig.Client(fake.socket, timeout=0.3), call)(*args)
+                        else:
+                            asyncio.run(getattr(brig.AsyncClient(fake.socket, timeout=0.3), call)(*args))
+                    self.assertNotIsInstance(cm.exception, brig.RunTimeout)
+                    self.assertEqual(str(cm.exception), f"brig at {fake.socket} sent nothing for 0.3 s (timeout) in answer to {path}")
+
+
 class ConnectTest(unittest.TestCase):
     def test_full_backlog_is_eagain(self) -> None:
         """A service whose listen backlog is full refuses the connection at

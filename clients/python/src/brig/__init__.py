@@ -54,6 +54,7 @@ from .errors import (
     NotFound,
     ProtocolError,
     QueueFull,
+    RunTimeout,
     TooLarge,
     Unavailable,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "Reason",
     "Result",
     "RetryPolicy",
+    "RunTimeout",
     "State",
     "Status",
     "Timing",

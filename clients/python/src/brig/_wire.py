@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, TypeV
 from urllib.parse import quote
 
 from ._types import Event
-from .errors import BrigError, ProtocolError, QueueFull, Unavailable
+from .errors import BrigError, ProtocolError, QueueFull, RunTimeout, Unavailable
 
 DEFAULT_SOCKET = "/run/brig/brig.sock"
 
@@ -174,6 +174,29 @@ def stream_ended(run_id: Optional[str] = None) -> ProtocolError:
         message = ("the connection dropped before the run's result, and before its id was known: "
                    "give requests an id to follow them after a dropped connection")
     return ProtocolError(message, code="stream_ended", id=run_id or None)
+
+
+def silence(socket: str, seconds: Optional[float], knob: str, call: str) -> str:
+    """The first words of a timeout's message: the JS client's, in seconds."""
+    return f"brig at {socket} sent nothing for {seconds:g} s ({knob}) in answer to {call}"
+
+
+def run_timed_out(said: str, run_id: Optional[str], *, stopped: bool = False) -> RunTimeout:
+    """The error of a call that starts or follows a run (run, stream, events)
+    and ran out of time: said is silence(...); run_id the run's id when the
+    request or the stream gave it. stopped: the call was run's without an
+    id, which the service stops when its connection closes
+    (supervisor/server.go). The JS client says the same."""
+    if run_id:
+        message = (f"{said}; the run {run_id} goes on in the service: follow it with events(id) "
+                   "or read it with get(id), and stop it with cancel(id)")
+    elif stopped:
+        message = (f"{said}; the run had no id, so the service stops it as the connection closes "
+                   "(its id would have come with its result): give requests an id to follow them past a timeout")
+    else:
+        message = (f"{said}, before the run's id was known; a run the service took goes on unseen: "
+                   "give requests an id to follow them past a timeout")
+    return RunTimeout(message, id=run_id or None)
 
 
 def response_cut(what: str, run_id: Optional[str] = None) -> ProtocolError:

@@ -36,6 +36,8 @@ from ._wire import (
     response_cut,
     run_path,
     run_request,
+    run_timed_out,
+    silence,
     stream_ended,
 )
 
@@ -253,8 +255,14 @@ class AsyncEventStream:
     (and leaving ``async with``) drops the connection; the run goes on.
     """
 
-    def __init__(self, opener: Callable[[], Awaitable[_Response]], run_id: str = "") -> None:
+    def __init__(
+        self, opener: Callable[[], Awaitable[_Response]], run_id: str = "",
+        timed_out: Optional[Callable[[str], BaseException]] = None,
+    ) -> None:
         self._opener = opener
+        # timed_out(id) is the error of a read that timed out once the head
+        # has come (the loop's own without it).
+        self._timed_out = timed_out
         self._resp: Optional[_Response] = None
         self._splitter = LineSplitter()
         self._pending: Deque[bytes] = collections.deque()
@@ -278,7 +286,12 @@ class AsyncEventStream:
             raise StopAsyncIteration
         try:
             await self.open()
-            ev = decode_event(await self._next_line())
+            try:
+                ev = decode_event(await self._next_line())
+            except asyncio.TimeoutError:
+                if self._timed_out is None:
+                    raise
+                raise self._timed_out(self.id) from None
         except errors.ProtocolError as err:
             await self.aclose()
             if err.code == "stream_ended":
@@ -370,7 +383,8 @@ class AsyncClient:
             packages=packages, env=env, network=network, domains=domains, id=id,
         )
         resp = await self._open("POST", "/v1/runs", body, "application/json", wait=True, run_id=id or "")
-        return await self._read_json(resp, "the result", Result.from_json, id or "")
+        return await self._read_json(resp, "the result", Result.from_json, id or "",
+                                     lambda: self._timed_out("POST", "/v1/runs", "application/json", True, id or "", head=False))
 
     def stream(
         self,
@@ -391,34 +405,59 @@ class AsyncClient:
             language, code, timeout_seconds=timeout_seconds, memory_mib=memory_mib,
             packages=packages, env=env, network=network, domains=domains, id=id,
         )
-        return AsyncEventStream(lambda: self._open("POST", "/v1/runs", body, NDJSON, wait=True, run_id=id or ""), id or "")
+        return AsyncEventStream(lambda: self._open("POST", "/v1/runs", body, NDJSON, wait=True, run_id=id or ""), id or "",
+                                self._stream_timed_out("POST", "/v1/runs"))
 
     async def get(self, id: str, *, uid: Optional[int] = None) -> Result:
         """The run's Result, finished or not (its ``state`` says)."""
-        resp = await self._open("GET", run_path(id, uid=uid), None, "application/json", run_id=id)
-        return await self._read_json(resp, "the result", Result.from_json, id)
+        path = run_path(id, uid=uid)
+        resp = await self._open("GET", path, None, "application/json", run_id=id)
+        return await self._read_json(resp, "the result", Result.from_json, id, self._call_timed_out("GET", path))
 
     def events(self, id: str, *, uid: Optional[int] = None) -> AsyncEventStream:
         """Replays the run's events from the start and follows them to its
         result: to reattach after a dropped connection."""
         path = run_path(id, "/events", uid)
-        return AsyncEventStream(lambda: self._open("GET", path, None, NDJSON, wait=True, run_id=id), id)
+        return AsyncEventStream(lambda: self._open("GET", path, None, NDJSON, wait=True, run_id=id), id,
+                                self._stream_timed_out("GET", path))
 
     async def cancel(self, id: str, *, uid: Optional[int] = None) -> Result:
         """Stops the run (``reason`` stopped, unless it had already finished)
         and returns its Result."""
-        resp = await self._open("DELETE", run_path(id, uid=uid), None, "application/json", run_id=id)
-        return await self._read_json(resp, "the result", Result.from_json, id)
+        path = run_path(id, uid=uid)
+        resp = await self._open("DELETE", path, None, "application/json", run_id=id)
+        return await self._read_json(resp, "the result", Result.from_json, id, self._call_timed_out("DELETE", path))
 
     async def health(self) -> Health:
         """The service's liveness and what its host supports."""
         resp = await self._open("GET", "/v1/health", None, "application/json", what="the health")
-        return await self._read_json(resp, "the health", Health.from_json)
+        return await self._read_json(resp, "the health", Health.from_json,
+                                     timed_out=self._call_timed_out("GET", "/v1/health"))
 
     async def limits(self) -> Limits:
         """The bounds and defaults of a request."""
         resp = await self._open("GET", "/v1/limits", None, "application/json", what="the limits")
-        return await self._read_json(resp, "the limits", Limits.from_json)
+        return await self._read_json(resp, "the limits", Limits.from_json,
+                                     timed_out=self._call_timed_out("GET", "/v1/limits"))
+
+    def _timed_out(
+        self, method: str, path: str, accept: str, wait: bool, run_id: Optional[str], *, head: bool,
+    ) -> BaseException:
+        """The error of a read of the call's response that timed out, as
+        Client._timed_out: RunTimeout for run, stream and events, else an
+        asyncio.TimeoutError naming the socket and the call."""
+        waited_run = wait and not (head and accept == NDJSON)
+        knob, seconds = ("wait_timeout", self.wait_timeout) if waited_run else ("timeout", self.timeout)
+        said = silence(self.socket, seconds, knob, f"{method} {path}")
+        if not wait:
+            return asyncio.TimeoutError(said)
+        return run_timed_out(said, run_id, stopped=method == "POST" and accept != NDJSON)
+
+    def _call_timed_out(self, method: str, path: str) -> Callable[[], BaseException]:
+        return lambda: self._timed_out(method, path, "application/json", False, None, head=False)
+
+    def _stream_timed_out(self, method: str, path: str) -> Callable[[str], BaseException]:
+        return lambda run_id: self._timed_out(method, path, NDJSON, True, run_id, head=False)
 
     async def _open(
         self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool = False,
@@ -468,6 +507,9 @@ class AsyncClient:
             else:
                 try:
                     await resp.read_head()
+                except asyncio.TimeoutError:
+                    # The request went out: a run it asked for may be going.
+                    raise self._timed_out(method, path, accept, wait, run_id, head=True) from None
                 except ConnectionError:
                     raise response_cut(what, run_id) from None
                 except errors.ProtocolError as err:
@@ -485,11 +527,19 @@ class AsyncClient:
             raise
 
     @staticmethod
-    async def _read_json(resp: _Response, what: str, build: Callable[[Any], T], run_id: Optional[str] = None) -> T:
+    async def _read_json(
+        resp: _Response, what: str, build: Callable[[Any], T], run_id: Optional[str] = None,
+        timed_out: Optional[Callable[[], BaseException]] = None,
+    ) -> T:
         """build (a type's from_json) of the JSON body of resp; run_id is the
-        run's id ("" when not known) when the body is a run's result."""
+        run's id ("" when not known) when the body is a run's result;
+        timed_out() the error of a read that timed out."""
         try:
             raw = await resp.read_all(MAX_EVENT_LINE, what)
+        except asyncio.TimeoutError:
+            if timed_out is None:
+                raise
+            raise timed_out() from None
         except errors.ProtocolError as err:
             if err.code != "stream_ended":
                 raise

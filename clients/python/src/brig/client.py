@@ -30,6 +30,8 @@ from ._wire import (
     response_cut,
     run_path,
     run_request,
+    run_timed_out,
+    silence,
     stream_ended,
 )
 
@@ -70,13 +72,19 @@ class EventStream:
 
     Close a stream you leave early (``with`` does): closing drops the
     connection, and the run goes on. A stream that ends before its result raises
-    ``ProtocolError`` (code ``stream_ended``): follow the run again with
+    ``ProtocolError`` (code ``stream_ended``), one silent for longer than
+    ``wait_timeout`` ``RunTimeout``: follow the run again with
     ``Client.events(id)``; ``id`` is known once the ``accepted`` event was read.
     """
 
-    def __init__(self, conn: UnixHTTPConnection, resp: http.client.HTTPResponse, run_id: str = "") -> None:
+    def __init__(
+        self, conn: UnixHTTPConnection, resp: http.client.HTTPResponse, run_id: str = "",
+        timed_out: Optional[Callable[[str], BaseException]] = None,
+    ) -> None:
         self._conn = conn
         self._resp = resp
+        # timed_out(id) is the error of a read that timed out (the socket's own without it).
+        self._timed_out = timed_out
         self._splitter = LineSplitter()
         self._pending: Deque[bytes] = collections.deque()
         self._eof = False
@@ -113,6 +121,10 @@ class EventStream:
                 raise stream_ended(self.id)
             try:
                 data = self._resp.read1(READ_SIZE)
+            except _socket.timeout:
+                if self._timed_out is None:
+                    raise
+                raise self._timed_out(self.id) from None
             except http.client.IncompleteRead as cut:
                 # The connection dropped within a chunk or between chunks: the
                 # whole lines it brought are events; after them, a cut line is
@@ -162,6 +174,13 @@ class Client:
     ``timeout_seconds``. A 429, or a 503 with a
     Retry-After, is retried as ``retry`` says (by default 4 attempts in all,
     30 s of waits at most).
+
+    A call that runs out of time raises ``socket.timeout`` (``TimeoutError``
+    from Python 3.10) naming the socket, the call and the timeout; for
+    ``run``, ``stream`` and ``events`` a ``RunTimeout`` (a ``socket.timeout``
+    too) whose ``id`` and message name the run, which goes on in the service
+    (``get``/``events`` follow it, ``cancel`` stops it), or say that a ``run``
+    sent without an id is stopped by the service as the connection closes.
     """
 
     def __init__(
@@ -202,7 +221,8 @@ class Client:
             packages=packages, env=env, network=network, domains=domains, id=id,
         )
         conn, resp = self._open("POST", "/v1/runs", body, "application/json", wait=True, run_id=id or "")
-        return self._read_json(conn, resp, "the result", Result.from_json, id or "")
+        return self._read_json(conn, resp, "the result", Result.from_json, id or "",
+                               lambda: self._timed_out("POST", "/v1/runs", "application/json", True, id or "", head=False))
 
     def stream(
         self,
@@ -226,34 +246,62 @@ class Client:
             packages=packages, env=env, network=network, domains=domains, id=id,
         )
         conn, resp = self._open("POST", "/v1/runs", body, NDJSON, wait=True, run_id=id or "")
-        return EventStream(conn, resp, id or "")
+        return EventStream(conn, resp, id or "", self._stream_timed_out("POST", "/v1/runs"))
 
     def get(self, id: str, *, uid: Optional[int] = None) -> Result:
         """The run's Result, finished or not (its ``state`` says)."""
-        conn, resp = self._open("GET", run_path(id, uid=uid), None, "application/json", run_id=id)
-        return self._read_json(conn, resp, "the result", Result.from_json, id)
+        path = run_path(id, uid=uid)
+        conn, resp = self._open("GET", path, None, "application/json", run_id=id)
+        return self._read_json(conn, resp, "the result", Result.from_json, id, self._call_timed_out("GET", path))
 
     def events(self, id: str, *, uid: Optional[int] = None) -> EventStream:
         """Replays the run's events from the start and follows them to its
         result: to reattach after a dropped connection."""
-        conn, resp = self._open("GET", run_path(id, "/events", uid), None, NDJSON, wait=True, run_id=id)
-        return EventStream(conn, resp, id)
+        path = run_path(id, "/events", uid)
+        conn, resp = self._open("GET", path, None, NDJSON, wait=True, run_id=id)
+        return EventStream(conn, resp, id, self._stream_timed_out("GET", path))
 
     def cancel(self, id: str, *, uid: Optional[int] = None) -> Result:
         """Stops the run (``reason`` stopped, unless it had already finished)
         and returns its Result."""
-        conn, resp = self._open("DELETE", run_path(id, uid=uid), None, "application/json", run_id=id)
-        return self._read_json(conn, resp, "the result", Result.from_json, id)
+        path = run_path(id, uid=uid)
+        conn, resp = self._open("DELETE", path, None, "application/json", run_id=id)
+        return self._read_json(conn, resp, "the result", Result.from_json, id, self._call_timed_out("DELETE", path))
 
     def health(self) -> Health:
         """The service's liveness and what its host supports."""
         conn, resp = self._open("GET", "/v1/health", None, "application/json", what="the health")
-        return self._read_json(conn, resp, "the health", Health.from_json)
+        return self._read_json(conn, resp, "the health", Health.from_json,
+                               timed_out=self._call_timed_out("GET", "/v1/health"))
 
     def limits(self) -> Limits:
         """The bounds and defaults of a request."""
         conn, resp = self._open("GET", "/v1/limits", None, "application/json", what="the limits")
-        return self._read_json(conn, resp, "the limits", Limits.from_json)
+        return self._read_json(conn, resp, "the limits", Limits.from_json,
+                               timed_out=self._call_timed_out("GET", "/v1/limits"))
+
+    def _timed_out(
+        self, method: str, path: str, accept: str, wait: bool, run_id: Optional[str], *, head: bool,
+    ) -> BaseException:
+        """The error of a read of the call's response that timed out: head
+        says whether the response's head was awaited. A call that waits for
+        a run (wait: run, stream, events) raises RunTimeout, naming the run;
+        any other the socket's timeout, naming the socket and the call (as
+        the JS client's does: a stopped service's silence said only "timed
+        out")."""
+        waited_run = wait and not (head and accept == NDJSON)
+        knob, seconds = ("wait_timeout", self.wait_timeout) if waited_run else ("timeout", self.timeout)
+        said = silence(self.socket, seconds, knob, f"{method} {path}")
+        if not wait:
+            return _socket.timeout(said)
+        # run without an id: the service stops it when its client goes away.
+        return run_timed_out(said, run_id, stopped=method == "POST" and accept != NDJSON)
+
+    def _call_timed_out(self, method: str, path: str) -> Callable[[], BaseException]:
+        return lambda: self._timed_out(method, path, "application/json", False, None, head=False)
+
+    def _stream_timed_out(self, method: str, path: str) -> Callable[[str], BaseException]:
+        return lambda run_id: self._timed_out(method, path, NDJSON, True, run_id, head=False)
 
     def _open(
         self, method: str, path: str, body: Optional[bytes], accept: str, wait: bool = False,
@@ -304,6 +352,9 @@ class Client:
                     conn.sock.settimeout(self.wait_timeout)
                 try:
                     resp = conn.getresponse()
+                except _socket.timeout:
+                    # The request went out: a run it asked for may be going.
+                    raise self._timed_out(method, path, accept, wait, run_id, head=True) from None
                 except ConnectionError:
                     # The request went out, then the connection dropped
                     # before a whole head came back (RemoteDisconnected, a
@@ -334,12 +385,12 @@ class Client:
     @staticmethod
     def _read_json(
         conn: UnixHTTPConnection, resp: http.client.HTTPResponse, what: str, build: Callable[[Any], T],
-        run_id: Optional[str] = None,
+        run_id: Optional[str] = None, timed_out: Optional[Callable[[], BaseException]] = None,
     ) -> T:
         """build (a type's from_json) of the JSON body of resp, read up to the
         API's bound on a result (MAX_EVENT_LINE, as AsyncClient and the JS
         client bound it); run_id is the run's id ("" when not known) when the
-        body is a run's result."""
+        body is a run's result; timed_out() the error of a read that timed out."""
         raw = bytearray()
         try:
             while True:
@@ -354,6 +405,10 @@ class Client:
                 raise response_cut(what, run_id)
         except http.client.IncompleteRead:
             raise response_cut(what, run_id) from None
+        except _socket.timeout:
+            if timed_out is None:
+                raise
+            raise timed_out() from None
         finally:
             conn.close()
         if not raw:

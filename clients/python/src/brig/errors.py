@@ -8,17 +8,23 @@ was accepted and then failed is not an exception: it is a ``Result`` whose
 ``status`` is ``failed``.
 
 Failures to reach the service at all (no socket, connection refused) are the
-``OSError`` the socket raised, unchanged; a timeout is ``socket.timeout`` (sync)
-or ``asyncio.TimeoutError`` (async).
+``OSError`` the socket raised, unchanged. A timeout is ``socket.timeout`` (sync)
+or ``asyncio.TimeoutError`` (async), both ``TimeoutError`` from Python 3.11,
+whose message names the socket, the call and the timeout that ran out; that of
+a call that starts or follows a run (``run``, ``stream``, ``events``) is a
+``RunTimeout``, one of both, whose ``id`` and message name the run, which goes
+on in the service.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import email.utils
 import json
 import math
 import re
+import socket
 from typing import Dict, Optional, Type
 
 
@@ -108,6 +114,32 @@ class ProtocolError(BrigError):
     def __init__(self, message: str, *, code: str = "", id: Optional[str] = None) -> None:
         super().__init__(message, code=code)
         self.id = id
+
+
+# socket.timeout and asyncio.TimeoutError are both TimeoutError from Python
+# 3.11 (socket.timeout from 3.10), and two classes before.
+_TIMEOUTS = tuple(dict.fromkeys((socket.timeout, asyncio.TimeoutError)))
+
+
+class RunTimeout(*_TIMEOUTS):  # type: ignore[misc]
+    """A call that starts or follows a run (``run``, ``stream``, ``events``)
+    ran out of time (``wait_timeout``, or ``timeout`` for a stream's head):
+    the client gave up, not the run. A ``socket.timeout`` and an
+    ``asyncio.TimeoutError`` (so ``TimeoutError`` from Python 3.11), so that
+    either ``except`` catches it from either client. ``id`` is the run's id
+    when the request or the stream gave it, and then the run goes on in the
+    service: ``get(id)`` or ``events(id)`` follows it, ``cancel(id)`` stops
+    it. None otherwise, and the message says what became of the run: one that
+    ``run`` sent without an id is stopped by the service as the connection
+    closes (its id would have come with its result)."""
+
+    def __init__(self, message: str, *, id: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.id = id
+
+    def __str__(self) -> str:
+        return self.message
 
 
 _BY_STATUS: Dict[int, Type[BrigError]] = {
