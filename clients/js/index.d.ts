@@ -329,16 +329,21 @@ export interface ClientOptions {
   /**
    * Bounds each call in milliseconds, its retries and a whole event stream
    * included; 0 (the default) sets none, as the service bounds every run by its
-   * timeout_seconds. A call that runs out rejects with a `TimeoutError`; a run
-   * sent with an `id` goes on (cancel it with `cancel(id)`), one sent without is
-   * stopped by the service, since no one could learn its id to fetch it.
+   * timeout_seconds. A call that runs out rejects with a `TimeoutError`
+   * (a DOMException). Of `run`, `stream` and `events`, its `id` (an added
+   * property) and message name the run, which goes on in the service:
+   * `events(id)`/`get(id)` follow it, `cancel(id)` stops it; `cause` is the
+   * signal's own error. One `run` sent without an `id` is stopped by the
+   * service, since no one could learn its id to fetch it, and the message says so.
    */
   timeoutMs?: number;
   /**
    * Bounds each silence, in milliseconds, of a call that does not wait for a run
    * (`get`, `cancel`, `health`, `limits`) and the wait for the response head of
    * `stream` and `events`; not `run`, whose answer comes with its result. Default
-   * 30,000; 0 sets none. A call that runs out rejects with a `TimeoutError`.
+   * 30,000; 0 sets none. A call that runs out rejects with a `TimeoutError`
+   * naming the socket, the call and `callTimeoutMs`; of `stream` and
+   * `events`, one with the run's `id`, as for `timeoutMs`.
    */
   callTimeoutMs?: number;
   /**
@@ -362,9 +367,14 @@ export interface RetryOptions {
 
 export interface CallOptions {
   /**
-   * Aborts the call; the call rejects with the signal's reason. A run sent with
-   * an `id` goes on; one sent without is stopped by the service (its id is known
-   * to no one).
+   * Aborts the call. A `run`, `stream` or `events` call aborted with an
+   * `AbortError` or a `TimeoutError` (`abort()`, `AbortSignal.timeout`) rejects
+   * with a DOMException of the same name whose `id` and message name the run,
+   * which goes on (`events(id)`/`get(id)` follow it, `cancel(id)` stops it),
+   * and whose `cause` is the signal's reason; one sent by `run` without an `id`
+   * is stopped by the service (its id is known to no one), as the message says.
+   * Any other call, or a reason of your own (`abort(reason)`), rejects with
+   * the signal's reason as it is.
    */
   signal?: AbortSignal;
   /** Overrides the client's timeoutMs for this call. */

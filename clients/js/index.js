@@ -88,6 +88,35 @@ export class NoResultError extends Error {
   }
 }
 
+/**
+ * The error of a call that starts or follows a run (run, stream, events) ended
+ * by a timeout or an abort: err again, a DOMException of the same name
+ * (TimeoutError, AbortError) with err as its cause, whose message says what
+ * became of the run (as the Python client's RunTimeout does) and whose id is
+ * the run's when known. said says what ended the call. A reason of the
+ * caller's own (abort(reason) with anything else) is returned as it is.
+ * stopped: the call was run's without an id, which the service stops as its
+ * connection closes (supervisor/server.go).
+ */
+function runGoesOn(err, said, id, stopped) {
+  if (!(err instanceof DOMException) || (err.name !== 'TimeoutError' && err.name !== 'AbortError')) return err;
+  let message;
+  if (id) {
+    message = `${said}; the run ${id} goes on in the service: follow it with events(id) ` +
+      'or read it with get(id), and stop it with cancel(id)';
+  } else if (stopped) {
+    message = `${said}; the run had no id, so the service stops it as the connection closes ` +
+      '(its id would have come with its result): give requests an id to follow them past a timeout or an abort';
+  } else {
+    message = `${said}, before the run's id was known; a run the service took goes on unseen: ` +
+      'give requests an id to follow them past a timeout or an abort';
+  }
+  const out = new DOMException(message, err.name);
+  Object.defineProperty(out, 'cause', { value: err, writable: true, configurable: true });
+  if (id) out.id = id;
+  return out;
+}
+
 /** A client of one brig service. It keeps no connection open between calls. */
 export class Client {
   #agent;
@@ -176,7 +205,7 @@ export class Client {
   // bounded says whether callTimeoutMs bounds its silences: not for run, whose
   // answer's head comes with its result.
   async #json(method, path, options, body, run, bounded = true) {
-    const signal = this.#signal(options);
+    const { signal, timeout } = this.#signal(options);
     // (fired: the TimeoutError of a silence in the body too, which the
     // socket's destruction would otherwise report as a dropped connection.)
     const silence = bounded ? { ms: this.#callTimeoutMs, whole: true, fired: undefined } : undefined;
@@ -200,20 +229,39 @@ export class Client {
       }
       return value;
     } catch (err) {
-      throw signal?.aborted ? signal.reason : (silence?.fired ?? err);
+      const ended = signal?.aborted ? signal.reason : (silence?.fired ?? err);
+      if (method !== 'POST' || ended !== signal?.reason) throw ended;
+      // run: the call ended, and the run?
+      throw runGoesOn(ended, this.#ended(method, path, ended, timeout), run.id, run.id === undefined);
     }
+  }
+
+  // ended says what ended a call: its timeoutMs (timeout, the signal of it),
+  // or the caller's signal.
+  #ended(method, path, reason, timeout) {
+    return reason === timeout?.signal.reason
+      ? `brig at ${this.socket} did not answer ${method} ${path} within its timeoutMs (${timeout.ms} ms)`
+      : `${method} ${path} to brig at ${this.socket} was ended by its signal (${reason.message})`;
   }
 
   // events yields the NDJSON events of a response; id is the run's, when known
   // before its accepted event, for a NoResultError.
   async *#events(method, path, options, body, id) {
-    const signal = this.#signal(options);
+    const { signal, timeout } = this.#signal(options);
+    const silence = { ms: this.#callTimeoutMs, whole: false, fired: undefined };
+    // goesOn is the error of a timeout or an abort, saying the run goes on;
+    // any other err as it is.
+    const goesOn = (err) => {
+      if (signal?.aborted && err === signal.reason) return runGoesOn(err, this.#ended(method, path, err, timeout), id, false);
+      if (err !== undefined && err === silence.fired) return runGoesOn(err, err.message, id, false); // no head came
+      return err;
+    };
     let res;
     try {
       res = await this.#send(method, path, body, 'application/x-ndjson', signal, (err) => new NoResultError(id, err),
-        { ms: this.#callTimeoutMs, whole: false });
+        silence);
     } catch (err) {
-      throw signal?.aborted ? signal.reason : err;
+      throw goesOn(signal?.aborted ? signal.reason : err);
     }
     res.setEncoding('utf8'); // a character split between chunks is kept whole
     let pending = [];
@@ -253,19 +301,26 @@ export class Client {
         if (ev.event === 'result') return;
       }
       throw new NoResultError(id);
+    } catch (err) {
+      throw goesOn(err);
     } finally {
       res.destroy();
     }
   }
 
-  // signal combines the caller's signal with the call's timeout.
+  // signal combines the caller's signal with the call's timeout: { signal,
+  // timeout: { signal, ms } of the timeout, if any }.
   #signal({ signal, timeoutMs = this.#timeoutMs } = {}) {
     checkCount('timeoutMs', timeoutMs, 0);
     const signals = [];
     if (signal) signals.push(signal);
-    if (timeoutMs > 0) signals.push(AbortSignal.timeout(timeoutMs));
-    if (signals.length === 0) return undefined;
-    return signals.length === 1 ? signals[0] : AbortSignal.any(signals);
+    let timeout;
+    if (timeoutMs > 0) {
+      timeout = { signal: AbortSignal.timeout(timeoutMs), ms: timeoutMs };
+      signals.push(timeout.signal);
+    }
+    if (signals.length === 0) return {};
+    return { signal: signals.length === 1 ? signals[0] : AbortSignal.any(signals), timeout };
   }
 
   // send sends a request and resolves with its 200 response. Any other status

@@ -652,6 +652,50 @@ describe('event streams', () => {
     });
   });
 
+  // The fixcli probe: a timeout or an abort of a run with an id was a bare
+  // TimeoutError or AbortError, which said nothing of the run.
+  it('a timeout or an abort of a run names the run, which goes on, and keeps its name', { timeout: 20_000 }, async () => {
+    const silent = () => {};
+    const accepted = (req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson' });
+      res.write('{"event":"accepted","id":"r-acc"}\n'); // and nothing more
+    };
+    const abortSoon = () => AbortSignal.timeout(200); // a caller's own signal, timing out
+    const aborter = () => { const ac = new AbortController(); setTimeout(() => ac.abort(), 200); return ac.signal; };
+    for (const [name, handle, call, name2, want] of [
+      ['run, timeoutMs', silent, (b) => b.run({ ...request, id: 't1' }, { timeoutMs: 200 }), 'TimeoutError', 't1'],
+      ['run, abort', silent, (b) => b.run({ ...request, id: 't1' }, { signal: aborter() }), 'AbortError', 't1'],
+      ['run, the caller\'s timeout signal', silent, (b) => b.run({ ...request, id: 't1' }, { signal: abortSoon() }), 'TimeoutError', 't1'],
+      ['stream\'s head, callTimeoutMs', silent, (b) => collect(b.stream({ ...request, id: 't1' })), 'TimeoutError', 't1'],
+      ['stream after accepted, timeoutMs', accepted, (b) => collect(b.stream(request, { timeoutMs: 200 })), 'TimeoutError', 'r-acc'],
+      ['stream after accepted, abort', accepted, (b) => collect(b.stream(request, { signal: aborter() })), 'AbortError', 'r-acc'],
+      ['events, timeoutMs', accepted, (b) => collect(b.events('r-acc', { timeoutMs: 200 })), 'TimeoutError', 'r-acc'],
+    ]) {
+      await withFake(handle, { timeoutMs: 0, callTimeoutMs: 200 }, async (brig) => {
+        await assert.rejects(call(brig), (err) => {
+          assert.equal(err.name, name2, name);
+          assert.ok(err instanceof DOMException, name);
+          assert.equal(err.id, want, name);
+          assert.match(err.message, new RegExp(`brig at ${brig.socket}`), name);
+          assert.match(err.message, new RegExp(`the run ${want} goes on in the service: .*cancel\\(id\\)`), name);
+          assert.equal(err.cause?.name, name2, name);
+          return true;
+        });
+      });
+    }
+  });
+
+  it('a timeout of run without an id says the service stops it', async () => {
+    await withFake(() => {}, {}, async (brig) => {
+      await assert.rejects(brig.run(request, { timeoutMs: 200 }), (err) => {
+        assert.equal(err.name, 'TimeoutError');
+        assert.equal(err.id, undefined);
+        assert.match(err.message, /within its timeoutMs \(200 ms\); the run had no id, so the service stops it/);
+        return true;
+      });
+    });
+  });
+
   it('leaving the loop early closes the connection', async () => {
     let closed;
     const gone = new Promise((r) => { closed = r; });
