@@ -18,6 +18,17 @@
 // Limits waiting as long as ctx allows, so give them a deadline. A run's own
 // time limit bounds Run, Stream and Events while the service works. (The
 // Python and JavaScript clients have a default timeout for the short calls.)
+// A ctx that ends Run, Stream or Events ends the call, not the run: the
+// error (errors.Is finds context.DeadlineExceeded or context.Canceled in it)
+// names the run, which Get or Events follows and Stop stops; the service
+// stops only a run that Run sent without an id, as its error says.
+//
+// Stream and Events call onEvent on the goroutine that reads the stream, and
+// the service gives up a stream whose reader takes no event for 30 s (its
+// write deadline): an onEvent that takes longer (a model's call, a full
+// channel) loses the stream, which ends in ErrNoResult while the run goes on
+// (Events(id) reattaches). Hand slow work to another goroutine, as the
+// Python and JavaScript clients' READMEs say of their loops.
 package client
 
 import (
@@ -94,18 +105,22 @@ func (c *Client) Run(ctx context.Context, req api.Request) (*api.Result, error) 
 			return res, nil
 		}
 	}
-	return nil, noResult(ctx, req.ID, err)
+	return nil, noResult(ctx, req.ID, false, err)
 }
 
 // noResult is the error of a request to start run id (which may be "": the
 // service makes one) that got no result: err as it is when the request was
-// never sent, or answered, or ctx ended; otherwise ErrNoResult, saying what
-// may have become of the run.
-func noResult(ctx context.Context, id string, err error) error {
+// never sent, or answered; ctxEnded's when ctx ended; otherwise ErrNoResult,
+// saying what may have become of the run. stream: the request was Stream's,
+// whose run the service keeps going without an id too.
+func noResult(ctx context.Context, id string, stream bool, err error) error {
 	var apiErr *Error
 	var opErr *net.OpError
-	if ctx.Err() != nil || errors.As(err, &apiErr) || errors.As(err, &opErr) && opErr.Op == "dial" {
+	if errors.As(err, &apiErr) || errors.As(err, &opErr) && opErr.Op == "dial" {
 		return err // never sent, or answered: the error says what happened
+	}
+	if ctx.Err() != nil {
+		return ctxEnded(id, !stream, err)
 	}
 	if !errors.Is(err, ErrNoResult) {
 		err = fmt.Errorf("%w: %w", ErrNoResult, err)
@@ -116,15 +131,39 @@ func noResult(ctx context.Context, id string, err error) error {
 	return fmt.Errorf("%w (fetch run %q with Get or Events: it may still be going, or have finished)", err, id)
 }
 
+// ctxEnded is the error of a call that starts or follows run id ("" when not
+// known) and that its ctx ended (a deadline, a cancel): err, which
+// errors.Is still finds ctx's error in, saying what became of the run, as
+// the Python and JS clients do: the service keeps it going, but for one
+// that Run sent without an id (stopped: the service stops it when its
+// client goes away, supervisor/server.go).
+func ctxEnded(id string, stopped bool, err error) error {
+	switch {
+	case id != "":
+		return fmt.Errorf("%w (run %q goes on in the service: follow it with Get or Events, stop it with Stop)", err, id)
+	case stopped:
+		return fmt.Errorf("%w (the run had no id, so the service stops it as the connection closes: its id would have come with its result; give requests an id to follow them past a deadline)", err)
+	default:
+		return fmt.Errorf("%w (before the run's id was known: a run the service took goes on unseen; give requests an id to follow them past a deadline)", err)
+	}
+}
+
 // Stream starts a run and calls onEvent with each of its events as it happens
 // (an error from onEvent ends the stream; the run goes on). It returns the
 // result. A connection that drops once the request is sent, before the
 // result event, is ErrNoResult, as for Run; a line cut short by the drop is
-// not passed on.
+// not passed on. A ctx that ends first is ctx's error (errors.Is finds it),
+// naming the run, which goes on: the request's id, or the accepted event's.
+//
+// Take the events as they come: onEvent runs on the reading goroutine, and
+// the service gives up a stream whose reader takes no event for 30 s (its
+// write deadline). A slower onEvent (one that blocks on a model's call, say)
+// loses the stream, which then ends in ErrNoResult while the run goes on;
+// Events(id) reattaches. Hand slow work to another goroutine.
 func (c *Client) Stream(ctx context.Context, req api.Request, onEvent func(api.Event) error) (*api.Result, error) {
 	resp, err := c.post(ctx, req, "application/x-ndjson")
 	if err != nil {
-		return nil, noResult(ctx, req.ID, err)
+		return nil, noResult(ctx, req.ID, true, err)
 	}
 	var cbErr error
 	res, id, err := readEvents(resp, func(ev api.Event) error {
@@ -134,7 +173,7 @@ func (c *Client) Stream(ctx context.Context, req api.Request, onEvent func(api.E
 		return cbErr
 	})
 	if err != nil && err != cbErr {
-		return nil, noResult(ctx, cmp.Or(id, req.ID), err)
+		return nil, noResult(ctx, cmp.Or(id, req.ID), true, err)
 	}
 	return res, err
 }
@@ -171,14 +210,22 @@ func (c *Client) Get(ctx context.Context, id string, opts ...RunOption) (*api.Re
 	return decodeResult(resp)
 }
 
-// Events replays a run's events from the start and follows them to its result.
+// Events replays a run's events from the start and follows them to its
+// result. A ctx that ends first is ctx's error (errors.Is finds it), naming
+// the run, which goes on. onEvent takes each event as Stream's does (a slow
+// one loses the stream).
 func (c *Client) Events(ctx context.Context, id string, onEvent func(api.Event) error, opts ...RunOption) (*api.Result, error) {
 	resp, err := c.do(ctx, http.MethodGet, runPath(id, "/events", opts), nil, "application/x-ndjson")
-	if err != nil {
-		return nil, err
+	if err == nil {
+		var res *api.Result
+		if res, _, err = readEvents(resp, onEvent); err == nil {
+			return res, nil
+		}
 	}
-	res, _, err := readEvents(resp, onEvent)
-	return res, err
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		err = ctxEnded(id, false, err)
+	}
+	return nil, err
 }
 
 // Stop stops a run (reason stopped) and returns its result.

@@ -76,6 +76,55 @@ func TestStreamEndedByTheCallersDeadline(t *testing.T) {
 	}
 }
 
+// TestCallersDeadlineNamesTheRun: a deadline or a cancel that ends Run,
+// Stream or Events is still the context's error (errors.Is), not
+// ErrNoResult, and says what became of the run: it goes on, named by the
+// request's id or the accepted event's; Run's without an id is stopped by
+// the service (supervisor/server.go). It was `Post "http://brig/v1/runs":
+// context deadline exceeded` (the fixcli probe).
+func TestCallersDeadlineNamesTheRun(t *testing.T) {
+	socket := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") == "application/x-ndjson" {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			fmt.Fprintln(w, `{"event":"accepted","id":"acc"}`)
+			w.(http.Flusher).Flush()
+		}
+		<-r.Context().Done() // the run goes on past the caller's deadline
+	})
+	c := New(socket)
+	for _, tc := range []struct {
+		name   string
+		call   func(context.Context) error
+		cancel bool
+		want   string
+	}{
+		{"Run with an id", func(ctx context.Context) error { _, err := c.Run(ctx, api.Request{ID: "t1"}); return err }, false,
+			`run "t1" goes on in the service: follow it with Get or Events, stop it with Stop`},
+		{"Run with an id, cancelled", func(ctx context.Context) error { _, err := c.Run(ctx, api.Request{ID: "t1"}); return err }, true,
+			`run "t1" goes on in the service`},
+		{"Run without an id", func(ctx context.Context) error { _, err := c.Run(ctx, api.Request{}); return err }, false,
+			"the run had no id, so the service stops it as the connection closes"},
+		{"Stream without an id, after accepted", func(ctx context.Context) error { _, err := c.Stream(ctx, api.Request{}, nil); return err }, false,
+			`run "acc" goes on in the service`},
+		{"Stream with an id", func(ctx context.Context) error { _, err := c.Stream(ctx, api.Request{ID: "t1"}, nil); return err }, false,
+			`run "acc" goes on in the service`},
+		{"Events", func(ctx context.Context) error { _, err := c.Events(ctx, "t2", nil); return err }, false,
+			`run "t2" goes on in the service`},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		want := context.DeadlineExceeded
+		if tc.cancel {
+			time.AfterFunc(100*time.Millisecond, cancel)
+			want = context.Canceled
+		}
+		err := tc.call(ctx)
+		cancel()
+		if !errors.Is(err, want) || errors.Is(err, ErrNoResult) || !strings.Contains(fmt.Sprint(err), tc.want) {
+			t.Errorf("%s: got %v, want %v saying %q, not ErrNoResult", tc.name, err, want, tc.want)
+		}
+	}
+}
+
 func TestStreamEndingBeforeTheResult(t *testing.T) {
 	socket := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/x-ndjson")
