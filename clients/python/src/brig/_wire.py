@@ -178,7 +178,8 @@ def stream_ended(run_id: Optional[str] = None) -> ProtocolError:
 
 def silence(socket: str, seconds: Optional[float], knob: str, call: str) -> str:
     """The first words of a timeout's message: the JS client's, in seconds."""
-    return f"brig at {socket} sent nothing for {seconds:g} s ({knob}) in answer to {call}"
+    took = f"{seconds:g} s" if seconds is not None else "too long"
+    return f"brig at {socket} sent nothing for {took} ({knob}) in answer to {call}"
 
 
 def run_timed_out(said: str, run_id: Optional[str], *, stopped: bool = False) -> RunTimeout:
