@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -145,6 +146,19 @@ type cachedLayer struct {
 // don't each wait for the registry's timeouts.
 const staleRetry = time.Minute
 
+// refreshWait is how long the runs that wait for a re-resolve of the open
+// layer m wait before it is stopped and m is served as it was: three times
+// its own install's time, and at least refreshWaitMin. A registry that
+// accepts connections and never answers had every run of the set wait out
+// the whole install timeout (the packages probe of 2026-12-06: 60 s of a 60 s
+// install_timeout, and again at each retry; 5 minutes at the default).
+func refreshWait(m Manifest) time.Duration {
+	return max(refreshWaitMin, time.Duration(3*m.InstallSeconds*float64(time.Second)))
+}
+
+// refreshWaitMin is refreshWait's least (a variable for the tests).
+var refreshWaitMin = 20 * time.Second
+
 // flight is an install in progress that callers wait for.
 type flight struct {
 	done chan struct{} // closed, with Cache.mu held, once manifest and err are set
@@ -166,6 +180,9 @@ type flight struct {
 	stale      victim
 	staleLayer *cachedLayer
 	kept       bool // the stale layer was put back and is what manifest is
+	// slow: the re-resolve was stopped past refreshWait, for its waiters to
+	// have the stale layer (guarded by Cache.mu).
+	slow bool
 
 	pmu     sync.Mutex
 	lines   []string // sent so far, for callers that join late
@@ -488,9 +505,28 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 	c.mu.Unlock()
 
 	sub := f.subscribe(progress)
-	select {
-	case <-f.done:
-	case <-ctx.Done():
+	var slow <-chan time.Time
+	if f.staleLayer != nil {
+		// A re-resolve that takes too long is stopped, and its end puts the
+		// layer back (install, kept) for every waiter.
+		t := time.NewTimer(refreshWait(f.staleLayer.manifest))
+		defer t.Stop()
+		slow = t.C
+	}
+wait:
+	for {
+		select {
+		case <-f.done:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-slow:
+			slow = nil
+			c.mu.Lock()
+			f.slow = true
+			c.mu.Unlock()
+			f.cancel()
+		}
 	}
 	f.unsubscribe(sub)
 
@@ -596,7 +632,7 @@ func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 	}
 	delete(c.flights, key)
 	close(f.done)
-	abandoned := f.abandoned
+	abandoned, slow := f.abandoned, f.slow
 	victims, everr := c.evictLocked(c.maxBytes)
 	if f.staleLayer != nil && !kept {
 		victims = append(victims, f.stale)
@@ -610,6 +646,10 @@ func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 	c.mu.Unlock()
 
 	switch {
+	case kept && slow:
+		c.touch(key, keptUse)
+		c.log.Warn("re-resolving an open package layer took too long, and was stopped: serving the layer as it was (is the registry answering?)", "key", key, "language", set.Language,
+			"installed_at", keptInstalled, "waited", took.Round(time.Millisecond).String(), "retry_after", staleRetry)
 	case kept:
 		c.touch(key, keptUse)
 		c.log.Warn("re-resolving an open package layer failed: serving the layer as it was", "key", key, "language", set.Language,
@@ -772,13 +812,14 @@ func (c *Cache) build(ctx context.Context, key string, set Set, progress func(st
 		return Manifest{}, &InstallError{Key: key, Err: err}
 	}
 	m := Manifest{
-		Key:         key,
-		Language:    set.Language,
-		Runtime:     set.Runtime,
-		Options:     slices.Clone(set.Options),
-		Packages:    resolved,
-		Bytes:       size,
-		InstalledAt: time.Now().UTC(),
+		Key:            key,
+		Language:       set.Language,
+		Runtime:        set.Runtime,
+		Options:        slices.Clone(set.Options),
+		Packages:       resolved,
+		Bytes:          size,
+		InstalledAt:    time.Now().UTC(),
+		InstallSeconds: math.Round(time.Since(began).Seconds()*1e6) / 1e6,
 	}
 	for _, r := range set.Requests {
 		m.Requests = append(m.Requests, r.Raw)

@@ -1125,6 +1125,64 @@ func TestCacheKeepsAnOpenLayerWhenItsRegistryIsDown(t *testing.T) {
 	}
 }
 
+// TestCacheStopsASlowReResolve: a re-resolve of an open layer that takes
+// longer than refreshWait (a registry that accepts and never answers) is
+// stopped, and its waiters get the layer as it was, without waiting out the
+// install's timeout (the packages probe of 2026-12-06: 60 s, each run of the
+// set); the next run within staleRetry is a hit. The bound is three times the
+// layer's own install time, at least refreshWaitMin.
+func TestCacheStopsASlowReResolve(t *testing.T) {
+	testutil.CheckLeaks(t)
+	defer func(d time.Duration) { refreshWaitMin = d }(refreshWaitMin)
+	refreshWaitMin = 300 * time.Millisecond
+	inst := &fakeInstaller{}
+	dir := filepath.Join(t.TempDir(), "cache")
+	c, err := OpenCache(CacheConfig{Dir: dir, OpenTTL: time.Nanosecond, Installer: inst, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	open := mustSet(t, "python", "3.11.2", "requests>=2")
+	first := acquire(t, c, open)
+	first.Release()
+	if first.Manifest.InstallSeconds <= 0 || refreshWait(first.Manifest) != refreshWaitMin {
+		t.Errorf("the layer's install took %v s by its manifest, waited for %v; want a time, and the least wait", first.Manifest.InstallSeconds, refreshWait(first.Manifest))
+	}
+	if got := refreshWait(Manifest{InstallSeconds: 10}); got != 30*time.Second {
+		t.Errorf("the wait for a layer whose install took 10 s: %v, want 30s", got)
+	}
+	inst.gate = make(chan struct{}) // the registry never answers
+	began := time.Now()
+	var waiters sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		waiters.Add(1)
+		go func() {
+			defer waiters.Done()
+			l, err := c.Acquire(context.Background(), open, nil)
+			if err != nil {
+				t.Errorf("a run of the set during the slow re-resolve: %v, want the layer as it was", err)
+				return
+			}
+			defer l.Release()
+			if !l.Cached || l.Dir != first.Dir || !l.Manifest.InstalledAt.Equal(first.Manifest.InstalledAt) {
+				t.Errorf("got Cached %v, %s installed %v, want the first layer (%s, %v)", l.Cached, l.Dir, l.Manifest.InstalledAt, first.Dir, first.Manifest.InstalledAt)
+			}
+		}()
+	}
+	waiters.Wait()
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("the runs waited %v for the slow re-resolve, want about %v", took, refreshWaitMin)
+	}
+	if inst.Calls() != 2 {
+		t.Errorf("got %d installs, want the first and the one re-resolve", inst.Calls())
+	}
+	again := acquire(t, c, open)
+	again.Release()
+	if !again.Cached || inst.Calls() != 2 {
+		t.Errorf("got Cached %v after %d installs, want a hit within staleRetry", again.Cached, inst.Calls())
+	}
+}
+
 // TestCacheReinstallsALayerGoneFromDisk: a layer whose content folder was
 // deleted by hand is installed again, where its mount failed every run of it
 // with the state directory's path in the message (a package audit).

@@ -160,6 +160,9 @@ type Manifest struct {
 	Packages    []Resolved `json:"packages"`
 	Bytes       int64      `json:"bytes"` // disk usage of the content (allocated blocks)
 	InstalledAt time.Time  `json:"installed_at"`
+	// InstallSeconds is how long its install took, which bounds the wait
+	// for a re-resolve of it (refreshWait); 0 in a layer older than it.
+	InstallSeconds float64 `json:"install_seconds,omitempty"`
 	// LastUsed is when a run last acquired the layer (its install for a new
 	// one). It is not in manifest.json: the cache keeps it as the mtime of the
 	// layer's directory, so that a use writes no file.
