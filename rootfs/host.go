@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -122,7 +123,13 @@ func NewHost(stateDir string, cfg HostConfig) (*Host, error) {
 		h.interp[JavaScript] = DefaultNodePath
 	}
 	if err := h.writeSkeleton(); err != nil {
-		return nil, fmt.Errorf("writing the host rootfs skeleton at %q: %w", h.dir, err)
+		hint := ""
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EROFS) || errors.Is(err, unix.EDQUOT) {
+			// The state directory's disk (the operator probe of 2026-12-06
+			// got ENOSPC's words alone).
+			hint = ": free the state directory's disk, or give --state-dir (state_dir) a writable folder on one with room"
+		}
+		return nil, fmt.Errorf("writing the host rootfs skeleton at %q: %w%s", h.dir, err, hint)
 	}
 	return h, nil
 }

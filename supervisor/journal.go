@@ -259,7 +259,8 @@ func LockStateDir(stateDir string) (*os.File, error) {
 func lockJournal(stateDir, path string) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(stateDir, journalLockFile), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("opening the journal's lock: %w", err)
+		// A read-only or full disk, most likely (the operator probe).
+		return nil, fmt.Errorf("opening the journal's lock: %w: the state directory must be writable, with room: %s", err, StateDirHint)
 	}
 	for deadline := time.Now().Add(time.Second); ; time.Sleep(50 * time.Millisecond) {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
