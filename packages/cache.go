@@ -137,8 +137,9 @@ type cachedLayer struct {
 	lastUse  time.Time
 	refs     int // leases held
 	// refreshAfter holds an open layer's next re-resolve back after one
-	// that failed (staleRetry).
+	// that failed (staleRetry, doubled for each failure in a row: failed).
 	refreshAfter time.Time
+	failed       int
 }
 
 // staleRetry is how long an open layer kept because its re-resolve failed
@@ -640,8 +641,10 @@ func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 	// A kept layer is back in c.layers, where the next acquire writes its
 	// lastUse under c.mu: read now (the race detector's find).
 	var keptUse, keptInstalled time.Time
+	var keptRetry time.Duration
 	if kept {
 		keptUse, keptInstalled = f.staleLayer.lastUse, f.staleLayer.manifest.InstalledAt
+		keptRetry = f.staleLayer.refreshAfter.Sub(keptUse).Round(time.Second)
 	}
 	c.mu.Unlock()
 
@@ -649,11 +652,11 @@ func (c *Cache) install(ctx context.Context, f *flight, key string, set Set) {
 	case kept && slow:
 		c.touch(key, keptUse)
 		c.log.Warn("re-resolving an open package layer took too long, and was stopped: serving the layer as it was (is the registry answering?)", "key", key, "language", set.Language,
-			"installed_at", keptInstalled, "waited", took.Round(time.Millisecond).String(), "retry_after", staleRetry)
+			"installed_at", keptInstalled, "waited", took.Round(time.Millisecond).String(), "retry_after", keptRetry.String())
 	case kept:
 		c.touch(key, keptUse)
 		c.log.Warn("re-resolving an open package layer failed: serving the layer as it was", "key", key, "language", set.Language,
-			"installed_at", keptInstalled, "retry_after", staleRetry, "err", err)
+			"installed_at", keptInstalled, "retry_after", keptRetry.String(), "err", err)
 	case err != nil && abandoned:
 		// Every run that waited for it was stopped (a DELETE, a client
 		// gone): what was asked, not a failure to warn of.
@@ -695,7 +698,12 @@ func (c *Cache) restoreLocked(f *flight, key string) bool {
 	}
 	os.Remove(f.stale.dir)
 	l := f.staleLayer
-	l.refs, l.lastUse, l.refreshAfter = f.waiters, time.Now(), time.Now().Add(staleRetry)
+	// A registry that stays down, or hangs, holds a run of the set for
+	// refreshWait at each re-resolve: they come less often the longer it
+	// lasts (the review of 2026-12-06), and at least once an open_ttl.
+	l.failed++
+	retry := min(staleRetry<<min(l.failed-1, 10), max(c.openTTL, staleRetry))
+	l.refs, l.lastUse, l.refreshAfter = f.waiters, time.Now(), time.Now().Add(retry)
 	l.manifest.LastUsed = l.lastUse
 	c.layers[key] = l
 	c.bytes += l.manifest.Bytes

@@ -589,8 +589,13 @@ func (j *journal) checkFiles() error {
 		return nil
 	}
 	switch {
-	case err != nil:
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
 		j.lost = fmt.Errorf("the journal %s is gone from the disk (%v): was the state directory deleted? Its results can't be kept: restart the service on a state directory that exists (those it answered since are lost)", j.watched, err)
+	case err != nil:
+		// Another failure (EIO, a network filesystem's ESTALE) may pass:
+		// the journal's own writes say what it means; looked at again at
+		// the next tick.
+		return nil
 	case st.Dev != j.dev || st.Ino != j.ino:
 		j.lost = fmt.Errorf("the journal %s was replaced under the service: was the state directory deleted or moved? Its results can't be kept: restart the service (those it answered since are lost)", j.watched)
 	default:

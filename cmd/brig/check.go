@@ -63,7 +63,14 @@ func checkAction(c *cli.Context) error {
 	checks = append(checks, jail.CheckCgroups(parent)...)
 	state := checkStateDir(lc.StateDir)
 	checks = append(checks, state)
-	p, perr := newProvider(lc)
+	var p rootfs.Provider
+	perr := errors.New("not checked")
+	if state.OK {
+		// Not in a state directory refused above: the roots are built in
+		// it (the review of 2026-12-06 found check and run --local writing
+		// there all the same).
+		p, perr = newProvider(lc)
+	}
 	if perr != nil {
 		// One line: the roots are opened together.
 		hint := "fix --rootfs or [sandbox.rootfs], or build the root it names: brig rootfs build LANGUAGE --dir DIR"

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/brig-sandbox/brig/cgroup"
+	"github.com/brig-sandbox/brig/internal/safedir"
 	"github.com/brig-sandbox/brig/jail"
 	"github.com/brig-sandbox/brig/rootfs"
 	"github.com/brig-sandbox/brig/supervisor"
@@ -161,6 +162,12 @@ func parseRootfsFlags(values []string, built map[rootfs.Language]string) error {
 func newProvider(lc launcherConfig) (rootfs.Provider, error) {
 	if os.Geteuid() != 0 {
 		return nil, errNotRoot
+	}
+	// Every verb that builds sandboxes (serve, run --local, bench --local,
+	// check) writes its roots and the jail's folders here: not in one
+	// another user may write to (safedir).
+	if err := safedir.Make(lc.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("the state directory: %w: %s", err, supervisor.StateDirHint)
 	}
 	// Not returned as it is: a nil *Mixed in a Provider is not a nil Provider.
 	m, err := rootfs.Open(lc.StateDir, lc.Built)

@@ -1185,7 +1185,7 @@ func TestCheckStateDir(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o644)
 	out, _, code := brig(t, "", "check", "--no-resolve", "--state-dir", filepath.Join(file, "state"), "--cgroup-parent", cliCgroupParent)
-	if code == 0 || !strings.Contains(out, "FAIL  state directory") || !strings.Contains(out, "give --state-dir (state_dir) a writable folder") ||
+	if code == 0 || !strings.Contains(out, "FAIL  state directory") || !strings.Contains(out, "give --state-dir (state_dir) a folder on a local filesystem that root owns") ||
 		!strings.Contains(out, "fix the state directory first") {
 		t.Errorf("check with a state directory under a file: exit %d,\n%s\nwant a failed state directory line and the rootfs line pointing to it", code, out)
 	}
@@ -1195,9 +1195,28 @@ func TestCheckStateDir(t *testing.T) {
 	os.Mkdir(owned, 0o755)
 	os.Chown(owned, 61234, 0)
 	out, _, code = brig(t, "", "check", "--no-resolve", "--state-dir", owned, "--cgroup-parent", cliCgroupParent)
-	if code == 0 || !strings.Contains(out, "a folder above it is owned by uid 61234") || !strings.Contains(out, "chown root:root DIR") ||
+	if code == 0 || !strings.Contains(out, "is owned by uid 61234") || !strings.Contains(out, "chown root:root DIR") ||
 		strings.Contains(out, "build the root it names") {
-		t.Errorf("check with a state directory owned by uid 61234: exit %d,\n%s\nwant the rootfs line's hint to make it root's", code, out)
+		t.Errorf("check with a state directory owned by uid 61234: exit %d,\n%s\nwant the state directory's line's hint to make it root's", code, out)
+	}
+	// One others may write to is refused before anything is made in it, by
+	// check and by run --local (the review of 2026-12-06: both built their
+	// roots there all the same).
+	open := filepath.Join(t.TempDir(), "open")
+	os.Mkdir(open, 0o700)
+	syscall.Chmod(open, 0o1777)
+	out, _, code = brig(t, "", "check", "--no-resolve", "--state-dir", open, "--cgroup-parent", cliCgroupParent)
+	if code == 0 || !strings.Contains(out, "writable by its group or others (mode 1777)") || !strings.Contains(out, "fix the state directory first") {
+		t.Errorf("check with a 1777 state directory: exit %d,\n%s\nwant it refused", code, out)
+	}
+	prog := filepath.Join(t.TempDir(), "p.py")
+	os.WriteFile(prog, []byte("print(1)\n"), 0o644)
+	_, stderr, code := brig(t, "", "run", "--local", "--language", "python", "--state-dir", open, "--cgroup-parent", cliCgroupParent, prog)
+	if code == 0 || !strings.Contains(stderr, "writable by its group or others (mode 1777)") {
+		t.Errorf("run --local with a 1777 state directory: exit %d, %q; want it refused", code, stderr)
+	}
+	if ents, _ := os.ReadDir(open); len(ents) > 0 {
+		t.Errorf("the refused state directory got %d entries, want none", len(ents))
 	}
 }
 

@@ -63,13 +63,15 @@ func Require(tb testing.TB, ok bool, reason string) {
 	}
 }
 
-// Tmpfs mounts a tmpfs of size ("8m") on a fresh directory of tb's and
+// Tmpfs mounts a tmpfs of size ("8m"), mode 0700 as tb.TempDir's (a
+// tmpfs's own is 1777, which brig refuses for a state directory), on a
+// fresh directory of tb's and
 // unmounts it when tb ends: a small disk to fill. Needs root.
 func Tmpfs(tb testing.TB, size string) string {
 	tb.Helper()
 	RequireRoot(tb)
 	dir := tb.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
 		tb.Fatalf("mounting a tmpfs on %s: %v", dir, err)
 	}
 	tb.Cleanup(func() {
