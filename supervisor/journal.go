@@ -166,6 +166,7 @@ type journal struct {
 	// why: every record refused from then on, under mu.
 	watched  string
 	dev, ino uint64
+	dbSize   int64 // the database file's size at the last look
 	lost     error
 }
 
@@ -570,7 +571,7 @@ func (j *journal) watch(path string) error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.watched, j.dev, j.ino = path, st.Dev, st.Ino
+	j.watched, j.dev, j.ino, j.dbSize = path, st.Dev, st.Ino, st.Size
 	return nil
 }
 
@@ -598,7 +599,13 @@ func (j *journal) checkFiles() error {
 		return nil
 	case st.Dev != j.dev || st.Ino != j.ino:
 		j.lost = fmt.Errorf("the journal %s was replaced under the service: was the state directory deleted or moved? Its results can't be kept: restart the service (those it answered since are lost)", j.watched)
+	case st.Size < j.dbSize:
+		// bbolt only grows its file while it is open: a shorter one was
+		// cut by something else (a log rotation's copytruncate, a "> file"),
+		// and its next read past the end faults (the crash probe).
+		j.lost = fmt.Errorf("the journal %s was cut short under the service (from %d to %d bytes): is a tool emptying the state directory's files? Restart the service (those it answered since are lost)", j.watched, j.dbSize, st.Size)
 	default:
+		j.dbSize = st.Size
 		return nil
 	}
 	return j.lost

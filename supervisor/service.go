@@ -534,11 +534,12 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		// is full or unwritable, which may pass. The run is not started
 		// unrecorded, which would lose it to a restart.
 		e := newError(api.ErrorUnavailable, "the service could not record the run in its journal (%v), so the program did not run; retry after the Retry-After seconds, and if this goes on tell the operator: the service's state directory may be full or read-only", err)
-		if lost := s.journal.lostErr(); lost != nil {
-			// No retry helps until the operator restarts the service.
-			e = newError(api.ErrorUnavailable, "the service can't record runs: %v; the program did not run. Send it to another brig, or retry once the operator has restarted this one", lost)
-		}
 		e.retryAfter = journalRetryAfter
+		if lost := s.journal.lostErr(); lost != nil {
+			// No retry helps until the service is restarted: no
+			// Retry-After, as for a stop (the crash probe of 2026-12-06).
+			e = newError(api.ErrorUnavailable, "the service can't record runs: %v; the program did not run. Send it to another brig, or send it again once this one has been restarted", lost)
+		}
 		r.recordedAs(e)
 		s.mu.Lock()
 		delete(s.runs, r.runKey())

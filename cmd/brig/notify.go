@@ -56,9 +56,15 @@ func watchdog(ctx context.Context, socket string, log *slog.Logger) {
 	defer t.Stop()
 	for {
 		probe, cancel := context.WithTimeout(ctx, every)
-		_, err := c.Health(probe)
+		h, err := c.Health(probe)
 		cancel()
-		if err == nil || answered(err) {
+		if err == nil && h.Status == "failing" {
+			// Its journal is lost: only a restart mends it, which the
+			// watchdog's end brings (Restart=).
+			if ctx.Err() == nil {
+				log.Error("the service is failing (its journal is lost); systemd's watchdog is not pinged, so that systemd restarts it", "watchdog", interval.String())
+			}
+		} else if err == nil || answered(err) {
 			notifySystemd(log, daemon.SdNotifyWatchdog)
 		} else if ctx.Err() == nil {
 			log.Warn("the service's own health probe failed; systemd's watchdog is not pinged", "err", err, "watchdog", interval.String())

@@ -40,12 +40,32 @@ func TestCheck(t *testing.T) {
 		mk("group", 0o775):   "writable by its group or others (mode 775)",
 		file:                 "is not a folder",
 	}
+	// Below a folder others may write without the sticky bit: they could
+	// move it away and put theirs there.
+	open := mk("open", 0o777)
+	under := filepath.Join(open, "state")
+	os.Mkdir(under, 0o755)
+	cases[under] = "writable by its group or others without the sticky bit (mode 777)"
 	if os.Geteuid() == 0 {
 		other := mk("other", 0o755)
 		if err := os.Chown(other, 65534, 65534); err != nil {
 			t.Fatal(err)
 		}
 		cases[other] = "owned by uid 65534"
+		// Another user's link to a good folder: they could point it
+		// elsewhere (the crash probe of 2026-12-06).
+		theirs := filepath.Join(base, "theirs")
+		os.Symlink(good, theirs)
+		if err := os.Lchown(theirs, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		cases[theirs] = "a link on its path, " + theirs + ", is owned by uid 65534"
+		// A folder of theirs above a good one.
+		above := mk("above", 0o755)
+		inside := filepath.Join(above, "state")
+		os.Mkdir(inside, 0o755)
+		os.Chown(above, 65534, 65534)
+		cases[inside] = "a folder above it, " + above + ", is owned by uid 65534"
 	}
 	for p, want := range cases {
 		if err := Check(p); err == nil || !strings.Contains(err.Error(), want) {
