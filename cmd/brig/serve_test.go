@@ -1226,6 +1226,23 @@ func TestServeTellsSystemd(t *testing.T) {
 	if !strings.Contains(logs.String(), "watchdog is not pinged") {
 		t.Errorf("got logs\n%s\nwant a line saying the watchdog was not pinged", logs)
 	}
+	// A lost journal (moved away under the service) stops them for good,
+	// though the socket answers: only the restart the watchdog's end brings
+	// mends it (the crash probe of 2026-12-06). The stop then fails.
+	journal := filepath.Join(filepath.Dir(socket), "state", "journal.db")
+	if err := os.Rename(journal, journal+".away"); err != nil {
+		t.Fatal(err)
+	}
+	quiet := false
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if got := next(3 * interval); got == "" {
+			quiet = true
+			break
+		}
+	}
+	if !quiet || !strings.Contains(logs.String(), "the service is failing") {
+		t.Errorf("with the journal lost: pings went on (%v) or no line said so; it logged:\n%s", !quiet, logs)
+	}
 	serve.Process.Signal(syscall.SIGTERM)
 	for {
 		got := next(10 * time.Second)
@@ -1236,8 +1253,8 @@ func TestServeTellsSystemd(t *testing.T) {
 			t.Fatalf("got %q after SIGTERM, want STOPPING=1", got)
 		}
 	}
-	if err := serve.Wait(); err != nil {
-		t.Fatalf("brig serve: %v; it logged:\n%s", err, logs)
+	if err := serve.Wait(); err == nil || !strings.Contains(logs.String(), "gone from the disk") {
+		t.Fatalf("brig serve with its journal lost: %v, want a failed stop that says why; it logged:\n%s", err, logs)
 	}
 	checkParentRemoved(t, cliServeParent)
 }
