@@ -1058,6 +1058,23 @@ func TestCacheRefreshesOpenLayers(t *testing.T) {
 	}
 }
 
+// cacheWithOpenLayer is a cache of a fakeInstaller, in a folder of t's, whose
+// open layers are re-resolved past openTTL, holding the layer of the open set
+// it returns, installed once: its lease, released.
+func cacheWithOpenLayer(t *testing.T, openTTL time.Duration) (*Cache, *fakeInstaller, Set, *Lease) {
+	t.Helper()
+	inst := &fakeInstaller{}
+	c, err := OpenCache(CacheConfig{Dir: filepath.Join(t.TempDir(), "cache"), OpenTTL: openTTL, Installer: inst, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	open := mustSet(t, "python", "3.11.2", "requests>=2")
+	first := acquire(t, c, open)
+	first.Release()
+	return c, inst, open, first
+}
+
 // TestCacheKeepsAnOpenLayerWhenItsRegistryIsDown: an open layer whose
 // re-resolve fails (the registry down, or too slow) is put back and served,
 // and not re-resolved again for staleRetry; one the registry now refuses is
@@ -1075,16 +1092,7 @@ func TestCacheKeepsAnOpenLayerWhenItsRegistryIsDown(t *testing.T) {
 		{"the registry refuses the request now", &UnavailableError{Message: "No matching distribution found for requests>=2"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inst := &fakeInstaller{}
-			dir := filepath.Join(t.TempDir(), "cache")
-			c, err := OpenCache(CacheConfig{Dir: dir, OpenTTL: time.Nanosecond, Installer: inst, Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			open := mustSet(t, "python", "3.11.2", "requests>=2")
-			first := acquire(t, c, open)
-			first.Release()
+			c, inst, open, first := cacheWithOpenLayer(t, time.Nanosecond)
 			inst.err = tc.err
 			l, err := c.Acquire(context.Background(), open, nil)
 			if !tc.kept {
@@ -1093,11 +1101,11 @@ func TestCacheKeepsAnOpenLayerWhenItsRegistryIsDown(t *testing.T) {
 				}
 				// Deleted once the install's lock is let go, maybe after the
 				// waiter has its error.
-				for i := 0; i < 100 && len(entries(t, filepath.Join(dir, "staging"))) != 0; i++ {
+				for i := 0; i < 100 && len(entries(t, c.stageDir)) != 0; i++ {
 					time.Sleep(10 * time.Millisecond)
 				}
-				if s := c.Stats(); s.Layers != 0 || len(entries(t, filepath.Join(dir, "staging"))) != 0 {
-					t.Errorf("got %d layers and staging %q, want the old layer gone", s.Layers, entries(t, filepath.Join(dir, "staging")))
+				if s := c.Stats(); s.Layers != 0 || len(entries(t, c.stageDir)) != 0 {
+					t.Errorf("got %d layers and staging %q, want the old layer gone", s.Layers, entries(t, c.stageDir))
 				}
 				return
 			}
@@ -1118,8 +1126,8 @@ func TestCacheKeepsAnOpenLayerWhenItsRegistryIsDown(t *testing.T) {
 			if !again.Cached || inst.Calls() != 2 {
 				t.Errorf("got Cached %v after %d installs, want a hit after 2", again.Cached, inst.Calls())
 			}
-			if s := c.Stats(); s.Layers != 1 || len(entries(t, filepath.Join(dir, "staging"))) != 0 {
-				t.Errorf("got %d layers and staging %q, want 1 and nothing left in staging", s.Layers, entries(t, filepath.Join(dir, "staging")))
+			if s := c.Stats(); s.Layers != 1 || len(entries(t, c.stageDir)) != 0 {
+				t.Errorf("got %d layers and staging %q, want 1 and nothing left in staging", s.Layers, entries(t, c.stageDir))
 			}
 		})
 	}
@@ -1135,16 +1143,7 @@ func TestCacheStopsASlowReResolve(t *testing.T) {
 	testutil.CheckLeaks(t)
 	defer func(d time.Duration) { refreshWaitMin = d }(refreshWaitMin)
 	refreshWaitMin = 300 * time.Millisecond
-	inst := &fakeInstaller{}
-	dir := filepath.Join(t.TempDir(), "cache")
-	c, err := OpenCache(CacheConfig{Dir: dir, OpenTTL: time.Hour, Installer: inst, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	open := mustSet(t, "python", "3.11.2", "requests>=2")
-	first := acquire(t, c, open)
-	first.Release()
+	c, inst, open, first := cacheWithOpenLayer(t, time.Hour)
 	layer := func() *cachedLayer { return c.layers[first.Manifest.Key] } // with c.mu held
 	c.mu.Lock()
 	layer().manifest.InstalledAt = time.Now().Add(-2 * time.Hour) // past its open_ttl
