@@ -503,14 +503,18 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 		go c.install(ictx, f, key, set)
 	}
 	f.waiters++
+	var wait time.Duration // read under the lock: the install's end writes the stale layer
+	if f.staleLayer != nil {
+		wait = refreshWait(f.staleLayer.manifest)
+	}
 	c.mu.Unlock()
 
 	sub := f.subscribe(progress)
 	var slow <-chan time.Time
-	if f.staleLayer != nil {
+	if wait > 0 {
 		// A re-resolve that takes too long is stopped, and its end puts the
 		// layer back (install, kept) for every waiter.
-		t := time.NewTimer(refreshWait(f.staleLayer.manifest))
+		t := time.NewTimer(wait)
 		defer t.Stop()
 		slow = t.C
 	}
