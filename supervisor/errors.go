@@ -16,6 +16,10 @@ import (
 type apiError struct {
 	body       api.Error
 	retryAfter int // seconds; for queue_full
+	// runID is the id the service made for a run it then refused (its
+	// journal's write failed), for the request's log line, which the
+	// refusal's own line names it by.
+	runID string
 }
 
 func (e *apiError) Error() string { return e.body.Error() }

@@ -1119,6 +1119,18 @@ func TestJournalLostUnderTheService(t *testing.T) {
 	if !strings.Contains(ts.logs.String(), "the journal is lost") {
 		t.Errorf("the log does not say the journal is lost")
 	}
+	// The refused POST's request line names the id the service made, as the
+	// refusal's own line does (the docs probe of 2026-12-06).
+	refused := ts.logs.Lines("recording an accepted run in the journal: the run is refused")
+	tied := false
+	for _, l := range ts.logs.Lines("request") {
+		if len(refused) == 1 && l["status"] == float64(http.StatusServiceUnavailable) && l["id"] != nil && l["id"] == refused[0]["id"] {
+			tied = true
+		}
+	}
+	if !tied {
+		t.Errorf("the refused run's request line does not name the id its refusal's line does (%d refusal lines)", len(refused))
+	}
 	err = ts.Service.Shutdown(ctx)
 	ts.Service = nil
 	if err == nil || !strings.Contains(err.Error(), "gone from the disk") {

@@ -296,6 +296,9 @@ func (s *Service) guard(route string, h func(http.ResponseWriter, *http.Request)
 			attrs = append(attrs, logID, rec.runID)
 		}
 		var ae *apiError
+		if errors.As(err, &ae) && ae.runID != "" && rec.runID == "" {
+			attrs = append(attrs, logID, ae.runID)
+		}
 		if errors.As(err, &ae) {
 			attrs = append(attrs, logErrCode, ae.body.Code, "message", redactUserinfo(ae.body.Message))
 		} else if err != nil {

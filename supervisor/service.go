@@ -540,6 +540,7 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 			// Retry-After, as for a stop (the crash probe of 2026-12-06).
 			e = newError(api.ErrorUnavailable, "the service can't record runs: %v; the program did not run. Send it to another brig, or send it again once this one has been restarted", lost)
 		}
+		e.runID = id
 		r.recordedAs(e)
 		s.mu.Lock()
 		delete(s.runs, r.runKey())
