@@ -21,7 +21,7 @@ import (
 // sandboxFlags are the flags of every verb that builds sandboxes.
 func sandboxFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "state-dir", Value: jail.DefaultStateDir, Usage: "directory for brig's state (rootfs skeleton, scratch mount point)"},
+		&cli.StringFlag{Name: "state-dir", Value: jail.DefaultStateDir, Usage: "directory for brig's state (rootfs skeleton, scratch mount point): root's, writable by root alone, on a path no one else can change"},
 		&cli.StringFlag{Name: "cgroup-parent", Usage: "cgroup under which runs' groups are made (default \"brig\" for the service, \"brig-local\" for --local)"},
 		&cli.StringSliceFlag{Name: "rootfs", Usage: "a built rootfs for a language, as LANG=DIR (from brig rootfs build); languages without one use the host rootfs"},
 		&cli.Float64Flag{Name: "cpus", Value: jail.DefaultCPUs, Usage: "CPU limit of each run, in CPUs"},

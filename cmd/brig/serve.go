@@ -352,7 +352,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "config", Usage: "a TOML config file (see deploy/brig.toml); flags override it"},
 			&cli.StringFlag{Name: "socket", Usage: "the API socket", DefaultText: supervisor.DefaultSocket},
 			&cli.StringFlag{Name: "socket-group", Usage: "group that owns the socket with root (mode 0660)"},
-			&cli.StringFlag{Name: "state-dir", Usage: "directory of the journal and the sandboxes' state", DefaultText: supervisor.DefaultStateDir},
+			&cli.StringFlag{Name: "state-dir", Usage: "directory of the journal and the sandboxes' state: root's, writable by root alone, on a path no one else can change", DefaultText: supervisor.DefaultStateDir},
 			&cli.IntSliceFlag{Name: "allow-uid", Usage: "a uid allowed to use the API, which must also be in --socket-group to open the socket (repeatable; with neither this nor --allow-gid, root only; a list replaces that default: root is refused unless --allow-uid 0 is given too)"},
 			&cli.IntSliceFlag{Name: "allow-gid", Usage: "a gid allowed to use the API, which must also be the --socket-group for its members to open the socket (repeatable; replaces the default of root only, as --allow-uid does)"},
 			&cli.IntSliceFlag{Name: "admin-gid", Usage: "a gid whose members see and stop every uid's runs, as root does (repeatable; default none)"},
