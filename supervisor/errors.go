@@ -70,7 +70,13 @@ func statusOf(code string) int {
 // *apiError is a defect: 500, with the error's text.
 func writeError(w http.ResponseWriter, err error) {
 	var ae *apiError
-	if !errors.As(err, &ae) {
+	var lost *journalLost
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &lost):
+		// No Retry-After: only a restart mends it.
+		ae = newError(api.ErrorUnavailable, "%s; send new runs to another brig", lostAnswer)
+	default:
 		ae = newError(api.ErrorInternal, "internal error: %v", err)
 	}
 	if ae.retryAfter > 0 {

@@ -167,7 +167,7 @@ type journal struct {
 	watched  string
 	dev, ino uint64
 	dbSize   int64 // the database file's size at the last look
-	lost     error
+	lost     *journalLost
 }
 
 // pendingEntry is one line of the pending file.
@@ -591,19 +591,19 @@ func (j *journal) checkFiles() error {
 	}
 	switch {
 	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
-		j.lost = fmt.Errorf("the journal %s is gone from the disk (%v): was the state directory deleted? Its results can't be kept: restart the service on a state directory that exists (those it answered since are lost)", j.watched, err)
+		j.lost = &journalLost{fmt.Sprintf("the journal %s is gone from the disk (%v): was the state directory deleted? Its results can't be kept: restart the service on a state directory that exists (those it answered since are lost)", j.watched, err)}
 	case err != nil:
 		// Another failure (EIO, a network filesystem's ESTALE) may pass:
 		// the journal's own writes say what it means; looked at again at
 		// the next tick.
 		return nil
 	case st.Dev != j.dev || st.Ino != j.ino:
-		j.lost = fmt.Errorf("the journal %s was replaced under the service: was the state directory deleted or moved? Its results can't be kept: restart the service (those it answered since are lost)", j.watched)
+		j.lost = &journalLost{fmt.Sprintf("the journal %s was replaced under the service: was the state directory deleted or moved? Its results can't be kept: restart the service (those it answered since are lost)", j.watched)}
 	case st.Size < j.dbSize:
 		// bbolt only grows its file while it is open: a shorter one was
 		// cut by something else (a log rotation's copytruncate, a "> file"),
 		// and its next read past the end faults (the crash probe).
-		j.lost = fmt.Errorf("the journal %s was cut short under the service (from %d to %d bytes): is a tool emptying the state directory's files? Restart the service (those it answered since are lost)", j.watched, j.dbSize, st.Size)
+		j.lost = &journalLost{fmt.Sprintf("the journal %s was cut short under the service (from %d to %d bytes): is a tool emptying the state directory's files? Restart the service, and if the restart says the journal is damaged, move it aside as it says (those it answered since are lost)", j.watched, j.dbSize, st.Size)}
 	default:
 		j.dbSize = st.Size
 		return nil
@@ -611,11 +611,41 @@ func (j *journal) checkFiles() error {
 	return j.lost
 }
 
+// journalLost is checkFiles's error: the journal's file is gone from its
+// path or cut short, and the journal neither reads nor writes any more (a
+// read past a cut faults the process: the review of 2026-12-06).
+type journalLost struct{ msg string }
+
+func (e *journalLost) Error() string { return e.msg }
+
+// lostAnswer is what a client is told of a lost journal: not its host path.
+const lostAnswer = "the service's journal is lost (its state directory was deleted, moved or emptied under it), so it can't record or read runs until its operator restarts it"
+
 // lostErr is checkFiles's error, once it has found the journal gone.
 func (j *journal) lostErr() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.lost == nil {
+		return nil // not a nil *journalLost in an error
+	}
 	return j.lost
+}
+
+// view reads the journal in a transaction, unless it is lost; a fault on its
+// mapped pages (a file cut short before checkFiles saw it) is an error, not
+// the service's end.
+func (j *journal) view(f func(tx *bolt.Tx) error) error {
+	if err := j.lostErr(); err != nil {
+		return err
+	}
+	return readingDamaged(j.watchedPath(), func() error { return j.db.View(f) })
+}
+
+// watchedPath is the database's path, for messages.
+func (j *journal) watchedPath() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.watched
 }
 
 // acceptSoon records a run that was just accepted in the pending file, in one
@@ -700,6 +730,9 @@ func (j *journal) appendPending(k runKey, rec *record) error {
 // nothing, and, unlike a goroutine blocked in fsync, a goroutine waiting for
 // the batch leaves its processor to the handler that writes the response.
 func (j *journal) finish(k runKey, rec *record) error {
+	if err := j.lostErr(); err != nil {
+		return err
+	}
 	if err := j.db.Batch(func(tx *bolt.Tx) error { return finishLocked(tx, k, rec) }); err != nil {
 		return err // its pending line stays, for the next start to commit
 	}
@@ -827,7 +860,7 @@ func (j *journal) requestKey(k runKey) (string, error) {
 	var key struct {
 		Key string `json:"key"`
 	}
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRuns).Get(k.bytes())
 		if b == nil {
 			return errNoRecord
@@ -864,7 +897,7 @@ func damagedRecord(k runKey, err error) error {
 // answer is taken before its decoded copy is made (Service.readRecord).
 func (j *journal) read(k runKey, hold func(size int) error) (*record, error) {
 	var rec *record
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRuns).Get(k.bytes())
 		if b == nil {
 			return errNoRecord
@@ -887,7 +920,7 @@ func (j *journal) read(k runKey, hold func(size int) error) (*record, error) {
 // key order.
 func (j *journal) owners(id string) ([]int, error) {
 	var uids []int
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view(func(tx *bolt.Tx) error {
 		prefix := []byte(id + "/")
 		c := tx.Bucket(bucketRuns).Cursor()
 		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
@@ -934,6 +967,9 @@ func (j *journal) recover(stop func(id string, rec *record) *api.Result, now tim
 
 // prune removes the results that finished before cutoff and returns how many.
 func (j *journal) prune(cutoff time.Time) (int, error) {
+	if j.lostErr() != nil {
+		return 0, nil // nothing to prune from: the service says it is lost
+	}
 	n := 0
 	err := j.db.Update(func(tx *bolt.Tx) error {
 		// Keys are collected first: deleting under a bbolt cursor can skip the

@@ -247,6 +247,12 @@ func (s *Service) Metrics() http.Handler { return s.metrics.handler() }
 // Shutdown stops accepting runs, lets those accepted finish within the
 // configured grace (or until ctx ends), stops the rest (reason stopped), waits
 // until every result is in the journal, and closes the server and the journal.
+// Failing reports whether the service's journal is lost, which only a
+// restart mends (its health says "failing"), for a watchdog of its own
+// process: one that asks over the socket gets 403 where root is not allowed
+// (the review of 2026-12-06).
+func (s *Service) Failing() bool { return s.journal.lostErr() != nil }
+
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
@@ -535,10 +541,11 @@ func (s *Service) submit(req api.Request, peerUID int) (*run, *record, error) {
 		// unrecorded, which would lose it to a restart.
 		e := newError(api.ErrorUnavailable, "the service could not record the run in its journal (%v), so the program did not run; retry after the Retry-After seconds, and if this goes on tell the operator: the service's state directory may be full or read-only", err)
 		e.retryAfter = journalRetryAfter
-		if lost := s.journal.lostErr(); lost != nil {
+		if s.journal.lostErr() != nil {
 			// No retry helps until the service is restarted: no
-			// Retry-After, as for a stop (the crash probe of 2026-12-06).
-			e = newError(api.ErrorUnavailable, "the service can't record runs: %v; the program did not run. Send it to another brig, or send it again once this one has been restarted", lost)
+			// Retry-After, as for a stop (the crash probe of 2026-12-06);
+			// and not the journal's host path, which is the log's.
+			e = newError(api.ErrorUnavailable, "%s; the program did not run. Send it to another brig, or send it again once this one has been restarted", lostAnswer)
 		}
 		e.runID = id
 		r.recordedAs(e)

@@ -1209,7 +1209,7 @@ func serveUntilSignal(svc *supervisor.Service, ln net.Listener, socket string, s
 	notifySystemd(log, daemon.SdNotifyReady)
 	pings, stopPings := context.WithCancel(context.Background())
 	defer stopPings()
-	go watchdog(pings, socket, log)
+	go watchdog(pings, socket, svc.Failing, log)
 	// sigs is never stopped nor ignored: a signal during the sandboxes' cleanup that
 	// follows (serveAction's defers) must not kill the process half-way and
 	// leave its cgroups (SIGKILL still does). Once sigs is full the runtime

@@ -7,9 +7,12 @@
 package safedir
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,10 +20,32 @@ import (
 // Make makes dir with perm where it is missing (its parents too), and
 // returns Check's verdict on it.
 func Make(dir string, perm os.FileMode) error {
-	if err := os.MkdirAll(dir, perm); err != nil {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
 		return err
 	}
-	return Check(dir)
+	// The deepest folder of the path that exists is checked as a folder
+	// above before any is made below it (the review of 2026-12-06: a refused
+	// path got its folders all the same).
+	for q := abs; q != "/"; q = filepath.Dir(q) {
+		if _, err := os.Lstat(q); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if q != abs {
+			real, err := walk(q)
+			if err != nil {
+				return err
+			}
+			if err := owned(real, true); err != nil {
+				return err
+			}
+		}
+		break
+	}
+	if err := os.MkdirAll(abs, perm); err != nil {
+		return err
+	}
+	return Check(abs)
 }
 
 // Check returns an error that says why dir is not a folder of this process's
@@ -37,17 +62,9 @@ func Check(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := checkAbove(abs); err != nil {
-		return err
-	}
-	real, err := filepath.EvalSymlinks(abs)
+	real, err := walk(abs)
 	if err != nil {
 		return err
-	}
-	if real != abs {
-		if err := checkAbove(real); err != nil {
-			return err
-		}
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(real, &st); err != nil {
@@ -64,30 +81,86 @@ func Check(dir string) error {
 	return nil
 }
 
-// checkAbove checks each component of the absolute path p but its last folder
-// (Check's), without following links: each must be root's or this user's, and
-// each folder above writable by others only with the sticky bit.
-func checkAbove(p string) error {
-	for q := p; ; q = filepath.Dir(q) {
+// maxLinks bounds the links walk follows, as the kernel's 40.
+const maxLinks = 40
+
+// walk resolves the absolute path p as the kernel does, one component at a
+// time, and checks each folder it passes through and each link it follows,
+// however deep in a chain of links: each must be root's or this user's, and
+// each folder above the last writable by others only with the sticky bit. It
+// returns the resolved path, whose last folder is Check's. (Checking the path
+// as given and as resolved missed a link met halfway through a chain: the
+// review of 2026-12-06.)
+func walk(p string) (string, error) {
+	todo := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	cur, links := "/", 0
+	if err := owned(cur, true); err != nil {
+		return "", err
+	}
+	for len(todo) > 0 {
+		name := todo[0]
+		todo = todo[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, name)
 		var st unix.Stat_t
-		if err := unix.Lstat(q, &st); err != nil {
-			return err
+		if err := unix.Lstat(next, &st); err != nil {
+			return "", err
 		}
-		link := st.Mode&unix.S_IFMT == unix.S_IFLNK
-		switch {
-		case q == p && !link:
-			// The folder itself: Check's.
-		case st.Uid != 0 && int(st.Uid) != os.Geteuid():
-			what := "a folder above it"
-			if link {
-				what = "a link on its path"
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			if err := ownedBy(next, &st, "a link on its path"); err != nil {
+				return "", err
 			}
-			return fmt.Errorf("%s, %s, is owned by uid %d: another user could change which folder the path names", what, q, st.Uid)
-		case q != p && !link && st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
-			return fmt.Errorf("a folder above it, %s, is writable by its group or others without the sticky bit (mode %o): another user could move the path's folder away and put one of theirs there", q, st.Mode&0o7777)
+			if links++; links > maxLinks {
+				return "", fmt.Errorf("%s: too many levels of symbolic links", p)
+			}
+			target, err := os.Readlink(next)
+			if err != nil {
+				return "", err
+			}
+			if filepath.IsAbs(target) {
+				cur = "/"
+			}
+			todo = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), todo...)
+			continue
 		}
-		if q == "/" {
-			return nil
+		cur = next
+		if err := owned(cur, len(todo) > 0); err != nil {
+			return "", err
 		}
 	}
+	return cur, nil
+}
+
+// owned checks the folder dir, one above the last of a walk when above: it
+// must be root's or this user's, and writable by others only with the sticky
+// bit. The last folder is Check's.
+func owned(dir string, above bool) error {
+	if !above {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return err
+	}
+	if err := ownedBy(dir, &st, "a folder above it"); err != nil {
+		return err
+	}
+	if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
+		return fmt.Errorf("a folder above it, %s, is writable by its group or others without the sticky bit (mode %o): another user could move the path's folder away and put one of theirs there", dir, st.Mode&0o7777)
+	}
+	return nil
+}
+
+// ownedBy refuses what, at p, whose owner is neither root nor this user.
+func ownedBy(p string, st *unix.Stat_t, what string) error {
+	if st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s, %s, is owned by uid %d: another user could change which folder the path names", what, p, st.Uid)
+	}
+	return nil
 }

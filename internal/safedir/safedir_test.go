@@ -60,6 +60,16 @@ func TestCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 		cases[theirs] = "a link on its path, " + theirs + ", is owned by uid 65534"
+		// Their link met halfway through a chain of root's links (the
+		// review of 2026-12-06: the path as given and as resolved both
+		// passed).
+		sticky := mk("sticky-tmp", 0o1777)
+		mid := filepath.Join(sticky, "brig-state")
+		os.Symlink(good, mid)
+		os.Lchown(mid, 65534, 65534)
+		chain := filepath.Join(base, "chain")
+		os.Symlink(mid, chain)
+		cases[chain] = "a link on its path, " + mid + ", is owned by uid 65534"
 		// A folder of theirs above a good one.
 		above := mk("above", 0o755)
 		inside := filepath.Join(above, "state")
@@ -72,9 +82,25 @@ func TestCheck(t *testing.T) {
 			t.Errorf("%s: got %v, want an error with %q", p, err, want)
 		}
 	}
-	// Make makes a missing folder, with its parents, that passes.
+	// Root's link in a sticky folder, as /var/run to /run, and a ".." on the
+	// way, pass.
+	rootLink := filepath.Join(mk("sticky-ok", 0o1777), "state")
+	os.Symlink(good, rootLink)
+	for _, p := range []string{rootLink, filepath.Join(good, "..", "good")} {
+		if err := Check(p); err != nil {
+			t.Errorf("%s: %v, want it to pass", p, err)
+		}
+	}
+	// Make makes a missing folder, with its parents, that passes; none
+	// below a folder others may write.
 	made := filepath.Join(base, "a", "b")
 	if err := Make(made, 0o755); err != nil {
 		t.Errorf("Make: %v", err)
+	}
+	if err := Make(filepath.Join(open, "new", "state"), 0o755); err == nil || !strings.Contains(err.Error(), "without the sticky bit") {
+		t.Errorf("Make below a 777 folder: got %v, want it refused", err)
+	}
+	if _, err := os.Lstat(filepath.Join(open, "new")); err == nil {
+		t.Errorf("Make below a 777 folder made a folder there")
 	}
 }
