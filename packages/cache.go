@@ -38,6 +38,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/brig-sandbox/brig/internal/safedir"
 	"github.com/brig-sandbox/brig/internal/text"
 )
 
@@ -276,6 +277,13 @@ func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
 	}
 	if c.openTTL == 0 {
 		c.openTTL = DefaultOpenTTL
+	}
+	// Its layers are mounted into runs as they are: a folder another user
+	// may write, or one on a path they can change, would let them plant
+	// code in other uids' runs (the upgrade probe of 2026-12-06 did, under a
+	// cache_dir in a 0777 folder). The state directory's rule (safedir).
+	if err := safedir.Make(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("opening the package cache: %w: give packages.cache_dir a folder that root owns and only root may write, on a path no one else can change", err)
 	}
 	for _, d := range []string{cfg.Dir, c.layersDir, c.stageDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -705,8 +713,12 @@ func (c *Cache) restoreLocked(f *flight, key string) bool {
 	// A registry that stays down, or hangs, holds a run of the set for
 	// refreshWait at each re-resolve: they come less often the longer it
 	// lasts (the review of 2026-12-06), and at least once an open_ttl.
-	l.failed++
-	retry := min(staleRetry<<min(l.failed-1, 10), max(c.openTTL, staleRetry))
+	// One its waiters all left (DELETEs, clients gone) is no failure of the
+	// registry's (the review of 2026-12-06).
+	if !f.abandoned {
+		l.failed++
+	}
+	retry := min(staleRetry<<min(max(l.failed-1, 0), 10), max(c.openTTL, staleRetry))
 	l.refs, l.lastUse, l.refreshAfter = f.waiters, time.Now(), time.Now().Add(retry)
 	l.manifest.LastUsed = l.lastUse
 	c.layers[key] = l

@@ -1002,6 +1002,14 @@ func TestOpenCacheRefuses(t *testing.T) {
 			}
 			return CacheConfig{Dir: filepath.Join(dir, "c"), Installer: &fakeInstaller{}}
 		}, want: "layers is not a directory of this user"},
+		// One another user could swap for theirs, and plant code in other
+		// uids' runs (the upgrade probe of 2026-12-06).
+		{name: "under a folder others may write", cfg: func(dir string) CacheConfig {
+			open := filepath.Join(dir, "open")
+			os.Mkdir(open, 0o700)
+			syscall.Chmod(open, 0o777)
+			return CacheConfig{Dir: filepath.Join(open, "cache"), Installer: &fakeInstaller{}}
+		}, want: "without the sticky bit (mode 777)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

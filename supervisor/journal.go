@@ -236,7 +236,7 @@ func openJournalLocked(stateDir string, lock io.Closer) (*journal, error) {
 }
 
 // StateDirHint says what a state directory must be.
-const StateDirHint = "give --state-dir (state_dir) a folder on a local filesystem that root owns and only root may write (chown root:root DIR; chmod 0755 DIR)"
+const StateDirHint = "give --state-dir (state_dir) a folder on a local filesystem that root owns and only root may write, on a path no one else can change"
 
 // LockStateDir takes stateDir's journal lock, making the directory if it is
 // not there, and returns it held, for Config.StateLock: brig serve takes it

@@ -1026,7 +1026,7 @@ func TestStateDirOthersMayWrite(t *testing.T) {
 		if err == nil {
 			lock.Close()
 		}
-		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("writable by its group or others (mode %o)", mode)) || !strings.Contains(err.Error(), "chmod 0755") {
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("writable by its group or others (mode %o)", mode)) || !strings.Contains(err.Error(), "chmod 0755 "+dir) {
 			t.Errorf("mode %o: got %v, want it refused with what to do", mode, err)
 		}
 		if ents, _ := os.ReadDir(dir); len(ents) > 0 {

@@ -1195,7 +1195,7 @@ func TestCheckStateDir(t *testing.T) {
 	os.Mkdir(owned, 0o755)
 	os.Chown(owned, 61234, 0)
 	out, _, code = brig(t, "", "check", "--no-resolve", "--state-dir", owned, "--cgroup-parent", cliCgroupParent)
-	if code == 0 || !strings.Contains(out, "is owned by uid 61234") || !strings.Contains(out, "chown root:root DIR") ||
+	if code == 0 || !strings.Contains(out, "is owned by uid 61234") || !strings.Contains(out, "chown 0:0 "+owned) ||
 		strings.Contains(out, "build the root it names") {
 		t.Errorf("check with a state directory owned by uid 61234: exit %d,\n%s\nwant the state directory's line's hint to make it root's", code, out)
 	}

@@ -74,9 +74,9 @@ func Check(dir string) error {
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		return fmt.Errorf("%s is not a folder", dir)
 	case int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("%s is owned by uid %d, not this process's %d", dir, st.Uid, os.Geteuid())
+		return fmt.Errorf("%s is owned by uid %d, not this process's %d: chown %d:%d %s", dir, st.Uid, os.Geteuid(), os.Geteuid(), os.Getegid(), real)
 	case st.Mode&0o022 != 0:
-		return fmt.Errorf("%s is writable by its group or others (mode %o)", dir, st.Mode&0o7777)
+		return fmt.Errorf("%s is writable by its group or others (mode %o): chmod 0755 %s", dir, st.Mode&0o7777, real)
 	}
 	return nil
 }
@@ -152,7 +152,7 @@ func owned(dir string, above bool) error {
 		return err
 	}
 	if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
-		return fmt.Errorf("a folder above it, %s, is writable by its group or others without the sticky bit (mode %o): another user could move the path's folder away and put one of theirs there", dir, st.Mode&0o7777)
+		return fmt.Errorf("a folder above it, %s, is writable by its group or others without the sticky bit (mode %o): another user could move the path's folder away and put one of theirs there (chmod go-w %s, or choose a path whose folders only root may write)", dir, st.Mode&0o7777, dir)
 	}
 	return nil
 }
@@ -160,7 +160,11 @@ func owned(dir string, above bool) error {
 // ownedBy refuses what, at p, whose owner is neither root nor this user.
 func ownedBy(p string, st *unix.Stat_t, what string) error {
 	if st.Uid != 0 && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("%s, %s, is owned by uid %d: another user could change which folder the path names", what, p, st.Uid)
+		fix := "chown root " + p
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			fix = "chown -h root:root " + p
+		}
+		return fmt.Errorf("%s, %s, is owned by uid %d: another user could change which folder the path names (%s, or choose a path of root's)", what, p, st.Uid, fix)
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func TestCheck(t *testing.T) {
 	open := mk("open", 0o777)
 	under := filepath.Join(open, "state")
 	os.Mkdir(under, 0o755)
-	cases[under] = "writable by its group or others without the sticky bit (mode 777)"
+	cases[under] = "writable by its group or others without the sticky bit (mode 777): another user could move the path's folder away and put one of theirs there (chmod go-w " + open
 	if os.Geteuid() == 0 {
 		other := mk("other", 0o755)
 		if err := os.Chown(other, 65534, 65534); err != nil {
@@ -59,7 +59,7 @@ func TestCheck(t *testing.T) {
 		if err := os.Lchown(theirs, 65534, 65534); err != nil {
 			t.Fatal(err)
 		}
-		cases[theirs] = "a link on its path, " + theirs + ", is owned by uid 65534"
+		cases[theirs] = "a link on its path, " + theirs + ", is owned by uid 65534: another user could change which folder the path names (chown -h root:root " + theirs
 		// Their link met halfway through a chain of root's links (the
 		// review of 2026-12-06: the path as given and as resolved both
 		// passed).
