@@ -322,7 +322,11 @@ func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
 	c.lock = lock
 
 	// The lock is ours, so no install is running: whatever staging/ holds was
-	// left by a crash.
+	// left by a crash, an open layer taken out for its re-resolve among it,
+	// which goes back first (the upgrade probe of 2026-12-06: a crash during
+	// a hung re-resolve lost the layer, and the registry's outage then failed
+	// its runs).
+	c.restoreStale()
 	if err := clearDir(c.stageDir); err != nil {
 		return nil, fmt.Errorf("opening the package cache: clearing its staging area: %w", err)
 	}
@@ -342,6 +346,38 @@ func openCache(cfg CacheConfig) (_ *Cache, retErr error) {
 }
 
 // clearDir removes everything in dir.
+// restoreStale puts back each layer a crash left taken out for its re-resolve
+// (takeAsLocked, stalePrefix), where layers/ has none of its key. Best effort:
+// one it can't is deleted with staging/, and installed again when asked for.
+func (c *Cache) restoreStale() {
+	ents, err := os.ReadDir(c.stageDir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), stalePrefix)
+		if !ok {
+			continue
+		}
+		key := rest[:max(strings.LastIndexByte(rest, '.'), 0)]
+		if !keyRE().MatchString(key) {
+			continue
+		}
+		src, dst := filepath.Join(c.stageDir, e.Name(), key), filepath.Join(c.layersDir, key)
+		if _, err := os.Lstat(dst); err == nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(src, manifestName)); err != nil {
+			continue
+		}
+		if err := os.Rename(src, dst); err != nil {
+			c.log.Warn("putting back an open package layer a crash left out during its re-resolve", "key", key, "err", err)
+			continue
+		}
+		c.log.Info("put back an open package layer a crash left out during its re-resolve", "key", key)
+	}
+}
+
 func clearDir(dir string) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -453,7 +489,7 @@ func (c *Cache) acquire(ctx context.Context, set Set, progress func(string)) (*L
 	if l, ok := c.layers[key]; ok && l.refs == 0 && set.Open() && time.Since(l.manifest.InstalledAt) > c.openTTL && time.Now().After(l.refreshAfter) {
 		// Resolved too long ago: installed again below, as a miss. A layer
 		// a run holds is served as it is; a later run refreshes it.
-		v, err := c.takeLocked(key)
+		v, err := c.takeAsLocked(key, stalePrefix)
 		if err != nil {
 			c.log.Warn("re-resolving an open package layer; serving it as it is", "key", key, "err", err)
 		} else {
@@ -1260,9 +1296,20 @@ func (c *Cache) oldestUnusedLocked() *cachedLayer {
 // full for the folder it is moved into has it deleted where it is, with the
 // lock held: no install of its key can publish meanwhile (there is none while
 // the cache holds the layer, and none starts without the lock).
-func (c *Cache) takeLocked(key string) (victim, error) {
+func (c *Cache) takeLocked(key string) (victim, error) { return c.takeAsLocked(key, evictedPrefix) }
+
+// Prefixes of the folders of staging/ that hold layers taken out of the
+// cache: evicted ones, deleted; and stale ones, an open layer's while it is
+// re-resolved, put back by the next open after a crash meanwhile.
+const (
+	evictedPrefix = "evicted."
+	stalePrefix   = "stale."
+)
+
+// takeAsLocked is takeLocked, into a folder of staging/ named with prefix.
+func (c *Cache) takeAsLocked(key, prefix string) (victim, error) {
 	src := filepath.Join(c.layersDir, key)
-	trash, err := os.MkdirTemp(c.stageDir, "evicted."+key+".")
+	trash, err := os.MkdirTemp(c.stageDir, prefix+key+".")
 	if err == nil {
 		if err = os.Rename(src, filepath.Join(trash, key)); err != nil {
 			os.Remove(trash)

@@ -1548,3 +1548,37 @@ func TestTreeSizeLeavesOutPipsFolders(t *testing.T) {
 		t.Errorf("got %d bytes, want a package's own folder of that name counted", n)
 	}
 }
+
+// TestCacheRestoresAStaleLayerAfterACrash: an open layer taken out for its
+// re-resolve when the process died is put back by the next open, not deleted
+// with staging/ (the upgrade probe of 2026-12-06: a crash during a hung
+// re-resolve lost the layer, and the registry's outage then failed its runs);
+// an evicted one is deleted as before.
+func TestCacheRestoresAStaleLayerAfterACrash(t *testing.T) {
+	testutil.CheckLeaks(t)
+	inst := &fakeInstaller{}
+	dir := filepath.Join(t.TempDir(), "cache")
+	c := openTestCache(t, dir, 0, inst)
+	open := mustSet(t, "python", "3.11.2", "requests>=2")
+	pinned := mustSet(t, "python", "3.11.2", "numpy==1.26.4")
+	acquire(t, c, open).Release()
+	acquire(t, c, pinned).Release()
+	c.mu.Lock()
+	if _, err := c.takeAsLocked(open.Key(), stalePrefix); err != nil { // as a re-resolve does
+		t.Fatal(err)
+	}
+	if _, err := c.takeLocked(pinned.Key()); err != nil { // as an eviction does
+		t.Fatal(err)
+	}
+	c.mu.Unlock()
+	c.Close() // the crash: neither the re-resolve nor the eviction ended
+	again := openTestCache(t, dir, 0, inst)
+	l := acquire(t, again, open)
+	l.Release()
+	if !l.Cached || inst.Calls() != 2 {
+		t.Errorf("the open layer after the crash: got Cached %v after %d installs, want it put back (2 installs)", l.Cached, inst.Calls())
+	}
+	if s := again.Stats(); s.Layers != 1 || len(entries(t, again.stageDir)) != 0 {
+		t.Errorf("got %d layers and staging %q, want the open one back, the evicted one gone, staging empty", s.Layers, entries(t, again.stageDir))
+	}
+}
