@@ -9,8 +9,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
 	"time"
+
+	"github.com/brig-sandbox/brig/internal/pathwalk"
 )
 
 // ManifestFormat is the version of manifest.json and of the tree layout it describes
@@ -138,41 +139,4 @@ func writeManifest(dir string, m *Manifest) error {
 // resolveIn returns the host path of p, a path inside the tree at root, following
 // symlinks as the kernel would after chroot(root): an absolute link target starts
 // again at root, and ".." never climbs above it.
-func resolveIn(root, p string) (string, error) {
-	const maxLinks = 40
-	links := 0
-	resolved := "/" // inside the root, without symlinks
-	rest := strings.Split(strings.TrimPrefix(path.Clean("/"+p), "/"), "/")
-	for len(rest) > 0 {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			resolved = path.Dir(resolved)
-			continue
-		}
-		next := path.Join(resolved, c)
-		fi, err := os.Lstat(filepath.Join(root, next))
-		if err != nil {
-			return "", err
-		}
-		if fi.Mode()&os.ModeSymlink == 0 {
-			resolved = next
-			continue
-		}
-		if links++; links > maxLinks {
-			return "", fmt.Errorf("too many levels of symbolic links at %s", next)
-		}
-		target, err := os.Readlink(filepath.Join(root, next))
-		if err != nil {
-			return "", err
-		}
-		if path.IsAbs(target) {
-			resolved = "/"
-		}
-		rest = append(strings.Split(target, "/"), rest...)
-	}
-	return filepath.Join(root, resolved), nil
-}
+func resolveIn(root, p string) (string, error) { return pathwalk.Resolve(root, p, nil) }

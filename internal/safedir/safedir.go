@@ -12,15 +12,18 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/brig-sandbox/brig/internal/pathwalk"
 )
 
 // Make makes dir with perm where it is missing (its parents too), and
 // returns Check's verdict on it.
 func Make(dir string, perm os.FileMode) error {
-	abs, err := filepath.Abs(dir)
+	abs, err := absPath(dir)
 	if err != nil {
 		return err
 	}
@@ -58,7 +61,7 @@ func Make(dir string, perm os.FileMode) error {
 // 2026-12-06 had another user's link as the state directory, which that user
 // then pointed at a folder of root's of their choosing).
 func Check(dir string) error {
-	abs, err := filepath.Abs(dir)
+	abs, err := absPath(dir)
 	if err != nil {
 		return err
 	}
@@ -81,60 +84,26 @@ func Check(dir string) error {
 	return nil
 }
 
-// maxLinks bounds the links walk follows, as the kernel's 40.
-const maxLinks = 40
-
 // walk resolves the absolute path p as the kernel does, one component at a
-// time, and checks each folder it passes through and each link it follows,
-// however deep in a chain of links: each must be root's or this user's, and
-// each folder above the last writable by others only with the sticky bit. It
-// returns the resolved path, whose last folder is Check's. (Checking the path
-// as given and as resolved missed a link met halfway through a chain: the
-// review of 2026-12-06.)
+// time (pathwalk), and checks each folder it passes through and each link it
+// follows, however deep in a chain of links: each must be root's or this
+// user's, and each folder above the last writable by others only with the
+// sticky bit. It returns the resolved path, whose last folder is Check's.
+// (Checking the path as given and as resolved missed a link met halfway
+// through a chain: the review of 2026-12-06.)
 func walk(p string) (string, error) {
-	todo := strings.Split(strings.TrimPrefix(p, "/"), "/")
-	cur, links := "/", 0
-	if err := owned(cur, true); err != nil {
+	if err := owned("/", true); err != nil {
 		return "", err
 	}
-	for len(todo) > 0 {
-		name := todo[0]
-		todo = todo[1:]
-		switch name {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, name)
-		var st unix.Stat_t
-		if err := unix.Lstat(next, &st); err != nil {
-			return "", err
-		}
+	return pathwalk.Resolve("/", p, func(name string, st *unix.Stat_t, more bool) error {
 		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			if err := ownedBy(next, &st, "a link on its path"); err != nil {
-				return "", err
-			}
-			if links++; links > maxLinks {
-				return "", fmt.Errorf("%s: too many levels of symbolic links", p)
-			}
-			target, err := os.Readlink(next)
-			if err != nil {
-				return "", err
-			}
-			if filepath.IsAbs(target) {
-				cur = "/"
-			}
-			todo = append(strings.Split(strings.TrimPrefix(target, "/"), "/"), todo...)
-			continue
+			return ownedBy(name, st, "a link on its path")
 		}
-		cur = next
-		if err := owned(cur, len(todo) > 0); err != nil {
-			return "", err
+		if !more {
+			return nil // the last folder: Check's
 		}
-	}
-	return cur, nil
+		return ownedAbove(name, st)
+	})
 }
 
 // owned checks the folder dir, one above the last of a walk when above: it
@@ -148,7 +117,12 @@ func owned(dir string, above bool) error {
 	if err := unix.Lstat(dir, &st); err != nil {
 		return err
 	}
-	if err := ownedBy(dir, &st, "a folder above it"); err != nil {
+	return ownedAbove(dir, &st)
+}
+
+// ownedAbove is owned's check of the folder dir, whose Lstat is st.
+func ownedAbove(dir string, st *unix.Stat_t) error {
+	if err := ownedBy(dir, st, "a folder above it"); err != nil {
 		return err
 	}
 	if st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0 {
@@ -167,4 +141,14 @@ func ownedBy(p string, st *unix.Stat_t, what string) error {
 		return fmt.Errorf("%s, %s, is owned by uid %d: another user could change which folder the path names (%s, or choose a path of root's)", what, p, st.Uid, fix)
 	}
 	return nil
+}
+
+// absPath is dir made absolute. One with a ".." is refused: made absolute it
+// is cleaned as text, where the kernel resolves a link before the ".." that
+// follows it, so the folder checked would not be the one opened.
+func absPath(dir string) (string, error) {
+	if slices.Contains(strings.Split(dir, "/"), "..") {
+		return "", fmt.Errorf("%s has a \"..\": give the folder's path without one", dir)
+	}
+	return filepath.Abs(dir)
 }

@@ -82,14 +82,19 @@ func TestCheck(t *testing.T) {
 			t.Errorf("%s: got %v, want an error with %q", p, err, want)
 		}
 	}
-	// Root's link in a sticky folder, as /var/run to /run, and a ".." on the
+	// Root's link in a sticky folder, as /var/run to /run, and a "." on the
 	// way, pass.
 	rootLink := filepath.Join(mk("sticky-ok", 0o1777), "state")
 	os.Symlink(good, rootLink)
-	for _, p := range []string{rootLink, filepath.Join(good, "..", "good")} {
+	for _, p := range []string{rootLink, good + "/./"} {
 		if err := Check(p); err != nil {
 			t.Errorf("%s: %v, want it to pass", p, err)
 		}
+	}
+	// A ".." is refused: cleaned as text it may name another folder than the
+	// kernel's resolution of a link before it.
+	if err := Check(good + "/../good"); err == nil || !strings.Contains(err.Error(), `has a ".."`) {
+		t.Errorf("a path with ..: got %v, want it refused", err)
 	}
 	// Make makes a missing folder, with its parents, that passes; none
 	// below a folder others may write.
