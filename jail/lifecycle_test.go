@@ -143,25 +143,33 @@ func setThreadsSlack(tb testing.TB, ns int) {
 // 2026-12-06 got SIGKILL). Both languages, pooled and fresh sandboxes.
 func TestStopBeforeTheRunIsSent(t *testing.T) {
 	for _, pool := range []int{0, 1} {
-		l := newTestLauncher(t, pool)
-		for _, lang := range []rootfs.Language{rootfs.Python, rootfs.JavaScript} {
-			t.Run(fmt.Sprintf("%s pool %d", lang, pool), func(t *testing.T) {
-				ctx, cancel := context.WithCancel(context.Background())
-				cancel()
-				started := false
-				spec := Spec{Language: lang, Code: map[rootfs.Language]string{rootfs.Python: "print('ran')", rootfs.JavaScript: "console.log('ran')"}[lang],
-					Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20,
-					OnStart: func(time.Time) { started = true }}
-				res, err := l.Run(ctx, spec)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if res.End != EndStopped || res.Signal != "" || res.ExitCode != nil || res.Started || started || res.Stdout != "" ||
-					res.Message != "the run was stopped before its program started; the program did not run" {
-					t.Errorf("got end %q signal %q exit code %v started %v/%v stdout %q message %q, want stopped with no signal, not started",
-						res.End, res.Signal, res.ExitCode, res.Started, started, res.Stdout, res.Message)
-				}
-			})
-		}
+		// A launcher a subtest's own: each is closed, and checked for
+		// leaks, before the next is made (the warm pass's pooled sandboxes
+		// of the first had read as the second's leaks).
+		t.Run(fmt.Sprintf("pool %d", pool), func(t *testing.T) { stopBeforeTheRunIsSent(t, newTestLauncher(t, pool)) })
+	}
+}
+
+// stopBeforeTheRunIsSent is TestStopBeforeTheRunIsSent's check of l, in both
+// languages.
+func stopBeforeTheRunIsSent(t *testing.T, l *Launcher) {
+	for _, lang := range []rootfs.Language{rootfs.Python, rootfs.JavaScript} {
+		t.Run(lang.String(), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			started := false
+			spec := Spec{Language: lang, Code: map[rootfs.Language]string{rootfs.Python: "print('ran')", rootfs.JavaScript: "console.log('ran')"}[lang],
+				Timeout: 10 * time.Second, MemoryBytes: api.DefaultMemoryMiB << 20,
+				OnStart: func(time.Time) { started = true }}
+			res, err := l.Run(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.End != EndStopped || res.Signal != "" || res.ExitCode != nil || res.Started || started || res.Stdout != "" ||
+				res.Message != "the run was stopped before its program started; the program did not run" {
+				t.Errorf("got end %q signal %q exit code %v started %v/%v stdout %q message %q, want stopped with no signal, not started",
+					res.End, res.Signal, res.ExitCode, res.Started, started, res.Stdout, res.Message)
+			}
+		})
 	}
 }
