@@ -1,9 +1,9 @@
 // Package safedir makes and checks the folders brig keeps its own files in
-// (the state directory, the lock folder): folders another user may write to
-// would let that user replace brig's files there, or lay a symbolic link
-// where brig, as root, then writes (the operator probe of 2026-12-06 had a
-// sticky 1777 state directory's link make root overwrite a file of its
-// choosing).
+// (the state directory, the package cache, the lock folder): folders another
+// user may write to would let that user replace brig's files there, or lay a
+// symbolic link where brig, as root, then writes (the operator probe of
+// 2026-12-06 had a sticky 1777 state directory's link make root overwrite a
+// file of its choosing).
 package safedir
 
 import (
