@@ -1162,24 +1162,18 @@ func TestBenchInterruptedLeavesNothing(t *testing.T) {
 	}
 }
 
-// TestServeTellsSystemd: under a unit of Type=notify the service says READY=1
-// once its socket answers, pings a watchdog the unit asks for only while GET
-// /v1/health answers on its socket, and says STOPPING=1 when a stop begins
-// (deploy/brig.service). The notification socket is the test's own.
-func TestServeTellsSystemd(t *testing.T) {
-	testutil.RequireRoot(t)
-	testutil.CheckLeaks(t, cliServeParent)
-	defer os.Remove(cgroup.ParentLockPath("", cliServeParent))
+// notifications is a notification socket of the test's own: the environment
+// that points a service at it and asks for a watchdog of interval, and next,
+// which returns the next notification, or "" when none comes within d.
+func notifications(t *testing.T, interval time.Duration) (env []string, next func(d time.Duration) string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "notify")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	const interval = 400 * time.Millisecond
-	socket, serve, logs := launchServeEnv(t, []string{"NOTIFY_SOCKET=" + path, fmt.Sprintf("WATCHDOG_USEC=%d", interval.Microseconds())})
-	// next returns the next notification, or "" when none comes within d.
-	next := func(d time.Duration) string {
+	t.Cleanup(func() { conn.Close() })
+	next = func(d time.Duration) string {
 		buf := make([]byte, 4096)
 		conn.SetReadDeadline(time.Now().Add(d))
 		n, err := conn.Read(buf)
@@ -1188,6 +1182,60 @@ func TestServeTellsSystemd(t *testing.T) {
 		}
 		return string(buf[:n])
 	}
+	return []string{"NOTIFY_SOCKET=" + path, fmt.Sprintf("WATCHDOG_USEC=%d", interval.Microseconds())}, next
+}
+
+// TestServeWatchdogRefusingRoot: a service that refuses root answers its own
+// watchdog's probe 403, which counts as alive; its lost journal stops the
+// pings all the same, asked of the service itself (the review of 2026-12-06:
+// the probe never saw "failing" behind the 403).
+func TestServeWatchdogRefusingRoot(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliServeParent)
+	defer os.Remove(cgroup.ParentLockPath("", cliServeParent))
+	const interval = 400 * time.Millisecond
+	env, next := notifications(t, interval)
+	socket, serve, logs := launchServeEnv(t, env, "--allow-uid", "65534")
+	if got := next(30 * time.Second); got != "READY=1" {
+		t.Fatalf("got the notification %q, want READY=1 first; it logged:\n%s", got, logs)
+	}
+	for i := 0; i < 2; i++ {
+		if got := next(2 * interval); got != "WATCHDOG=1" {
+			t.Fatalf("ping %d with root refused: got %q, want WATCHDOG=1; it logged:\n%s", i, got, logs)
+		}
+	}
+	journal := filepath.Join(filepath.Dir(socket), "state", "journal.db")
+	if err := os.Rename(journal, journal+".away"); err != nil {
+		t.Fatal(err)
+	}
+	quiet := false
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if got := next(3 * interval); got == "" {
+			quiet = true
+			break
+		}
+	}
+	if !quiet || !strings.Contains(logs.String(), "the service is failing") {
+		t.Errorf("with the journal lost and root refused: pings went on (%v) or no line said so; it logged:\n%s", !quiet, logs)
+	}
+	serve.Process.Signal(syscall.SIGTERM)
+	if err := serve.Wait(); err == nil {
+		t.Errorf("brig serve with its journal lost: stopped cleanly, want a failed stop; it logged:\n%s", logs)
+	}
+	checkParentRemoved(t, cliServeParent)
+}
+
+// TestServeTellsSystemd: under a unit of Type=notify the service says READY=1
+// once its socket answers, pings a watchdog the unit asks for only while GET
+// /v1/health answers on its socket, and says STOPPING=1 when a stop begins
+// (deploy/brig.service). The notification socket is the test's own.
+func TestServeTellsSystemd(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.CheckLeaks(t, cliServeParent)
+	defer os.Remove(cgroup.ParentLockPath("", cliServeParent))
+	const interval = 400 * time.Millisecond
+	env, next := notifications(t, interval)
+	socket, serve, logs := launchServeEnv(t, env)
 	if got := next(30 * time.Second); got != "READY=1" {
 		t.Fatalf("got the notification %q, want READY=1 first; it logged:\n%s", got, logs)
 	}
