@@ -1129,14 +1129,7 @@ func TestCacheKeepsAnOpenLayerWhenItsRegistryIsDown(t *testing.T) {
 			l.Release()
 			// Served as it is until staleRetry has passed: no install waits
 			// for the registry meanwhile.
-			again := acquire(t, c, open)
-			again.Release()
-			if !again.Cached || inst.Calls() != 2 {
-				t.Errorf("got Cached %v after %d installs, want a hit after 2", again.Cached, inst.Calls())
-			}
-			if s := c.Stats(); s.Layers != 1 || len(entries(t, c.stageDir)) != 0 {
-				t.Errorf("got %d layers and staging %q, want 1 and nothing left in staging", s.Layers, entries(t, c.stageDir))
-			}
+			wantOneLayerHit(t, c, open, inst, "served as it is")
 		})
 	}
 }
@@ -1572,13 +1565,21 @@ func TestCacheRestoresAStaleLayerAfterACrash(t *testing.T) {
 	}
 	c.mu.Unlock()
 	c.Close() // the crash: neither the re-resolve nor the eviction ended
-	again := openTestCache(t, dir, 0, inst)
-	l := acquire(t, again, open)
+	// The open one back, the evicted one gone.
+	wantOneLayerHit(t, openTestCache(t, dir, 0, inst), open, inst, "the open layer after the crash")
+}
+
+// wantOneLayerHit acquires set's layer from c and checks that it was a hit
+// after inst's two installs, and that c holds that layer alone and nothing in
+// staging.
+func wantOneLayerHit(t *testing.T, c *Cache, set Set, inst *fakeInstaller, what string) {
+	t.Helper()
+	l := acquire(t, c, set)
 	l.Release()
 	if !l.Cached || inst.Calls() != 2 {
-		t.Errorf("the open layer after the crash: got Cached %v after %d installs, want it put back (2 installs)", l.Cached, inst.Calls())
+		t.Errorf("%s: got Cached %v after %d installs, want a hit after 2", what, l.Cached, inst.Calls())
 	}
-	if s := again.Stats(); s.Layers != 1 || len(entries(t, again.stageDir)) != 0 {
-		t.Errorf("got %d layers and staging %q, want the open one back, the evicted one gone, staging empty", s.Layers, entries(t, again.stageDir))
+	if s := c.Stats(); s.Layers != 1 || len(entries(t, c.stageDir)) != 0 {
+		t.Errorf("%s: got %d layers and staging %q, want 1 and nothing left in staging", what, s.Layers, entries(t, c.stageDir))
 	}
 }

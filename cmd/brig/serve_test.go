@@ -1185,6 +1185,27 @@ func notifications(t *testing.T, interval time.Duration) (env []string, next fun
 	return []string{"NOTIFY_SOCKET=" + path, fmt.Sprintf("WATCHDOG_USEC=%d", interval.Microseconds())}, next
 }
 
+// loseJournal moves the journal of the service on socket away under it and
+// checks that its watchdog's pings (next) stop within 10 s, and that it logs
+// why.
+func loseJournal(t *testing.T, socket string, interval time.Duration, next func(time.Duration) string, logs *testutil.LogBuffer) {
+	t.Helper()
+	journal := filepath.Join(filepath.Dir(socket), "state", "journal.db")
+	if err := os.Rename(journal, journal+".away"); err != nil {
+		t.Fatal(err)
+	}
+	quiet := false
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if got := next(3 * interval); got == "" {
+			quiet = true
+			break
+		}
+	}
+	if !quiet || !strings.Contains(logs.String(), "the service is failing") {
+		t.Errorf("with the journal lost: pings went on (%v) or no line said so; it logged:\n%s", !quiet, logs)
+	}
+}
+
 // TestServeWatchdogRefusingRoot: a service that refuses root answers its own
 // watchdog's probe 403, which counts as alive; its lost journal stops the
 // pings all the same, asked of the service itself (the review of 2026-12-06:
@@ -1204,20 +1225,7 @@ func TestServeWatchdogRefusingRoot(t *testing.T) {
 			t.Fatalf("ping %d with root refused: got %q, want WATCHDOG=1; it logged:\n%s", i, got, logs)
 		}
 	}
-	journal := filepath.Join(filepath.Dir(socket), "state", "journal.db")
-	if err := os.Rename(journal, journal+".away"); err != nil {
-		t.Fatal(err)
-	}
-	quiet := false
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		if got := next(3 * interval); got == "" {
-			quiet = true
-			break
-		}
-	}
-	if !quiet || !strings.Contains(logs.String(), "the service is failing") {
-		t.Errorf("with the journal lost and root refused: pings went on (%v) or no line said so; it logged:\n%s", !quiet, logs)
-	}
+	loseJournal(t, socket, interval, next, logs)
 	serve.Process.Signal(syscall.SIGTERM)
 	if err := serve.Wait(); err == nil {
 		t.Errorf("brig serve with its journal lost: stopped cleanly, want a failed stop; it logged:\n%s", logs)
@@ -1277,20 +1285,7 @@ func TestServeTellsSystemd(t *testing.T) {
 	// A lost journal (moved away under the service) stops them for good,
 	// though the socket answers: only the restart the watchdog's end brings
 	// mends it (the crash probe of 2026-12-06). The stop then fails.
-	journal := filepath.Join(filepath.Dir(socket), "state", "journal.db")
-	if err := os.Rename(journal, journal+".away"); err != nil {
-		t.Fatal(err)
-	}
-	quiet := false
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		if got := next(3 * interval); got == "" {
-			quiet = true
-			break
-		}
-	}
-	if !quiet || !strings.Contains(logs.String(), "the service is failing") {
-		t.Errorf("with the journal lost: pings went on (%v) or no line said so; it logged:\n%s", !quiet, logs)
-	}
+	loseJournal(t, socket, interval, next, logs)
 	serve.Process.Signal(syscall.SIGTERM)
 	for {
 		got := next(10 * time.Second)
